@@ -1,0 +1,84 @@
+// Command train is turnwise's single binary: every job (tokenizing,
+// benchmarking, training, evaluation) is a subcommand.
+//
+//	train <subcommand> [flags]
+//
+// Run "train help" for the list of subcommands and "train <subcommand> --help"
+// for the flags of one.
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+
+	"github.com/spf13/pflag"
+)
+
+// command is one subcommand: its one-line summary and the function that runs
+// it with the arguments that follow its name.
+type command struct {
+	summary string
+	run     func(args []string, stdin io.Reader, stdout, stderr io.Writer) error
+}
+
+// commands returns the table of subcommands. Each subcommand lives in its own
+// file of this package and registers itself here.
+func commands() map[string]command {
+	return map[string]command{
+		"bench":    {"benchmark every CPU op and print GFLOP/s and GB/s", runBench},
+		"tokenize": {"encode text to token ids, decode ids, or render a chat", runTokenize},
+	}
+}
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}
+
+// run dispatches to a subcommand and turns its error into an exit status.
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	cmds := commands()
+	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+		usage(stdout, cmds)
+		return 0
+	}
+	c, ok := cmds[args[0]]
+	if !ok {
+		fmt.Fprintf(stderr, "train: unknown subcommand %q\n\n", args[0])
+		usage(stderr, cmds)
+		return 2
+	}
+	err := c.run(args[1:], stdin, stdout, stderr)
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, pflag.ErrHelp):
+		return 0
+	default:
+		fmt.Fprintf(stderr, "train %s: %v\n", args[0], err)
+		return 1
+	}
+}
+
+func usage(w io.Writer, cmds map[string]command) {
+	fmt.Fprintln(w, "usage: train <subcommand> [flags]\n\nsubcommands:")
+	names := make([]string, 0, len(cmds))
+	for n := range cmds {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		fmt.Fprintf(w, "  %-10s %s\n", n, cmds[n].summary)
+	}
+	fmt.Fprintln(w, "\nRun \"train <subcommand> --help\" for its flags.")
+}
+
+// newFlags returns a flag set for a subcommand that reports errors instead of
+// exiting, so that run decides the exit status.
+func newFlags(name string, stderr io.Writer) *pflag.FlagSet {
+	fs := pflag.NewFlagSet("train "+name, pflag.ContinueOnError)
+	fs.SetOutput(stderr)
+	return fs
+}
