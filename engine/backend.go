@@ -1,0 +1,209 @@
+// Package engine defines turnwise's tensors, dtypes and the Backend interface:
+// the complete set of operations the Llama model and the trainers are written
+// against. Concrete backends live in engine/cpu (the reference, default
+// everywhere) and engine/cuda (hand-written CUDA kernels, or the same kernels
+// under the CPU emulator).
+//
+// Every op's contract is written once, here, on its Backend method: shapes,
+// dtypes, what is overwritten and what is accumulated into. Shapes use these
+// letters:
+//
+//	N  tokens (all sequences of a batch packed together)
+//	B  sequences in a batch, S segments of a sum
+//	D  model (hidden) width, V vocabulary size
+//	H  query heads, G key/value heads (H is a multiple of G), Dh head width
+//	M, K, N  matrix extents of a GEMM
+//
+// An argument's dtype is written after its shape, e.g. x [N, D] f32|bf16.
+// "float" means f32 or bf16. Unless a contract says otherwise every tensor
+// argument is distinct (no aliasing) and every output is overwritten.
+//
+// Numerics follow Hugging Face's Llama: reductions and transcendental
+// functions run in f32, and a bf16 result is rounded (to nearest even) once
+// per value that PyTorch would materialise in bf16.
+package engine
+
+// GemmParams selects the variant of a GEMM: C = Alpha·op(A)·op(B) + Beta·C.
+type GemmParams struct {
+	TransA bool    // op(A) = Aᵀ
+	TransB bool    // op(B) = Bᵀ
+	Alpha  float32 // scale of the product
+	Beta   float32 // scale of the previous C (0: C is overwritten, never read)
+}
+
+// AdamWParams are the hyper-parameters of one AdamW update. Step is the
+// 1-based step number used for bias correction. GradScale multiplies every
+// gradient before use; it carries gradient clipping and the averaging of
+// accumulated micro-batches into the update without an extra pass.
+type AdamWParams struct {
+	LR          float32
+	Beta1       float32
+	Beta2       float32
+	Eps         float32
+	WeightDecay float32
+	Step        int
+	GradScale   float32
+}
+
+// SampleParams select how the next token is drawn from logits.
+//
+// Temperature ≤ 0 means greedy: the argmax, the lowest index on ties.
+// Otherwise the weights are e_v = exp((logit_v − max)/Temperature). With
+// 0 < TopP < 1 the candidates are the tokens in order of descending weight
+// (ties: lower index first), cut after the first k whose weights sum to at
+// least TopP·Σe; otherwise all tokens in index order. The token drawn is the
+// first candidate at which the running sum of weights exceeds u·(the
+// candidates' total). Every backend follows this rule, so a seeded run draws
+// the same tokens everywhere (up to ties broken by rounding).
+type SampleParams struct {
+	Temperature float32
+	TopP        float32
+}
+
+// Backend is one implementation of the op set. A Backend may run ops
+// asynchronously (on a GPU stream); Download and Sync wait for completed work.
+// A Backend is not safe for concurrent use by several goroutines.
+type Backend interface {
+	// Name identifies the backend: "cpu", "cuda", "cudaemu".
+	Name() string
+	// Device is where the backend's buffers live.
+	Device() Device
+
+	// NewBuffer allocates nbytes of device memory, zeroed.
+	NewBuffer(nbytes int) (Buffer, error)
+	// FreeBuffer releases a buffer from NewBuffer. Tensors viewing it must
+	// no longer be used.
+	FreeBuffer(Buffer)
+	// Upload copies len(src) == dst.Bytes() bytes, already in dst's dtype
+	// and little-endian element layout, into dst.
+	Upload(dst *Tensor, src []byte)
+	// Download copies src into dst (len(dst) == src.Bytes()), waiting for
+	// pending work that writes src.
+	Download(dst []byte, src *Tensor)
+	// Sync waits for all submitted work.
+	Sync() error
+
+	// Copy: dst = src. Same dtype and element count (shapes may differ).
+	Copy(dst, src *Tensor)
+	// Fill sets every element of a float tensor to v (rounded to its dtype).
+	Fill(x *Tensor, v float32)
+	// Cast: dst = src converted element-wise, any of f32, bf16, f16 to any
+	// other (or the same); rounding to nearest even. Same element count.
+	Cast(dst, src *Tensor)
+	// Add: out = a + b, all float of one shape and dtype; out may alias a
+	// or b.
+	Add(out, a, b *Tensor)
+	// Scale: x *= s, in place.
+	Scale(x *Tensor, s float32)
+	// AXPY: y += alpha·x, y and x float of one element count (dtypes may
+	// differ; the sum is formed in f32 and rounded to y's dtype).
+	AXPY(y *Tensor, alpha float32, x *Tensor)
+
+	// Gemm: C = Alpha·op(A)·op(B) + Beta·C with f32 accumulation.
+	//   A [batch…, M, K] (or [batch…, K, M] if TransA) float
+	//   B [batch…, K, N] (or [batch…, N, K] if TransB) float
+	//   C [batch…, M, N] float
+	// A and B must share a dtype; C may be f32 or A's dtype. The batch
+	// dimensions of A and B either equal C's or are absent (broadcast), which
+	// makes it strided-batched. With Beta == 0, C is not read (NaN in C does
+	// not propagate).
+	Gemm(c, a, b *Tensor, p GemmParams)
+
+	// Embedding: out[i, :] = table[ids[i], :].
+	//   out [N, D] float, table [V, D] float, ids [N] i32 in [0, V)
+	Embedding(out, table, ids *Tensor)
+	// EmbeddingBackward: dTable[ids[i], :] += dOut[i, :], accumulated in
+	// token order, so that repeated ids sum deterministically.
+	//   dTable [V, D] float, dOut [N, D] float, ids [N] i32
+	EmbeddingBackward(dTable, dOut, ids *Tensor)
+
+	// RMSNorm: rstd[i] = 1/sqrt(mean_j x[i,j]² + eps);
+	// out[i,j] = w[j] · round(x[i,j]·rstd[i]) (HF: normalise in f32, cast to
+	// the activation dtype, then multiply by the weight).
+	//   out [N, D] float, rstd [N] f32, x [N, D] float, w [D] float
+	RMSNorm(out, rstd, x, w *Tensor, eps float32)
+	// AddRMSNorm fuses the residual add: resid = x + delta, then RMSNorm of
+	// resid into out and rstd. resid may alias x (an in-place residual
+	// stream); shapes as for RMSNorm, resid, x, delta [N, D] of one dtype.
+	AddRMSNorm(resid, out, rstd, x, delta, w *Tensor, eps float32)
+	// RMSNormBackward accumulates: with n = x·rstd and g = dOut·w,
+	//   dx += rstd·(g − n·mean_j(g·n)),  dw += Σ_i dOut·n.
+	// dx [N, D] float, dw [D] float (nil: frozen weight), other args as in
+	// RMSNorm. dx accumulates so that the residual stream's gradient flows
+	// through unchanged: the caller passes the residual gradient as dx.
+	RMSNormBackward(dx, dw, dOut, x, w, rstd *Tensor)
+
+	// RoPE rotates, in place, each head of x by its token's position in the
+	// rotate-half layout: for pair (j, j+Dh/2) and angle a = pos[i]·invFreq[j]
+	// (f32 product; cos and sin in f32), (x1, x2) ← (x1·cos a − x2·sin a,
+	// x2·cos a + x1·sin a).
+	//   x [N, H, Dh] float, pos [N] i32, invFreq [Dh/2] f32 (see RoPEFreqs)
+	RoPE(x, pos, invFreq *Tensor)
+	// RoPEBackward applies the inverse rotation to a gradient, in place.
+	RoPEBackward(dx, pos, invFreq *Tensor)
+
+	// Attention is causal scaled-dot-product attention with grouped-query
+	// heads over packed variable-length sequences. Query head h reads
+	// key/value head h/(H/G). seqs[b] = (qStart, qLen, kStart, kLen), with
+	// qLen ≤ kLen: the sequence's queries are rows qStart… of q and its keys
+	// rows kStart… of k and v, and query t (0-based) sees keys
+	// 0 … t+kLen−qLen — so training (qLen == kLen), prefill and decoding with
+	// a KV cache are the same op. Scores are scaled by scale, softmax in f32.
+	//   out [Nq, H, Dh] float (q's dtype), lse [Nq, H] f32 (log-sum-exp of the
+	//   scaled scores, saved for the backward), q [Nq, H, Dh], k, v
+	//   [Nk, G, Dh] float, seqs [B, 4] i32
+	// Rows of out and lse that no sequence covers are left untouched.
+	Attention(out, lse, q, k, v, seqs *Tensor, scale float32)
+	// AttentionBackward computes dq, dk, dv from dOut and the forward's
+	// out and lse. dq, dk and dv are overwritten (rows no sequence covers
+	// are zeroed); dk and dv sum over the H/G query heads that share them.
+	//   dq [Nq, H, Dh], dk, dv [Nk, G, Dh], dOut [Nq, H, Dh], all float
+	AttentionBackward(dq, dk, dv, dOut, out, lse, q, k, v, seqs *Tensor, scale float32)
+
+	// SwiGLU: out = round(silu(gate)) · up, silu(g) = g·sigmoid(g).
+	//   out, gate, up [N, F] float of one dtype
+	SwiGLU(out, gate, up *Tensor)
+	// SwiGLUBackward: dGate = dOut·up·silu'(gate), dUp = dOut·silu(gate);
+	// both overwritten, shapes as for SwiGLU.
+	SwiGLUBackward(dGate, dUp, dOut, gate, up *Tensor)
+
+	// LogSoftmaxGather: per row i with target t = targets[i],
+	// lse[i] = log Σ_v exp(logits[i, v]) and logp[i] = logits[i, t] − lse[i]
+	// (all in f32). A negative target marks an ignored row: logp[i] = 0.
+	//   logp [N] f32, lse [N] f32, logits [N, V] float, targets [N] i32
+	LogSoftmaxGather(logp, lse, logits, targets *Tensor)
+	// LogSoftmaxGatherBackward:
+	// dLogits[i, v] = dLogp[i]·(1[v == t] − exp(logits[i, v] − lse[i])), and
+	// 0 on ignored rows. dLogits may alias logits (computed in place).
+	LogSoftmaxGatherBackward(dLogits, dLogp, logits, lse, targets *Tensor)
+
+	// SegmentSum accumulates weighted values into segments:
+	// out[s] += Σ_{i: seg[i] == s} w[i]·x[i], summed in index order. Rows with
+	// seg[i] < 0 are skipped. This is the masked sum and (with w = mask /
+	// count) the masked mean of per-token values used by SFT, DPO and the
+	// critic. out [S] f32, x [N] f32, w [N] f32, seg [N] i32.
+	SegmentSum(out, x, w, seg *Tensor)
+	// SegmentSumBackward: dx[i] = w[i]·dOut[seg[i]] (0 where seg[i] < 0),
+	// overwriting dx.
+	SegmentSumBackward(dx, dOut, w, seg *Tensor)
+
+	// SumSquares: out[0] += Σ x², summed in f64 over fixed chunks in a fixed
+	// order, so the result does not depend on the thread count. Used for the
+	// global gradient norm. out [1] f32, x float.
+	SumSquares(out, x *Tensor)
+
+	// AdamW updates one parameter tensor in place (decoupled weight decay,
+	// bias correction, as torch.optim.AdamW):
+	//   g ← GradScale·grad; m ← β1·m + (1−β1)·g; v ← β2·v + (1−β2)·g²
+	//   p ← p − LR·(WeightDecay·p + (m/(1−β1^t)) / (sqrt(v/(1−β2^t)) + Eps))
+	// param, grad float; m, v f32 of param's element count. When master is
+	// non-nil (required for bf16 or f16 params) the update is applied to the
+	// f32 master copy and param receives it rounded.
+	AdamW(param, grad, m, v, master *Tensor, p AdamWParams)
+
+	// Sample draws one token per row of logits into ids using the caller's
+	// uniform random numbers u in [0, 1), one per row, so results are
+	// reproducible on every backend. See SampleParams.
+	//   ids [B] i32, logits [B, V] float, u [B] f32
+	Sample(ids, logits, u *Tensor, p SampleParams)
+}

@@ -1,0 +1,83 @@
+package cpu
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/turnwise/turnwise/engine"
+)
+
+// sumChunk is the fixed chunk of SumSquares: partial sums over chunks of this
+// many elements are added in chunk order, whatever the thread count.
+const sumChunk = 1 << 16
+
+// SumSquares implements engine.Backend.SumSquares.
+func (b *Backend) SumSquares(out, x *engine.Tensor) {
+	engine.MustShape("SumSquares", "out", out, 1)
+	xs := floatsOf(x)
+	chunks := (xs.len + sumChunk - 1) / sumChunk
+	b.partials = grow(b.partials, chunks)
+	parts := b.partials
+	b.parallel(chunks, 1, func(w, lo, hi int) {
+		buf := b.scratchOf(w, sumChunk)
+		for c := lo; c < hi; c++ {
+			off := c * sumChunk
+			var s float64
+			for _, v := range xs.load(off, min(sumChunk, xs.len-off), buf) {
+				s += float64(v) * float64(v)
+			}
+			parts[c] = s
+		}
+	})
+	var s float64
+	for _, p := range parts[:chunks] {
+		s += p
+	}
+	o := f32s(out)
+	o[0] += float32(s)
+}
+
+// AdamW implements engine.Backend.AdamW.
+func (b *Backend) AdamW(param, grad, m, v, master *engine.Tensor, p engine.AdamWParams) {
+	n := param.Numel()
+	if grad.Numel() != n || m.Numel() != n || v.Numel() != n {
+		panic(fmt.Sprintf("engine: AdamW: element counts differ: param %v, grad %v, m %v, v %v", param, grad, m, v))
+	}
+	if p.Step < 1 {
+		panic(fmt.Sprintf("engine: AdamW: step %d, want ≥ 1", p.Step))
+	}
+	if param.DType() != engine.F32 && master == nil {
+		panic(fmt.Sprintf("engine: AdamW: %v parameter needs an f32 master copy", param.DType()))
+	}
+	ps, gs, ms, vs := floatsOf(param), floatsOf(grad), f32s(m), f32s(v)
+	var mw []float32
+	if master != nil {
+		if master.Numel() != n {
+			panic(fmt.Sprintf("engine: AdamW: master %v for param %v", master, param))
+		}
+		mw = f32s(master)
+	}
+	bc1 := float32(1 - math.Pow(float64(p.Beta1), float64(p.Step)))
+	bc2 := float32(math.Sqrt(1 - math.Pow(float64(p.Beta2), float64(p.Step))))
+	decay := 1 - p.LR*p.WeightDecay
+	step := p.LR / bc1
+	b.parallel(n, elemGrain, func(_, lo, hi int) {
+		for i := lo; i < hi; i++ {
+			g := gs.at(i) * p.GradScale
+			mi := p.Beta1*ms[i] + (1-p.Beta1)*g
+			vi := p.Beta2*vs[i] + (1-p.Beta2)*g*g
+			ms[i], vs[i] = mi, vi
+			var w float32
+			if mw != nil {
+				w = mw[i]
+			} else {
+				w = ps.f[i]
+			}
+			w = w*decay - step*mi/(float32(math.Sqrt(float64(vi)))/bc2+p.Eps)
+			if mw != nil {
+				mw[i] = w
+			}
+			ps.set(i, w)
+		}
+	})
+}

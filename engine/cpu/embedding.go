@@ -1,0 +1,74 @@
+package cpu
+
+import (
+	"fmt"
+
+	"github.com/turnwise/turnwise/engine"
+)
+
+// Embedding implements engine.Backend.Embedding: rows gathered in parallel.
+func (b *Backend) Embedding(out, table, ids *engine.Tensor) {
+	n, v, d := ids.Dim(0), table.Dim(0), table.Dim(1)
+	engine.MustShape("Embedding", "out", out, n, d)
+	engine.MustShape("Embedding", "ids", ids, n)
+	idx := i32s(ids)
+	checkIDs("Embedding", idx, v)
+	o, t := floatsOf(out), floatsOf(table)
+	b.parallel(n, 16, func(w, lo, hi int) {
+		buf := b.scratchOf(w, d)
+		for i := lo; i < hi; i++ {
+			row := int(idx[i]) * d
+			if o.dt == t.dt {
+				copyElems(o, i*d, t, row, d)
+				continue
+			}
+			o.store(i*d, t.load(row, d, buf))
+		}
+	})
+}
+
+// EmbeddingBackward implements engine.Backend.EmbeddingBackward. Goroutines
+// split the D columns, and each walks all tokens in order, so repeated ids
+// accumulate in token order whatever the thread count.
+func (b *Backend) EmbeddingBackward(dTable, dOut, ids *engine.Tensor) {
+	n, v, d := ids.Dim(0), dTable.Dim(0), dTable.Dim(1)
+	engine.MustShape("EmbeddingBackward", "dOut", dOut, n, d)
+	engine.MustShape("EmbeddingBackward", "ids", ids, n)
+	idx := i32s(ids)
+	checkIDs("EmbeddingBackward", idx, v)
+	dt, do := floatsOf(dTable), floatsOf(dOut)
+	b.parallel(d, 16, func(_, lo, hi int) {
+		for i, id := range idx {
+			src, dst := i*d, int(id)*d
+			if dt.dt == engine.F32 && do.dt == engine.F32 {
+				s, t := do.f[src+lo:src+hi], dt.f[dst+lo:dst+hi]
+				for j := range t {
+					t[j] += s[j]
+				}
+				continue
+			}
+			for j := lo; j < hi; j++ {
+				dt.set(dst+j, dt.at(dst+j)+do.at(src+j))
+			}
+		}
+	})
+}
+
+// checkIDs panics naming the op and the offending id when one is outside
+// [0, v).
+func checkIDs(op string, ids []int32, v int) {
+	for i, id := range ids {
+		if id < 0 || int(id) >= v {
+			panic(fmt.Sprintf("engine: %s: ids[%d] = %d outside the table's %d rows", op, i, id, v))
+		}
+	}
+}
+
+// copyElems copies n elements between two windows of one dtype.
+func copyElems(dst floats, doff int, src floats, soff, n int) {
+	if dst.dt == engine.F32 {
+		copy(dst.f[doff:doff+n], src.f[soff:soff+n])
+		return
+	}
+	copy(dst.h[doff:doff+n], src.h[soff:soff+n])
+}

@@ -1,0 +1,130 @@
+package cpu
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/turnwise/turnwise/engine"
+)
+
+// RMSNorm implements engine.Backend.RMSNorm: one goroutine per block of rows.
+func (b *Backend) RMSNorm(out, rstd, x, w *engine.Tensor, eps float32) {
+	n, d := checkNorm("RMSNorm", out, rstd, x, w)
+	o, xs, ws, rs := floatsOf(out), floatsOf(x), floatsOf(w), f32s(rstd)
+	b.parallel(n, 8, func(wk, lo, hi int) {
+		buf := b.scratchOf(wk, 2*d)
+		xb, wb := buf[:d], ws.load(0, d, buf[d:])
+		for i := lo; i < hi; i++ {
+			xr := xs.load(i*d, d, xb)
+			rs[i] = normRow(o, i*d, xr, wb, eps)
+		}
+	})
+}
+
+// AddRMSNorm implements engine.Backend.AddRMSNorm.
+func (b *Backend) AddRMSNorm(resid, out, rstd, x, delta, w *engine.Tensor, eps float32) {
+	n, d := checkNorm("AddRMSNorm", out, rstd, x, w)
+	engine.MustSameShape("AddRMSNorm resid/x", resid, x)
+	engine.MustSameShape("AddRMSNorm delta/x", delta, x)
+	if resid.DType() != x.DType() || delta.DType() != x.DType() {
+		panic(fmt.Sprintf("cpu: AddRMSNorm: resid %v, x %v, delta %v must share a dtype", resid, x, delta))
+	}
+	o, r, xs, ds, ws, rs := floatsOf(out), floatsOf(resid), floatsOf(x), floatsOf(delta), floatsOf(w), f32s(rstd)
+	b.parallel(n, 8, func(wk, lo, hi int) {
+		buf := b.scratchOf(wk, 3*d)
+		xb, db, wb := buf[:d], buf[d:2*d], ws.load(0, d, buf[2*d:])
+		for i := lo; i < hi; i++ {
+			xr := xs.load(i*d, d, xb)
+			dr := ds.load(i*d, d, db)
+			// xr may be resid's own storage (f32, aliased): write the sum into
+			// the scratch copy first, then store.
+			sum := xb[:d]
+			for j := range sum {
+				sum[j] = r.round(xr[j] + dr[j])
+			}
+			r.store(i*d, sum)
+			rs[i] = normRow(o, i*d, sum, wb, eps)
+		}
+	})
+}
+
+// normRow writes w·round(x·rstd) for one row into o at off and returns rstd.
+func normRow(o floats, off int, x, w []float32, eps float32) float32 {
+	var ss float64
+	for _, v := range x {
+		ss += float64(v) * float64(v)
+	}
+	r := float32(1 / math.Sqrt(ss/float64(len(x))+float64(eps)))
+	if o.dt == engine.F32 {
+		dst := o.f[off : off+len(x)]
+		for j, v := range x {
+			dst[j] = w[j] * (v * r)
+		}
+		return r
+	}
+	for j, v := range x {
+		o.set(off+j, w[j]*o.round(v*r))
+	}
+	return r
+}
+
+// RMSNormBackward implements engine.Backend.RMSNormBackward in two passes:
+// rows in parallel for dx, then columns in parallel for dw, so every element
+// is summed by one goroutine in a fixed order.
+func (b *Backend) RMSNormBackward(dx, dw, dOut, x, w, rstd *engine.Tensor) {
+	n, d := checkNorm("RMSNormBackward", dOut, rstd, x, w)
+	engine.MustSameShape("RMSNormBackward dx/x", dx, x)
+	dxs, dos, xs, ws, rs := floatsOf(dx), floatsOf(dOut), floatsOf(x), floatsOf(w), f32s(rstd)
+	b.parallel(n, 8, func(wk, lo, hi int) {
+		buf := b.scratchOf(wk, 4*d)
+		xb, gb, db, wb := buf[:d], buf[d:2*d], buf[2*d:3*d], ws.load(0, d, buf[3*d:])
+		for i := lo; i < hi; i++ {
+			xr := xs.load(i*d, d, xb)
+			gr := dos.load(i*d, d, gb)
+			r := rs[i]
+			// c = mean_j (dOut·w)_j · n_j
+			var c float64
+			for j := range xr {
+				c += float64(gr[j]*wb[j]) * float64(xr[j]*r)
+			}
+			cf := float32(c / float64(d))
+			acc := dxs.load(i*d, d, db)
+			for j := range xr {
+				acc[j] += r * (gr[j]*wb[j] - xr[j]*r*cf)
+			}
+			dxs.store(i*d, acc)
+		}
+	})
+	if dw == nil {
+		return
+	}
+	engine.MustShape("RMSNormBackward", "dw", dw, d)
+	dws := floatsOf(dw)
+	b.parallel(d, 16, func(wk, lo, hi int) {
+		acc := b.scratchOf(wk, hi-lo)
+		for j := range acc {
+			acc[j] = 0
+		}
+		for i := 0; i < n; i++ {
+			r := rs[i]
+			for j := lo; j < hi; j++ {
+				acc[j-lo] += dos.at(i*d+j) * (xs.at(i*d+j) * r)
+			}
+		}
+		for j := lo; j < hi; j++ {
+			dws.set(j, dws.at(j)+acc[j-lo])
+		}
+	})
+}
+
+// checkNorm checks the shapes shared by the RMSNorm ops and returns N, D.
+func checkNorm(op string, out, rstd, x, w *engine.Tensor) (n, d int) {
+	if x.Rank() != 2 {
+		panic(fmt.Sprintf("engine: %s: x has shape %v, want [N, D]", op, x.Shape()))
+	}
+	n, d = x.Dim(0), x.Dim(1)
+	engine.MustShape(op, "out", out, n, d)
+	engine.MustShape(op, "rstd", rstd, n)
+	engine.MustShape(op, "w", w, d)
+	return n, d
+}

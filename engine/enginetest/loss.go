@@ -1,0 +1,265 @@
+package enginetest
+
+import (
+	"fmt"
+	"math"
+	"testing"
+
+	"github.com/turnwise/turnwise/engine"
+	"github.com/turnwise/turnwise/engine/ref"
+)
+
+func randTargets(r interface{ IntN(int) int }, n, v int, ignoreEvery int) []int32 {
+	tg := make([]int32, n)
+	for i := range tg {
+		tg[i] = int32(r.IntN(v))
+		if ignoreEvery > 0 && i%ignoreEvery == ignoreEvery-1 {
+			tg[i] = -1
+		}
+	}
+	return tg
+}
+
+func testLogSoftmax(t *testing.T, b engine.Backend) {
+	cases := []struct{ n, v int }{{1, 1}, {3, 13}, {7, 512}, {2, 32000}, {1, 128256}}
+	for _, dt := range FloatDTypes {
+		for _, c := range cases {
+			t.Run(fmt.Sprintf("%v/N=%d_V=%d", dt, c.n, c.v), func(t *testing.T) {
+				r := Rand(uint64(c.n*c.v) + 17)
+				lv := Values(r, dt, c.n*c.v, 8)
+				tg := randTargets(r, c.n, c.v, 3)
+				logits := engine.FromF32(b, dt, lv, c.n, c.v)
+				targets := engine.FromI32(b, tg, c.n)
+				logp, lse := engine.MustAlloc(b, engine.F32, c.n), engine.MustAlloc(b, engine.F32, c.n)
+				b.LogSoftmaxGather(logp, lse, logits, targets)
+				wantP, wantL := ref.LogSoftmaxGather(F64(lv), tg, c.n, c.v)
+				// Inputs are exact in either dtype and all arithmetic is f32,
+				// so f32 tolerances apply to bf16 logits too.
+				Close(t, "logp", engine.ToF32(b, logp), wantP, TolF32)
+				Close(t, "lse", engine.ToF32(b, lse), wantL, TolF32)
+
+				gv := Values(r, engine.F32, c.n, 1)
+				dl := engine.MustAlloc(b, dt, c.n, c.v)
+				b.LogSoftmaxGatherBackward(dl, engine.FromF32(b, engine.F32, gv, c.n), logits, lse, targets)
+				l64, g64 := F64(lv), F64(gv)
+				loss := func() float64 {
+					p, _ := ref.LogSoftmaxGather(l64, tg, c.n, c.v)
+					return Dot(g64, p)
+				}
+				GradCheck(t, "dLogits", r, l64, engine.ToF32(b, dl), loss, 64, GradTol(dt))
+
+				// In place: dLogits aliasing logits gives the same values.
+				b.LogSoftmaxGatherBackward(logits, engine.FromF32(b, engine.F32, gv, c.n), logits, lse, targets)
+				Close(t, "in place", engine.ToF32(b, logits), F64(engine.ToF32(b, dl)), 0)
+			})
+		}
+	}
+}
+
+// testTokenLogProbs checks the chunked classifier + log-softmax composition
+// and, with SegmentSum, the masked cross-entropy built from it.
+func testTokenLogProbs(t *testing.T, b engine.Backend) {
+	cases := []struct{ n, d, v, chunk int }{{1, 4, 3, 1}, {9, 16, 37, 4}, {13, 32, 500, 13}, {6, 8, 1000, 100}}
+	for _, dt := range FloatDTypes {
+		for _, c := range cases {
+			t.Run(fmt.Sprintf("%v/N=%d_D=%d_V=%d_chunk=%d", dt, c.n, c.d, c.v, c.chunk), func(t *testing.T) {
+				r := Rand(uint64(c.n*c.v) + 23)
+				hv, wv := Values(r, dt, c.n*c.d, 1), Values(r, dt, c.v*c.d, 1)
+				tg := randTargets(r, c.n, c.v, 4)
+				h, w := engine.FromF32(b, dt, hv, c.n, c.d), engine.FromF32(b, dt, wv, c.v, c.d)
+				targets := engine.FromI32(b, tg, c.n)
+				logp, lse := engine.MustAlloc(b, engine.F32, c.n), engine.MustAlloc(b, engine.F32, c.n)
+				pool := engine.NewPool(b)
+				if err := engine.TokenLogProbs(b, pool, logp, lse, h, w, targets, c.chunk); err != nil {
+					t.Fatal(err)
+				}
+				h64, w64 := F64(hv), F64(wv)
+				// Logits are materialised in the activation dtype, as in HF.
+				logitsOf := func(round func(float64) float64) []float64 {
+					l := ref.Gemm(false, true, c.n, c.v, c.d, 1, h64, w64, 0, nil)
+					for i := range l {
+						l[i] = round(l[i])
+					}
+					return l
+				}
+				wantP, _ := ref.LogSoftmaxGather(logitsOf(rounder(dt)), tg, c.n, c.v)
+				Close(t, "logp", engine.ToF32(b, logp), wantP, Tol(dt))
+
+				// Masked mean cross-entropy over two segments.
+				seg, wts, counts := make([]int32, c.n), make([]float32, c.n), [2]float32{}
+				for i := range seg {
+					seg[i] = int32(i % 2)
+					if tg[i] >= 0 {
+						counts[i%2]++
+					}
+				}
+				for i := range wts {
+					if tg[i] >= 0 {
+						wts[i] = -1 / counts[seg[i]]
+					}
+				}
+				ce := engine.FromF32(b, engine.F32, []float32{0, 0}, 2)
+				wt, sg := engine.FromF32(b, engine.F32, wts, c.n), engine.FromI32(b, seg, c.n)
+				b.SegmentSum(ce, logp, wt, sg)
+				wantCE := ref.SegmentSum([]float64{0, 0}, wantP, F64(wts), seg)
+				Close(t, "cross-entropy", engine.ToF32(b, ce), wantCE, Tol(dt))
+
+				// Backward of the cross-entropy's sum through the chunks.
+				dLogp := engine.MustAlloc(b, engine.F32, c.n)
+				b.SegmentSumBackward(dLogp, engine.FromF32(b, engine.F32, []float32{1, 1}, 2), wt, sg)
+				dh := engine.MustAlloc(b, dt, c.n, c.d)
+				dw := engine.MustAlloc(b, dt, c.v, c.d)
+				if err := engine.TokenLogProbsBackward(b, pool, dh, dw, dLogp, h, w, lse, targets, c.chunk); err != nil {
+					t.Fatal(err)
+				}
+				loss := func() float64 {
+					p, _ := ref.LogSoftmaxGather(logitsOf(ref.Identity), tg, c.n, c.v)
+					s := ref.SegmentSum([]float64{0, 0}, p, F64(wts), seg)
+					return s[0] + s[1]
+				}
+				GradCheck(t, "dh", r, h64, engine.ToF32(b, dh), loss, 48, GradTol(dt))
+				GradCheck(t, "dw", r, w64, engine.ToF32(b, dw), loss, 48, GradTol(dt))
+				if st := pool.Stats(); st.NewBuffers != 1 {
+					t.Errorf("logits chunk buffers allocated: %d, want 1 (reused across chunks and calls)", st.NewBuffers)
+				}
+			})
+		}
+	}
+}
+
+func testSegmentSum(t *testing.T, b engine.Backend) {
+	for _, c := range []struct{ n, s int }{{1, 1}, {10, 3}, {1001, 17}} {
+		t.Run(fmt.Sprintf("N=%d_S=%d", c.n, c.s), func(t *testing.T) {
+			r := Rand(uint64(c.n + c.s))
+			xv, wv := Values(r, engine.F32, c.n, 3), Values(r, engine.F32, c.n, 1)
+			seg := make([]int32, c.n)
+			for i := range seg {
+				seg[i] = int32(r.IntN(c.s+1)) - 1 // includes −1: skipped
+			}
+			o0 := Values(r, engine.F32, c.s, 1)
+			out := engine.FromF32(b, engine.F32, o0, c.s)
+			w := engine.FromF32(b, engine.F32, wv, c.n)
+			sg := engine.FromI32(b, seg, c.n)
+			b.SegmentSum(out, engine.FromF32(b, engine.F32, xv, c.n), w, sg)
+			Close(t, "out", engine.ToF32(b, out), ref.SegmentSum(F64(o0), F64(xv), F64(wv), seg), TolF32)
+
+			gv := Values(r, engine.F32, c.s, 1)
+			dx := engine.FromF32(b, engine.F32, Values(r, engine.F32, c.n, 1), c.n) // overwritten
+			b.SegmentSumBackward(dx, engine.FromF32(b, engine.F32, gv, c.s), w, sg)
+			x64, g64 := F64(xv), F64(gv)
+			loss := func() float64 { return Dot(g64, ref.SegmentSum(make([]float64, c.s), x64, F64(wv), seg)) }
+			GradCheck(t, "dx", r, x64, engine.ToF32(b, dx), loss, 64, GradTol(engine.F32))
+		})
+	}
+}
+
+func testSumSquares(t *testing.T, b engine.Backend) {
+	for _, dt := range FloatDTypes {
+		for _, n := range []int{1, 3, 65537, 300001} {
+			t.Run(fmt.Sprintf("%v/n=%d", dt, n), func(t *testing.T) {
+				r := Rand(uint64(n) + 31)
+				xv := Values(r, dt, n, 2)
+				acc := engine.FromF32(b, engine.F32, []float32{1.5}, 1)
+				b.SumSquares(acc, engine.FromF32(b, dt, xv, n))
+				want := 1.5
+				for _, x := range xv {
+					want += float64(x) * float64(x)
+				}
+				Close(t, "sum", engine.ToF32(b, acc), []float64{want}, TolF32)
+			})
+		}
+	}
+	t.Run("global_norm", func(t *testing.T) {
+		r := Rand(37)
+		av, bv := Values(r, engine.F32, 100, 1), Values(r, engine.BF16, 33, 1)
+		acc := engine.MustAlloc(b, engine.F32, 1)
+		norm := engine.GlobalNorm(b, acc, []*engine.Tensor{engine.FromF32(b, engine.F32, av, 100), engine.FromF32(b, engine.BF16, bv, 33)})
+		var ss float64
+		for _, x := range append(av, bv...) {
+			ss += float64(x) * float64(x)
+		}
+		Close(t, "norm", []float32{norm}, []float64{math.Sqrt(ss)}, TolF32)
+		if s := engine.ClipScale(norm, norm/2); math.Abs(float64(s)-0.5) > 1e-5 {
+			t.Errorf("ClipScale(n, n/2) = %g, want 0.5", s)
+		}
+		if s := engine.ClipScale(norm, 2*norm); s != 1 {
+			t.Errorf("ClipScale(n, 2n) = %g, want 1", s)
+		}
+		if s := engine.ClipScale(float32(math.Inf(1)), 1); !math.IsNaN(float64(s)) {
+			t.Errorf("ClipScale(Inf) = %g, want NaN", s)
+		}
+	})
+}
+
+func testAdamW(t *testing.T, b engine.Backend) {
+	p := engine.AdamWParams{LR: 1e-2, Beta1: 0.9, Beta2: 0.95, Eps: 1e-8, WeightDecay: 0.1, GradScale: 0.5}
+	for _, dt := range FloatDTypes {
+		for _, n := range []int{1, 7, 40000} {
+			t.Run(fmt.Sprintf("%v/n=%d", dt, n), func(t *testing.T) {
+				r := Rand(uint64(n) + 41)
+				pv := Values(r, engine.F32, n, 1)
+				param := engine.FromF32(b, dt, pv, n)
+				var master *engine.Tensor
+				p64 := F64(pv)
+				if dt != engine.F32 {
+					master = engine.FromF32(b, engine.F32, pv, n)
+				} else {
+					p64 = F64(engine.ToF32(b, param))
+				}
+				m, v := engine.MustAlloc(b, engine.F32, n), engine.MustAlloc(b, engine.F32, n)
+				m64, v64 := make([]float64, n), make([]float64, n)
+				grad := engine.MustAlloc(b, dt, n)
+				for step := 1; step <= 5; step++ {
+					gv := Values(r, dt, n, 1)
+					engine.SetF32(b, grad, gv)
+					p.Step = step
+					b.AdamW(param, grad, m, v, master, p)
+					ref.AdamW(p64, F64(gv), m64, v64, float64(p.LR), float64(p.Beta1), float64(p.Beta2),
+						float64(p.Eps), float64(p.WeightDecay), float64(p.GradScale), step)
+				}
+				Close(t, "m", engine.ToF32(b, m), m64, 1e-6)
+				Close(t, "v", engine.ToF32(b, v), v64, 1e-6)
+				if master != nil {
+					Close(t, "master", engine.ToF32(b, master), p64, 1e-6)
+					Close(t, "param", engine.ToF32(b, param), p64, Tol(dt))
+				} else {
+					Close(t, "param", engine.ToF32(b, param), p64, 1e-6)
+				}
+			})
+		}
+	}
+}
+
+func testSample(t *testing.T, b engine.Backend) {
+	const rows, v = 64, 50
+	for _, dt := range FloatDTypes {
+		for _, sp := range []engine.SampleParams{{}, {Temperature: 1}, {Temperature: 0.7, TopP: 0.9}, {Temperature: 1.3, TopP: 0.5}} {
+			t.Run(fmt.Sprintf("%v/T=%g_p=%g", dt, sp.Temperature, sp.TopP), func(t *testing.T) {
+				r := Rand(uint64(43 + 10*sp.Temperature))
+				// Distinct logits (a shuffled ramp) so no draw hinges on a tie.
+				lv := make([]float32, rows*v)
+				for i := 0; i < rows; i++ {
+					for j, k := range r.Perm(v) {
+						lv[i*v+j] = dt.Round(float32(k)*0.125 - 3)
+					}
+				}
+				uv := make([]float32, rows)
+				for i := range uv {
+					uv[i] = float32(r.Float64())
+				}
+				logits := engine.FromF32(b, dt, lv, rows, v)
+				ids := engine.MustAlloc(b, engine.I32, rows)
+				b.Sample(ids, logits, engine.FromF32(b, engine.F32, uv, rows), sp)
+				got := engine.ToI32(b, ids)
+				for i := range got {
+					want := ref.Sample(F64(lv[i*v:(i+1)*v]), float64(uv[i]), float64(sp.Temperature), float64(sp.TopP))
+					if int(got[i]) != want {
+						t.Fatalf("row %d (u=%g): sampled %d, want %d", i, uv[i], got[i], want)
+					}
+				}
+				// The logits are an input: they must be left intact.
+				Close(t, "logits unchanged", engine.ToF32(b, logits), F64(lv), 0)
+			})
+		}
+	}
+}

@@ -1,0 +1,109 @@
+package engine_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/turnwise/turnwise/engine"
+	"github.com/turnwise/turnwise/engine/cpu"
+)
+
+func TestViews(t *testing.T) {
+	b := cpu.New(cpu.Options{Threads: 1})
+	vals := make([]float32, 24)
+	for i := range vals {
+		vals[i] = float32(i)
+	}
+	x := engine.FromF32(b, engine.F32, vals, 4, 3, 2)
+	rows := x.Rows(1, 3)
+	if !rows.Shape().Equal(engine.Shape{2, 3, 2}) {
+		t.Fatalf("Rows shape %v", rows.Shape())
+	}
+	got := engine.ToF32(b, rows)
+	if got[0] != 6 || got[11] != 17 {
+		t.Errorf("Rows(1,3) = %v", got)
+	}
+	flat := rows.Reshape(-1, 4)
+	if !flat.Shape().Equal(engine.Shape{3, 4}) {
+		t.Errorf("Reshape(-1, 4) of %v = %v", rows.Shape(), flat.Shape())
+	}
+	// Writing through a view changes the parent.
+	b.Fill(flat.Rows(0, 1), -1)
+	if v := engine.ToF32(b, x); v[6] != -1 || v[9] != -1 || v[10] != 10 {
+		t.Errorf("write through view: %v", v)
+	}
+}
+
+func TestViewPanicsNameShapes(t *testing.T) {
+	b := cpu.New(cpu.Options{Threads: 1})
+	x := engine.MustAlloc(b, engine.BF16, 4, 6)
+	cases := []struct {
+		name string
+		f    func()
+		want string
+	}{
+		{"rows out of range", func() { x.Rows(2, 5) }, "[4, 6]"},
+		{"reshape count", func() { x.Reshape(5, 5) }, "[5, 5]"},
+		{"must shape", func() { engine.MustShape("Op", "w", x, 4, 7) }, "[4, 7]"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			defer func() {
+				msg, _ := recover().(string)
+				if !strings.Contains(msg, c.want) {
+					t.Errorf("panic %q does not name %s", msg, c.want)
+				}
+			}()
+			c.f()
+		})
+	}
+}
+
+// TestPoolStepAllocatesOnce runs a small step — chunked token log-probs
+// forward and backward with temporaries from a pool — several times and
+// checks that only the first iteration draws buffers from the backend.
+func TestPoolStepAllocatesOnce(t *testing.T) {
+	b := cpu.New(cpu.Options{Threads: 2})
+	pool := engine.NewPool(b)
+	const n, d, v = 10, 8, 50
+	h := engine.FromF32(b, engine.F32, make([]float32, n*d), n, d)
+	w := engine.FromF32(b, engine.F32, make([]float32, v*d), v, d)
+	tg := engine.FromI32(b, make([]int32, n), n)
+	step := func() {
+		logp, lse := pool.MustGet(engine.F32, n), pool.MustGet(engine.F32, n)
+		dh, dw := pool.MustGet(engine.F32, n, d), pool.MustGet(engine.F32, v, d)
+		b.Fill(dw, 0)
+		if err := engine.TokenLogProbs(b, pool, logp, lse, h, w, tg, 4); err != nil {
+			t.Fatal(err)
+		}
+		b.Fill(logp, 1)
+		if err := engine.TokenLogProbsBackward(b, pool, dh, dw, logp, h, w, lse, tg, 4); err != nil {
+			t.Fatal(err)
+		}
+		for _, x := range []*engine.Tensor{logp, lse, dh, dw} {
+			pool.Put(x)
+		}
+	}
+	step()
+	first := pool.Stats()
+	for i := 0; i < 3; i++ {
+		step()
+	}
+	st := pool.Stats()
+	if st.NewBuffers != first.NewBuffers {
+		t.Errorf("buffers allocated after the first step: %d, then %d", first.NewBuffers, st.NewBuffers)
+	}
+	if st.BytesInUse != 0 || st.Reused == 0 {
+		t.Errorf("stats after steps: %+v", st)
+	}
+	pool.Trim()
+	if pool.Stats().BytesCached != 0 {
+		t.Errorf("Trim left %d bytes cached", pool.Stats().BytesCached)
+	}
+	defer func() {
+		if recover() == nil {
+			t.Error("Put of a foreign tensor did not panic")
+		}
+	}()
+	pool.Put(h)
+}
