@@ -24,9 +24,9 @@ type BPE struct {
 	// ignore_merges).
 	wholePieces bool
 	byteIDs     [256]int32
-	special     []bool      // by id: special (control) token
-	specials    specialSet  // recognised with AllowSpecial
-	always      specialSet  // added tokens recognised in all text
+	special     []bool     // by id: special (control) token
+	specials    specialSet // recognised with AllowSpecial
+	always      specialSet // added tokens recognised in all text
 	specialIDs  map[string]int32
 	bos, eot    int32
 	eos         []int32

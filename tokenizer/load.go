@@ -118,7 +118,7 @@ func NewByteLevelBPE(tokens []string, types []int32, merges []string) (*BPE, err
 
 // hfFile is the part of tokenizer.json that matters here.
 type hfFile struct {
-	AddedTokens  []hfAdded      `json:"added_tokens"`
+	AddedTokens  []hfAdded       `json:"added_tokens"`
 	Normalizer   json.RawMessage `json:"normalizer"`
 	PreTokenizer *hfPre          `json:"pre_tokenizer"`
 	Decoder      *hfPre          `json:"decoder"`

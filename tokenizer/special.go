@@ -54,8 +54,8 @@ func Llama31SpecialTokens() []string {
 // specialSet finds special-token text in a string.
 type specialSet struct {
 	ids   map[string]int32
-	lens  []int      // distinct token lengths, longest first
-	first [256]bool  // bytes that start some token
+	lens  []int     // distinct token lengths, longest first
+	first [256]bool // bytes that start some token
 }
 
 func newSpecialSet(ids map[string]int32) specialSet {
