@@ -22,11 +22,7 @@ func (b *Backend) SumSquares(out, x *engine.Tensor) {
 		buf := b.scratchOf(w, sumChunk)
 		for c := lo; c < hi; c++ {
 			off := c * sumChunk
-			var s float64
-			for _, v := range xs.load(off, min(sumChunk, xs.len-off), buf) {
-				s += float64(v) * float64(v)
-			}
-			parts[c] = s
+			parts[c] = sumSq(xs.load(off, min(sumChunk, xs.len-off), buf))
 		}
 	})
 	var s float64
@@ -61,23 +57,20 @@ func (b *Backend) AdamW(param, grad, m, v, master *engine.Tensor, p engine.AdamW
 	bc2 := float32(math.Sqrt(1 - math.Pow(float64(p.Beta2), float64(p.Step))))
 	decay := 1 - p.LR*p.WeightDecay
 	step := p.LR / bc1
-	b.parallel(n, elemGrain, func(_, lo, hi int) {
-		for i := lo; i < hi; i++ {
-			g := gs.at(i) * p.GradScale
-			mi := p.Beta1*ms[i] + (1-p.Beta1)*g
-			vi := p.Beta2*vs[i] + (1-p.Beta2)*g*g
-			ms[i], vs[i] = mi, vi
-			var w float32
+	b.parallel(n, elemGrain, func(wk, lo, hi int) {
+		buf := b.scratchOf(wk, 2*blk)
+		blocks(lo, hi, func(off, k int) {
+			g := gs.load(off, k, buf[:blk]) // [k] f32 gradient
+			var w []float32                 // [k] f32 weights being updated
 			if mw != nil {
-				w = mw[i]
+				w = mw[off : off+k]
 			} else {
-				w = ps.f[i]
+				w = ps.f[off : off+k]
 			}
-			w = w*decay - step*mi/(float32(math.Sqrt(float64(vi)))/bc2+p.Eps)
+			adamw(w, g, ms[off:off+k], vs[off:off+k], p.GradScale, p.Beta1, p.Beta2, p.Eps, decay, step, bc2)
 			if mw != nil {
-				mw[i] = w
+				ps.store(off, w)
 			}
-			ps.set(i, w)
-		}
+		})
 	})
 }

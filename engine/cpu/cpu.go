@@ -27,12 +27,12 @@ type Options struct {
 // Backend is the CPU implementation of engine.Backend.
 type Backend struct {
 	threads  int
-	scratch  [][]float32   // per-worker f32 scratch, grown on demand
-	iscratch [][]int32     // per-worker i32 scratch (sampling's sort order)
-	partials []float64     // per-chunk partial sums of reductions
-	gemmA    []float32     // f32 copies of bf16/f16 GEMM operands
-	gemmB    []float32     //
-	gemmC    []float32     // f32 accumulator for a non-f32 C
+	scratch  [][]float32    // per-worker f32 scratch, grown on demand
+	iscratch [][]int32      // per-worker i32 scratch (sampling's sort order)
+	partials []float64      // per-chunk partial sums of reductions
+	gemmA    []float32      // f32 copies of bf16/f16 GEMM operands
+	gemmB    []float32      //
+	gemmC    []float32      // f32 accumulator for a non-f32 C
 	sbgemm   unsafe.Pointer // OpenBLAS cblas_sbgemm, nil when not exported
 }
 
@@ -200,9 +200,7 @@ func (a floats) load(off, n int, buf []float32) []float32 {
 	buf = buf[:n]
 	src := a.h[off : off+n]
 	if a.dt == engine.BF16 {
-		for i, h := range src {
-			buf[i] = engine.BF16ToF32(h)
-		}
+		bf16ToF32(src, buf)
 	} else {
 		for i, h := range src {
 			buf[i] = engine.F16ToF32(h)
@@ -222,10 +220,7 @@ func (a floats) store(off int, src []float32) {
 		}
 		copy(dst, src)
 	case engine.BF16:
-		dst := a.h[off : off+len(src)]
-		for i, v := range src {
-			dst[i] = engine.F32ToBF16(v)
-		}
+		f32ToBF16(src, a.h[off:off+len(src)])
 	default:
 		dst := a.h[off : off+len(src)]
 		for i, v := range src {
@@ -236,6 +231,16 @@ func (a floats) store(off int, src []float32) {
 
 // round rounds v to the precision of the storage dtype.
 func (a floats) round(v float32) float32 { return a.dt.Round(v) }
+
+// blk is the block of elements that element-wise ops widen to f32 at a time.
+const blk = 2048
+
+// blocks calls fn on consecutive blocks of at most blk elements of [lo, hi).
+func blocks(lo, hi int, fn func(off, n int)) {
+	for off := lo; off < hi; off += blk {
+		fn(off, min(blk, hi-off))
+	}
+}
 
 // parallel runs fn over [0, n) split into contiguous ranges of at least grain
 // items, one range per worker. fn receives the worker index, which selects

@@ -7,7 +7,8 @@ import (
 )
 
 // Element-wise ops: Copy, Fill, Cast, Add, Scale, AXPY. Contracts on
-// engine.Backend.
+// engine.Backend. Non-f32 data is widened to f32 a block at a time
+// (see blocks), computed on, and rounded once when stored.
 
 const elemGrain = 1 << 14 // elements per goroutine at least
 
@@ -30,19 +31,18 @@ func (b *Backend) Fill(x *engine.Tensor, v float32) {
 	}
 	a := floatsOf(x)
 	b.parallel(a.len, elemGrain, func(_, lo, hi int) {
-		switch a.dt {
-		case engine.F32:
+		if a.dt == engine.F32 {
 			for i := lo; i < hi; i++ {
 				a.f[i] = v
 			}
-		default:
-			h := engine.F32ToBF16(v)
-			if a.dt == engine.F16 {
-				h = engine.F32ToF16(v)
-			}
-			for i := lo; i < hi; i++ {
-				a.h[i] = h
-			}
+			return
+		}
+		h := engine.F32ToBF16(v)
+		if a.dt == engine.F16 {
+			h = engine.F32ToF16(v)
+		}
+		for i := lo; i < hi; i++ {
+			a.h[i] = h
 		}
 	})
 }
@@ -58,12 +58,8 @@ func (b *Backend) Cast(dst, src *engine.Tensor) {
 	}
 	d, s := floatsOf(dst), floatsOf(src)
 	b.parallel(d.len, elemGrain, func(w, lo, hi int) {
-		const blk = 1024
 		buf := b.scratchOf(w, blk)
-		for i := lo; i < hi; i += blk {
-			n := min(blk, hi-i)
-			d.store(i, s.load(i, n, buf))
-		}
+		blocks(lo, hi, func(off, n int) { d.store(off, s.load(off, n, buf)) })
 	})
 }
 
@@ -75,35 +71,34 @@ func (b *Backend) Add(out, x, y *engine.Tensor) {
 		panic(fmt.Sprintf("cpu: Add: dtypes differ: out %v, a %v, b %v", out, x, y))
 	}
 	o, p, q := floatsOf(out), floatsOf(x), floatsOf(y)
-	if o.dt == engine.F32 {
-		b.parallel(o.len, elemGrain, func(_, lo, hi int) {
-			of, pf, qf := o.f[lo:hi], p.f[lo:hi], q.f[lo:hi]
-			for i := range of {
-				of[i] = pf[i] + qf[i]
+	b.parallel(o.len, elemGrain, func(w, lo, hi int) {
+		buf := b.scratchOf(w, 3*blk)
+		blocks(lo, hi, func(off, n int) {
+			pv, qv := p.load(off, n, buf[:blk]), q.load(off, n, buf[blk:2*blk])
+			ov := buf[2*blk : 2*blk+n]
+			if o.dt == engine.F32 {
+				ov = o.f[off : off+n]
 			}
+			for i := range ov {
+				ov[i] = pv[i] + qv[i]
+			}
+			o.store(off, ov)
 		})
-		return
-	}
-	b.parallel(o.len, elemGrain, func(_, lo, hi int) {
-		for i := lo; i < hi; i++ {
-			o.set(i, p.at(i)+q.at(i))
-		}
 	})
 }
 
 // Scale implements engine.Backend.Scale.
 func (b *Backend) Scale(x *engine.Tensor, s float32) {
 	a := floatsOf(x)
-	b.parallel(a.len, elemGrain, func(_, lo, hi int) {
-		if a.dt == engine.F32 {
-			for i := lo; i < hi; i++ {
-				a.f[i] *= s
+	b.parallel(a.len, elemGrain, func(w, lo, hi int) {
+		buf := b.scratchOf(w, blk)
+		blocks(lo, hi, func(off, n int) {
+			v := a.load(off, n, buf)
+			for i := range v {
+				v[i] *= s
 			}
-			return
-		}
-		for i := lo; i < hi; i++ {
-			a.set(i, a.at(i)*s)
-		}
+			a.store(off, v)
+		})
 	})
 }
 
@@ -113,18 +108,14 @@ func (b *Backend) AXPY(y *engine.Tensor, alpha float32, x *engine.Tensor) {
 		panic(fmt.Sprintf("cpu: AXPY: y %v and x %v differ in element count", y, x))
 	}
 	yy, xx := floatsOf(y), floatsOf(x)
-	if yy.dt == engine.F32 && xx.dt == engine.F32 {
-		b.parallel(yy.len, elemGrain, func(_, lo, hi int) {
-			yf, xf := yy.f[lo:hi], xx.f[lo:hi]
-			for i := range yf {
-				yf[i] += alpha * xf[i]
+	b.parallel(yy.len, elemGrain, func(w, lo, hi int) {
+		buf := b.scratchOf(w, 2*blk)
+		blocks(lo, hi, func(off, n int) {
+			yv, xv := yy.load(off, n, buf[:blk]), xx.load(off, n, buf[blk:])
+			for i := range yv {
+				yv[i] += alpha * xv[i]
 			}
+			yy.store(off, yv)
 		})
-		return
-	}
-	b.parallel(yy.len, elemGrain, func(_, lo, hi int) {
-		for i := lo; i < hi; i++ {
-			yy.set(i, yy.at(i)+alpha*xx.at(i))
-		}
 	})
 }

@@ -2,7 +2,8 @@ package cpu
 
 import "math"
 
-// expf is a float32 exponential accurate to about 1 ulp, several times faster
+// expf is the Go twin of exp_f32 in vec.c, for loops that stay in Go: a
+// float32 exponential accurate to about 1 ulp, several times faster
 // than math.Exp: x = n·ln2 + r with |r| ≤ ln2/2 (ln2 split in two parts so
 // the reduction is exact), e^r by its degree-6 Taylor polynomial (truncation
 // error |r|⁷/7! < 1.2e-7 relative), and 2ⁿ assembled in the exponent bits.
@@ -20,11 +21,17 @@ func expf(x float32) float32 {
 		ln2hi = 0.693145751953125
 		ln2lo = 1.42860682030941723212e-6
 	)
-	n := float32(math.Floor(float64(x*log2e + 0.5)))
+	// n = round(x·log2e), by truncation after adding ±0.5 (math.Floor is a
+	// function call on baseline amd64).
+	z := x * log2e
+	if z < 0 {
+		z -= 0.5
+	} else {
+		z += 0.5
+	}
+	n := float32(int32(z))
 	r := x - n*ln2hi - n*ln2lo
 	p := 1 + r*(1+r*(0.5+r*(1.0/6+r*(1.0/24+r*(1.0/120+r*(1.0/720))))))
 	return p * math.Float32frombits(uint32(int32(n)+127)<<23)
 }
 
-// sigmoid returns 1/(1+e^−x) in float32.
-func sigmoid(x float32) float32 { return 1 / (1 + expf(-x)) }

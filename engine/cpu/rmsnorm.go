@@ -12,11 +12,11 @@ func (b *Backend) RMSNorm(out, rstd, x, w *engine.Tensor, eps float32) {
 	n, d := checkNorm("RMSNorm", out, rstd, x, w)
 	o, xs, ws, rs := floatsOf(out), floatsOf(x), floatsOf(w), f32s(rstd)
 	b.parallel(n, 8, func(wk, lo, hi int) {
-		buf := b.scratchOf(wk, 2*d)
-		xb, wb := buf[:d], ws.load(0, d, buf[d:])
+		buf := b.scratchOf(wk, 3*d)
+		xb, wb, ob := buf[:d], ws.load(0, d, buf[d:2*d]), buf[2*d:]
 		for i := lo; i < hi; i++ {
 			xr := xs.load(i*d, d, xb)
-			rs[i] = normRow(o, i*d, xr, wb, eps)
+			rs[i] = normRow(o, i*d, xr, wb, ob, eps)
 		}
 	})
 }
@@ -31,8 +31,8 @@ func (b *Backend) AddRMSNorm(resid, out, rstd, x, delta, w *engine.Tensor, eps f
 	}
 	o, r, xs, ds, ws, rs := floatsOf(out), floatsOf(resid), floatsOf(x), floatsOf(delta), floatsOf(w), f32s(rstd)
 	b.parallel(n, 8, func(wk, lo, hi int) {
-		buf := b.scratchOf(wk, 3*d)
-		xb, db, wb := buf[:d], buf[d:2*d], ws.load(0, d, buf[2*d:])
+		buf := b.scratchOf(wk, 4*d)
+		xb, db, wb, ob := buf[:d], buf[d:2*d], ws.load(0, d, buf[2*d:3*d]), buf[3*d:]
 		for i := lo; i < hi; i++ {
 			xr := xs.load(i*d, d, xb)
 			dr := ds.load(i*d, d, db)
@@ -43,13 +43,14 @@ func (b *Backend) AddRMSNorm(resid, out, rstd, x, delta, w *engine.Tensor, eps f
 				sum[j] = r.round(xr[j] + dr[j])
 			}
 			r.store(i*d, sum)
-			rs[i] = normRow(o, i*d, sum, wb, eps)
+			rs[i] = normRow(o, i*d, sum, wb, ob, eps)
 		}
 	})
 }
 
 // normRow writes w·round(x·rstd) for one row into o at off and returns rstd.
-func normRow(o floats, off int, x, w []float32, eps float32) float32 {
+// buf [D] holds the row before it is stored when o is not f32.
+func normRow(o floats, off int, x, w, buf []float32, eps float32) float32 {
 	var ss float64
 	for _, v := range x {
 		ss += float64(v) * float64(v)
@@ -62,9 +63,16 @@ func normRow(o floats, off int, x, w []float32, eps float32) float32 {
 		}
 		return r
 	}
+	dst := buf[:len(x)]
 	for j, v := range x {
-		o.set(off+j, w[j]*o.round(v*r))
+		dst[j] = v * r
 	}
+	o.store(off, dst) // round(x·rstd) …
+	o.load(off, len(x), dst)
+	for j := range dst {
+		dst[j] *= w[j] // … times the weight, rounded again on store
+	}
+	o.store(off, dst)
 	return r
 }
 
@@ -98,24 +106,45 @@ func (b *Backend) RMSNormBackward(dx, dw, dOut, x, w, rstd *engine.Tensor) {
 	if dw == nil {
 		return
 	}
+	// dw: fixed blocks of normRows rows each sum their rows into a partial
+	// [D] (in parallel), then the partials are added in block order (in
+	// parallel over columns) — the same sums whatever the thread count.
 	engine.MustShape("RMSNormBackward", "dw", dw, d)
 	dws := floatsOf(dw)
-	b.parallel(d, 16, func(wk, lo, hi int) {
-		acc := b.scratchOf(wk, hi-lo)
-		for j := range acc {
-			acc[j] = 0
-		}
-		for i := 0; i < n; i++ {
-			r := rs[i]
-			for j := lo; j < hi; j++ {
-				acc[j-lo] += dos.at(i*d+j) * (xs.at(i*d+j) * r)
+	nblk := (n + normRows - 1) / normRows
+	b.partials = grow(b.partials, nblk*d)
+	parts := b.partials // [nblk, D] f64
+	b.parallel(nblk, 1, func(wk, lo, hi int) {
+		buf := b.scratchOf(wk, 2*d)
+		xb, gb := buf[:d], buf[d:]
+		for k := lo; k < hi; k++ {
+			acc := parts[k*d : (k+1)*d]
+			for j := range acc {
+				acc[j] = 0
+			}
+			for i := k * normRows; i < min((k+1)*normRows, n); i++ {
+				xr, gr, r := xs.load(i*d, d, xb), dos.load(i*d, d, gb), rs[i]
+				for j := range acc {
+					acc[j] += float64(gr[j] * (xr[j] * r))
+				}
 			}
 		}
+	})
+	b.parallel(d, 64, func(wk, lo, hi int) {
+		cur := dws.load(lo, hi-lo, b.scratchOf(wk, hi-lo))
 		for j := lo; j < hi; j++ {
-			dws.set(j, dws.at(j)+acc[j-lo])
+			s := float64(cur[j-lo])
+			for k := 0; k < nblk; k++ {
+				s += parts[k*d+j]
+			}
+			cur[j-lo] = float32(s)
 		}
+		dws.store(lo, cur)
 	})
 }
+
+// normRows is the row block of RMSNormBackward's weight gradient.
+const normRows = 64
 
 // checkNorm checks the shapes shared by the RMSNorm ops and returns N, D.
 func checkNorm(op string, out, rstd, x, w *engine.Tensor) (n, d int) {

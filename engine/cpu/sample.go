@@ -48,7 +48,7 @@ func (b *Backend) sampleRow(w int, row []float32, u float32, p engine.SamplePara
 	inv := 1 / p.Temperature
 	var total float64
 	for j, x := range row {
-		e := expf((x - m) * inv)
+		e := float32(math.Exp(float64((x - m) * inv)))
 		row[j] = e
 		total += float64(e)
 	}

@@ -6,22 +6,23 @@ import (
 	"github.com/turnwise/turnwise/engine"
 )
 
-// SwiGLU implements engine.Backend.SwiGLU.
+// SwiGLU implements engine.Backend.SwiGLU with the vector loop of vec.c, a
+// block at a time.
 func (b *Backend) SwiGLU(out, gate, up *engine.Tensor) {
 	checkSwiGLU("SwiGLU", out, gate, up)
 	o, g, u := floatsOf(out), floatsOf(gate), floatsOf(up)
-	b.parallel(o.len, elemGrain, func(_, lo, hi int) {
-		if o.dt == engine.F32 {
-			of, gf, uf := o.f[lo:hi], g.f[lo:hi], u.f[lo:hi]
-			for i, gv := range gf {
-				of[i] = gv * sigmoid(gv) * uf[i]
+	round := o.dt == engine.BF16
+	b.parallel(o.len, elemGrain, func(w, lo, hi int) {
+		buf := b.scratchOf(w, 3*blk)
+		blocks(lo, hi, func(off, n int) {
+			gv, uv := g.load(off, n, buf[:blk]), u.load(off, n, buf[blk:2*blk])
+			ov := buf[2*blk : 2*blk+n]
+			if o.dt == engine.F32 {
+				ov = o.f[off : off+n]
 			}
-			return
-		}
-		for i := lo; i < hi; i++ {
-			gv := g.at(i)
-			o.set(i, o.round(gv*sigmoid(gv))*u.at(i))
-		}
+			swiglu(gv, uv, ov, round)
+			o.store(off, ov)
+		})
 	})
 }
 
@@ -31,14 +32,22 @@ func (b *Backend) SwiGLUBackward(dGate, dUp, dOut, gate, up *engine.Tensor) {
 	engine.MustSameShape("SwiGLUBackward dGate", dGate, gate)
 	engine.MustSameShape("SwiGLUBackward dUp", dUp, gate)
 	dg, du, do, g, u := floatsOf(dGate), floatsOf(dUp), floatsOf(dOut), floatsOf(gate), floatsOf(up)
-	b.parallel(g.len, elemGrain, func(_, lo, hi int) {
-		for i := lo; i < hi; i++ {
-			gv, d := g.at(i), do.at(i)
-			s := sigmoid(gv)
-			silu := g.round(gv * s)
-			dg.set(i, d*u.at(i)*s*(1+gv*(1-s)))
-			du.set(i, d*silu)
-		}
+	round := g.dt == engine.BF16
+	b.parallel(g.len, elemGrain, func(w, lo, hi int) {
+		buf := b.scratchOf(w, 5*blk)
+		blocks(lo, hi, func(off, n int) {
+			gv, uv, dv := g.load(off, n, buf[:blk]), u.load(off, n, buf[blk:2*blk]), do.load(off, n, buf[2*blk:3*blk])
+			dgv, duv := buf[3*blk:3*blk+n], buf[4*blk:4*blk+n]
+			if dg.dt == engine.F32 {
+				dgv = dg.f[off : off+n]
+			}
+			if du.dt == engine.F32 {
+				duv = du.f[off : off+n]
+			}
+			swigluBwd(gv, uv, dv, dgv, duv, round)
+			dg.store(off, dgv)
+			du.store(off, duv)
+		})
 	})
 }
 

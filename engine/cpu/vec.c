@@ -1,0 +1,275 @@
+// vec.c — see vec.h for the contract of each loop.
+//
+// The exp-heavy loops are written twice: with AVX2 + FMA intrinsics (amd64,
+// where the package is built for x86-64-v3), and as the plain scalar loop
+// that states what the vector one computes and also handles each remainder.
+// Intrinsics rather than the auto-vectoriser: GCC will not vectorise these
+// loops without -ffast-math-like flags, which cgo does not accept and which
+// would assume NaN and infinity away.
+#include "vec.h"
+
+#include <math.h>
+#include <string.h>
+#ifdef __AVX2__
+#include <immintrin.h>
+#endif
+
+// exp_f32 is e^x in float32: x = n·ln2 + r with |r| ≤ ln2/2 (ln2 in two
+// parts, so the reduction is exact), e^r by its degree-6 Taylor polynomial
+// (truncation < 1.2e-7 relative), 2ⁿ assembled in the exponent bits in two
+// halves so that n from −150 to 128 stays exact. About 2 ulp; overflow gives
+// +Inf, underflow 0, NaN stays NaN.
+static inline float exp_f32(float x) {
+	if (x != x) return x;
+	float xc = x < -104.0f ? -104.0f : (x > 89.0f ? 89.0f : x);
+	float n = rintf(xc * 1.44269504088896341f);
+	float r = xc - n * 0.693145751953125f - n * 1.42860682030941723212e-6f;
+	float p = 1.0f + r * (1.0f + r * (0.5f + r * (1.0f / 6 + r * (1.0f / 24 + r * (1.0f / 120 + r * (1.0f / 720))))));
+	int ni = (int)n, h = ni >> 1;
+	uint32_t a = (uint32_t)(h + 127) << 23, b = (uint32_t)(ni - h + 127) << 23;
+	float fa, fb;
+	memcpy(&fa, &a, 4);
+	memcpy(&fb, &b, 4);
+	return p * fa * fb;
+}
+
+static inline float round_bf16(float f) {
+	uint32_t u;
+	memcpy(&u, &f, 4);
+	uint32_t r = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+	if ((u & 0x7fffffffu) > 0x7f800000u) r = u | 0x00400000u; // NaN: quiet, kept
+	memcpy(&f, &r, 4);
+	return f;
+}
+
+#ifdef __AVX2__
+// exp8 is exp_f32 on eight lanes, step for step.
+static inline __m256 exp8(__m256 x) {
+	__m256 xc = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-104.0f)), _mm256_set1_ps(89.0f));
+	__m256 n = _mm256_round_ps(_mm256_mul_ps(xc, _mm256_set1_ps(1.44269504088896341f)),
+	                           _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+	__m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693145751953125f), xc);
+	r = _mm256_fnmadd_ps(n, _mm256_set1_ps(1.42860682030941723212e-6f), r);
+	__m256 p = _mm256_set1_ps(1.0f / 720);
+	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120));
+	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24));
+	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6));
+	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
+	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+	p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+	__m256i ni = _mm256_cvtps_epi32(n), h = _mm256_srai_epi32(ni, 1);
+	__m256i bias = _mm256_set1_epi32(127);
+	__m256 fa = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(h, bias), 23));
+	__m256 fb = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(_mm256_sub_epi32(ni, h), bias), 23));
+	__m256 y = _mm256_mul_ps(_mm256_mul_ps(p, fa), fb);
+	return _mm256_blendv_ps(y, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q)); // NaN in, NaN out
+}
+
+// round8 is round_bf16 on eight lanes.
+static inline __m256 round8(__m256 f) {
+	__m256i u = _mm256_castps_si256(f);
+	__m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+	__m256i r = _mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x7fff)), lsb);
+	r = _mm256_and_si256(r, _mm256_set1_epi32((int)0xffff0000u));
+	__m256 nan = _mm256_cmp_ps(f, f, _CMP_UNORD_Q);
+	__m256 q = _mm256_castsi256_ps(_mm256_or_si256(u, _mm256_set1_epi32(0x00400000)));
+	return _mm256_blendv_ps(_mm256_castsi256_ps(r), q, nan);
+}
+
+// silu8 returns silu(g) and sigmoid(g) on eight lanes.
+static inline __m256 sigmoid8(__m256 g) {
+	__m256 one = _mm256_set1_ps(1.0f);
+	return _mm256_div_ps(one, _mm256_add_ps(one, exp8(_mm256_sub_ps(_mm256_setzero_ps(), g))));
+}
+#endif
+
+void tw_bf16_to_f32(const uint16_t *src, float *dst, long n) {
+	long i = 0;
+#ifdef __AVX2__
+	for (; i + 8 <= n; i += 8) {
+		__m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(src + i)));
+		_mm256_storeu_ps(dst + i, _mm256_castsi256_ps(_mm256_slli_epi32(w, 16)));
+	}
+#endif
+	for (; i < n; i++) {
+		uint32_t u = (uint32_t)src[i] << 16;
+		memcpy(&dst[i], &u, 4);
+	}
+}
+
+void tw_f32_to_bf16(const float *src, uint16_t *dst, long n) {
+	long i = 0;
+#ifdef __AVX2__
+	for (; i + 8 <= n; i += 8) {
+		__m256i r = _mm256_srli_epi32(_mm256_castps_si256(round8(_mm256_loadu_ps(src + i))), 16);
+		__m128i packed = _mm_packus_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1));
+		_mm_storeu_si128((__m128i *)(dst + i), packed);
+	}
+#endif
+	for (; i < n; i++) {
+		float f = round_bf16(src[i]);
+		uint32_t u;
+		memcpy(&u, &f, 4);
+		dst[i] = (uint16_t)(u >> 16);
+	}
+}
+
+void tw_lse_rows(const float *x, long rows, long v, float *lse) {
+	for (long r = 0; r < rows; r++) {
+		const float *row = x + r * v;
+		float m = -INFINITY;
+		int nan = 0;
+		long j = 0;
+#ifdef __AVX2__
+		__m256 vmax = _mm256_set1_ps(-INFINITY), vnan = _mm256_setzero_ps();
+		for (; j + 8 <= v; j += 8) {
+			__m256 x8 = _mm256_loadu_ps(row + j);
+			vmax = _mm256_max_ps(vmax, x8);
+			vnan = _mm256_or_ps(vnan, _mm256_cmp_ps(x8, x8, _CMP_UNORD_Q));
+		}
+		float lanes[8];
+		_mm256_storeu_ps(lanes, vmax);
+		for (int k = 0; k < 8; k++) m = lanes[k] > m ? lanes[k] : m;
+		nan = _mm256_movemask_ps(vnan) != 0;
+#endif
+		for (; j < v; j++) {
+			m = row[j] > m ? row[j] : m;
+			nan |= row[j] != row[j];
+		}
+		if (nan) {
+			lse[r] = NAN;
+			continue;
+		}
+		if (isinf(m)) {
+			lse[r] = m;
+			continue;
+		}
+		double s = 0;
+		j = 0;
+#ifdef __AVX2__
+		__m256d acc0 = _mm256_setzero_pd(), acc1 = _mm256_setzero_pd();
+		__m256 vm = _mm256_set1_ps(m);
+		for (; j + 8 <= v; j += 8) {
+			__m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(row + j), vm));
+			acc0 = _mm256_add_pd(acc0, _mm256_cvtps_pd(_mm256_castps256_ps128(e)));
+			acc1 = _mm256_add_pd(acc1, _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1)));
+		}
+		double part[4];
+		_mm256_storeu_pd(part, _mm256_add_pd(acc0, acc1));
+		s = (part[0] + part[1]) + (part[2] + part[3]);
+#endif
+		for (; j < v; j++) s += (double)exp_f32(row[j] - m);
+		lse[r] = m + (float)log(s);
+	}
+}
+
+void tw_logsoftmax_grad_rows(const float *x, float *dx, long rows, long v,
+                             const float *lse, const float *g, const int32_t *tgt) {
+	for (long r = 0; r < rows; r++) {
+		const float *row = x + r * v;
+		float *out = dx + r * v;
+		int32_t t = tgt[r];
+		if (t < 0) {
+			memset(out, 0, (size_t)v * sizeof(float));
+			continue;
+		}
+		float gr = g[r], l = lse[r];
+		long j = 0;
+#ifdef __AVX2__
+		__m256 vl = _mm256_set1_ps(l), vg = _mm256_set1_ps(-gr);
+		for (; j + 8 <= v; j += 8)
+			_mm256_storeu_ps(out + j, _mm256_mul_ps(vg, exp8(_mm256_sub_ps(_mm256_loadu_ps(row + j), vl))));
+#endif
+		for (; j < v; j++) out[j] = -gr * exp_f32(row[j] - l);
+		out[t] += gr;
+	}
+}
+
+void tw_swiglu(const float *g, const float *u, float *out, long n, int round) {
+	long i = 0;
+#ifdef __AVX2__
+	for (; i + 8 <= n; i += 8) {
+		__m256 gv = _mm256_loadu_ps(g + i);
+		__m256 silu = _mm256_mul_ps(gv, sigmoid8(gv));
+		if (round) silu = round8(silu);
+		_mm256_storeu_ps(out + i, _mm256_mul_ps(silu, _mm256_loadu_ps(u + i)));
+	}
+#endif
+	for (; i < n; i++) {
+		float silu = g[i] * (1.0f / (1.0f + exp_f32(-g[i])));
+		if (round) silu = round_bf16(silu);
+		out[i] = silu * u[i];
+	}
+}
+
+void tw_swiglu_bwd(const float *g, const float *u, const float *dout, float *dg, float *du,
+                   long n, int round) {
+	long i = 0;
+#ifdef __AVX2__
+	__m256 one = _mm256_set1_ps(1.0f);
+	for (; i + 8 <= n; i += 8) {
+		__m256 gv = _mm256_loadu_ps(g + i), d = _mm256_loadu_ps(dout + i);
+		__m256 s = sigmoid8(gv);
+		__m256 silu = _mm256_mul_ps(gv, s);
+		if (round) silu = round8(silu);
+		// silu'(g) = s·(1 + g·(1 − s))
+		__m256 dsilu = _mm256_mul_ps(s, _mm256_add_ps(one, _mm256_mul_ps(gv, _mm256_sub_ps(one, s))));
+		_mm256_storeu_ps(dg + i, _mm256_mul_ps(_mm256_mul_ps(d, _mm256_loadu_ps(u + i)), dsilu));
+		_mm256_storeu_ps(du + i, _mm256_mul_ps(d, silu));
+	}
+#endif
+	for (; i < n; i++) {
+		float s = 1.0f / (1.0f + exp_f32(-g[i]));
+		float silu = g[i] * s;
+		if (round) silu = round_bf16(silu);
+		dg[i] = dout[i] * u[i] * (s * (1.0f + g[i] * (1.0f - s)));
+		du[i] = dout[i] * silu;
+	}
+}
+
+void tw_adamw(float *w, const float *g, float *m, float *v, long n, float gscale,
+              float b1, float b2, float eps, float decay, float step, float bc2) {
+	long i = 0;
+#ifdef __AVX2__
+	const __m256 vgs = _mm256_set1_ps(gscale), vb1 = _mm256_set1_ps(b1), vb2 = _mm256_set1_ps(b2);
+	const __m256 vc1 = _mm256_set1_ps(1 - b1), vc2 = _mm256_set1_ps(1 - b2), veps = _mm256_set1_ps(eps);
+	const __m256 vdec = _mm256_set1_ps(decay), vstep = _mm256_set1_ps(step), vbc2 = _mm256_set1_ps(bc2);
+	for (; i + 8 <= n; i += 8) {
+		__m256 gs = _mm256_mul_ps(_mm256_loadu_ps(g + i), vgs);
+		__m256 mi = _mm256_add_ps(_mm256_mul_ps(vb1, _mm256_loadu_ps(m + i)), _mm256_mul_ps(vc1, gs));
+		__m256 vi = _mm256_add_ps(_mm256_mul_ps(vb2, _mm256_loadu_ps(v + i)), _mm256_mul_ps(vc2, _mm256_mul_ps(gs, gs)));
+		_mm256_storeu_ps(m + i, mi);
+		_mm256_storeu_ps(v + i, vi);
+		__m256 den = _mm256_add_ps(_mm256_div_ps(_mm256_sqrt_ps(vi), vbc2), veps);
+		__m256 wi = _mm256_sub_ps(_mm256_mul_ps(_mm256_loadu_ps(w + i), vdec), _mm256_div_ps(_mm256_mul_ps(vstep, mi), den));
+		_mm256_storeu_ps(w + i, wi);
+	}
+#endif
+	for (; i < n; i++) {
+		float gs = g[i] * gscale;
+		float mi = b1 * m[i] + (1 - b1) * gs;
+		float vi = b2 * v[i] + (1 - b2) * gs * gs;
+		m[i] = mi;
+		v[i] = vi;
+		w[i] = w[i] * decay - step * mi / (sqrtf(vi) / bc2 + eps);
+	}
+}
+
+double tw_sumsq(const float *x, long n) {
+	double s = 0;
+	long i = 0;
+#ifdef __AVX2__
+	__m256d a0 = _mm256_setzero_pd(), a1 = _mm256_setzero_pd();
+	for (; i + 8 <= n; i += 8) {
+		__m256 f = _mm256_loadu_ps(x + i);
+		__m256d lo = _mm256_cvtps_pd(_mm256_castps256_ps128(f)), hi = _mm256_cvtps_pd(_mm256_extractf128_ps(f, 1));
+		a0 = _mm256_fmadd_pd(lo, lo, a0);
+		a1 = _mm256_fmadd_pd(hi, hi, a1);
+	}
+	double part[4];
+	_mm256_storeu_pd(part, _mm256_add_pd(a0, a1));
+	s = (part[0] + part[1]) + (part[2] + part[3]);
+#endif
+	for (; i < n; i++) s += (double)x[i] * (double)x[i];
+	return s;
+}
