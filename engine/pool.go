@@ -23,7 +23,7 @@ type PoolStats struct {
 // A Pool is not safe for concurrent use.
 type Pool struct {
 	alloc Allocator
-	free  map[int][]Buffer     // byte size → idle buffers
+	free  map[int][]Buffer    // byte size → idle buffers
 	live  map[Buffer]struct{} // buffers handed out
 	stats PoolStats
 }

@@ -34,4 +34,3 @@ func expf(x float32) float32 {
 	p := 1 + r*(1+r*(0.5+r*(1.0/6+r*(1.0/24+r*(1.0/120+r*(1.0/720))))))
 	return p * math.Float32frombits(uint32(int32(n)+127)<<23)
 }
-
