@@ -1,0 +1,353 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/turnwise/turnwise/gguf"
+	"github.com/turnwise/turnwise/tokenizer"
+)
+
+const tokenizeUsage = `usage: train tokenize --tokenizer PATH [flags]
+
+Encodes text to token ids (a JSON array), decodes ids to text (--decode), or
+renders a conversation in the Llama 3.1 chat format (--chat) and prints its
+text, ids and assistant mask as a JSON object.
+
+Input comes from --text (--ids for --decode) or, when that is not given,
+from standard input, byte for byte (a trailing newline is part of the text).
+
+The tokenizer is a Llama 3 tokenizer.json or tokenizer.model, or a .gguf
+model file, whose metadata holds its vocabulary (SentencePiece or Llama 3
+BPE).
+
+flags:
+`
+
+// runTokenize implements "train tokenize".
+func runTokenize(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	fs := newFlags("tokenize", stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, tokenizeUsage)
+		fs.PrintDefaults()
+	}
+	tokPath := fs.String("tokenizer", "", "tokenizer.json, tokenizer.model or .gguf file (required)")
+	text := fs.String("text", "", "text to encode, or the conversation for --chat (default: standard input)")
+	decode := fs.Bool("decode", false, "decode token ids to text")
+	idsArg := fs.String("ids", "", "ids for --decode: a JSON array or whitespace-separated numbers (default: standard input)")
+	chat := fs.Bool("chat", false, `render a JSON conversation, [{"role": ..., "content": ...}, ...] or {"messages": [...]}`)
+	allowSpecial := fs.Bool("allow-special", false, "encode special-token text such as <|eot_id|> as the special token")
+	bos := fs.Bool("bos", false, "prepend the beginning-of-sequence token when encoding")
+	skipSpecial := fs.Bool("skip-special", false, "leave special tokens out when decoding")
+	genPrompt := fs.Bool("add-generation-prompt", false, "end a --chat rendering with an empty assistant header")
+	date := fs.String("date", "", `"Today Date" of a --chat rendering (default "`+tokenizer.DefaultChatDate+`")`)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q (text goes in --text or on standard input)", fs.Args())
+	}
+	if *decode && *chat {
+		return errors.New("--decode and --chat cannot be combined")
+	}
+	if *tokPath == "" {
+		return errors.New("no tokenizer: pass --tokenizer PATH (a tokenizer.json, a tokenizer.model or a .gguf file)")
+	}
+	tok, err := loadTokenizer(*tokPath)
+	if err != nil {
+		return err
+	}
+	input := func(flagName string, value string) (string, error) {
+		if fs.Changed(flagName) {
+			return value, nil
+		}
+		data, err := io.ReadAll(stdin)
+		if err != nil {
+			return "", fmt.Errorf("reading standard input: %w", err)
+		}
+		return string(data), nil
+	}
+
+	switch {
+	case *decode:
+		in, err := input("ids", *idsArg)
+		if err != nil {
+			return err
+		}
+		ids, err := parseIDs(in)
+		if err != nil {
+			return err
+		}
+		d := tokenizer.NewStreamDecoder(tok)
+		d.SkipSpecial = *skipSpecial
+		var out strings.Builder
+		for i, id := range ids {
+			s, err := d.Next(id)
+			if err != nil {
+				return fmt.Errorf("id %d (position %d): %w", id, i, err)
+			}
+			out.WriteString(s)
+		}
+		out.WriteString(d.Flush())
+		_, err = io.WriteString(stdout, out.String())
+		return err
+
+	case *chat:
+		in, err := input("text", *text)
+		if err != nil {
+			return err
+		}
+		msgs, err := parseConversation([]byte(in))
+		if err != nil {
+			return err
+		}
+		opts := tokenizer.ChatOptions{AddGenerationPrompt: *genPrompt, Date: *date}
+		rendered, err := tokenizer.RenderChat(msgs, opts)
+		if err != nil {
+			return err
+		}
+		ids, mask, err := tokenizer.EncodeChat(tok, msgs, opts)
+		if err != nil {
+			return err
+		}
+		bits := make([]int, len(mask))
+		for i, m := range mask {
+			if m {
+				bits[i] = 1
+			}
+		}
+		return writeJSON(stdout, struct {
+			Text          string  `json:"text"`
+			IDs           []int32 `json:"ids"`
+			AssistantMask []int   `json:"assistant_mask"`
+		}{rendered, ids, bits})
+
+	default:
+		in, err := input("text", *text)
+		if err != nil {
+			return err
+		}
+		ids := tok.Encode(in, tokenizer.EncodeOptions{AllowSpecial: *allowSpecial, AddBOS: *bos})
+		if ids == nil {
+			ids = []int32{}
+		}
+		return writeJSON(stdout, ids)
+	}
+}
+
+// writeJSON writes v as one line of JSON, without escaping <, > and &
+// (special tokens are full of them).
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	return enc.Encode(v)
+}
+
+// parseIDs reads token ids written as a JSON array or as numbers separated
+// by whitespace.
+func parseIDs(s string) ([]int32, error) {
+	s = strings.TrimSpace(s)
+	var nums []int64
+	if strings.HasPrefix(s, "[") {
+		dec := json.NewDecoder(strings.NewReader(s))
+		dec.UseNumber()
+		var raw []json.Number
+		if err := dec.Decode(&raw); err != nil {
+			return nil, fmt.Errorf("parsing ids as a JSON array of integers: %w", err)
+		}
+		if dec.More() {
+			return nil, errors.New("parsing ids: text after the JSON array")
+		}
+		for i, n := range raw {
+			v, err := strconv.ParseInt(string(n), 10, 64)
+			if err != nil {
+				return nil, fmt.Errorf("id %d (%s) is not an integer", i, n)
+			}
+			nums = append(nums, v)
+		}
+	} else {
+		for i, f := range strings.Fields(s) {
+			v, err := strconv.ParseInt(f, 10, 64)
+			if err != nil {
+				return nil, fmt.Errorf("id %d (%q) is not an integer", i, f)
+			}
+			nums = append(nums, v)
+		}
+	}
+	ids := make([]int32, len(nums))
+	for i, v := range nums {
+		if v < 0 || v > math.MaxInt32 {
+			return nil, fmt.Errorf("id %d (%d) is out of range", i, v)
+		}
+		ids[i] = int32(v)
+	}
+	return ids, nil
+}
+
+// chatMessage is a message as written in conversation JSON; fields beyond
+// role and content are read only to reject what the renderer cannot do.
+type chatMessage struct {
+	Role      string          `json:"role"`
+	Content   json.RawMessage `json:"content"`
+	ToolCalls json.RawMessage `json:"tool_calls"`
+}
+
+// parseConversation reads [{"role": ..., "content": ...}, ...] or
+// {"messages": [...]}.
+func parseConversation(data []byte) ([]tokenizer.Message, error) {
+	data = bytes.TrimSpace(data)
+	var raw []chatMessage
+	var err error
+	if bytes.HasPrefix(data, []byte("{")) {
+		var obj struct {
+			Messages *[]chatMessage `json:"messages"`
+		}
+		if err = json.Unmarshal(data, &obj); err == nil && obj.Messages == nil {
+			return nil, errors.New(`parsing the conversation: the object has no "messages" array`)
+		}
+		if obj.Messages != nil {
+			raw = *obj.Messages
+		}
+	} else {
+		err = json.Unmarshal(data, &raw)
+	}
+	if err != nil {
+		return nil, fmt.Errorf(`parsing the conversation (want [{"role": ..., "content": ...}, ...] or {"messages": [...]}): %w`, err)
+	}
+	msgs := make([]tokenizer.Message, len(raw))
+	for i, m := range raw {
+		if len(m.ToolCalls) > 0 && string(m.ToolCalls) != "null" {
+			return nil, fmt.Errorf("message %d has tool_calls: tool calls are not supported", i)
+		}
+		if m.Role == "" {
+			return nil, fmt.Errorf("message %d has no role", i)
+		}
+		var content string
+		if err := json.Unmarshal(m.Content, &content); err != nil {
+			return nil, fmt.Errorf("message %d: content must be a string", i)
+		}
+		msgs[i] = tokenizer.Message{Role: m.Role, Content: content}
+	}
+	return msgs, nil
+}
+
+// loadTokenizer opens a tokenizer.json, a tokenizer.model or a GGUF file
+// (told apart by its magic bytes).
+func loadTokenizer(path string) (tokenizer.Tokenizer, error) {
+	isGGUF, err := hasGGUFMagic(path)
+	if err != nil {
+		return nil, err
+	}
+	if !isGGUF {
+		return tokenizer.Load(path)
+	}
+	f, err := gguf.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	tok, err := tokenizerFromGGUF(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return tok, nil
+}
+
+func hasGGUFMagic(path string) (bool, error) {
+	fd, err := os.Open(path)
+	if err != nil {
+		return false, fmt.Errorf("opening tokenizer: %w", err)
+	}
+	defer fd.Close()
+	var magic [4]byte
+	n, _ := io.ReadFull(fd, magic[:])
+	return n == 4 && string(magic[:]) == gguf.Magic, nil
+}
+
+// tokenizerFromGGUF builds the tokenizer described by a GGUF file's
+// tokenizer.ggml.* metadata: a SentencePiece BPE for model "llama", the
+// Llama 3 byte-level BPE for model "gpt2" with pre-tokenizer "llama-bpe".
+func tokenizerFromGGUF(f *gguf.File) (tokenizer.Tokenizer, error) {
+	model, err := f.String("tokenizer.ggml.model")
+	if err != nil {
+		return nil, err
+	}
+	tokens, err := f.Strings("tokenizer.ggml.tokens")
+	if err != nil {
+		return nil, err
+	}
+	types, err := f.Int32s("tokenizer.ggml.token_type")
+	if err != nil && !errors.Is(err, gguf.ErrKeyNotFound) {
+		return nil, err
+	}
+	switch model {
+	case "llama":
+		scores, err := f.Float32s("tokenizer.ggml.scores")
+		if err != nil {
+			return nil, err
+		}
+		cfg := tokenizer.SentencePieceConfig{Tokens: tokens, Scores: scores, Types: types}
+		if cfg.BOS, err = optionalID(f, "tokenizer.ggml.bos_token_id", 1); err != nil {
+			return nil, err
+		}
+		if cfg.EOS, err = optionalID(f, "tokenizer.ggml.eos_token_id", 2); err != nil {
+			return nil, err
+		}
+		if cfg.Unknown, err = optionalID(f, "tokenizer.ggml.unknown_token_id", 0); err != nil {
+			return nil, err
+		}
+		if int(cfg.Unknown) >= len(tokens) {
+			cfg.Unknown = -1
+		}
+		prefix, err := f.Bool("tokenizer.ggml.add_space_prefix")
+		switch {
+		case err == nil:
+			cfg.NoSpacePrefix = !prefix
+		case !errors.Is(err, gguf.ErrKeyNotFound):
+			return nil, err
+		}
+		return tokenizer.NewSentencePiece(cfg)
+	case "gpt2":
+		pre, err := f.String("tokenizer.ggml.pre")
+		if err != nil {
+			return nil, err
+		}
+		if pre != "llama-bpe" {
+			return nil, fmt.Errorf("GGUF pre-tokenizer %q is not supported (only llama-bpe, Llama 3's)", pre)
+		}
+		merges, err := f.Strings("tokenizer.ggml.merges")
+		if err != nil {
+			return nil, err
+		}
+		if types == nil {
+			return nil, errors.New("GGUF metadata has no tokenizer.ggml.token_type, which a Llama 3 vocabulary needs to mark its special tokens")
+		}
+		return tokenizer.NewByteLevelBPE(tokens, types, merges)
+	}
+	return nil, fmt.Errorf("GGUF tokenizer model %q is not supported (want llama or gpt2)", model)
+}
+
+// optionalID reads a token id from the metadata, or returns def when the
+// key is absent. An id of 2^32-1 (how GGUF writers mark "none" in a uint32)
+// comes back as -1.
+func optionalID(f *gguf.File, key string, def int32) (int32, error) {
+	v, err := f.Int(key)
+	switch {
+	case errors.Is(err, gguf.ErrKeyNotFound):
+		return def, nil
+	case err != nil:
+		return 0, err
+	case v == math.MaxUint32 || v == -1:
+		return -1, nil
+	case v < 0 || v > math.MaxInt32:
+		return 0, fmt.Errorf("metadata key %q: token id %d out of range", key, v)
+	}
+	return int32(v), nil
+}
