@@ -24,12 +24,16 @@ type BPE struct {
 	// ignore_merges).
 	wholePieces bool
 	byteIDs     [256]int32
-	special     []bool     // by id: special (control) token
-	specials    specialSet // recognised with AllowSpecial
-	always      specialSet // added tokens recognised in all text
-	specialIDs  map[string]int32
-	bos, eot    int32
-	eos         []int32
+	// bytePairs holds the merge of every pair of single-byte tokens as
+	// rank<<32|into (noRank<<32 for none): the first round of lookups of
+	// every merge then stays in a small table instead of the big one.
+	bytePairs  []uint64
+	special    []bool     // by id: special (control) token
+	specials   specialSet // recognised with AllowSpecial
+	always     specialSet // added tokens recognised in all text
+	specialIDs map[string]int32
+	bos, eot   int32
+	eos        []int32
 }
 
 var _ Tokenizer = (*BPE)(nil)
@@ -88,6 +92,11 @@ func newBPE(what string, tokens []string, kinds []tokenKind, merges *pairTable, 
 			return nil, fmt.Errorf("tokenizer: %s: byte 0x%02X has no token; a byte-level BPE needs all 256", what, b)
 		}
 		t.byteIDs[b] = id
+	}
+	t.bytePairs = make([]uint64, 256*256)
+	for i := range t.bytePairs {
+		r, m := t.rank(t.byteIDs[i>>8], t.byteIDs[i&0xFF])
+		t.bytePairs[i] = uint64(r)<<32 | uint64(uint32(m))
 	}
 	// Specials are found in AllowSpecial text together with the added
 	// tokens that are always matched.
@@ -218,9 +227,38 @@ func (t *BPE) appendOrdinary(ids []int32, s string, w *mergeWork) []int32 {
 				continue
 			}
 		}
+		if v, ok := w.cache[piece]; ok {
+			ids = append(ids, w.arena[v>>32:v>>32+v&0xFFFFFFFF]...)
+			continue
+		}
+		start := len(ids)
 		ids = t.mergePiece(ids, piece, w)
+		w.remember(piece, ids[start:])
 	}
 	return ids
+}
+
+// Encoding the same pre-token twice gives the same tokens, and text repeats
+// its words, so an Encode call that merges many pre-tokens caches their
+// tokens. The cache lives for one call: a BPE stays immutable.
+const (
+	cacheAfter   = 256     // merged pre-tokens before the cache starts
+	cacheEntries = 1 << 16 // cache size limit
+)
+
+// remember caches the tokens of a merged pre-token.
+func (w *mergeWork) remember(piece string, ids []int32) {
+	if w.cache == nil {
+		if w.merged++; w.merged < cacheAfter {
+			return
+		}
+		w.cache = make(map[string]uint64, 1024)
+	}
+	if len(w.cache) >= cacheEntries {
+		return
+	}
+	w.cache[piece] = uint64(len(w.arena))<<32 | uint64(len(ids))
+	w.arena = append(w.arena, ids...)
 }
 
 // noRank marks a pair that does not merge.
@@ -240,14 +278,18 @@ func (t *BPE) rank(a, b int32) (uint32, int32) {
 // instead of rescanning all pairs after each merge.
 const heapThreshold = 64
 
-// mergeWork holds buffers reused across the pieces of one Encode call.
+// mergeWork holds buffers reused across the pieces of one Encode call, and
+// its cache.
 type mergeWork struct {
-	ids   []int32
-	ranks []uint32
-	into  []int32
-	heap  pairHeap
-	next  []int32
-	prev  []int32
+	cache  map[string]uint64 // pre-token -> offset<<32 | length in arena
+	arena  []int32
+	merged int
+	ids    []int32
+	ranks  []uint32
+	into   []int32
+	heap   pairHeap
+	next   []int32
+	prev   []int32
 }
 
 // mergePiece appends the tokens of one pre-token, merging its bytes.
@@ -262,9 +304,9 @@ func (t *BPE) mergePiece(out []int32, piece string, w *mergeWork) []int32 {
 	}
 	ranks, into := w.ranks[:0], w.into[:0]
 	for i := range n - 1 {
-		r, m := t.rank(ids[i], ids[i+1])
-		ranks = append(ranks, r)
-		into = append(into, m)
+		v := t.bytePairs[uint16(piece[i])<<8|uint16(piece[i+1])]
+		ranks = append(ranks, uint32(v>>32))
+		into = append(into, int32(uint32(v)))
 	}
 	for len(ids) > 1 {
 		best, bestRank := -1, uint32(noRank)

@@ -56,3 +56,24 @@ func TestSmallBPE(t *testing.T) {
 		}
 	}
 }
+
+// TestEncodeCache checks that the per-call cache of merged pre-tokens
+// changes nothing: a long text encodes as its pre-tokens do one by one.
+func TestEncodeCache(t *testing.T) {
+	for name, tok := range testBPEs(t) {
+		text := randomText(21, 300_000)
+		got := tok.Encode(text, EncodeOptions{})
+		var want []int32
+		pieces := 0
+		for _, p := range split(text) {
+			want = append(want, tok.Encode(p, EncodeOptions{})...)
+			pieces++
+		}
+		if pieces < 2*cacheAfter {
+			t.Fatalf("%s: only %d pre-tokens: the cache is not exercised", name, pieces)
+		}
+		if !equalIDs(got, want) {
+			t.Errorf("%s: encoding the whole text differs from encoding its pre-tokens one by one", name)
+		}
+	}
+}

@@ -110,7 +110,7 @@ func TestPyTrim(t *testing.T) {
 // mask against the assistant turns.
 func TestEncodeChat(t *testing.T) {
 	g := readChatGolden(t)
-	for name, tok := range map[string]*BPE{"small": smallBPE(t), "llama3": loadLlama3(t)} {
+	for name, tok := range testBPEs(t) {
 		for _, c := range g.Cases {
 			opts := ChatOptions{AddGenerationPrompt: c.AddGenerationPrompt, Date: c.Date}
 			ids, mask, err := EncodeChat(tok, c.Messages, opts)
