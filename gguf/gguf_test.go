@@ -274,6 +274,20 @@ func TestParseVersion2(t *testing.T) {
 	}
 }
 
+func TestHugeAlignmentWithoutTensors(t *testing.T) {
+	data := encode(t, map[string]any{AlignmentKey: uint32(1 << 31)}, nil)
+	if len(data) > 1024 {
+		t.Fatalf("a file without tensors took %d bytes: the writer padded for the alignment", len(data))
+	}
+	f, err := Parse(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.Alignment != 1<<31 || f.DataOffset != 1<<31 {
+		t.Errorf("alignment %d, data offset %d", f.Alignment, f.DataOffset)
+	}
+}
+
 func TestTruncated(t *testing.T) {
 	data := encode(t, sampleMeta(), sampleTensors())
 	for n := range len(data) {

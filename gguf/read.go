@@ -25,7 +25,8 @@ type File struct {
 	Tensors []TensorInfo
 	// Alignment is the alignment of the data section and tensor offsets.
 	Alignment int64
-	// DataOffset is the absolute file offset where the data section starts.
+	// DataOffset is the absolute file offset where the data section
+	// starts. In a file without tensors it may lie past the end.
 	DataOffset int64
 
 	data   []byte       // the whole file

@@ -80,7 +80,11 @@ func Write(w io.Writer, meta map[string]any, tensors []Tensor) error {
 		e.u32(uint32(t.Type))
 		e.u64(uint64(offsets[i]))
 	}
-	e.pad(align)
+	if len(tensors) > 0 {
+		// Without tensors there is no data section to align, and a huge
+		// alignment would only write zeros.
+		e.pad(align)
+	}
 	start := e.n
 	for i, t := range tensors {
 		e.pad64(start + offsets[i])

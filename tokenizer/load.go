@@ -134,9 +134,12 @@ type hfFile struct {
 }
 
 type hfAdded struct {
-	ID      *int64 `json:"id"`
-	Content string `json:"content"`
-	Special bool   `json:"special"`
+	ID         *int64 `json:"id"`
+	Content    string `json:"content"`
+	Special    bool   `json:"special"`
+	SingleWord bool   `json:"single_word"`
+	LStrip     bool   `json:"lstrip"`
+	RStrip     bool   `json:"rstrip"`
 }
 
 // hfPre is a pre-tokenizer or decoder description.
@@ -243,6 +246,9 @@ func parseJSON(what string, data []byte) (*BPE, error) {
 		if a.Content == "" {
 			return fail("added token %d is empty", id)
 		}
+		if a.SingleWord || a.LStrip || a.RStrip {
+			return fail("added token %q sets single_word, lstrip or rstrip, which are not supported (Llama 3 sets none)", a.Content)
+		}
 		if have[id] {
 			if vid, ok := spelled[a.Content]; !ok || int64(vid) != id {
 				return fail("added token %q and vocab token %q both have id %d", a.Content, raw[id], id)
@@ -334,12 +340,16 @@ func parseTiktoken(what string, r io.Reader) (*BPE, error) {
 	}
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 64*1024), 1<<20)
+	// Ranks are ids, so they must run from 0 without gaps; they are
+	// checked once all lines are read, so that a huge rank in a small file
+	// cannot make the parser allocate a huge table.
 	type entry struct {
-		tok  string
-		line int
+		tok        string
+		rank, line int
 	}
-	var byRank []entry
-	ranks := map[string]int{}
+	var entries []entry
+	ranks := map[string]int{} // token -> rank
+	rankLine := map[int]int{} // rank -> line
 	line := 0
 	for sc.Scan() {
 		line++
@@ -362,37 +372,32 @@ func parseTiktoken(what string, r io.Reader) (*BPE, error) {
 		if err != nil || rank < 0 {
 			return fail("line %d: bad rank %q", line, clip(num))
 		}
-		if rank >= 1<<28 {
-			return fail("line %d: rank %d is implausibly large", line, rank)
-		}
 		if prev, dup := ranks[string(tok)]; dup {
 			return fail("line %d: token %q already has rank %d", line, tok, prev)
 		}
-		for rank >= len(byRank) {
-			byRank = append(byRank, entry{})
+		if prev, dup := rankLine[rank]; dup {
+			return fail("line %d: rank %d already used on line %d", line, rank, prev)
 		}
-		if byRank[rank].line != 0 {
-			return fail("line %d: rank %d already used on line %d", line, rank, byRank[rank].line)
-		}
-		byRank[rank] = entry{string(tok), line}
+		entries = append(entries, entry{string(tok), rank, line})
 		ranks[string(tok)] = rank
+		rankLine[rank] = line
 	}
 	if err := sc.Err(); err != nil {
 		return fail("line %d: %v", line+1, err)
 	}
-	if len(byRank) == 0 {
+	n := len(entries)
+	if n == 0 {
 		return fail("no tokens")
 	}
-	for rank, e := range byRank {
-		if e.line == 0 {
-			return fail("no token has rank %d (ranks must run from 0 to %d without gaps)", rank, len(byRank)-1)
+	for rank := range n {
+		if _, ok := rankLine[rank]; !ok {
+			return fail("no token has rank %d (ranks must run from 0 to %d without gaps)", rank, n-1)
 		}
 	}
-	n := len(byRank)
 	raw := make([]string, n, n+Llama3NumSpecial)
 	kinds := make([]tokenKind, n, n+Llama3NumSpecial)
-	for rank, e := range byRank {
-		raw[rank] = e.tok
+	for _, e := range entries {
+		raw[e.rank] = e.tok
 	}
 	raw = append(raw, Llama31SpecialTokens()...)
 	for range Llama3NumSpecial {
