@@ -12,6 +12,8 @@
 //     tinyllamas checkpoints, built from the token, score and type arrays of
 //     a GGUF file (NewSentencePiece).
 //
+// FromGGUFMetadata picks and builds either from a GGUF file's metadata map.
+//
 // RenderChat and EncodeChat render the Llama 3.1 chat template and compute
 // the mask of assistant tokens that training needs.
 //

@@ -17,7 +17,8 @@ import (
 
 const tokenizeUsage = `usage: train tokenize --tokenizer PATH [flags]
 
-Encodes text to token ids (a JSON array), decodes ids to text (--decode), or
+Encodes text to token ids (a JSON array), decodes ids to text (--decode,
+written as it is, without a newline added), or
 renders a conversation in the Llama 3.1 chat format (--chat) and prints its
 text, ids and assistant mask as a JSON object.
 
@@ -253,7 +254,7 @@ func loadTokenizer(path string) (tokenizer.Tokenizer, error) {
 		return nil, err
 	}
 	defer f.Close()
-	tok, err := tokenizerFromGGUF(f)
+	tok, err := tokenizer.FromGGUFMetadata(f.Meta)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
@@ -269,85 +270,4 @@ func hasGGUFMagic(path string) (bool, error) {
 	var magic [4]byte
 	n, _ := io.ReadFull(fd, magic[:])
 	return n == 4 && string(magic[:]) == gguf.Magic, nil
-}
-
-// tokenizerFromGGUF builds the tokenizer described by a GGUF file's
-// tokenizer.ggml.* metadata: a SentencePiece BPE for model "llama", the
-// Llama 3 byte-level BPE for model "gpt2" with pre-tokenizer "llama-bpe".
-func tokenizerFromGGUF(f *gguf.File) (tokenizer.Tokenizer, error) {
-	model, err := f.String("tokenizer.ggml.model")
-	if err != nil {
-		return nil, err
-	}
-	tokens, err := f.Strings("tokenizer.ggml.tokens")
-	if err != nil {
-		return nil, err
-	}
-	types, err := f.Int32s("tokenizer.ggml.token_type")
-	if err != nil && !errors.Is(err, gguf.ErrKeyNotFound) {
-		return nil, err
-	}
-	switch model {
-	case "llama":
-		scores, err := f.Float32s("tokenizer.ggml.scores")
-		if err != nil {
-			return nil, err
-		}
-		cfg := tokenizer.SentencePieceConfig{Tokens: tokens, Scores: scores, Types: types}
-		if cfg.BOS, err = optionalID(f, "tokenizer.ggml.bos_token_id", 1); err != nil {
-			return nil, err
-		}
-		if cfg.EOS, err = optionalID(f, "tokenizer.ggml.eos_token_id", 2); err != nil {
-			return nil, err
-		}
-		if cfg.Unknown, err = optionalID(f, "tokenizer.ggml.unknown_token_id", 0); err != nil {
-			return nil, err
-		}
-		if int(cfg.Unknown) >= len(tokens) {
-			cfg.Unknown = -1
-		}
-		prefix, err := f.Bool("tokenizer.ggml.add_space_prefix")
-		switch {
-		case err == nil:
-			cfg.NoSpacePrefix = !prefix
-		case !errors.Is(err, gguf.ErrKeyNotFound):
-			return nil, err
-		}
-		return tokenizer.NewSentencePiece(cfg)
-	case "gpt2":
-		pre, err := f.String("tokenizer.ggml.pre")
-		if err != nil {
-			return nil, err
-		}
-		if pre != "llama-bpe" {
-			return nil, fmt.Errorf("GGUF pre-tokenizer %q is not supported (only llama-bpe, Llama 3's)", pre)
-		}
-		merges, err := f.Strings("tokenizer.ggml.merges")
-		if err != nil {
-			return nil, err
-		}
-		if types == nil {
-			return nil, errors.New("GGUF metadata has no tokenizer.ggml.token_type, which a Llama 3 vocabulary needs to mark its special tokens")
-		}
-		return tokenizer.NewByteLevelBPE(tokens, types, merges)
-	}
-	return nil, fmt.Errorf("GGUF tokenizer model %q is not supported (want llama or gpt2)", model)
-}
-
-// optionalID reads a token id from the metadata, or returns def when the
-// key is absent. An id of 2^32-1 (how GGUF writers mark "none" in a uint32)
-// comes back as -1.
-func optionalID(f *gguf.File, key string, def int32) (int32, error) {
-	v, err := f.Int(key)
-	switch {
-	case errors.Is(err, gguf.ErrKeyNotFound):
-		return def, nil
-	case err != nil:
-		return 0, err
-	case v == math.MaxUint32 || v == -1:
-		return -1, nil
-	case v < 0 || v > math.MaxInt32:
-		return 0, fmt.Errorf("metadata key %q: token id %d out of range", key, v)
-	}
-	return int32(v), nil
 }

@@ -216,7 +216,7 @@ func TestTokenizeErrors(t *testing.T) {
 		{"chat needs llama 3", `[{"role": "user", "content": "x"}]`, []string{"--tokenizer", sp, "--chat"}, "needs a Llama 3 tokenizer"},
 		{"gguf model", "x", []string{"--tokenizer", writeSPGGUF(t, map[string]any{"tokenizer.ggml.model": "bert"})}, `GGUF tokenizer model "bert" is not supported`},
 		{"gguf no tokens", "x", []string{"--tokenizer", writeSPGGUF(t, map[string]any{"tokenizer.ggml.tokens": nil})}, `"tokenizer.ggml.tokens": metadata key not found`},
-		{"gguf scores type", "x", []string{"--tokenizer", writeSPGGUF(t, map[string]any{"tokenizer.ggml.scores": []float64{1}})}, "has type array of float64, want array of float32"},
+		{"gguf scores type", "x", []string{"--tokenizer", writeSPGGUF(t, map[string]any{"tokenizer.ggml.scores": []float64{1}})}, `"tokenizer.ggml.scores" is a []float64, want []float32`},
 		{"gguf bos", "x", []string{"--tokenizer", writeSPGGUF(t, map[string]any{"tokenizer.ggml.bos_token_id": uint32(5000)})}, "BOS id 5000 out of range"},
 		{"gguf pre", "x", []string{"--tokenizer", writeSPGGUF(t, map[string]any{"tokenizer.ggml.model": "gpt2", "tokenizer.ggml.pre": "qwen2"})}, `pre-tokenizer "qwen2" is not supported`},
 	}
