@@ -17,10 +17,10 @@ import (
 
 const tokenizeUsage = `usage: train tokenize --tokenizer PATH [flags]
 
-Encodes text to token ids (a JSON array), decodes ids to text (--decode,
-written as it is, without a newline added), or
-renders a conversation in the Llama 3.1 chat format (--chat) and prints its
-text, ids and assistant mask as a JSON object.
+Encodes text to token ids (a JSON array), decodes ids to text (--decode;
+the text is written as it is, with no newline added), or renders a
+conversation in the Llama 3.1 chat format (--chat) and prints its text, ids
+and assistant mask as a JSON object.
 
 Input comes from --text (--ids for --decode) or, when that is not given,
 from standard input, byte for byte (a trailing newline is part of the text).
