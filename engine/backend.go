@@ -152,11 +152,14 @@ type Backend interface {
 	//   out [Nq, H, Dh] float (q's dtype), lse [Nq, H] f32 (log-sum-exp of the
 	//   scaled scores, saved for the backward), q [Nq, H, Dh], k, v
 	//   [Nk, G, Dh] float, seqs [B, 4] i32
-	// Rows of out and lse that no sequence covers are left untouched.
+	// Sequences' query ranges must not overlap (each output row has one
+	// owner); their key ranges may, in the forward. Rows of out and lse that
+	// no sequence covers are left untouched.
 	Attention(out, lse, q, k, v, seqs *Tensor, scale float32)
 	// AttentionBackward computes dq, dk, dv from dOut and the forward's
 	// out and lse. dq, dk and dv are overwritten (rows no sequence covers
 	// are zeroed); dk and dv sum over the H/G query heads that share them.
+	// Here the sequences' key ranges must not overlap either.
 	//   dq [Nq, H, Dh], dk, dv [Nk, G, Dh], dOut [Nq, H, Dh], all float
 	AttentionBackward(dq, dk, dv, dOut, out, lse, q, k, v, seqs *Tensor, scale float32)
 
