@@ -49,12 +49,13 @@ type AdamWParams struct {
 //
 // Temperature ≤ 0 means greedy: the argmax, the lowest index on ties.
 // Otherwise the weights are e_v = exp((logit_v − max)/Temperature). With
-// 0 < TopP < 1 the candidates are the tokens in order of descending weight
-// (ties: lower index first), cut after the first k whose weights sum to at
-// least TopP·Σe; otherwise all tokens in index order. The token drawn is the
-// first candidate at which the running sum of weights exceeds u·(the
-// candidates' total). Every backend follows this rule, so a seeded run draws
-// the same tokens everywhere (up to ties broken by rounding).
+// 0 < TopP < 1 the candidates are the smallest set of heaviest tokens whose
+// weights sum to at least TopP·Σe (ranked by descending weight, ties: lower
+// index first); otherwise all tokens. The token drawn is the first candidate,
+// in index order, at which the running sum of candidate weights exceeds
+// u·(the candidates' total). Every backend follows this rule — index order
+// makes it a prefix sum, which a GPU computes without sorting — so a seeded
+// run draws the same tokens everywhere (up to ties broken by rounding).
 type SampleParams struct {
 	Temperature float32
 	TopP        float32

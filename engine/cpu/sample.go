@@ -63,7 +63,7 @@ func (b *Backend) sampleRow(w int, row []float32, u float32, p engine.SamplePara
 		}
 		return lastPositive(row)
 	}
-	// Nucleus: order by probability, descending, ties by index.
+	// Nucleus: rank by weight, descending, ties by index.
 	b.iscratch[w] = grow(b.iscratch[w], len(row))
 	order := b.iscratch[w]
 	for j := range order {
@@ -83,15 +83,19 @@ func (b *Backend) sampleRow(w int, row []float32, u float32, p engine.SamplePara
 			break
 		}
 	}
+	// Zero the tokens outside the nucleus, then draw in index order.
+	for _, j := range order[keep:] {
+		row[j] = 0
+	}
 	target := float64(u) * mass
 	var c float64
-	for _, j := range order[:keep] {
-		c += float64(row[j])
+	for j, e := range row {
+		c += float64(e)
 		if c > target {
-			return int(j)
+			return j
 		}
 	}
-	return int(order[keep-1])
+	return lastPositive(row)
 }
 
 // lastPositive returns the last index with a positive weight (the draw when

@@ -146,12 +146,12 @@ func Sample(logits []float64, u, temperature, topP float64) int {
 		e[j] = math.Exp((x - m) / temperature)
 		total += e[j]
 	}
-	order := make([]int, len(e))
-	for j := range order {
-		order[j] = j
-	}
 	mass := total
 	if topP > 0 && topP < 1 {
+		order := make([]int, len(e))
+		for j := range order {
+			order[j] = j
+		}
 		sort.SliceStable(order, func(a, b int) bool { return e[order[a]] > e[order[b]] })
 		mass = 0
 		k := 0
@@ -162,14 +162,20 @@ func Sample(logits []float64, u, temperature, topP float64) int {
 				break
 			}
 		}
-		order = order[:k]
+		for _, j := range order[k:] {
+			e[j] = 0
+		}
 	}
 	var c float64
-	for _, j := range order {
-		c += e[j]
+	last := 0
+	for j, w := range e {
+		c += w
+		if w > 0 {
+			last = j
+		}
 		if c > u*mass {
 			return j
 		}
 	}
-	return order[len(order)-1]
+	return last
 }
