@@ -1,0 +1,86 @@
+// common.cuh — included first by every kernel file: the launch macro and the
+// device helpers kernels share. Compiles with nvcc (real GPU) and with g++
+// against kernels/emu (the emulator's include directory first on the path).
+//
+// LAUNCH(grid, block, smem, stream, kernel)(args...)
+//   launches kernel: `kernel<<<grid, block, smem, stream>>>(args...)` under
+//   nvcc, the emulator's launch under g++. The kernel comes last, so a
+//   template kernel needs no parentheses: LAUNCH(g, b, 0, s, gemm<64, 128>)(x).
+//   grid and block are dim3 or integers; a dim3 with several extents must be
+//   written dim3(x, y) (a braced {x, y} would split at its comma). The
+//   launch's error, if any, is returned by cudaGetLastError() afterwards.
+//
+// Dynamic shared memory: declare it as
+//   extern __shared__ unsigned char smem[];
+// and cast (the emulator backs exactly this name). More than 48 KiB needs
+// cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, n)
+// first, on a GPU and in the emulator alike.
+//
+// Barriers must be reached by every thread of the block: do not return early
+// from a kernel that has a __syncthreads after the return (guard the work
+// instead); the emulator aborts on it.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+#ifdef __CUDACC__
+#define LAUNCH(grid, block, smem, stream, ...) __VA_ARGS__<<<(grid), (block), (smem), (stream)>>>
+#else
+#define LAUNCH(grid, block, smem, stream, ...) TW_EMU_LAUNCH(grid, block, smem, stream, __VA_ARGS__)
+#endif
+
+// ceil(a / b) for positive integers.
+template <class T> __host__ __device__ __forceinline__ T ceil_div(T a, T b) { return (a + b - 1) / b; }
+
+// Blocks for a grid-stride loop over n elements: enough to fill a GPU,
+// capped so the emulator does not pay for many tiny blocks.
+__host__ __forceinline__ unsigned grid_for(int64_t n, int block, unsigned cap = 1024) {
+	int64_t g = ceil_div<int64_t>(n, block);
+	return (unsigned)(g < 1 ? 1 : g > cap ? cap : g);
+}
+
+// Element conversions between the storage types kernels use and float.
+__device__ __forceinline__ float to_float(float x) { return x; }
+__device__ __forceinline__ float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
+__device__ __forceinline__ float to_float(__half x) { return __half2float(x); }
+template <class T> __device__ __forceinline__ T from_float(float x);
+template <> __device__ __forceinline__ float from_float<float>(float x) { return x; }
+template <> __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float x) { return __float2bfloat16(x); }
+template <> __device__ __forceinline__ __half from_float<__half>(float x) { return __float2half(x); }
+
+// Sum and max over the 32 lanes of a full warp; every lane gets the result.
+__device__ __forceinline__ float warp_sum(float v) {
+	for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+	return v;
+}
+__device__ __forceinline__ float warp_max(float v) {
+	for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+	return v;
+}
+
+// Sum and max over a block whose size is a multiple of 32 (at most 1024);
+// every thread gets the result. scratch: 32 floats of shared memory, free for
+// reuse once the call returns. All threads of the block must call it.
+__device__ __forceinline__ float block_sum(float v, float *scratch) {
+	const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, nwarps = blockDim.x / 32;
+	v = warp_sum(v);
+	if (lane == 0) scratch[warp] = v;
+	__syncthreads();
+	v = lane < nwarps ? scratch[lane] : 0.0f;
+	v = warp_sum(v);
+	__syncthreads();
+	return v;
+}
+__device__ __forceinline__ float block_max(float v, float *scratch) {
+	const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, nwarps = blockDim.x / 32;
+	v = warp_max(v);
+	if (lane == 0) scratch[warp] = v;
+	__syncthreads();
+	v = lane < nwarps ? scratch[lane] : -INFINITY;
+	v = warp_max(v);
+	__syncthreads();
+	return v;
+}

@@ -1,0 +1,141 @@
+/*
+ * cuda_runtime_api.h — the emulator's stand-in for the CUDA runtime's C API.
+ *
+ * Contract: the subset of the CUDA runtime host API that turnwise uses, with
+ * the real names, signatures and numeric values (error codes, enums), so that
+ * the same host code and the same cgo preamble work against libcudart and
+ * against the emulator. Plain C: cgo includes it. "Device" memory is host
+ * memory; every call completes before it returns (streams and events exist,
+ * but work is synchronous); errors are reported as CUDA reports them, through
+ * the return value and, for launches, cudaGetLastError (per host thread).
+ *
+ * The emulator's include directory must come before any real CUDA headers on
+ * the include path.
+ */
+#ifndef TW_EMU_CUDA_RUNTIME_API_H
+#define TW_EMU_CUDA_RUNTIME_API_H
+
+#include <stddef.h>
+
+#define TW_EMU 1
+#define CUDART_VERSION 11080
+
+#ifdef __cplusplus
+#define TW_EMU_DEFAULT(v) = v
+extern "C" {
+#else
+#define TW_EMU_DEFAULT(v)
+#endif
+
+typedef enum cudaError {
+	cudaSuccess = 0,
+	cudaErrorInvalidValue = 1,
+	cudaErrorMemoryAllocation = 2,
+	cudaErrorInitializationError = 3,
+	cudaErrorInvalidConfiguration = 9,
+	cudaErrorInvalidDevicePointer = 17,
+	cudaErrorInvalidMemcpyDirection = 21,
+	cudaErrorNoDevice = 100,
+	cudaErrorInvalidDevice = 101,
+	cudaErrorInvalidDeviceFunction = 98,
+	cudaErrorInvalidResourceHandle = 400,
+	cudaErrorNotReady = 600,
+	cudaErrorLaunchOutOfResources = 701,
+	cudaErrorLaunchFailure = 719,
+	cudaErrorUnknown = 999
+} cudaError_t;
+
+typedef enum cudaMemcpyKind {
+	cudaMemcpyHostToHost = 0,
+	cudaMemcpyHostToDevice = 1,
+	cudaMemcpyDeviceToHost = 2,
+	cudaMemcpyDeviceToDevice = 3,
+	cudaMemcpyDefault = 4
+} cudaMemcpyKind;
+
+typedef enum cudaFuncAttribute {
+	cudaFuncAttributeMaxDynamicSharedMemorySize = 8,
+	cudaFuncAttributePreferredSharedMemoryCarveout = 9
+} cudaFuncAttribute;
+
+typedef enum cudaDeviceAttr {
+	cudaDevAttrMaxThreadsPerBlock = 1,
+	cudaDevAttrMaxSharedMemoryPerBlock = 8,
+	cudaDevAttrWarpSize = 10,
+	cudaDevAttrMultiProcessorCount = 16,
+	cudaDevAttrComputeCapabilityMajor = 75,
+	cudaDevAttrComputeCapabilityMinor = 76,
+	cudaDevAttrMaxSharedMemoryPerBlockOptin = 97
+} cudaDeviceAttr;
+
+/* Streams and events are opaque handles, as in CUDA (and the same struct
+ * type as the driver API's CUstream). Stream 0 is the legacy default stream. */
+typedef struct CUstream_st *cudaStream_t;
+typedef struct CUevent_st *cudaEvent_t;
+#define cudaStreamLegacy ((cudaStream_t)0x1)
+#define cudaStreamPerThread ((cudaStream_t)0x2)
+#define cudaStreamDefault 0x00
+#define cudaStreamNonBlocking 0x01
+#define cudaEventDefault 0x00
+#define cudaEventBlockingSync 0x01
+#define cudaEventDisableTiming 0x02
+
+/* Errors. */
+cudaError_t cudaGetLastError(void);
+cudaError_t cudaPeekAtLastError(void);
+const char *cudaGetErrorString(cudaError_t error);
+const char *cudaGetErrorName(cudaError_t error);
+
+/* Device: exactly one, device 0. */
+cudaError_t cudaGetDeviceCount(int *count);
+cudaError_t cudaGetDevice(int *device);
+cudaError_t cudaSetDevice(int device);
+cudaError_t cudaDeviceSynchronize(void);
+cudaError_t cudaDeviceGetAttribute(int *value, cudaDeviceAttr attr, int device);
+cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes);
+
+/* Memory. cudaMalloc'd memory is 256-byte aligned and filled with 0xFF bytes
+ * (a NaN in f32, bf16 and f16), so reads of unwritten memory show up. The
+ * device side of a copy or memset must lie inside one live allocation. */
+cudaError_t cudaMalloc(void **devPtr, size_t size);
+cudaError_t cudaFree(void *devPtr);
+cudaError_t cudaMallocHost(void **ptr, size_t size);
+cudaError_t cudaFreeHost(void *ptr);
+cudaError_t cudaMemcpy(void *dst, const void *src, size_t count, cudaMemcpyKind kind);
+cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t count, cudaMemcpyKind kind,
+                            cudaStream_t stream TW_EMU_DEFAULT(0));
+cudaError_t cudaMemset(void *devPtr, int value, size_t count);
+cudaError_t cudaMemsetAsync(void *devPtr, int value, size_t count, cudaStream_t stream TW_EMU_DEFAULT(0));
+
+/* Streams and events (synchronous underneath). */
+cudaError_t cudaStreamCreate(cudaStream_t *stream);
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *stream, unsigned int flags);
+cudaError_t cudaStreamDestroy(cudaStream_t stream);
+cudaError_t cudaStreamSynchronize(cudaStream_t stream);
+cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int flags TW_EMU_DEFAULT(0));
+cudaError_t cudaEventCreate(cudaEvent_t *event);
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned int flags);
+cudaError_t cudaEventDestroy(cudaEvent_t event);
+cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream TW_EMU_DEFAULT(0));
+cudaError_t cudaEventSynchronize(cudaEvent_t event);
+cudaError_t cudaEventQuery(cudaEvent_t event);
+cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end);
+
+/* Kernel attributes. The emulator records MaxDynamicSharedMemorySize per
+ * kernel and refuses launches that ask for more dynamic shared memory than
+ * that (48 KiB until raised), as a GPU does. The opt-in ceiling is 227 KiB
+ * (H100; TW_EMU_SMEM_KB changes it, e.g. 163 for A100). */
+cudaError_t cudaFuncSetAttribute(const void *func, cudaFuncAttribute attr, int value);
+
+/* Emulator controls (no CUDA equivalent). Reverse order runs each block's
+ * threads last-to-first (last warp first, and within a warp the last lane
+ * first): run a kernel both ways and compare the outputs to catch a missing
+ * barrier. The environment variable TW_EMU_REVERSE=1 sets it at start-up. */
+void tw_emu_set_reverse(int on);
+int tw_emu_reverse(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TW_EMU_CUDA_RUNTIME_API_H */

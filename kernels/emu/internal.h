@@ -1,0 +1,24 @@
+// internal.h — what the emulator's runtime.cpp and host.cpp share; not for
+// kernels.
+#ifndef TW_EMU_INTERNAL_H
+#define TW_EMU_INTERNAL_H
+
+#include "tw_emu.h"
+
+namespace tw_emu {
+
+// Per-OS-thread dynamic shared memory, in bytes (H100: 228 KiB per SM).
+constexpr size_t kSmemBytes = 228 * 1024;
+
+void set_last_error(cudaError_t e);
+// Dynamic shared memory a launch of func may ask for: 48 KiB unless raised
+// with cudaFuncSetAttribute.
+size_t func_smem_limit(const void *func);
+// The ceiling cudaFuncSetAttribute accepts (227 KiB, or TW_EMU_SMEM_KB).
+size_t smem_optin_limit();
+// An environment variable as a number, or def when unset or malformed.
+long env_long(const char *name, long def);
+
+} // namespace tw_emu
+
+#endif
