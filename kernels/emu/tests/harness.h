@@ -1,6 +1,7 @@
 // harness.h — a minimal test harness for the emulator self-tests.
 //
-// Contract: TEST(name) { ... } registers a test; CHECK(cond) and friends
+// Contract: TEST(name) { ... } registers a test (EMU_TEST: only under the
+// emulator); CHECK(cond) and friends
 // record a failure (with file:line) and return from the test. CHILD(name)
 // registers code that runs only in a child process started by
 // expect_abort(), which checks that the child dies and that its stderr
@@ -37,6 +38,16 @@ struct TestRegistrar {
 	static void child_##name();                                               \
 	static TestRegistrar registrar_child_##name(#name, child_##name, true);   \
 	static void child_##name()
+
+// Tests of the emulator itself: compiled everywhere, registered only under
+// the emulator.
+#ifdef TW_EMU
+#define EMU_TEST(name) TEST(name)
+#define EMU_CHILD(name) CHILD(name)
+#else
+#define EMU_TEST(name) [[maybe_unused]] static void test_##name()
+#define EMU_CHILD(name) [[maybe_unused]] static void child_##name()
+#endif
 
 #define CHECK(cond)                                                                   \
 	do {                                                                                \

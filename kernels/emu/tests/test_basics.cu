@@ -139,7 +139,7 @@ __global__ void read_unwritten(float *out) {
 	reinterpret_cast<float *>(smem)[threadIdx.x] = 1.0f; // dirty it for the next block
 }
 
-TEST(dynamic_smem_nan_fill) {
+EMU_TEST(dynamic_smem_nan_fill) { // a GPU leaves shared memory as it was
 	DeviceBuf<float> out(16);
 	LAUNCH(16, 64, 256, 0, read_unwritten)(out.p);
 	for (float v : out.download()) CHECK(isnan(v));
@@ -201,8 +201,11 @@ TEST(host_api) {
 	CUDA_OK(cudaMalloc((void **)&d, 1000));
 	CHECK(((uintptr_t)d & 255) == 0);
 	std::vector<unsigned char> h(1000, 7);
+#ifdef TW_EMU
 	CUDA_OK(cudaMemcpy(h.data(), d, 1000, cudaMemcpyDeviceToHost));
 	CHECK(h[0] == 0xff && h[999] == 0xff); // fresh memory reads as NaN bytes
+#endif
+	CUDA_OK(cudaMemset(d, 0xff, 1000));
 	CUDA_OK(cudaMemset(d + 10, 3, 20));
 	cudaStream_t s;
 	CUDA_OK(cudaStreamCreate(&s));
@@ -210,6 +213,7 @@ TEST(host_api) {
 	CUDA_OK(cudaStreamSynchronize(s));
 	CHECK(h[9] == 0xff && h[10] == 3 && h[29] == 3 && h[30] == 0xff);
 
+#ifdef TW_EMU
 	// Host/device mix-ups and overruns fail instead of corrupting memory.
 	CHECK(cudaMemcpy(h.data(), h.data() + 500, 10, cudaMemcpyHostToDevice) == cudaErrorInvalidValue);
 	CHECK(cudaMemcpy(d, d + 500, 10, cudaMemcpyHostToDevice) == cudaErrorInvalidValue);
@@ -217,12 +221,17 @@ TEST(host_api) {
 	CHECK(cudaMemset(h.data(), 0, 10) == cudaErrorInvalidValue);
 	CHECK(cudaGetLastError() == cudaErrorInvalidValue);
 	CHECK(cudaGetLastError() == cudaSuccess);
+#endif
 	CUDA_OK(cudaMemcpy(d + 500, d, 100, cudaMemcpyDeviceToDevice));
 	CUDA_OK(cudaMemcpy(d, h.data(), 1000, cudaMemcpyDefault));
+#ifdef TW_EMU
 	CHECK(cudaFree(h.data()) == cudaErrorInvalidValue);
+#endif
 	CUDA_OK(cudaFree(d));
+#ifdef TW_EMU
 	CHECK(cudaFree(d) == cudaErrorInvalidValue); // double free
 	cudaGetLastError();
+#endif
 
 	cudaEvent_t a, b;
 	CUDA_OK(cudaEventCreate(&a));
@@ -237,7 +246,7 @@ TEST(host_api) {
 	CUDA_OK(cudaStreamDestroy(s));
 	int v = 0;
 	CUDA_OK(cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0));
-	CHECK(v == 227 * 1024);
+	CHECK(v >= 163 * 1024); // A100: 163 KiB, H100 and the emulator: 227 KiB
 	CHECK(strcmp(cudaGetErrorString(cudaErrorMemoryAllocation), "out of memory") == 0);
 }
 

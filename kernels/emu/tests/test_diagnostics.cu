@@ -2,7 +2,8 @@
 // hanging or passing silently. Each CHILD runs a buggy kernel in a child
 // process; its TEST checks that the child aborted with a message naming the
 // bug, the kernel and the call site. The reverse-order test shows a missing
-// barrier that forward order hides.
+// barrier that forward order hides. The kernels compile with nvcc too; the
+// tests run only under the emulator.
 #include <string>
 
 #include "../../common.cuh"
@@ -19,12 +20,12 @@ __global__ void early_return(float *x, int n) {
 	x[threadIdx.x] += 1.0f;
 }
 
-CHILD(early_return) {
+EMU_CHILD(early_return) {
 	DeviceBuf<float> x(64);
 	LAUNCH(1, 64, 0, 0, early_return)(x.p, 40);
 }
 
-TEST(diag_early_return) {
+EMU_TEST(diag_early_return) {
 	CHECK(expect_abort("early_return", {},
 	                   {"kernel \"early_return\"", "threads 0-39: wait at __syncthreads() ",
 	                    kFile + std::to_string(kReturnLine), "threads 40-63: have returned"}));
@@ -45,12 +46,12 @@ __global__ void branch_barriers(float *x) {
 	x[threadIdx.x] = s[63 - threadIdx.x];
 }
 
-CHILD(branch_barriers) {
+EMU_CHILD(branch_barriers) {
 	DeviceBuf<float> x(64);
 	LAUNCH(1, 64, 0, 0, branch_barriers)(x.p);
 }
 
-TEST(diag_divergent_barriers) {
+EMU_TEST(diag_divergent_barriers) {
 	CHECK(expect_abort("branch_barriers", {},
 	                   {"divergent __syncthreads", "kernel \"branch_barriers\"",
 	                    "threads 0-31: wait at __syncthreads() ", kFile + std::to_string(kBranchLine),
@@ -65,12 +66,12 @@ __global__ void mask_mismatch(int *x) {
 	x[threadIdx.x] = __shfl_sync(mask, lane, 0);
 }
 
-CHILD(mask_mismatch) {
+EMU_CHILD(mask_mismatch) {
 	DeviceBuf<int> x(32);
 	LAUNCH(1, 32, 0, 0, mask_mismatch)(x.p);
 }
 
-TEST(diag_mask_mismatch) {
+EMU_TEST(diag_mask_mismatch) {
 	CHECK(expect_abort("mask_mismatch", {},
 	                   {"kernel \"mask_mismatch\"", "threads 0-4: wait at __shfl_sync(mask 0xffffffff)",
 	                    "thread 5: wait at __shfl_sync(mask 0x7fffffff)", kFile}));
@@ -83,12 +84,12 @@ __global__ void short_warp(float *x) {
 	x[threadIdx.x] = v;
 }
 
-CHILD(short_warp) {
+EMU_CHILD(short_warp) {
 	DeviceBuf<float> x(24);
 	LAUNCH(1, 24, 0, 0, short_warp)(x.p);
 }
 
-TEST(diag_mask_names_missing_lanes) {
+EMU_TEST(diag_mask_names_missing_lanes) {
 	CHECK(expect_abort("short_warp", {},
 	                   {"__shfl_xor_sync(mask 0xffffffff)", kFile + std::to_string(kShortWarpLine),
 	                    "names lanes this warp does not have (it has 24 threads"}));
@@ -104,20 +105,20 @@ __device__ __noinline__ int deep(int n) {
 
 __global__ void recurse(int *out, int n) { out[threadIdx.x] = deep(n); }
 
-CHILD(stack_overflow) {
+EMU_CHILD(stack_overflow) {
 	DeviceBuf<int> out(32);
 	LAUNCH(2, 32, 0, 0, recurse)(out.p, 200);
 }
 
-TEST(diag_stack_overflow) {
+EMU_TEST(diag_stack_overflow) {
 	CHECK(expect_abort("stack_overflow", {}, {"stack overflow in kernel \"recurse\"", "thread 0 (0,0,0)", "TW_EMU_STACK_KB"}));
 }
 
 __global__ void bad_pointer(int *p) { p[threadIdx.x * 1024] = 1; }
 
-CHILD(bad_pointer) { LAUNCH(1, 32, 0, 0, bad_pointer)((int *)16); }
+EMU_CHILD(bad_pointer) { LAUNCH(1, 32, 0, 0, bad_pointer)((int *)16); }
 
-TEST(diag_invalid_address) {
+EMU_TEST(diag_invalid_address) {
 	CHECK(expect_abort("bad_pointer", {}, {"invalid memory access (SIGSEGV at address 0x10) in kernel \"bad_pointer\""}));
 }
 
@@ -128,13 +129,13 @@ __global__ void spin(volatile int *flag) {
 	}
 }
 
-CHILD(spin) {
+EMU_CHILD(spin) {
 	DeviceBuf<int> flag(1);
 	cudaMemset(flag.p, 0, sizeof(int));
 	LAUNCH(4, 32, 0, 0, spin)(flag.p);
 }
 
-TEST(diag_watchdog) {
+EMU_TEST(diag_watchdog) {
 	CHECK(expect_abort("spin", {"TW_EMU_WATCHDOG=1"},
 	                   {"kernel \"spin\"", "has run for over 1 s", "spin-wait"}));
 }
@@ -152,7 +153,7 @@ __global__ void read_previous(const float *in, float *out, bool sync) {
 	out[blockIdx.x * 256 + t] = t > 0 ? s[t - 1] : 0.0f;
 }
 
-TEST(reverse_order_catches_missing_barrier) {
+EMU_TEST(reverse_order_catches_missing_barrier) {
 	const int blocks = 8, n = blocks * 256;
 	std::vector<float> h(n);
 	for (int i = 0; i < n; i++) h[i] = (float)i;
