@@ -14,11 +14,12 @@ fi
 sudo=""
 [ "$(id -u)" -eq 0 ] || sudo="sudo"
 
-list=/etc/apt/sources.list.d/turnwise-nonfree.list
+list=/etc/apt/sources.list.d/turnwise-nonfree.sources
 if [ ! -e "$list" ]; then
-	uri=""
+	uri="" key=""
 	if [ -r /etc/apt/sources.list.d/debian.sources ]; then
 		uri=$(awk '/^URIs:/ {print $2; exit}' /etc/apt/sources.list.d/debian.sources)
+		key=$(awk '/^Signed-By:/ {print $2; exit}' /etc/apt/sources.list.d/debian.sources)
 	fi
 	if [ -z "$uri" ] && [ -r /etc/apt/sources.list ]; then
 		uri=$(awk '$1 == "deb" && $2 !~ /security/ {print $2; exit}' /etc/apt/sources.list)
@@ -27,11 +28,20 @@ if [ ! -e "$list" ]; then
 		echo "setup-cuda: found no Debian mirror in the apt sources; not installing the CUDA toolkit" >&2
 		exit 0
 	fi
-	echo "deb $uri bookworm contrib non-free" | $sudo tee "$list" >/dev/null
+	# The same mirror and suite must carry the same Signed-By as the main
+	# entry, or apt refuses both.
+	{
+		echo "Types: deb"
+		echo "URIs: $uri"
+		echo "Suites: bookworm"
+		echo "Components: contrib non-free"
+		[ -z "$key" ] || echo "Signed-By: $key"
+	} | $sudo tee "$list" >/dev/null
 fi
 apt="$sudo apt-get -o DPkg::Lock::Timeout=600"
 $apt update -qq
-if ! apt-cache policy nvidia-cuda-toolkit | grep -q 'Candidate: [0-9]'; then
+policy=$(apt-cache policy nvidia-cuda-toolkit)
+if ! grep -q 'Candidate: [0-9]' <<<"$policy"; then
 	echo "setup-cuda: apt has no nvidia-cuda-toolkit candidate; not installing it" >&2
 	exit 0
 fi
