@@ -385,6 +385,16 @@ TW_EMU_MINMAX(unsigned long)
 TW_EMU_MINMAX(long long)
 TW_EMU_MINMAX(unsigned long long)
 #undef TW_EMU_MINMAX
+// Mixed signedness compares as unsigned, as CUDA's overloads do.
+#define TW_EMU_MINMAX_MIXED(S, U)                                                 \
+	inline U min(S a, U b) { return min((U)a, b); }                                 \
+	inline U min(U a, S b) { return min(a, (U)b); }                                 \
+	inline U max(S a, U b) { return max((U)a, b); }                                 \
+	inline U max(U a, S b) { return max(a, (U)b); }
+TW_EMU_MINMAX_MIXED(int, unsigned int)
+TW_EMU_MINMAX_MIXED(long, unsigned long)
+TW_EMU_MINMAX_MIXED(long long, unsigned long long)
+#undef TW_EMU_MINMAX_MIXED
 inline float min(float a, float b) { return fminf(a, b); }
 inline float max(float a, float b) { return fmaxf(a, b); }
 inline double min(double a, double b) { return fmin(a, b); }

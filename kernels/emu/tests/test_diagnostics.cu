@@ -111,7 +111,9 @@ EMU_CHILD(stack_overflow) {
 }
 
 EMU_TEST(diag_stack_overflow) {
-	CHECK(expect_abort("stack_overflow", {}, {"stack overflow in kernel \"recurse\"", "thread 0 (0,0,0)", "TW_EMU_STACK_KB"}));
+	// Forward order, so that thread 0 is the first to overflow.
+	CHECK(expect_abort("stack_overflow", {"TW_EMU_REVERSE=0"},
+	                   {"stack overflow in kernel \"recurse\"", "thread 0 (0,0,0)", "TW_EMU_STACK_KB"}));
 }
 
 __global__ void bad_pointer(int *p) { p[threadIdx.x * 1024] = 1; }
@@ -119,7 +121,8 @@ __global__ void bad_pointer(int *p) { p[threadIdx.x * 1024] = 1; }
 EMU_CHILD(bad_pointer) { LAUNCH(1, 32, 0, 0, bad_pointer)((int *)16); }
 
 EMU_TEST(diag_invalid_address) {
-	CHECK(expect_abort("bad_pointer", {}, {"invalid memory access (SIGSEGV at address 0x10) in kernel \"bad_pointer\""}));
+	CHECK(expect_abort("bad_pointer", {"TW_EMU_REVERSE=0"},
+	                   {"invalid memory access (SIGSEGV at address 0x10) in kernel \"bad_pointer\"", "thread 0 (0,0,0)"}));
 }
 
 // ---- Watchdog -------------------------------------------------------------------
