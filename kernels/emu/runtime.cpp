@@ -9,11 +9,12 @@
 //    kept for the life of the process; each takes the next block number from
 //    a shared counter and runs the block to completion.
 //  - Within a block every thread is a fiber with its own stack (TW_EMU_STACK_KB,
-//    default 64, with a guard region below it). The scheduler passes over the
-//    threads in order (reversed with tw_emu_set_reverse / TW_EMU_REVERSE=1)
-//    and runs each runnable one until it reaches a barrier or a warp
-//    collective or returns. The last thread to arrive at a barrier releases
-//    the others and carries on.
+//    default 64, with a guard region below it). The scheduler makes passes
+//    over the threads in order (reversed with tw_emu_set_reverse /
+//    TW_EMU_REVERSE=1); in a pass each runnable thread runs until it reaches
+//    a barrier or a warp collective or returns, then switches directly to the
+//    next runnable one. The last thread to arrive at a barrier releases the
+//    others and carries on.
 //  - A pass in which no thread can run is a deadlock: the block's threads,
 //    grouped by where they wait, are reported and the process aborts. So are
 //    threads meeting at different __syncthreads call sites, bad warp masks,
@@ -78,9 +79,6 @@ tw_emu_switch:
 	ret
 	.size tw_emu_switch, .-tw_emu_switch
 )");
-
-
-
 
 namespace tw_emu {
 namespace {
@@ -305,7 +303,7 @@ void *initial_stack(char *lo, int i) {
 	uint64_t *sp = (uint64_t *)(lo + g_stack_bytes - (size_t)(i % 64) * 64); // 16-byte aligned
 	*--sp = 0;                                       // fiber_main's return address: none
 	*--sp = (uint64_t)(uintptr_t)fiber_main;         // popped by tw_emu_switch's ret
-	for (int i = 0; i < 6; i++) *--sp = 0;           // rbp rbx r12 r13 r14 r15
+	for (int r = 0; r < 6; r++) *--sp = 0;           // rbp rbx r12 r13 r14 r15
 	return sp;
 }
 
@@ -560,6 +558,7 @@ void complete_warp(Fiber *lanes, unsigned mask, int op) {
 			case kShflDown: src = l + f.arg < base + w ? l + f.arg : l; break;
 			case kShflXor: src = (l ^ f.arg) < base + w ? (l ^ f.arg) : l; break;
 			}
+			if (src < 0 || src > 31) src = l; // a negative or huge lane argument
 			if (!(mask >> src & 1))
 				die(strf("%s at %s:%d: lane %d reads lane %d, which is not in the mask 0x%08x", op_name(f), f.file, f.line,
 				         l, src, mask) +
