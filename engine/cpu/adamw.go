@@ -1,7 +1,6 @@
 package cpu
 
 import (
-	"fmt"
 	"math"
 
 	"github.com/turnwise/turnwise/engine"
@@ -35,22 +34,10 @@ func (b *Backend) SumSquares(out, x *engine.Tensor) {
 
 // AdamW implements engine.Backend.AdamW.
 func (b *Backend) AdamW(param, grad, m, v, master *engine.Tensor, p engine.AdamWParams) {
-	n := param.Numel()
-	if grad.Numel() != n || m.Numel() != n || v.Numel() != n {
-		panic(fmt.Sprintf("engine: AdamW: element counts differ: param %v, grad %v, m %v, v %v", param, grad, m, v))
-	}
-	if p.Step < 1 {
-		panic(fmt.Sprintf("engine: AdamW: step %d, want ≥ 1", p.Step))
-	}
-	if param.DType() != engine.F32 && master == nil {
-		panic(fmt.Sprintf("engine: AdamW: %v parameter needs an f32 master copy", param.DType()))
-	}
+	n := engine.AdamWShape(param, grad, m, v, master, p)
 	ps, gs, ms, vs := floatsOf(param), floatsOf(grad), f32s(m), f32s(v)
 	var mw []float32
 	if master != nil {
-		if master.Numel() != n {
-			panic(fmt.Sprintf("engine: AdamW: master %v for param %v", master, param))
-		}
 		mw = f32s(master)
 	}
 	bc1 := float32(1 - math.Pow(float64(p.Beta1), float64(p.Step)))

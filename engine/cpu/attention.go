@@ -83,29 +83,8 @@ type attnDims struct {
 // attnCheck validates the shapes and dtypes of q, k, v, lse and seqs and the
 // rows of seqs, and returns the extents and the sequences.
 func attnCheck(op string, lse, q, k, v, seqs *engine.Tensor) (attnDims, []attnSeq) {
-	if q.Rank() != 3 {
-		panic(fmt.Sprintf("engine: %s: q has shape %v, want [Nq, H, Dh]", op, q.Shape()))
-	}
-	if k.Rank() != 3 {
-		panic(fmt.Sprintf("engine: %s: k has shape %v, want [Nk, G, Dh]", op, k.Shape()))
-	}
-	d := attnDims{nq: q.Dim(0), h: q.Dim(1), dh: q.Dim(2), nk: k.Dim(0), g: k.Dim(1)}
-	engine.MustShape(op, "k", k, d.nk, d.g, d.dh)
-	engine.MustShape(op, "v", v, d.nk, d.g, d.dh)
-	engine.MustShape(op, "lse", lse, d.nq, d.h)
-	if d.g == 0 || d.h%d.g != 0 {
-		panic(fmt.Sprintf("engine: %s: q %v has %d heads, not a multiple of the %d key/value heads of k %v",
-			op, q.Shape(), d.h, d.g, k.Shape()))
-	}
-	d.rep = d.h / d.g
-	engine.MustDType(op, "q", q, engine.F32, engine.BF16)
-	engine.MustDType(op, "k", k, q.DType())
-	engine.MustDType(op, "v", v, q.DType())
-	engine.MustDType(op, "lse", lse, engine.F32)
-	engine.MustDType(op, "seqs", seqs, engine.I32)
-	if seqs.Rank() != 2 || seqs.Dim(1) != 4 {
-		panic(fmt.Sprintf("engine: %s: seqs has shape %v, want [B, 4]", op, seqs.Shape()))
-	}
+	e := engine.AttentionShape(op, lse, q, k, v, seqs)
+	d := attnDims{nq: e.NQ, nk: e.NK, h: e.H, g: e.G, rep: e.H / e.G, dh: e.Dh}
 	raw := i32s(seqs)
 	ss := make([]attnSeq, seqs.Dim(0))
 	for i := range ss {

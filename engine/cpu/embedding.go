@@ -8,9 +8,7 @@ import (
 
 // Embedding implements engine.Backend.Embedding: rows gathered in parallel.
 func (b *Backend) Embedding(out, table, ids *engine.Tensor) {
-	n, v, d := ids.Dim(0), table.Dim(0), table.Dim(1)
-	engine.MustShape("Embedding", "out", out, n, d)
-	engine.MustShape("Embedding", "ids", ids, n)
+	n, v, d := engine.EmbeddingShape("Embedding", out, table, ids)
 	idx := i32s(ids)
 	checkIDs("Embedding", idx, v)
 	o, t := floatsOf(out), floatsOf(table)
@@ -31,9 +29,7 @@ func (b *Backend) Embedding(out, table, ids *engine.Tensor) {
 // split the D columns, and each walks all tokens in order, so repeated ids
 // accumulate in token order whatever the thread count.
 func (b *Backend) EmbeddingBackward(dTable, dOut, ids *engine.Tensor) {
-	n, v, d := ids.Dim(0), dTable.Dim(0), dTable.Dim(1)
-	engine.MustShape("EmbeddingBackward", "dOut", dOut, n, d)
-	engine.MustShape("EmbeddingBackward", "ids", ids, n)
+	_, v, d := engine.EmbeddingShape("EmbeddingBackward", dOut, dTable, ids)
 	idx := i32s(ids)
 	checkIDs("EmbeddingBackward", idx, v)
 	dt, do := floatsOf(dTable), floatsOf(dOut)

@@ -46,13 +46,7 @@ func (b *Backend) LogSoftmaxGatherBackward(dLogits, dLogp, logits, lse, targets 
 }
 
 func checkLogSoftmax(op string, logp, lse, logits, targets *engine.Tensor) (n, v int) {
-	if logits.Rank() != 2 {
-		panic(fmt.Sprintf("engine: %s: logits has shape %v, want [N, V]", op, logits.Shape()))
-	}
-	n, v = logits.Dim(0), logits.Dim(1)
-	engine.MustShape(op, "logp", logp, n)
-	engine.MustShape(op, "lse", lse, n)
-	engine.MustShape(op, "targets", targets, n)
+	n, v = engine.LogSoftmaxShape(op, logp, lse, logits, targets)
 	for i, t := range i32s(targets) {
 		if int(t) >= v {
 			panic(fmt.Sprintf("engine: %s: targets[%d] = %d ≥ V = %d", op, i, t, v))

@@ -9,7 +9,7 @@ import (
 
 // RMSNorm implements engine.Backend.RMSNorm: one goroutine per block of rows.
 func (b *Backend) RMSNorm(out, rstd, x, w *engine.Tensor, eps float32) {
-	n, d := checkNorm("RMSNorm", out, rstd, x, w)
+	n, d := engine.NormShape("RMSNorm", out, rstd, x, w)
 	o, xs, ws, rs := floatsOf(out), floatsOf(x), floatsOf(w), f32s(rstd)
 	b.parallel(n, 8, func(wk, lo, hi int) {
 		buf := b.scratchOf(wk, 3*d)
@@ -23,7 +23,7 @@ func (b *Backend) RMSNorm(out, rstd, x, w *engine.Tensor, eps float32) {
 
 // AddRMSNorm implements engine.Backend.AddRMSNorm.
 func (b *Backend) AddRMSNorm(resid, out, rstd, x, delta, w *engine.Tensor, eps float32) {
-	n, d := checkNorm("AddRMSNorm", out, rstd, x, w)
+	n, d := engine.NormShape("AddRMSNorm", out, rstd, x, w)
 	engine.MustSameShape("AddRMSNorm resid/x", resid, x)
 	engine.MustSameShape("AddRMSNorm delta/x", delta, x)
 	if resid.DType() != x.DType() || delta.DType() != x.DType() {
@@ -80,7 +80,7 @@ func normRow(o floats, off int, x, w, buf []float32, eps float32) float32 {
 // rows in parallel for dx, then columns in parallel for dw, so every element
 // is summed by one goroutine in a fixed order.
 func (b *Backend) RMSNormBackward(dx, dw, dOut, x, w, rstd *engine.Tensor) {
-	n, d := checkNorm("RMSNormBackward", dOut, rstd, x, w)
+	n, d := engine.NormShape("RMSNormBackward", dOut, rstd, x, w)
 	engine.MustSameShape("RMSNormBackward dx/x", dx, x)
 	dxs, dos, xs, ws, rs := floatsOf(dx), floatsOf(dOut), floatsOf(x), floatsOf(w), f32s(rstd)
 	b.parallel(n, 8, func(wk, lo, hi int) {
@@ -145,15 +145,3 @@ func (b *Backend) RMSNormBackward(dx, dw, dOut, x, w, rstd *engine.Tensor) {
 
 // normRows is the row block of RMSNormBackward's weight gradient.
 const normRows = 64
-
-// checkNorm checks the shapes shared by the RMSNorm ops and returns N, D.
-func checkNorm(op string, out, rstd, x, w *engine.Tensor) (n, d int) {
-	if x.Rank() != 2 {
-		panic(fmt.Sprintf("engine: %s: x has shape %v, want [N, D]", op, x.Shape()))
-	}
-	n, d = x.Dim(0), x.Dim(1)
-	engine.MustShape(op, "out", out, n, d)
-	engine.MustShape(op, "rstd", rstd, n)
-	engine.MustShape(op, "w", w, d)
-	return n, d
-}

@@ -1,7 +1,6 @@
 package cpu
 
 import (
-	"fmt"
 	"math"
 
 	"github.com/turnwise/turnwise/engine"
@@ -20,13 +19,8 @@ func (b *Backend) RoPEBackward(dx, pos, invFreq *engine.Tensor) {
 // goroutine takes a block of tokens and computes a token's cos/sin once for
 // all its heads.
 func (b *Backend) rope(op string, x, pos, invFreq *engine.Tensor, sign float32) {
-	if x.Rank() != 3 || x.Dim(2)%2 != 0 {
-		panic(fmt.Sprintf("engine: %s: x has shape %v, want [N, H, Dh] with even Dh", op, x.Shape()))
-	}
-	n, h, dh := x.Dim(0), x.Dim(1), x.Dim(2)
+	n, h, dh := engine.RoPEShape(op, x, pos, invFreq)
 	half := dh / 2
-	engine.MustShape(op, "pos", pos, n)
-	engine.MustShape(op, "invFreq", invFreq, half)
 	xs, ps, fs := floatsOf(x), i32s(pos), f32s(invFreq)
 	b.parallel(n, 4, func(w, lo, hi int) {
 		buf := b.scratchOf(w, 2*half+dh)

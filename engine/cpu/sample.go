@@ -10,12 +10,7 @@ import (
 
 // Sample implements engine.Backend.Sample; rows in parallel.
 func (b *Backend) Sample(ids, logits, u *engine.Tensor, p engine.SampleParams) {
-	if logits.Rank() != 2 {
-		panic("engine: Sample: logits has shape " + logits.Shape().String() + ", want [B, V]")
-	}
-	n, v := logits.Dim(0), logits.Dim(1)
-	engine.MustShape("Sample", "ids", ids, n)
-	engine.MustShape("Sample", "u", u, n)
+	n, v := engine.SampleShape(ids, logits, u)
 	out, us, lg := i32s(ids), f32s(u), floatsOf(logits)
 	b.parallel(n, 1, func(w, lo, hi int) {
 		buf := b.scratchOf(w, v)

@@ -38,13 +38,7 @@ func (b *Backend) SegmentSumBackward(dx, dOut, w, seg *engine.Tensor) {
 }
 
 func checkSegment(op string, out, x, w, seg *engine.Tensor) (o, xs, ws []float32, gs []int32) {
-	n := x.Numel()
-	engine.MustShape(op, "x", x, n)
-	engine.MustShape(op, "w", w, n)
-	engine.MustShape(op, "seg", seg, n)
-	if out.Rank() != 1 {
-		panic(fmt.Sprintf("engine: %s: segment tensor has shape %v, want [S]", op, out.Shape()))
-	}
+	engine.SegmentShape(op, out, x, w, seg)
 	o, xs, ws, gs = f32s(out), f32s(x), f32s(w), i32s(seg)
 	for i, g := range gs {
 		if int(g) >= len(o) {

@@ -1,15 +1,11 @@
 package cpu
 
-import (
-	"fmt"
-
-	"github.com/turnwise/turnwise/engine"
-)
+import "github.com/turnwise/turnwise/engine"
 
 // SwiGLU implements engine.Backend.SwiGLU with the vector loop of vec.c, a
 // block at a time.
 func (b *Backend) SwiGLU(out, gate, up *engine.Tensor) {
-	checkSwiGLU("SwiGLU", out, gate, up)
+	engine.SwiGLUShape("SwiGLU", out, gate, up)
 	o, g, u := floatsOf(out), floatsOf(gate), floatsOf(up)
 	round := o.dt == engine.BF16
 	b.parallel(o.len, elemGrain, func(w, lo, hi int) {
@@ -28,7 +24,7 @@ func (b *Backend) SwiGLU(out, gate, up *engine.Tensor) {
 
 // SwiGLUBackward implements engine.Backend.SwiGLUBackward.
 func (b *Backend) SwiGLUBackward(dGate, dUp, dOut, gate, up *engine.Tensor) {
-	checkSwiGLU("SwiGLUBackward", dOut, gate, up)
+	engine.SwiGLUShape("SwiGLUBackward", dOut, gate, up)
 	engine.MustSameShape("SwiGLUBackward dGate", dGate, gate)
 	engine.MustSameShape("SwiGLUBackward dUp", dUp, gate)
 	dg, du, do, g, u := floatsOf(dGate), floatsOf(dUp), floatsOf(dOut), floatsOf(gate), floatsOf(up)
@@ -49,12 +45,4 @@ func (b *Backend) SwiGLUBackward(dGate, dUp, dOut, gate, up *engine.Tensor) {
 			du.store(off, duv)
 		})
 	})
-}
-
-func checkSwiGLU(op string, out, gate, up *engine.Tensor) {
-	engine.MustSameShape(op+" gate", out, gate)
-	engine.MustSameShape(op+" up", out, up)
-	if out.DType() != gate.DType() || out.DType() != up.DType() {
-		panic(fmt.Sprintf("engine: %s: dtypes differ: %v, gate %v, up %v", op, out, gate, up))
-	}
 }
