@@ -1,33 +1,105 @@
-// elementwise.cu — element-wise kernels over flat f32 arrays.
+// elementwise.cu — element-wise kernels over flat arrays of any float dtype.
 //
-// Contract (launchers declared in kernels.h):
-//   tw_fill_f32(x, n, v, s):      x[i] = v,           i in [0, n)
-//   tw_add_f32(out, a, b, n, s):  out[i] = a[i] + b[i] (out may alias a or b)
-// n ≤ 0 launches nothing. Grid-stride loops: any n, any grid size.
+// Contracts (launchers in kernels.h; the ops of engine.Backend):
+//   tw_fill(x, dt, n, v):               x[i] = round_dt(v)
+//   tw_cast(dst, ddt, src, sdt, n):     dst[i] = round_ddt(src[i])
+//   tw_add(out, a, b, dt, n):           out[i] = round(a[i] + b[i]); out may alias a or b
+//   tw_scale(x, dt, n, s):              x[i] = round(x[i]·s), in place
+//   tw_axpy(y, ydt, alpha, x, xdt, n):  y[i] = round_ydt(y[i] + alpha·x[i])
+// Arithmetic is f32; each result is rounded once (nearest even) to its
+// dtype. n ≤ 0 launches nothing. Grid-stride loops: any n, any grid.
+// Deterministic: every element is computed by one thread.
+#include <type_traits>
+
 #include "common.cuh"
 #include "kernels.h"
 
 static constexpr int kBlock = 256;
 
-__global__ void fill_f32_kernel(float *__restrict__ x, int64_t n, float v) {
-	for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
-		x[i] = v;
+#define GRID_STRIDE(i, n) \
+	for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n); i += (int64_t)gridDim.x * blockDim.x)
+
+template <class T> __global__ void fill_kernel(T *x, int64_t n, float v) {
+	const T t = from_float<T>(v);
+	GRID_STRIDE(i, n) x[i] = t;
+}
+
+template <class D, class S> __global__ void cast_kernel(D *__restrict__ dst, const S *__restrict__ src, int64_t n) {
+	GRID_STRIDE(i, n) dst[i] = from_float<D>(to_float(src[i]));
 }
 
 // No __restrict__: out may alias a or b.
-__global__ void add_f32_kernel(float *out, const float *a, const float *b, int64_t n) {
-	for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
-		out[i] = a[i] + b[i];
+template <class T> __global__ void add_kernel(T *out, const T *a, const T *b, int64_t n) {
+	GRID_STRIDE(i, n) out[i] = from_float<T>(to_float(a[i]) + to_float(b[i]));
 }
 
-extern "C" cudaError_t tw_fill_f32(float *x, int64_t n, float v, cudaStream_t stream) {
-	if (n <= 0) return cudaSuccess;
-	LAUNCH(grid_for(n, kBlock), kBlock, 0, stream, fill_f32_kernel)(x, n, v);
-	return cudaGetLastError();
+template <class T> __global__ void scale_kernel(T *x, int64_t n, float s) {
+	GRID_STRIDE(i, n) x[i] = from_float<T>(to_float(x[i]) * s);
 }
 
-extern "C" cudaError_t tw_add_f32(float *out, const float *a, const float *b, int64_t n, cudaStream_t stream) {
+template <class Y, class X> __global__ void axpy_kernel(Y *y, float alpha, const X *x, int64_t n) {
+	GRID_STRIDE(i, n) y[i] = from_float<Y>(to_float(y[i]) + alpha * to_float(x[i]));
+}
+
+// dispatch calls f with a null pointer of the C++ type that dt names, or
+// returns cudaErrorInvalidValue for a dtype the kernels do not take.
+template <class F> static cudaError_t dispatch(tw_dtype dt, F f) {
+	switch (dt) {
+	case TW_F32: return f((float *)nullptr);
+	case TW_BF16: return f((__nv_bfloat16 *)nullptr);
+	case TW_F16: return f((__half *)nullptr);
+	default: return cudaErrorInvalidValue;
+	}
+}
+
+extern "C" cudaError_t tw_fill(void *x, tw_dtype dt, int64_t n, float v, cudaStream_t stream) {
 	if (n <= 0) return cudaSuccess;
-	LAUNCH(grid_for(n, kBlock), kBlock, 0, stream, add_f32_kernel)(out, a, b, n);
-	return cudaGetLastError();
+	return dispatch(dt, [&](auto *t) {
+		using T = std::remove_pointer_t<decltype(t)>;
+		LAUNCH(grid_for(n, kBlock), kBlock, 0, stream, fill_kernel<T>)((T *)x, n, v);
+		return cudaGetLastError();
+	});
+}
+
+extern "C" cudaError_t tw_cast(void *dst, tw_dtype ddt, const void *src, tw_dtype sdt, int64_t n, cudaStream_t stream) {
+	if (n <= 0) return cudaSuccess;
+	return dispatch(ddt, [&](auto *d) {
+		return dispatch(sdt, [&](auto *s) {
+			using D = std::remove_pointer_t<decltype(d)>;
+			using S = std::remove_pointer_t<decltype(s)>;
+			LAUNCH(grid_for(n, kBlock), kBlock, 0, stream, cast_kernel<D, S>)((D *)dst, (const S *)src, n);
+			return cudaGetLastError();
+		});
+	});
+}
+
+extern "C" cudaError_t tw_add(void *out, const void *a, const void *b, tw_dtype dt, int64_t n, cudaStream_t stream) {
+	if (n <= 0) return cudaSuccess;
+	return dispatch(dt, [&](auto *t) {
+		using T = std::remove_pointer_t<decltype(t)>;
+		LAUNCH(grid_for(n, kBlock), kBlock, 0, stream, add_kernel<T>)((T *)out, (const T *)a, (const T *)b, n);
+		return cudaGetLastError();
+	});
+}
+
+extern "C" cudaError_t tw_scale(void *x, tw_dtype dt, int64_t n, float s, cudaStream_t stream) {
+	if (n <= 0) return cudaSuccess;
+	return dispatch(dt, [&](auto *t) {
+		using T = std::remove_pointer_t<decltype(t)>;
+		LAUNCH(grid_for(n, kBlock), kBlock, 0, stream, scale_kernel<T>)((T *)x, n, s);
+		return cudaGetLastError();
+	});
+}
+
+extern "C" cudaError_t tw_axpy(void *y, tw_dtype ydt, float alpha, const void *x, tw_dtype xdt, int64_t n,
+                               cudaStream_t stream) {
+	if (n <= 0) return cudaSuccess;
+	return dispatch(ydt, [&](auto *yt) {
+		return dispatch(xdt, [&](auto *xt) {
+			using Y = std::remove_pointer_t<decltype(yt)>;
+			using X = std::remove_pointer_t<decltype(xt)>;
+			LAUNCH(grid_for(n, kBlock), kBlock, 0, stream, axpy_kernel<Y, X>)((Y *)y, alpha, (const X *)x, n);
+			return cudaGetLastError();
+		});
+	});
 }

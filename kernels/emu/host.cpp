@@ -107,6 +107,7 @@ const char *cudaGetErrorName(cudaError_t e) {
 	case cudaErrorNotReady: return "cudaErrorNotReady";
 	case cudaErrorLaunchOutOfResources: return "cudaErrorLaunchOutOfResources";
 	case cudaErrorLaunchFailure: return "cudaErrorLaunchFailure";
+	case cudaErrorNotSupported: return "cudaErrorNotSupported";
 	default: return "cudaErrorUnknown";
 	}
 }
@@ -127,6 +128,7 @@ const char *cudaGetErrorString(cudaError_t e) {
 	case cudaErrorNotReady: return "device not ready";
 	case cudaErrorLaunchOutOfResources: return "too many resources requested for launch";
 	case cudaErrorLaunchFailure: return "unspecified launch failure";
+	case cudaErrorNotSupported: return "operation not supported";
 	default: return "unknown error";
 	}
 }

@@ -42,6 +42,7 @@ typedef enum cudaError {
 	cudaErrorNotReady = 600,
 	cudaErrorLaunchOutOfResources = 701,
 	cudaErrorLaunchFailure = 719,
+	cudaErrorNotSupported = 801,
 	cudaErrorUnknown = 999
 } cudaError_t;
 

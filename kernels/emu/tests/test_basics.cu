@@ -257,10 +257,10 @@ TEST(elementwise_launchers) {
 	DeviceBuf<float> a(n), b(n);
 	cudaStream_t s;
 	CUDA_OK(cudaStreamCreate(&s));
-	CUDA_OK(tw_fill_f32(a.p, n, 1.5f, s));
-	CUDA_OK(tw_fill_f32(b.p, n, -0.25f, s));
-	CUDA_OK(tw_add_f32(a.p, a.p, b.p, n, s)); // out aliases a
-	CUDA_OK(tw_fill_f32(b.p, 0, 9.0f, s));    // n = 0: nothing
+	CUDA_OK(tw_fill(a.p, TW_F32, n, 1.5f, s));
+	CUDA_OK(tw_fill(b.p, TW_F32, n, -0.25f, s));
+	CUDA_OK(tw_add(a.p, a.p, b.p, TW_F32, n, s)); // out aliases a
+	CUDA_OK(tw_fill(b.p, TW_F32, 0, 9.0f, s));    // n = 0: nothing
 	CUDA_OK(cudaStreamSynchronize(s));
 	std::vector<float> h = a.download();
 	for (int64_t i = 0; i < n; i++) CHECKF(h[i] == 1.25f, "a[%ld] = %f", (long)i, h[i]);
