@@ -1,13 +1,20 @@
 # turnwise — the README's commands are targets here.
 #
-#   make run     set up, build, and run the main job on its built-in default
-#   make test    set up, build, and run every test (what CI runs)
-#   make bench   op benchmarks (go test -bench) on the CPU backend
+#   make run         set up, build, and run the main job on its built-in default
+#   make test        set up, build, and run every test (what CI runs)
+#   make bench       op benchmarks (go test -bench) on the CPU backend
+#   make bench-gpu   op benchmarks on a GPU (needs one, and the CUDA toolkit)
+#
+# Kernel targets (kernels/kernels.mk): kernels-emu, kernels-cuda, emu-test.
 
 GO      ?= go
 BIN     := bin/train
+# Linking -tags cuda binaries without a GPU driver: the toolkit's stub libcuda.
+CUDA_STUBS ?= /usr/lib/x86_64-linux-gnu/stubs
 
-.PHONY: all setup build run test vet race bench clean
+include kernels/kernels.mk
+
+.PHONY: all setup build run test vet race bench bench-gpu test-emu test-cuda-build clean
 
 all: build
 
@@ -24,16 +31,44 @@ run: build
 
 vet: setup
 	$(GO) vet ./...
+	$(GO) vet -tags cudaemu ./...
+	$(GO) vet -tags cuda ./...
 
 race: setup
 	$(GO) test -race -count=1 ./engine/...
 
+# Every kernel on the CPU emulator: the emulator's self-tests (in thread order
+# and reversed), then the op conformance suite through the Go backend.
+test-emu: setup emu-test
+	$(GO) test -count=1 -tags cudaemu ./engine/cuda/
+	TW_EMU_REVERSE=1 $(GO) test -count=1 -tags cudaemu ./engine/cuda/
+
+# The real CUDA build, where nvcc exists: the kernel library for sm_80 and
+# sm_90 must compile without a warning, and every -tags cuda package must
+# link (against the driver stub; nothing runs without a GPU).
+test-cuda-build: setup
+	@if command -v nvcc >/dev/null 2>&1; then \
+		mkdir -p build; \
+		$(MAKE) --no-print-directory kernels-cuda >build/cuda-build.log 2>&1 || { cat build/cuda-build.log; exit 1; }; \
+		if grep -i 'warning' build/cuda-build.log; then echo "nvcc build has warnings" >&2; exit 1; fi; \
+		CGO_LDFLAGS="-L$(CUDA_STUBS)" $(GO) build -tags cuda ./... && \
+		CGO_LDFLAGS="-L$(CUDA_STUBS)" $(GO) test -tags cuda -c -o build/cuda/engine-cuda.test ./engine/cuda/ || exit 1; \
+		echo "real CUDA build: kernels for sm_80 and sm_90 built, -tags cuda linked"; \
+	else \
+		echo "nvcc not found: the real CUDA build was skipped (scripts/setup-cuda.sh installs it)"; \
+	fi
+
 test: setup vet
 	$(GO) test -count=1 ./...
 	$(GO) test -race -count=1 ./engine/...
+	$(MAKE) --no-print-directory test-emu
+	$(MAKE) --no-print-directory test-cuda-build
 
 bench: setup
 	$(GO) test -run '^$$' -bench . ./engine/cpu/
 
+bench-gpu: setup kernels-cuda
+	$(GO) test -tags cuda -run '^$$' -bench . ./engine/cuda/
+
 clean:
-	rm -rf bin
+	rm -rf bin build

@@ -3,6 +3,12 @@ module github.com/turnwise/turnwise
 go 1.26
 
 require (
-	github.com/spf13/pflag v1.0.10 // indirect
-	github.com/x448/float16 v0.8.4 // indirect
+	github.com/spf13/pflag v1.0.10
+	github.com/x448/float16 v0.8.4
+	gorgonia.org/cu v0.9.6
+)
+
+require (
+	github.com/google/uuid v1.1.1 // indirect
+	github.com/pkg/errors v0.9.1 // indirect
 )

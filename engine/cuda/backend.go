@@ -16,6 +16,7 @@ import "C"
 import (
 	"fmt"
 	"math"
+	"strings"
 	"unsafe"
 
 	"github.com/turnwise/turnwise/engine"
@@ -37,6 +38,7 @@ type Backend struct {
 	gemm   string
 	ws     uintptr // workspace shared by launchers that need one, grown on demand
 	wsSize int
+	cublas unsafe.Pointer // cuBLAS handle, created on first use (cuda tag only)
 }
 
 var _ engine.Backend = (*Backend)(nil)
@@ -392,4 +394,16 @@ func (b *Backend) Sample(ids, logits, u *engine.Tensor, p engine.SampleParams) {
 	ws := b.workspace(int(C.tw_sample_workspace(i64(n), i64(v))))
 	check("Sample", C.tw_sample(iptr(ids), ptr(logits), dt(logits), fptr(u), i64(n), i64(v), C.float(p.Temperature),
 		C.float(p.TopP), C.p(C.uintptr_t(ws)), b.stream))
+}
+
+// PendingFamilies names the kernel families (kernels/<family>.cu) that do not
+// exist yet, whose launchers fail with "operation not supported".
+func PendingFamilies() []string {
+	var out []string
+	for _, f := range strings.Split(C.GoString(C.tw_pending()), ",") {
+		if f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
 }
