@@ -67,7 +67,9 @@ func New(opt Options) (*Backend, error) {
 func (b *Backend) Name() string { return b.dev.kind() }
 
 // Device returns the device the buffers live on.
-func (b *Backend) Device() engine.Device { return engine.Device{Kind: b.dev.kind(), Ordinal: b.dev.ordinal()} }
+func (b *Backend) Device() engine.Device {
+	return engine.Device{Kind: b.dev.kind(), Ordinal: b.dev.ordinal()}
+}
 
 // devBuffer is device memory.
 type devBuffer struct {
@@ -168,7 +170,7 @@ func (b *Backend) workspace(n int) uintptr {
 }
 
 func dt(t *engine.Tensor) C.tw_dtype { return C.tw_dtype(t.DType()) }
-func i64(n int) C.int64_t           { return C.int64_t(n) }
+func i64(n int) C.int64_t            { return C.int64_t(n) }
 
 // Copy implements engine.Backend.Copy.
 func (b *Backend) Copy(dst, src *engine.Tensor) {
@@ -289,7 +291,9 @@ func (b *Backend) RMSNormBackward(dx, dw, dOut, x, w, rstd *engine.Tensor) {
 func (b *Backend) RoPE(x, pos, invFreq *engine.Tensor) { b.rope("RoPE", x, pos, invFreq, 1) }
 
 // RoPEBackward implements engine.Backend.RoPEBackward.
-func (b *Backend) RoPEBackward(dx, pos, invFreq *engine.Tensor) { b.rope("RoPEBackward", dx, pos, invFreq, -1) }
+func (b *Backend) RoPEBackward(dx, pos, invFreq *engine.Tensor) {
+	b.rope("RoPEBackward", dx, pos, invFreq, -1)
+}
 
 func (b *Backend) rope(op string, x, pos, invFreq *engine.Tensor, sign float32) {
 	n, h, dh := engine.RoPEShape(op, x, pos, invFreq)
