@@ -40,7 +40,7 @@ race: setup
 # Every kernel on the CPU emulator: the emulator's self-tests (in thread order
 # and reversed), then the op conformance suite through the Go backend.
 test-emu: setup emu-test
-	$(GO) test -count=1 -tags cudaemu ./engine/cuda/
+	$(GO) test -count=1 -tags cudaemu ./engine/cuda/ ./model/...
 	TW_EMU_REVERSE=1 $(GO) test -count=1 -tags cudaemu ./engine/cuda/
 
 # The real CUDA build, where nvcc exists: the kernel library for sm_80 and

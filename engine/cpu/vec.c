@@ -83,7 +83,7 @@ static inline __m256 sigmoid8(__m256 g) {
 }
 #endif
 
-void tw_bf16_to_f32(const uint16_t *src, float *dst, long n) {
+void twcpu_bf16_to_f32(const uint16_t *src, float *dst, long n) {
 	long i = 0;
 #ifdef __AVX2__
 	for (; i + 8 <= n; i += 8) {
@@ -97,7 +97,7 @@ void tw_bf16_to_f32(const uint16_t *src, float *dst, long n) {
 	}
 }
 
-void tw_f32_to_bf16(const float *src, uint16_t *dst, long n) {
+void twcpu_f32_to_bf16(const float *src, uint16_t *dst, long n) {
 	long i = 0;
 #ifdef __AVX2__
 	for (; i + 8 <= n; i += 8) {
@@ -114,7 +114,7 @@ void tw_f32_to_bf16(const float *src, uint16_t *dst, long n) {
 	}
 }
 
-void tw_lse_rows(const float *x, long rows, long v, float *lse) {
+void twcpu_lse_rows(const float *x, long rows, long v, float *lse) {
 	for (long r = 0; r < rows; r++) {
 		const float *row = x + r * v;
 		float m = -INFINITY;
@@ -163,7 +163,7 @@ void tw_lse_rows(const float *x, long rows, long v, float *lse) {
 	}
 }
 
-void tw_logsoftmax_grad_rows(const float *x, float *dx, long rows, long v,
+void twcpu_logsoftmax_grad_rows(const float *x, float *dx, long rows, long v,
                              const float *lse, const float *g, const int32_t *tgt) {
 	for (long r = 0; r < rows; r++) {
 		const float *row = x + r * v;
@@ -185,7 +185,7 @@ void tw_logsoftmax_grad_rows(const float *x, float *dx, long rows, long v,
 	}
 }
 
-void tw_swiglu(const float *g, const float *u, float *out, long n, int round) {
+void twcpu_swiglu(const float *g, const float *u, float *out, long n, int round) {
 	long i = 0;
 #ifdef __AVX2__
 	for (; i + 8 <= n; i += 8) {
@@ -202,7 +202,7 @@ void tw_swiglu(const float *g, const float *u, float *out, long n, int round) {
 	}
 }
 
-void tw_swiglu_bwd(const float *g, const float *u, const float *dout, float *dg, float *du,
+void twcpu_swiglu_bwd(const float *g, const float *u, const float *dout, float *dg, float *du,
                    long n, int round) {
 	long i = 0;
 #ifdef __AVX2__
@@ -227,7 +227,7 @@ void tw_swiglu_bwd(const float *g, const float *u, const float *dout, float *dg,
 	}
 }
 
-void tw_adamw(float *w, const float *g, float *m, float *v, long n, float gscale,
+void twcpu_adamw(float *w, const float *g, float *m, float *v, long n, float gscale,
               float b1, float b2, float eps, float decay, float step, float bc2) {
 	long i = 0;
 #ifdef __AVX2__
@@ -255,7 +255,7 @@ void tw_adamw(float *w, const float *g, float *m, float *v, long n, float gscale
 	}
 }
 
-double tw_sumsq(const float *x, long n) {
+double twcpu_sumsq(const float *x, long n) {
 	double s = 0;
 	long i = 0;
 #ifdef __AVX2__

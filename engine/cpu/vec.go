@@ -18,7 +18,7 @@ func bf16ToF32(src []uint16, dst []float32) {
 		return
 	}
 	_ = dst[len(src)-1]
-	C.tw_bf16_to_f32((*C.uint16_t)(unsafe.Pointer(&src[0])), fptr(dst), C.long(len(src)))
+	C.twcpu_bf16_to_f32((*C.uint16_t)(unsafe.Pointer(&src[0])), fptr(dst), C.long(len(src)))
 }
 
 func f32ToBF16(src []float32, dst []uint16) {
@@ -26,7 +26,7 @@ func f32ToBF16(src []float32, dst []uint16) {
 		return
 	}
 	_ = dst[len(src)-1]
-	C.tw_f32_to_bf16(fptr(src), (*C.uint16_t)(unsafe.Pointer(&dst[0])), C.long(len(src)))
+	C.twcpu_f32_to_bf16(fptr(src), (*C.uint16_t)(unsafe.Pointer(&dst[0])), C.long(len(src)))
 }
 
 // lseRows fills lse[r] for rows of length v in x.
@@ -35,7 +35,7 @@ func lseRows(x []float32, v int, lse []float32) {
 		return
 	}
 	_ = x[len(lse)*v-1]
-	C.tw_lse_rows(fptr(x), C.long(len(lse)), C.long(v), fptr(lse))
+	C.twcpu_lse_rows(fptr(x), C.long(len(lse)), C.long(v), fptr(lse))
 }
 
 // logSoftmaxGradRows writes the log-softmax-gather gradient of len(lse) rows.
@@ -45,7 +45,7 @@ func logSoftmaxGradRows(x, dx []float32, v int, lse, g []float32, tgt []int32) {
 		return
 	}
 	_, _, _, _ = x[rows*v-1], dx[rows*v-1], g[rows-1], tgt[rows-1]
-	C.tw_logsoftmax_grad_rows(fptr(x), fptr(dx), C.long(rows), C.long(v), fptr(lse), fptr(g),
+	C.twcpu_logsoftmax_grad_rows(fptr(x), fptr(dx), C.long(rows), C.long(v), fptr(lse), fptr(g),
 		(*C.int32_t)(unsafe.Pointer(&tgt[0])))
 }
 
@@ -55,7 +55,7 @@ func swiglu(g, u, out []float32, roundBF16 bool) {
 		return
 	}
 	_, _ = u[n-1], out[n-1]
-	C.tw_swiglu(fptr(g), fptr(u), fptr(out), C.long(n), cbool(roundBF16))
+	C.twcpu_swiglu(fptr(g), fptr(u), fptr(out), C.long(n), cbool(roundBF16))
 }
 
 func swigluBwd(g, u, dout, dg, du []float32, roundBF16 bool) {
@@ -64,7 +64,7 @@ func swigluBwd(g, u, dout, dg, du []float32, roundBF16 bool) {
 		return
 	}
 	_, _, _, _ = u[n-1], dout[n-1], dg[n-1], du[n-1]
-	C.tw_swiglu_bwd(fptr(g), fptr(u), fptr(dout), fptr(dg), fptr(du), C.long(n), cbool(roundBF16))
+	C.twcpu_swiglu_bwd(fptr(g), fptr(u), fptr(dout), fptr(dg), fptr(du), C.long(n), cbool(roundBF16))
 }
 
 func adamw(w, g, m, v []float32, gscale, b1, b2, eps, decay, step, bc2 float32) {
@@ -73,7 +73,7 @@ func adamw(w, g, m, v []float32, gscale, b1, b2, eps, decay, step, bc2 float32) 
 		return
 	}
 	_, _, _ = g[n-1], m[n-1], v[n-1]
-	C.tw_adamw(fptr(w), fptr(g), fptr(m), fptr(v), C.long(n), C.float(gscale), C.float(b1), C.float(b2),
+	C.twcpu_adamw(fptr(w), fptr(g), fptr(m), fptr(v), C.long(n), C.float(gscale), C.float(b1), C.float(b2),
 		C.float(eps), C.float(decay), C.float(step), C.float(bc2))
 }
 
@@ -81,7 +81,7 @@ func sumSq(x []float32) float64 {
 	if len(x) == 0 {
 		return 0
 	}
-	return float64(C.tw_sumsq(fptr(x), C.long(len(x))))
+	return float64(C.twcpu_sumsq(fptr(x), C.long(len(x))))
 }
 
 func cbool(b bool) C.int {

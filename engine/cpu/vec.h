@@ -6,36 +6,36 @@
 // splits work across goroutines and passes each a range. Reductions happen
 // inside one call, in an order fixed by the binary, so results do not depend
 // on the thread count. NaN and infinities propagate as in scalar code.
-#ifndef TW_CPU_VEC_H
-#define TW_CPU_VEC_H
+#ifndef TWCPU_VEC_H
+#define TWCPU_VEC_H
 
 #include <stdint.h>
 
 // dst[i] = src[i] widened from bf16 (exact).
-void tw_bf16_to_f32(const uint16_t *src, float *dst, long n);
+void twcpu_bf16_to_f32(const uint16_t *src, float *dst, long n);
 // dst[i] = src[i] rounded to bf16, to nearest even, NaN kept quiet.
-void tw_f32_to_bf16(const float *src, uint16_t *dst, long n);
+void twcpu_f32_to_bf16(const float *src, uint16_t *dst, long n);
 
 // lse[r] = log Σ_j exp(x[r, j]) for rows × v logits, summed in double.
-void tw_lse_rows(const float *x, long rows, long v, float *lse);
+void twcpu_lse_rows(const float *x, long rows, long v, float *lse);
 // dx[r, j] = g[r]·(1[j == tgt[r]] − exp(x[r, j] − lse[r])); rows with
 // tgt[r] < 0 are zeroed. dx may equal x.
-void tw_logsoftmax_grad_rows(const float *x, float *dx, long rows, long v,
+void twcpu_logsoftmax_grad_rows(const float *x, float *dx, long rows, long v,
                              const float *lse, const float *g, const int32_t *tgt);
 
 // out = r(silu(g))·u, where r rounds to bf16 when round_bf16 is set.
-void tw_swiglu(const float *g, const float *u, float *out, long n, int round_bf16);
+void twcpu_swiglu(const float *g, const float *u, float *out, long n, int round_bf16);
 // dg = dout·u·silu'(g), du = dout·r(silu(g)).
-void tw_swiglu_bwd(const float *g, const float *u, const float *dout, float *dg, float *du,
+void twcpu_swiglu_bwd(const float *g, const float *u, const float *dout, float *dg, float *du,
                    long n, int round_bf16);
 
 // One AdamW step on f32 weights w (the parameter or its master copy):
 // gs = gscale·g; m = b1·m + (1−b1)·gs; v = b2·v + (1−b2)·gs²;
 // w = w·decay − step·m / (sqrt(v)/bc2 + eps).
-void tw_adamw(float *w, const float *g, float *m, float *v, long n, float gscale,
+void twcpu_adamw(float *w, const float *g, float *m, float *v, long n, float gscale,
               float b1, float b2, float eps, float decay, float step, float bc2);
 
 // Σ x² in double.
-double tw_sumsq(const float *x, long n);
+double twcpu_sumsq(const float *x, long n);
 
 #endif

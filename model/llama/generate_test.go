@@ -1,0 +1,58 @@
+package llama_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/turnwise/turnwise/engine"
+	"github.com/turnwise/turnwise/engine/cpu"
+	"github.com/turnwise/turnwise/gguf"
+	"github.com/turnwise/turnwise/internal/testdata"
+	"github.com/turnwise/turnwise/model/llama"
+	"github.com/turnwise/turnwise/tokenizer"
+)
+
+// storiesText is the documented greedy continuation of BOS by stories260K.
+const storiesText = "Once upon a time, there was a little girl named Lily. She loved to play outside in the park. " +
+	"One day, she saw a big, red ball. She wanted to play with it, but it was too high."
+
+// greedyStories decodes stories260K greedily from BOS on b and returns the
+// text.
+func greedyStories(t *testing.T, b engine.Backend, dt engine.DType) string {
+	t.Helper()
+	path := testdata.Path(t, "stories260K", "stories260K.gguf")
+	m, err := llama.LoadGGUF(b, path, dt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := gguf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	tok, err := tokenizer.FromGGUFMetadata(f.Meta)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gen, err := m.Generate([][]int32{{m.Config.BOS}}, llama.GenerateOptions{MaxNew: 80, Stop: m.Config.EOS})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, lp := range gen[0].LogProb {
+		if !(lp <= 0) {
+			t.Fatalf("log-probability of token %d = %g", i, lp)
+		}
+	}
+	text, err := tok.Decode(gen[0].Tokens)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return text
+}
+
+func TestStories260KGreedyCPU(t *testing.T) {
+	got := greedyStories(t, cpu.New(cpu.Options{}), engine.F32)
+	if !strings.HasPrefix(got, storiesText) {
+		t.Errorf("greedy decoding from BOS:\n got %q\nwant %q…", got, storiesText)
+	}
+}

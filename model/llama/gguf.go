@@ -1,0 +1,198 @@
+package llama
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+
+	"github.com/turnwise/turnwise/engine"
+	"github.com/turnwise/turnwise/gguf"
+)
+
+// ConfigFromGGUF reads a llama-architecture configuration from GGUF metadata.
+func ConfigFromGGUF(f *gguf.File) (Config, error) {
+	arch, err := f.String("general.architecture")
+	if err != nil {
+		return Config{}, err
+	}
+	if arch != "llama" {
+		return Config{}, fmt.Errorf("%s: architecture %q, want llama", f.Name, arch)
+	}
+	get := func(key string) int {
+		if err != nil {
+			return 0
+		}
+		var v int64
+		v, err = f.Int("llama." + key)
+		return int(v)
+	}
+	c := Config{
+		Dim:     get("embedding_length"),
+		Layers:  get("block_count"),
+		Heads:   get("attention.head_count"),
+		FFN:     get("feed_forward_length"),
+		KVHeads: get("attention.head_count_kv"),
+	}
+	if err != nil {
+		return Config{}, err
+	}
+	c.MaxSeqLen, _ = intOr(f, "llama.context_length", 2048)
+	c.HeadDim = c.Dim / max(c.Heads, 1)
+	c.RopeTheta = 10000
+	if v, err := f.Float32("llama.rope.freq_base"); err == nil {
+		c.RopeTheta = float64(v)
+	}
+	c.NormEps = 1e-5
+	if v, err := f.Float32("llama.attention.layer_norm_rms_epsilon"); err == nil {
+		c.NormEps = v
+	}
+	if toks, err := f.Strings("tokenizer.ggml.tokens"); err == nil {
+		c.Vocab = len(toks)
+	}
+	if v, err := intOr(f, "llama.vocab_size", c.Vocab); err == nil {
+		c.Vocab = v
+	}
+	bos, _ := intOr(f, "tokenizer.ggml.bos_token_id", 1)
+	eos, _ := intOr(f, "tokenizer.ggml.eos_token_id", 2)
+	c.BOS, c.EOS = int32(bos), []int32{int32(eos)}
+	_, hasHead := f.Tensor("output.weight")
+	c.TiedEmbed = !hasHead
+	if err := c.Validate(); err != nil {
+		return Config{}, fmt.Errorf("%s: %w", f.Name, err)
+	}
+	return c, nil
+}
+
+func intOr(f *gguf.File, key string, def int) (int, error) {
+	v, err := f.Int(key)
+	if err != nil {
+		return def, err
+	}
+	return int(v), nil
+}
+
+// ggufNames maps GGUF tensor names to Hugging Face names.
+func ggufName(hf string, layers int) string {
+	switch hf {
+	case "model.embed_tokens.weight":
+		return "token_embd.weight"
+	case "model.norm.weight":
+		return "output_norm.weight"
+	case "lm_head.weight":
+		return "output.weight"
+	}
+	var i int
+	var rest string
+	if _, err := fmt.Sscanf(hf, "model.layers.%d.%s", &i, &rest); err != nil {
+		return ""
+	}
+	m := map[string]string{
+		"input_layernorm.weight":          "attn_norm.weight",
+		"self_attn.q_proj.weight":         "attn_q.weight",
+		"self_attn.k_proj.weight":         "attn_k.weight",
+		"self_attn.v_proj.weight":         "attn_v.weight",
+		"self_attn.o_proj.weight":         "attn_output.weight",
+		"post_attention_layernorm.weight": "ffn_norm.weight",
+		"mlp.gate_proj.weight":            "ffn_gate.weight",
+		"mlp.up_proj.weight":              "ffn_up.weight",
+		"mlp.down_proj.weight":            "ffn_down.weight",
+	}
+	return fmt.Sprintf("blk.%d.%s", i, m[rest])
+}
+
+// LoadGGUF reads a llama-architecture GGUF checkpoint with F32, F16 or BF16
+// tensors onto b, storing weights in dtype dt. GGUF keeps Q and K rows in
+// Meta's interleaved RoPE layout; they are permuted per head to the
+// rotate-half layout the model uses.
+func LoadGGUF(b engine.Backend, path string, dt engine.DType) (*Model, error) {
+	f, err := gguf.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	c, err := ConfigFromGGUF(f)
+	if err != nil {
+		return nil, err
+	}
+	w, err := allocWeights(b, c, dt)
+	if err != nil {
+		return nil, err
+	}
+	shapes := c.shapes()
+	w.each(func(name string, t **engine.Tensor) {
+		if err != nil || (name == "lm_head.weight" && c.TiedEmbed) {
+			return
+		}
+		gname := ggufName(name, c.Layers)
+		var vals []float32
+		vals, err = ggufFloats(f, gname, shapes[name])
+		if err != nil {
+			return
+		}
+		switch {
+		case len(name) > 0 && hasSuffix(name, "q_proj.weight"):
+			vals = unInterleave(vals, c.Heads, c.HeadDim, c.Dim)
+		case hasSuffix(name, "k_proj.weight"):
+			vals = unInterleave(vals, c.KVHeads, c.HeadDim, c.Dim)
+		}
+		engine.SetF32(b, *t, vals)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return newModel(b, c, w, dt)
+}
+
+func hasSuffix(s, suf string) bool { return len(s) >= len(suf) && s[len(s)-len(suf):] == suf }
+
+// ggufFloats returns tensor name's values as float32, checking that its
+// shape (row-major, the reverse of GGUF's dims) is want.
+func ggufFloats(f *gguf.File, name string, want []int) ([]float32, error) {
+	data, info, err := f.TensorData(name)
+	if err != nil {
+		return nil, err
+	}
+	got := make([]int, len(info.Dims))
+	for i, d := range info.Dims {
+		got[len(got)-1-i] = int(d)
+	}
+	if !engine.Shape(got).Equal(want) {
+		return nil, fmt.Errorf("%s: tensor %s has shape %v, the configuration needs %v", f.Name, name, engine.Shape(got), engine.Shape(want))
+	}
+	n := engine.Shape(want).Numel()
+	out := make([]float32, n)
+	switch info.Type {
+	case gguf.TypeF32:
+		for i := range out {
+			out[i] = math.Float32frombits(binary.LittleEndian.Uint32(data[4*i:]))
+		}
+	case gguf.TypeF16:
+		for i := range out {
+			out[i] = engine.F16ToF32(binary.LittleEndian.Uint16(data[2*i:]))
+		}
+	case gguf.TypeBF16:
+		for i := range out {
+			out[i] = engine.BF16ToF32(binary.LittleEndian.Uint16(data[2*i:]))
+		}
+	default:
+		return nil, fmt.Errorf("%s: tensor %s is %v; only F32, F16 and BF16 are supported (quantized checkpoints are not)", f.Name, name, info.Type)
+	}
+	return out, nil
+}
+
+// unInterleave permutes the rows of a Q or K projection [heads·dh, in] from
+// the interleaved RoPE layout (pairs (2i, 2i+1)) to rotate-half (pairs
+// (i, i+dh/2)): within each head, row 2i goes to i and row 2i+1 to i+dh/2.
+func unInterleave(w []float32, heads, dh, in int) []float32 {
+	out := make([]float32, len(w))
+	half := dh / 2
+	for h := 0; h < heads; h++ {
+		for i := 0; i < half; i++ {
+			for k, dst := range [2]int{i, i + half} {
+				src := (h*dh + 2*i + k) * in
+				copy(out[(h*dh+dst)*in:(h*dh+dst+1)*in], w[src:src+in])
+			}
+		}
+	}
+	return out
+}

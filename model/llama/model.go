@@ -1,0 +1,208 @@
+package llama
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/turnwise/turnwise/engine"
+)
+
+// Model is a Llama model on a backend: its configuration, weights, and the
+// RoPE frequencies and temporaries the forward pass uses.
+type Model struct {
+	Config  Config
+	Weights *Weights
+	b       engine.Backend
+	dt      engine.DType   // weights and activations
+	invFreq *engine.Tensor // [Dh/2] f32
+	pool    *engine.Pool   // activations, reused across calls
+	out     *engine.Tensor // [S, V] f32: the logits Forward returns
+}
+
+func newModel(b engine.Backend, c Config, w *Weights, dt engine.DType) (*Model, error) {
+	freqs := engine.RoPEFreqs(c.HeadDim, c.RopeTheta, c.RopeScale)
+	inv, err := engine.Alloc(b, engine.F32, len(freqs))
+	if err != nil {
+		return nil, err
+	}
+	engine.SetF32(b, inv, freqs)
+	return &Model{Config: c, Weights: w, b: b, dt: dt, invFreq: inv, pool: engine.NewPool(b)}, nil
+}
+
+// Backend returns the backend the model runs on.
+func (m *Model) Backend() engine.Backend { return m.b }
+
+// DType returns the dtype of the weights and activations.
+func (m *Model) DType() engine.DType { return m.dt }
+
+// Cache holds the keys and values of the tokens seen so far, for a batch of
+// independent slots (sequences) of at most MaxLen tokens each.
+type Cache struct {
+	K, V   []*engine.Tensor // per layer: [Slots·MaxLen, G, Dh]
+	Len    []int            // tokens cached per slot
+	MaxLen int
+}
+
+// NewCache allocates an empty cache of slots × maxLen tokens.
+func (m *Model) NewCache(slots, maxLen int) (*Cache, error) {
+	c := m.Config
+	kc := &Cache{Len: make([]int, slots), MaxLen: maxLen}
+	for l := 0; l < c.Layers; l++ {
+		k, err := engine.Alloc(m.b, m.dt, slots*maxLen, c.KVHeads, c.HeadDim)
+		if err != nil {
+			return nil, fmt.Errorf("KV cache of %d×%d tokens: %w", slots, maxLen, err)
+		}
+		v, err := engine.Alloc(m.b, m.dt, slots*maxLen, c.KVHeads, c.HeadDim)
+		if err != nil {
+			return nil, fmt.Errorf("KV cache of %d×%d tokens: %w", slots, maxLen, err)
+		}
+		kc.K, kc.V = append(kc.K, k), append(kc.V, v)
+	}
+	return kc, nil
+}
+
+// Forward appends tokens[s] to slot s of the cache and runs them through
+// the model, returning f32 logits [S, V] for the last new token of each slot
+// (rows of slots without new tokens are zero). The result is valid until the
+// next call.
+func (m *Model) Forward(kc *Cache, tokens [][]int32) (logitsOut *engine.Tensor, err error) {
+	c, b := m.Config, m.b
+	defer func() {
+		if r := recover(); r != nil {
+			oom, ok := r.(forwardOOM)
+			if !ok {
+				panic(r)
+			}
+			logitsOut, err = nil, fmt.Errorf("forward of %d slots: %w", len(tokens), oom.err)
+		}
+	}()
+	if len(tokens) != len(kc.Len) {
+		return nil, fmt.Errorf("forward: %d token lists for a cache of %d slots", len(tokens), len(kc.Len))
+	}
+	var ids, pos, seqs []int32
+	last := make([]int, len(tokens)) // row of each slot's last new token, or −1
+	for s, toks := range tokens {
+		last[s] = -1
+		if len(toks) == 0 {
+			continue
+		}
+		if kc.Len[s]+len(toks) > kc.MaxLen {
+			return nil, fmt.Errorf("forward: slot %d would hold %d tokens, the cache holds %d", s, kc.Len[s]+len(toks), kc.MaxLen)
+		}
+		seqs = append(seqs, int32(len(ids)), int32(len(toks)), int32(s*kc.MaxLen), int32(kc.Len[s]+len(toks)))
+		for j, t := range toks {
+			if t < 0 || int(t) >= c.Vocab {
+				return nil, fmt.Errorf("forward: slot %d token %d = %d is outside the vocabulary of %d", s, j, t, c.Vocab)
+			}
+			ids = append(ids, t)
+			pos = append(pos, int32(kc.Len[s]+j))
+		}
+		last[s] = len(ids) - 1
+	}
+	n := len(ids)
+	if n == 0 {
+		return nil, fmt.Errorf("forward: no tokens")
+	}
+	p := m.pool
+	get := func(dt engine.DType, shape ...int) *engine.Tensor {
+		t, err := p.Get(dt, shape...)
+		if err != nil {
+			panic(forwardOOM{err})
+		}
+		return t
+	}
+	var tmp []*engine.Tensor
+	take := func(dt engine.DType, shape ...int) *engine.Tensor {
+		t := get(dt, shape...)
+		tmp = append(tmp, t)
+		return t
+	}
+	defer func() {
+		for _, t := range tmp {
+			p.Put(t)
+		}
+	}()
+
+	d, hd, q, kv := c.Dim, c.HeadDim, c.Heads*c.HeadDim, c.KVHeads*c.HeadDim
+	idT := take(engine.I32, n)
+	posT := take(engine.I32, n)
+	seqT := take(engine.I32, len(seqs)/4, 4)
+	engine.SetI32(b, idT, ids)
+	engine.SetI32(b, posT, pos)
+	engine.SetI32(b, seqT, seqs)
+
+	x := take(m.dt, n, d)        // [N, D] residual stream
+	h := take(m.dt, n, d)        // [N, D] normalised input of a sublayer
+	rstd := take(engine.F32, n)  // [N]
+	qT := take(m.dt, n, q)       // [N, H·Dh]
+	kT := take(m.dt, n, kv)      // [N, G·Dh]
+	vT := take(m.dt, n, kv)      // [N, G·Dh]
+	att := take(m.dt, n, q)      // [N, H·Dh]
+	lse := take(engine.F32, n, c.Heads)
+	delta := take(m.dt, n, d)    // [N, D] a sublayer's output
+	gate := take(m.dt, n, c.FFN) // [N, F]
+	up := take(m.dt, n, c.FFN)   // [N, F]
+	lin := engine.GemmParams{TransB: true, Alpha: 1}
+	scale := float32(1 / math.Sqrt(float64(hd)))
+
+	b.Embedding(x, m.Weights.Embed, idT)
+	for l := range m.Weights.Layers {
+		w := &m.Weights.Layers[l]
+		if l == 0 {
+			b.RMSNorm(h, rstd, x, w.AttnNorm, c.NormEps)
+		} else {
+			b.AddRMSNorm(x, h, rstd, x, delta, w.AttnNorm, c.NormEps) // x += MLP output
+		}
+		// Attention: q, k, v projections, rotary positions, the new keys and
+		// values into the cache, attention over the cache, output projection.
+		b.Gemm(qT, h, w.Wq, lin)
+		b.Gemm(kT, h, w.Wk, lin)
+		b.Gemm(vT, h, w.Wv, lin)
+		b.RoPE(qT.Reshape(n, c.Heads, hd), posT, m.invFreq)
+		b.RoPE(kT.Reshape(n, c.KVHeads, hd), posT, m.invFreq)
+		for i := 0; i < len(seqs); i += 4 {
+			qs, ql, ks, kl := int(seqs[i]), int(seqs[i+1]), int(seqs[i+2]), int(seqs[i+3])
+			dst := ks + kl - ql
+			b.Copy(kc.K[l].Rows(dst, dst+ql), kT.Rows(qs, qs+ql).Reshape(ql, c.KVHeads, hd))
+			b.Copy(kc.V[l].Rows(dst, dst+ql), vT.Rows(qs, qs+ql).Reshape(ql, c.KVHeads, hd))
+		}
+		b.Attention(att.Reshape(n, c.Heads, hd), lse, qT.Reshape(n, c.Heads, hd), kc.K[l], kc.V[l], seqT, scale)
+		b.Gemm(delta, att, w.Wo, lin)
+		b.AddRMSNorm(x, h, rstd, x, delta, w.MLPNorm, c.NormEps) // x += attention output
+		// MLP: down(silu(gate(h)) ⊙ up(h)).
+		b.Gemm(gate, h, w.Wgate, lin)
+		b.Gemm(up, h, w.Wup, lin)
+		b.SwiGLU(gate, gate, up)
+		b.Gemm(delta, gate, w.Wdown, lin)
+	}
+	b.AddRMSNorm(x, h, rstd, x, delta, m.Weights.FinalNorm, c.NormEps)
+
+	// Logits of each slot's last new token, in the activation dtype (as HF
+	// computes them), then widened to f32.
+	sel := take(m.dt, len(tokens), d) // [S, D]
+	b.Fill(sel, 0)
+	for s, r := range last {
+		if r >= 0 {
+			b.Copy(sel.Rows(s, s+1), h.Rows(r, r+1))
+		}
+	}
+	logits := take(m.dt, len(tokens), c.Vocab)
+	b.Gemm(logits, sel, m.Weights.Head, lin)
+	if m.out == nil || m.out.Dim(0) != len(tokens) {
+		if m.out != nil {
+			b.FreeBuffer(m.out.Buffer())
+		}
+		if m.out, err = engine.Alloc(b, engine.F32, len(tokens), c.Vocab); err != nil {
+			return nil, err
+		}
+	}
+	out := m.out
+	b.Cast(out, logits)
+	for s, toks := range tokens {
+		kc.Len[s] += len(toks)
+	}
+	return out, nil
+}
+
+// forwardOOM carries an allocation failure out of Forward's helpers.
+type forwardOOM struct{ err error }
