@@ -13,20 +13,20 @@ import (
 
 // Config is a Llama architecture.
 type Config struct {
-	Dim        int     // D: model width
-	Layers     int     // transformer blocks
-	Heads      int     // H: query heads
-	KVHeads    int     // G: key/value heads (H a multiple of G)
-	HeadDim    int     // Dh: width of one head (usually D/H)
-	FFN        int     // F: SwiGLU hidden width
-	Vocab      int     // V
-	NormEps    float32 // RMSNorm epsilon
-	RopeTheta  float64 // RoPE base θ
-	RopeScale  *engine.RoPEScaling
-	TiedEmbed  bool // the classifier is the embedding table
-	MaxSeqLen  int  // longest sequence the model was trained for
-	BOS        int32
-	EOS        []int32
+	Dim       int     // D: model width
+	Layers    int     // transformer blocks
+	Heads     int     // H: query heads
+	KVHeads   int     // G: key/value heads (H a multiple of G)
+	HeadDim   int     // Dh: width of one head (usually D/H)
+	FFN       int     // F: SwiGLU hidden width
+	Vocab     int     // V
+	NormEps   float32 // RMSNorm epsilon
+	RopeTheta float64 // RoPE base θ
+	RopeScale *engine.RoPEScaling
+	TiedEmbed bool // the classifier is the embedding table
+	MaxSeqLen int  // longest sequence the model was trained for
+	BOS       int32
+	EOS       []int32
 }
 
 // Validate reports the first inconsistency in c, naming the fields.

@@ -131,13 +131,13 @@ func (m *Model) Forward(kc *Cache, tokens [][]int32) (logitsOut *engine.Tensor, 
 	engine.SetI32(b, posT, pos)
 	engine.SetI32(b, seqT, seqs)
 
-	x := take(m.dt, n, d)        // [N, D] residual stream
-	h := take(m.dt, n, d)        // [N, D] normalised input of a sublayer
-	rstd := take(engine.F32, n)  // [N]
-	qT := take(m.dt, n, q)       // [N, H·Dh]
-	kT := take(m.dt, n, kv)      // [N, G·Dh]
-	vT := take(m.dt, n, kv)      // [N, G·Dh]
-	att := take(m.dt, n, q)      // [N, H·Dh]
+	x := take(m.dt, n, d)       // [N, D] residual stream
+	h := take(m.dt, n, d)       // [N, D] normalised input of a sublayer
+	rstd := take(engine.F32, n) // [N]
+	qT := take(m.dt, n, q)      // [N, H·Dh]
+	kT := take(m.dt, n, kv)     // [N, G·Dh]
+	vT := take(m.dt, n, kv)     // [N, G·Dh]
+	att := take(m.dt, n, q)     // [N, H·Dh]
 	lse := take(engine.F32, n, c.Heads)
 	delta := take(m.dt, n, d)    // [N, D] a sublayer's output
 	gate := take(m.dt, n, c.FFN) // [N, F]
