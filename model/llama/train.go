@@ -1,0 +1,240 @@
+package llama
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/turnwise/turnwise/engine"
+)
+
+// Batch is a training batch: sequences packed one after another, each causal
+// within itself.
+type Batch struct {
+	IDs     []int32 // [N] input tokens
+	Targets []int32 // [N] the token each position predicts; −1: no loss there
+	Lens    []int   // tokens per sequence, summing to N
+}
+
+// layerActs are the activations one layer's backward needs.
+type layerActs struct {
+	res1, h1 *engine.Tensor // [N, D] residual stream in, its attention norm
+	rstd1    *engine.Tensor // [N] f32
+	q        *engine.Tensor // [N, H, Dh] after RoPE
+	k, v     *engine.Tensor // [N, G, Dh] (k after RoPE)
+	att      *engine.Tensor // [N, H, Dh] attention output
+	lse      *engine.Tensor // [N, H] f32
+	res2, h2 *engine.Tensor // [N, D] residual after attention, its MLP norm
+	rstd2    *engine.Tensor // [N] f32
+	gate, up *engine.Tensor // [N, F] projections before SwiGLU
+	act      *engine.Tensor // [N, F] SwiGLU output
+}
+
+// Pass is a forward pass kept for its backward: the activations, and the
+// per-token log-probabilities of the targets.
+type Pass struct {
+	m              *Model
+	n              int
+	ids, tgt, seqs *engine.Tensor // [N] i32, [N] i32, [B, 4] i32
+	pos            *engine.Tensor // [N] i32
+	layers         []layerActs
+	resF, hF       *engine.Tensor // [N, D] final residual and its norm
+	rstdF          *engine.Tensor // [N] f32
+	LogP           *engine.Tensor // [N] f32: log π(target | prefix); 0 where target < 0
+	lseT           *engine.Tensor // [N] f32: log-sum-exp of each position's logits
+	held           []*engine.Tensor
+}
+
+// LogitChunk is how many tokens' logits exist at once: peak logits memory is
+// LogitChunk·V elements of the activation dtype.
+const LogitChunk = 256
+
+// Release returns the pass's activations to the model's pool.
+func (p *Pass) Release() {
+	for _, t := range p.held {
+		p.m.pool.Put(t)
+	}
+	p.held = nil
+}
+
+// ForwardTrain runs a batch through the model, keeping every activation the
+// backward needs, and computes the log-probability of each target.
+func (m *Model) ForwardTrain(bt Batch) (pass *Pass, err error) {
+	c, b := m.Config, m.b
+	n := len(bt.IDs)
+	if n == 0 || len(bt.Targets) != n {
+		return nil, fmt.Errorf("forward: %d inputs and %d targets", n, len(bt.Targets))
+	}
+	var seqs, pos []int32
+	off := 0
+	for i, l := range bt.Lens {
+		if l <= 0 {
+			return nil, fmt.Errorf("forward: sequence %d has length %d", i, l)
+		}
+		seqs = append(seqs, int32(off), int32(l), int32(off), int32(l))
+		for j := 0; j < l; j++ {
+			pos = append(pos, int32(j))
+		}
+		off += l
+	}
+	if off != n {
+		return nil, fmt.Errorf("forward: sequence lengths sum to %d, the batch has %d tokens", off, n)
+	}
+	for i, t := range bt.IDs {
+		if t < 0 || int(t) >= c.Vocab {
+			return nil, fmt.Errorf("forward: token %d = %d is outside the vocabulary of %d", i, t, c.Vocab)
+		}
+		if g := bt.Targets[i]; g >= int32(c.Vocab) {
+			return nil, fmt.Errorf("forward: target %d = %d is outside the vocabulary of %d", i, g, c.Vocab)
+		}
+	}
+	p := &Pass{m: m, n: n}
+	defer func() {
+		if r := recover(); r != nil {
+			oom, ok := r.(forwardOOM)
+			if !ok {
+				panic(r)
+			}
+			p.Release()
+			pass, err = nil, fmt.Errorf("forward of %d tokens: %w", n, oom.err)
+		}
+	}()
+	take := func(dt engine.DType, shape ...int) *engine.Tensor {
+		t, err := m.pool.Get(dt, shape...)
+		if err != nil {
+			panic(forwardOOM{err})
+		}
+		p.held = append(p.held, t)
+		return t
+	}
+	d, hd, nh, ng, f := c.Dim, c.HeadDim, c.Heads, c.KVHeads, c.FFN
+	p.ids, p.tgt, p.pos = take(engine.I32, n), take(engine.I32, n), take(engine.I32, n)
+	p.seqs = take(engine.I32, len(bt.Lens), 4)
+	engine.SetI32(b, p.ids, bt.IDs)
+	engine.SetI32(b, p.tgt, bt.Targets)
+	engine.SetI32(b, p.pos, pos)
+	engine.SetI32(b, p.seqs, seqs)
+	lin := engine.GemmParams{TransB: true, Alpha: 1}
+	scale := float32(1 / math.Sqrt(float64(hd)))
+
+	x := take(m.dt, n, d) // the embedding: layer 0's residual input
+	b.Embedding(x, m.Weights.Embed, p.ids)
+	var delta *engine.Tensor // the previous layer's MLP output, added at the next norm
+	p.layers = make([]layerActs, c.Layers)
+	for l := range m.Weights.Layers {
+		w, a := &m.Weights.Layers[l], &p.layers[l]
+		a.h1, a.rstd1 = take(m.dt, n, d), take(engine.F32, n)
+		if delta == nil {
+			a.res1 = x
+			b.RMSNorm(a.h1, a.rstd1, a.res1, w.AttnNorm, c.NormEps)
+		} else {
+			a.res1 = take(m.dt, n, d)
+			b.AddRMSNorm(a.res1, a.h1, a.rstd1, x, delta, w.AttnNorm, c.NormEps)
+		}
+		a.q, a.k, a.v = take(m.dt, n, nh, hd), take(m.dt, n, ng, hd), take(m.dt, n, ng, hd)
+		b.Gemm(a.q.Reshape(n, nh*hd), a.h1, w.Wq, lin)
+		b.Gemm(a.k.Reshape(n, ng*hd), a.h1, w.Wk, lin)
+		b.Gemm(a.v.Reshape(n, ng*hd), a.h1, w.Wv, lin)
+		b.RoPE(a.q, p.pos, m.invFreq)
+		b.RoPE(a.k, p.pos, m.invFreq)
+		a.att, a.lse = take(m.dt, n, nh, hd), take(engine.F32, n, nh)
+		b.Attention(a.att, a.lse, a.q, a.k, a.v, p.seqs, scale)
+		o := take(m.dt, n, d)
+		b.Gemm(o, a.att.Reshape(n, nh*hd), w.Wo, lin)
+		a.res2, a.h2, a.rstd2 = take(m.dt, n, d), take(m.dt, n, d), take(engine.F32, n)
+		b.AddRMSNorm(a.res2, a.h2, a.rstd2, a.res1, o, w.MLPNorm, c.NormEps)
+		a.gate, a.up, a.act = take(m.dt, n, f), take(m.dt, n, f), take(m.dt, n, f)
+		b.Gemm(a.gate, a.h2, w.Wgate, lin)
+		b.Gemm(a.up, a.h2, w.Wup, lin)
+		b.SwiGLU(a.act, a.gate, a.up)
+		delta = take(m.dt, n, d)
+		b.Gemm(delta, a.act, w.Wdown, lin)
+		x = a.res2
+	}
+	p.resF, p.hF, p.rstdF = take(m.dt, n, d), take(m.dt, n, d), take(engine.F32, n)
+	b.AddRMSNorm(p.resF, p.hF, p.rstdF, x, delta, m.Weights.FinalNorm, c.NormEps)
+	p.LogP, p.lseT = take(engine.F32, n), take(engine.F32, n)
+	if err := engine.TokenLogProbs(b, m.pool, p.LogP, p.lseT, p.hF, m.Weights.Head, p.tgt, LogitChunk); err != nil {
+		panic(forwardOOM{err})
+	}
+	return p, nil
+}
+
+// NewGrads allocates zeroed gradient buffers shaped like the weights, in
+// dtype dt (a tied classifier shares the embedding's gradient).
+func (m *Model) NewGrads(dt engine.DType) (*Weights, error) { return allocWeights(m.b, m.Config, dt) }
+
+// Backward accumulates into g the gradient of Σ_i dLogP[i]·LogP[i] with
+// respect to every weight, mirroring ForwardTrain step by step in reverse.
+// dLogP is [N] f32.
+func (p *Pass) Backward(dLogP *engine.Tensor, g *Weights) (err error) {
+	m := p.m
+	c, b, n := m.Config, m.b, p.n
+	engine.MustShape("Backward", "dLogP", dLogP, n)
+	var tmp []*engine.Tensor
+	defer func() {
+		for _, t := range tmp {
+			m.pool.Put(t)
+		}
+		if r := recover(); r != nil {
+			oom, ok := r.(forwardOOM)
+			if !ok {
+				panic(r)
+			}
+			err = fmt.Errorf("backward of %d tokens: %w", n, oom.err)
+		}
+	}()
+	take := func(dt engine.DType, shape ...int) *engine.Tensor {
+		t, err := m.pool.Get(dt, shape...)
+		if err != nil {
+			panic(forwardOOM{err})
+		}
+		tmp = append(tmp, t)
+		return t
+	}
+	d, hd, nh, ng, f := c.Dim, c.HeadDim, c.Heads, c.KVHeads, c.FFN
+	lin := engine.GemmParams{Alpha: 1}                         // dx = dy·W
+	acc := engine.GemmParams{TransA: true, Alpha: 1, Beta: 1} // dW += dyᵀ·x
+	scale := float32(1 / math.Sqrt(float64(hd)))
+
+	// Classifier and final norm. dres carries the residual stream's gradient
+	// down through the layers: every sublayer's input gradient adds into it.
+	dh := take(m.dt, n, d)
+	if err := engine.TokenLogProbsBackward(b, m.pool, dh, g.Head, dLogP, p.hF, m.Weights.Head, p.lseT, p.tgt, LogitChunk); err != nil {
+		panic(forwardOOM{err})
+	}
+	dres := take(m.dt, n, d)
+	b.Fill(dres, 0)
+	b.RMSNormBackward(dres, g.FinalNorm, dh, p.resF, m.Weights.FinalNorm, p.rstdF)
+
+	dact, dgate, dup := take(m.dt, n, f), take(m.dt, n, f), take(m.dt, n, f)
+	datt, dq := take(m.dt, n, nh, hd), take(m.dt, n, nh, hd)
+	dk, dv := take(m.dt, n, ng, hd), take(m.dt, n, ng, hd)
+	for l := c.Layers - 1; l >= 0; l-- {
+		w, gw, a := &m.Weights.Layers[l], &g.Layers[l], &p.layers[l]
+		// MLP: down(silu(gate(h2)) ⊙ up(h2)), its output added to res2.
+		b.Gemm(dact, dres, w.Wdown, lin)
+		b.Gemm(gw.Wdown, dres, a.act, acc)
+		b.SwiGLUBackward(dgate, dup, dact, a.gate, a.up)
+		b.Gemm(dh, dgate, w.Wgate, lin)
+		b.Gemm(dh, dup, w.Wup, engine.GemmParams{Alpha: 1, Beta: 1})
+		b.Gemm(gw.Wgate, dgate, a.h2, acc)
+		b.Gemm(gw.Wup, dup, a.h2, acc)
+		b.RMSNormBackward(dres, gw.MLPNorm, dh, a.res2, w.MLPNorm, a.rstd2)
+		// Attention: o(att(rope(q(h1)), rope(k(h1)), v(h1))), added to res1.
+		b.Gemm(datt.Reshape(n, nh*hd), dres, w.Wo, lin)
+		b.Gemm(gw.Wo, dres, a.att.Reshape(n, nh*hd), acc)
+		b.AttentionBackward(dq, dk, dv, datt, a.att, a.lse, a.q, a.k, a.v, p.seqs, scale)
+		b.RoPEBackward(dq, p.pos, m.invFreq)
+		b.RoPEBackward(dk, p.pos, m.invFreq)
+		dq2, dk2, dv2 := dq.Reshape(n, nh*hd), dk.Reshape(n, ng*hd), dv.Reshape(n, ng*hd)
+		b.Gemm(dh, dq2, w.Wq, lin)
+		b.Gemm(dh, dk2, w.Wk, engine.GemmParams{Alpha: 1, Beta: 1})
+		b.Gemm(dh, dv2, w.Wv, engine.GemmParams{Alpha: 1, Beta: 1})
+		b.Gemm(gw.Wq, dq2, a.h1, acc)
+		b.Gemm(gw.Wk, dk2, a.h1, acc)
+		b.Gemm(gw.Wv, dv2, a.h1, acc)
+		b.RMSNormBackward(dres, gw.AttnNorm, dh, a.res1, w.AttnNorm, a.rstd1)
+	}
+	b.EmbeddingBackward(g.Embed, dres, p.ids)
+	return nil
+}
