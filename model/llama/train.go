@@ -192,7 +192,7 @@ func (p *Pass) Backward(dLogP *engine.Tensor, g *Weights) (err error) {
 		return t
 	}
 	d, hd, nh, ng, f := c.Dim, c.HeadDim, c.Heads, c.KVHeads, c.FFN
-	lin := engine.GemmParams{Alpha: 1}                         // dx = dy·W
+	lin := engine.GemmParams{Alpha: 1}                        // dx = dy·W
 	acc := engine.GemmParams{TransA: true, Alpha: 1, Beta: 1} // dW += dyᵀ·x
 	scale := float32(1 / math.Sqrt(float64(hd)))
 
