@@ -273,3 +273,106 @@ double twcpu_sumsq(const float *x, long n) {
 	for (; i < n; i++) s += (double)x[i] * (double)x[i];
 	return s;
 }
+
+#ifdef __AVX2__
+// hsum returns the sum of the eight lanes of v.
+static inline float hsum(__m256 v) {
+	__m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+	s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+	s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
+	return _mm_cvtss_f32(s);
+}
+#endif
+
+// dot returns x·y over dh elements.
+static inline float dot(const float *x, const float *y, long dh) {
+	long d = 0;
+	float s = 0;
+#ifdef __AVX2__
+	__m256 a = _mm256_setzero_ps();
+	for (; d + 8 <= dh; d += 8) a = _mm256_fmadd_ps(_mm256_loadu_ps(x + d), _mm256_loadu_ps(y + d), a);
+	s = hsum(a);
+#endif
+	for (; d < dh; d++) s += x[d] * y[d];
+	return s;
+}
+
+void twcpu_dot_rows(float *dst, const float *x, const float *rows, long n, long dh) {
+	for (long j = 0; j < n; j++) dst[j] = dot(x, rows + j * dh, dh);
+}
+
+void twcpu_dot_rows2(float *dst0, float *dst1, const float *x0, const float *x1, const float *rows, long n, long dh) {
+	for (long j = 0; j < n; j++) {
+		const float *r = rows + j * dh;
+		long d = 0;
+		float s0 = 0, s1 = 0;
+#ifdef __AVX2__
+		__m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+		for (; d + 8 <= dh; d += 8) {
+			__m256 k = _mm256_loadu_ps(r + d);
+			a0 = _mm256_fmadd_ps(_mm256_loadu_ps(x0 + d), k, a0);
+			a1 = _mm256_fmadd_ps(_mm256_loadu_ps(x1 + d), k, a1);
+		}
+		s0 = hsum(a0);
+		s1 = hsum(a1);
+#endif
+		for (; d < dh; d++) {
+			s0 += x0[d] * r[d];
+			s1 += x1[d] * r[d];
+		}
+		dst0[j] = s0;
+		dst1[j] = s1;
+	}
+}
+
+void twcpu_axpy_rows(float *dst, const float *c, const float *rows, long n, long dh) {
+	for (long j = 0; j < n; j++) {
+		const float *r = rows + j * dh;
+		const float cj = c[j];
+		long d = 0;
+#ifdef __AVX2__
+		__m256 vc = _mm256_set1_ps(cj);
+		for (; d + 8 <= dh; d += 8)
+			_mm256_storeu_ps(dst + d, _mm256_fmadd_ps(vc, _mm256_loadu_ps(r + d), _mm256_loadu_ps(dst + d)));
+#endif
+		for (; d < dh; d++) dst[d] += cj * r[d];
+	}
+}
+
+void twcpu_axpy_rows2(float *dst0, float *dst1, const float *c0, const float *c1, const float *rows, long n, long dh) {
+	for (long j = 0; j < n; j++) {
+		const float *r = rows + j * dh;
+		long d = 0;
+#ifdef __AVX2__
+		__m256 v0 = _mm256_set1_ps(c0[j]), v1 = _mm256_set1_ps(c1[j]);
+		for (; d + 8 <= dh; d += 8) {
+			__m256 k = _mm256_loadu_ps(r + d);
+			_mm256_storeu_ps(dst0 + d, _mm256_fmadd_ps(v0, k, _mm256_loadu_ps(dst0 + d)));
+			_mm256_storeu_ps(dst1 + d, _mm256_fmadd_ps(v1, k, _mm256_loadu_ps(dst1 + d)));
+		}
+#endif
+		for (; d < dh; d++) {
+			dst0[d] += c0[j] * r[d];
+			dst1[d] += c1[j] * r[d];
+		}
+	}
+}
+
+float twcpu_exp_shift(float *s, long n, float shift) {
+	long j = 0;
+	float sum = 0;
+#ifdef __AVX2__
+	__m256 acc = _mm256_setzero_ps(), vs = _mm256_set1_ps(shift);
+	for (; j + 8 <= n; j += 8) {
+		__m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(s + j), vs));
+		_mm256_storeu_ps(s + j, e);
+		acc = _mm256_add_ps(acc, e);
+	}
+	sum = hsum(acc);
+#endif
+	for (; j < n; j++) {
+		s[j] = exp_f32(s[j] - shift);
+		sum += s[j];
+	}
+	return sum;
+}
