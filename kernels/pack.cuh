@@ -1,0 +1,71 @@
+// pack.cuh — helpers shared by the row-wise kernel families (embedding,
+// rmsnorm, rope, swiglu, logsoftmax): packed loads and stores, and dtype
+// dispatch. Include after common.cuh.
+//
+// Pack<T, N> is N consecutive elements moved by one access: 16 bytes (8 bf16
+// or f16, 4 f32) becomes a single 128-bit load or store, 32 bytes two. The
+// kernels that use it are templated on N; launchers pick N = 16/sizeof(T)
+// when every pointer is aligned to its pack and the row length is a multiple
+// of N, and N = 1 (plain scalar accesses, any alignment) otherwise.
+#pragma once
+
+#include <stdint.h>
+
+#include <type_traits>
+
+#include "common.cuh"
+#include "kernels.h"
+
+template <class T, int N> struct alignas(sizeof(T) * N < 16 ? sizeof(T) * N : 16) Pack {
+	T v[N];
+};
+
+// Loads the N elements at p (aligned to its pack) widened to f32.
+template <int N, class T> __device__ __forceinline__ void load_pack(float (&f)[N], const T *p) {
+	const Pack<T, N> pk = *reinterpret_cast<const Pack<T, N> *>(p);
+	for (int k = 0; k < N; k++) f[k] = to_float(pk.v[k]);
+}
+
+// Stores f rounded to T (nearest even) at p (aligned to its pack).
+template <int N, class T> __device__ __forceinline__ void store_pack(T *p, const float (&f)[N]) {
+	Pack<T, N> pk;
+	for (int k = 0; k < N; k++) pk.v[k] = from_float<T>(f[k]);
+	*reinterpret_cast<Pack<T, N> *>(p) = pk;
+}
+
+// Rounds every value of f to T and back (identity for f32): the rounding
+// point where the contract materialises an intermediate in the activation
+// dtype.
+template <class T, int N> __device__ __forceinline__ void round_to(float (&f)[N]) {
+	for (int k = 0; k < N; k++) f[k] = to_float(from_float<T>(f[k]));
+}
+
+// Elements per pack for T: one 16-byte access.
+template <class T> constexpr int pack_width() { return 16 / (int)sizeof(T); }
+
+// Whether p may be accessed as Pack<T, N>.
+template <class T, int N> __host__ __forceinline__ bool pack_aligned(const void *p) {
+	return (uintptr_t)p % alignof(Pack<T, N>) == 0;
+}
+
+// Threads for a block that walks a row of `units` packs: a multiple of 32,
+// at least 32, at most cap.
+__host__ __forceinline__ int row_threads(int64_t units, int cap) {
+	int64_t t = ceil_div<int64_t>(units, 32) * 32;
+	return (int)(t < 32 ? 32 : t > cap ? cap : t);
+}
+
+// dispatch_float calls f with a null pointer of the C++ type that dt names
+// (float, __nv_bfloat16 or __half), or returns cudaErrorInvalidValue for a
+// dtype that is not floating point.
+template <class F> static cudaError_t dispatch_float(tw_dtype dt, F f) {
+	switch (dt) {
+	case TW_F32: return f((float *)nullptr);
+	case TW_BF16: return f((__nv_bfloat16 *)nullptr);
+	case TW_F16: return f((__half *)nullptr);
+	default: return cudaErrorInvalidValue;
+	}
+}
+
+// The element type behind a pointer-typed dispatch argument.
+template <class P> using elem_t = std::remove_pointer_t<P>;

@@ -1,0 +1,275 @@
+// rmsnorm.cu — RMSNorm, RMSNorm fused with the residual add, and the backward.
+//
+// Contracts (launchers in kernels.h; engine.Backend.RMSNorm, AddRMSNorm,
+// RMSNormBackward). x, out, resid, delta, dx, dout [n, d] dt; w, dw [d] wdt;
+// rstd [n] f32. dt is any float dtype; wdt is dt or f32 (other pairs:
+// cudaErrorInvalidValue).
+//   tw_rmsnorm:      rstd[i] = 1/sqrt(mean_j x[i,j]² + eps)
+//                    out[i,j] = round(w[j] · round(x[i,j]·rstd[i]))
+//                    (HF: normalise in f32, cast to dt, multiply by the weight)
+//   tw_add_rmsnorm:  resid = round(x + delta), then RMSNorm of resid into out
+//                    and rstd; resid may alias x (in-place residual stream).
+//   tw_rmsnorm_backward (accumulates): with n = x·rstd and g = dout·w,
+//                    dx += rstd·(g − n·mean_j(g·n))
+//                    dw += Σ_i dout·n    (dw may be NULL: frozen weight)
+//                    dw is summed in a fixed order: see below.
+//   round() is rounding to dt (nearest even; none for f32). All arithmetic is
+//   f32. n ≤ 0 or d ≤ 0 launches nothing.
+//
+// Design.
+//   Forward: one block per row (up to 256 threads; 16-byte packs when d and
+//   the pointers allow). Pass 1 reads the row and sums squares in f32 (each
+//   thread over its packs, then a warp-shuffle and shared-memory block
+//   reduction: a fixed order, so rstd is deterministic). Pass 2 re-reads the
+//   row — an L1/L2 hit — and writes out. The fused add writes resid in pass 1
+//   and re-reads it in pass 2; each thread touches the same elements in both
+//   passes, so aliasing x is safe and needs no barrier.
+//   Backward: one kernel for dx and the partial sums of dw, then one that
+//   sums the partials. The rows are cut into nblk = ceil(n / rows) groups of
+//   `rows` consecutive rows, rows = ceil(n / kMaxGroups) (so the grid fills a
+//   GPU and the partition depends on n alone, never on the device). A block
+//   per group walks its rows: pass 1 reduces Σ g·n over the row, pass 2
+//   updates dx and adds dout·n into a [d] f32 partial of dw in shared memory,
+//   each thread always owning the same columns (no races, no atomics). The
+//   partial goes to workspace [nblk, d] f32. Then dw_sum_kernel adds, for
+//   each column, the nblk partials in group order (in f64, split over 16
+//   lanes of fixed strides, combined in a fixed order) and rounds the new dw
+//   once. Deterministic: the same bits on every run and every GPU.
+//   Shared memory for the dw partial is 4·d bytes (over 48 KiB for d > 12288
+//   raises the kernel's limit; d ≤ 58112 with dw).
+#include "common.cuh"
+#include "kernels.h"
+#include "pack.cuh"
+
+static constexpr int kRowThreads = 256; // most threads per row
+static constexpr int kMaxGroups = 1024; // most row groups (blocks) in the backward
+static constexpr int kSumCols = 32;     // dw_sum_kernel: columns per block …
+static constexpr int kSumLanes = 16;    // … and lanes splitting the groups of each column
+
+// Rows of one backward group, and the number of groups, for n rows.
+static int64_t group_rows(int64_t n) { return ceil_div<int64_t>(n, kMaxGroups); }
+static int64_t groups(int64_t n) { return ceil_div<int64_t>(n, group_rows(n)); }
+
+// Pass 2 of both forward kernels: out = round(w · round(xs·r)) over one row,
+// each thread on the packs it read in pass 1.
+template <class T, class W, int V>
+__device__ __forceinline__ void norm_row(T *out, const T *xs, const W *w, int64_t d, float r) {
+	for (int64_t j = (int64_t)threadIdx.x * V; j < d; j += (int64_t)blockDim.x * V) {
+		float xv[V], wv[V];
+		load_pack(xv, xs + j);
+		load_pack(wv, w + j);
+		for (int e = 0; e < V; e++) xv[e] *= r;
+		round_to<T>(xv);
+		for (int e = 0; e < V; e++) xv[e] *= wv[e];
+		store_pack(out + j, xv);
+	}
+}
+
+__device__ __forceinline__ float rstd_of(float ss, int64_t d, float eps) {
+	return 1.0f / sqrtf(ss / (float)d + eps);
+}
+
+template <class T, class W, int V>
+__global__ void __launch_bounds__(kRowThreads)
+	rmsnorm_kernel(T *__restrict__ out, float *__restrict__ rstd, const T *__restrict__ x, const W *__restrict__ w,
+	               int64_t d, float eps) {
+	__shared__ float scratch[32];
+	const T *xs = x + blockIdx.x * d; // [d]
+	float ss = 0.0f;
+	for (int64_t j = (int64_t)threadIdx.x * V; j < d; j += (int64_t)blockDim.x * V) {
+		float xv[V];
+		load_pack(xv, xs + j);
+		for (int e = 0; e < V; e++) ss += xv[e] * xv[e];
+	}
+	const float r = rstd_of(block_sum(ss, scratch), d, eps);
+	if (threadIdx.x == 0) rstd[blockIdx.x] = r;
+	norm_row<T, W, V>(out + blockIdx.x * d, xs, w, d, r);
+}
+
+// resid may alias x: no __restrict__ on either.
+template <class T, class W, int V>
+__global__ void __launch_bounds__(kRowThreads)
+	add_rmsnorm_kernel(T *resid, T *__restrict__ out, float *__restrict__ rstd, const T *x,
+	                   const T *__restrict__ delta, const W *__restrict__ w, int64_t d, float eps) {
+	__shared__ float scratch[32];
+	const int64_t off = blockIdx.x * d;
+	float ss = 0.0f;
+	for (int64_t j = (int64_t)threadIdx.x * V; j < d; j += (int64_t)blockDim.x * V) {
+		float xv[V], dv[V];
+		load_pack(xv, x + off + j);
+		load_pack(dv, delta + off + j);
+		for (int e = 0; e < V; e++) xv[e] += dv[e];
+		round_to<T>(xv); // the sum as stored in resid
+		for (int e = 0; e < V; e++) ss += xv[e] * xv[e];
+		store_pack(resid + off + j, xv);
+	}
+	const float r = rstd_of(block_sum(ss, scratch), d, eps);
+	if (threadIdx.x == 0) rstd[blockIdx.x] = r;
+	norm_row<T, W, V>(out + off, resid + off, w, d, r); // this thread's own writes of pass 1
+}
+
+template <class T, class W, int V>
+__global__ void __launch_bounds__(kRowThreads)
+	rmsnorm_backward_kernel(T *__restrict__ dx, float *__restrict__ dw_part, const T *__restrict__ dout,
+	                        const T *__restrict__ x, const W *__restrict__ w, const float *__restrict__ rstd,
+	                        int64_t n, int64_t d, int64_t rows) {
+	extern __shared__ unsigned char smem[];
+	float *dws = reinterpret_cast<float *>(smem); // [d] this group's Σ dout·n (only when dw_part)
+	__shared__ float scratch[32];
+	const bool want_dw = dw_part != nullptr;
+	const int64_t stride = (int64_t)blockDim.x * V;
+	if (want_dw)
+		for (int64_t j = (int64_t)threadIdx.x * V; j < d; j += stride)
+			for (int e = 0; e < V; e++) dws[j + e] = 0.0f;
+
+	const int64_t lo = blockIdx.x * rows, hi = lo + rows < n ? lo + rows : n;
+	for (int64_t i = lo; i < hi; i++) {
+		const T *xs = x + i * d, *gs = dout + i * d; // [d] each
+		T *dxs = dx + i * d;                          // [d]
+		const float r = rstd[i];
+		// Pass 1: c = mean_j (dout·w)_j · n_j.
+		float s = 0.0f;
+		for (int64_t j = (int64_t)threadIdx.x * V; j < d; j += stride) {
+			float xv[V], gv[V], wv[V];
+			load_pack(xv, xs + j);
+			load_pack(gv, gs + j);
+			load_pack(wv, w + j);
+			for (int e = 0; e < V; e++) s += (gv[e] * wv[e]) * (xv[e] * r);
+		}
+		const float c = block_sum(s, scratch) / (float)d;
+		// Pass 2: dx += r·(g − n·c); dw partial += dout·n.
+		for (int64_t j = (int64_t)threadIdx.x * V; j < d; j += stride) {
+			float xv[V], gv[V], wv[V], acc[V];
+			load_pack(xv, xs + j);
+			load_pack(gv, gs + j);
+			load_pack(wv, w + j);
+			load_pack(acc, dxs + j);
+			for (int e = 0; e < V; e++) {
+				const float nv = xv[e] * r;
+				acc[e] += r * (gv[e] * wv[e] - nv * c);
+				if (want_dw) dws[j + e] += gv[e] * nv;
+			}
+			store_pack(dxs + j, acc);
+		}
+	}
+	if (want_dw)
+		for (int64_t j = (int64_t)threadIdx.x * V; j < d; j += stride)
+			for (int e = 0; e < V; e++) dw_part[blockIdx.x * d + j + e] = dws[j + e];
+}
+
+// dw[j] = round(dw[j] + Σ_b part[b, j]), b in group order. Block (kSumCols,
+// kSumLanes): lane y sums groups y, y + kSumLanes, … of column x in f64; lane
+// 0 then adds the kSumLanes sums in order.
+template <class W>
+__global__ void __launch_bounds__(kSumCols * kSumLanes)
+	dw_sum_kernel(W *__restrict__ dw, const float *__restrict__ part, int64_t nblk, int64_t d) {
+	__shared__ double sums[kSumLanes][kSumCols];
+	const int64_t j = (int64_t)blockIdx.x * kSumCols + threadIdx.x;
+	double s = 0.0;
+	if (j < d)
+		for (int64_t b = threadIdx.y; b < nblk; b += kSumLanes) s += (double)part[b * d + j];
+	sums[threadIdx.y][threadIdx.x] = s;
+	__syncthreads();
+	if (threadIdx.y == 0 && j < d) {
+		double t = (double)to_float(dw[j]);
+		for (int y = 0; y < kSumLanes; y++) t += sums[y][threadIdx.x];
+		dw[j] = from_float<W>((float)t);
+	}
+}
+
+// Calls f with a null W* for the weight dtype wdt, which must be T's or f32.
+template <class T, class F> static cudaError_t dispatch_weight(tw_dtype dt, tw_dtype wdt, F f) {
+	if (wdt == dt) return f((T *)nullptr);
+	if (wdt == TW_F32) return f((float *)nullptr);
+	return cudaErrorInvalidValue;
+}
+
+extern "C" cudaError_t tw_rmsnorm(void *out, float *rstd, const void *x, const void *w, tw_dtype dt, tw_dtype wdt,
+                                  int64_t n, int64_t d, float eps, cudaStream_t stream) {
+	if (n <= 0 || d <= 0) return cudaSuccess;
+	if (n > INT32_MAX) return cudaErrorInvalidValue;
+	return dispatch_float(dt, [&](auto *t) {
+		using T = elem_t<decltype(t)>;
+		return dispatch_weight<T>(dt, wdt, [&](auto *wt) {
+			using W = elem_t<decltype(wt)>;
+			constexpr int V = pack_width<T>();
+			if (d % V == 0 && pack_aligned<T, V>(out) && pack_aligned<T, V>(x) && pack_aligned<W, V>(w))
+				LAUNCH((unsigned)n, row_threads(d / V, kRowThreads), 0, stream, rmsnorm_kernel<T, W, V>)(
+					(T *)out, rstd, (const T *)x, (const W *)w, d, eps);
+			else
+				LAUNCH((unsigned)n, row_threads(d, kRowThreads), 0, stream, rmsnorm_kernel<T, W, 1>)(
+					(T *)out, rstd, (const T *)x, (const W *)w, d, eps);
+			return cudaGetLastError();
+		});
+	});
+}
+
+extern "C" cudaError_t tw_add_rmsnorm(void *resid, void *out, float *rstd, const void *x, const void *delta,
+                                      const void *w, tw_dtype dt, tw_dtype wdt, int64_t n, int64_t d, float eps,
+                                      cudaStream_t stream) {
+	if (n <= 0 || d <= 0) return cudaSuccess;
+	if (n > INT32_MAX) return cudaErrorInvalidValue;
+	return dispatch_float(dt, [&](auto *t) {
+		using T = elem_t<decltype(t)>;
+		return dispatch_weight<T>(dt, wdt, [&](auto *wt) {
+			using W = elem_t<decltype(wt)>;
+			constexpr int V = pack_width<T>();
+			if (d % V == 0 && pack_aligned<T, V>(resid) && pack_aligned<T, V>(out) && pack_aligned<T, V>(x) &&
+			    pack_aligned<T, V>(delta) && pack_aligned<W, V>(w))
+				LAUNCH((unsigned)n, row_threads(d / V, kRowThreads), 0, stream, add_rmsnorm_kernel<T, W, V>)(
+					(T *)resid, (T *)out, rstd, (const T *)x, (const T *)delta, (const W *)w, d, eps);
+			else
+				LAUNCH((unsigned)n, row_threads(d, kRowThreads), 0, stream, add_rmsnorm_kernel<T, W, 1>)(
+					(T *)resid, (T *)out, rstd, (const T *)x, (const T *)delta, (const W *)w, d, eps);
+			return cudaGetLastError();
+		});
+	});
+}
+
+extern "C" size_t tw_rmsnorm_backward_workspace(int64_t n, int64_t d) {
+	if (n <= 0 || d <= 0) return 0;
+	return (size_t)groups(n) * (size_t)d * sizeof(float);
+}
+
+// Launches the backward kernel with pack width V, raising its shared-memory
+// limit when the dw partial needs more than the default 48 KiB.
+template <class T, class W, int V>
+static cudaError_t launch_backward(T *dx, float *part, const T *dout, const T *x, const W *w, const float *rstd,
+                                   int64_t n, int64_t d, cudaStream_t stream) {
+	const size_t smem = part ? (size_t)d * sizeof(float) : 0;
+	if (smem > 48 * 1024) {
+		cudaError_t e = cudaFuncSetAttribute(rmsnorm_backward_kernel<T, W, V>,
+		                                     cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+		if (e != cudaSuccess) return e;
+	}
+	LAUNCH((unsigned)groups(n), row_threads(ceil_div<int64_t>(d, V), kRowThreads), smem, stream,
+	       rmsnorm_backward_kernel<T, W, V>)(dx, part, dout, x, w, rstd, n, d, group_rows(n));
+	return cudaGetLastError();
+}
+
+extern "C" cudaError_t tw_rmsnorm_backward(void *dx, void *dw, const void *dout, const void *x, const void *w,
+                                           const float *rstd, tw_dtype dt, tw_dtype wdt, int64_t n, int64_t d,
+                                           void *workspace, cudaStream_t stream) {
+	if (n <= 0 || d <= 0) return cudaSuccess;
+	if (dw && (workspace == nullptr || (size_t)d * sizeof(float) > 227 * 1024)) return cudaErrorInvalidValue;
+	return dispatch_float(dt, [&](auto *t) {
+		using T = elem_t<decltype(t)>;
+		return dispatch_weight<T>(dt, wdt, [&](auto *wt) {
+			using W = elem_t<decltype(wt)>;
+			constexpr int V = pack_width<T>();
+			float *part = dw ? (float *)workspace : nullptr; // [groups(n), d]
+			cudaError_t e;
+			if (d % V == 0 && pack_aligned<T, V>(dx) && pack_aligned<T, V>(dout) && pack_aligned<T, V>(x) &&
+			    pack_aligned<W, V>(w))
+				e = launch_backward<T, W, V>((T *)dx, part, (const T *)dout, (const T *)x, (const W *)w, rstd, n, d,
+				                             stream);
+			else
+				e = launch_backward<T, W, 1>((T *)dx, part, (const T *)dout, (const T *)x, (const W *)w, rstd, n, d,
+				                             stream);
+			if (e != cudaSuccess || !dw) return e;
+			LAUNCH((unsigned)ceil_div<int64_t>(d, kSumCols), dim3(kSumCols, kSumLanes), 0, stream, dw_sum_kernel<W>)(
+				(W *)dw, part, groups(n), d);
+			return cudaGetLastError();
+		});
+	});
+}
