@@ -16,7 +16,11 @@ func (b *Backend) SwiGLU(out, gate, up *engine.Tensor) {
 			if o.dt == engine.F32 {
 				ov = o.f[off : off+n]
 			}
-			swiglu(gv, uv, ov, round)
+			if o.dt == engine.F16 {
+				swigluRounded(gv, uv, ov, engine.RoundF16)
+			} else {
+				swiglu(gv, uv, ov, round)
+			}
 			o.store(off, ov)
 		})
 	})
@@ -40,9 +44,30 @@ func (b *Backend) SwiGLUBackward(dGate, dUp, dOut, gate, up *engine.Tensor) {
 			if du.dt == engine.F32 {
 				duv = du.f[off : off+n]
 			}
-			swigluBwd(gv, uv, dv, dgv, duv, round)
+			if g.dt == engine.F16 {
+				swigluBwdRounded(gv, uv, dv, dgv, duv, engine.RoundF16)
+			} else {
+				swigluBwd(gv, uv, dv, dgv, duv, round)
+			}
 			dg.store(off, dgv)
 			du.store(off, duv)
 		})
 	})
+}
+
+// swigluRounded is the vector loop's scalar twin for dtypes vec.c does not
+// round to (f16): out = round(silu(g))·u.
+func swigluRounded(g, u, out []float32, round func(float32) float32) {
+	for i, gv := range g {
+		out[i] = round(gv/(1+expf(-gv))) * u[i]
+	}
+}
+
+// swigluBwdRounded is the backward of swigluRounded.
+func swigluBwdRounded(g, u, dout, dg, du []float32, round func(float32) float32) {
+	for i, gv := range g {
+		s := 1 / (1 + expf(-gv))
+		dg[i] = dout[i] * u[i] * (s * (1 + gv*(1-s)))
+		du[i] = dout[i] * round(gv*s)
+	}
 }
