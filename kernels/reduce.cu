@@ -1,0 +1,215 @@
+// reduce.cu — deterministic reductions: segment sums of per-token values (the
+// masked sums and means of SFT, DPO and the critic) and the sum of squares
+// behind the global gradient norm.
+//
+// Contracts (launchers in kernels.h; engine.Backend.SegmentSum,
+// SegmentSumBackward and SumSquares):
+//   tw_segment_sum(out, x, w, seg, n, nseg):
+//       out[s] += (float)Σ_{i: seg[i] = s} w[i]·x[i]. out [nseg] f32;
+//       x, w [n] f32; seg [n] i32. The products and the sum are f64, rounded
+//       to f32 once and then added to out[s] in f32 (as the CPU does). Rows
+//       with seg[i] < 0 are skipped; seg[i] < nseg is the caller's duty (not
+//       checked). Segments no row names still get out[s] += 0.
+//   tw_segment_sum_backward(dx, dout, w, seg, n):
+//       dx[i] = w[i]·dout[seg[i]] (f32), 0 where seg[i] < 0; dx [n] f32 is
+//       overwritten, dout [nseg] f32.
+//   tw_sum_squares(out, x, dt, n, workspace) + tw_sum_squares_workspace(n):
+//       out[0] += (float)Σ x[i]², x [n] f32|bf16|f16, squares and sums in
+//       f64. workspace: tw_sum_squares_workspace(n) bytes, 8-byte aligned.
+// n ≤ 0 (or nseg ≤ 0) launches nothing; an integer dtype for x is
+// cudaErrorInvalidValue.
+//
+// Design.
+//
+// segment_sum_kernel: one block of kSegBlock threads per segment (grid-stride
+//   over segments). Thread t visits rows i = t, t + kSegBlock, … in increasing
+//   order and adds w[i]·x[i] (exact in f64: a product of two f32) of the rows
+//   of its segment to an f64 accumulator; the block then sums the kSegBlock
+//   accumulators by a fixed tree (block_sum_f64: xor butterflies within each
+//   warp, then the warp sums by the same butterfly in warp 0). So the order
+//   of the additions depends only on the block size, never on the grid or on
+//   timing: the result is the same bits on every run. It is not strictly
+//   index order; both are f64 sums, so they differ by f64 rounding (~1e-16
+//   relative) before the single rounding to f32. Every block reads all of
+//   seg (coalesced, from L2 after the first), so the cost is O(n·nseg): meant
+//   for the few segments per batch these losses use (sequences, turns).
+//   No atomics.
+//
+// segment_sum_backward_kernel: element-wise, grid-stride, one thread per row.
+//
+// sum_squares: the same fixed chunks as the CPU backend, kSumChunk = 2^16
+//   elements. sum_squares_chunks_kernel: one block of kSumBlock threads per
+//   chunk (grid-stride over chunks). A chunk is split into groups of W
+//   elements, W = 16 bytes / sizeof(element) (a 16-byte load); thread t sums
+//   the squares of groups t, t + kSumBlock, … in f64, each group's elements in
+//   index order, then block_sum_f64's fixed tree gives the chunk's partial. A
+//   group is read with one vector load when x is 16-byte aligned and the
+//   group lies wholly inside x, else element by element: the arithmetic is the
+//   same, so alignment does not change the result either. The partials go to
+//   the workspace ([nchunks] f64); sum_squares_final_kernel (one block of
+//   kFinalBlock threads) sums them: thread t takes partials t, t + kFinalBlock,
+//   … in order, then the fixed tree, and thread 0 adds the f32-rounded total to
+//   out[0]. With a single chunk the first kernel adds its partial to out[0]
+//   itself (the same bits: the second kernel would only add zeros). Every
+//   addition's order is fixed by n alone: the same bits whatever the grid.
+//   No atomics.
+#include "common.cuh"
+#include "kernels.h"
+
+static constexpr int kSegBlock = 256;    // threads per segment_sum block
+static constexpr int kSumBlock = 256;    // threads per sum_squares chunk block
+static constexpr int kFinalBlock = 1024; // threads of the block summing the partials
+static constexpr int64_t kSumChunk = 1 << 16; // elements per chunk (engine/cpu uses the same)
+
+// Sum over the 32 lanes of a full warp in f64 by xor butterflies: a fixed
+// order, and every lane ends with the same bits.
+static __device__ __forceinline__ double warp_sum_f64(double v) {
+	for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+	return v;
+}
+
+// Sum over a block of blockDim.x threads (a multiple of 32, at most 1024) in
+// a fixed order: each warp's butterfly, then warp 0 adds the warp sums (in
+// lanes 0…nwarps−1, zeros above) by the same butterfly. The result is valid
+// in thread 0 (and in all of warp 0). scratch: 32 doubles of shared memory,
+// free for reuse once the call returns. Every thread must call it.
+static __device__ __forceinline__ double block_sum_f64(double v, double *scratch) {
+	const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, nwarps = blockDim.x / 32;
+	v = warp_sum_f64(v);
+	if (lane == 0) scratch[warp] = v;
+	__syncthreads();
+	if (warp == 0) v = warp_sum_f64(lane < nwarps ? scratch[lane] : 0.0);
+	__syncthreads();
+	return v;
+}
+
+// ---- segment sums ---------------------------------------------------------------
+
+__global__ void __launch_bounds__(kSegBlock)
+	segment_sum_kernel(float *__restrict__ out,          // [nseg]
+	                   const float *__restrict__ x,      // [n]
+	                   const float *__restrict__ w,      // [n]
+	                   const int32_t *__restrict__ seg,  // [n]
+	                   int64_t n, int64_t nseg) {
+	__shared__ double scratch[32];
+	for (int64_t s = blockIdx.x; s < nseg; s += gridDim.x) { // uniform across the block
+		double acc = 0.0;
+		for (int64_t i = threadIdx.x; i < n; i += kSegBlock)
+			if (seg[i] == s) acc += (double)w[i] * (double)x[i];
+		acc = block_sum_f64(acc, scratch);
+		if (threadIdx.x == 0) out[s] += (float)acc;
+	}
+}
+
+__global__ void segment_sum_backward_kernel(float *__restrict__ dx,          // [n]
+                                            const float *__restrict__ dout,  // [nseg]
+                                            const float *__restrict__ w,     // [n]
+                                            const int32_t *__restrict__ seg, // [n]
+                                            int64_t n) {
+	for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+		const int32_t s = seg[i];
+		dx[i] = s >= 0 ? w[i] * dout[s] : 0.0f;
+	}
+}
+
+extern "C" cudaError_t tw_segment_sum(float *out, const float *x, const float *w, const int32_t *seg, int64_t n,
+                                      int64_t nseg, cudaStream_t stream) {
+	if (n <= 0 || nseg <= 0) return cudaSuccess; // out[s] += 0 changes nothing
+	const unsigned grid = (unsigned)(nseg < 65535 ? nseg : 65535);
+	LAUNCH(grid, kSegBlock, 0, stream, segment_sum_kernel)(out, x, w, seg, n, nseg);
+	return cudaGetLastError();
+}
+
+extern "C" cudaError_t tw_segment_sum_backward(float *dx, const float *dout, const float *w, const int32_t *seg,
+                                               int64_t n, cudaStream_t stream) {
+	if (n <= 0) return cudaSuccess;
+	LAUNCH(grid_for(n, 256), 256, 0, stream, segment_sum_backward_kernel)(dx, dout, w, seg, n);
+	return cudaGetLastError();
+}
+
+// ---- sum of squares -------------------------------------------------------------
+
+// W elements of T in one 16-byte load.
+template <class T> struct alignas(16) Group16 {
+	static constexpr int W = 16 / sizeof(T);
+	T v[W];
+};
+
+// Partial sums of squares of the chunks of x; with one chunk, adds it to
+// out[0] instead of writing partials. aligned: x is 16-byte aligned.
+template <class T>
+__global__ void __launch_bounds__(kSumBlock)
+	sum_squares_chunks_kernel(double *__restrict__ partials, // [nchunks], or nullptr with one chunk
+	                          float *__restrict__ out,       // [1], written only with one chunk
+	                          const T *__restrict__ x,       // [n]
+	                          int64_t n, int64_t nchunks, bool aligned) {
+	constexpr int W = Group16<T>::W;
+	__shared__ double scratch[32];
+	for (int64_t c = blockIdx.x; c < nchunks; c += gridDim.x) { // uniform across the block
+		const T *xc = x + c * kSumChunk;                          // [len] this chunk
+		const int64_t len = min(kSumChunk, n - c * kSumChunk);
+		double acc = 0.0;
+		for (int64_t g = threadIdx.x; g * W < len; g += kSumBlock) {
+			if (aligned && (g + 1) * W <= len) {
+				const Group16<T> grp = *reinterpret_cast<const Group16<T> *>(xc + g * W);
+				for (int k = 0; k < W; k++) {
+					const double f = to_float(grp.v[k]);
+					acc += f * f;
+				}
+			} else {
+				for (int64_t i = g * W; i < min((g + 1) * W, len); i++) {
+					const double f = to_float(xc[i]);
+					acc += f * f;
+				}
+			}
+		}
+		acc = block_sum_f64(acc, scratch);
+		if (threadIdx.x == 0) {
+			if (nchunks == 1) out[0] += (float)acc;
+			else partials[c] = acc;
+		}
+	}
+}
+
+__global__ void __launch_bounds__(kFinalBlock)
+	sum_squares_final_kernel(float *__restrict__ out,             // [1]
+	                         const double *__restrict__ partials, // [nchunks]
+	                         int64_t nchunks) {
+	__shared__ double scratch[32];
+	double acc = 0.0;
+	for (int64_t c = threadIdx.x; c < nchunks; c += kFinalBlock) acc += partials[c];
+	acc = block_sum_f64(acc, scratch);
+	if (threadIdx.x == 0) out[0] += (float)acc;
+}
+
+static int64_t sum_squares_chunks(int64_t n) { return n <= 0 ? 0 : (n + kSumChunk - 1) / kSumChunk; }
+
+extern "C" size_t tw_sum_squares_workspace(int64_t n) {
+	const int64_t c = sum_squares_chunks(n);
+	return c > 1 ? (size_t)c * sizeof(double) : 0;
+}
+
+template <class T>
+static cudaError_t sum_squares(float *out, const T *x, int64_t n, double *partials, cudaStream_t stream) {
+	const int64_t nchunks = sum_squares_chunks(n);
+	const bool aligned = (uintptr_t)x % 16 == 0;
+	const unsigned grid = (unsigned)(nchunks < 65535 ? nchunks : 65535);
+	LAUNCH(grid, kSumBlock, 0, stream, sum_squares_chunks_kernel<T>)(nchunks > 1 ? partials : nullptr, out, x, n,
+	                                                                  nchunks, aligned);
+	cudaError_t err = cudaGetLastError();
+	if (err != cudaSuccess || nchunks == 1) return err;
+	LAUNCH(1, kFinalBlock, 0, stream, sum_squares_final_kernel)(out, partials, nchunks);
+	return cudaGetLastError();
+}
+
+extern "C" cudaError_t tw_sum_squares(float *out, const void *x, tw_dtype dt, int64_t n, void *workspace,
+                                      cudaStream_t stream) {
+	if (dt != TW_F32 && dt != TW_BF16 && dt != TW_F16) return cudaErrorInvalidValue;
+	if (n <= 0) return cudaSuccess;
+	double *partials = (double *)workspace; // [nchunks] when nchunks > 1
+	switch (dt) {
+	case TW_F32: return sum_squares(out, (const float *)x, n, partials, stream);
+	case TW_BF16: return sum_squares(out, (const __nv_bfloat16 *)x, n, partials, stream);
+	default: return sum_squares(out, (const __half *)x, n, partials, stream);
+	}
+}
