@@ -1,0 +1,219 @@
+//go:build cuda || cudaemu
+
+package cuda
+
+import (
+	"cmp"
+	"fmt"
+	"math"
+	"slices"
+	"testing"
+
+	"github.com/turnwise/turnwise/engine"
+	"github.com/turnwise/turnwise/engine/enginetest"
+	"github.com/turnwise/turnwise/engine/ref"
+)
+
+// Checks of the reduce, adamw and sample kernels beyond the conformance
+// suite: draws that must equal the CPU backend's exactly (ties at the nucleus
+// boundary, several draw tiles, every float dtype), and results that must
+// not depend on the alignment that selects vector loads.
+
+func newBackend(t *testing.T) *Backend {
+	t.Helper()
+	b, err := New(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// at returns a tensor of n elements of dt at byte offset off of a fresh
+// buffer, holding vals.
+func at(b engine.Backend, dt engine.DType, off int, vals []float32) *engine.Tensor {
+	buf, err := b.NewBuffer(off + len(vals)*dt.Size())
+	if err != nil {
+		panic(err)
+	}
+	x := engine.NewTensor(buf, off, dt, len(vals))
+	engine.SetF32(b, x, vals)
+	return x
+}
+
+// TestSampleMatchesCPU draws from rows with many tied weights (logits on a
+// coarse grid), over several draw tiles, in every float dtype, and requires
+// the ids of engine/cpu's algorithm (cpuSample: the same f32 weights, sums
+// in another f64 order) and of the float64 reference.
+func TestSampleMatchesCPU(t *testing.T) {
+	g := newBackend(t)
+	params := []engine.SampleParams{
+		{}, {Temperature: 1}, {Temperature: 0.7, TopP: 0.9}, {Temperature: 1.3, TopP: 0.5},
+		{Temperature: 1, TopP: 0.999}, {Temperature: 0.5, TopP: 0.01}, {Temperature: 2, TopP: 0.3},
+	}
+	for _, dt := range []engine.DType{engine.F32, engine.BF16, engine.F16} {
+		for _, shape := range []struct{ rows, v, grid int }{{5, 1, 1}, {6, 2, 1}, {8, 50, 4}, {4, 4099, 8}, {3, 20011, 32}} {
+			for pi, sp := range params {
+				name := fmt.Sprintf("%v/V=%d/T=%g_p=%g", dt, shape.v, sp.Temperature, sp.TopP)
+				t.Run(name, func(t *testing.T) {
+					r := enginetest.Rand(uint64(7*shape.v + pi))
+					lv := make([]float32, shape.rows*shape.v)
+					for i := range lv {
+						// A coarse grid: ties everywhere, and at the nucleus boundary.
+						lv[i] = dt.Round(float32(r.IntN(shape.grid)) * 0.25)
+					}
+					uv := make([]float32, shape.rows)
+					for i := range uv {
+						uv[i] = float32(r.Float64())
+					}
+					uv[0] = 0 // the first positive candidate
+					got := draw(g, dt, lv, uv, shape.rows, shape.v, sp)
+					for i := range got {
+						if want := cpuSample(lv[i*shape.v:(i+1)*shape.v], uv[i], sp); int(got[i]) != want {
+							t.Fatalf("row %d (u=%g): drew %d, CPU %d", i, uv[i], got[i], want)
+						}
+						if rf := ref.Sample(enginetest.F64(lv[i*shape.v:(i+1)*shape.v]), float64(uv[i]),
+							float64(sp.Temperature), float64(sp.TopP)); int(got[i]) != rf {
+							t.Errorf("row %d (u=%g): drew %d, reference %d", i, uv[i], got[i], rf)
+						}
+					}
+				})
+			}
+		}
+	}
+}
+
+// cpuSample is engine/cpu's sampling of one row, restated here because the
+// CPU backend cannot be linked into the same binary as the kernels (C
+// symbols of both are named tw_adamw and tw_swiglu).
+func cpuSample(row []float32, u float32, p engine.SampleParams) int {
+	if p.Temperature <= 0 {
+		best := 0
+		for j, x := range row {
+			if x > row[best] {
+				best = j
+			}
+		}
+		return best
+	}
+	m := float32(math.Inf(-1))
+	for _, x := range row {
+		m = max(m, x)
+	}
+	inv := 1 / p.Temperature
+	e := make([]float32, len(row))
+	var total float64
+	for j, x := range row {
+		e[j] = float32(math.Exp(float64((x - m) * inv)))
+		total += float64(e[j])
+	}
+	mass := total
+	if p.TopP > 0 && p.TopP < 1 {
+		order := make([]int, len(e))
+		for j := range order {
+			order[j] = j
+		}
+		slices.SortFunc(order, func(x, y int) int {
+			if c := cmp.Compare(e[y], e[x]); c != 0 {
+				return c
+			}
+			return cmp.Compare(x, y)
+		})
+		keep := 0
+		for mass = 0; keep < len(order); {
+			mass += float64(e[order[keep]])
+			keep++
+			if mass >= float64(p.TopP)*total {
+				break
+			}
+		}
+		for _, j := range order[keep:] {
+			e[j] = 0
+		}
+	}
+	var c float64
+	last := 0
+	for j, w := range e {
+		c += float64(w)
+		if w > 0 {
+			last = j
+		}
+		if c > float64(u)*mass {
+			return j
+		}
+	}
+	return last
+}
+
+func draw(b engine.Backend, dt engine.DType, lv, uv []float32, rows, v int, sp engine.SampleParams) []int32 {
+	ids := engine.MustAlloc(b, engine.I32, rows)
+	b.Sample(ids, engine.FromF32(b, dt, lv, rows, v), engine.FromF32(b, engine.F32, uv, rows), sp)
+	return engine.ToI32(b, ids)
+}
+
+// TestSampleTies: all weights equal, so the nucleus keeps the lowest
+// ⌈p·V⌉ indices and the draw is ⌊u·k⌋ among them.
+func TestSampleTies(t *testing.T) {
+	g := newBackend(t)
+	const v = 40
+	us := []float32{0, 0.1, 0.49, 0.5, 0.77, 0.999}
+	lv := make([]float32, len(us)*v)
+	got := draw(g, engine.F32, lv, us, len(us), v, engine.SampleParams{Temperature: 1, TopP: 0.25})
+	for i, u := range us {
+		if want := int32(u * 10); got[i] != want {
+			t.Errorf("u=%g: drew %d, want %d", u, got[i], want)
+		}
+	}
+	// Greedy: the lowest index among equal maxima; NaN never wins.
+	nan := float32(math.NaN())
+	rows := [][]float32{{1, 3, 3, 2}, {nan, 5, 6, 6}, {2, nan, 2, 1}, {-1, -1, -1, -1}}
+	want := []int32{1, 0, 0, 0}
+	var flat []float32
+	for _, r := range rows {
+		flat = append(flat, r...)
+	}
+	got = draw(g, engine.F32, flat, make([]float32, len(rows)), len(rows), 4, engine.SampleParams{})
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("greedy row %v: %d, want %d", rows[i], got[i], want[i])
+		}
+	}
+}
+
+// TestAlignmentInvariance: SumSquares and AdamW take vector loads only when
+// their pointers are aligned; a misaligned view must give the same bits.
+func TestAlignmentInvariance(t *testing.T) {
+	g := newBackend(t)
+	r := enginetest.Rand(5)
+	for _, dt := range []engine.DType{engine.F32, engine.BF16, engine.F16} {
+		const n = 70001 // two chunks, and a tail
+		xv := enginetest.Values(r, dt, n, 3)
+		var sums [2]float32
+		for k, off := range []int{0, 2 * dt.Size()} {
+			acc := engine.FromF32(g, engine.F32, []float32{0.25}, 1)
+			g.SumSquares(acc, at(g, dt, off, xv))
+			sums[k] = engine.ToF32(g, acc)[0]
+		}
+		if sums[0] != sums[1] {
+			t.Errorf("%v SumSquares: %v aligned, %v misaligned", dt, sums[0], sums[1])
+		}
+
+		const m = 1003
+		pv, gv := enginetest.Values(r, engine.F32, m, 1), enginetest.Values(r, dt, m, 1)
+		sq := make([]float32, m) // a valid second moment
+		for i, x := range pv {
+			sq[i] = x * x
+		}
+		p := engine.AdamWParams{LR: 1e-2, Beta1: 0.9, Beta2: 0.95, Eps: 1e-8, WeightDecay: 0.1, GradScale: 0.5, Step: 3}
+		var outs [2][]float32
+		for k, off := range []int{0, 4} {
+			param, mt, vt := at(g, engine.F32, off, pv), at(g, engine.F32, off, gv), at(g, engine.F32, off, sq)
+			g.AdamW(param, at(g, dt, off, gv), mt, vt, nil, p)
+			outs[k] = append(append(engine.ToF32(g, param), engine.ToF32(g, mt)...), engine.ToF32(g, vt)...)
+		}
+		for i := range outs[0] {
+			if math.Float32bits(outs[0][i]) != math.Float32bits(outs[1][i]) {
+				t.Fatalf("%v AdamW: element %d: %v aligned, %v misaligned", dt, i, outs[0][i], outs[1][i])
+			}
+		}
+	}
+}
