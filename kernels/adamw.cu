@@ -30,6 +30,7 @@
 
 #include "common.cuh"
 #include "kernels.h"
+#include "pack.cuh"
 
 static constexpr int kBlock = 256;
 
@@ -46,20 +47,9 @@ static __device__ __forceinline__ float adamw_update(float w, float g, float &m,
 	return __fsub_rn(__fmul_rn(w, a.decay), __fdiv_rn(__fmul_rn(a.step, m), den));
 }
 
-// Four consecutive elements of T, moved by one vector load or store.
-template <class T> struct alignas(4 * sizeof(T)) Pack4 {
-	T v[4];
-};
-template <class T> static __device__ __forceinline__ Pack4<T> load4(const T *p) {
-	return *reinterpret_cast<const Pack4<T> *>(p);
-}
-template <class T> static __device__ __forceinline__ void store4(T *p, const Pack4<T> &x) {
-	*reinterpret_cast<Pack4<T> *>(p) = x;
-}
-
 // P, G: param and grad element types. kMaster: master is given (the update
 // runs on it; param receives its rounding). vec: every pointer is aligned to
-// its Pack4 (checked by the launcher).
+// its 4-element Pack (checked by the launcher).
 template <class P, class G, bool kMaster>
 __global__ void __launch_bounds__(kBlock)
 	adamw_kernel(P *__restrict__ param,        // [n]
@@ -75,21 +65,17 @@ __global__ void __launch_bounds__(kBlock)
 		const int64_t n4 = n / 4; // [n4] packs of 4
 		for (int64_t q = i; q < n4; q += stride) {
 			const int64_t e = 4 * q;
-			const Pack4<G> g = load4(grad + e);
-			Pack4<float> mm = load4(m + e), vv = load4(v + e), w;
-			if constexpr (kMaster) {
-				w = load4(master + e);
-			} else {
-				const Pack4<P> p = load4(param + e);
-				for (int k = 0; k < 4; k++) w.v[k] = to_float(p.v[k]);
-			}
-			for (int k = 0; k < 4; k++) w.v[k] = adamw_update(w.v[k], to_float(g.v[k]), mm.v[k], vv.v[k], a);
-			store4(m + e, mm);
-			store4(v + e, vv);
-			Pack4<P> p;
-			for (int k = 0; k < 4; k++) p.v[k] = from_float<P>(w.v[k]);
-			store4(param + e, p);
-			if constexpr (kMaster) store4(master + e, w);
+			float g[4], mm[4], vv[4], w[4]; // elements e…e+3
+			load_pack(g, grad + e);
+			load_pack(mm, m + e);
+			load_pack(vv, v + e);
+			if constexpr (kMaster) load_pack(w, master + e);
+			else load_pack(w, param + e);
+			for (int k = 0; k < 4; k++) w[k] = adamw_update(w[k], g[k], mm[k], vv[k], a);
+			store_pack(m + e, mm);
+			store_pack(v + e, vv);
+			store_pack(param + e, w);
+			if constexpr (kMaster) store_pack(master + e, w);
 		}
 		done = 4 * n4;
 	}
@@ -102,19 +88,6 @@ __global__ void __launch_bounds__(kBlock)
 		param[i] = from_float<P>(w);
 	}
 }
-
-// dispatch calls f with a null pointer of the C++ type that dt names, or
-// returns cudaErrorInvalidValue for a dtype the kernels do not take.
-template <class F> static cudaError_t dispatch(tw_dtype dt, F f) {
-	switch (dt) {
-	case TW_F32: return f((float *)nullptr);
-	case TW_BF16: return f((__nv_bfloat16 *)nullptr);
-	case TW_F16: return f((__half *)nullptr);
-	default: return cudaErrorInvalidValue;
-	}
-}
-
-static bool aligned_to(const void *p, size_t a) { return (uintptr_t)p % a == 0; }
 
 extern "C" cudaError_t tw_adamw(void *param, tw_dtype pdt, const void *grad, tw_dtype gdt, float *m, float *v,
                                 float *master, int64_t n, float lr, float beta1, float beta2, float eps,
@@ -132,12 +105,12 @@ extern "C" cudaError_t tw_adamw(void *param, tw_dtype pdt, const void *grad, tw_
 	a.decay = 1.0f - lr * weight_decay; // as engine/cpu: f32 product, then f32 difference
 	a.step = lr / bc1;
 	a.bc2 = bc2;
-	return dispatch(pdt, [&](auto *pt) {
-		return dispatch(gdt, [&](auto *gt) {
-			using P = std::remove_pointer_t<decltype(pt)>;
-			using G = std::remove_pointer_t<decltype(gt)>;
-			const bool vec = aligned_to(param, 4 * sizeof(P)) && aligned_to(grad, 4 * sizeof(G)) &&
-			                 aligned_to(m, 16) && aligned_to(v, 16) && (!master || aligned_to(master, 16));
+	return dispatch_float(pdt, [&](auto *pt) {
+		return dispatch_float(gdt, [&](auto *gt) {
+			using P = elem_t<decltype(pt)>;
+			using G = elem_t<decltype(gt)>;
+			const bool vec = pack_aligned<P, 4>(param) && pack_aligned<G, 4>(grad) && pack_aligned<float, 4>(m) &&
+			                 pack_aligned<float, 4>(v) && (!master || pack_aligned<float, 4>(master));
 			const unsigned grid = grid_for(ceil_div<int64_t>(n, vec ? 4 : 1), kBlock, 4096);
 			if (master) {
 				LAUNCH(grid, kBlock, 0, stream, adamw_kernel<P, G, true>)((P *)param, (const G *)grad, m, v, master, n,

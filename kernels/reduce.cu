@@ -55,6 +55,7 @@
 //   No atomics.
 #include "common.cuh"
 #include "kernels.h"
+#include "pack.cuh"
 
 static constexpr int kSegBlock = 256;    // threads per segment_sum block
 static constexpr int kSumBlock = 256;    // threads per sum_squares chunk block
@@ -129,21 +130,16 @@ extern "C" cudaError_t tw_segment_sum_backward(float *dx, const float *dout, con
 
 // ---- sum of squares -------------------------------------------------------------
 
-// W elements of T in one 16-byte load.
-template <class T> struct alignas(16) Group16 {
-	static constexpr int W = 16 / sizeof(T);
-	T v[W];
-};
-
 // Partial sums of squares of the chunks of x; with one chunk, adds it to
-// out[0] instead of writing partials. aligned: x is 16-byte aligned.
+// out[0] instead of writing partials. aligned: x is aligned to its 16-byte
+// Pack (chunks start at multiples of 2^16 elements, so every group is).
 template <class T>
 __global__ void __launch_bounds__(kSumBlock)
 	sum_squares_chunks_kernel(double *__restrict__ partials, // [nchunks], or nullptr with one chunk
 	                          float *__restrict__ out,       // [1], written only with one chunk
 	                          const T *__restrict__ x,       // [n]
 	                          int64_t n, int64_t nchunks, bool aligned) {
-	constexpr int W = Group16<T>::W;
+	constexpr int W = pack_width<T>(); // elements per group: one 16-byte load
 	__shared__ double scratch[32];
 	for (int64_t c = blockIdx.x; c < nchunks; c += gridDim.x) { // uniform across the block
 		const T *xc = x + c * kSumChunk;                          // [len] this chunk
@@ -151,11 +147,9 @@ __global__ void __launch_bounds__(kSumBlock)
 		double acc = 0.0;
 		for (int64_t g = threadIdx.x; g * W < len; g += kSumBlock) {
 			if (aligned && (g + 1) * W <= len) {
-				const Group16<T> grp = *reinterpret_cast<const Group16<T> *>(xc + g * W);
-				for (int k = 0; k < W; k++) {
-					const double f = to_float(grp.v[k]);
-					acc += f * f;
-				}
+				float f[W];
+				load_pack(f, xc + g * W);
+				for (int k = 0; k < W; k++) acc += (double)f[k] * f[k];
 			} else {
 				for (int64_t i = g * W; i < min((g + 1) * W, len); i++) {
 					const double f = to_float(xc[i]);
@@ -192,7 +186,7 @@ extern "C" size_t tw_sum_squares_workspace(int64_t n) {
 template <class T>
 static cudaError_t sum_squares(float *out, const T *x, int64_t n, double *partials, cudaStream_t stream) {
 	const int64_t nchunks = sum_squares_chunks(n);
-	const bool aligned = (uintptr_t)x % 16 == 0;
+	const bool aligned = pack_aligned<T, pack_width<T>()>(x);
 	const unsigned grid = (unsigned)(nchunks < 65535 ? nchunks : 65535);
 	LAUNCH(grid, kSumBlock, 0, stream, sum_squares_chunks_kernel<T>)(nchunks > 1 ? partials : nullptr, out, x, n,
 	                                                                  nchunks, aligned);
@@ -204,12 +198,10 @@ static cudaError_t sum_squares(float *out, const T *x, int64_t n, double *partia
 
 extern "C" cudaError_t tw_sum_squares(float *out, const void *x, tw_dtype dt, int64_t n, void *workspace,
                                       cudaStream_t stream) {
-	if (dt != TW_F32 && dt != TW_BF16 && dt != TW_F16) return cudaErrorInvalidValue;
-	if (n <= 0) return cudaSuccess;
-	double *partials = (double *)workspace; // [nchunks] when nchunks > 1
-	switch (dt) {
-	case TW_F32: return sum_squares(out, (const float *)x, n, partials, stream);
-	case TW_BF16: return sum_squares(out, (const __nv_bfloat16 *)x, n, partials, stream);
-	default: return sum_squares(out, (const __half *)x, n, partials, stream);
-	}
+	return dispatch_float(dt, [&](auto *t) {
+		using T = elem_t<decltype(t)>;
+		if (n <= 0) return cudaSuccess;
+		double *partials = (double *)workspace; // [nchunks] when nchunks > 1
+		return sum_squares(out, (const T *)x, n, partials, stream);
+	});
 }

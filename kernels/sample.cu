@@ -87,6 +87,7 @@
 //   uses one SM.
 #include "common.cuh"
 #include "kernels.h"
+#include "pack.cuh"
 
 static constexpr int kThreads = 1024;          // threads per block (one block per row)
 static constexpr int kWarps = kThreads / 32;
@@ -445,13 +446,11 @@ static cudaError_t sample(int32_t *ids, const T *logits, const float *u, int64_t
 
 extern "C" cudaError_t tw_sample(int32_t *ids, const void *logits, tw_dtype dt, const float *u, int64_t b, int64_t v,
                                  float temperature, float top_p, void *workspace, cudaStream_t stream) {
-	if (dt != TW_F32 && dt != TW_BF16 && dt != TW_F16) return cudaErrorInvalidValue;
-	if (v >= (int64_t)1 << 29) return cudaErrorInvalidValue;
-	if (b <= 0 || v <= 0) return cudaSuccess;
-	float *ws = (float *)workspace; // [b, padded(v)]
-	switch (dt) {
-	case TW_F32: return sample(ids, (const float *)logits, u, b, v, temperature, top_p, ws, stream);
-	case TW_BF16: return sample(ids, (const __nv_bfloat16 *)logits, u, b, v, temperature, top_p, ws, stream);
-	default: return sample(ids, (const __half *)logits, u, b, v, temperature, top_p, ws, stream);
-	}
+	return dispatch_float(dt, [&](auto *t) {
+		using T = elem_t<decltype(t)>;
+		if (v >= (int64_t)1 << 29) return cudaErrorInvalidValue;
+		if (b <= 0 || v <= 0) return cudaSuccess;
+		float *ws = (float *)workspace; // [b, padded(v)]
+		return sample(ids, (const T *)logits, u, b, v, temperature, top_p, ws, stream);
+	});
 }

@@ -3,13 +3,12 @@
 package cuda
 
 import (
-	"cmp"
 	"fmt"
 	"math"
-	"slices"
 	"testing"
 
 	"github.com/turnwise/turnwise/engine"
+	"github.com/turnwise/turnwise/engine/cpu"
 	"github.com/turnwise/turnwise/engine/enginetest"
 	"github.com/turnwise/turnwise/engine/ref"
 )
@@ -18,15 +17,6 @@ import (
 // suite: draws that must equal the CPU backend's exactly (ties at the nucleus
 // boundary, several draw tiles, every float dtype), and results that must
 // not depend on the alignment that selects vector loads.
-
-func newBackend(t *testing.T) *Backend {
-	t.Helper()
-	b, err := New(Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
 
 // at returns a tensor of n elements of dt at byte offset off of a fresh
 // buffer, holding vals.
@@ -42,10 +32,10 @@ func at(b engine.Backend, dt engine.DType, off int, vals []float32) *engine.Tens
 
 // TestSampleMatchesCPU draws from rows with many tied weights (logits on a
 // coarse grid), over several draw tiles, in every float dtype, and requires
-// the ids of engine/cpu's algorithm (cpuSample: the same f32 weights, sums
-// in another f64 order) and of the float64 reference.
+// the CPU backend's ids (the same f32 weights, sums in another f64 order)
+// and the float64 reference's.
 func TestSampleMatchesCPU(t *testing.T) {
-	g := newBackend(t)
+	g, c := newBackend(t), cpu.New(cpu.Options{})
 	params := []engine.SampleParams{
 		{}, {Temperature: 1}, {Temperature: 0.7, TopP: 0.9}, {Temperature: 1.3, TopP: 0.5},
 		{Temperature: 1, TopP: 0.999}, {Temperature: 0.5, TopP: 0.01}, {Temperature: 2, TopP: 0.3},
@@ -66,10 +56,10 @@ func TestSampleMatchesCPU(t *testing.T) {
 						uv[i] = float32(r.Float64())
 					}
 					uv[0] = 0 // the first positive candidate
-					got := draw(g, dt, lv, uv, shape.rows, shape.v, sp)
+					got, want := draw(g, dt, lv, uv, shape.rows, shape.v, sp), draw(c, dt, lv, uv, shape.rows, shape.v, sp)
 					for i := range got {
-						if want := cpuSample(lv[i*shape.v:(i+1)*shape.v], uv[i], sp); int(got[i]) != want {
-							t.Fatalf("row %d (u=%g): drew %d, CPU %d", i, uv[i], got[i], want)
+						if got[i] != want[i] {
+							t.Fatalf("row %d (u=%g): drew %d, CPU %d", i, uv[i], got[i], want[i])
 						}
 						if rf := ref.Sample(enginetest.F64(lv[i*shape.v:(i+1)*shape.v]), float64(uv[i]),
 							float64(sp.Temperature), float64(sp.TopP)); int(got[i]) != rf {
@@ -80,68 +70,6 @@ func TestSampleMatchesCPU(t *testing.T) {
 			}
 		}
 	}
-}
-
-// cpuSample is engine/cpu's sampling of one row, restated here because the
-// CPU backend cannot be linked into the same binary as the kernels (C
-// symbols of both are named tw_adamw and tw_swiglu).
-func cpuSample(row []float32, u float32, p engine.SampleParams) int {
-	if p.Temperature <= 0 {
-		best := 0
-		for j, x := range row {
-			if x > row[best] {
-				best = j
-			}
-		}
-		return best
-	}
-	m := float32(math.Inf(-1))
-	for _, x := range row {
-		m = max(m, x)
-	}
-	inv := 1 / p.Temperature
-	e := make([]float32, len(row))
-	var total float64
-	for j, x := range row {
-		e[j] = float32(math.Exp(float64((x - m) * inv)))
-		total += float64(e[j])
-	}
-	mass := total
-	if p.TopP > 0 && p.TopP < 1 {
-		order := make([]int, len(e))
-		for j := range order {
-			order[j] = j
-		}
-		slices.SortFunc(order, func(x, y int) int {
-			if c := cmp.Compare(e[y], e[x]); c != 0 {
-				return c
-			}
-			return cmp.Compare(x, y)
-		})
-		keep := 0
-		for mass = 0; keep < len(order); {
-			mass += float64(e[order[keep]])
-			keep++
-			if mass >= float64(p.TopP)*total {
-				break
-			}
-		}
-		for _, j := range order[keep:] {
-			e[j] = 0
-		}
-	}
-	var c float64
-	last := 0
-	for j, w := range e {
-		c += float64(w)
-		if w > 0 {
-			last = j
-		}
-		if c > float64(u)*mass {
-			return j
-		}
-	}
-	return last
 }
 
 func draw(b engine.Backend, dt engine.DType, lv, uv []float32, rows, v int, sp engine.SampleParams) []int32 {
@@ -210,10 +138,6 @@ func TestAlignmentInvariance(t *testing.T) {
 			g.AdamW(param, at(g, dt, off, gv), mt, vt, nil, p)
 			outs[k] = append(append(engine.ToF32(g, param), engine.ToF32(g, mt)...), engine.ToF32(g, vt)...)
 		}
-		for i := range outs[0] {
-			if math.Float32bits(outs[0][i]) != math.Float32bits(outs[1][i]) {
-				t.Fatalf("%v AdamW: element %d: %v aligned, %v misaligned", dt, i, outs[0][i], outs[1][i])
-			}
-		}
+		sameBits(t, fmt.Sprintf("%v AdamW misaligned (param, m, v)", dt), outs[1], outs[0])
 	}
 }
