@@ -182,7 +182,8 @@ type Backend interface {
 	LogSoftmaxGatherBackward(dLogits, dLogp, logits, lse, targets *Tensor)
 
 	// SegmentSum accumulates weighted values into segments:
-	// out[s] += Σ_{i: seg[i] == s} w[i]·x[i], summed in index order. Rows with
+	// out[s] += Σ_{i: seg[i] == s} w[i]·x[i], summed in f64 in a fixed order
+	// (the same bits on every run of a backend). Rows with
 	// seg[i] < 0 are skipped. This is the masked sum and (with w = mask /
 	// count) the masked mean of per-token values used by SFT, DPO and the
 	// critic. out [S] f32, x [N] f32, w [N] f32, seg [N] i32.

@@ -131,7 +131,7 @@ cudaError_t tw_logsoftmax_gather_backward(void *dlogits, const float *dlogp, con
 
 /* ---- reduce.cu ----------------------------------------------------------- */
 
-/* out[s] += Σ_{seg[i]=s} w[i]·x[i] (f64, index order per segment; seg < 0
+/* out[s] += Σ_{seg[i]=s} w[i]·x[i] (f64, a fixed order per segment; seg < 0
  * skipped). out [nseg] f32; x, w [n] f32. */
 cudaError_t tw_segment_sum(float *out, const float *x, const float *w, const int32_t *seg, int64_t n, int64_t nseg,
                            cudaStream_t stream);
