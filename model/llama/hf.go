@@ -1,0 +1,740 @@
+package llama
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"reflect"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"unsafe"
+
+	"github.com/turnwise/turnwise/engine"
+	"github.com/turnwise/turnwise/safetensors"
+)
+
+// HFConfigName is the file name of a Hugging Face model configuration.
+const HFConfigName = "config.json"
+
+// hfConfigIn is the part of a Hugging Face config.json a Llama needs.
+// Pointers tell absent (or null) fields from zero ones.
+type hfConfigIn struct {
+	ModelType      *string         `json:"model_type"`
+	HiddenSize     *int            `json:"hidden_size"`
+	Layers         *int            `json:"num_hidden_layers"`
+	Heads          *int            `json:"num_attention_heads"`
+	KVHeads        *int            `json:"num_key_value_heads"`
+	HeadDim        *int            `json:"head_dim"`
+	FFN            *int            `json:"intermediate_size"`
+	Vocab          *int            `json:"vocab_size"`
+	NormEps        *float64        `json:"rms_norm_eps"`
+	RopeTheta      *float64        `json:"rope_theta"`
+	RopeScaling    *hfRope         `json:"rope_scaling"`
+	RopeParameters *hfRope         `json:"rope_parameters"` // newer configs: θ and scaling together
+	Tied           *bool           `json:"tie_word_embeddings"`
+	MaxPos         *int            `json:"max_position_embeddings"`
+	BOS            *int64          `json:"bos_token_id"`
+	EOS            json.RawMessage `json:"eos_token_id"`
+	HiddenAct      *string         `json:"hidden_act"`
+	AttentionBias  *bool           `json:"attention_bias"`
+	MLPBias        *bool           `json:"mlp_bias"`
+}
+
+// hfRope is a rope_scaling (or rope_parameters) object.
+type hfRope struct {
+	RopeType  *string  `json:"rope_type"`
+	Type      *string  `json:"type"` // the older spelling of rope_type
+	RopeTheta *float64 `json:"rope_theta"`
+	Factor    *float64 `json:"factor"`
+	Low       *float64 `json:"low_freq_factor"`
+	High      *float64 `json:"high_freq_factor"`
+	Original  *int     `json:"original_max_position_embeddings"`
+}
+
+// Hugging Face's LlamaConfig defaults for the optional fields.
+const (
+	hfDefaultTheta  = 10000
+	hfDefaultEps    = 1e-6
+	hfDefaultMaxPos = 2048
+	hfDefaultBOS    = 1
+	hfDefaultEOS    = 2
+)
+
+// LoadHFConfig reads a Hugging Face config.json (path is the file or the
+// directory holding it) describing a Llama: model_type "llama", the sizes,
+// RMSNorm epsilon, RoPE θ and llama3 frequency scaling, tied embeddings, and
+// the BOS and EOS ids. Optional fields take LlamaConfig's defaults
+// (num_key_value_heads = num_attention_heads, head_dim = hidden_size /
+// num_attention_heads, rope_theta 10000, rms_norm_eps 1e-6, untied,
+// max_position_embeddings 2048, bos 1, eos 2). Errors name the file and the
+// field.
+func LoadHFConfig(path string) (Config, error) {
+	if st, err := os.Stat(path); err == nil && st.IsDir() {
+		path = filepath.Join(path, HFConfigName)
+	}
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return Config{}, err
+	}
+	c, err := parseHFConfig(raw)
+	if err != nil {
+		return Config{}, fmt.Errorf("%s: %w", path, err)
+	}
+	return c, nil
+}
+
+// parseHFConfig converts the JSON of a config.json to a Config.
+func parseHFConfig(raw []byte) (Config, error) {
+	var in hfConfigIn
+	if err := json.Unmarshal(raw, &in); err != nil {
+		return Config{}, hfJSONErr(err)
+	}
+	switch {
+	case in.ModelType == nil:
+		return Config{}, errors.New(`model_type is missing, want "llama"`)
+	case *in.ModelType != "llama":
+		return Config{}, fmt.Errorf(`model_type is %q, want "llama"`, *in.ModelType)
+	case in.HiddenAct != nil && *in.HiddenAct != "silu":
+		return Config{}, fmt.Errorf(`hidden_act is %q; only "silu" (SwiGLU) is supported`, *in.HiddenAct)
+	case in.AttentionBias != nil && *in.AttentionBias:
+		return Config{}, errors.New("attention_bias is true; projections with biases are not supported")
+	case in.MLPBias != nil && *in.MLPBias:
+		return Config{}, errors.New("mlp_bias is true; projections with biases are not supported")
+	}
+	var errs []error
+	need := func(name string, v *int) int {
+		switch {
+		case v == nil:
+			errs = append(errs, fmt.Errorf("%s is missing", name))
+			return 0
+		case *v <= 0:
+			errs = append(errs, fmt.Errorf("%s = %d, must be positive", name, *v))
+		}
+		return *v
+	}
+	c := Config{
+		Dim:    need("hidden_size", in.HiddenSize),
+		Layers: need("num_hidden_layers", in.Layers),
+		Heads:  need("num_attention_heads", in.Heads),
+		FFN:    need("intermediate_size", in.FFN),
+		Vocab:  need("vocab_size", in.Vocab),
+	}
+	c.KVHeads = c.Heads
+	if in.KVHeads != nil {
+		c.KVHeads = need("num_key_value_heads", in.KVHeads)
+	}
+	if c.Heads > 0 {
+		c.HeadDim = c.Dim / c.Heads
+	}
+	if in.HeadDim != nil {
+		c.HeadDim = need("head_dim", in.HeadDim)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return Config{}, err
+	}
+	c.NormEps = hfDefaultEps
+	if in.NormEps != nil {
+		if !(*in.NormEps > 0) || *in.NormEps > math.MaxFloat32 {
+			return Config{}, fmt.Errorf("rms_norm_eps = %g, must be positive", *in.NormEps)
+		}
+		c.NormEps = float32(*in.NormEps)
+	}
+	c.RopeTheta = hfDefaultTheta
+	switch {
+	case in.RopeTheta != nil:
+		c.RopeTheta = *in.RopeTheta
+	case in.RopeParameters != nil && in.RopeParameters.RopeTheta != nil:
+		c.RopeTheta = *in.RopeParameters.RopeTheta
+	}
+	if !(c.RopeTheta > 0) {
+		return Config{}, fmt.Errorf("rope_theta = %g, must be positive", c.RopeTheta)
+	}
+	rope, field := in.RopeScaling, "rope_scaling"
+	if rope == nil {
+		rope, field = in.RopeParameters, "rope_parameters"
+	}
+	var err error
+	if c.RopeScale, err = parseHFRope(rope, field); err != nil {
+		return Config{}, err
+	}
+	c.TiedEmbed = in.Tied != nil && *in.Tied
+	c.MaxSeqLen = hfDefaultMaxPos
+	if in.MaxPos != nil {
+		c.MaxSeqLen = need("max_position_embeddings", in.MaxPos)
+	}
+	bos := int64(hfDefaultBOS)
+	if in.BOS != nil {
+		bos = *in.BOS
+	}
+	if bos < 0 || bos >= int64(c.Vocab) {
+		return Config{}, fmt.Errorf("bos_token_id = %d is outside the vocabulary of %d", bos, c.Vocab)
+	}
+	c.BOS = int32(bos)
+	if c.EOS, err = parseHFEOS(in.EOS, c.Vocab); err != nil {
+		return Config{}, err
+	}
+	if err := errors.Join(errs...); err != nil {
+		return Config{}, err
+	}
+	if err := c.Validate(); err != nil {
+		return Config{}, err
+	}
+	return c, nil
+}
+
+// parseHFRope converts a rope_scaling object: null, "default" or a llama3
+// scaling; other types are errors.
+func parseHFRope(r *hfRope, field string) (*engine.RoPEScaling, error) {
+	if r == nil {
+		return nil, nil
+	}
+	typ := r.RopeType
+	if typ == nil {
+		typ = r.Type
+	}
+	switch {
+	case typ == nil:
+		if field == "rope_parameters" { // θ alone
+			return nil, nil
+		}
+		return nil, fmt.Errorf("%s has no rope_type", field)
+	case *typ == "default":
+		return nil, nil
+	case *typ != "llama3":
+		return nil, fmt.Errorf(`%s.rope_type is %q; only "llama3" scaling is supported`, field, *typ)
+	}
+	num := func(v *float64) float64 {
+		if v == nil {
+			return math.NaN()
+		}
+		return *v
+	}
+	s := &engine.RoPEScaling{
+		Factor:         num(r.Factor),
+		LowFreqFactor:  num(r.Low),
+		HighFreqFactor: num(r.High),
+	}
+	if r.Original != nil {
+		s.OriginalContext = *r.Original
+	}
+	for _, f := range []struct {
+		name string
+		v    float64
+	}{{"factor", s.Factor}, {"low_freq_factor", s.LowFreqFactor}, {"high_freq_factor", s.HighFreqFactor}} {
+		if math.IsNaN(f.v) {
+			return nil, fmt.Errorf("%s.%s is missing", field, f.name)
+		}
+		if !(f.v > 0) || math.IsInf(f.v, 0) {
+			return nil, fmt.Errorf("%s.%s = %g, must be positive", field, f.name, f.v)
+		}
+	}
+	switch {
+	case r.Original == nil:
+		return nil, fmt.Errorf("%s.original_max_position_embeddings is missing", field)
+	case s.OriginalContext <= 0:
+		return nil, fmt.Errorf("%s.original_max_position_embeddings = %d, must be positive", field, s.OriginalContext)
+	case !(s.HighFreqFactor > s.LowFreqFactor):
+		return nil, fmt.Errorf("%s: high_freq_factor = %g must exceed low_freq_factor = %g", field, s.HighFreqFactor, s.LowFreqFactor)
+	}
+	return s, nil
+}
+
+// parseHFEOS reads eos_token_id: one id or a list of ids.
+func parseHFEOS(raw json.RawMessage, vocab int) ([]int32, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return []int32{hfDefaultEOS}, nil
+	}
+	var ids []int64
+	var one int64
+	if err := json.Unmarshal(raw, &one); err == nil {
+		ids = []int64{one}
+	} else if err := json.Unmarshal(raw, &ids); err != nil {
+		return nil, fmt.Errorf("eos_token_id is %.40s, want an integer or a list of integers", raw)
+	}
+	var eos []int32
+	for _, id := range ids {
+		if id < 0 || id >= int64(vocab) {
+			return nil, fmt.Errorf("eos_token_id %d is outside the vocabulary of %d", id, vocab)
+		}
+		eos = append(eos, int32(id))
+	}
+	return eos, nil
+}
+
+// hfJSONErr rewords encoding/json's errors with the config's field names
+// and JSON's own type names.
+func hfJSONErr(err error) error {
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &se):
+		return fmt.Errorf("malformed JSON at byte %d: %v", se.Offset, se)
+	case errors.As(err, &te) && te.Field != "":
+		return fmt.Errorf("%s is a JSON %s, want %s", te.Field, te.Value, jsonKind(te.Type))
+	case errors.As(err, &te):
+		return fmt.Errorf("the file holds a JSON %s, want an object", te.Value)
+	}
+	return err
+}
+
+// jsonKind names the JSON values a Go type decodes from.
+func jsonKind(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.Pointer:
+		return jsonKind(t.Elem())
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "an integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "a boolean"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	}
+	return "an object"
+}
+
+// hfConfigOut is config.json as SaveHF writes it, keys in sorted order as
+// Hugging Face writes them.
+type hfConfigOut struct {
+	Architectures []string    `json:"architectures"`
+	AttentionBias bool        `json:"attention_bias"`
+	BOS           int32       `json:"bos_token_id"`
+	EOS           any         `json:"eos_token_id"`
+	HeadDim       int         `json:"head_dim"`
+	HiddenAct     string      `json:"hidden_act"`
+	HiddenSize    int         `json:"hidden_size"`
+	FFN           int         `json:"intermediate_size"`
+	MaxPos        int         `json:"max_position_embeddings"`
+	MLPBias       bool        `json:"mlp_bias"`
+	ModelType     string      `json:"model_type"`
+	Heads         int         `json:"num_attention_heads"`
+	Layers        int         `json:"num_hidden_layers"`
+	KVHeads       int         `json:"num_key_value_heads"`
+	NormEps       json.Number `json:"rms_norm_eps"`
+	RopeScaling   *hfRopeOut  `json:"rope_scaling"`
+	RopeTheta     json.Number `json:"rope_theta"`
+	Tied          bool        `json:"tie_word_embeddings"`
+	TorchDType    string      `json:"torch_dtype"`
+	Vocab         int         `json:"vocab_size"`
+}
+
+type hfRopeOut struct {
+	Factor   json.Number `json:"factor"`
+	High     json.Number `json:"high_freq_factor"`
+	Low      json.Number `json:"low_freq_factor"`
+	Original int         `json:"original_max_position_embeddings"`
+	RopeType string      `json:"rope_type"`
+}
+
+// hfConfigJSON returns c as the JSON of a config.json for weights of dtype
+// dt.
+func hfConfigJSON(c Config, dt engine.DType) ([]byte, error) {
+	torch := map[engine.DType]string{engine.F32: "float32", engine.BF16: "bfloat16", engine.F16: "float16"}[dt]
+	out := hfConfigOut{
+		Architectures: []string{"LlamaForCausalLM"},
+		BOS:           c.BOS,
+		HeadDim:       c.HeadDim,
+		HiddenAct:     "silu",
+		HiddenSize:    c.Dim,
+		FFN:           c.FFN,
+		MaxPos:        c.MaxSeqLen,
+		ModelType:     "llama",
+		Heads:         c.Heads,
+		Layers:        c.Layers,
+		KVHeads:       c.KVHeads,
+		NormEps:       pyFloat(float64(c.NormEps), 32),
+		RopeTheta:     pyFloat(c.RopeTheta, 64),
+		Tied:          c.TiedEmbed,
+		TorchDType:    torch,
+		Vocab:         c.Vocab,
+	}
+	if len(c.EOS) == 1 {
+		out.EOS = c.EOS[0]
+	} else {
+		out.EOS = append([]int32{}, c.EOS...)
+	}
+	if s := c.RopeScale; s != nil {
+		out.RopeScaling = &hfRopeOut{Factor: pyFloat(s.Factor, 64), High: pyFloat(s.HighFreqFactor, 64),
+			Low: pyFloat(s.LowFreqFactor, 64), Original: s.OriginalContext, RopeType: "llama3"}
+	}
+	js, err := json.MarshalIndent(out, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	return append(js, '\n'), nil
+}
+
+// pyFloat formats v, a float of the given bits, in the shortest form that
+// reads back exactly and that Python reads as a float (8 → "8.0"), as
+// Hugging Face's configuration checks expect floats there.
+func pyFloat(v float64, bits int) json.Number {
+	s := strconv.FormatFloat(v, 'g', -1, bits)
+	if !strings.ContainsAny(s, ".eEnN") {
+		s += ".0"
+	}
+	return json.Number(s)
+}
+
+// hfDType maps the model dtypes to safetensors dtypes.
+func hfDType(dt engine.DType) (safetensors.DType, bool) {
+	switch dt {
+	case engine.F32:
+		return safetensors.F32, true
+	case engine.BF16:
+		return safetensors.BF16, true
+	case engine.F16:
+		return safetensors.F16, true
+	}
+	return "", false
+}
+
+// LoadHF reads a Hugging Face Llama checkpoint from dir — config.json and
+// the weights as model.safetensors or as shards with
+// model.safetensors.index.json — onto b, storing weights in dtype dt. Every
+// parameter the configuration needs must be present with its shape, stored
+// as F32, F16 or BF16 (converted to dt as needed); lm_head.weight is not
+// needed when the embeddings are tied, and tensors the model has no use for
+// (such as rotary_emb.inv_freq) are ignored. Hugging Face stores Q and K in
+// the rotate-half RoPE layout the model uses, so no rows are permuted.
+func LoadHF(b engine.Backend, dir string, dt engine.DType) (*Model, error) {
+	if _, ok := hfDType(dt); !ok {
+		return nil, fmt.Errorf("%s: weights of dtype %v are not supported (want f32, bf16 or f16)", dir, dt)
+	}
+	c, err := LoadHFConfig(filepath.Join(dir, HFConfigName))
+	if err != nil {
+		return nil, err
+	}
+	r, err := safetensors.OpenModel(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	w, err := allocWeights(b, c, dt)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", dir, err)
+	}
+	shapes := c.shapes()
+	var buf convBuf
+	w.each(func(name string, t **engine.Tensor) {
+		if err != nil || (name == "lm_head.weight" && c.TiedEmbed) {
+			return
+		}
+		err = loadHFTensor(b, r, dir, name, shapes[name], *t, &buf)
+	})
+	if err != nil {
+		w.Each(func(_ string, t *engine.Tensor) { b.FreeBuffer(t.Buffer()) })
+		return nil, err
+	}
+	return newModel(b, c, w, dt)
+}
+
+// loadHFTensor checks tensor name of r against the shape the configuration
+// needs and uploads it into t, converting its dtype.
+func loadHFTensor(b engine.Backend, r safetensors.Reader, dir, name string, want []int, t *engine.Tensor, buf *convBuf) error {
+	info, ok := r.Info(name)
+	if !ok {
+		return fmt.Errorf("%s: tensor %s is missing (the configuration needs one of shape %v)", dir, name, engine.Shape(want))
+	}
+	where := r.Location(name)
+	got := make(engine.Shape, len(info.Shape))
+	for i, d := range info.Shape {
+		got[i] = int(d)
+	}
+	if !got.Equal(want) {
+		return fmt.Errorf("%s: tensor %s has shape %v, the configuration needs %v", where, name, got, engine.Shape(want))
+	}
+	data, info, err := r.Data(name)
+	if err != nil {
+		return err
+	}
+	raw, err := convertWeights(t.DType(), info.DType, data, buf)
+	if err != nil {
+		return fmt.Errorf("%s: tensor %s: %w", where, name, err)
+	}
+	b.Upload(t, raw)
+	return nil
+}
+
+// convBuf is output memory convertWeights reuses from one tensor to the
+// next (Upload has consumed the previous result by then).
+type convBuf struct{ words []uint32 }
+
+func (c *convBuf) u32(n int) []uint32 {
+	if cap(c.words) < n {
+		c.words = make([]uint32, n)
+	}
+	return c.words[:n]
+}
+
+func (c *convBuf) u16(n int) []uint16 {
+	w := c.u32((n + 1) / 2)
+	if n == 0 {
+		return nil
+	}
+	return unsafe.Slice((*uint16)(unsafe.Pointer(unsafe.SliceData(w))), n)
+}
+
+// convertWeights converts little-endian elements of safetensors dtype src
+// to engine dtype dt, returning data itself when they already match, and
+// otherwise bytes in buf's memory, valid until the next call with buf. The
+// element loops run over native uint16/uint32 views of the bytes, so on a
+// little-endian host the conversion is the only pass over the data.
+func convertWeights(dt engine.DType, src safetensors.DType, data []byte, buf *convBuf) ([]byte, error) {
+	if want, _ := hfDType(dt); want == src {
+		return data, nil
+	}
+	switch src {
+	case safetensors.F32:
+		in := u32s(data)
+		out := buf.u16(len(in))
+		round := engine.F32ToBF16
+		if dt == engine.F16 {
+			round = engine.F32ToF16
+		}
+		parallelFor(len(in), func(lo, hi int) {
+			o, s := out[lo:hi], in[lo:hi]
+			for i := range o {
+				o[i] = round(math.Float32frombits(s[i]))
+			}
+		})
+		return u16Bytes(out), nil
+	case safetensors.BF16, safetensors.F16:
+		in := u16s(data)
+		widen := engine.BF16ToF32
+		if src == safetensors.F16 {
+			widen = engine.F16ToF32
+		}
+		if dt == engine.F32 {
+			out := buf.u32(len(in))
+			parallelFor(len(in), func(lo, hi int) {
+				o, s := out[lo:hi], in[lo:hi]
+				if src == safetensors.BF16 { // a shift: the common case
+					for i := range o {
+						o[i] = uint32(s[i]) << 16
+					}
+					return
+				}
+				for i := range o {
+					o[i] = math.Float32bits(widen(s[i]))
+				}
+			})
+			return u32Bytes(out), nil
+		}
+		round := engine.F32ToBF16 // f16 to bf16, or bf16 to f16
+		if dt == engine.F16 {
+			round = engine.F32ToF16
+		}
+		out := buf.u16(len(in))
+		parallelFor(len(in), func(lo, hi int) {
+			o, s := out[lo:hi], in[lo:hi]
+			for i := range o {
+				o[i] = round(widen(s[i]))
+			}
+		})
+		return u16Bytes(out), nil
+	}
+	return nil, fmt.Errorf("stored as %s; only F32, F16 and BF16 weights can be loaded", src)
+}
+
+// littleEndian reports whether the host stores integers little-endian, as
+// the file and the backends' Upload do.
+func littleEndian() bool { return binary.NativeEndian.Uint16([]byte{1, 0}) == 1 }
+
+// u16s returns b's little-endian uint16s: a view of b when the host is
+// little-endian and b is aligned, a decoded copy otherwise.
+func u16s(b []byte) []uint16 {
+	n := len(b) / 2
+	if n == 0 {
+		return nil
+	}
+	if p := unsafe.Pointer(unsafe.SliceData(b)); littleEndian() && uintptr(p)%2 == 0 {
+		return unsafe.Slice((*uint16)(p), n)
+	}
+	s := make([]uint16, n)
+	for i := range s {
+		s[i] = binary.LittleEndian.Uint16(b[2*i:])
+	}
+	return s
+}
+
+// u32s is u16s for uint32s.
+func u32s(b []byte) []uint32 {
+	n := len(b) / 4
+	if n == 0 {
+		return nil
+	}
+	if p := unsafe.Pointer(unsafe.SliceData(b)); littleEndian() && uintptr(p)%4 == 0 {
+		return unsafe.Slice((*uint32)(p), n)
+	}
+	s := make([]uint32, n)
+	for i := range s {
+		s[i] = binary.LittleEndian.Uint32(b[4*i:])
+	}
+	return s
+}
+
+// u16Bytes returns s as little-endian bytes: a view of s on a
+// little-endian host, an encoded copy otherwise.
+func u16Bytes(s []uint16) []byte {
+	if len(s) == 0 {
+		return []byte{}
+	}
+	if littleEndian() {
+		return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(s))), 2*len(s))
+	}
+	b := make([]byte, 2*len(s))
+	for i, v := range s {
+		binary.LittleEndian.PutUint16(b[2*i:], v)
+	}
+	return b
+}
+
+// u32Bytes is u16Bytes for uint32s.
+func u32Bytes(s []uint32) []byte {
+	if len(s) == 0 {
+		return []byte{}
+	}
+	if littleEndian() {
+		return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(s))), 4*len(s))
+	}
+	b := make([]byte, 4*len(s))
+	for i, v := range s {
+		binary.LittleEndian.PutUint32(b[4*i:], v)
+	}
+	return b
+}
+
+// parallelFor splits [0, n) into chunks run on up to GOMAXPROCS goroutines;
+// small n runs inline.
+func parallelFor(n int, fn func(lo, hi int)) {
+	const grain = 1 << 14
+	p := min(runtime.GOMAXPROCS(0), (n+grain-1)/grain)
+	if p <= 1 {
+		fn(0, n)
+		return
+	}
+	var wg sync.WaitGroup
+	for k := 0; k < p; k++ {
+		lo, hi := n*k/p, n*(k+1)/p
+		wg.Go(func() { fn(lo, hi) })
+	}
+	wg.Wait()
+}
+
+// SaveHF writes the model to dir (created if needed) as a Hugging Face
+// checkpoint: config.json and the weights in the model's dtype, as
+// model.safetensors, or as 5 GB shards with an index when larger, as
+// save_pretrained does (a tied classifier is stored once, as the
+// embedding). LoadHF of the result gives back the same weights bit for bit.
+// Weights are copied from the backend one tensor at a time.
+func (m *Model) SaveHF(dir string) error {
+	sdt, ok := hfDType(m.dt)
+	if !ok {
+		return fmt.Errorf("saving to %s: weights of dtype %v cannot be saved", dir, m.dt)
+	}
+	cfg, err := hfConfigJSON(m.Config, m.dt)
+	if err != nil {
+		return fmt.Errorf("saving to %s: %w", dir, err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	var tensors []safetensors.Tensor
+	m.Weights.Each(func(name string, t *engine.Tensor) {
+		shape := make([]int64, t.Rank())
+		for i := range shape {
+			shape[i] = int64(t.Dim(i))
+		}
+		tensors = append(tensors, safetensors.Tensor{
+			Name: name, DType: sdt, Shape: shape,
+			Load: func() ([]byte, error) {
+				raw := make([]byte, t.Bytes())
+				m.b.Download(raw, t)
+				return raw, nil
+			},
+		})
+	})
+	if err := safetensors.WriteModel(dir, tensors, map[string]string{"format": "pt"}, safetensors.DefaultMaxShardBytes); err != nil {
+		return err
+	}
+	return writeFileAtomic(filepath.Join(dir, HFConfigName), cfg)
+}
+
+// writeFileAtomic writes data to path through a synced temporary file in
+// the same directory, renamed into place.
+func writeFileAtomic(path string, data []byte) (err error) {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			tmp.Close()
+			os.Remove(tmp.Name())
+		}
+	}()
+	if _, err = tmp.Write(data); err != nil {
+		return err
+	}
+	if err = tmp.Chmod(0o644); err != nil {
+		return err
+	}
+	if err = tmp.Sync(); err != nil {
+		return err
+	}
+	if err = tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}
+
+// PresetNames lists the names Preset knows.
+func PresetNames() []string {
+	return []string{"llama-3.1-8b", "llama-3.2-1b", "ref24M", "tiny"}
+}
+
+// Preset returns a named architecture: "llama-3.1-8b" and "llama-3.2-1b"
+// (Meta's released shapes, 8.03 B and 1.24 B parameters), "ref24M" (the
+// 24.4 M-parameter reference configuration of the CPU speed comparisons)
+// and "tiny" (156 k parameters, for tests).
+func Preset(name string) (Config, error) {
+	llama3 := func(factor float64) *engine.RoPEScaling {
+		return &engine.RoPEScaling{Factor: factor, LowFreqFactor: 1, HighFreqFactor: 4, OriginalContext: 8192}
+	}
+	llama3EOS := []int32{128001, 128008, 128009}
+	switch name {
+	case "llama-3.1-8b":
+		return Config{
+			Dim: 4096, Layers: 32, Heads: 32, KVHeads: 8, HeadDim: 128, FFN: 14336, Vocab: 128256,
+			NormEps: 1e-5, RopeTheta: 500000, RopeScale: llama3(8), MaxSeqLen: 131072,
+			BOS: 128000, EOS: llama3EOS,
+		}, nil
+	case "llama-3.2-1b":
+		return Config{
+			Dim: 2048, Layers: 16, Heads: 32, KVHeads: 8, HeadDim: 64, FFN: 8192, Vocab: 128256,
+			NormEps: 1e-5, RopeTheta: 500000, RopeScale: llama3(32), TiedEmbed: true, MaxSeqLen: 131072,
+			BOS: 128000, EOS: llama3EOS,
+		}, nil
+	case "ref24M":
+		return Config{
+			Dim: 288, Layers: 6, Heads: 6, KVHeads: 6, HeadDim: 48, FFN: 768, Vocab: 32000,
+			NormEps: 1e-5, RopeTheta: 10000, MaxSeqLen: 256, BOS: 1, EOS: []int32{2},
+		}, nil
+	case "tiny":
+		return Config{
+			Dim: 64, Layers: 2, Heads: 4, KVHeads: 2, HeadDim: 16, FFN: 172, Vocab: 512,
+			NormEps: 1e-5, RopeTheta: 10000, MaxSeqLen: 256, BOS: 1, EOS: []int32{2},
+		}, nil
+	}
+	return Config{}, fmt.Errorf("unknown preset %q (known: %v)", name, PresetNames())
+}
