@@ -29,6 +29,10 @@ type command struct {
 func commands() map[string]command {
 	return map[string]command{
 		"bench":    {"benchmark every CPU op and print GFLOP/s and GB/s", runBench},
+		"generate": {"continue a prompt with a model (greedy, temperature, top-p)", runGenerate},
+		"info":     {"print a model's architecture and parameter counts", runInfo},
+		"plan":     {"print the memory a training or inference job needs", runPlan},
+		"score":    {"per-token log-probabilities of sequences, as JSON lines", runScore},
 		"tokenize": {"encode text to token ids, decode ids, or render a chat", runTokenize},
 	}
 }

@@ -1,0 +1,13 @@
+//go:build !cuda && !cudaemu
+
+package main
+
+import (
+	"errors"
+
+	"github.com/turnwise/turnwise/engine"
+)
+
+func openCUDA() (engine.Backend, error) {
+	return nil, errors.New("this binary has no CUDA backend: build it with -tags cuda (GPU) or -tags cudaemu (kernel emulator)")
+}

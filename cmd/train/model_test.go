@@ -1,0 +1,116 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"strings"
+	"testing"
+
+	"github.com/turnwise/turnwise/internal/testdata"
+)
+
+// runCmd runs a subcommand with args and stdin and returns its output.
+func runCmd(t *testing.T, run func([]string, io.Reader, io.Writer, io.Writer) error, stdin string, args ...string) (string, error) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	err := run(args, strings.NewReader(stdin), &out, &errOut)
+	return out.String(), err
+}
+
+func TestInfoAndPlan(t *testing.T) {
+	out, err := runCmd(t, runInfo, "", "--preset", "llama-3.1-8b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"parameters: 8030261248", "16.06 GB in bf16", "LoRA r=16 on q,k,v,o,gate,up,down: 41943040"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("info output lacks %q:\n%s", want, out)
+		}
+	}
+	out, err = runCmd(t, runPlan, "", "--preset", "llama-3.1-8b", "--seq", "8192", "--lora-rank", "16", "--recompute")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "weights                             16.06 GB") || !strings.Contains(out, "total") {
+		t.Errorf("plan output:\n%s", out)
+	}
+	for _, bad := range [][]string{
+		{"--preset", "nope"},
+		{},
+		{"--preset", "tiny", "--gguf", "x.gguf"},
+		{"--preset", "tiny", "--lora-rank", "8", "--lora-targets", "qkv"},
+		{"--gguf", "/nonexistent/model.gguf"},
+	} {
+		if _, err := runCmd(t, runPlan, "", bad...); err == nil {
+			t.Errorf("plan %q succeeded", bad)
+		}
+	}
+}
+
+func TestGenerateStories260K(t *testing.T) {
+	path := testdata.Path(t, "stories260K", "stories260K.gguf")
+	out, err := runCmd(t, runGenerate, "", "--gguf", path, "--bos-only", "--max-new", "40")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(out, "Once upon a time, there was a little girl named Lily.") {
+		t.Errorf("greedy generation from BOS: %q", out)
+	}
+	out, err = runCmd(t, runGenerate, "", "--gguf", path, "--prompt", "Once upon a time", "--max-new", "8",
+		"--temperature", "1", "--top-p", "0.9", "--seed", "5", "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var g struct {
+		IDs      []int32   `json:"ids"`
+		LogProbs []float32 `json:"logprobs"`
+	}
+	if err := json.Unmarshal([]byte(out), &g); err != nil || len(g.IDs) != 8 || len(g.LogProbs) != 8 {
+		t.Fatalf("--json output %q: %v", out, err)
+	}
+	for _, lp := range g.LogProbs {
+		if !(lp <= 0) {
+			t.Errorf("log-probability %g", lp)
+		}
+	}
+	out2, _ := runCmd(t, runGenerate, "", "--gguf", path, "--prompt", "Once upon a time", "--max-new", "8",
+		"--temperature", "1", "--top-p", "0.9", "--seed", "5", "--json")
+	if out2 != out {
+		t.Errorf("the same seed sampled differently:\n%s\n%s", out, out2)
+	}
+}
+
+func TestScore(t *testing.T) {
+	path := testdata.Path(t, "stories260K", "stories260K.gguf")
+	out, err := runCmd(t, runScore, "{\"text\": \"Once upon a time\"}\n\n{\"ids\": [1, 403, 407]}\n", "--gguf", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("score printed %d lines:\n%s", len(lines), out)
+	}
+	var first, second struct {
+		LogProbs []float64 `json:"logprobs"`
+		Mean     float64   `json:"mean"`
+	}
+	json.Unmarshal([]byte(lines[0]), &first)
+	json.Unmarshal([]byte(lines[1]), &second)
+	// The second sequence is a prefix of the first: the same tokens must score
+	// the same.
+	if len(second.LogProbs) != 2 || len(first.LogProbs) < 2 ||
+		abs(first.LogProbs[0]-second.LogProbs[0]) > 1e-5 || abs(first.LogProbs[1]-second.LogProbs[1]) > 1e-5 {
+		t.Errorf("prefix scores differ: %v vs %v", first.LogProbs, second.LogProbs)
+	}
+	if _, err := runCmd(t, runScore, "{\"ids\": [1, 403]}\n{bad\n", "--gguf", path); err == nil || !strings.Contains(err.Error(), "standard input:2") {
+		t.Errorf("a malformed line gave %v, want an error naming line 2", err)
+	}
+}
+
+func abs(x float64) float64 {
+	if x < 0 {
+		return -x
+	}
+	return x
+}
