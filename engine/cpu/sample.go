@@ -48,15 +48,7 @@ func (b *Backend) sampleRow(w int, row []float32, u float32, p engine.SamplePara
 		total += float64(e)
 	}
 	if p.TopP <= 0 || p.TopP >= 1 {
-		target := float64(u) * total
-		var c float64
-		for j, e := range row {
-			c += float64(e)
-			if c > target {
-				return j
-			}
-		}
-		return lastPositive(row)
+		return drawIndexOrder(row, float64(u)*total)
 	}
 	// Nucleus: rank by weight, descending, ties by index.
 	b.iscratch[w] = grow(b.iscratch[w], len(row))
@@ -82,7 +74,13 @@ func (b *Backend) sampleRow(w int, row []float32, u float32, p engine.SamplePara
 	for _, j := range order[keep:] {
 		row[j] = 0
 	}
-	target := float64(u) * mass
+	return drawIndexOrder(row, float64(u)*mass)
+}
+
+// drawIndexOrder returns the first index at which the running sum of the
+// weights exceeds target, or the last positive weight's index when rounding
+// leaves target at the very end of the sum.
+func drawIndexOrder(row []float32, target float64) int {
 	var c float64
 	for j, e := range row {
 		c += float64(e)
@@ -93,8 +91,7 @@ func (b *Backend) sampleRow(w int, row []float32, u float32, p engine.SamplePara
 	return lastPositive(row)
 }
 
-// lastPositive returns the last index with a positive weight (the draw when
-// rounding leaves u·total at the very end of the cumulative sum).
+// lastPositive returns the last index with a positive weight.
 func lastPositive(row []float32) int {
 	for j := len(row) - 1; j >= 0; j-- {
 		if row[j] > 0 {
