@@ -35,15 +35,22 @@
 //     B, not transposed: sB [BK][BN+8]  → matrix_b row_major
 //     B, transposed:     sB [BN][BK+8]  → matrix_b col_major
 //   The +8 bf16 (16 bytes) of padding per row shifts consecutive rows by 4
-//   banks (row strides of 80 or 272 bytes), so the eight 16-byte rows that one
-//   ldmatrix phase reads fall in distinct banks; every fragment pointer stays
-//   32-byte aligned and every ldm a multiple of 8, as wmma requires.
+//   banks (row strides of 80, 144 or 272 bytes), so the eight 16-byte rows
+//   that one ldmatrix phase reads fall in distinct banks; every fragment
+//   pointer stays 32-byte aligned and every ldm a multiple of 8, as wmma
+//   requires. Fragments are loaded with wmma.load from the shared state space
+//   (load_frag), which compiles to ldmatrix.
 //   Pipeline: kStages = 3 buffers of (sA, sB), filled with cp.async (16 bytes,
 //   L2 only) on sm_80+: while the warps multiply stage kt, the copies of
 //   k-tiles kt+1 and kt+2 are in flight. One __syncthreads per k-tile: the
 //   copy issued in iteration kt overwrites the stage read in iteration kt−1,
-//   which every warp has finished once it passed the barrier. Smem: 60 KiB
-//   (128×128) or 30 KiB (64×64); the 128 tile opts in to more than 48 KiB.
+//   which every warp has finished once it passed the barrier. Smem, by
+//   transposes: 51–60 KiB (128×128; it opts in to more than 48 KiB) or
+//   27–30 KiB (64×64).
+//   Copies (TileCopier): thread t copies the 16-byte chunks of one column of
+//   a tile, THREADS / (chunks per row) rows apart; a warp reads whole 64- to
+//   256-byte row pieces. Each thread keeps one pointer and bumps it by a
+//   k-tile per copy.
 //   Edges: a 16-byte chunk that lies outside the matrix is zero-filled
 //   (cp.async with source size 0). Chunks are all-in or all-out when the
 //   stored row width is a multiple of 8 and the base 16-byte aligned (every
@@ -300,10 +307,11 @@ UNROLL
 			} else {
 				uint4 raw = make_uint4(0, 0, 0, 0); // 8 bf16, as raw bits
 				uint16_t *e8 = reinterpret_cast<uint16_t *>(&raw);
-				if (row_in)
+				if (row_in) {
 UNROLL
 					for (int e = 0; e < 8; e++)
 						if (col + e < cols) e8[e] = reinterpret_cast<const uint16_t *>(src)[e];
+				}
 				*reinterpret_cast<uint4 *>(dst) = raw;
 			}
 		}
@@ -442,10 +450,10 @@ __device__ __forceinline__ float4 load4(const float *g, int rows, int cols, int 
 	return v;
 }
 
-// One thread's share of a k-tile of an operand stored rows×cols: 4
-// consecutive stored elements. kmajor: the stored rows are k (A transposed,
-// B not), so the run is a row piece of the k-major tile; otherwise it is a
-// column piece, scattered.
+// One thread's share of a k-tile of an operand: 4 consecutive stored
+// elements. KMAJOR: the stored rows are k (A transposed, B not), so the run is
+// a row piece of the k-major shared tile; otherwise it is a column piece,
+// scattered.
 template <bool KMAJOR> struct F32Chunk {
 	// Position of this thread's run in the stored tile: KMAJOR tiles are
 	// kF32BK rows × 64, the others 64 rows × kF32BK.
@@ -528,12 +536,13 @@ UNROLL
 	}
 
 	const int gn = n0 + 4 * tx;
-	if (gn < N)
+	if (gn < N) {
 UNROLL
 		for (int i = 0; i < 4; i++) {
 			const int gm = m0 + 4 * ty + i;
 			if (gm < M) epilogue_run<4>(c + (int64_t)gm * N + gn, N - gn, p.vec & kVecC, acc[i], p.alpha, p.beta);
 		}
+	}
 }
 
 // ---- Launcher -------------------------------------------------------------------
