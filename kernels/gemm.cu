@@ -93,6 +93,7 @@
 
 #include "common.cuh"
 #include "kernels.h"
+#include "pack.cuh"
 
 using namespace nvcuda;
 using bf16 = __nv_bfloat16;
@@ -128,31 +129,20 @@ __device__ __forceinline__ void tile_of(int pid, int tiles_m, int tiles_n, int *
 // ---- Runs of C ------------------------------------------------------------------
 // W consecutive elements of one row of C, the first n (≥ 1) of them inside
 // the matrix. vec: C's rows allow 16-byte access here (the run is then
-// 16-byte aligned), used when the whole run is inside.
+// aligned to its pack), used when the whole run is inside.
 
-template <int W, class T> __device__ __forceinline__ void load_run(const T *p, int n, bool vec, float *v) {
-	static_assert(W * sizeof(T) % 16 == 0, "a run is whole 16-byte chunks");
+template <int W, class T> __device__ __forceinline__ void load_run(const T *p, int n, bool vec, float (&v)[W]) {
 	if (vec && n >= W) {
-		uint4 raw[W * sizeof(T) / 16];
-UNROLL
-		for (int q = 0; q < W * (int)sizeof(T) / 16; q++) raw[q] = reinterpret_cast<const uint4 *>(p)[q];
-		const T *t = reinterpret_cast<const T *>(raw);
-UNROLL
-		for (int e = 0; e < W; e++) v[e] = to_float(t[e]);
+		load_pack<W>(v, p);
 	} else {
 UNROLL
 		for (int e = 0; e < W; e++) v[e] = e < n ? to_float(p[e]) : 0.0f;
 	}
 }
 
-template <int W, class T> __device__ __forceinline__ void store_run(T *p, int n, bool vec, const float *v) {
+template <int W, class T> __device__ __forceinline__ void store_run(T *p, int n, bool vec, const float (&v)[W]) {
 	if (vec && n >= W) {
-		uint4 raw[W * sizeof(T) / 16];
-		T *t = reinterpret_cast<T *>(raw);
-UNROLL
-		for (int e = 0; e < W; e++) t[e] = from_float<T>(v[e]);
-UNROLL
-		for (int q = 0; q < W * (int)sizeof(T) / 16; q++) reinterpret_cast<uint4 *>(p)[q] = raw[q];
+		store_pack<W>(p, v);
 	} else {
 UNROLL
 		for (int e = 0; e < W; e++)
@@ -163,7 +153,7 @@ UNROLL
 // p[e] = round(alpha·acc[e] + beta·p[e]) for the run at p; C is read only
 // when beta ≠ 0.
 template <int W, class T>
-__device__ __forceinline__ void epilogue_run(T *p, int n, bool vec, float *acc, float alpha, float beta) {
+__device__ __forceinline__ void epilogue_run(T *p, int n, bool vec, float (&acc)[W], float alpha, float beta) {
 	if (beta != 0.0f) {
 		float old[W];
 		load_run<W>(p, n, vec, old);

@@ -41,10 +41,7 @@ var gemmPathCases = []gemmPathCase{
 // TestGemmPaths runs gemmPathCases for every dtype combination, and for bf16
 // operands with each of the two block tiles (TW_GEMM_TILE).
 func TestGemmPaths(t *testing.T) {
-	b, err := New(Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := newBackend(t)
 	for _, dt := range enginetest.FloatDTypes {
 		tiles := []string{""}
 		if dt == engine.BF16 {
@@ -73,18 +70,6 @@ func TestGemmPaths(t *testing.T) {
 	}
 }
 
-// at returns a tensor of dtype dt and the given shape holding vals, starting
-// offset elements past the start of its own buffer.
-func at(t *testing.T, b engine.Backend, dt engine.DType, offset int, vals []float32, shape ...int) *engine.Tensor {
-	buf, err := b.NewBuffer((len(vals) + offset) * dt.Size())
-	if err != nil {
-		t.Fatal(err)
-	}
-	x := engine.NewTensor(buf, offset*dt.Size(), dt, shape...)
-	engine.SetF32(b, x, vals)
-	return x
-}
-
 func runGemmPath(t *testing.T, b engine.Backend, dt, cdt engine.DType, c gemmPathCase, seed uint64) {
 	r := enginetest.Rand(seed)
 	ar, ac := c.m, c.k
@@ -108,9 +93,9 @@ func runGemmPath(t *testing.T, b engine.Backend, dt, cdt engine.DType, c gemmPat
 			cv[i] = float32(math.NaN())
 		}
 	}
-	A := at(t, b, dt, c.offset, av, shapeOf(aBatch, ar, ac)...)
-	B := at(t, b, dt, c.offset, bv, shapeOf(c.batch, br, bc)...)
-	C := at(t, b, cdt, c.offset, cv, shapeOf(c.batch, c.m, c.n)...)
+	A := at(b, dt, c.offset*dt.Size(), av).Reshape(shapeOf(aBatch, ar, ac)...)
+	B := at(b, dt, c.offset*dt.Size(), bv).Reshape(shapeOf(c.batch, br, bc)...)
+	C := at(b, cdt, c.offset*cdt.Size(), cv).Reshape(shapeOf(c.batch, c.m, c.n)...)
 	b.Gemm(C, A, B, engine.GemmParams{TransA: c.transA, TransB: c.transB, Alpha: c.alpha, Beta: c.beta})
 
 	var want []float64
