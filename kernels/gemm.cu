@@ -1,0 +1,650 @@
+// gemm.cu — C = alpha·op(A)·op(B) + beta·C: tensor-core tiles (wmma) for bf16
+// operands, SIMT tiles for f32 operands.
+//
+// Contract (tw_gemm in kernels.h; engine.Backend.Gemm). Row-major and
+// strided-batched: for every batch entry z < batch,
+//   A_z = a + z·stride_a   [m, k], or stored [k, m] when transa (op(A) = Aᵀ)
+//   B_z = b + z·stride_b   [k, n], or stored [n, k] when transb (op(B) = Bᵀ)
+//   C_z = c + z·stride_c   [m, n]
+// with strides in elements (0: the operand is shared by every entry). The
+// matrices are dense: a stored row of A is k wide (m when transa), of B n wide
+// (k when transb), of C n wide.
+//   dtypes: abdt f32 with cdt f32; abdt bf16 with cdt f32 or bf16. Any other
+//   combination (f16 included) is cudaErrorInvalidValue.
+//   C = round_cdt(alpha·acc + beta·C_old), acc = Σ_k op(A)·op(B) in f32; one
+//   rounding per element. beta == 0 never reads C (NaN there does not
+//   propagate). k == 0 gives beta·C_old (0 when beta == 0).
+//   m, n or batch == 0 launches nothing and succeeds; negative extents, or
+//   extents past what the grid can address (m, n, k ≥ 2³¹, more than 2³¹−1
+//   output tiles), are cudaErrorInvalidValue.
+//   Deterministic: every element of C is summed by one thread (or one warp's
+//   mma) in a fixed order; no split-K, no atomics.
+//   Tuning knob: the environment variable TW_GEMM_TILE=64 or 128 forces the
+//   bf16 block tile (tests use it to cover both; see "Grid" below).
+//
+// bf16 kernel (gemm_bf16_kernel): tensor cores through nvcuda::wmma,
+// m16n16k16, bf16 operands, f32 accumulators.
+//   Block tile BM×BN, K step BK = 32. Two configurations:
+//     128×128, 8 warps as 2 (m) × 4 (n), warp tile 64×32 = 4×2 fragments;
+//      64×64,  4 warps as 2 × 2,           warp tile 32×32 = 2×2 fragments.
+//   Shared memory: each operand's tile is kept in the layout it has in global
+//   memory (so the copy is a straight, coalesced 16-byte-chunk copy), and the
+//   fragment layout absorbs the transpose:
+//     A, not transposed: sA [BM][BK+8]  → matrix_a row_major
+//     A, transposed:     sA [BK][BM+8]  → matrix_a col_major
+//     B, not transposed: sB [BK][BN+8]  → matrix_b row_major
+//     B, transposed:     sB [BN][BK+8]  → matrix_b col_major
+//   The +8 bf16 (16 bytes) of padding per row shifts consecutive rows by 4
+//   banks (row strides of 80, 144 or 272 bytes), so the eight 16-byte rows
+//   that one ldmatrix phase reads fall in distinct banks; every fragment
+//   pointer stays 32-byte aligned and every ldm a multiple of 8, as wmma
+//   requires. Fragments are loaded with wmma.load from the shared state space
+//   (load_frag), which compiles to ldmatrix.
+//   Pipeline: kStages = 3 buffers of (sA, sB), filled with cp.async (16 bytes,
+//   L2 only) on sm_80+: while the warps multiply stage kt, the copies of
+//   k-tiles kt+1 and kt+2 are in flight. One __syncthreads per k-tile: the
+//   copy issued in iteration kt overwrites the stage read in iteration kt−1,
+//   which every warp has finished once it passed the barrier. Smem, by
+//   transposes: 51–60 KiB (128×128; it opts in to more than 48 KiB) or
+//   27–30 KiB (64×64).
+//   Copies (TileCopier): thread t copies the 16-byte chunks of one column of
+//   a tile, THREADS / (chunks per row) rows apart; a warp reads whole 64- to
+//   256-byte row pieces. Each thread keeps one pointer and bumps it by a
+//   k-tile per copy.
+//   Edges: a 16-byte chunk that lies outside the matrix is zero-filled
+//   (cp.async with source size 0). Chunks are all-in or all-out when the
+//   stored row width is a multiple of 8 and the base 16-byte aligned (every
+//   Llama shape); otherwise that operand is copied element by element with
+//   bounds checks (correct for any shape, slower). Zeros in K's tail make the
+//   extra products vanish; rows and columns past M and N are computed and
+//   dropped by the epilogue.
+//   Epilogue: after the main loop the pipeline buffers are reused as one
+//   16×20 f32 scratch tile per warp. Each accumulator fragment is stored
+//   there (its register layout is unspecified), and then lane l owns row l/2,
+//   columns 8·(l%2)…+7 of it: it reads C (only if beta ≠ 0), forms
+//   alpha·acc + beta·C in f32, rounds once and writes 8 consecutive elements
+//   (16- or 32-byte vector stores when the row width allows).
+//
+// f32 kernel (gemm_f32_kernel): SIMT, block tile 64×64, BK = 16, 256 threads
+// as 16×16, each computing a 4×4 micro-tile (rows 4·ty…, columns 4·tx…).
+//   Shared memory, double-buffered: sA [2][BK][64+4] holds op(A) k-major and
+//   sB [2][BK][64+4] op(B) k-major, so a thread reads its 4 A values and its
+//   4 B values of one k as two float4 (the +4 keeps rows 16-byte aligned).
+//   Each thread copies one 4-wide run of A and one of B per k-tile: a float4
+//   global load when the row width is a multiple of 4 (element loads with
+//   bounds checks otherwise), stored as is when the stored layout is already
+//   k-major (A transposed, B not), scattered as 4 scalars otherwise.
+//   The next k-tile is loaded into registers before the current one is
+//   multiplied, and stored to the other buffer after it: one barrier per
+//   k-tile. Epilogue as above, 4 elements per thread and row.
+//
+// Grid: one block per output tile and batch entry: blockIdx.x the tile,
+// blockIdx.y the batch entry (launches are split into chunks of at most 65535
+// entries). Tiles are ordered in bands of 8 tile rows, column by column within
+// a band, so the blocks resident at one time share few A and B panels in L2.
+// The bf16 kernel uses the 128×128 tile when that gives at least one block per
+// SM, the 64×64 tile otherwise (small M·N: more blocks to fill the GPU).
+#include <stdlib.h>
+
+#include <climits>
+#include <type_traits>
+
+#include <mma.h>
+
+#include "common.cuh"
+#include "kernels.h"
+#include "pack.cuh"
+
+using namespace nvcuda;
+using bf16 = __nv_bfloat16;
+
+// Fully unrolls the loop that follows (fragment and accumulator arrays must
+// stay in registers); GCC spells the pragma differently.
+#ifdef __CUDACC__
+#define UNROLL _Pragma("unroll")
+#else
+#define UNROLL _Pragma("GCC unroll 16")
+#endif
+
+// What one launch needs besides the pointers, passed by value.
+struct GemmParams {
+	int m, n, k;
+	int64_t stride_a, stride_b, stride_c; // elements between batch entries
+	float alpha, beta;
+	int vec; // kVec* bits: 16-byte vector access allowed on that operand
+};
+enum { kVecA = 1, kVecB = 2, kVecC = 4 };
+
+static constexpr int kGroupM = 8; // tile rows per band of the block order
+
+// The output tile (tm, tn) of block `pid` in a tiles_m × tiles_n grid: bands
+// of kGroupM tile rows, walked column by column.
+__device__ __forceinline__ void tile_of(int pid, int tiles_m, int tiles_n, int *tm, int *tn) {
+	const int band = pid / (kGroupM * tiles_n), first = band * kGroupM;
+	const int rows = min(tiles_m - first, kGroupM), in_band = pid - band * kGroupM * tiles_n;
+	*tm = first + in_band % rows;
+	*tn = in_band / rows;
+}
+
+// ---- Runs of C ------------------------------------------------------------------
+// W consecutive elements of one row of C, the first n (≥ 1) of them inside
+// the matrix. vec: C's rows allow 16-byte access here (the run is then
+// aligned to its pack), used when the whole run is inside.
+
+template <int W, class T> __device__ __forceinline__ void load_run(const T *p, int n, bool vec, float (&v)[W]) {
+	if (vec && n >= W) {
+		load_pack<W>(v, p);
+	} else {
+UNROLL
+		for (int e = 0; e < W; e++) v[e] = e < n ? to_float(p[e]) : 0.0f;
+	}
+}
+
+template <int W, class T> __device__ __forceinline__ void store_run(T *p, int n, bool vec, const float (&v)[W]) {
+	if (vec && n >= W) {
+		store_pack<W>(p, v);
+	} else {
+UNROLL
+		for (int e = 0; e < W; e++)
+			if (e < n) p[e] = from_float<T>(v[e]);
+	}
+}
+
+// p[e] = round(alpha·acc[e] + beta·p[e]) for the run at p; C is read only
+// when beta ≠ 0.
+template <int W, class T>
+__device__ __forceinline__ void epilogue_run(T *p, int n, bool vec, float (&acc)[W], float alpha, float beta) {
+	if (beta != 0.0f) {
+		float old[W];
+		load_run<W>(p, n, vec, old);
+UNROLL
+		for (int e = 0; e < W; e++) acc[e] = alpha * acc[e] + beta * old[e];
+	} else {
+UNROLL
+		for (int e = 0; e < W; e++) acc[e] *= alpha;
+	}
+	store_run<W>(p, n, vec, acc);
+}
+
+// ---- Asynchronous copies --------------------------------------------------------
+// cp.async on sm_80 and later; elsewhere (and in the emulator) a plain copy.
+
+// dst ← the 16 bytes at src, or 16 zero bytes when !in (src is then not read).
+// dst in shared memory, both 16-byte aligned.
+__device__ __forceinline__ void copy16(void *dst, const void *src, bool in) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+	const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+	asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(in ? 16 : 0));
+#else
+	*reinterpret_cast<uint4 *>(dst) = in ? *reinterpret_cast<const uint4 *>(src) : make_uint4(0, 0, 0, 0);
+#endif
+}
+
+// Closes the group of copies issued since the last commit.
+__device__ __forceinline__ void copy_commit() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+	asm volatile("cp.async.commit_group;\n" ::);
+#endif
+}
+
+// Waits until at most N committed groups are still in flight.
+template <int N> __device__ __forceinline__ void copy_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+	asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+#endif
+}
+
+// ---- bf16: tensor cores ---------------------------------------------------------
+
+// wmma::load_matrix_sync of a bf16 fragment from shared memory. nvcc 11.8
+// does not infer the shared state space for bf16 wmma loads (it does for
+// f16): the API call becomes four generic 32-bit loads per fragment, with
+// 64-bit addresses. The same wmma.load with .shared spelled out compiles to
+// one ldmatrix. Elsewhere (the emulator) it is the API call.
+template <class Use, class Layout>
+__device__ __forceinline__ void load_frag(wmma::fragment<Use, 16, 16, 16, bf16, Layout> &f, const bf16 *p,
+                                          unsigned ldm) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+	unsigned *r = reinterpret_cast<unsigned *>(&f); // 8 bf16 per lane: 4 registers
+	const unsigned s = (unsigned)__cvta_generic_to_shared(p);
+#define TW_WMMA_LOAD(ab, layout)                                                                         \
+	asm volatile("wmma.load." ab ".sync.aligned." layout ".m16n16k16.shared.bf16 {%0, %1, %2, %3}, [%4], %5;\n" \
+	             : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])                                           \
+	             : "r"(s), "r"(ldm))
+	constexpr bool b = std::is_same<Use, wmma::matrix_b>::value, col = std::is_same<Layout, wmma::col_major>::value;
+	if constexpr (!b && !col) TW_WMMA_LOAD("a", "row");
+	else if constexpr (!b) TW_WMMA_LOAD("a", "col");
+	else if constexpr (!col) TW_WMMA_LOAD("b", "row");
+	else TW_WMMA_LOAD("b", "col");
+#undef TW_WMMA_LOAD
+#else
+	wmma::load_matrix_sync(f, p, ldm);
+#endif
+}
+
+static constexpr int kPad = 8;    // bf16 elements of padding per shared-memory row
+static constexpr int kStages = 3; // shared-memory buffers in the copy pipeline
+static constexpr int kBK = 32;    // K step of a block
+
+// A block tile configuration: BM×BN, warps WARPS_M × WARPS_N.
+template <int BM_, int BN_, int WARPS_M_, int WARPS_N_, int MIN_BLOCKS_> struct TcConfig {
+	static constexpr int BM = BM_, BN = BN_, BK = kBK;
+	static constexpr int WARPS_M = WARPS_M_, WARPS_N = WARPS_N_, THREADS = 32 * WARPS_M * WARPS_N;
+	static constexpr int WM = BM / WARPS_M, WN = BN / WARPS_N; // warp tile
+	static constexpr int FM = WM / 16, FN = WN / 16;           // its 16×16 fragments
+	static constexpr int MIN_BLOCKS = MIN_BLOCKS_;             // per SM, for __launch_bounds__
+	static_assert(WM % 16 == 0 && WN % 16 == 0, "warp tiles are whole fragments");
+};
+using Tc128 = TcConfig<128, 128, 2, 4, 2>;
+using Tc64 = TcConfig<64, 64, 2, 2, 4>;
+
+// A ROWS×COLS tile of bf16 in shared memory, rows padded to LD elements.
+template <int ROWS_, int COLS_> struct SmemTile {
+	static constexpr int ROWS = ROWS_, COLS = COLS_, LD = COLS_ + kPad, ELEMS = ROWS_ * LD;
+};
+
+// Operand tiles of configuration C, in their global layout (see the top).
+template <class C, bool TA> using TileA = SmemTile<TA ? C::BK : C::BM, TA ? C::BM : C::BK>;
+template <class C, bool TB> using TileB = SmemTile<TB ? C::BN : C::BK, TB ? C::BK : C::BN>;
+
+template <class C, bool TA, bool TB> constexpr size_t tc_smem_bytes() {
+	return (size_t)kStages * (TileA<C, TA>::ELEMS + TileB<C, TB>::ELEMS) * sizeof(bf16);
+}
+
+static constexpr int kScratchLd = 20; // f32 row stride of a warp's epilogue scratch [16][20]
+
+// Copies one operand's k-tiles, one after the other, from global into shared
+// memory (layout T). The operand is stored as a row-major rows×cols matrix;
+// k runs down its rows (KROWS: A transposed, B not) or along them. The tile
+// is copied in 16-byte chunks of 8 elements: this thread's chunks lie in one
+// column of the tile, kRowStep rows apart, so it keeps one pointer and
+// advances it by one k-tile per call. Chunks outside the matrix are zero-
+// filled. vec: cols % 8 == 0 and the matrix 16-byte aligned, so that a chunk
+// is wholly inside or wholly outside; otherwise element-wise copies with
+// bounds checks.
+template <class T, int THREADS, int BK, bool KROWS> struct TileCopier {
+	static constexpr int kChunksPerRow = T::COLS / 8, kRowStep = THREADS / kChunksPerRow;
+	static constexpr int kIters = T::ROWS / kRowStep; // chunks per thread
+	static_assert(THREADS % kChunksPerRow == 0 && T::ROWS % kRowStep == 0, "threads tile the tile evenly");
+
+	const bf16 *base;  // the matrix (a valid address for chunks that are not read)
+	const bf16 *g;     // this thread's first chunk in the next k-tile
+	int row, col;      // its position in the matrix
+	int rows, cols;    // the matrix's extents; cols is also its row stride
+	int s_off;         // its offset in a shared tile
+	bool vec;
+
+	__device__ __forceinline__ TileCopier(const bf16 *m, int rows_, int cols_, int r0, int c0, bool vec_)
+		: base(m), rows(rows_), cols(cols_), vec(vec_) {
+		const int r = threadIdx.x / kChunksPerRow, cc = threadIdx.x % kChunksPerRow * 8;
+		row = r0 + r;
+		col = c0 + cc;
+		g = m + (int64_t)row * cols + col;
+		s_off = r * T::LD + cc;
+	}
+
+	// Copies the next k-tile into s, then advances by BK along k.
+	__device__ __forceinline__ void copy_next(bf16 *s) {
+		const int64_t step = (int64_t)kRowStep * cols; // elements between this thread's chunks
+UNROLL
+		for (int it = 0; it < kIters; it++) {
+			const bf16 *src = g + it * step;
+			bf16 *dst = s + s_off + it * kRowStep * T::LD;
+			const bool row_in = row + it * kRowStep < rows;
+			if (vec) {
+				const bool in = row_in && col < cols;
+				copy16(dst, in ? src : base, in);
+			} else {
+				uint4 raw = make_uint4(0, 0, 0, 0); // 8 bf16, as raw bits
+				uint16_t *e8 = reinterpret_cast<uint16_t *>(&raw);
+				if (row_in) {
+UNROLL
+					for (int e = 0; e < 8; e++)
+						if (col + e < cols) e8[e] = reinterpret_cast<const uint16_t *>(src)[e];
+				}
+				*reinterpret_cast<uint4 *>(dst) = raw;
+			}
+		}
+		if (KROWS) {
+			row += BK;
+			g += (int64_t)BK * cols;
+		} else {
+			col += BK;
+			g += BK;
+		}
+	}
+};
+
+template <class C, bool TA, bool TB, class TC>
+__global__ void __launch_bounds__(C::THREADS, C::MIN_BLOCKS)
+	gemm_bf16_kernel(TC *__restrict__ c, const bf16 *__restrict__ a, const bf16 *__restrict__ b, const GemmParams p) {
+	using TA_ = TileA<C, TA>;
+	using TB_ = TileB<C, TB>;
+	using LayoutA = typename std::conditional<TA, wmma::col_major, wmma::row_major>::type;
+	using LayoutB = typename std::conditional<TB, wmma::col_major, wmma::row_major>::type;
+	static_assert(C::WARPS_M * C::WARPS_N * 16 * kScratchLd * sizeof(float) <= tc_smem_bytes<C, TA, TB>(),
+	              "the epilogue scratch fits in the pipeline buffers");
+
+	extern __shared__ __align__(128) unsigned char smem[];
+	bf16 *sA = reinterpret_cast<bf16 *>(smem); // [kStages][TA_::ROWS][TA_::LD]
+	bf16 *sB = sA + kStages * TA_::ELEMS;      // [kStages][TB_::ROWS][TB_::LD]
+
+	const int M = p.m, N = p.n, K = p.k;
+	int tm, tn;
+	tile_of(blockIdx.x, ceil_div(M, C::BM), ceil_div(N, C::BN), &tm, &tn);
+	const int m0 = tm * C::BM, n0 = tn * C::BN;
+	a += blockIdx.y * p.stride_a; // A [M, K] or [K, M]
+	b += blockIdx.y * p.stride_b; // B [K, N] or [N, K]
+	c += blockIdx.y * p.stride_c; // C [M, N]
+
+	const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+	const int wm = warp / C::WARPS_N * C::WM, wn = warp % C::WARPS_N * C::WN; // warp tile origin in the block tile
+
+	// The copiers start at k-tile 0: A at (m0, 0) of [M, K] or (0, m0) of
+	// [K, M]; B at (0, n0) of [K, N] or (n0, 0) of [N, K].
+	TileCopier<TA_, C::THREADS, C::BK, TA> copy_a(a, TA ? K : M, TA ? M : K, TA ? 0 : m0, TA ? m0 : 0, p.vec & kVecA);
+	TileCopier<TB_, C::THREADS, C::BK, !TB> copy_b(b, TB ? N : K, TB ? K : N, TB ? n0 : 0, TB ? 0 : n0, p.vec & kVecB);
+
+	wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[C::FM][C::FN];
+UNROLL
+	for (int i = 0; i < C::FM; i++)
+UNROLL
+		for (int j = 0; j < C::FN; j++) wmma::fill_fragment(acc[i][j], 0.0f);
+
+	// Prologue: k-tiles 0 … kStages−2 in flight, one commit group each.
+	const int ktiles = ceil_div(K, C::BK);
+UNROLL
+	for (int s = 0; s < kStages - 1; s++) {
+		if (s < ktiles) {
+			copy_a.copy_next(sA + s * TA_::ELEMS);
+			copy_b.copy_next(sB + s * TB_::ELEMS);
+		}
+		copy_commit();
+	}
+	int read = 0, write = kStages - 1; // stages of k-tile kt and of k-tile kt + kStages − 1
+	for (int kt = 0; kt < ktiles; kt++) {
+		copy_wait<kStages - 2>(); // k-tile kt has landed (this thread's copies)
+		__syncthreads();          // ... everyone's; and stage `write`, read in iteration kt − 1, is free
+		if (kt + kStages - 1 < ktiles) {
+			copy_a.copy_next(sA + write * TA_::ELEMS);
+			copy_b.copy_next(sB + write * TB_::ELEMS);
+		}
+		copy_commit();
+
+		const bf16 *tA = sA + read * TA_::ELEMS, *tB = sB + read * TB_::ELEMS;
+UNROLL
+		for (int kk = 0; kk < C::BK; kk += 16) {
+			// All of the warp's B fragments, then one A fragment at a time
+			// (fewer live registers than holding all of both).
+			wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, LayoutB> fb[C::FN];
+UNROLL
+			for (int j = 0; j < C::FN; j++) {
+				const int col = wn + j * 16; // column of op(B)
+				load_frag(fb[j], TB ? tB + col * TB_::LD + kk : tB + kk * TB_::LD + col, TB_::LD);
+			}
+UNROLL
+			for (int i = 0; i < C::FM; i++) {
+				const int r = wm + i * 16; // row of op(A)
+				wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, LayoutA> fa;
+				load_frag(fa, TA ? tA + kk * TA_::LD + r : tA + r * TA_::LD + kk, TA_::LD);
+UNROLL
+				for (int j = 0; j < C::FN; j++) wmma::mma_sync(acc[i][j], fa, fb[j], acc[i][j]);
+			}
+		}
+		read = read == kStages - 1 ? 0 : read + 1;
+		write = write == kStages - 1 ? 0 : write + 1;
+	}
+	copy_wait<0>();
+	__syncthreads(); // all warps are done with the stages: reuse them as scratch
+
+	float *scratch = reinterpret_cast<float *>(smem) + warp * 16 * kScratchLd; // [16][kScratchLd]
+	const int r = lane / 2, c8 = lane % 2 * 8;                                   // this lane's run
+UNROLL
+	for (int i = 0; i < C::FM; i++)
+UNROLL
+		for (int j = 0; j < C::FN; j++) {
+			const int fm = m0 + wm + i * 16, fn = n0 + wn + j * 16; // fragment origin in C
+			if (fm >= M || fn >= N) continue;                      // warp-uniform
+			wmma::store_matrix_sync(scratch, acc[i][j], kScratchLd, wmma::mem_row_major);
+			__syncwarp();
+			const int gm = fm + r, gn = fn + c8;
+			if (gm < M && gn < N) {
+				float v[8];
+UNROLL
+				for (int e = 0; e < 8; e++) v[e] = scratch[r * kScratchLd + c8 + e];
+				epilogue_run<8>(c + (int64_t)gm * N + gn, N - gn, p.vec & kVecC, v, p.alpha, p.beta);
+			}
+			__syncwarp();
+		}
+}
+
+// ---- f32: SIMT ------------------------------------------------------------------
+
+static constexpr int kF32BM = 64, kF32BN = 64, kF32BK = 16, kF32Threads = 256, kF32Pad = 4;
+
+// The 4 consecutive elements at (gr, gc..gc+3) of the row-major rows×cols
+// matrix g, 0 outside it. vec: cols % 4 == 0 and g 16-byte aligned.
+__device__ __forceinline__ float4 load4(const float *g, int rows, int cols, int gr, int gc, bool vec) {
+	float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+	if (gr < rows && gc < cols) {
+		const float *src = g + (int64_t)gr * cols + gc;
+		if (vec) {
+			v = *reinterpret_cast<const float4 *>(src);
+		} else {
+			v.x = src[0];
+			if (gc + 1 < cols) v.y = src[1];
+			if (gc + 2 < cols) v.z = src[2];
+			if (gc + 3 < cols) v.w = src[3];
+		}
+	}
+	return v;
+}
+
+// One thread's share of a k-tile of an operand: 4 consecutive stored
+// elements. KMAJOR: the stored rows are k (A transposed, B not), so the run is
+// a row piece of the k-major shared tile; otherwise it is a column piece,
+// scattered.
+template <bool KMAJOR> struct F32Chunk {
+	// Position of this thread's run in the stored tile: KMAJOR tiles are
+	// kF32BK rows × 64, the others 64 rows × kF32BK.
+	static constexpr int kRunsPerRow = (KMAJOR ? 64 : kF32BK) / 4;
+	__device__ static int row() { return threadIdx.x / kRunsPerRow; }
+	__device__ static int col() { return threadIdx.x % kRunsPerRow * 4; }
+	// Writes the run into the k-major shared tile s [kF32BK][64 + kF32Pad].
+	__device__ static void store(float (*s)[64 + kF32Pad], float4 v) {
+		if (KMAJOR) {
+			*reinterpret_cast<float4 *>(&s[row()][col()]) = v;
+		} else {
+			s[col() + 0][row()] = v.x;
+			s[col() + 1][row()] = v.y;
+			s[col() + 2][row()] = v.z;
+			s[col() + 3][row()] = v.w;
+		}
+	}
+};
+
+template <bool TA, bool TB>
+__global__ void __launch_bounds__(kF32Threads)
+	gemm_f32_kernel(float *__restrict__ c, const float *__restrict__ a, const float *__restrict__ b, const GemmParams p) {
+	static_assert(kF32BM == 64 && kF32BN == 64 && kF32BK * 64 == 4 * kF32Threads, "one 4-run per thread and operand");
+	__shared__ __align__(16) float sA[2][kF32BK][kF32BM + kF32Pad]; // op(A) tile, k-major: [k][m]
+	__shared__ __align__(16) float sB[2][kF32BK][kF32BN + kF32Pad]; // op(B) tile, k-major: [k][n]
+	using ChunkA = F32Chunk<TA>;
+	using ChunkB = F32Chunk<!TB>;
+
+	const int M = p.m, N = p.n, K = p.k;
+	int tm, tn;
+	tile_of(blockIdx.x, ceil_div(M, kF32BM), ceil_div(N, kF32BN), &tm, &tn);
+	const int m0 = tm * kF32BM, n0 = tn * kF32BN;
+	a += blockIdx.y * p.stride_a; // A [M, K] or [K, M]
+	b += blockIdx.y * p.stride_b; // B [K, N] or [N, K]
+	c += blockIdx.y * p.stride_c; // C [M, N]
+	const int tx = threadIdx.x % 16, ty = threadIdx.x / 16; // micro-tile: rows 4·ty…, columns 4·tx…
+
+	// This thread's runs of k-tile kt, straight from global memory.
+	auto fetch_a = [&](int kt) {
+		const int k0 = kt * kF32BK;
+		return TA ? load4(a, K, M, k0 + ChunkA::row(), m0 + ChunkA::col(), p.vec & kVecA)
+		          : load4(a, M, K, m0 + ChunkA::row(), k0 + ChunkA::col(), p.vec & kVecA);
+	};
+	auto fetch_b = [&](int kt) {
+		const int k0 = kt * kF32BK;
+		return TB ? load4(b, N, K, n0 + ChunkB::row(), k0 + ChunkB::col(), p.vec & kVecB)
+		          : load4(b, K, N, k0 + ChunkB::row(), n0 + ChunkB::col(), p.vec & kVecB);
+	};
+
+	float acc[4][4] = {};
+	const int ktiles = ceil_div(K, kF32BK);
+	float4 ra = make_float4(0.0f, 0.0f, 0.0f, 0.0f), rb = ra; // the next k-tile's runs
+	if (ktiles > 0) {
+		ChunkA::store(sA[0], fetch_a(0));
+		ChunkB::store(sB[0], fetch_b(0));
+	}
+	__syncthreads();
+	for (int kt = 0; kt < ktiles; kt++) {
+		const int s = kt % 2;
+		const bool more = kt + 1 < ktiles;
+		if (more) {
+			ra = fetch_a(kt + 1);
+			rb = fetch_b(kt + 1);
+		}
+UNROLL
+		for (int k = 0; k < kF32BK; k++) {
+			const float4 av = *reinterpret_cast<const float4 *>(&sA[s][k][4 * ty]);
+			const float4 bv = *reinterpret_cast<const float4 *>(&sB[s][k][4 * tx]);
+			const float ar[4] = {av.x, av.y, av.z, av.w}, br[4] = {bv.x, bv.y, bv.z, bv.w};
+UNROLL
+			for (int i = 0; i < 4; i++)
+UNROLL
+				for (int j = 0; j < 4; j++) acc[i][j] = fmaf(ar[i], br[j], acc[i][j]);
+		}
+		if (more) { // the other buffer was last read in iteration kt−1, before the barrier
+			ChunkA::store(sA[s ^ 1], ra);
+			ChunkB::store(sB[s ^ 1], rb);
+		}
+		__syncthreads();
+	}
+
+	const int gn = n0 + 4 * tx;
+	if (gn < N) {
+UNROLL
+		for (int i = 0; i < 4; i++) {
+			const int gm = m0 + 4 * ty + i;
+			if (gm < M) epilogue_run<4>(c + (int64_t)gm * N + gn, N - gn, p.vec & kVecC, acc[i], p.alpha, p.beta);
+		}
+	}
+}
+
+// ---- Launcher -------------------------------------------------------------------
+
+static constexpr int64_t kMaxGridY = 65535;
+
+// Launches kernel over tiles × batch blocks, in chunks of at most kMaxGridY
+// batch entries.
+template <class TC, class TAB>
+static cudaError_t launch_batched(void (*kernel)(TC *, const TAB *, const TAB *, GemmParams), int tiles, int threads,
+                                  size_t smem, TC *c, const TAB *a, const TAB *b, int64_t batch, const GemmParams &p,
+                                  cudaStream_t stream) {
+	for (int64_t z = 0; z < batch; z += kMaxGridY) {
+		const unsigned nz = (unsigned)(batch - z < kMaxGridY ? batch - z : kMaxGridY);
+		LAUNCH(dim3(tiles, nz), threads, smem, stream, kernel)
+		(c + z * p.stride_c, a + z * p.stride_a, b + z * p.stride_b, p);
+		const cudaError_t e = cudaGetLastError();
+		if (e != cudaSuccess) return e;
+	}
+	return cudaSuccess;
+}
+
+template <class C, bool TA, bool TB, class TC>
+static cudaError_t launch_bf16(TC *c, const bf16 *a, const bf16 *b, int64_t batch, const GemmParams &p,
+                               cudaStream_t stream) {
+	constexpr size_t smem = tc_smem_bytes<C, TA, TB>();
+	void (*kernel)(TC *, const bf16 *, const bf16 *, GemmParams) = gemm_bf16_kernel<C, TA, TB, TC>;
+	if (smem > 48 * 1024) {
+		const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+		if (e != cudaSuccess) return e;
+	}
+	const int tiles = (int)(ceil_div<int64_t>(p.m, C::BM) * ceil_div<int64_t>(p.n, C::BN));
+	return launch_batched(kernel, tiles, C::THREADS, smem, c, a, b, batch, p, stream);
+}
+
+template <class C, class TC>
+static cudaError_t gemm_bf16(int transa, int transb, TC *c, const bf16 *a, const bf16 *b, int64_t batch,
+                             const GemmParams &p, cudaStream_t stream) {
+	if (transa)
+		return transb ? launch_bf16<C, true, true>(c, a, b, batch, p, stream)
+		              : launch_bf16<C, true, false>(c, a, b, batch, p, stream);
+	return transb ? launch_bf16<C, false, true>(c, a, b, batch, p, stream)
+	              : launch_bf16<C, false, false>(c, a, b, batch, p, stream);
+}
+
+template <bool TA, bool TB>
+static cudaError_t launch_f32(float *c, const float *a, const float *b, int64_t batch, const GemmParams &p,
+                              cudaStream_t stream) {
+	const int tiles = (int)(ceil_div<int64_t>(p.m, kF32BM) * ceil_div<int64_t>(p.n, kF32BN));
+	return launch_batched(gemm_f32_kernel<TA, TB>, tiles, kF32Threads, 0, c, a, b, batch, p, stream);
+}
+
+// Whether rows of `width` elements of `size` bytes at base p (and every batch
+// entry, stride elements apart) allow 16-byte vector access.
+static bool vec_ok(const void *p, int64_t width, int64_t stride, size_t size) {
+	const int64_t per = 16 / (int64_t)size;
+	return (uintptr_t)p % 16 == 0 && width % per == 0 && stride % per == 0;
+}
+
+// The bf16 block tile: 128 unless that leaves SMs without a block; the
+// environment variable TW_GEMM_TILE (64 or 128) overrides.
+static cudaError_t bf16_tile(int64_t m, int64_t n, int64_t batch, int *tile) {
+	if (const char *s = getenv("TW_GEMM_TILE")) {
+		const int t = atoi(s);
+		if (t == 64 || t == 128) {
+			*tile = t;
+			return cudaSuccess;
+		}
+	}
+	int dev = 0, sms = 0;
+	cudaError_t e = cudaGetDevice(&dev);
+	if (e == cudaSuccess) e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+	if (e != cudaSuccess) return e;
+	const int64_t blocks128 = ceil_div<int64_t>(m, 128) * ceil_div<int64_t>(n, 128) * batch;
+	*tile = blocks128 >= sms ? 128 : 64;
+	return cudaSuccess;
+}
+
+extern "C" cudaError_t tw_gemm(void *c, tw_dtype cdt, const void *a, const void *b, tw_dtype abdt, int transa,
+                               int transb, int64_t m, int64_t n, int64_t k, int64_t batch, int64_t stride_a,
+                               int64_t stride_b, int64_t stride_c, float alpha, float beta, cudaStream_t stream) {
+	if (m < 0 || n < 0 || k < 0 || batch < 0) return cudaErrorInvalidValue;
+	if (m == 0 || n == 0 || batch == 0) return cudaSuccess;
+	const bool bf16_ops = abdt == TW_BF16 && (cdt == TW_F32 || cdt == TW_BF16);
+	if (!bf16_ops && !(abdt == TW_F32 && cdt == TW_F32)) return cudaErrorInvalidValue;
+	// Extents and tile counts must fit the kernels' int arithmetic.
+	if (m > INT_MAX || n > INT_MAX || k > INT_MAX || ceil_div<int64_t>(m, 64) * ceil_div<int64_t>(n, 64) > INT_MAX)
+		return cudaErrorInvalidValue;
+
+	const size_t ab_size = abdt == TW_F32 ? 4 : 2, c_size = cdt == TW_F32 ? 4 : 2;
+	GemmParams p{(int)m, (int)n, (int)k, stride_a, stride_b, stride_c, alpha, beta, 0};
+	if (vec_ok(a, transa ? m : k, stride_a, ab_size)) p.vec |= kVecA;
+	if (vec_ok(b, transb ? k : n, stride_b, ab_size)) p.vec |= kVecB;
+	if (vec_ok(c, n, stride_c, c_size)) p.vec |= kVecC;
+
+	if (!bf16_ops) {
+		float *cf = (float *)c;
+		const float *af = (const float *)a, *bf = (const float *)b;
+		if (transa)
+			return transb ? launch_f32<true, true>(cf, af, bf, batch, p, stream)
+			              : launch_f32<true, false>(cf, af, bf, batch, p, stream);
+		return transb ? launch_f32<false, true>(cf, af, bf, batch, p, stream)
+		              : launch_f32<false, false>(cf, af, bf, batch, p, stream);
+	}
+
+	int tile;
+	const cudaError_t e = bf16_tile(m, n, batch, &tile);
+	if (e != cudaSuccess) return e;
+	const bf16 *ab = (const bf16 *)a, *bb = (const bf16 *)b;
+	if (cdt == TW_F32)
+		return tile == 128 ? gemm_bf16<Tc128>(transa, transb, (float *)c, ab, bb, batch, p, stream)
+		                   : gemm_bf16<Tc64>(transa, transb, (float *)c, ab, bb, batch, p, stream);
+	return tile == 128 ? gemm_bf16<Tc128>(transa, transb, (bf16 *)c, ab, bb, batch, p, stream)
+	                   : gemm_bf16<Tc64>(transa, transb, (bf16 *)c, ab, bb, batch, p, stream);
+}
