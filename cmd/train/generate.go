@@ -184,7 +184,7 @@ func runScore(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 // scoreSequence returns log π(ids[t] | ids[:t]) for t ≥ 1.
 func scoreSequence(m *llama.Model, ids []int32) ([]float32, error) {
 	n := len(ids) - 1
-	p, err := m.ForwardTrain(llama.Batch{IDs: ids[:n], Targets: ids[1:], Lens: []int{n}})
+	p, err := m.ForwardTrain(llama.Batch{IDs: ids[:n], Targets: ids[1:], Lens: []int{n}}, nil)
 	if err != nil {
 		return nil, err
 	}

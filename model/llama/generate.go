@@ -9,10 +9,11 @@ import (
 
 // GenerateOptions control Generate.
 type GenerateOptions struct {
-	MaxNew int                 // tokens to generate per prompt at most
-	Sample engine.SampleParams // Temperature 0: greedy
-	Seed   uint64              // seeds the uniforms the sampler draws with
-	Stop   []int32             // tokens that end a sequence (kept in the output)
+	MaxNew  int                 // tokens to generate per prompt at most
+	Sample  engine.SampleParams // Temperature 0: greedy
+	Seed    uint64              // seeds the uniforms the sampler draws with
+	Stop    []int32             // tokens that end a sequence (kept in the output)
+	Adapter *Adapter            // LoRA adapter to generate with (nil: the base)
 }
 
 // Generation is one prompt's continuation.
@@ -58,7 +59,7 @@ func (m *Model) Generate(prompts [][]int32, opt GenerateOptions) ([]Generation, 
 	next := prompts
 	uv := make([]float32, s)
 	for step := 0; step < opt.MaxNew; step++ {
-		logits, err := m.Forward(kc, next)
+		logits, err := m.Forward(kc, next, opt.Adapter)
 		if err != nil {
 			return nil, err
 		}

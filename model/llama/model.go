@@ -62,10 +62,10 @@ func (m *Model) NewCache(slots, maxLen int) (*Cache, error) {
 }
 
 // Forward appends tokens[s] to slot s of the cache and runs them through
-// the model, returning f32 logits [S, V] for the last new token of each slot
+// the model with adapter ad (nil: the base alone), returning f32 logits [S, V] for the last new token of each slot
 // (rows of slots without new tokens are zero). The result is valid until the
 // next call.
-func (m *Model) Forward(kc *Cache, tokens [][]int32) (logitsOut *engine.Tensor, err error) {
+func (m *Model) Forward(kc *Cache, tokens [][]int32, ad *Adapter) (logitsOut *engine.Tensor, err error) {
 	c, b := m.Config, m.b
 	defer func() {
 		if r := recover(); r != nil {
@@ -142,8 +142,13 @@ func (m *Model) Forward(kc *Cache, tokens [][]int32) (logitsOut *engine.Tensor, 
 	delta := take(m.dt, n, d)    // [N, D] a sublayer's output
 	gate := take(m.dt, n, c.FFN) // [N, F]
 	up := take(m.dt, n, c.FFN)   // [N, F]
+	act := take(m.dt, n, c.FFN)  // [N, F] SwiGLU output
 	lin := engine.GemmParams{TransB: true, Alpha: 1}
 	scale := float32(1 / math.Sqrt(float64(hd)))
+	var loraT *engine.Tensor // [N, r] x·Aᵀ scratch
+	if ad != nil {
+		loraT = take(m.dt, n, ad.Config.Rank)
+	}
 
 	b.Embedding(x, m.Weights.Embed, idT)
 	for l := range m.Weights.Layers {
@@ -155,9 +160,10 @@ func (m *Model) Forward(kc *Cache, tokens [][]int32) (logitsOut *engine.Tensor, 
 		}
 		// Attention: q, k, v projections, rotary positions, the new keys and
 		// values into the cache, attention over the cache, output projection.
-		b.Gemm(qT, h, w.Wq, lin)
-		b.Gemm(kT, h, w.Wk, lin)
-		b.Gemm(vT, h, w.Wv, lin)
+		proj := func(name string, y, x, wt *engine.Tensor) { linear(b, y, x, wt, ad.pair(l, name), ad.scale(), loraT) }
+		proj("q", qT, h, w.Wq)
+		proj("k", kT, h, w.Wk)
+		proj("v", vT, h, w.Wv)
 		b.RoPE(qT.Reshape(n, c.Heads, hd), posT, m.invFreq)
 		b.RoPE(kT.Reshape(n, c.KVHeads, hd), posT, m.invFreq)
 		for i := 0; i < len(seqs); i += 4 {
@@ -167,13 +173,13 @@ func (m *Model) Forward(kc *Cache, tokens [][]int32) (logitsOut *engine.Tensor, 
 			b.Copy(kc.V[l].Rows(dst, dst+ql), vT.Rows(qs, qs+ql).Reshape(ql, c.KVHeads, hd))
 		}
 		b.Attention(att.Reshape(n, c.Heads, hd), lse, qT.Reshape(n, c.Heads, hd), kc.K[l], kc.V[l], seqT, scale)
-		b.Gemm(delta, att, w.Wo, lin)
+		proj("o", delta, att, w.Wo)
 		b.AddRMSNorm(x, h, rstd, x, delta, w.MLPNorm, c.NormEps) // x += attention output
 		// MLP: down(silu(gate(h)) ⊙ up(h)).
-		b.Gemm(gate, h, w.Wgate, lin)
-		b.Gemm(up, h, w.Wup, lin)
-		b.SwiGLU(gate, gate, up)
-		b.Gemm(delta, gate, w.Wdown, lin)
+		proj("gate", gate, h, w.Wgate)
+		proj("up", up, h, w.Wup)
+		b.SwiGLU(act, gate, up)
+		proj("down", delta, act, w.Wdown)
 	}
 	b.AddRMSNorm(x, h, rstd, x, delta, m.Weights.FinalNorm, c.NormEps)
 

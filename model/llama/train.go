@@ -17,22 +17,24 @@ type Batch struct {
 
 // layerActs are the activations one layer's backward needs.
 type layerActs struct {
-	res1, h1 *engine.Tensor // [N, D] residual stream in, its attention norm
-	rstd1    *engine.Tensor // [N] f32
-	q        *engine.Tensor // [N, H, Dh] after RoPE
-	k, v     *engine.Tensor // [N, G, Dh] (k after RoPE)
-	att      *engine.Tensor // [N, H, Dh] attention output
-	lse      *engine.Tensor // [N, H] f32
-	res2, h2 *engine.Tensor // [N, D] residual after attention, its MLP norm
-	rstd2    *engine.Tensor // [N] f32
-	gate, up *engine.Tensor // [N, F] projections before SwiGLU
-	act      *engine.Tensor // [N, F] SwiGLU output
+	res1, h1 *engine.Tensor            // [N, D] residual stream in, its attention norm
+	rstd1    *engine.Tensor            // [N] f32
+	q        *engine.Tensor            // [N, H, Dh] after RoPE
+	k, v     *engine.Tensor            // [N, G, Dh] (k after RoPE)
+	att      *engine.Tensor            // [N, H, Dh] attention output
+	lse      *engine.Tensor            // [N, H] f32
+	res2, h2 *engine.Tensor            // [N, D] residual after attention, its MLP norm
+	rstd2    *engine.Tensor            // [N] f32
+	gate, up *engine.Tensor            // [N, F] projections before SwiGLU
+	act      *engine.Tensor            // [N, F] SwiGLU output
+	lora     map[string]*engine.Tensor // [N, r] x·Aᵀ of each adapted projection
 }
 
 // Pass is a forward pass kept for its backward: the activations, and the
 // per-token log-probabilities of the targets.
 type Pass struct {
 	m              *Model
+	ad             *Adapter // nil: the base model alone
 	n              int
 	ids, tgt, seqs *engine.Tensor // [N] i32, [N] i32, [B, 4] i32
 	pos            *engine.Tensor // [N] i32
@@ -56,9 +58,10 @@ func (p *Pass) Release() {
 	p.held = nil
 }
 
-// ForwardTrain runs a batch through the model, keeping every activation the
-// backward needs, and computes the log-probability of each target.
-func (m *Model) ForwardTrain(bt Batch) (pass *Pass, err error) {
+// ForwardTrain runs a batch through the model, with adapter ad (nil: the
+// base alone), keeping every activation the backward needs, and computes the
+// log-probability of each target.
+func (m *Model) ForwardTrain(bt Batch, ad *Adapter) (pass *Pass, err error) {
 	c, b := m.Config, m.b
 	n := len(bt.IDs)
 	if n == 0 || len(bt.Targets) != n {
@@ -87,7 +90,7 @@ func (m *Model) ForwardTrain(bt Batch) (pass *Pass, err error) {
 			return nil, fmt.Errorf("forward: target %d = %d is outside the vocabulary of %d", i, g, c.Vocab)
 		}
 	}
-	p := &Pass{m: m, n: n}
+	p := &Pass{m: m, n: n, ad: ad}
 	defer func() {
 		if r := recover(); r != nil {
 			oom, ok := r.(forwardOOM)
@@ -113,7 +116,6 @@ func (m *Model) ForwardTrain(bt Batch) (pass *Pass, err error) {
 	engine.SetI32(b, p.tgt, bt.Targets)
 	engine.SetI32(b, p.pos, pos)
 	engine.SetI32(b, p.seqs, seqs)
-	lin := engine.GemmParams{TransB: true, Alpha: 1}
 	scale := float32(1 / math.Sqrt(float64(hd)))
 
 	x := take(m.dt, n, d) // the embedding: layer 0's residual input
@@ -131,23 +133,33 @@ func (m *Model) ForwardTrain(bt Batch) (pass *Pass, err error) {
 			b.AddRMSNorm(a.res1, a.h1, a.rstd1, x, delta, w.AttnNorm, c.NormEps)
 		}
 		a.q, a.k, a.v = take(m.dt, n, nh, hd), take(m.dt, n, ng, hd), take(m.dt, n, ng, hd)
-		b.Gemm(a.q.Reshape(n, nh*hd), a.h1, w.Wq, lin)
-		b.Gemm(a.k.Reshape(n, ng*hd), a.h1, w.Wk, lin)
-		b.Gemm(a.v.Reshape(n, ng*hd), a.h1, w.Wv, lin)
+		a.lora = map[string]*engine.Tensor{}
+		proj := func(name string, y, x, wt *engine.Tensor) {
+			lp := ad.pair(l, name)
+			var t *engine.Tensor
+			if lp != nil {
+				t = take(m.dt, n, ad.Config.Rank)
+				a.lora[name] = t
+			}
+			linear(b, y, x, wt, lp, ad.scale(), t)
+		}
+		proj("q", a.q.Reshape(n, nh*hd), a.h1, w.Wq)
+		proj("k", a.k.Reshape(n, ng*hd), a.h1, w.Wk)
+		proj("v", a.v.Reshape(n, ng*hd), a.h1, w.Wv)
 		b.RoPE(a.q, p.pos, m.invFreq)
 		b.RoPE(a.k, p.pos, m.invFreq)
 		a.att, a.lse = take(m.dt, n, nh, hd), take(engine.F32, n, nh)
 		b.Attention(a.att, a.lse, a.q, a.k, a.v, p.seqs, scale)
 		o := take(m.dt, n, d)
-		b.Gemm(o, a.att.Reshape(n, nh*hd), w.Wo, lin)
+		proj("o", o, a.att.Reshape(n, nh*hd), w.Wo)
 		a.res2, a.h2, a.rstd2 = take(m.dt, n, d), take(m.dt, n, d), take(engine.F32, n)
 		b.AddRMSNorm(a.res2, a.h2, a.rstd2, a.res1, o, w.MLPNorm, c.NormEps)
 		a.gate, a.up, a.act = take(m.dt, n, f), take(m.dt, n, f), take(m.dt, n, f)
-		b.Gemm(a.gate, a.h2, w.Wgate, lin)
-		b.Gemm(a.up, a.h2, w.Wup, lin)
+		proj("gate", a.gate, a.h2, w.Wgate)
+		proj("up", a.up, a.h2, w.Wup)
 		b.SwiGLU(a.act, a.gate, a.up)
 		delta = take(m.dt, n, d)
-		b.Gemm(delta, a.act, w.Wdown, lin)
+		proj("down", delta, a.act, w.Wdown)
 		x = a.res2
 	}
 	p.resF, p.hF, p.rstdF = take(m.dt, n, d), take(m.dt, n, d), take(engine.F32, n)
@@ -163,10 +175,11 @@ func (m *Model) ForwardTrain(bt Batch) (pass *Pass, err error) {
 // dtype dt (a tied classifier shares the embedding's gradient).
 func (m *Model) NewGrads(dt engine.DType) (*Weights, error) { return allocWeights(m.b, m.Config, dt) }
 
-// Backward accumulates into g the gradient of Σ_i dLogP[i]·LogP[i] with
-// respect to every weight, mirroring ForwardTrain step by step in reverse.
-// dLogP is [N] f32.
-func (p *Pass) Backward(dLogP *engine.Tensor, g *Weights) (err error) {
+// Backward accumulates the gradient of Σ_i dLogP[i]·LogP[i], mirroring
+// ForwardTrain step by step in reverse: into g for the base weights (nil: a
+// frozen base, which then needs no gradient buffers) and into ga for the
+// adapter the pass ran with (nil: none, or a frozen adapter). dLogP is [N] f32.
+func (p *Pass) Backward(dLogP *engine.Tensor, g *Weights, ga *Adapter) (err error) {
 	m := p.m
 	c, b, n := m.Config, m.b, p.n
 	engine.MustShape("Backward", "dLogP", dLogP, n)
@@ -192,49 +205,56 @@ func (p *Pass) Backward(dLogP *engine.Tensor, g *Weights) (err error) {
 		return t
 	}
 	d, hd, nh, ng, f := c.Dim, c.HeadDim, c.Heads, c.KVHeads, c.FFN
-	lin := engine.GemmParams{Alpha: 1}                        // dx = dy·W
-	acc := engine.GemmParams{TransA: true, Alpha: 1, Beta: 1} // dW += dyᵀ·x
 	scale := float32(1 / math.Sqrt(float64(hd)))
+	var head, finalNorm, embed *engine.Tensor
+	if g != nil {
+		head, finalNorm, embed = g.Head, g.FinalNorm, g.Embed
+	}
 
 	// Classifier and final norm. dres carries the residual stream's gradient
 	// down through the layers: every sublayer's input gradient adds into it.
 	dh := take(m.dt, n, d)
-	if err := engine.TokenLogProbsBackward(b, m.pool, dh, g.Head, dLogP, p.hF, m.Weights.Head, p.lseT, p.tgt, LogitChunk); err != nil {
+	if err := engine.TokenLogProbsBackward(b, m.pool, dh, head, dLogP, p.hF, m.Weights.Head, p.lseT, p.tgt, LogitChunk); err != nil {
 		panic(forwardOOM{err})
 	}
 	dres := take(m.dt, n, d)
 	b.Fill(dres, 0)
-	b.RMSNormBackward(dres, g.FinalNorm, dh, p.resF, m.Weights.FinalNorm, p.rstdF)
+	b.RMSNormBackward(dres, finalNorm, dh, p.resF, m.Weights.FinalNorm, p.rstdF)
 
 	dact, dgate, dup := take(m.dt, n, f), take(m.dt, n, f), take(m.dt, n, f)
 	datt, dq := take(m.dt, n, nh, hd), take(m.dt, n, nh, hd)
 	dk, dv := take(m.dt, n, ng, hd), take(m.dt, n, ng, hd)
+	var dt *engine.Tensor // [N, r] LoRA scratch
+	if p.ad != nil {
+		dt = take(m.dt, n, p.ad.Config.Rank)
+	}
 	for l := c.Layers - 1; l >= 0; l-- {
-		w, gw, a := &m.Weights.Layers[l], &g.Layers[l], &p.layers[l]
+		w, a := &m.Weights.Layers[l], &p.layers[l]
+		var gl Layer // all nil: a frozen base
+		if g != nil {
+			gl = g.Layers[l]
+		}
+		back := func(name string, dx *engine.Tensor, accumulate bool, dy, x, wt, gwt *engine.Tensor) {
+			linearBackward(b, dx, accumulate, dy, x, wt, gwt, p.ad.pair(l, name), ga.pair(l, name), p.ad.scale(), a.lora[name], dt)
+		}
 		// MLP: down(silu(gate(h2)) ⊙ up(h2)), its output added to res2.
-		b.Gemm(dact, dres, w.Wdown, lin)
-		b.Gemm(gw.Wdown, dres, a.act, acc)
+		back("down", dact, false, dres, a.act, w.Wdown, gl.Wdown)
 		b.SwiGLUBackward(dgate, dup, dact, a.gate, a.up)
-		b.Gemm(dh, dgate, w.Wgate, lin)
-		b.Gemm(dh, dup, w.Wup, engine.GemmParams{Alpha: 1, Beta: 1})
-		b.Gemm(gw.Wgate, dgate, a.h2, acc)
-		b.Gemm(gw.Wup, dup, a.h2, acc)
-		b.RMSNormBackward(dres, gw.MLPNorm, dh, a.res2, w.MLPNorm, a.rstd2)
+		back("gate", dh, false, dgate, a.h2, w.Wgate, gl.Wgate)
+		back("up", dh, true, dup, a.h2, w.Wup, gl.Wup)
+		b.RMSNormBackward(dres, gl.MLPNorm, dh, a.res2, w.MLPNorm, a.rstd2)
 		// Attention: o(att(rope(q(h1)), rope(k(h1)), v(h1))), added to res1.
-		b.Gemm(datt.Reshape(n, nh*hd), dres, w.Wo, lin)
-		b.Gemm(gw.Wo, dres, a.att.Reshape(n, nh*hd), acc)
+		back("o", datt.Reshape(n, nh*hd), false, dres, a.att.Reshape(n, nh*hd), w.Wo, gl.Wo)
 		b.AttentionBackward(dq, dk, dv, datt, a.att, a.lse, a.q, a.k, a.v, p.seqs, scale)
 		b.RoPEBackward(dq, p.pos, m.invFreq)
 		b.RoPEBackward(dk, p.pos, m.invFreq)
-		dq2, dk2, dv2 := dq.Reshape(n, nh*hd), dk.Reshape(n, ng*hd), dv.Reshape(n, ng*hd)
-		b.Gemm(dh, dq2, w.Wq, lin)
-		b.Gemm(dh, dk2, w.Wk, engine.GemmParams{Alpha: 1, Beta: 1})
-		b.Gemm(dh, dv2, w.Wv, engine.GemmParams{Alpha: 1, Beta: 1})
-		b.Gemm(gw.Wq, dq2, a.h1, acc)
-		b.Gemm(gw.Wk, dk2, a.h1, acc)
-		b.Gemm(gw.Wv, dv2, a.h1, acc)
-		b.RMSNormBackward(dres, gw.AttnNorm, dh, a.res1, w.AttnNorm, a.rstd1)
+		back("q", dh, false, dq.Reshape(n, nh*hd), a.h1, w.Wq, gl.Wq)
+		back("k", dh, true, dk.Reshape(n, ng*hd), a.h1, w.Wk, gl.Wk)
+		back("v", dh, true, dv.Reshape(n, ng*hd), a.h1, w.Wv, gl.Wv)
+		b.RMSNormBackward(dres, gl.AttnNorm, dh, a.res1, w.AttnNorm, a.rstd1)
 	}
-	b.EmbeddingBackward(g.Embed, dres, p.ids)
+	if embed != nil {
+		b.EmbeddingBackward(embed, dres, p.ids)
+	}
 	return nil
 }

@@ -37,7 +37,7 @@ func tinyBatch(r *rand.Rand, vocab int) llama.Batch {
 
 // loss runs a forward pass and returns −Σ logp (f64 on the host).
 func loss(t *testing.T, m *llama.Model, bt llama.Batch) float64 {
-	p, err := m.ForwardTrain(bt)
+	p, err := m.ForwardTrain(bt, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +63,7 @@ func TestGradientsFiniteDifferences(t *testing.T) {
 			r := rand.New(rand.NewPCG(3, 4))
 			bt := tinyBatch(r, m.Config.Vocab)
 
-			p, err := m.ForwardTrain(bt)
+			p, err := m.ForwardTrain(bt, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -73,7 +73,7 @@ func TestGradientsFiniteDifferences(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := p.Backward(dl, g); err != nil {
+			if err := p.Backward(dl, g, nil); err != nil {
 				t.Fatal(err)
 			}
 			p.Release()
@@ -124,12 +124,12 @@ func TestTrainingLowersLoss(t *testing.T) {
 	dl := engine.MustAlloc(b, engine.F32, len(bt.IDs))
 	b.Fill(dl, -1)
 	for step := 0; step < 20; step++ {
-		p, err := m.ForwardTrain(bt)
+		p, err := m.ForwardTrain(bt, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		g, _ := m.NewGrads(engine.F32)
-		if err := p.Backward(dl, g); err != nil {
+		if err := p.Backward(dl, g, nil); err != nil {
 			t.Fatal(err)
 		}
 		p.Release()

@@ -1,0 +1,267 @@
+package llama
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/turnwise/turnwise/engine"
+	"github.com/turnwise/turnwise/safetensors"
+)
+
+// LoRAPair is the adapter of one projection W [out, in]: the projection
+// becomes y = x·Wᵀ + s·(x·Aᵀ)·Bᵀ with s = α/r.
+type LoRAPair struct {
+	A *engine.Tensor // [r, in]
+	B *engine.Tensor // [out, r]
+}
+
+// Adapter is one named set of LoRA weights over a model's frozen base. Several
+// adapters can share one base (actor, critic); passing none to the model's
+// calls gives the base alone (the reference policy).
+type Adapter struct {
+	Config LoRAConfig
+	Layers []map[string]*LoRAPair // per layer, by projection name (q, k, v, o, gate, up, down)
+}
+
+// Scale returns s = α/r.
+func (a *Adapter) Scale() float32 { return a.Config.Alpha / float32(a.Config.Rank) }
+
+// scale is Scale for a possibly nil adapter.
+func (a *Adapter) scale() float32 {
+	if a == nil {
+		return 0
+	}
+	return a.Scale()
+}
+
+// pair returns the adapter of layer l's projection, or nil.
+func (a *Adapter) pair(l int, proj string) *LoRAPair {
+	if a == nil {
+		return nil
+	}
+	return a.Layers[l][proj]
+}
+
+// peftModule maps our projection names to Hugging Face module paths within
+// a layer; the last element is PEFT's target_modules name.
+var peftModule = map[string]string{
+	"q": "self_attn.q_proj", "k": "self_attn.k_proj", "v": "self_attn.v_proj", "o": "self_attn.o_proj",
+	"gate": "mlp.gate_proj", "up": "mlp.up_proj", "down": "mlp.down_proj",
+}
+
+// peftTarget returns PEFT's target_modules name of projection p ("q_proj").
+func peftTarget(p string) string {
+	m := peftModule[p]
+	return m[strings.LastIndexByte(m, '.')+1:]
+}
+
+// Each calls fn on every adapter tensor with its PEFT name, in layer order.
+func (a *Adapter) Each(fn func(name string, t *engine.Tensor)) {
+	for l, m := range a.Layers {
+		for _, p := range AllProjections {
+			if pr, ok := m[p]; ok {
+				base := fmt.Sprintf("base_model.model.model.layers.%d.%s", l, peftModule[p])
+				fn(base+".lora_A.weight", pr.A)
+				fn(base+".lora_B.weight", pr.B)
+			}
+		}
+	}
+}
+
+// newAdapter allocates a zeroed adapter of configuration lc in dtype dt.
+func (m *Model) newAdapter(lc LoRAConfig, dt engine.DType) (*Adapter, error) {
+	if lc.Rank <= 0 {
+		return nil, fmt.Errorf("LoRA rank %d: must be positive", lc.Rank)
+	}
+	if _, err := m.Config.LoRAParams(lc); err != nil {
+		return nil, err
+	}
+	a := &Adapter{Config: lc, Layers: make([]map[string]*LoRAPair, m.Config.Layers)}
+	for l := range a.Layers {
+		a.Layers[l] = map[string]*LoRAPair{}
+		for _, p := range lc.Targets {
+			out, in, _ := m.Config.projDims(p)
+			at, err := engine.Alloc(m.b, dt, lc.Rank, in)
+			if err != nil {
+				return nil, fmt.Errorf("LoRA adapter: %w", err)
+			}
+			bt, err := engine.Alloc(m.b, dt, out, lc.Rank)
+			if err != nil {
+				return nil, fmt.Errorf("LoRA adapter: %w", err)
+			}
+			a.Layers[l][p] = &LoRAPair{A: at, B: bt}
+		}
+	}
+	return a, nil
+}
+
+// NewAdapter returns a fresh adapter in the model's dtype: A uniform in
+// ±1/sqrt(in) (PEFT's default), B zero, so that it changes no output until
+// trained.
+func (m *Model) NewAdapter(lc LoRAConfig, seed uint64) (*Adapter, error) {
+	a, err := m.newAdapter(lc, m.dt)
+	if err != nil {
+		return nil, err
+	}
+	r := rand.New(rand.NewPCG(seed, 0x6c6f7261))
+	a.Each(func(name string, t *engine.Tensor) {
+		if strings.HasSuffix(name, ".lora_A.weight") {
+			bound := 1 / math.Sqrt(float64(t.Dim(1)))
+			vals := make([]float32, t.Numel())
+			for i := range vals {
+				vals[i] = float32((2*r.Float64() - 1) * bound)
+			}
+			engine.SetF32(m.b, t, vals)
+		}
+	})
+	return a, nil
+}
+
+// NewAdapterGrads returns zeroed gradient buffers shaped like a, in dtype dt.
+func (m *Model) NewAdapterGrads(a *Adapter, dt engine.DType) (*Adapter, error) {
+	return m.newAdapter(a.Config, dt)
+}
+
+// peftConfig is adapter_config.json, in the fields PEFT reads.
+type peftConfig struct {
+	PeftType      string   `json:"peft_type"`
+	TaskType      string   `json:"task_type"`
+	R             int      `json:"r"`
+	LoraAlpha     float32  `json:"lora_alpha"`
+	LoraDropout   float32  `json:"lora_dropout"`
+	Bias          string   `json:"bias"`
+	TargetModules []string `json:"target_modules"`
+	FanInFanOut   bool     `json:"fan_in_fan_out"`
+	InferenceMode bool     `json:"inference_mode"`
+	BaseModel     string   `json:"base_model_name_or_path"`
+}
+
+// SavePEFT writes a in PEFT's layout: dir/adapter_config.json and
+// dir/adapter_model.safetensors, in the adapter's dtype.
+func (m *Model) SavePEFT(a *Adapter, dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	var tensors []safetensors.Tensor
+	var err error
+	a.Each(func(name string, t *engine.Tensor) {
+		st, ok := hfDType(t.DType())
+		if !ok {
+			err = fmt.Errorf("save adapter: no safetensors dtype for %v", t.DType())
+			return
+		}
+		raw := make([]byte, t.Bytes())
+		m.b.Download(raw, t)
+		shape := []int64{int64(t.Dim(0)), int64(t.Dim(1))}
+		tensors = append(tensors, safetensors.Tensor{Name: name, DType: st, Shape: shape, Data: raw})
+	})
+	if err != nil {
+		return err
+	}
+	if err := safetensors.WriteFile(filepath.Join(dir, "adapter_model.safetensors"), tensors, map[string]string{"format": "pt"}); err != nil {
+		return err
+	}
+	pc := peftConfig{PeftType: "LORA", TaskType: "CAUSAL_LM", R: a.Config.Rank, LoraAlpha: a.Config.Alpha, Bias: "none"}
+	for _, p := range a.Config.Targets {
+		pc.TargetModules = append(pc.TargetModules, peftTarget(p))
+	}
+	raw, err := json.MarshalIndent(pc, "", "  ")
+	if err != nil {
+		return err
+	}
+	return writeFileAtomic(filepath.Join(dir, "adapter_config.json"), append(raw, '\n'))
+}
+
+// LoadPEFT reads a PEFT LoRA adapter (adapter_config.json and
+// adapter_model.safetensors) for this model, converting it to the model's
+// dtype. Every tensor is checked against the model's shapes.
+func (m *Model) LoadPEFT(dir string) (*Adapter, error) {
+	cfgPath := filepath.Join(dir, "adapter_config.json")
+	raw, err := os.ReadFile(cfgPath)
+	if err != nil {
+		return nil, err
+	}
+	var pc peftConfig
+	if err := json.Unmarshal(raw, &pc); err != nil {
+		return nil, fmt.Errorf("%s: %w", cfgPath, err)
+	}
+	if pc.PeftType != "LORA" {
+		return nil, fmt.Errorf("%s: peft_type %q, want LORA", cfgPath, pc.PeftType)
+	}
+	if pc.Bias != "" && pc.Bias != "none" {
+		return nil, fmt.Errorf("%s: bias %q is not supported (want none)", cfgPath, pc.Bias)
+	}
+	if pc.FanInFanOut {
+		return nil, fmt.Errorf("%s: fan_in_fan_out adapters are not supported", cfgPath)
+	}
+	lc := LoRAConfig{Rank: pc.R, Alpha: pc.LoraAlpha}
+	for _, p := range AllProjections {
+		if slices.Contains(pc.TargetModules, peftTarget(p)) {
+			lc.Targets = append(lc.Targets, p)
+		}
+	}
+	if len(lc.Targets) != len(pc.TargetModules) {
+		return nil, fmt.Errorf("%s: target_modules %v include modules other than %v", cfgPath, pc.TargetModules, AllProjections)
+	}
+	a, err := m.newAdapter(lc, m.dt)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", cfgPath, err)
+	}
+	wPath := filepath.Join(dir, "adapter_model.safetensors")
+	f, err := safetensors.Open(wPath)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	buf := &convBuf{}
+	a.Each(func(name string, t *engine.Tensor) {
+		if err == nil {
+			err = loadHFTensor(m.b, f, wPath, name, []int{t.Dim(0), t.Dim(1)}, t, buf)
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+// Merge folds a into the base weights: W += s·B·A for every adapted
+// projection. The model then computes without the adapter what it computed
+// with it (up to rounding in the weight dtype).
+func (m *Model) Merge(a *Adapter) {
+	s := a.Scale()
+	for l := range m.Weights.Layers {
+		w := &m.Weights.Layers[l]
+		for _, p := range a.Config.Targets {
+			pr := a.Layers[l][p]
+			m.b.Gemm(w.proj(p), pr.B, pr.A, engine.GemmParams{Alpha: s, Beta: 1})
+		}
+	}
+}
+
+// proj returns the layer's projection named p.
+func (w *Layer) proj(p string) *engine.Tensor {
+	switch p {
+	case "q":
+		return w.Wq
+	case "k":
+		return w.Wk
+	case "v":
+		return w.Wv
+	case "o":
+		return w.Wo
+	case "gate":
+		return w.Wgate
+	case "up":
+		return w.Wup
+	case "down":
+		return w.Wdown
+	}
+	panic(fmt.Sprintf("llama: unknown projection %q", p))
+}

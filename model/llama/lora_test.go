@@ -1,0 +1,193 @@
+package llama_test
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/turnwise/turnwise/engine"
+	"github.com/turnwise/turnwise/engine/cpu"
+	"github.com/turnwise/turnwise/model/llama"
+)
+
+func logProbs(t *testing.T, m *llama.Model, bt llama.Batch, ad *llama.Adapter) []float32 {
+	t.Helper()
+	p, err := m.ForwardTrain(bt, ad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Release()
+	return engine.ToF32(m.Backend(), p.LogP)
+}
+
+// randomizeB gives every B a random value, so the adapter changes outputs.
+func randomizeB(b engine.Backend, ad *llama.Adapter, r *rand.Rand) {
+	ad.Each(func(name string, t *engine.Tensor) {
+		if len(name) > 13 && name[len(name)-13:] == "lora_B.weight" {
+			v := make([]float32, t.Numel())
+			for i := range v {
+				v[i] = float32(r.NormFloat64() * 0.3)
+			}
+			engine.SetF32(b, t, v)
+		}
+	})
+}
+
+func TestFreshAdapterChangesNothing(t *testing.T) {
+	b := cpu.New(cpu.Options{Threads: 2})
+	m, err := llama.NewRandom(b, tinyConfig(false), engine.F32, 0.5, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ad, err := m.NewAdapter(llama.LoRAConfig{Rank: 4, Alpha: 8, Targets: llama.AllProjections}, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bt := tinyBatch(rand.New(rand.NewPCG(1, 2)), m.Config.Vocab)
+	base, with := logProbs(t, m, bt, nil), logProbs(t, m, bt, ad)
+	for i := range base {
+		if base[i] != with[i] {
+			t.Fatalf("token %d: log-prob %v without the adapter, %v with a fresh one", i, base[i], with[i])
+		}
+	}
+	randomizeB(b, ad, rand.New(rand.NewPCG(3, 3)))
+	changed := logProbs(t, m, bt, ad)
+	same := true
+	for i := range base {
+		same = same && base[i] == changed[i]
+	}
+	if same {
+		t.Error("a trained adapter (random B) changes no output")
+	}
+}
+
+// TestLoRAGradients checks adapter gradients against finite differences
+// with a frozen base: the base gets no gradient buffers at all.
+func TestLoRAGradients(t *testing.T) {
+	b := cpu.New(cpu.Options{Threads: 2})
+	m, err := llama.NewRandom(b, tinyConfig(true), engine.F32, 0.5, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rand.New(rand.NewPCG(8, 9))
+	ad, err := m.NewAdapter(llama.LoRAConfig{Rank: 3, Alpha: 6, Targets: []string{"q", "v", "o", "down", "gate"}}, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	randomizeB(b, ad, r)
+	bt := tinyBatch(r, m.Config.Vocab)
+	baseBefore := map[string][]float32{}
+	m.Weights.Each(func(name string, w *engine.Tensor) { baseBefore[name] = engine.ToF32(b, w) })
+
+	p, err := m.ForwardTrain(bt, ad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dl := engine.MustAlloc(b, engine.F32, len(bt.IDs))
+	b.Fill(dl, -1)
+	ga, err := m.NewAdapterGrads(ad, engine.F32)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Backward(dl, nil, ga); err != nil {
+		t.Fatal(err)
+	}
+	p.Release()
+	grads := map[string]*engine.Tensor{}
+	ga.Each(func(name string, t *engine.Tensor) { grads[name] = t })
+	lossOf := func() float64 {
+		var s float64
+		for _, v := range logProbs(t, m, bt, ad) {
+			s -= float64(v)
+		}
+		return s
+	}
+	ad.Each(func(name string, w *engine.Tensor) {
+		analytic := engine.ToF32(b, grads[name])
+		vals := engine.ToF32(b, w)
+		const h = 1e-2
+		var maxDiff, maxRef float64
+		for k := 0; k < 5; k++ {
+			i := r.IntN(len(vals))
+			orig := vals[i]
+			vals[i] = orig + h
+			engine.SetF32(b, w, vals)
+			lp := lossOf()
+			vals[i] = orig - h
+			engine.SetF32(b, w, vals)
+			lm := lossOf()
+			vals[i] = orig
+			engine.SetF32(b, w, vals)
+			fd := (lp - lm) / (2 * h)
+			maxDiff = math.Max(maxDiff, math.Abs(fd-float64(analytic[i])))
+			maxRef = math.Max(maxRef, math.Abs(fd))
+		}
+		if maxDiff > 2e-3+2e-2*maxRef {
+			t.Errorf("%s: gradient differs from finite differences by %.3g (largest |fd| %.3g)", name, maxDiff, maxRef)
+		}
+	})
+	m.Weights.Each(func(name string, w *engine.Tensor) {
+		after := engine.ToF32(b, w)
+		for i := range after {
+			if after[i] != baseBefore[name][i] {
+				t.Fatalf("base weight %s changed", name)
+			}
+		}
+	})
+}
+
+func TestPEFTRoundTripAndMerge(t *testing.T) {
+	b := cpu.New(cpu.Options{Threads: 2})
+	for _, dt := range []engine.DType{engine.F32, engine.BF16} {
+		m, err := llama.NewRandom(b, tinyConfig(false), dt, 0.5, 6)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ad, err := m.NewAdapter(llama.LoRAConfig{Rank: 4, Alpha: 16, Targets: []string{"q", "k", "up"}}, 7)
+		if err != nil {
+			t.Fatal(err)
+		}
+		randomizeB(b, ad, rand.New(rand.NewPCG(1, 1)))
+		dir := t.TempDir()
+		if err := m.SavePEFT(ad, dir); err != nil {
+			t.Fatal(err)
+		}
+		back, err := m.LoadPEFT(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if back.Config.Rank != 4 || back.Config.Alpha != 16 || len(back.Config.Targets) != 3 {
+			t.Errorf("%v: loaded config %+v", dt, back.Config)
+		}
+		orig := map[string][]float32{}
+		ad.Each(func(name string, t *engine.Tensor) { orig[name] = engine.ToF32(b, t) })
+		back.Each(func(name string, tt *engine.Tensor) {
+			got := engine.ToF32(b, tt)
+			for i := range got {
+				if math.Float32bits(got[i]) != math.Float32bits(orig[name][i]) {
+					t.Fatalf("%v: %s[%d] = %v after the round trip, want %v", dt, name, i, got[i], orig[name][i])
+				}
+			}
+		})
+		if dt != engine.F32 {
+			continue
+		}
+		bt := tinyBatch(rand.New(rand.NewPCG(2, 2)), m.Config.Vocab)
+		with := logProbs(t, m, bt, ad)
+		m.Merge(ad)
+		merged := logProbs(t, m, bt, nil)
+		for i := range with {
+			if math.Abs(float64(with[i]-merged[i])) > 1e-4 {
+				t.Fatalf("token %d: %v with the adapter, %v merged", i, with[i], merged[i])
+			}
+		}
+	}
+	b2 := cpu.New(cpu.Options{Threads: 1})
+	m, _ := llama.NewRandom(b2, tinyConfig(false), engine.F32, 0.5, 6)
+	if _, err := m.LoadPEFT(t.TempDir()); err == nil {
+		t.Error("LoadPEFT of an empty directory succeeded")
+	}
+	if _, err := m.NewAdapter(llama.LoRAConfig{Rank: 0, Targets: []string{"q"}}, 1); err == nil {
+		t.Error("rank 0 accepted")
+	}
+}
