@@ -3,6 +3,7 @@ package llama
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 
 	"github.com/turnwise/turnwise/engine"
 )
@@ -27,7 +28,6 @@ type Generation struct {
 // prompts are prefilled together, then every unfinished sequence advances one
 // token per step.
 func (m *Model) Generate(prompts [][]int32, opt GenerateOptions) ([]Generation, error) {
-	b := m.b
 	maxLen := 0
 	for i, p := range prompts {
 		if len(p) == 0 {
@@ -40,7 +40,48 @@ func (m *Model) Generate(prompts [][]int32, opt GenerateOptions) ([]Generation, 
 		return nil, err
 	}
 	defer m.freeCache(kc)
-	s := len(prompts)
+	logits, err := m.Forward(kc, prompts, opt.Adapter)
+	if err != nil {
+		return nil, err
+	}
+	return m.decode(kc, logits, opt)
+}
+
+// GenerateN draws n continuations of one prompt (best-of-N sampling): the
+// prompt is prefilled once, its keys and values copied to n cache slots, and
+// the n sequences decoded together, each with its own random draws.
+func (m *Model) GenerateN(prompt []int32, n int, opt GenerateOptions) ([]Generation, error) {
+	if len(prompt) == 0 || n <= 0 {
+		return nil, fmt.Errorf("generate: %d continuations of a %d-token prompt", n, len(prompt))
+	}
+	kc, err := m.NewCache(n, len(prompt)+opt.MaxNew)
+	if err != nil {
+		return nil, err
+	}
+	defer m.freeCache(kc)
+	first := make([][]int32, n)
+	first[0] = prompt
+	logits, err := m.Forward(kc, first, opt.Adapter)
+	if err != nil {
+		return nil, err
+	}
+	// Fork: slot 0's cache and logits to every other slot.
+	p := len(prompt)
+	for s := 1; s < n; s++ {
+		for l := range kc.K {
+			m.b.Copy(kc.K[l].Rows(s*kc.MaxLen, s*kc.MaxLen+p), kc.K[l].Rows(0, p))
+			m.b.Copy(kc.V[l].Rows(s*kc.MaxLen, s*kc.MaxLen+p), kc.V[l].Rows(0, p))
+		}
+		kc.Len[s] = p
+		m.b.Copy(logits.Rows(s, s+1), logits.Rows(0, 1))
+	}
+	return m.decode(kc, logits, opt)
+}
+
+// decode samples from logits [S, V] and advances every unfinished slot one
+// token per step until each stops or has MaxNew tokens.
+func (m *Model) decode(kc *Cache, logits *engine.Tensor, opt GenerateOptions) ([]Generation, error) {
+	b, s := m.b, len(kc.Len)
 	ids, err := engine.Alloc(b, engine.I32, s)
 	if err != nil {
 		return nil, err
@@ -56,12 +97,18 @@ func (m *Model) Generate(prompts [][]int32, opt GenerateOptions) ([]Generation, 
 	rng := rand.New(rand.NewPCG(opt.Seed, 0x67656e))
 	out := make([]Generation, s)
 	done := make([]bool, s)
-	next := prompts
 	uv := make([]float32, s)
 	for step := 0; step < opt.MaxNew; step++ {
-		logits, err := m.Forward(kc, next, opt.Adapter)
-		if err != nil {
-			return nil, err
+		if step > 0 {
+			next := make([][]int32, s)
+			for i := range out {
+				if !done[i] {
+					next[i] = out[i].Tokens[len(out[i].Tokens)-1:]
+				}
+			}
+			if logits, err = m.Forward(kc, next, opt.Adapter); err != nil {
+				return nil, err
+			}
 		}
 		for i := range uv {
 			uv[i] = float32(rng.Float64())
@@ -70,7 +117,6 @@ func (m *Model) Generate(prompts [][]int32, opt GenerateOptions) ([]Generation, 
 		b.Sample(ids, logits, u, opt.Sample)
 		b.LogSoftmaxGather(logp, lse, logits, ids)
 		tok, lp := engine.ToI32(b, ids), engine.ToF32(b, logp)
-		next = make([][]int32, s)
 		alive := false
 		for i := range out {
 			if done[i] {
@@ -78,15 +124,10 @@ func (m *Model) Generate(prompts [][]int32, opt GenerateOptions) ([]Generation, 
 			}
 			out[i].Tokens = append(out[i].Tokens, tok[i])
 			out[i].LogProb = append(out[i].LogProb, lp[i])
-			for _, st := range opt.Stop {
-				if tok[i] == st {
-					done[i], out[i].Stopped = true, true
-				}
+			if slices.Contains(opt.Stop, tok[i]) {
+				done[i], out[i].Stopped = true, true
 			}
-			if !done[i] {
-				next[i] = []int32{tok[i]}
-				alive = true
-			}
+			alive = alive || !done[i]
 		}
 		if !alive {
 			break

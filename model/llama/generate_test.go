@@ -1,6 +1,7 @@
 package llama_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -54,5 +55,47 @@ func TestStories260KGreedyCPU(t *testing.T) {
 	got := greedyStories(t, cpu.New(cpu.Options{}), engine.F32)
 	if !strings.HasPrefix(got, storiesText) {
 		t.Errorf("greedy decoding from BOS:\n got %q\nwant %q…", got, storiesText)
+	}
+}
+
+// TestGenerateN checks best-of-N: greedy continuations of a forked cache all
+// equal the single greedy continuation, and sampled ones are reproducible
+// from the seed and differ from each other.
+func TestGenerateN(t *testing.T) {
+	path := testdata.Path(t, "stories260K", "stories260K.gguf")
+	b := cpu.New(cpu.Options{})
+	m, err := llama.LoadGGUF(b, path, engine.F32)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prompt := []int32{1, 403, 407, 261, 378}
+	one, err := m.Generate([][]int32{prompt}, llama.GenerateOptions{MaxNew: 12})
+	if err != nil {
+		t.Fatal(err)
+	}
+	many, err := m.GenerateN(prompt, 3, llama.GenerateOptions{MaxNew: 12})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, g := range many {
+		if fmt.Sprint(g.Tokens) != fmt.Sprint(one[0].Tokens) {
+			t.Errorf("greedy fork %d: %v, single: %v", i, g.Tokens, one[0].Tokens)
+		}
+	}
+	opt := llama.GenerateOptions{MaxNew: 12, Seed: 9, Sample: engine.SampleParams{Temperature: 1.2}}
+	s1, err := m.GenerateN(prompt, 4, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s2, _ := m.GenerateN(prompt, 4, opt)
+	distinct := map[string]bool{}
+	for i := range s1 {
+		if fmt.Sprint(s1[i].Tokens) != fmt.Sprint(s2[i].Tokens) {
+			t.Errorf("seeded sample %d differs between runs", i)
+		}
+		distinct[fmt.Sprint(s1[i].Tokens)] = true
+	}
+	if len(distinct) < 2 {
+		t.Errorf("4 samples at temperature 1.2 are all identical: %v", s1[0].Tokens)
 	}
 }
