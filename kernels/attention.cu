@@ -290,7 +290,7 @@ template <int D> struct WmmaAcc {
 	template <int N> __device__ __forceinline__ void mma(const bf16 *A, const bf16 *B) {
 		using namespace nvcuda;
 		constexpr int LA = padded<bf16>(N), LB = padded<bf16>(D);
-		UNROLL
+		UNROLL_BY(1) // unrolled, the B fragments of every step stay live: 255 registers and spills at D = 128
 		for (int kk = 0; kk < N / 16; kk++) {
 			wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::row_major> a;
 			wmma::load_matrix_sync(a, A + 16 * kk, LA);
@@ -455,13 +455,13 @@ template <class T, int D, int N> struct FwdSmem {
 // One block per (sequence, key/value head g, tile of 64 query rows); grid
 // (ceil(nq·rep/64) + nseq)·g, block kThreads. sl2 = scale·log2 e.
 template <class T, int D, int N>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kThreads, 2)
     attn_fwd_kernel(T *__restrict__ out, float *__restrict__ lse, const T *__restrict__ q, const T *__restrict__ k,
                     const T *__restrict__ v, const int32_t *__restrict__ seqs, int nseq, int h, int g, int dh,
                     float sl2) {
 	typedef FwdSmem<T, D, N> L;
 	constexpr int LT = L::LT, LS = padded<float>(N);
-	extern __shared__ unsigned char smem[];
+	extern __shared__ __align__(128) unsigned char smem[]; // wmma needs 32-byte aligned tiles
 	const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
 	T *Qs = (T *)(smem + L::q);                            // [kRows][LT]
 	T *Ks = (T *)(smem + L::k);                            // [N][LT]
@@ -526,7 +526,7 @@ __global__ void __launch_bounds__(kThreads)
 		}
 		__syncwarp(); // fw and Sw are free again
 		if (half == 0) {
-			fw[r] = 1.0f / l;
+			fw[r] = __fdividef(1.0f, l); // l ≥ 1: no slow path (and no spills) for 1/l
 			if (valid) lse[qrow_index(qs, rho, rep, h, kvh)] = (m + log2f(l)) * kLn2;
 		}
 		o.store(Sw);
@@ -552,7 +552,7 @@ __global__ void attn_bwd_prep_kernel(float *__restrict__ Dl, T *__restrict__ dq,
 	for (int64_t it = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32; it < total; it += stride) {
 		const bool query = it < nqi;
 		const int64_t item = query ? it : it - nqi; // (row, head) index in q or k
-		const int64_t row = query ? item / h : item / g;
+		const int row = query ? (int)item / h : (int)item / g; // nq·h, nk·g < 2³¹
 		const int at = query ? 0 : 2; // the seqs columns of this side: start, length
 		bool covered = false;
 		for (int b = 0; b < nseq && !covered; b++)
@@ -595,14 +595,14 @@ template <class T, int D, int N> struct DqSmem {
 // forward: dq = scale·Σ_keys dS·K with dS = P∘(dP − D), P = exp(s − lse),
 // dP = dO·Vᵀ.
 template <class T, int D, int N>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kThreads, 2)
     attn_dq_kernel(T *__restrict__ dq, const T *__restrict__ dout, const float *__restrict__ lse,
                    const float *__restrict__ Dl, const T *__restrict__ q, const T *__restrict__ k,
                    const T *__restrict__ v, const int32_t *__restrict__ seqs, int nseq, int h, int g, int dh,
                    float scale, float sl2) {
 	typedef DqSmem<T, D, N> L;
 	constexpr int LT = L::LT, LS = padded<float>(N);
-	extern __shared__ unsigned char smem[];
+	extern __shared__ __align__(128) unsigned char smem[]; // wmma needs 32-byte aligned tiles
 	const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
 	T *Qs = (T *)(smem + L::q);                          // [kRows][LT]
 	T *dOs = (T *)(smem + L::dO);                        // [kRows][LT]
@@ -684,14 +684,14 @@ template <class T, int D, int N> struct DkvSmem {
 // the heads of the group — that see one of its keys: dV = Σ Pᵀ·dO,
 // dK = scale·Σ dSᵀ·Q.
 template <class T, int D, int N>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kThreads, 2)
     attn_dkdv_kernel(T *__restrict__ dk, T *__restrict__ dv, const T *__restrict__ dout,
                      const float *__restrict__ lse, const float *__restrict__ Dl, const T *__restrict__ q,
                      const T *__restrict__ k, const T *__restrict__ v, const int32_t *__restrict__ seqs, int nseq,
                      int h, int g, int dh, float scale, float sl2) {
 	typedef DkvSmem<T, D, N> L;
 	constexpr int LT = L::LT, LS = padded<float>(N);
-	extern __shared__ unsigned char smem[];
+	extern __shared__ __align__(128) unsigned char smem[]; // wmma needs 32-byte aligned tiles
 	const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
 	T *Ks = (T *)(smem + L::k);                          // [kRows][LT]
 	T *Vs = (T *)(smem + L::v);                          // [kRows][LT]
