@@ -17,7 +17,8 @@
 //     dq, dout [nq, h, dh]; dk, dv [nk, g, dh]; all dt. dq, dk, dv are
 //     overwritten; rows no sequence covers are zeroed; dk and dv sum over the
 //     h/g query heads that share their key/value head. Deterministic: no
-//     float atomics, every element is computed by one thread in a fixed order.
+//     float atomics; every element is summed by one thread (or one warp's
+//     mma sequence) in a fixed order, so reruns give the same bits.
 //   tw_attention_backward_workspace(nq, nk, h, g, dh)
 //     nq·h·4 bytes: D = rowsum(dout∘out) [nq, h] f32.
 //
@@ -75,16 +76,22 @@
 // 16×N scores, and lane pair (2r, 2r+1) keeps row r's online softmax — the
 // running maximum m and sum l, each lane taking every other key, combined by
 // one shuffle — writing P = exp2(s − m') and the factor c = exp2(m − m') by
-// which the output accumulator is rescaled before acc += P·V. At the end
-// out = acc/l and lse = (m + log2 l)·ln 2. Shared memory holds Q [64][D],
-// K and V [N][D] in the input dtype and, per warp, the scores [16][N] f32
-// (reused to stage the accumulator) and P [16][N]: never a T×T buffer.
+// which the output accumulator is rescaled before acc += P·V (on tensor
+// cores the rescale goes through shared memory, as a wmma fragment's layout
+// is unspecified, and is skipped when every factor of the warp is 1). At the
+// end out = acc·(1/l) (1/l by the fast reciprocal: l ≥ 1) and
+// lse = (m + log2 l)·ln 2. Shared memory holds Q [64][D], K and V [N][D] in
+// the input dtype and, per warp, the scores [16][N] f32 (reused to stage the
+// accumulator) and P [16][N]: never a T×T buffer. Tiles are loaded
+// synchronously (no cp.async double buffering: the emulator has no
+// asynchronous copies); two resident blocks per SM overlap one's loads with
+// the other's arithmetic.
 //
 // Backward (FlashAttention-2 recipe, three kernels, no atomics):
 //   attn_bwd_prep_kernel: one warp per (query row, head): D = rowsum(dO∘O)
 //     into the workspace, or zeroes the dq slice when no sequence covers the
-//     row; one warp per (key row, key/value head) that no sequence covers:
-//     zeroes dk, dv.
+//     row; one warp per (key row, key/value head): zeroes dk, dv when no
+//     sequence covers the row.
 //   attn_dkdv_kernel, per (sequence, key/value head, 64 keys): K, V tiles stay
 //     in shared memory; for every tile of N query rows (all h/g heads of the
 //     group) that sees one of the keys: warp w computes Sᵀ = K·Qᵀ and
@@ -98,11 +105,12 @@
 // with atomics for dQ), which makes every output element the sum of one
 // thread's (or one mma's) terms in a fixed order.
 //
-// Shared memory (bytes, D = 128): forward 93 KiB (bf16) / 108 KiB (f32), dQ
-// 111.5 / 141.5 KiB, dK/dV 94.4 / 150.4 KiB (N = 32 there for both dtypes),
-// so two bf16 blocks fit on an H100 SM and every kernel fits an A100.
-// Accumulators live in registers (f32): per lane D/2 floats for the forward
-// and dQ, D for dK/dV.
+// Shared memory per block at D = 128: forward 93.2 KiB (bf16) / 108.2 KiB
+// (f32), dQ 111.0 / 141.0 KiB, dK/dV 94.4 / 150.4 KiB (N = 32 there for both
+// dtypes), so two bf16 blocks fit on an H100 SM and every kernel fits an
+// A100. Accumulators live in registers (f32): per lane D/2 floats for the
+// forward and dQ, D for dK/dV; __launch_bounds__(128, 2) lets ptxas use up to
+// 255 registers, which still allows the two blocks per SM, without spilling.
 #include <initializer_list>
 #include <mma.h>
 #include <type_traits>
@@ -394,8 +402,8 @@ __device__ __forceinline__ int tiles_of(const int32_t *s, bool keys, int rep) {
 // its tile *tile (0-based) that tile number id is; false when id is past the
 // last. Called by whole warps (every lane gets the answer): each round, the
 // lanes take 32 sequences and an inclusive prefix sum of their tile counts.
-__device__ __forceinline__ bool find_tile(const int32_t *__restrict__ seqs, int nseq, bool keys, int rep, int id, int *seq,
-                          int *tile) {
+__device__ __forceinline__ bool find_tile(const int32_t *__restrict__ seqs, int nseq, bool keys, int rep, int id,
+                                          int *seq, int *tile) {
 	const int lane = threadIdx.x % 32;
 	int before = 0; // tiles of the sequences of earlier rounds
 	for (int base = 0; base < nseq; base += 32) {
