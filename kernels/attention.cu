@@ -117,6 +117,7 @@
 
 #include "common.cuh"
 #include "kernels.h"
+#include "pack.cuh"
 
 // Loop unrolling hints, spelled for nvcc or for g++ (the emulator build).
 #define ATTN_PRAGMA(x) _Pragma(#x)
@@ -342,51 +343,38 @@ template <int D> struct AccOf<bf16, D> { typedef WmmaAcc<D> type; };
 // ---- Tiles between global and shared memory ---------------------------------
 
 // Copies ROWS rows of dh elements into dst [ROWS][padded<T>(D)] (block-wide,
-// 16-byte chunks of 8 elements, consecutive threads on consecutive chunks):
-// row r comes from src + off(r), or is zero when off(r) < 0; columns dh … D−1
-// are zero.
+// in packs of 8 elements — one or two 16-byte accesses — consecutive threads
+// on consecutive packs): row r comes from src + off(r), or is zero when
+// off(r) < 0; columns dh … D−1 are zero.
 template <class T, int D, int ROWS, class Off>
 __device__ __forceinline__ void load_rows(T *dst, const T *__restrict__ src, int dh, Off off) {
-	constexpr int LT = padded<T>(D), C8 = D / 8, U = 8 * (int)sizeof(T) / 16; // 16-byte words per chunk
+	typedef Pack<T, 8> P;
+	constexpr int LT = padded<T>(D), C8 = D / 8; // packs per row
 	for (int c = threadIdx.x; c < ROWS * C8; c += kThreads) {
 		const int r = c / C8, x = c % C8 * 8;
 		const int64_t o = off(r);
-		uint4 u[U];
-		if (o >= 0 && x < dh) {
-			const uint4 *p = (const uint4 *)(src + o + x);
-			UNROLL
-			for (int e = 0; e < U; e++) u[e] = p[e];
-		} else {
-			UNROLL
-			for (int e = 0; e < U; e++) u[e] = make_uint4(0, 0, 0, 0);
-		}
-		uint4 *d = (uint4 *)(dst + r * LT + x);
-		UNROLL
-		for (int e = 0; e < U; e++) d[e] = u[e];
+		P pk = {};
+		if (o >= 0 && x < dh) pk = *reinterpret_cast<const P *>(src + o + x);
+		*reinterpret_cast<P *>(dst + r * LT + x) = pk;
 	}
 }
 
 // Stores the warp's 16 staged rows (stage [16][D+4] f32), each multiplied by
 // mul·rowmul[r] (rowmul may be null), rounded to T: row r to dst + off(r)
-// (skipped when off(r) < 0), its first dh columns, in 16-byte chunks.
+// (skipped when off(r) < 0), its first dh columns, in packs of 8 elements.
 template <class T, int D, class Off>
 __device__ __forceinline__ void store_rows(T *__restrict__ dst, const float *stage, const float *rowmul, float mul,
                                            int dh, Off off) {
-	constexpr int LS = padded<float>(D), C8 = D / 8, U = 8 * (int)sizeof(T) / 16;
+	constexpr int LS = padded<float>(D), C8 = D / 8;
 	for (int c = threadIdx.x % 32; c < kStrip * C8; c += 32) {
 		const int r = c / C8, x = c % C8 * 8;
 		const int64_t o = off(r);
 		if (o < 0 || x >= dh) continue;
 		const float f = rowmul ? mul * rowmul[r] : mul;
-		union {
-			T t[8];
-			uint4 u[U];
-		} w;
+		float val[8];
 		UNROLL
-		for (int e = 0; e < 8; e++) w.t[e] = from_float<T>(stage[r * LS + x + e] * f);
-		uint4 *d = (uint4 *)(dst + o + x);
-		UNROLL
-		for (int e = 0; e < U; e++) d[e] = w.u[e];
+		for (int e = 0; e < 8; e++) val[e] = stage[r * LS + x + e] * f;
+		store_pack<8>(dst + o + x, val);
 	}
 }
 
@@ -791,14 +779,12 @@ template <class F> cudaError_t dispatch(tw_dtype dt, int64_t dh, F f) {
 	}
 }
 
-bool aligned16(const void *p) { return ((uintptr_t)p & 15) == 0; }
-
 // The checks both directions share: shape limits, head width, alignment.
 bool shapes_ok(int64_t nq, int64_t nk, int64_t h, int64_t g, int64_t dh, std::initializer_list<const void *> ptrs) {
 	if (dh % 8 != 0 || dh > 128 || g < 1 || h % g != 0) return false;
 	if (nq * h > INT32_MAX || nk * g > INT32_MAX) return false; // row numbers are 32-bit in the kernels
 	for (const void *p : ptrs)
-		if (!aligned16(p)) return false;
+		if (!pack_aligned<bf16, 8>(p)) return false; // 16 bytes: the packs of both dtypes
 	return true;
 }
 
