@@ -98,7 +98,9 @@ cudaError_t tw_rope(void *x, tw_dtype dt, const int32_t *pos, const float *inv_f
  * out, q [nq, h, dh] dt; k, v [nk, g, dh] dt; lse [nq, h] f32;
  * seqs [nseq, 4] i32 = (qStart, qLen, kStart, kLen). dh ∈ {64, 128} or any
  * multiple of 8 up to 128. The grid does not depend on seqs: each block finds
- * its (sequence, query tile) from seqs on the device. */
+ * its (sequence, query tile) from seqs on the device. q, k, v, out (and dout,
+ * dq, dk, dv below) must be 16-byte aligned, as whole allocations and row
+ * views are (else cudaErrorInvalidValue). */
 cudaError_t tw_attention(void *out, float *lse, const void *q, const void *k, const void *v, const int32_t *seqs,
                          int64_t nseq, tw_dtype dt, int64_t nq, int64_t nk, int64_t h, int64_t g, int64_t dh,
                          float scale, cudaStream_t stream);

@@ -1,0 +1,871 @@
+// attention.cu — causal grouped-query flash attention over packed
+// variable-length sequences: forward and backward.
+//
+// Contracts (launchers in kernels.h; the ops engine.Backend.Attention and
+// AttentionBackward):
+//
+//   tw_attention(out, lse, q, k, v, seqs, nseq, dt, nq, nk, h, g, dh, scale)
+//     q, out [nq, h, dh] dt; k, v [nk, g, dh] dt; lse [nq, h] f32;
+//     seqs [nseq, 4] i32, row b = (qStart, qLen, kStart, kLen), qLen ≤ kLen.
+//     Query t of sequence b (row qStart+t of q), head hq, reads key/value
+//     head hq/(h/g) and sees the keys 0 … t+kLen−qLen of the sequence (rows
+//     kStart… of k and v). With the scaled scores s = scale·q·kᵀ:
+//       out = softmax(s)·v,  lse = log Σ exp(s)   (f32 math, out rounded once)
+//     Rows of out and lse that no sequence covers are not written.
+//   tw_attention_backward(dq, dk, dv, dout, out, lse, q, k, v, seqs, nseq, dt,
+//                         nq, nk, h, g, dh, scale, workspace)
+//     dq, dout [nq, h, dh]; dk, dv [nk, g, dh]; all dt. dq, dk, dv are
+//     overwritten; rows no sequence covers are zeroed; dk and dv sum over the
+//     h/g query heads that share their key/value head. Deterministic: no
+//     float atomics; every element is summed by one thread (or one warp's
+//     mma sequence) in a fixed order, so reruns give the same bits.
+//   tw_attention_backward_workspace(nq, nk, h, g, dh)
+//     nq·h·4 bytes: D = rowsum(dout∘out) [nq, h] f32.
+//
+//   dt is f32 or bf16 (q, k, v, out and the gradients share it); dh is a
+//   multiple of 8 up to 128; h is a multiple of g ≥ 1. Anything else gives
+//   cudaErrorInvalidValue. The query ranges of the sequences must not overlap,
+//   and in the backward neither may their key ranges; seqs is trusted, not
+//   checked (a launcher does not read device memory). Extents with nothing to
+//   compute (nq·h = 0 or nseq = 0 in the forward; every gradient empty in the
+//   backward) launch nothing and succeed.
+//   A precondition tighter than kernels.h's: q, k, v, out, dout, dq, dk and dv
+//   are 16-byte aligned (whole allocations are, and so are views of whole
+//   rows, dh being a multiple of 8), for 16-byte vector loads and stores;
+//   otherwise cudaErrorInvalidValue.
+//
+// Design
+//
+// Rows. The h/g query heads that share key/value head g are handled together:
+// for sequence b the block's "rows" are the pairs (t, j) of a query t and one
+// of those heads j, numbered ρ = t·(h/g) + j — consecutive in memory for one
+// t, since the heads of a group are adjacent in q. One key/value tile in
+// shared memory then serves every head of the group, and a decoding step
+// (qLen = 1) still fills h/g rows of a tile rather than one.
+//
+// Blocks. 4 warps (128 threads); a block owns kRows = 64 rows, warp w the 16
+// rows 16w … 16w+15 of them. Work items are (sequence, key/value head, tile of
+// 64 rows): the forward and the dQ kernel tile each sequence's qLen·h/g query
+// rows, the dK/dV kernel its kLen keys. The grid cannot depend on seqs (it is
+// device data), so the launcher sizes it from a bound — a sequence of n rows
+// has ceil(n/64) ≤ n/64 + 1 tiles, and the sequences' rows do not overlap, so
+// ceil(rows/64) + nseq tiles per key/value head — and each block finds its
+// (sequence, tile) by a warp-wide prefix sum over the tile counts of seqs
+// (find_tile); blocks past the end do nothing. Within a sequence the forward
+// and dQ kernels take their query tiles last first, the costliest (most keys)
+// being scheduled first.
+//
+// Two warp-level products carry all the arithmetic, each on shared-memory
+// tiles of 16 rows:
+//   warp_nt:        C[16][N] = A[16][D]·B[N][D]ᵀ     (scores Q·Kᵀ, dO·Vᵀ, K·Qᵀ, V·dOᵀ)
+//   WarpAcc::mma:   acc[16][D] += A[16][N]·B[N][D]   (P·V, dS·K, Pᵀ·dO, dSᵀ·Q)
+// with D the head width rounded up to 32, 64 or 128 (template; the padding
+// columns of every tile are zero) and N the width of the inner tile. For bf16
+// they run on tensor cores (wmma 16×16×16, bf16 operands, f32 accumulation;
+// the probabilities P and dS are rounded to bf16 as operands, as in
+// FlashAttention). For f32 they are SIMT: lane (rg, cg) = (lane/8, lane%8)
+// holds rows rg+4i, and columns cg+8j of C or the 4-column groups cg+8m of
+// acc, reading 16-byte vectors from shared memory rows padded by 16 bytes
+// (conflict-free). Scores are scaled in f32 after the product (s·scale·log2 e,
+// softmax in base 2 with exp2f), never by rounding scale·q.
+//
+// Forward (attn_fwd_kernel), per item: the 64 query rows are loaded to shared
+// memory once; then for each key tile of N keys (N = 64 for bf16, 32 for f32)
+// up to the last key any row of the item sees: K and V tiles are loaded
+// (coalesced 16-byte loads, rows past the end zero), each warp computes its
+// 16×N scores, and lane pair (2r, 2r+1) keeps row r's online softmax — the
+// running maximum m and sum l, each lane taking every other key, combined by
+// one shuffle — writing P = exp2(s − m') and the factor c = exp2(m − m') by
+// which the output accumulator is rescaled before acc += P·V (on tensor
+// cores the rescale goes through shared memory, as a wmma fragment's layout
+// is unspecified, and is skipped when every factor of the warp is 1). At the
+// end out = acc·(1/l) (1/l by the fast reciprocal: l ≥ 1) and
+// lse = (m + log2 l)·ln 2. Shared memory holds Q [64][D], K and V [N][D] in
+// the input dtype and, per warp, the scores [16][N] f32 (reused to stage the
+// accumulator) and P [16][N]: never a T×T buffer. Tiles are loaded
+// synchronously (no cp.async double buffering: the emulator has no
+// asynchronous copies); two resident blocks per SM overlap one's loads with
+// the other's arithmetic.
+//
+// Backward (FlashAttention-2 recipe, three kernels, no atomics):
+//   attn_bwd_prep_kernel: one warp per (query row, head): D = rowsum(dO∘O)
+//     into the workspace, or zeroes the dq slice when no sequence covers the
+//     row; one warp per (key row, key/value head): zeroes dk, dv when no
+//     sequence covers the row.
+//   attn_dkdv_kernel, per (sequence, key/value head, 64 keys): K, V tiles stay
+//     in shared memory; for every tile of N query rows (all h/g heads of the
+//     group) that sees one of the keys: warp w computes Sᵀ = K·Qᵀ and
+//     dPᵀ = V·dOᵀ for its 16 keys, then Pᵀ = exp2(Sᵀ·scale·log2 e − lse·log2 e)
+//     and dSᵀ = Pᵀ∘(dPᵀ − D) (masked), and accumulates dV += Pᵀ·dO,
+//     dK += dSᵀ·Q in registers; dK is scaled by scale when stored.
+//   attn_dq_kernel, per (sequence, key/value head, 64 query rows): Q, dO stay
+//     in shared memory; for every key tile: S, dP, P, dS as above for its rows,
+//     dQ += dS·K; scaled by scale when stored.
+// S and dP are recomputed in both kernels (two products more than one pass
+// with atomics for dQ), which makes every output element the sum of one
+// thread's (or one mma's) terms in a fixed order.
+//
+// Shared memory per block at D = 128: forward 93.2 KiB (bf16) / 108.2 KiB
+// (f32), dQ 111.0 / 141.0 KiB, dK/dV 94.4 / 150.4 KiB (N = 32 there for both
+// dtypes), so two bf16 blocks fit on an H100 SM and every kernel fits an
+// A100. Accumulators live in registers (f32): per lane D/2 floats for the
+// forward and dQ, D for dK/dV; __launch_bounds__(128, 2) lets ptxas use up to
+// 255 registers, which still allows the two blocks per SM, without spilling.
+#include <initializer_list>
+#include <mma.h>
+#include <type_traits>
+
+#include "common.cuh"
+#include "kernels.h"
+#include "pack.cuh"
+
+// Loop unrolling hints, spelled for nvcc or for g++ (the emulator build).
+#define ATTN_PRAGMA(x) _Pragma(#x)
+#ifdef __CUDACC__
+#define UNROLL ATTN_PRAGMA(unroll)
+#define UNROLL_BY(n) ATTN_PRAGMA(unroll n)
+#else
+#define UNROLL ATTN_PRAGMA(GCC unroll 16)
+#define UNROLL_BY(n) ATTN_PRAGMA(GCC unroll n)
+#endif
+
+namespace {
+
+typedef __nv_bfloat16 bf16;
+
+constexpr int kWarps = 4;                // warps per block
+constexpr int kThreads = 32 * kWarps;    // threads per block
+constexpr int kStrip = 16;               // rows a warp owns
+constexpr int kRows = kStrip * kWarps;   // rows a block owns: query rows, or keys (dK/dV)
+constexpr unsigned kFull = 0xffffffffu;  // all lanes of a warp
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kLn2 = 0.6931471805599453f;
+
+// Row stride, in elements, of a shared-memory tile of w columns of T: 16
+// bytes of padding keep rows 16-byte aligned for vector access and wmma
+// (ldm a multiple of 8 bf16 or 4 floats) and put consecutive rows in
+// different banks.
+template <class T> __host__ __device__ constexpr int padded(int w) { return w + 16 / (int)sizeof(T); }
+__host__ __device__ constexpr int cmax(int a, int b) { return a > b ? a : b; }
+
+// Inner tile widths: keys per step of the forward and dQ kernels, query rows
+// per step of the dK/dV kernel (chosen so that shared memory fits, see above).
+template <class T> struct Inner {
+	static constexpr int fwd = std::is_same<T, float>::value ? 32 : 64;
+	static constexpr int dq = fwd;
+	static constexpr int dkv = 32;
+};
+
+// ---- Warp-level products --------------------------------------------------
+
+// C[16][N] (row stride N+4) = A[16][D]·B[N][D]ᵀ, A and B of row stride
+// padded<float>(D): SIMT, lane (rg, cg) computing C[rg+4i][cg+8j].
+template <int D, int N> __device__ __forceinline__ void warp_nt(float *C, const float *A, const float *B) {
+	constexpr int LA = padded<float>(D), LC = padded<float>(N), NJ = N / 8;
+	const int lane = threadIdx.x % 32, rg = lane / 8, cg = lane % 8;
+	float acc[4][NJ];
+	UNROLL
+	for (int i = 0; i < 4; i++)
+		UNROLL
+		for (int j = 0; j < NJ; j++) acc[i][j] = 0.0f;
+	UNROLL_BY(2)
+	for (int d = 0; d < D; d += 4) {
+		float4 a[4], b[NJ];
+		UNROLL
+		for (int i = 0; i < 4; i++) a[i] = *(const float4 *)&A[(rg + 4 * i) * LA + d];
+		UNROLL
+		for (int j = 0; j < NJ; j++) b[j] = *(const float4 *)&B[(cg + 8 * j) * LA + d];
+		UNROLL
+		for (int i = 0; i < 4; i++)
+			UNROLL
+			for (int j = 0; j < NJ; j++) {
+				float s = acc[i][j];
+				s = fmaf(a[i].x, b[j].x, s);
+				s = fmaf(a[i].y, b[j].y, s);
+				s = fmaf(a[i].z, b[j].z, s);
+				acc[i][j] = fmaf(a[i].w, b[j].w, s);
+			}
+	}
+	UNROLL
+	for (int i = 0; i < 4; i++)
+		UNROLL
+		for (int j = 0; j < NJ; j++) C[(rg + 4 * i) * LC + cg + 8 * j] = acc[i][j];
+}
+
+// The same product on tensor cores: bf16 A and B (row stride padded<bf16>(D)),
+// f32 C. Bᵀ is B read as a column-major matrix_b.
+template <int D, int N> __device__ __forceinline__ void warp_nt(float *C, const bf16 *A, const bf16 *B) {
+	using namespace nvcuda;
+	constexpr int LA = padded<bf16>(D), LC = padded<float>(N);
+	wmma::fragment<wmma::accumulator, 16, 16, 16, float> c[N / 16];
+	UNROLL
+	for (int n = 0; n < N / 16; n++) wmma::fill_fragment(c[n], 0.0f);
+	UNROLL
+	for (int kk = 0; kk < D / 16; kk++) {
+		wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::row_major> a;
+		wmma::load_matrix_sync(a, A + 16 * kk, LA);
+		UNROLL
+		for (int n = 0; n < N / 16; n++) {
+			wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::col_major> b;
+			wmma::load_matrix_sync(b, B + 16 * n * LA + 16 * kk, LA);
+			wmma::mma_sync(c[n], a, b, c[n]);
+		}
+	}
+	UNROLL
+	for (int n = 0; n < N / 16; n++) wmma::store_matrix_sync(C + 16 * n, c[n], LC, wmma::mem_row_major);
+}
+
+// A warp's f32 accumulator of 16 rows × D columns, SIMT: lane (rg, cg) holds
+// rows rg+4i, columns 4(cg+8m) … 4(cg+8m)+3.
+template <int D> struct SimtAcc {
+	static constexpr int M = D / 32;
+	float v[4][M][4];
+
+	__device__ __forceinline__ void zero() {
+		UNROLL
+		for (int i = 0; i < 4; i++)
+			UNROLL
+			for (int m = 0; m < M; m++)
+				UNROLL
+				for (int e = 0; e < 4; e++) v[i][m][e] = 0.0f;
+	}
+
+	// acc += A[16][N]·B[N][D]; A of row stride N+4, B of row stride D+4.
+	template <int N> __device__ __forceinline__ void mma(const float *A, const float *B) {
+		constexpr int LA = padded<float>(N), LB = padded<float>(D);
+		const int lane = threadIdx.x % 32, rg = lane / 8, cg = lane % 8;
+		UNROLL_BY(2)
+		for (int k = 0; k < N; k += 4) {
+			float4 a[4];
+			UNROLL
+			for (int i = 0; i < 4; i++) a[i] = *(const float4 *)&A[(rg + 4 * i) * LA + k];
+			UNROLL
+			for (int kk = 0; kk < 4; kk++) {
+				float4 b[M];
+				UNROLL
+				for (int m = 0; m < M; m++) b[m] = *(const float4 *)&B[(k + kk) * LB + 4 * (cg + 8 * m)];
+				UNROLL
+				for (int i = 0; i < 4; i++) {
+					const float x = kk == 0 ? a[i].x : kk == 1 ? a[i].y : kk == 2 ? a[i].z : a[i].w;
+					UNROLL
+					for (int m = 0; m < M; m++) {
+						v[i][m][0] = fmaf(x, b[m].x, v[i][m][0]);
+						v[i][m][1] = fmaf(x, b[m].y, v[i][m][1]);
+						v[i][m][2] = fmaf(x, b[m].z, v[i][m][2]);
+						v[i][m][3] = fmaf(x, b[m].w, v[i][m][3]);
+					}
+				}
+			}
+		}
+	}
+
+	// Row r is multiplied by c[r] (c: 16 floats the warp wrote before a
+	// __syncwarp); stage is unused.
+	__device__ __forceinline__ void rescale(const float *c, float *) {
+		const int rg = threadIdx.x % 32 / 8;
+		UNROLL
+		for (int i = 0; i < 4; i++) {
+			const float f = c[rg + 4 * i];
+			UNROLL
+			for (int m = 0; m < M; m++)
+				UNROLL
+				for (int e = 0; e < 4; e++) v[i][m][e] *= f;
+		}
+	}
+
+	// C[16][D] (row stride D+4) = acc.
+	__device__ __forceinline__ void store(float *C) const {
+		constexpr int LC = padded<float>(D);
+		const int lane = threadIdx.x % 32, rg = lane / 8, cg = lane % 8;
+		UNROLL
+		for (int i = 0; i < 4; i++)
+			UNROLL
+			for (int m = 0; m < M; m++)
+				*(float4 *)&C[(rg + 4 * i) * LC + 4 * (cg + 8 * m)] =
+				    make_float4(v[i][m][0], v[i][m][1], v[i][m][2], v[i][m][3]);
+	}
+};
+
+// The same accumulator on tensor cores: D/16 wmma accumulator fragments.
+template <int D> struct WmmaAcc {
+	nvcuda::wmma::fragment<nvcuda::wmma::accumulator, 16, 16, 16, float> f[D / 16];
+
+	__device__ __forceinline__ void zero() {
+		UNROLL
+		for (int n = 0; n < D / 16; n++) nvcuda::wmma::fill_fragment(f[n], 0.0f);
+	}
+
+	// acc += A[16][N]·B[N][D]; bf16 A of row stride N+8, B of row stride D+8.
+	template <int N> __device__ __forceinline__ void mma(const bf16 *A, const bf16 *B) {
+		using namespace nvcuda;
+		constexpr int LA = padded<bf16>(N), LB = padded<bf16>(D);
+		UNROLL_BY(1) // unrolled, the B fragments of every step stay live: 255 registers and spills at D = 128
+		for (int kk = 0; kk < N / 16; kk++) {
+			wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::row_major> a;
+			wmma::load_matrix_sync(a, A + 16 * kk, LA);
+			UNROLL
+			for (int n = 0; n < D / 16; n++) {
+				wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::row_major> b;
+				wmma::load_matrix_sync(b, B + 16 * kk * LB + 16 * n, LB);
+				wmma::mma_sync(f[n], a, b, f[n]);
+			}
+		}
+	}
+
+	// Row r is multiplied by c[r]. A fragment's element-to-row mapping is
+	// unspecified, so the tile goes through stage ([16][D+4] f32 of the warp's
+	// own) and back, unless every factor is 1 (the common case once the
+	// running maxima settle).
+	__device__ __forceinline__ void rescale(const float *c, float *stage) {
+		constexpr int LS = padded<float>(D);
+		const int lane = threadIdx.x % 32;
+		if (__all_sync(kFull, c[lane % 16] == 1.0f)) return;
+		store(stage);
+		__syncwarp();
+		for (int x = lane; x < 16 * D; x += 32) stage[x / D * LS + x % D] *= c[x / D];
+		__syncwarp();
+		UNROLL
+		for (int n = 0; n < D / 16; n++)
+			nvcuda::wmma::load_matrix_sync(f[n], stage + 16 * n, LS, nvcuda::wmma::mem_row_major);
+	}
+
+	// C[16][D] (row stride D+4) = acc.
+	__device__ __forceinline__ void store(float *C) const {
+		UNROLL
+		for (int n = 0; n < D / 16; n++)
+			nvcuda::wmma::store_matrix_sync(C + 16 * n, f[n], padded<float>(D), nvcuda::wmma::mem_row_major);
+	}
+};
+
+template <class T, int D> struct AccOf { typedef SimtAcc<D> type; };
+template <int D> struct AccOf<bf16, D> { typedef WmmaAcc<D> type; };
+
+// ---- Tiles between global and shared memory ---------------------------------
+
+// Copies ROWS rows of dh elements into dst [ROWS][padded<T>(D)] (block-wide,
+// in packs of 8 elements — one or two 16-byte accesses — consecutive threads
+// on consecutive packs): row r comes from src + off(r), or is zero when
+// off(r) < 0; columns dh … D−1 are zero.
+template <class T, int D, int ROWS, class Off>
+__device__ __forceinline__ void load_rows(T *dst, const T *__restrict__ src, int dh, Off off) {
+	typedef Pack<T, 8> P;
+	constexpr int LT = padded<T>(D), C8 = D / 8; // packs per row
+	for (int c = threadIdx.x; c < ROWS * C8; c += kThreads) {
+		const int r = c / C8, x = c % C8 * 8;
+		const int64_t o = off(r);
+		P pk = {};
+		if (o >= 0 && x < dh) pk = *reinterpret_cast<const P *>(src + o + x);
+		*reinterpret_cast<P *>(dst + r * LT + x) = pk;
+	}
+}
+
+// Stores the warp's 16 staged rows (stage [16][D+4] f32), each multiplied by
+// mul·rowmul[r] (rowmul may be null), rounded to T: row r to dst + off(r)
+// (skipped when off(r) < 0), its first dh columns, in packs of 8 elements.
+template <class T, int D, class Off>
+__device__ __forceinline__ void store_rows(T *__restrict__ dst, const float *stage, const float *rowmul, float mul,
+                                           int dh, Off off) {
+	constexpr int LS = padded<float>(D), C8 = D / 8;
+	for (int c = threadIdx.x % 32; c < kStrip * C8; c += 32) {
+		const int r = c / C8, x = c % C8 * 8;
+		const int64_t o = off(r);
+		if (o < 0 || x >= dh) continue;
+		const float f = rowmul ? mul * rowmul[r] : mul;
+		float val[8];
+		UNROLL
+		for (int e = 0; e < 8; e++) val[e] = stage[r * LS + x + e] * f;
+		store_pack<8>(dst + o + x, val);
+	}
+}
+
+// ---- Finding a block's work ---------------------------------------------------
+
+// The tiles of kRows rows of sequence s: its qLen·rep query rows (keys =
+// false) or its kLen keys (keys = true).
+__device__ __forceinline__ int tiles_of(const int32_t *s, bool keys, int rep) {
+	return keys ? ceil_div(s[3], kRows) : ceil_div(s[1] * rep, kRows);
+}
+
+// Numbering the tiles of all sequences in order, finds the sequence *seq and
+// its tile *tile (0-based) that tile number id is; false when id is past the
+// last. Called by whole warps (every lane gets the answer): each round, the
+// lanes take 32 sequences and an inclusive prefix sum of their tile counts.
+__device__ __forceinline__ bool find_tile(const int32_t *__restrict__ seqs, int nseq, bool keys, int rep, int id,
+                                          int *seq, int *tile) {
+	const int lane = threadIdx.x % 32;
+	int before = 0; // tiles of the sequences of earlier rounds
+	for (int base = 0; base < nseq; base += 32) {
+		const int s = base + lane;
+		const int n = s < nseq ? tiles_of(seqs + 4 * s, keys, rep) : 0;
+		int incl = n;
+		UNROLL
+		for (int o = 1; o < 32; o *= 2) {
+			const int x = __shfl_up_sync(kFull, incl, o);
+			if (lane >= o) incl += x;
+		}
+		const int total = __shfl_sync(kFull, incl, 31);
+		if (id < before + total) {
+			const int owner = __ffs(__ballot_sync(kFull, before + incl > id)) - 1;
+			const int first = __shfl_sync(kFull, before + incl - n, owner); // its first tile's number
+			*seq = base + owner;
+			*tile = id - first;
+			return true;
+		}
+		before += total;
+	}
+	return false;
+}
+
+// Element offset of query row ρ of the group of key/value head g in q (and
+// out, dout, dq), for the sequence starting at row qs; rep = h/g.
+__device__ __forceinline__ int64_t qrow_offset(int qs, int rho, int rep, int h, int g, int dh) {
+	return ((int64_t)(qs + rho / rep) * h + g * rep + rho % rep) * dh;
+}
+// Index of the same row in lse and D ([nq, h]).
+__device__ __forceinline__ int64_t qrow_index(int qs, int rho, int rep, int h, int g) {
+	return (int64_t)(qs + rho / rep) * h + g * rep + rho % rep;
+}
+
+} // namespace
+
+// The kernels stay outside the anonymous namespace: their block-scope
+// declaration of the dynamic shared memory must name the global smem.
+
+// ---- Forward --------------------------------------------------------------------
+
+// Shared-memory layout of the forward (byte offsets; every region 32-byte
+// aligned, as wmma requires).
+template <class T, int D, int N> struct FwdSmem {
+	static constexpr int LT = padded<T>(D), LP = padded<T>(N);
+	static constexpr int W = kStrip * cmax(padded<float>(N), padded<float>(D)); // floats of a warp's scratch
+	static constexpr size_t q = 0;                                      // [kRows][LT] T: the item's query rows
+	static constexpr size_t k = q + sizeof(T) * kRows * LT;              // [N][LT] T: a key tile
+	static constexpr size_t v = k + sizeof(T) * N * LT;                  // [N][LT] T: its values
+	static constexpr size_t w = v + sizeof(T) * N * LT;                  // [warps][W] f32: scores, staging
+	static constexpr size_t p = w + sizeof(float) * kWarps * W;          // [kRows][LP] T: probabilities
+	static constexpr size_t f = p + sizeof(T) * kRows * LP;              // [kRows] f32: per-row factors
+	static constexpr size_t bytes = f + sizeof(float) * kRows;
+	static_assert(k % 32 == 0 && v % 32 == 0 && w % 32 == 0 && p % 32 == 0 && f % 32 == 0, "wmma alignment");
+};
+
+// One block per (sequence, key/value head g, tile of 64 query rows); grid
+// (ceil(nq·rep/64) + nseq)·g, block kThreads. sl2 = scale·log2 e.
+template <class T, int D, int N>
+__global__ void __launch_bounds__(kThreads, 2)
+    attn_fwd_kernel(T *__restrict__ out, float *__restrict__ lse, const T *__restrict__ q, const T *__restrict__ k,
+                    const T *__restrict__ v, const int32_t *__restrict__ seqs, int nseq, int h, int g, int dh,
+                    float sl2) {
+	typedef FwdSmem<T, D, N> L;
+	constexpr int LT = L::LT, LS = padded<float>(N);
+	extern __shared__ __align__(128) unsigned char smem[]; // wmma needs 32-byte aligned tiles
+	const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+	T *Qs = (T *)(smem + L::q);                            // [kRows][LT]
+	T *Ks = (T *)(smem + L::k);                            // [N][LT]
+	T *Vs = (T *)(smem + L::v);                            // [N][LT]
+	float *Sw = (float *)(smem + L::w) + warp * L::W;      // [16][N+4] scores; [16][D+4] staging
+	T *Pw = (T *)(smem + L::p) + warp * kStrip * L::LP;    // [16][LP] probabilities
+	float *fw = (float *)(smem + L::f) + warp * kStrip;    // [16] per-row factors
+
+	const int rep = h / g, kvh = blockIdx.x % g;
+	int s, tile;
+	if (find_tile(seqs, nseq, false, rep, blockIdx.x / g, &s, &tile)) {
+		const int qs = seqs[4 * s], ql = seqs[4 * s + 1], ks = seqs[4 * s + 2], kl = seqs[4 * s + 3];
+		const int off = kl - ql, rows = ql * rep;
+		const int r0 = (ceil_div(rows, kRows) - 1 - tile) * kRows; // last tile first
+		const int r1 = min(r0 + kRows, rows);
+		const int kEnd = (r1 - 1) / rep + off + 1; // keys any row of the tile sees
+		auto qrow = [=](int r) -> int64_t { return r0 + r < r1 ? qrow_offset(qs, r0 + r, rep, h, kvh, dh) : -1; };
+		load_rows<T, D, kRows>(Qs, q, dh, qrow);
+
+		// Lane pair (2r, 2r+1) keeps the softmax of the warp's row r, each
+		// lane taking the keys of its parity.
+		const int r = lane / 2, half = lane % 2, rho = r0 + warp * kStrip + r;
+		const bool valid = rho < r1;
+		const int last = (valid ? rho : r1 - 1) / rep + off; // the last key the row sees
+		float m = -INFINITY, l = 0.0f; // running maximum (base 2, scaled) and sum
+		typename AccOf<T, D>::type o;  // Σ P·V, rescaled as m moves
+		o.zero();
+		for (int j0 = 0; j0 < kEnd; j0 += N) {
+			__syncthreads(); // the previous tile is no longer read
+			auto krow = [=](int j) -> int64_t {
+				return j0 + j < kEnd ? ((int64_t)(ks + j0 + j) * g + kvh) * dh : -1;
+			};
+			load_rows<T, D, N>(Ks, k, dh, krow);
+			load_rows<T, D, N>(Vs, v, dh, krow);
+			__syncthreads();
+			warp_nt<D, N>(Sw, Qs + warp * kStrip * LT, Ks);
+			__syncwarp();
+			float sc[N / 2];
+			float mx = m;
+			UNROLL
+			for (int i = 0; i < N / 2; i++) {
+				const int j = 2 * i + half;
+				sc[i] = j0 + j <= last ? Sw[r * LS + j] * sl2 : -INFINITY;
+				mx = fmaxf(mx, sc[i]);
+			}
+			mx = fmaxf(mx, __shfl_xor_sync(kFull, mx, 1)); // finite: every row sees key 0
+			float sum = 0.0f;
+			UNROLL
+			for (int i = 0; i < N / 2; i++) {
+				const float p = exp2f(sc[i] - mx);
+				sum += p;
+				Pw[r * L::LP + 2 * i + half] = from_float<T>(p);
+			}
+			sum += __shfl_xor_sync(kFull, sum, 1);
+			const float c = exp2f(m - mx); // 0 on the first tile
+			l = l * c + sum;
+			m = mx;
+			if (half == 0) fw[r] = c;
+			__syncwarp();
+			o.rescale(fw, Sw);
+			o.template mma<N>(Pw, Vs);
+		}
+		__syncwarp(); // fw and Sw are free again
+		if (half == 0) {
+			fw[r] = __fdividef(1.0f, l); // l ≥ 1: no slow path (and no spills) for 1/l
+			if (valid) lse[qrow_index(qs, rho, rep, h, kvh)] = (m + log2f(l)) * kLn2;
+		}
+		o.store(Sw);
+		__syncwarp();
+		store_rows<T, D>(out, Sw, fw, 1.0f, dh, [=](int rr) { return qrow(warp * kStrip + rr); });
+	}
+}
+
+// ---- Backward -------------------------------------------------------------------
+
+// D = rowsum(dO∘O) per (query row, head) of a covered row, into Dl [nq, h];
+// zeroes dq on rows no sequence's queries cover and dk, dv on rows no
+// sequence's keys cover. One warp per item: items [0, nq·h) are (row, head)
+// of q, items [nq·h, nq·h + nk·g) are (row, head) of k. Grid-stride.
+template <class T>
+__global__ void attn_bwd_prep_kernel(float *__restrict__ Dl, T *__restrict__ dq, T *__restrict__ dk,
+                                     T *__restrict__ dv, const T *__restrict__ dout, const T *__restrict__ out,
+                                     const int32_t *__restrict__ seqs, int nseq, int64_t nq, int64_t nk, int h, int g,
+                                     int dh) {
+	const int lane = threadIdx.x % 32;
+	const int64_t nqi = nq * h, total = nqi + nk * g;
+	const int64_t stride = (int64_t)gridDim.x * blockDim.x / 32;
+	for (int64_t it = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32; it < total; it += stride) {
+		const bool query = it < nqi;
+		const int64_t item = query ? it : it - nqi; // (row, head) index in q or k
+		const int row = query ? (int)item / h : (int)item / g; // nq·h, nk·g < 2³¹
+		const int at = query ? 0 : 2; // the seqs columns of this side: start, length
+		bool covered = false;
+		for (int b = 0; b < nseq && !covered; b++)
+			covered = row >= seqs[4 * b + at] && row < (int64_t)seqs[4 * b + at] + seqs[4 * b + at + 1];
+		const int64_t base = item * dh;
+		if (query && covered) {
+			float sum = 0.0f;
+			for (int d = lane; d < dh; d += 32) sum = fmaf(to_float(dout[base + d]), to_float(out[base + d]), sum);
+			sum = warp_sum(sum);
+			if (lane == 0) Dl[item] = sum;
+		} else if (!covered) {
+			const T zero = from_float<T>(0.0f);
+			for (int d = lane; d < dh; d += 32) {
+				if (query) {
+					dq[base + d] = zero;
+				} else {
+					dk[base + d] = zero;
+					dv[base + d] = zero;
+				}
+			}
+		}
+	}
+}
+
+// Shared-memory layout of the dQ kernel.
+template <class T, int D, int N> struct DqSmem {
+	static constexpr int LT = padded<T>(D), LP = padded<T>(N);
+	static constexpr int W = kStrip * cmax(2 * padded<float>(N), padded<float>(D)); // floats of a warp's scratch
+	static constexpr size_t q = 0;                              // [kRows][LT] T: the item's query rows
+	static constexpr size_t dO = q + sizeof(T) * kRows * LT;    // [kRows][LT] T: their output gradients
+	static constexpr size_t k = dO + sizeof(T) * kRows * LT;    // [N][LT] T: a key tile
+	static constexpr size_t v = k + sizeof(T) * N * LT;         // [N][LT] T: its values
+	static constexpr size_t w = v + sizeof(T) * N * LT;         // [warps][W] f32: S, dP; staging
+	static constexpr size_t ds = w + sizeof(float) * kWarps * W; // [kRows][LP] T: dS
+	static constexpr size_t bytes = ds + sizeof(T) * kRows * LP;
+	static_assert(dO % 32 == 0 && k % 32 == 0 && v % 32 == 0 && w % 32 == 0 && ds % 32 == 0, "wmma alignment");
+};
+
+// One block per (sequence, key/value head, tile of 64 query rows), as the
+// forward: dq = scale·Σ_keys dS·K with dS = P∘(dP − D), P = exp(s − lse),
+// dP = dO·Vᵀ.
+template <class T, int D, int N>
+__global__ void __launch_bounds__(kThreads, 2)
+    attn_dq_kernel(T *__restrict__ dq, const T *__restrict__ dout, const float *__restrict__ lse,
+                   const float *__restrict__ Dl, const T *__restrict__ q, const T *__restrict__ k,
+                   const T *__restrict__ v, const int32_t *__restrict__ seqs, int nseq, int h, int g, int dh,
+                   float scale, float sl2) {
+	typedef DqSmem<T, D, N> L;
+	constexpr int LT = L::LT, LS = padded<float>(N);
+	extern __shared__ __align__(128) unsigned char smem[]; // wmma needs 32-byte aligned tiles
+	const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+	T *Qs = (T *)(smem + L::q);                          // [kRows][LT]
+	T *dOs = (T *)(smem + L::dO);                        // [kRows][LT]
+	T *Ks = (T *)(smem + L::k);                          // [N][LT]
+	T *Vs = (T *)(smem + L::v);                          // [N][LT]
+	float *Sw = (float *)(smem + L::w) + warp * L::W;    // [16][N+4] scores; [16][D+4] staging
+	float *dPw = Sw + kStrip * LS;                       // [16][N+4] dO·Vᵀ
+	T *dSw = (T *)(smem + L::ds) + warp * kStrip * L::LP; // [16][LP] dS
+
+	const int rep = h / g, kvh = blockIdx.x % g;
+	int s, tile;
+	if (find_tile(seqs, nseq, false, rep, blockIdx.x / g, &s, &tile)) {
+		const int qs = seqs[4 * s], ql = seqs[4 * s + 1], ks = seqs[4 * s + 2], kl = seqs[4 * s + 3];
+		const int off = kl - ql, rows = ql * rep;
+		const int r0 = (ceil_div(rows, kRows) - 1 - tile) * kRows;
+		const int r1 = min(r0 + kRows, rows);
+		const int kEnd = (r1 - 1) / rep + off + 1;
+		auto qrow = [=](int r) -> int64_t { return r0 + r < r1 ? qrow_offset(qs, r0 + r, rep, h, kvh, dh) : -1; };
+		load_rows<T, D, kRows>(Qs, q, dh, qrow);
+		load_rows<T, D, kRows>(dOs, dout, dh, qrow);
+
+		// Lane pair (2r, 2r+1) turns row r's scores into dS, each lane
+		// taking the keys of its parity.
+		const int r = lane / 2, half = lane % 2, rho = r0 + warp * kStrip + r;
+		const bool valid = rho < r1;
+		const int last = valid ? rho / rep + off : -1; // the last key the row sees
+		const int64_t li = valid ? qrow_index(qs, rho, rep, h, kvh) : 0;
+		const float lse2 = valid ? lse[li] * kLog2e : 0.0f, Dr = valid ? Dl[li] : 0.0f;
+		typename AccOf<T, D>::type a; // Σ dS·K
+		a.zero();
+		for (int j0 = 0; j0 < kEnd; j0 += N) {
+			__syncthreads();
+			auto krow = [=](int j) -> int64_t {
+				return j0 + j < kEnd ? ((int64_t)(ks + j0 + j) * g + kvh) * dh : -1;
+			};
+			load_rows<T, D, N>(Ks, k, dh, krow);
+			load_rows<T, D, N>(Vs, v, dh, krow);
+			__syncthreads();
+			warp_nt<D, N>(Sw, Qs + warp * kStrip * LT, Ks);
+			warp_nt<D, N>(dPw, dOs + warp * kStrip * LT, Vs);
+			__syncwarp();
+			UNROLL
+			for (int i = 0; i < N / 2; i++) {
+				const int j = 2 * i + half;
+				const float p = j0 + j <= last ? exp2f(fmaf(Sw[r * LS + j], sl2, -lse2)) : 0.0f;
+				dSw[r * L::LP + j] = from_float<T>(p * (dPw[r * LS + j] - Dr));
+			}
+			__syncwarp();
+			a.template mma<N>(dSw, Ks);
+		}
+		__syncwarp();
+		a.store(Sw);
+		__syncwarp();
+		store_rows<T, D>(dq, Sw, nullptr, scale, dh, [=](int rr) { return qrow(warp * kStrip + rr); });
+	}
+}
+
+// Shared-memory layout of the dK/dV kernel.
+template <class T, int D, int N> struct DkvSmem {
+	static constexpr int LT = padded<T>(D), LP = padded<T>(N);
+	static constexpr int W = kStrip * cmax(2 * padded<float>(N), padded<float>(D)); // floats of a warp's scratch
+	static constexpr size_t k = 0;                                  // [kRows][LT] T: the item's keys
+	static constexpr size_t v = k + sizeof(T) * kRows * LT;         // [kRows][LT] T: their values
+	static constexpr size_t q = v + sizeof(T) * kRows * LT;         // [N][LT] T: a tile of query rows
+	static constexpr size_t dO = q + sizeof(T) * N * LT;            // [N][LT] T: their output gradients
+	static constexpr size_t w = dO + sizeof(T) * N * LT;            // [warps][W] f32: Sᵀ, dPᵀ; staging
+	static constexpr size_t p = w + sizeof(float) * kWarps * W;     // [kRows][LP] T: Pᵀ
+	static constexpr size_t ds = p + sizeof(T) * kRows * LP;        // [kRows][LP] T: dSᵀ
+	static constexpr size_t lse = ds + sizeof(T) * kRows * LP;      // [N] f32: lse·log2 e of the query rows
+	static constexpr size_t dd = lse + sizeof(float) * N;           // [N] f32: their D
+	static constexpr size_t lim = dd + sizeof(float) * N;           // [N] i32: the last key each sees, or −1
+	static constexpr size_t bytes = lim + sizeof(int) * N;
+	static_assert(v % 32 == 0 && q % 32 == 0 && dO % 32 == 0 && w % 32 == 0 && p % 32 == 0 && ds % 32 == 0,
+	              "wmma alignment");
+};
+
+// One block per (sequence, key/value head, tile of 64 keys); grid
+// (ceil(nk/64) + nseq)·g. Iterates over the tiles of N query rows — of all
+// the heads of the group — that see one of its keys: dV = Σ Pᵀ·dO,
+// dK = scale·Σ dSᵀ·Q.
+template <class T, int D, int N>
+__global__ void __launch_bounds__(kThreads, 2)
+    attn_dkdv_kernel(T *__restrict__ dk, T *__restrict__ dv, const T *__restrict__ dout,
+                     const float *__restrict__ lse, const float *__restrict__ Dl, const T *__restrict__ q,
+                     const T *__restrict__ k, const T *__restrict__ v, const int32_t *__restrict__ seqs, int nseq,
+                     int h, int g, int dh, float scale, float sl2) {
+	typedef DkvSmem<T, D, N> L;
+	constexpr int LT = L::LT, LS = padded<float>(N);
+	extern __shared__ __align__(128) unsigned char smem[]; // wmma needs 32-byte aligned tiles
+	const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+	T *Ks = (T *)(smem + L::k);                          // [kRows][LT]
+	T *Vs = (T *)(smem + L::v);                          // [kRows][LT]
+	T *Qs = (T *)(smem + L::q);                          // [N][LT]
+	T *dOs = (T *)(smem + L::dO);                        // [N][LT]
+	float *Sw = (float *)(smem + L::w) + warp * L::W;    // [16][N+4] Sᵀ; [16][D+4] staging
+	float *dPw = Sw + kStrip * LS;                       // [16][N+4] dPᵀ
+	T *Pw = (T *)(smem + L::p) + warp * kStrip * L::LP;   // [16][LP] Pᵀ
+	T *dSw = (T *)(smem + L::ds) + warp * kStrip * L::LP; // [16][LP] dSᵀ
+	float *lse2s = (float *)(smem + L::lse);             // [N]
+	float *Ds = (float *)(smem + L::dd);                 // [N]
+	int *lims = (int *)(smem + L::lim);                  // [N]
+
+	const int rep = h / g, kvh = blockIdx.x % g;
+	int s, tile;
+	if (find_tile(seqs, nseq, true, rep, blockIdx.x / g, &s, &tile)) {
+		const int qs = seqs[4 * s], ql = seqs[4 * s + 1], ks = seqs[4 * s + 2], kl = seqs[4 * s + 3];
+		const int off = kl - ql, rows = ql * rep;
+		const int j0 = tile * kRows, j1 = min(j0 + kRows, kl);
+		auto krow = [=](int r) -> int64_t { return j0 + r < j1 ? ((int64_t)(ks + j0 + r) * g + kvh) * dh : -1; };
+		load_rows<T, D, kRows>(Ks, k, dh, krow);
+		load_rows<T, D, kRows>(Vs, v, dh, krow);
+
+		// Lane pair (2r, 2r+1) handles the warp's key r, each lane taking
+		// the query rows of its parity.
+		const int r = lane / 2, half = lane % 2, j = j0 + warp * kStrip + r;
+		const bool kvalid = j < j1;
+		typename AccOf<T, D>::type adk, adv; // Σ dSᵀ·Q, Σ Pᵀ·dO
+		adk.zero();
+		adv.zero();
+		// Query t sees key j0 when t ≥ j0 − off.
+		for (int p0 = max(0, j0 - off) * rep; p0 < rows; p0 += N) {
+			__syncthreads();
+			auto qrow = [=](int c) -> int64_t { return p0 + c < rows ? qrow_offset(qs, p0 + c, rep, h, kvh, dh) : -1; };
+			load_rows<T, D, N>(Qs, q, dh, qrow);
+			load_rows<T, D, N>(dOs, dout, dh, qrow);
+			for (int c = threadIdx.x; c < N; c += kThreads) {
+				const int rho = p0 + c;
+				const bool ok = rho < rows;
+				const int64_t li = ok ? qrow_index(qs, rho, rep, h, kvh) : 0;
+				lse2s[c] = ok ? lse[li] * kLog2e : 0.0f;
+				Ds[c] = ok ? Dl[li] : 0.0f;
+				lims[c] = ok ? rho / rep + off : -1;
+			}
+			__syncthreads();
+			warp_nt<D, N>(Sw, Ks + warp * kStrip * LT, Qs);
+			warp_nt<D, N>(dPw, Vs + warp * kStrip * LT, dOs);
+			__syncwarp();
+			UNROLL
+			for (int i = 0; i < N / 2; i++) {
+				const int c = 2 * i + half;
+				const float p = kvalid && j <= lims[c] ? exp2f(fmaf(Sw[r * LS + c], sl2, -lse2s[c])) : 0.0f;
+				Pw[r * L::LP + c] = from_float<T>(p);
+				dSw[r * L::LP + c] = from_float<T>(p * (dPw[r * LS + c] - Ds[c]));
+			}
+			__syncwarp();
+			adv.template mma<N>(Pw, dOs);
+			adk.template mma<N>(dSw, Qs);
+		}
+		auto kout = [=](int rr) { return krow(warp * kStrip + rr); };
+		__syncwarp();
+		adv.store(Sw);
+		__syncwarp();
+		store_rows<T, D>(dv, Sw, nullptr, 1.0f, dh, kout);
+		__syncwarp();
+		adk.store(Sw);
+		__syncwarp();
+		store_rows<T, D>(dk, Sw, nullptr, scale, dh, kout);
+	}
+}
+
+// ---- Launchers --------------------------------------------------------------------
+
+namespace {
+
+// Calls f(T*, integral_constant<int, D>) for the storage type T that dt names
+// (f32, bf16) and the padded head width D ∈ {32, 64, 128} that fits dh; returns
+// cudaErrorInvalidValue for any other dtype.
+template <class F> cudaError_t dispatch(tw_dtype dt, int64_t dh, F f) {
+	auto width = [&](auto *t) -> cudaError_t {
+		if (dh <= 32) return f(t, std::integral_constant<int, 32>());
+		if (dh <= 64) return f(t, std::integral_constant<int, 64>());
+		return f(t, std::integral_constant<int, 128>());
+	};
+	switch (dt) {
+	case TW_F32: return width((float *)nullptr);
+	case TW_BF16: return width((bf16 *)nullptr);
+	default: return cudaErrorInvalidValue;
+	}
+}
+
+// The checks both directions share: shape limits, head width, alignment.
+bool shapes_ok(int64_t nq, int64_t nk, int64_t h, int64_t g, int64_t dh, std::initializer_list<const void *> ptrs) {
+	if (dh % 8 != 0 || dh > 128 || g < 1 || h % g != 0) return false;
+	if (nq * h > INT32_MAX || nk * g > INT32_MAX) return false; // row numbers are 32-bit in the kernels
+	for (const void *p : ptrs)
+		if (!pack_aligned<bf16, 8>(p)) return false; // 16 bytes: the packs of both dtypes
+	return true;
+}
+
+// Grid for items of 64 rows out of `rows` rows split among nseq sequences,
+// times g key/value heads; 0 if it would not fit a grid.
+unsigned grid_of(int64_t rows, int64_t nseq, int64_t g) {
+	const int64_t n = (ceil_div<int64_t>(rows, kRows) + nseq) * g;
+	return n > INT32_MAX ? 0 : (unsigned)n;
+}
+
+// Lets kernel use bytes of dynamic shared memory (over 48 KiB needs the
+// opt-in; set on every call, as the setting is per device).
+template <class K> cudaError_t allow_smem(K kernel, size_t bytes) {
+	return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes);
+}
+
+} // namespace
+
+extern "C" cudaError_t tw_attention(void *out, float *lse, const void *q, const void *k, const void *v,
+                                    const int32_t *seqs, int64_t nseq, tw_dtype dt, int64_t nq, int64_t nk, int64_t h,
+                                    int64_t g, int64_t dh, float scale, cudaStream_t stream) {
+	if (nseq < 0 || nq < 0 || nk < 0 || h < 0 || g < 0 || dh < 0) return cudaErrorInvalidValue;
+	if (nq == 0 || h == 0 || nseq == 0) return cudaSuccess;
+	if (!shapes_ok(nq, nk, h, g, dh, {out, q, k, v})) return cudaErrorInvalidValue;
+	const unsigned grid = grid_of(nq * (h / g), nseq, g);
+	if (grid == 0) return cudaErrorInvalidValue;
+	const float sl2 = (float)((double)scale * 1.4426950408889634);
+	return dispatch(dt, dh, [&](auto *t, auto width) {
+		typedef std::remove_pointer_t<decltype(t)> T;
+		constexpr int D = decltype(width)::value, N = Inner<T>::fwd;
+		const size_t bytes = FwdSmem<T, D, N>::bytes;
+		cudaError_t e = allow_smem(attn_fwd_kernel<T, D, N>, bytes);
+		if (e != cudaSuccess) return e;
+		LAUNCH(grid, kThreads, bytes, stream, attn_fwd_kernel<T, D, N>)(
+		    (T *)out, lse, (const T *)q, (const T *)k, (const T *)v, seqs, (int)nseq, (int)h, (int)g, (int)dh, sl2);
+		return cudaGetLastError();
+	});
+}
+
+extern "C" size_t tw_attention_backward_workspace(int64_t nq, int64_t nk, int64_t h, int64_t g, int64_t dh) {
+	(void)nk, (void)g, (void)dh;
+	return nq > 0 && h > 0 ? (size_t)(nq * h) * sizeof(float) : 0;
+}
+
+extern "C" cudaError_t tw_attention_backward(void *dq, void *dk, void *dv, const void *dout, const void *out,
+                                             const float *lse, const void *q, const void *k, const void *v,
+                                             const int32_t *seqs, int64_t nseq, tw_dtype dt, int64_t nq, int64_t nk,
+                                             int64_t h, int64_t g, int64_t dh, float scale, void *workspace,
+                                             cudaStream_t stream) {
+	if (nseq < 0 || nq < 0 || nk < 0 || h < 0 || g < 0 || dh < 0) return cudaErrorInvalidValue;
+	if (dh == 0 || (nq * h == 0 && nk * g == 0)) return cudaSuccess; // every gradient is empty
+	if (!shapes_ok(nq, nk, h, g, dh, {dq, dk, dv, dout, out, q, k, v})) return cudaErrorInvalidValue;
+	const unsigned gq = grid_of(nq * (h / g), nseq, g), gk = grid_of(nk, nseq, g);
+	if (gq == 0 || gk == 0) return cudaErrorInvalidValue;
+	const float sl2 = (float)((double)scale * 1.4426950408889634);
+	float *Dl = (float *)workspace; // [nq, h] f32
+	return dispatch(dt, dh, [&](auto *t, auto width) {
+		typedef std::remove_pointer_t<decltype(t)> T;
+		constexpr int D = decltype(width)::value, NQ = Inner<T>::dq, NK = Inner<T>::dkv;
+		const int64_t items = nq * h + nk * g;
+		LAUNCH(grid_for(items * 32, 256), 256, 0, stream, attn_bwd_prep_kernel<T>)(
+		    Dl, (T *)dq, (T *)dk, (T *)dv, (const T *)dout, (const T *)out, seqs, (int)nseq, nq, nk, (int)h, (int)g,
+		    (int)dh);
+		cudaError_t e = cudaGetLastError();
+		if (e != cudaSuccess || nseq == 0) return e;
+		if (nq * h > 0) {
+			const size_t bytes = DqSmem<T, D, NQ>::bytes;
+			if ((e = allow_smem(attn_dq_kernel<T, D, NQ>, bytes)) != cudaSuccess) return e;
+			LAUNCH(gq, kThreads, bytes, stream, attn_dq_kernel<T, D, NQ>)(
+			    (T *)dq, (const T *)dout, lse, Dl, (const T *)q, (const T *)k, (const T *)v, seqs, (int)nseq, (int)h,
+			    (int)g, (int)dh, scale, sl2);
+			if ((e = cudaGetLastError()) != cudaSuccess) return e;
+		}
+		if (nk * g > 0) {
+			const size_t bytes = DkvSmem<T, D, NK>::bytes;
+			if ((e = allow_smem(attn_dkdv_kernel<T, D, NK>, bytes)) != cudaSuccess) return e;
+			LAUNCH(gk, kThreads, bytes, stream, attn_dkdv_kernel<T, D, NK>)(
+			    (T *)dk, (T *)dv, (const T *)dout, lse, Dl, (const T *)q, (const T *)k, (const T *)v, seqs, (int)nseq,
+			    (int)h, (int)g, (int)dh, scale, sl2);
+			e = cudaGetLastError();
+		}
+		return e;
+	});
+}
