@@ -173,12 +173,6 @@ cudaError_t tw_gemm(void *c, tw_dtype cdt, const void *a, const void *b, tw_dtyp
                     int64_t m, int64_t n, int64_t k, int64_t batch, int64_t stride_a, int64_t stride_b,
                     int64_t stride_c, float alpha, float beta, cudaStream_t stream);
 
-/* ---- pending.cu ----------------------------------------------------------- */
-
-/* The op families (kernel files) not written yet, comma-separated; "" when
- * every launcher above has its kernel. */
-const char *tw_pending(void);
-
 #ifdef __cplusplus
 }
 #endif

@@ -16,7 +16,6 @@ import "C"
 import (
 	"fmt"
 	"math"
-	"strings"
 	"unsafe"
 
 	"github.com/turnwise/turnwise/engine"
@@ -398,16 +397,4 @@ func (b *Backend) Sample(ids, logits, u *engine.Tensor, p engine.SampleParams) {
 	ws := b.workspace(int(C.tw_sample_workspace(i64(n), i64(v))))
 	check("Sample", C.tw_sample(iptr(ids), ptr(logits), dt(logits), fptr(u), i64(n), i64(v), C.float(p.Temperature),
 		C.float(p.TopP), C.p(C.uintptr_t(ws)), b.stream))
-}
-
-// PendingFamilies names the kernel families (kernels/<family>.cu) that do not
-// exist yet, whose launchers fail with "operation not supported".
-func PendingFamilies() []string {
-	var out []string
-	for _, f := range strings.Split(C.GoString(C.tw_pending()), ",") {
-		if f != "" {
-			out = append(out, f)
-		}
-	}
-	return out
 }

@@ -34,6 +34,19 @@ func packed(lens ...int) [][4]int {
 	return out
 }
 
+// decodeBatch is n sequences decoding one token each over caches of
+// different lengths: more sequences than a GPU warp scans at once.
+func decodeBatch(n int) [][4]int {
+	var out [][4]int
+	k := 0
+	for i := 0; i < n; i++ {
+		kl := 1 + (7*i)%23
+		out = append(out, [4]int{i, 1, k, kl})
+		k += kl
+	}
+	return out
+}
+
 // The forward is compared with the float64 reference on every case: out
 // within Tol(dt), lse (computed in f32 from the same rounded inputs whatever
 // the dtype) within TolF32. Gradient checks sample 48 coordinates of each of
@@ -60,6 +73,7 @@ func testAttention(t *testing.T, b engine.Backend) {
 		{name: "decode and prefill over caches H8/G1 dh128", h: 8, g: 1, dh: 128,
 			seqs: [][4]int{{0, 1, 0, 300}, {1, 1, 300, 77}, {2, 100, 377, 203}}},
 		{name: "long T=1030 H2/G1 dh64", h: 2, g: 1, dh: 64, seqs: packed(1030), f32Only: true},
+		{name: "decode batch of 40 H4/G1 dh16", h: 4, g: 1, dh: 16, seqs: decodeBatch(40)},
 	}
 	for ci, c := range cases {
 		for _, dt := range FloatDTypes {

@@ -60,11 +60,7 @@ func GradTol(dt engine.DType) float64 {
 }
 
 // Run runs every op family's conformance tests on b.
-func Run(t *testing.T, b engine.Backend) { RunSkipping(t, b, nil) }
-
-// RunSkipping is Run with some suites skipped: skip maps a suite's name to
-// the reason, which the skip reports.
-func RunSkipping(t *testing.T, b engine.Backend, skip map[string]string) {
+func Run(t *testing.T, b engine.Backend) {
 	suites := []struct {
 		name string
 		run  func(t *testing.T, b engine.Backend)
@@ -85,12 +81,7 @@ func RunSkipping(t *testing.T, b engine.Backend, skip map[string]string) {
 		{"sample", testSample},
 	}
 	for _, s := range suites {
-		t.Run(s.name, func(t *testing.T) {
-			if why, ok := skip[s.name]; ok {
-				t.Skip(why)
-			}
-			s.run(t, b)
-		})
+		t.Run(s.name, func(t *testing.T) { s.run(t, b) })
 	}
 }
 

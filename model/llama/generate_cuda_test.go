@@ -13,9 +13,6 @@ import (
 // TestStories260KGreedyCUDA decodes stories260K with the CUDA kernels: on the
 // CPU emulator under -tags cudaemu, on a GPU under -tags cuda.
 func TestStories260KGreedyCUDA(t *testing.T) {
-	if p := cuda.PendingFamilies(); len(p) > 0 {
-		t.Skipf("kernel families not written yet: %v", p)
-	}
 	b, err := cuda.New(cuda.Options{})
 	if err != nil {
 		t.Fatal(err)
