@@ -93,39 +93,7 @@ func TestLoRAGradients(t *testing.T) {
 		t.Fatal(err)
 	}
 	p.Release()
-	grads := map[string]*engine.Tensor{}
-	ga.Each(func(name string, t *engine.Tensor) { grads[name] = t })
-	lossOf := func() float64 {
-		var s float64
-		for _, v := range logProbs(t, m, bt, ad) {
-			s -= float64(v)
-		}
-		return s
-	}
-	ad.Each(func(name string, w *engine.Tensor) {
-		analytic := engine.ToF32(b, grads[name])
-		vals := engine.ToF32(b, w)
-		const h = 1e-2
-		var maxDiff, maxRef float64
-		for k := 0; k < 5; k++ {
-			i := r.IntN(len(vals))
-			orig := vals[i]
-			vals[i] = orig + h
-			engine.SetF32(b, w, vals)
-			lp := lossOf()
-			vals[i] = orig - h
-			engine.SetF32(b, w, vals)
-			lm := lossOf()
-			vals[i] = orig
-			engine.SetF32(b, w, vals)
-			fd := (lp - lm) / (2 * h)
-			maxDiff = math.Max(maxDiff, math.Abs(fd-float64(analytic[i])))
-			maxRef = math.Max(maxRef, math.Abs(fd))
-		}
-		if maxDiff > 2e-3+2e-2*maxRef {
-			t.Errorf("%s: gradient differs from finite differences by %.3g (largest |fd| %.3g)", name, maxDiff, maxRef)
-		}
-	})
+	checkFD(t, b, r, ad.Each, ga.Each, func() float64 { return loss(t, m, bt, ad) })
 	m.Weights.Each(func(name string, w *engine.Tensor) {
 		after := engine.ToF32(b, w)
 		for i := range after {

@@ -35,9 +35,10 @@ func tinyBatch(r *rand.Rand, vocab int) llama.Batch {
 	return bt
 }
 
-// loss runs a forward pass and returns −Σ logp (f64 on the host).
-func loss(t *testing.T, m *llama.Model, bt llama.Batch) float64 {
-	p, err := m.ForwardTrain(bt, nil)
+// loss runs a forward pass with adapter ad and returns −Σ logp (f64 on the
+// host).
+func loss(t *testing.T, m *llama.Model, bt llama.Batch, ad *llama.Adapter) float64 {
+	p, err := m.ForwardTrain(bt, ad)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,34 +79,7 @@ func TestGradientsFiniteDifferences(t *testing.T) {
 			}
 			p.Release()
 
-			grads := map[string]*engine.Tensor{}
-			g.Each(func(name string, t *engine.Tensor) { grads[name] = t })
-			m.Weights.Each(func(name string, w *engine.Tensor) {
-				analytic := engine.ToF32(b, grads[name])
-				vals := engine.ToF32(b, w)
-				const h = 1e-2
-				var maxDiff, maxRef float64
-				for k := 0; k < 6; k++ {
-					i := r.IntN(len(vals))
-					orig := vals[i]
-					vals[i] = orig + h
-					engine.SetF32(b, w, vals)
-					lp := loss(t, m, bt)
-					vals[i] = orig - h
-					engine.SetF32(b, w, vals)
-					lm := loss(t, m, bt)
-					vals[i] = orig
-					engine.SetF32(b, w, vals)
-					fd := (lp - lm) / (2 * h)
-					maxDiff = math.Max(maxDiff, math.Abs(fd-float64(analytic[i])))
-					maxRef = math.Max(maxRef, math.Abs(fd))
-				}
-				// f32 forward, h = 1e-2: truncation O(h²)·|L'''| and rounding
-				// ~1e-7·|L|/h both stay near 1e-4 here.
-				if maxDiff > 2e-3+2e-2*maxRef {
-					t.Errorf("%s: gradient differs from finite differences by %.3g (largest |fd| %.3g)", name, maxDiff, maxRef)
-				}
-			})
+			checkFD(t, b, r, m.Weights.Each, g.Each, func() float64 { return loss(t, m, bt, nil) })
 		})
 	}
 }
@@ -120,7 +94,7 @@ func TestTrainingLowersLoss(t *testing.T) {
 		t.Fatal(err)
 	}
 	bt := tinyBatch(rand.New(rand.NewPCG(5, 6)), m.Config.Vocab)
-	first := loss(t, m, bt)
+	first := loss(t, m, bt, nil)
 	dl := engine.MustAlloc(b, engine.F32, len(bt.IDs))
 	b.Fill(dl, -1)
 	for step := 0; step < 20; step++ {
@@ -137,8 +111,42 @@ func TestTrainingLowersLoss(t *testing.T) {
 		g.Each(func(name string, t *engine.Tensor) { grads[name] = t })
 		m.Weights.Each(func(name string, w *engine.Tensor) { b.AXPY(w, -0.05, grads[name]) })
 	}
-	last := loss(t, m, bt)
+	last := loss(t, m, bt, nil)
 	if !(last < 0.5*first) {
 		t.Errorf("loss %.4f → %.4f after 20 steps; want at least halved", first, last)
 	}
+}
+
+// checkFD compares the gradients grads visits with central finite
+// differences of lossOf over the parameters params visits (both by name), on
+// six sampled coordinates per tensor. The forward is f32 and h = 1e-2:
+// truncation O(h²)·|L‴| and rounding ~1e-7·|L|/h both stay near 1e-4.
+func checkFD(t *testing.T, b engine.Backend, r *rand.Rand, params, grads func(func(string, *engine.Tensor)), lossOf func() float64) {
+	t.Helper()
+	g := map[string]*engine.Tensor{}
+	grads(func(name string, t *engine.Tensor) { g[name] = t })
+	params(func(name string, w *engine.Tensor) {
+		analytic := engine.ToF32(b, g[name])
+		vals := engine.ToF32(b, w)
+		const h = 1e-2
+		var maxDiff, maxRef float64
+		for k := 0; k < 6; k++ {
+			i := r.IntN(len(vals))
+			orig := vals[i]
+			vals[i] = orig + h
+			engine.SetF32(b, w, vals)
+			lp := lossOf()
+			vals[i] = orig - h
+			engine.SetF32(b, w, vals)
+			lm := lossOf()
+			vals[i] = orig
+			engine.SetF32(b, w, vals)
+			fd := (lp - lm) / (2 * h)
+			maxDiff = math.Max(maxDiff, math.Abs(fd-float64(analytic[i])))
+			maxRef = math.Max(maxRef, math.Abs(fd))
+		}
+		if maxDiff > 2e-3+2e-2*maxRef {
+			t.Errorf("%s: gradient differs from finite differences by %.3g (largest |fd| %.3g)", name, maxDiff, maxRef)
+		}
+	})
 }
