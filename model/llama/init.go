@@ -3,7 +3,10 @@ package llama
 import (
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	"github.com/turnwise/turnwise/engine"
 )
@@ -19,12 +22,13 @@ func NewRandom(b engine.Backend, c Config, dt engine.DType, std float64, seed ui
 	if err != nil {
 		return nil, err
 	}
-	r := rand.New(rand.NewPCG(seed, 0x6c6c616d61))
 	shapes := c.shapes()
+	ti := uint64(0)
 	w.each(func(name string, t **engine.Tensor) {
 		if name == "lm_head.weight" && c.TiedEmbed {
 			return
 		}
+		ti++
 		vals := make([]float32, engine.Shape(shapes[name]).Numel())
 		switch {
 		case strings.HasSuffix(name, "norm.weight") || strings.HasSuffix(name, "layernorm.weight"):
@@ -36,13 +40,34 @@ func NewRandom(b engine.Backend, c Config, dt engine.DType, std float64, seed ui
 			if strings.HasSuffix(name, "o_proj.weight") || strings.HasSuffix(name, "down_proj.weight") {
 				s /= math.Sqrt(2 * float64(c.Layers))
 			}
-			for i := range vals {
-				vals[i] = float32(r.NormFloat64() * s)
-			}
+			normalFill(vals, s, seed, ti)
 		}
 		engine.SetF32(b, *t, vals)
 	})
 	return newModel(b, c, w, dt)
+}
+
+// normalFill fills vals with N(0, std²) draws in parallel: fixed chunks of
+// 1 Mi values, each from its own generator seeded by (seed, stream, chunk),
+// so the values do not depend on the number of goroutines.
+func normalFill(vals []float32, std float64, seed, stream uint64) {
+	const chunk = 1 << 20
+	nchunks := (len(vals) + chunk - 1) / chunk
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(runtime.NumCPU(), nchunks) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for k := int(next.Add(1) - 1); k < nchunks; k = int(next.Add(1) - 1) {
+				r := rand.New(rand.NewPCG(seed, stream<<32|uint64(k)))
+				for i := k * chunk; i < min((k+1)*chunk, len(vals)); i++ {
+					vals[i] = float32(r.NormFloat64() * std)
+				}
+			}
+		}()
+	}
+	wg.Wait()
 }
 
 // Each calls fn on every distinct parameter tensor with its Hugging Face
