@@ -2,6 +2,12 @@
 // of a Llama configuration on the CPU backend, plus prefill and decode
 // throughput, and prints one JSON line: the Go side of bench/llama_cpu.sh,
 // whose peer is bench/llama_step.py (PyTorch).
+//
+// With --lora-rank the base is frozen (no gradient buffers) and only LoRA
+// adapters on every projection train; this is how Llama-3.1-8B fits one
+// 24 GiB machine:
+//
+//	go run ./bench/llamastep --preset llama-3.1-8b --dtype bf16 --lora-rank 16 --batch 1 --seq 32 --steps 1 --no-generate
 package main
 
 import (
@@ -38,17 +44,26 @@ func run() error {
 	seq := flag.Int("seq", 256, "tokens per sequence")
 	steps := flag.Int("steps", 5, "timed steps (after one warm-up)")
 	threads := flag.Int("threads", 2, "CPU threads")
+	dtName := flag.String("dtype", "f32", "weight and activation dtype: f32 or bf16")
+	rank := flag.Int("lora-rank", 0, "train LoRA adapters of this rank on a frozen base (0: full training)")
+	noGen := flag.Bool("no-generate", false, "skip the prefill and decode measurements")
 	flag.Parse()
 
 	c, err := llama.Preset(*preset)
 	if err != nil {
 		return err
 	}
-	b := cpu.New(cpu.Options{Threads: *threads})
-	m, err := llama.NewRandom(b, c, engine.F32, 0.02, 1)
+	dt, err := engine.ParseDType(*dtName)
 	if err != nil {
 		return err
 	}
+	b := cpu.New(cpu.Options{Threads: *threads})
+	t0 := time.Now()
+	m, err := llama.NewRandom(b, c, dt, 0.02, 1)
+	if err != nil {
+		return err
+	}
+	initTime := time.Since(t0)
 	r := rand.New(rand.NewPCG(1, 2))
 	var bt llama.Batch
 	for s := 0; s < *batch; s++ {
@@ -60,18 +75,38 @@ func run() error {
 	}
 	n := len(bt.IDs)
 
-	// Gradients and AdamW state for every parameter.
-	g, err := m.NewGrads(engine.F32)
-	if err != nil {
-		return err
-	}
-	type state struct{ w, g, m, v *engine.Tensor }
-	grads := map[string]*engine.Tensor{}
-	g.Each(func(name string, t *engine.Tensor) { grads[name] = t })
+	// Gradients and AdamW state for every trained parameter: all weights, or
+	// only the adapters (bf16 adapters keep f32 master copies).
+	type state struct{ w, g, m, v, master *engine.Tensor }
 	var params []state
-	m.Weights.Each(func(name string, w *engine.Tensor) {
-		params = append(params, state{w, grads[name], engine.MustAlloc(b, engine.F32, w.Shape()...), engine.MustAlloc(b, engine.F32, w.Shape()...)})
-	})
+	var g *llama.Weights
+	var ad, ga *llama.Adapter
+	track := func(w, gr *engine.Tensor) {
+		st := state{w: w, g: gr, m: engine.MustAlloc(b, engine.F32, w.Shape()...), v: engine.MustAlloc(b, engine.F32, w.Shape()...)}
+		if w.DType() != engine.F32 {
+			st.master = engine.MustAlloc(b, engine.F32, w.Shape()...)
+			b.Cast(st.master, w)
+		}
+		params = append(params, st)
+	}
+	if *rank > 0 {
+		if ad, err = m.NewAdapter(llama.LoRAConfig{Rank: *rank, Alpha: 2 * float32(*rank), Targets: llama.AllProjections}, 1); err != nil {
+			return err
+		}
+		if ga, err = m.NewAdapterGrads(ad, engine.F32); err != nil {
+			return err
+		}
+		grads := map[string]*engine.Tensor{}
+		ga.Each(func(name string, t *engine.Tensor) { grads[name] = t })
+		ad.Each(func(name string, w *engine.Tensor) { track(w, grads[name]) })
+	} else {
+		if g, err = m.NewGrads(engine.F32); err != nil {
+			return err
+		}
+		grads := map[string]*engine.Tensor{}
+		g.Each(func(name string, t *engine.Tensor) { grads[name] = t })
+		m.Weights.Each(func(name string, w *engine.Tensor) { track(w, grads[name]) })
+	}
 	dl := engine.MustAlloc(b, engine.F32, n)
 	b.Fill(dl, -1/float32(n)) // mean cross-entropy
 
@@ -81,17 +116,17 @@ func run() error {
 		for _, p := range params {
 			b.Fill(p.g, 0)
 		}
-		pass, err := m.ForwardTrain(bt, nil)
+		pass, err := m.ForwardTrain(bt, ad)
 		if err != nil {
 			return err
 		}
-		if err := pass.Backward(dl, g, nil); err != nil {
+		if err := pass.Backward(dl, g, ga); err != nil {
 			return err
 		}
 		pass.Release()
 		t1 := time.Now()
 		for _, p := range params {
-			b.AdamW(p.w, p.g, p.m, p.v, nil, engine.AdamWParams{LR: 1e-4, Beta1: 0.9, Beta2: 0.95, Eps: 1e-8, WeightDecay: 0.1, Step: step + 1, GradScale: 1})
+			b.AdamW(p.w, p.g, p.m, p.v, p.master, engine.AdamWParams{LR: 1e-4, Beta1: 0.9, Beta2: 0.95, Eps: 1e-8, WeightDecay: 0.1, Step: step + 1, GradScale: 1})
 		}
 		t2 := time.Now()
 		if step > 0 {
@@ -99,11 +134,26 @@ func run() error {
 		}
 	}
 
+	out := map[string]any{
+		"peer":      "turnwise cpu",
+		"config":    *preset,
+		"dtype":     dt.String(),
+		"lora_rank": *rank,
+		"tokens":    n,
+		"params":    c.Params(),
+		"init_s":    initTime.Seconds(),
+		"fwd_bwd_s": median(fb),
+		"adamw_s":   median(opt),
+		"step_s":    median(fb) + median(opt),
+	}
+	if *noGen {
+		return report(out)
+	}
 	prompt := bt.IDs[:*seq]
 	if _, err := m.Generate([][]int32{prompt}, llama.GenerateOptions{MaxNew: 1}); err != nil {
 		return err
 	}
-	t0 := time.Now()
+	t0 = time.Now()
 	if _, err := m.Generate([][]int32{prompt}, llama.GenerateOptions{MaxNew: 1}); err != nil {
 		return err
 	}
@@ -120,16 +170,15 @@ func run() error {
 	}
 	decode := newTok / (whole - time.Since(t0).Seconds())
 
+	out["prefill_tok_s"] = prefill
+	out["decode_tok_s"] = decode
+	return report(out)
+}
+
+// report adds the peak resident memory and prints out as one JSON line.
+func report(out map[string]any) error {
 	var ru syscall.Rusage
 	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return json.NewEncoder(os.Stdout).Encode(map[string]any{
-		"peer":          "turnwise cpu",
-		"params":        c.Params(),
-		"fwd_bwd_s":     median(fb),
-		"adamw_s":       median(opt),
-		"step_s":        median(fb) + median(opt),
-		"prefill_tok_s": prefill,
-		"decode_tok_s":  decode,
-		"peak_rss_mb":   float64(ru.Maxrss) / 1024,
-	})
+	out["peak_rss_mb"] = float64(ru.Maxrss) / 1024
+	return json.NewEncoder(os.Stdout).Encode(out)
 }
