@@ -16,7 +16,9 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"runtime/debug"
 	"slices"
+	"strings"
 	"syscall"
 	"time"
 
@@ -38,7 +40,31 @@ func median(d []time.Duration) float64 {
 	return s[len(s)/2].Seconds()
 }
 
+// limitHeap caps the Go heap at 90% of physical memory unless GOMEMLIMIT
+// says otherwise: the CPU backend's buffers are Go memory, and with a large
+// live heap the default GC target (twice the live heap) would let temporaries
+// pile up past physical memory.
+func limitHeap() {
+	if os.Getenv("GOMEMLIMIT") != "" {
+		return
+	}
+	raw, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return
+	}
+	var kb int64
+	for _, line := range strings.Split(string(raw), "\n") {
+		if strings.HasPrefix(line, "MemTotal:") {
+			fmt.Sscanf(strings.TrimPrefix(line, "MemTotal:"), "%d", &kb)
+		}
+	}
+	if kb > 0 {
+		debug.SetMemoryLimit(kb * 1024 / 10 * 9)
+	}
+}
+
 func run() error {
+	limitHeap()
 	preset := flag.String("preset", "ref24M", "model configuration")
 	batch := flag.Int("batch", 4, "sequences per step")
 	seq := flag.Int("seq", 256, "tokens per sequence")
