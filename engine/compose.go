@@ -75,6 +75,44 @@ func TokenLogProbsBackward(b Backend, pool *Pool, dh, dw, dLogp, h, w, lse, targ
 	return nil
 }
 
+// TokenLogProbsFused is TokenLogProbs and TokenLogProbsBackward in one pass
+// over the logits, for losses whose gradient with respect to each
+// log-probability, dLogp, is known before the forward (a weighted sum of
+// log-probabilities, such as cross-entropy): each chunk's logits are formed
+// once, give their log-probabilities, and are turned in place into their
+// gradient. dh is overwritten, dw accumulated (nil: a frozen classifier).
+func TokenLogProbsFused(b Backend, pool *Pool, logp, lse, dh, dw, dLogp, h, w, targets *Tensor, chunk int) error {
+	n, d := h.Dim(0), h.Dim(1)
+	v := w.Dim(0)
+	MustShape("TokenLogProbsFused", "w", w, v, d)
+	MustShape("TokenLogProbsFused", "logp", logp, n)
+	MustShape("TokenLogProbsFused", "dLogp", dLogp, n)
+	MustSameShape("TokenLogProbsFused dh", dh, h)
+	if dw != nil {
+		MustSameShape("TokenLogProbsFused dw", dw, w)
+	}
+	if chunk <= 0 {
+		panic(fmt.Sprintf("engine: TokenLogProbsFused: chunk %d", chunk))
+	}
+	logits, err := pool.Get(h.DType(), min(chunk, n), v)
+	if err != nil {
+		return fmt.Errorf("token log-probs: %w", err)
+	}
+	defer pool.Put(logits)
+	for lo := 0; lo < n; lo += chunk {
+		hi := min(lo+chunk, n)
+		l, hc := logits.Rows(0, hi-lo), h.Rows(lo, hi)
+		b.Gemm(l, hc, w, GemmParams{TransB: true, Alpha: 1})
+		b.LogSoftmaxGather(logp.Rows(lo, hi), lse.Rows(lo, hi), l, targets.Rows(lo, hi))
+		b.LogSoftmaxGatherBackward(l, dLogp.Rows(lo, hi), l, lse.Rows(lo, hi), targets.Rows(lo, hi))
+		b.Gemm(dh.Rows(lo, hi), l, w, GemmParams{Alpha: 1})
+		if dw != nil {
+			b.Gemm(dw, l, hc, GemmParams{TransA: true, Alpha: 1, Beta: 1})
+		}
+	}
+	return nil
+}
+
 // GlobalNorm returns sqrt(Σ_t Σ x²) over all tensors, using the one-element
 // f32 tensor acc as the accumulator. The sum's order is fixed, so the result
 // does not depend on the thread count.

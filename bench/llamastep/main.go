@@ -142,11 +142,10 @@ func run() error {
 		for _, p := range params {
 			b.Fill(p.g, 0)
 		}
-		pass, err := m.ForwardTrain(bt, ad)
+		// Cross-entropy's gradient is known before the forward: the fused
+		// pass forms the classifier's logits once.
+		pass, err := m.ForwardBackward(bt, ad, dl, g, ga)
 		if err != nil {
-			return err
-		}
-		if err := pass.Backward(dl, g, ga); err != nil {
 			return err
 		}
 		pass.Release()

@@ -119,6 +119,15 @@ func testTokenLogProbs(t *testing.T, b engine.Backend) {
 				}
 				GradCheck(t, "dh", r, h64, engine.ToF32(b, dh), loss, 48, GradTol(dt))
 				GradCheck(t, "dw", r, w64, engine.ToF32(b, dw), loss, 48, GradTol(dt))
+				// The fused pass gives the same log-probs and gradients.
+				lp2, lse2 := engine.MustAlloc(b, engine.F32, c.n), engine.MustAlloc(b, engine.F32, c.n)
+				dh2, dw2 := engine.MustAlloc(b, dt, c.n, c.d), engine.MustAlloc(b, dt, c.v, c.d)
+				if err := engine.TokenLogProbsFused(b, pool, lp2, lse2, dh2, dw2, dLogp, h, w, targets, c.chunk); err != nil {
+					t.Fatal(err)
+				}
+				Close(t, "fused logp", engine.ToF32(b, lp2), F64(engine.ToF32(b, logp)), 0)
+				Close(t, "fused dh", engine.ToF32(b, dh2), F64(engine.ToF32(b, dh)), 0)
+				Close(t, "fused dw", engine.ToF32(b, dw2), F64(engine.ToF32(b, dw)), 0)
 				if st := pool.Stats(); st.NewBuffers != 1 {
 					t.Errorf("logits chunk buffers allocated: %d, want 1 (reused across chunks and calls)", st.NewBuffers)
 				}

@@ -42,6 +42,7 @@ type Pass struct {
 	resF, hF       *engine.Tensor // [N, D] final residual and its norm
 	rstdF          *engine.Tensor // [N] f32
 	LogP           *engine.Tensor // [N] f32: log π(target | prefix); 0 where target < 0
+	dhF            *engine.Tensor // [N, D]: the classifier's input gradient, when fused
 	lseT           *engine.Tensor // [N] f32: log-sum-exp of each position's logits
 	held           []*engine.Tensor
 }
@@ -61,7 +62,36 @@ func (p *Pass) Release() {
 // ForwardTrain runs a batch through the model, with adapter ad (nil: the
 // base alone), keeping every activation the backward needs, and computes the
 // log-probability of each target.
-func (m *Model) ForwardTrain(bt Batch, ad *Adapter) (pass *Pass, err error) {
+func (m *Model) ForwardTrain(bt Batch, ad *Adapter) (*Pass, error) {
+	return m.forwardTrain(bt, ad, nil, nil)
+}
+
+// ForwardBackward is ForwardTrain followed by Backward, for a loss whose
+// gradient with respect to each log-probability, dLogP [N] f32, is known
+// before the forward (a weighted sum of log-probabilities, as in
+// cross-entropy): the classifier's gradient is formed in the same pass over
+// the logits as the log-probabilities, which saves computing the logits
+// twice. The returned pass holds LogP; Release it after use.
+func (m *Model) ForwardBackward(bt Batch, ad *Adapter, dLogP *engine.Tensor, g *Weights, ga *Adapter) (*Pass, error) {
+	var head *engine.Tensor
+	if g != nil {
+		head = g.Head
+	}
+	p, err := m.forwardTrain(bt, ad, dLogP, head)
+	if err != nil {
+		return nil, err
+	}
+	if err := p.Backward(nil, g, ga); err != nil {
+		p.Release()
+		return nil, err
+	}
+	return p, nil
+}
+
+// forwardTrain is ForwardTrain; with dLogP non-nil the classifier's backward
+// is fused into the forward (see ForwardBackward), its head gradient
+// accumulated into gHead (nil: frozen).
+func (m *Model) forwardTrain(bt Batch, ad *Adapter, dLogP, gHead *engine.Tensor) (pass *Pass, err error) {
 	c, b := m.Config, m.b
 	n := len(bt.IDs)
 	if n == 0 || len(bt.Targets) != n {
@@ -165,7 +195,14 @@ func (m *Model) ForwardTrain(bt Batch, ad *Adapter) (pass *Pass, err error) {
 	p.resF, p.hF, p.rstdF = take(m.dt, n, d), take(m.dt, n, d), take(engine.F32, n)
 	b.AddRMSNorm(p.resF, p.hF, p.rstdF, x, delta, m.Weights.FinalNorm, c.NormEps)
 	p.LogP, p.lseT = take(engine.F32, n), take(engine.F32, n)
-	if err := engine.TokenLogProbs(b, m.pool, p.LogP, p.lseT, p.hF, m.Weights.Head, p.tgt, LogitChunk); err != nil {
+	if dLogP != nil {
+		engine.MustShape("ForwardBackward", "dLogP", dLogP, n)
+		p.dhF = take(m.dt, n, d)
+		err = engine.TokenLogProbsFused(b, m.pool, p.LogP, p.lseT, p.dhF, gHead, dLogP, p.hF, m.Weights.Head, p.tgt, LogitChunk)
+	} else {
+		err = engine.TokenLogProbs(b, m.pool, p.LogP, p.lseT, p.hF, m.Weights.Head, p.tgt, LogitChunk)
+	}
+	if err != nil {
 		panic(forwardOOM{err})
 	}
 	return p, nil
@@ -178,11 +215,14 @@ func (m *Model) NewGrads(dt engine.DType) (*Weights, error) { return allocWeight
 // Backward accumulates the gradient of Σ_i dLogP[i]·LogP[i], mirroring
 // ForwardTrain step by step in reverse: into g for the base weights (nil: a
 // frozen base, which then needs no gradient buffers) and into ga for the
-// adapter the pass ran with (nil: none, or a frozen adapter). dLogP is [N] f32.
+// adapter the pass ran with (nil: none, or a frozen adapter). dLogP is [N] f32
+// (nil after a fused classifier: see ForwardBackward).
 func (p *Pass) Backward(dLogP *engine.Tensor, g *Weights, ga *Adapter) (err error) {
 	m := p.m
 	c, b, n := m.Config, m.b, p.n
-	engine.MustShape("Backward", "dLogP", dLogP, n)
+	if (dLogP == nil) != (p.dhF != nil) {
+		panic("llama: Backward needs dLogP unless the pass came from ForwardBackward, and then not")
+	}
 	var tmp []*engine.Tensor
 	defer func() {
 		for _, t := range tmp {
@@ -213,9 +253,12 @@ func (p *Pass) Backward(dLogP *engine.Tensor, g *Weights, ga *Adapter) (err erro
 
 	// Classifier and final norm. dres carries the residual stream's gradient
 	// down through the layers: every sublayer's input gradient adds into it.
-	dh := take(m.dt, n, d)
-	if err := engine.TokenLogProbsBackward(b, m.pool, dh, head, dLogP, p.hF, m.Weights.Head, p.lseT, p.tgt, LogitChunk); err != nil {
-		panic(forwardOOM{err})
+	dh := p.dhF // fused: the head's gradient is in g already
+	if dh == nil {
+		dh = take(m.dt, n, d)
+		if err := engine.TokenLogProbsBackward(b, m.pool, dh, head, dLogP, p.hF, m.Weights.Head, p.lseT, p.tgt, LogitChunk); err != nil {
+			panic(forwardOOM{err})
+		}
 	}
 	dres := take(m.dt, n, d)
 	b.Fill(dres, 0)

@@ -151,3 +151,50 @@ func checkFD(t *testing.T, b engine.Backend, r *rand.Rand, params, grads func(fu
 		}
 	})
 }
+
+// TestForwardBackwardFused checks that the fused classifier pass gives the
+// same log-probabilities and gradients as ForwardTrain then Backward.
+func TestForwardBackwardFused(t *testing.T) {
+	b := cpu.New(cpu.Options{Threads: 2})
+	for _, tied := range []bool{false, true} {
+		m, err := llama.NewRandom(b, tinyConfig(tied), engine.F32, 0.5, 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bt := tinyBatch(rand.New(rand.NewPCG(4, 4)), m.Config.Vocab)
+		dl := engine.MustAlloc(b, engine.F32, len(bt.IDs))
+		b.Fill(dl, -0.25)
+		g1, _ := m.NewGrads(engine.F32)
+		p, err := m.ForwardTrain(bt, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Backward(dl, g1, nil); err != nil {
+			t.Fatal(err)
+		}
+		lp1 := engine.ToF32(b, p.LogP)
+		p.Release()
+		g2, _ := m.NewGrads(engine.F32)
+		p, err = m.ForwardBackward(bt, nil, dl, g2, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lp2 := engine.ToF32(b, p.LogP)
+		p.Release()
+		for i := range lp1 {
+			if lp1[i] != lp2[i] {
+				t.Fatalf("tied=%v: logp[%d] %v unfused, %v fused", tied, i, lp1[i], lp2[i])
+			}
+		}
+		want := map[string][]float32{}
+		g1.Each(func(name string, t *engine.Tensor) { want[name] = engine.ToF32(b, t) })
+		g2.Each(func(name string, tt *engine.Tensor) {
+			got := engine.ToF32(b, tt)
+			for i := range got {
+				if math.Abs(float64(got[i]-want[name][i])) > 1e-6*(1+math.Abs(float64(want[name][i]))) {
+					t.Fatalf("tied=%v: %s[%d] = %v fused, %v unfused", tied, name, i, got[i], want[name][i])
+				}
+			}
+		})
+	}
+}
