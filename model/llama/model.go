@@ -17,6 +17,12 @@ type Model struct {
 	invFreq *engine.Tensor // [Dh/2] f32
 	pool    *engine.Pool   // activations, reused across calls
 	out     *engine.Tensor // [S, V] f32: the logits Forward returns
+
+	// Recompute makes ForwardTrain keep only each layer's input and the
+	// backward recompute the layer's other activations: activation memory
+	// falls from layers × (a layer's activations) to layers × [N, D] plus
+	// one layer's, for about one more forward pass of compute.
+	Recompute bool
 }
 
 func newModel(b engine.Backend, c Config, w *Weights, dt engine.DType) (*Model, error) {

@@ -27,6 +27,7 @@ type layerActs struct {
 	rstd2    *engine.Tensor            // [N] f32
 	gate, up *engine.Tensor            // [N, F] projections before SwiGLU
 	act      *engine.Tensor            // [N, F] SwiGLU output
+	o, down  *engine.Tensor            // [N, D] attention and MLP outputs
 	lora     map[string]*engine.Tensor // [N, r] x·Aᵀ of each adapted projection
 }
 
@@ -45,11 +46,22 @@ type Pass struct {
 	dhF            *engine.Tensor // [N, D]: the classifier's input gradient, when fused
 	lseT           *engine.Tensor // [N] f32: log-sum-exp of each position's logits
 	held           []*engine.Tensor
+	take           func(engine.DType, ...int) *engine.Tensor // allocates from the pool, held until Release
+	scratch        *layerActs                                // with Recompute: the one layer's activations
 }
 
 // LogitChunk is how many tokens' logits exist at once: peak logits memory is
 // LogitChunk·V elements of the activation dtype.
 const LogitChunk = 256
+
+// HeldBytes returns the bytes of activations the pass holds.
+func (p *Pass) HeldBytes() int {
+	n := 0
+	for _, t := range p.held {
+		n += t.Bytes()
+	}
+	return n
+}
 
 // Release returns the pass's activations to the model's pool.
 func (p *Pass) Release() {
@@ -139,58 +151,39 @@ func (m *Model) forwardTrain(bt Batch, ad *Adapter, dLogP, gHead *engine.Tensor)
 		p.held = append(p.held, t)
 		return t
 	}
-	d, hd, nh, ng, f := c.Dim, c.HeadDim, c.Heads, c.KVHeads, c.FFN
+	d := c.Dim
 	p.ids, p.tgt, p.pos = take(engine.I32, n), take(engine.I32, n), take(engine.I32, n)
 	p.seqs = take(engine.I32, len(bt.Lens), 4)
 	engine.SetI32(b, p.ids, bt.IDs)
 	engine.SetI32(b, p.tgt, bt.Targets)
 	engine.SetI32(b, p.pos, pos)
 	engine.SetI32(b, p.seqs, seqs)
-	scale := float32(1 / math.Sqrt(float64(hd)))
 
+	p.take = take
 	x := take(m.dt, n, d) // the embedding: layer 0's residual input
 	b.Embedding(x, m.Weights.Embed, p.ids)
 	var delta *engine.Tensor // the previous layer's MLP output, added at the next norm
 	p.layers = make([]layerActs, c.Layers)
 	for l := range m.Weights.Layers {
-		w, a := &m.Weights.Layers[l], &p.layers[l]
-		a.h1, a.rstd1 = take(m.dt, n, d), take(engine.F32, n)
-		if delta == nil {
-			a.res1 = x
-			b.RMSNorm(a.h1, a.rstd1, a.res1, w.AttnNorm, c.NormEps)
-		} else {
-			a.res1 = take(m.dt, n, d)
-			b.AddRMSNorm(a.res1, a.h1, a.rstd1, x, delta, w.AttnNorm, c.NormEps)
-		}
-		a.q, a.k, a.v = take(m.dt, n, nh, hd), take(m.dt, n, ng, hd), take(m.dt, n, ng, hd)
-		a.lora = map[string]*engine.Tensor{}
-		proj := func(name string, y, x, wt *engine.Tensor) {
-			lp := ad.pair(l, name)
-			var t *engine.Tensor
-			if lp != nil {
-				t = take(m.dt, n, ad.Config.Rank)
-				a.lora[name] = t
+		a := &p.layers[l]
+		if m.Recompute {
+			// Keep only the layer's input; its other activations live in one
+			// scratch set shared by all layers and are recomputed in the
+			// backward.
+			if delta == nil {
+				a.res1 = x
+			} else {
+				a.res1 = take(m.dt, n, d)
+				b.Add(a.res1, x, delta)
 			}
-			linear(b, y, x, wt, lp, ad.scale(), t)
+			if p.scratch == nil {
+				p.scratch = &layerActs{}
+			}
+			p.scratch.res1 = a.res1
+			x, delta = p.layerForward(l, p.scratch, a.res1, nil)
+			continue
 		}
-		proj("q", a.q.Reshape(n, nh*hd), a.h1, w.Wq)
-		proj("k", a.k.Reshape(n, ng*hd), a.h1, w.Wk)
-		proj("v", a.v.Reshape(n, ng*hd), a.h1, w.Wv)
-		b.RoPE(a.q, p.pos, m.invFreq)
-		b.RoPE(a.k, p.pos, m.invFreq)
-		a.att, a.lse = take(m.dt, n, nh, hd), take(engine.F32, n, nh)
-		b.Attention(a.att, a.lse, a.q, a.k, a.v, p.seqs, scale)
-		o := take(m.dt, n, d)
-		proj("o", o, a.att.Reshape(n, nh*hd), w.Wo)
-		a.res2, a.h2, a.rstd2 = take(m.dt, n, d), take(m.dt, n, d), take(engine.F32, n)
-		b.AddRMSNorm(a.res2, a.h2, a.rstd2, a.res1, o, w.MLPNorm, c.NormEps)
-		a.gate, a.up, a.act = take(m.dt, n, f), take(m.dt, n, f), take(m.dt, n, f)
-		proj("gate", a.gate, a.h2, w.Wgate)
-		proj("up", a.up, a.h2, w.Wup)
-		b.SwiGLU(a.act, a.gate, a.up)
-		delta = take(m.dt, n, d)
-		proj("down", delta, a.act, w.Wdown)
-		x = a.res2
+		x, delta = p.layerForward(l, a, x, delta)
 	}
 	p.resF, p.hF, p.rstdF = take(m.dt, n, d), take(m.dt, n, d), take(engine.F32, n)
 	b.AddRMSNorm(p.resF, p.hF, p.rstdF, x, delta, m.Weights.FinalNorm, c.NormEps)
@@ -206,6 +199,73 @@ func (m *Model) forwardTrain(bt Batch, ad *Adapter, dLogP, gHead *engine.Tensor)
 		panic(forwardOOM{err})
 	}
 	return p, nil
+}
+
+// layerForward runs layer l on the residual stream x (plus delta, the
+// previous layer's MLP output, when non-nil: the add is fused into the
+// attention norm), filling a's activations — allocating any buffer a lacks —
+// and returning the stream after attention (res2) and the layer's MLP
+// output, which the next layer adds.
+func (p *Pass) layerForward(l int, a *layerActs, x, delta *engine.Tensor) (res2, mlpOut *engine.Tensor) {
+	m, ad := p.m, p.ad
+	c, b, n := m.Config, m.b, p.n
+	d, hd, nh, ng, f := c.Dim, c.HeadDim, c.Heads, c.KVHeads, c.FFN
+	w := &m.Weights.Layers[l]
+	buf := func(t **engine.Tensor, dt engine.DType, shape ...int) *engine.Tensor {
+		if *t == nil {
+			*t = p.take(dt, shape...)
+		}
+		return *t
+	}
+	buf(&a.h1, m.dt, n, d)
+	buf(&a.rstd1, engine.F32, n)
+	if delta == nil {
+		a.res1 = x
+		b.RMSNorm(a.h1, a.rstd1, a.res1, w.AttnNorm, c.NormEps)
+	} else {
+		buf(&a.res1, m.dt, n, d)
+		b.AddRMSNorm(a.res1, a.h1, a.rstd1, x, delta, w.AttnNorm, c.NormEps)
+	}
+	buf(&a.q, m.dt, n, nh, hd)
+	buf(&a.k, m.dt, n, ng, hd)
+	buf(&a.v, m.dt, n, ng, hd)
+	if a.lora == nil {
+		a.lora = map[string]*engine.Tensor{}
+	}
+	proj := func(name string, y, x, wt *engine.Tensor) {
+		lp := ad.pair(l, name)
+		var t *engine.Tensor
+		if lp != nil {
+			if a.lora[name] == nil {
+				a.lora[name] = p.take(m.dt, n, ad.Config.Rank)
+			}
+			t = a.lora[name]
+		}
+		linear(b, y, x, wt, lp, ad.scale(), t)
+	}
+	proj("q", a.q.Reshape(n, nh*hd), a.h1, w.Wq)
+	proj("k", a.k.Reshape(n, ng*hd), a.h1, w.Wk)
+	proj("v", a.v.Reshape(n, ng*hd), a.h1, w.Wv)
+	b.RoPE(a.q, p.pos, m.invFreq)
+	b.RoPE(a.k, p.pos, m.invFreq)
+	buf(&a.att, m.dt, n, nh, hd)
+	buf(&a.lse, engine.F32, n, nh)
+	b.Attention(a.att, a.lse, a.q, a.k, a.v, p.seqs, float32(1/math.Sqrt(float64(hd))))
+	o := buf(&a.o, m.dt, n, d)
+	proj("o", o, a.att.Reshape(n, nh*hd), w.Wo)
+	buf(&a.res2, m.dt, n, d)
+	buf(&a.h2, m.dt, n, d)
+	buf(&a.rstd2, engine.F32, n)
+	b.AddRMSNorm(a.res2, a.h2, a.rstd2, a.res1, o, w.MLPNorm, c.NormEps)
+	buf(&a.gate, m.dt, n, f)
+	buf(&a.up, m.dt, n, f)
+	buf(&a.act, m.dt, n, f)
+	proj("gate", a.gate, a.h2, w.Wgate)
+	proj("up", a.up, a.h2, w.Wup)
+	b.SwiGLU(a.act, a.gate, a.up)
+	out := buf(&a.down, m.dt, n, d)
+	proj("down", out, a.act, w.Wdown)
+	return a.res2, out
 }
 
 // NewGrads allocates zeroed gradient buffers shaped like the weights, in
@@ -273,6 +333,10 @@ func (p *Pass) Backward(dLogP *engine.Tensor, g *Weights, ga *Adapter) (err erro
 	}
 	for l := c.Layers - 1; l >= 0; l-- {
 		w, a := &m.Weights.Layers[l], &p.layers[l]
+		if m.Recompute {
+			p.layerForward(l, p.scratch, a.res1, nil)
+			a = p.scratch
+		}
 		var gl Layer // all nil: a frozen base
 		if g != nil {
 			gl = g.Layers[l]

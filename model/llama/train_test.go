@@ -198,3 +198,60 @@ func TestForwardBackwardFused(t *testing.T) {
 		})
 	}
 }
+
+// TestRecompute checks that recomputing activations in the backward gives
+// bit-identical log-probabilities and gradients (base and adapter) while
+// holding less activation memory.
+func TestRecompute(t *testing.T) {
+	cfg := tinyConfig(false)
+	cfg.Layers = 4
+	run := func(recompute bool) (lp []float32, grads map[string][]float32, held int) {
+		b := cpu.New(cpu.Options{Threads: 2})
+		m, err := llama.NewRandom(b, cfg, engine.F32, 0.5, 21)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.Recompute = recompute
+		ad, err := m.NewAdapter(llama.LoRAConfig{Rank: 2, Alpha: 4, Targets: []string{"q", "down"}}, 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		randomizeB(b, ad, rand.New(rand.NewPCG(7, 7)))
+		bt := tinyBatch(rand.New(rand.NewPCG(6, 6)), m.Config.Vocab)
+		p, err := m.ForwardTrain(bt, ad)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = p.HeldBytes()
+		dl := engine.MustAlloc(b, engine.F32, len(bt.IDs))
+		b.Fill(dl, -1)
+		g, _ := m.NewGrads(engine.F32)
+		ga, _ := m.NewAdapterGrads(ad, engine.F32)
+		if err := p.Backward(dl, g, ga); err != nil {
+			t.Fatal(err)
+		}
+		lp = engine.ToF32(b, p.LogP)
+		p.Release()
+		grads = map[string][]float32{}
+		g.Each(func(name string, t *engine.Tensor) { grads[name] = engine.ToF32(b, t) })
+		ga.Each(func(name string, t *engine.Tensor) { grads[name] = engine.ToF32(b, t) })
+		return lp, grads, held
+	}
+	lp1, g1, held1 := run(false)
+	lp2, g2, held2 := run(true)
+	for i := range lp1 {
+		if lp1[i] != lp2[i] {
+			t.Fatalf("logp[%d]: %v stored, %v recomputed", i, lp1[i], lp2[i])
+		}
+	}
+	for name, want := range g1 {
+		for i, v := range g2[name] {
+			if v != want[i] {
+				t.Fatalf("%s[%d]: %v stored, %v recomputed", name, i, want[i], v)
+			}
+		}
+	}
+	if !(held2 < held1/2) {
+		t.Errorf("activations held: %d bytes stored, %d recomputed; want less than half", held1, held2)
+	}
+}
