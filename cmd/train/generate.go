@@ -49,7 +49,7 @@ func runGenerate(args []string, stdin io.Reader, stdout, stderr io.Writer) error
 	if *maxNew <= 0 {
 		return fmt.Errorf("--max-new %d: want a positive count", *maxNew)
 	}
-	m, err := mf.load()
+	m, ad, err := mf.load()
 	if err != nil {
 		return err
 	}
@@ -89,7 +89,7 @@ func runGenerate(args []string, stdin io.Reader, stdout, stderr io.Writer) error
 		return errors.New("empty prompt")
 	}
 	stop := m.Config.EOS
-	gen, err := m.Generate([][]int32{ids}, llama.GenerateOptions{MaxNew: *maxNew, Stop: stop, Seed: mf.seed,
+	gen, err := m.Generate([][]int32{ids}, llama.GenerateOptions{MaxNew: *maxNew, Stop: stop, Seed: mf.seed, Adapter: ad,
 		Sample: engine.SampleParams{Temperature: *temp, TopP: *topP}})
 	if err != nil {
 		return err
@@ -126,7 +126,7 @@ func runScore(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	m, err := mf.load()
+	m, ad, err := mf.load()
 	if err != nil {
 		return err
 	}
@@ -166,7 +166,7 @@ func runScore(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 		if len(ids) < 2 {
 			return fmt.Errorf("%s:%d: a sequence needs at least two tokens to score", name, i+1)
 		}
-		lp, err := scoreSequence(m, ids)
+		lp, err := scoreSequence(m, ad, ids)
 		if err != nil {
 			return fmt.Errorf("%s:%d: %w", name, i+1, err)
 		}
@@ -181,10 +181,11 @@ func runScore(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	return nil
 }
 
-// scoreSequence returns log π(ids[t] | ids[:t]) for t ≥ 1.
-func scoreSequence(m *llama.Model, ids []int32) ([]float32, error) {
+// scoreSequence returns log π(ids[t] | ids[:t]) for t ≥ 1, under adapter ad
+// (nil: the base model).
+func scoreSequence(m *llama.Model, ad *llama.Adapter, ids []int32) ([]float32, error) {
 	n := len(ids) - 1
-	p, err := m.ForwardTrain(llama.Batch{IDs: ids[:n], Targets: ids[1:], Lens: []int{n}}, nil)
+	p, err := m.ForwardTrain(llama.Batch{IDs: ids[:n], Targets: ids[1:], Lens: []int{n}}, ad)
 	if err != nil {
 		return nil, err
 	}

@@ -18,6 +18,7 @@ import (
 // shared by the subcommands that need a model.
 type modelFlags struct {
 	gguf, hf, preset string
+	adapter          string
 	dtype, backend   string
 	threads          int
 	seed             uint64
@@ -26,6 +27,7 @@ type modelFlags struct {
 func (m *modelFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&m.gguf, "gguf", "", "load a llama-architecture GGUF checkpoint (F32, F16 or BF16)")
 	fs.StringVar(&m.hf, "hf", "", "load a Hugging Face checkpoint directory (config.json + safetensors)")
+	fs.StringVar(&m.adapter, "adapter", "", "apply a LoRA adapter directory in PEFT's layout (adapter_config.json + adapter_model.safetensors)")
 	fs.StringVar(&m.preset, "preset", "", "build a preset architecture with random weights: "+strings.Join(llama.PresetNames(), ", "))
 	fs.StringVar(&m.dtype, "dtype", "f32", "weight and activation dtype: f32 or bf16")
 	fs.StringVar(&m.backend, "backend", "cpu", "cpu, or cuda (in a binary built with -tags cuda or cudaemu)")
@@ -61,8 +63,21 @@ func (m *modelFlags) count() int {
 	return n
 }
 
-// load opens the backend and loads (or builds) the model.
-func (m *modelFlags) load() (*llama.Model, error) {
+// load opens the backend, loads (or builds) the model and, with --adapter,
+// its LoRA adapter (nil otherwise).
+func (m *modelFlags) load() (*llama.Model, *llama.Adapter, error) {
+	mod, err := m.loadBase()
+	if err != nil || m.adapter == "" {
+		return mod, nil, err
+	}
+	ad, err := mod.LoadPEFT(m.adapter)
+	if err != nil {
+		return nil, nil, err
+	}
+	return mod, ad, nil
+}
+
+func (m *modelFlags) loadBase() (*llama.Model, error) {
 	if m.count() != 1 {
 		return nil, errors.New("name exactly one model: --gguf FILE, --hf DIR or --preset NAME")
 	}
