@@ -195,7 +195,7 @@ type attnFwd struct {
 	lse          []float32 // [Nq, H] f32
 }
 
-func (a *attnFwd) scratchLen() int { return 2*attnBQ*a.dh + 2*attnBK*a.dh + attnBQ*attnBK + 2*attnBQ }
+func (a *attnFwd) scratchLen() int { return 2*attnBQ*a.dh + 3*attnBK*a.dh + attnBQ*attnBK + 2*attnBQ }
 
 // block computes out and lse of query head h for queries t0 … t1−1 of
 // sequence s.
@@ -205,6 +205,7 @@ func (a *attnFwd) block(sc []float32, s attnSeq, h, t0, t1 int) {
 	ob := take(&sc, attnBQ*dh)                   // [BQ, Dh] f32: unnormalised output
 	kb := take(&sc, attnBK*dh)                   // [BK, Dh] f32
 	vb := take(&sc, attnBK*dh)                   // [BK, Dh] f32
+	ktb := take(&sc, dh*attnBK)                  // [Dh, BK] f32: the key block transposed
 	sb := take(&sc, attnBQ*attnBK)               // [BQ, BK] f32: scores, then probabilities
 	m, l := take(&sc, attnBQ), take(&sc, attnBQ) // [BQ] f32: running max and sum
 
@@ -229,6 +230,7 @@ func (a *attnFwd) block(sc []float32, s attnSeq, h, t0, t1 int) {
 			loadRow(kb[j*dh:(j+1)*dh], a.k, r)
 			loadRow(vb[j*dh:(j+1)*dh], a.v, r)
 		}
+		transposeBlock(ktb, kb[:bk*dh], bk, dh, attnBK)
 		// Query rows go in pairs that share the loads of K and V; query
 		// i+1 sees at most one key more than query i.
 		for i := 0; i < bq; i += 2 {
@@ -240,7 +242,7 @@ func (a *attnFwd) block(sc []float32, s attnSeq, h, t0, t1 int) {
 					if nj := min(bk, t0+r+off+1-j0); nj > 0 {
 						sr := sb[r*attnBK : r*attnBK+nj]
 						orow := ob[r*dh : (r+1)*dh]
-						dotRows(sr, qb[r*dh:(r+1)*dh], kb)
+						dotRowsT(sr, qb[r*dh:(r+1)*dh], ktb, attnBK)
 						onlineSoftmax(sr, nj, &m[r], &l[r], orow)
 						axpyRows(orow, sr, vb)
 					}
@@ -250,7 +252,7 @@ func (a *attnFwd) block(sc []float32, s attnSeq, h, t0, t1 int) {
 			nj1 := min(bk, nj+1)
 			q1, o1 := qb[(i+1)*dh:(i+2)*dh], ob[(i+1)*dh:(i+2)*dh]
 			s0, s1 := s0[:nj1], sb[(i+1)*attnBK:(i+1)*attnBK+nj1]
-			dotRows2(s0, s1, q0, q1, kb)
+			dotRows2T(s0, s1, q0, q1, ktb, attnBK)
 			onlineSoftmax(s0, nj, &m[i], &l[i], o0)
 			onlineSoftmax(s1, nj1, &m[i+1], &l[i+1], o1)
 			axpyRows2(o0, o1, s0, s1, vb)
@@ -344,7 +346,7 @@ type attnBwd struct {
 }
 
 func (a *attnBwd) scratchLen(maxKL int) int {
-	return 4*maxKL*a.dh + 3*attnBQ*a.dh + 2*attnBQ*attnBK + 4*attnBQ + a.dh
+	return 4*maxKL*a.dh + 3*attnBQ*a.dh + 2*attnBK*a.dh + 2*attnBQ*attnBK + 4*attnBQ + a.dh
 }
 
 // item computes dk, dv of key/value head g and dq of its query heads for
@@ -358,6 +360,8 @@ func (a *attnBwd) item(sc []float32, s attnSeq, g int) {
 	qb := take(&sc, attnBQ*dh)     // [BQ, Dh] f32: scale·q
 	dob := take(&sc, attnBQ*dh)    // [BQ, Dh] f32: dOut
 	dqb := take(&sc, attnBQ*dh)    // [BQ, Dh] f32: dS·K
+	ktb := take(&sc, dh*attnBK)    // [Dh, BK] f32: a key block transposed
+	vtb := take(&sc, dh*attnBK)    // [Dh, BK] f32: a value block transposed
 	pb := take(&sc, attnBQ*attnBK) // [BQ, BK] f32: P
 	db := take(&sc, attnBQ*attnBK) // [BQ, BK] f32: dP, then dS
 	lseb := take(&sc, attnBQ)      // [BQ] f32
@@ -398,6 +402,8 @@ func (a *attnBwd) item(sc []float32, s attnSeq, g int) {
 				bk := min(attnBK, kEnd-j0)
 				kb := kAll[j0*dh : (j0+bk)*dh]
 				vb := vAll[j0*dh : (j0+bk)*dh]
+				transposeBlock(ktb, kb, bk, dh, attnBK)
+				transposeBlock(vtb, vb, bk, dh, attnBK)
 				// P and dS of the block; entries of keys a query does not
 				// see are zero.
 				for i := 0; i < bq; i += 2 {
@@ -408,8 +414,8 @@ func (a *attnBwd) item(sc []float32, s attnSeq, g int) {
 							pr := pb[r*attnBK : r*attnBK+bk]
 							dr := db[r*attnBK : r*attnBK+bk]
 							if nj > 0 {
-								dotRows(pr[:nj], qb[r*dh:(r+1)*dh], kb)
-								dotRows(dr[:nj], dob[r*dh:(r+1)*dh], vb)
+								dotRowsT(pr[:nj], qb[r*dh:(r+1)*dh], ktb, attnBK)
+								dotRowsT(dr[:nj], dob[r*dh:(r+1)*dh], vtb, attnBK)
 								scoreGrads(pr[:nj], dr[:nj], lseb[r], delta[r])
 								axpyRows(dqb[r*dh:(r+1)*dh], dr[:nj], kb)
 							}
@@ -421,8 +427,8 @@ func (a *attnBwd) item(sc []float32, s attnSeq, g int) {
 					nj1 := min(bk, nj+1)
 					p0, p1 := pb[i*attnBK:i*attnBK+bk], pb[(i+1)*attnBK:(i+1)*attnBK+bk]
 					d0, d1 := db[i*attnBK:i*attnBK+bk], db[(i+1)*attnBK:(i+1)*attnBK+bk]
-					dotRows2(p0[:nj1], p1[:nj1], qb[i*dh:(i+1)*dh], qb[(i+1)*dh:(i+2)*dh], kb)
-					dotRows2(d0[:nj1], d1[:nj1], dob[i*dh:(i+1)*dh], dob[(i+1)*dh:(i+2)*dh], vb)
+					dotRows2T(p0[:nj1], p1[:nj1], qb[i*dh:(i+1)*dh], qb[(i+1)*dh:(i+2)*dh], ktb, attnBK)
+					dotRows2T(d0[:nj1], d1[:nj1], dob[i*dh:(i+1)*dh], dob[(i+1)*dh:(i+2)*dh], vtb, attnBK)
 					scoreGrads(p0[:nj], d0[:nj], lseb[i], delta[i])
 					scoreGrads(p1[:nj1], d1[:nj1], lseb[i+1], delta[i+1])
 					clear(p0[nj:])

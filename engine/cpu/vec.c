@@ -376,3 +376,67 @@ float twcpu_exp_shift(float *s, long n, float shift) {
 	}
 	return sum;
 }
+
+void twcpu_transpose(float *dst, const float *src, long rows, long cols, long ld) {
+	for (long r = 0; r < rows; r++)
+		for (long c = 0; c < cols; c++) dst[c * ld + r] = src[r * cols + c];
+}
+
+// The transposed products broadcast x[d] and multiply whole rows of kt, eight
+// keys per vector: no horizontal sums, each kt element loaded once per call.
+void twcpu_dot_rows_t(float *dst, const float *x, const float *kt, long n, long dh, long ld) {
+	long j = 0;
+#ifdef __AVX2__
+	for (; j + 32 <= n; j += 32) {
+		__m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+		for (long d = 0; d < dh; d++) {
+			const float *r = kt + d * ld + j;
+			__m256 xb = _mm256_set1_ps(x[d]);
+			a0 = _mm256_fmadd_ps(xb, _mm256_loadu_ps(r), a0);
+			a1 = _mm256_fmadd_ps(xb, _mm256_loadu_ps(r + 8), a1);
+			a2 = _mm256_fmadd_ps(xb, _mm256_loadu_ps(r + 16), a2);
+			a3 = _mm256_fmadd_ps(xb, _mm256_loadu_ps(r + 24), a3);
+		}
+		_mm256_storeu_ps(dst + j, a0);
+		_mm256_storeu_ps(dst + j + 8, a1);
+		_mm256_storeu_ps(dst + j + 16, a2);
+		_mm256_storeu_ps(dst + j + 24, a3);
+	}
+	for (; j + 8 <= n; j += 8) {
+		__m256 a0 = _mm256_setzero_ps();
+		for (long d = 0; d < dh; d++) a0 = _mm256_fmadd_ps(_mm256_set1_ps(x[d]), _mm256_loadu_ps(kt + d * ld + j), a0);
+		_mm256_storeu_ps(dst + j, a0);
+	}
+#endif
+	for (; j < n; j++) {
+		float s = 0;
+		for (long d = 0; d < dh; d++) s += x[d] * kt[d * ld + j];
+		dst[j] = s;
+	}
+}
+
+void twcpu_dot_rows2_t(float *dst0, float *dst1, const float *x0, const float *x1, const float *kt, long n, long dh, long ld) {
+	long j = 0;
+#ifdef __AVX2__
+	for (; j + 16 <= n; j += 16) {
+		__m256 a0 = _mm256_setzero_ps(), a1 = a0, b0 = a0, b1 = a0;
+		for (long d = 0; d < dh; d++) {
+			const float *r = kt + d * ld + j;
+			__m256 k0 = _mm256_loadu_ps(r), k1 = _mm256_loadu_ps(r + 8);
+			__m256 xa = _mm256_set1_ps(x0[d]), xb = _mm256_set1_ps(x1[d]);
+			a0 = _mm256_fmadd_ps(xa, k0, a0);
+			a1 = _mm256_fmadd_ps(xa, k1, a1);
+			b0 = _mm256_fmadd_ps(xb, k0, b0);
+			b1 = _mm256_fmadd_ps(xb, k1, b1);
+		}
+		_mm256_storeu_ps(dst0 + j, a0);
+		_mm256_storeu_ps(dst0 + j + 8, a1);
+		_mm256_storeu_ps(dst1 + j, b0);
+		_mm256_storeu_ps(dst1 + j + 8, b1);
+	}
+#endif
+	if (j < n) {
+		twcpu_dot_rows_t(dst0 + j, x0, kt + j, n - j, dh, ld);
+		twcpu_dot_rows_t(dst1 + j, x1, kt + j, n - j, dh, ld);
+	}
+}

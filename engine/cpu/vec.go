@@ -137,3 +137,32 @@ func expShift(s []float32, shift float32) float32 {
 	}
 	return float32(C.twcpu_exp_shift(fptr(s), C.long(len(s)), C.float(shift)))
 }
+
+// transposeBlock writes the [rows, cols] block src into dst as [cols, ld].
+func transposeBlock(dst, src []float32, rows, cols, ld int) {
+	if rows == 0 || cols == 0 {
+		return
+	}
+	_, _ = src[rows*cols-1], dst[(cols-1)*ld+rows-1]
+	C.twcpu_transpose(fptr(dst), fptr(src), C.long(rows), C.long(cols), C.long(ld))
+}
+
+// dotRowsT sets dst[j] = x·kt[:, j] for a transposed block kt [len(x), ld].
+func dotRowsT(dst, x, kt []float32, ld int) {
+	n, dh := len(dst), len(x)
+	if n == 0 {
+		return
+	}
+	_ = kt[(dh-1)*ld+n-1]
+	C.twcpu_dot_rows_t(fptr(dst), fptr(x), fptr(kt), C.long(n), C.long(dh), C.long(ld))
+}
+
+// dotRows2T is dotRowsT for two vectors sharing the loads of kt.
+func dotRows2T(dst0, dst1, x0, x1, kt []float32, ld int) {
+	n, dh := len(dst0), len(x0)
+	if n == 0 {
+		return
+	}
+	_, _, _ = dst1[n-1], x1[dh-1], kt[(dh-1)*ld+n-1]
+	C.twcpu_dot_rows2_t(fptr(dst0), fptr(dst1), fptr(x0), fptr(x1), fptr(kt), C.long(n), C.long(dh), C.long(ld))
+}

@@ -52,5 +52,12 @@ void twcpu_dot_rows2(float *dst0, float *dst1, const float *x0, const float *x1,
 void twcpu_axpy_rows(float *dst, const float *c, const float *rows, long n, long dh);
 void twcpu_axpy_rows2(float *dst0, float *dst1, const float *c0, const float *c1, const float *rows, long n, long dh);
 float twcpu_exp_shift(float *s, long n, float shift);
+// With the block transposed, kt [dh, ld] (key j in column j):
+//   dot_rows_t:  dst[j] = x·kt[:, j] for j < n
+//   dot_rows2_t: dst0[j] = x0·kt[:, j], dst1[j] = x1·kt[:, j]
+//   transpose:   dst[c·ld + r] = src[r·cols + c] for r < rows, c < cols
+void twcpu_dot_rows_t(float *dst, const float *x, const float *kt, long n, long dh, long ld);
+void twcpu_dot_rows2_t(float *dst0, float *dst1, const float *x0, const float *x1, const float *kt, long n, long dh, long ld);
+void twcpu_transpose(float *dst, const float *src, long rows, long cols, long ld);
 
 #endif
