@@ -5,7 +5,6 @@ import (
 	"io"
 	"regexp"
 	"sort"
-	"text/tabwriter"
 	"time"
 
 	"github.com/turnwise/turnwise/bench/opbench"
@@ -55,8 +54,8 @@ func runBench(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	cases := append(opbench.GemmCases(cfg, dt), opbench.AttentionCases(cfg, dt)...)
 	cases = append(cases, opbench.MemoryCases(cfg, dt)...)
 	fmt.Fprintf(stdout, "backend cpu, %d threads, config %s, dtype %v; median of %d repetitions\n\n", b.Threads(), cfg.Name, dt, *reps)
-	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "case\ttime/op\tGFLOP/s\tGB/s\t")
+	const row = "%-52s %12s %9s %8s\n"
+	fmt.Fprintf(stdout, row, "case", "time/op", "GFLOP/s", "GB/s")
 	for _, c := range cases {
 		if !re.MatchString(c.Name) {
 			continue
@@ -69,10 +68,9 @@ func runBench(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 		if c.Bytes > 0 && c.FLOPs == 0 {
 			gbs = fmt.Sprintf("%.2f", float64(c.Bytes)/per.Seconds()/1e9)
 		}
-		fmt.Fprintf(tw, "%s\t%v\t%s\t%s\t\n", c.Name, per.Round(time.Microsecond/10), gflops, gbs)
-		tw.Flush()
+		fmt.Fprintf(stdout, row, c.Name, per.Round(time.Microsecond/10), gflops, gbs)
 	}
-	return tw.Flush()
+	return nil
 }
 
 // timeCase runs op once to warm up, then reps times for at least minTime
