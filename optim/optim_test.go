@@ -18,7 +18,10 @@ func newOpt(t *testing.T, c AdamWConfig) (*cpu.Backend, *AdamW) {
 	return b, o
 }
 
-var cfg = AdamWConfig{Beta1: 0.9, Beta2: 0.95, Eps: 1e-8, WeightDecay: 0.1}
+// cfg has a large eps: Adam's update m/sqrt(v) does not depend on the
+// gradient's scale, so with a tiny eps a wrongly scaled gradient would go
+// unnoticed; with eps comparable to the gradients it changes the update.
+var cfg = AdamWConfig{Beta1: 0.9, Beta2: 0.95, Eps: 0.1, WeightDecay: 0.1}
 
 // TestStepsMatchReference runs three steps with a gradient scale and
 // compares the weights with the float64 AdamW, in f32 and through a bf16
@@ -48,7 +51,7 @@ func TestStepsMatchReference(t *testing.T) {
 			for i, v := range gv {
 				g64[i] = float64(v)
 			}
-			ref.AdamW(p64, g64, m64, v64, 0.01, 0.9, 0.95, 1e-8, 0.1, 0.5, step)
+			ref.AdamW(p64, g64, m64, v64, 0.01, 0.9, 0.95, 0.1, 0.1, 0.5, step)
 		}
 		got := engine.ToF32(b, w)
 		if dt == engine.BF16 {
