@@ -1,0 +1,410 @@
+package data
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/turnwise/turnwise/tokenizer"
+)
+
+// byteTok is a tokenizer for tests: one token per byte, and the Llama 3
+// chat special tokens after the 256 byte tokens.
+type byteTok struct{}
+
+var specials = []string{tokenizer.BeginOfText, tokenizer.StartHeaderID, tokenizer.EndHeaderID, tokenizer.EOTID}
+
+func (byteTok) Encode(text string, opts tokenizer.EncodeOptions) []int32 {
+	var ids []int32
+	if opts.AddBOS {
+		ids = append(ids, 256)
+	}
+	for _, b := range []byte(text) {
+		ids = append(ids, int32(b))
+	}
+	return ids
+}
+func (byteTok) Decode(ids []int32) (string, error) {
+	var b []byte
+	for _, id := range ids {
+		b, _ = byteTok{}.AppendDecoded(b, -1, id)
+	}
+	return string(b), nil
+}
+func (byteTok) AppendDecoded(dst []byte, prev, id int32) ([]byte, error) {
+	if id < 256 {
+		return append(dst, byte(id)), nil
+	}
+	if int(id-256) < len(specials) {
+		return append(dst, specials[id-256]...), nil
+	}
+	return dst, fmt.Errorf("bad id %d", id)
+}
+func (byteTok) VocabSize() int          { return 256 + len(specials) }
+func (byteTok) BOS() int32              { return 256 }
+func (byteTok) EOT() int32              { return 259 }
+func (byteTok) IsEOS(id int32) bool     { return id == 259 }
+func (byteTok) EOS() []int32            { return []int32{259} }
+func (byteTok) IsSpecial(id int32) bool { return id >= 256 }
+func (byteTok) SpecialID(name string) (int32, bool) {
+	i := slices.Index(specials, name)
+	return int32(256 + i), i >= 0
+}
+
+func TestReadChatJSONLMalformed(t *testing.T) {
+	good := `{"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"hello"}]}`
+	tests := []struct {
+		name, line, want string
+	}{
+		{"bad json", `{"messages": [`, "not a JSON object"},
+		{"array", `[1,2]`, "not a JSON object"},
+		{"null", `null`, "not a JSON object"},
+		{"no messages", `{"msgs": []}`, `missing "messages"`},
+		{"messages not array", `{"messages": "x"}`, "not an array"},
+		{"messages null", `{"messages": null}`, "not an array"},
+		{"empty messages", `{"messages": []}`, "empty"},
+		{"message not object", `{"messages": [3]}`, "message 0 is not a JSON object"},
+		{"no role", `{"messages": [{"content": "x"}]}`, "message 0 has no role"},
+		{"role number", `{"messages": [{"role": 1, "content": "x"}]}`, "role is not a string"},
+		{"unknown role", `{"messages": [{"role": "tool", "content": "x"}]}`, `unknown role "tool"`},
+		{"no content", `{"messages": [{"role": "assistant"}]}`, "message 0 has no content"},
+		{"content number", `{"messages": [{"role": "user", "content": "a"}, {"role": "assistant", "content": 5}]}`, "message 1: content is not a string"},
+		{"content list", `{"messages": [{"role": "assistant", "content": ["a"]}]}`, "content is not a string"},
+		{"content null", `{"messages": [{"role": "assistant", "content": null}]}`, "content is not a string"},
+		{"no assistant", `{"messages": [{"role": "user", "content": "x"}]}`, "no assistant message"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			in := good + "\n\n" + tc.line + "\n" + good + "\n"
+			ex, _, err := ReadChatJSONL(strings.NewReader(in), "chat.jsonl", ReadOptions{})
+			if err == nil {
+				t.Fatalf("no error for %s", tc.line)
+			}
+			if !strings.Contains(err.Error(), "chat.jsonl:3:") || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %q; want chat.jsonl:3: and %q", err, tc.want)
+			}
+			var le *LineError
+			if !errors.As(err, &le) || le.Line != 3 {
+				t.Errorf("error %v is not a *LineError for line 3", err)
+			}
+			if len(ex) != 1 {
+				t.Errorf("got %d examples before the bad line; want 1", len(ex))
+			}
+		})
+	}
+}
+
+func TestReadChatJSONLSkip(t *testing.T) {
+	in := strings.Join([]string{
+		`{"messages":[{"role":"system","content":"be brief"},{"role":"user","content":"hi"},{"role":"assistant","content":"hello"}]}`,
+		`garbage`,
+		``,
+		`   `,
+		`{"messages":[]}`,
+		`{"messages":[{"role":"assistant","content":"alone"}]}`,
+		`{"messages":[{"role":"user","content":"x"}]}`,
+	}, "\n") // no final newline
+	ex, skipped, err := ReadChatJSONL(strings.NewReader(in), "f.jsonl", ReadOptions{SkipBadLines: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ex) != 2 || ex[0].Line != 1 || ex[1].Line != 6 {
+		t.Fatalf("examples %+v; want lines 1 and 6", ex)
+	}
+	if got := ex[0].Messages[2]; got != (tokenizer.Message{Role: "assistant", Content: "hello"}) {
+		t.Errorf("message %+v", got)
+	}
+	var lines []int
+	for _, s := range skipped {
+		lines = append(lines, s.Line)
+		if !strings.HasPrefix(s.Error(), fmt.Sprintf("f.jsonl:%d: ", s.Line)) {
+			t.Errorf("skipped error %q does not start with its place", s.Error())
+		}
+	}
+	if !reflect.DeepEqual(lines, []int{2, 5, 7}) {
+		t.Errorf("skipped lines %v; want [2 5 7]", lines)
+	}
+}
+
+func TestReadText(t *testing.T) {
+	tests := []struct {
+		in   string
+		want []string
+	}{
+		{"", nil},
+		{"\n\n  \n", nil},
+		{"one doc\nsecond line", []string{"one doc\nsecond line"}},
+		{"a\r\nb\r\n\r\n\r\nc\n", []string{"a\nb", "c"}},
+		{"\n\nx\n \t\ny\nz\n\n", []string{"x", "y\nz"}},
+	}
+	for _, tc := range tests {
+		got, err := ReadText(strings.NewReader(tc.in), "t.txt")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("ReadText(%q) = %q; want %q", tc.in, got, tc.want)
+		}
+	}
+}
+
+func TestTokenizeChat(t *testing.T) {
+	c := Chat{Messages: []tokenizer.Message{{Role: "user", Content: "q"}, {Role: "assistant", Content: "ans"}}}
+	ids, mask, err := TokenizeChat(byteTok{}, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var learned []int32
+	for i, m := range mask {
+		if m {
+			learned = append(learned, ids[i])
+		}
+	}
+	if want := []int32{'a', 'n', 's', 259}; !reflect.DeepEqual(learned, want) {
+		t.Errorf("loss tokens %v; want %v", learned, want)
+	}
+	c.Messages[0].Role = "tool"
+	c.Line = 7
+	if _, _, err := TokenizeChat(byteTok{}, c); err == nil || !strings.Contains(err.Error(), "line 7") {
+		t.Errorf("error %v; want one naming line 7", err)
+	}
+}
+
+func TestTokenizeText(t *testing.T) {
+	ids, mask := TokenizeText(byteTok{}, "ab", true)
+	if !reflect.DeepEqual(ids, []int32{256, 'a', 'b'}) || !reflect.DeepEqual(mask, []bool{false, true, true}) {
+		t.Errorf("got %v %v", ids, mask)
+	}
+	ids, mask = TokenizeText(byteTok{}, "ab", false)
+	if !reflect.DeepEqual(ids, []int32{'a', 'b'}) || !reflect.DeepEqual(mask, []bool{true, true}) {
+		t.Errorf("got %v %v", ids, mask)
+	}
+}
+
+// testExamples returns n examples of varied lengths whose token ids encode
+// their example number, with loss on the second half of each.
+func testExamples(n int) []Example {
+	var exs []Example
+	for i := range n {
+		l := 2 + (i*7)%13
+		ex := Example{IDs: make([]int32, l), Loss: make([]bool, l)}
+		for j := range l {
+			ex.IDs[j] = int32(i*100 + j)
+			ex.Loss[j] = j >= l/2
+		}
+		exs = append(exs, ex)
+	}
+	return exs
+}
+
+func TestPackerInvariants(t *testing.T) {
+	exs := testExamples(40)
+	p, err := NewPacker(exs, PackOptions{TokensPerBatch: 32, MaxLen: 10, Seed: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := p.Stats()
+	wantTrunc := 0
+	for _, ex := range exs {
+		if len(ex.IDs) > 10 {
+			wantTrunc++
+		}
+	}
+	if st.Truncated != wantTrunc || st.Examples != 40 || st.Dropped != 0 {
+		t.Errorf("stats %+v; want %d truncated of 40", st, wantTrunc)
+	}
+	seen := map[int32]int{}
+	for p.Position().Epoch == 0 {
+		b := p.Next()
+		if len(b.IDs) != len(b.Targets) || len(b.IDs) > 32 || len(b.Lens) == 0 {
+			t.Fatalf("batch of %d ids, %d targets, %d seqs", len(b.IDs), len(b.Targets), len(b.Lens))
+		}
+		sum := 0
+		for _, l := range b.Lens {
+			seq, tg := b.IDs[sum:sum+l], b.Targets[sum:sum+l]
+			ex := exs[seq[0]/100]
+			seen[seq[0]/100]++
+			if l != min(len(ex.IDs), 10) {
+				t.Errorf("sequence of %d tokens from example of %d", l, len(ex.IDs))
+			}
+			for j := range l {
+				want := int32(-1)
+				if j+1 < l && ex.Loss[j+1] {
+					want = ex.IDs[j+1]
+				}
+				if seq[j] != ex.IDs[j] || tg[j] != want {
+					t.Fatalf("position %d: id %d target %d; want %d %d", j, seq[j], tg[j], ex.IDs[j], want)
+				}
+				if tg[j] >= 0 && tg[j]/100 != seq[0]/100 {
+					t.Fatalf("target %d crosses into another sequence", tg[j])
+				}
+			}
+			sum += l
+		}
+		if sum != len(b.IDs) {
+			t.Errorf("lens sum to %d; batch has %d ids", sum, len(b.IDs))
+		}
+	}
+	if len(seen) != 40 {
+		t.Errorf("epoch saw %d distinct examples; want 40", len(seen))
+	}
+	for i, c := range seen {
+		if c != 1 {
+			t.Errorf("example %d seen %d times in an epoch", i, c)
+		}
+	}
+}
+
+func TestPackerDeterminismAndResume(t *testing.T) {
+	exs := testExamples(25)
+	opts := PackOptions{TokensPerBatch: 40, Seed: 11}
+	a, _ := NewPacker(exs, opts)
+	b, _ := NewPacker(exs, opts)
+	var positions []Position
+	var batches [][]int32
+	for range 30 {
+		positions = append(positions, a.Position())
+		ba, bb := a.Next(), b.Next()
+		if !reflect.DeepEqual(ba, bb) {
+			t.Fatal("two packers with one seed differ")
+		}
+		batches = append(batches, ba.IDs)
+	}
+	if a.Position().Epoch < 2 {
+		t.Fatalf("30 batches did not reach epoch 2: %+v", a.Position())
+	}
+	for _, k := range []int{0, 3, 9, 17, 29} {
+		r, _ := NewPacker(exs, opts)
+		if err := r.Seek(positions[k]); err != nil {
+			t.Fatal(err)
+		}
+		for i := k; i < 30; i++ {
+			if got := r.Next(); !reflect.DeepEqual(got.IDs, batches[i]) {
+				t.Fatalf("resumed at %+v: batch %d differs", positions[k], i)
+			}
+		}
+	}
+	other, _ := NewPacker(exs, PackOptions{TokensPerBatch: 40, Seed: 12})
+	if reflect.DeepEqual(other.Next().IDs, batches[0]) && reflect.DeepEqual(other.Next().IDs, batches[1]) {
+		t.Error("a different seed gave the same order")
+	}
+	// Epochs are shuffled differently.
+	var first [][]int32
+	for _, pos := range positions {
+		if pos.Index == 0 {
+			r, _ := NewPacker(exs, opts)
+			r.Seek(pos)
+			first = append(first, r.Next().IDs)
+		}
+	}
+	if len(first) >= 2 && reflect.DeepEqual(first[0], first[1]) {
+		t.Error("epochs 0 and 1 start with the same batch")
+	}
+}
+
+func TestPackerErrors(t *testing.T) {
+	exs := testExamples(3)
+	noLoss := Example{IDs: []int32{1, 2, 3}, Loss: []bool{true, false, false}}
+	tests := []struct {
+		name string
+		exs  []Example
+		opts PackOptions
+		want string
+	}{
+		{"zero batch", exs, PackOptions{}, "must be positive"},
+		{"max len too big", exs, PackOptions{TokensPerBatch: 4, MaxLen: 5}, "max length"},
+		{"ragged", []Example{{IDs: []int32{1}, Loss: nil}}, PackOptions{TokensPerBatch: 4}, "mask entries"},
+		{"nothing to learn", []Example{noLoss}, PackOptions{TokensPerBatch: 4}, "no example"},
+	}
+	for _, tc := range tests {
+		if _, err := NewPacker(tc.exs, tc.opts); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: error %v; want %q", tc.name, err, tc.want)
+		}
+	}
+	p, err := NewPacker(append(exs, noLoss), PackOptions{TokensPerBatch: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := p.Stats(); st.Dropped != 1 || st.Examples != 3 {
+		t.Errorf("stats %+v; want 1 dropped, 3 kept", st)
+	}
+	for _, pos := range []Position{{-1, 0}, {0, 3}, {0, -1}} {
+		if p.Seek(pos) == nil {
+			t.Errorf("Seek(%+v) succeeded", pos)
+		}
+	}
+}
+
+func TestSplit(t *testing.T) {
+	xs := make([]int, 100)
+	for i := range xs {
+		xs[i] = i
+	}
+	tr, ho, err := Split(xs, 0.1, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tr) != 90 || len(ho) != 10 {
+		t.Fatalf("split %d/%d; want 90/10", len(tr), len(ho))
+	}
+	if !slices.IsSorted(tr) || !slices.IsSorted(ho) {
+		t.Error("split does not keep order")
+	}
+	all := slices.Sorted(slices.Values(append(append([]int{}, tr...), ho...)))
+	if !reflect.DeepEqual(all, xs) {
+		t.Error("split lost or duplicated examples")
+	}
+	tr2, ho2, _ := Split(xs, 0.1, 5)
+	if !reflect.DeepEqual(tr, tr2) || !reflect.DeepEqual(ho, ho2) {
+		t.Error("split is not deterministic")
+	}
+	if _, ho3, _ := Split(xs, 0.1, 6); reflect.DeepEqual(ho, ho3) {
+		t.Error("another seed held out the same examples")
+	}
+	if tr, ho, _ := Split(xs, 0, 1); len(tr) != 100 || ho != nil {
+		t.Error("fraction 0 held something out")
+	}
+	for _, f := range []float64{-0.1, 1, 2} {
+		if _, _, err := Split(xs, f, 1); err == nil {
+			t.Errorf("fraction %v accepted", f)
+		}
+	}
+}
+
+func FuzzReadChatJSONL(f *testing.F) {
+	seeds := []string{
+		``,
+		"\n\n",
+		`{"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"yo"}]}`,
+		`{"messages":[{"role":"assistant","content":"\u0000<|eot_id|>"}]}` + "\n" + `{"messages":[]}`,
+		`{"messages":[{"role":"assistant","content":null}]}`,
+		`{"messages":[null]}`,
+		`{"messages":{"role":"assistant"}}`,
+		`{"messages":[{"role":"assistant","content":"a","role":"user"}]}`,
+		"\xff\xfe{",
+		`[]`, `"x"`, `1e999`, `{}`,
+	}
+	for _, s := range seeds {
+		f.Add(s, false)
+		f.Add(s, true)
+	}
+	f.Fuzz(func(t *testing.T, in string, skip bool) {
+		ex, skipped, err := ReadChatJSONL(strings.NewReader(in), "fuzz", ReadOptions{SkipBadLines: skip})
+		if skip && err != nil {
+			t.Fatalf("skip mode failed: %v", err)
+		}
+		for _, s := range skipped {
+			if !strings.HasPrefix(s.Error(), "fuzz:") {
+				t.Fatalf("error %q without file name", s.Error())
+			}
+		}
+		for _, c := range ex {
+			if _, _, err := TokenizeChat(byteTok{}, c); err != nil {
+				t.Fatalf("accepted line %d does not tokenize: %v", c.Line, err)
+			}
+		}
+	})
+}
