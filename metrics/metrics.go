@@ -1,0 +1,226 @@
+// Package metrics records a training run's metrics as JSON lines and shows
+// its progress on a terminal or in a log.
+//
+// A metrics file holds one JSON object per line, such as
+//
+//	{"step":12,"loss":2.3,"lr":0.0001,"tokens_per_s":5120}
+//
+// with "step" first and the other values in key order. Values that are not
+// finite (a loss that diverged) are written as the strings "NaN", "+Inf"
+// and "-Inf", which JSON numbers cannot express, and read back as such.
+package metrics
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"slices"
+	"strconv"
+)
+
+// Keys of the values a training run records.
+const (
+	Loss       = "loss"
+	LR         = "lr"
+	TokensPerS = "tokens_per_s"
+	GradNorm   = "grad_norm"
+	EvalLoss   = "eval_loss"
+)
+
+// Record is the metrics of one step.
+type Record struct {
+	// Step is the optimizer step the values belong to.
+	Step int64
+	// Values maps a metric's key, such as Loss, to its value. A metric
+	// not measured at this step is absent.
+	Values map[string]float64
+}
+
+// Get returns the value of key and whether the record has it.
+func (r Record) Get(key string) (float64, bool) {
+	v, ok := r.Values[key]
+	return v, ok
+}
+
+// MarshalJSON encodes r as one JSON object, "step" first, then the values
+// in key order; non-finite values become strings.
+func (r Record) MarshalJSON() ([]byte, error) {
+	b := []byte(`{"step":`)
+	b = strconv.AppendInt(b, r.Step, 10)
+	keys := make([]string, 0, len(r.Values))
+	for k := range r.Values {
+		if k == "step" {
+			return nil, errors.New(`metrics: "step" is not a value key`)
+		}
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		kb, err := json.Marshal(k)
+		if err != nil {
+			return nil, err
+		}
+		b = append(b, ',')
+		b = append(b, kb...)
+		b = append(b, ':')
+		v := r.Values[k]
+		switch {
+		case math.IsNaN(v):
+			b = append(b, `"NaN"`...)
+		case math.IsInf(v, 1):
+			b = append(b, `"+Inf"`...)
+		case math.IsInf(v, -1):
+			b = append(b, `"-Inf"`...)
+		default:
+			b = strconv.AppendFloat(b, v, 'g', -1, 64)
+		}
+	}
+	return append(b, '}'), nil
+}
+
+// UnmarshalJSON decodes a record written by MarshalJSON. "step" must be a
+// non-negative integer; every other field must be a number or one of the
+// strings "NaN", "+Inf", "Inf" and "-Inf". A null value is treated as
+// absent.
+func (r *Record) UnmarshalJSON(data []byte) error {
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(data, &obj); err != nil {
+		return fmt.Errorf("not a JSON object: %w", err)
+	}
+	if obj == nil {
+		return errors.New("not a JSON object: null")
+	}
+	rawStep, ok := obj["step"]
+	if !ok {
+		return errors.New(`missing "step"`)
+	}
+	var step json.Number
+	if err := json.Unmarshal(rawStep, &step); err != nil {
+		return errors.New(`"step" is not a number`)
+	}
+	n, err := strconv.ParseInt(step.String(), 10, 64)
+	if err != nil || n < 0 {
+		return fmt.Errorf(`"step" %s is not a non-negative integer`, step)
+	}
+	*r = Record{Step: n, Values: make(map[string]float64, len(obj)-1)}
+	for k, raw := range obj {
+		if k == "step" || bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
+			continue
+		}
+		var v float64
+		if err := json.Unmarshal(raw, &v); err != nil {
+			var s string
+			if json.Unmarshal(raw, &s) != nil {
+				return fmt.Errorf("%q is not a number", k)
+			}
+			switch s {
+			case "NaN":
+				v = math.NaN()
+			case "+Inf", "Inf":
+				v = math.Inf(1)
+			case "-Inf":
+				v = math.Inf(-1)
+			default:
+				return fmt.Errorf("%q is %q, not a number", k, s)
+			}
+		}
+		r.Values[k] = v
+	}
+	return nil
+}
+
+// WriterOptions controls a Writer.
+type WriterOptions struct {
+	// Sync makes every Write flush the file to stable storage (when the
+	// destination has a Sync method, as *os.File does), so that a crash
+	// loses no recorded step.
+	Sync bool
+}
+
+// Writer writes records as JSON lines. It is not safe for concurrent use.
+type Writer struct {
+	w    io.Writer
+	opts WriterOptions
+	name string
+}
+
+// NewWriter returns a Writer that writes to w; name names w in errors.
+func NewWriter(w io.Writer, name string, opts WriterOptions) *Writer {
+	return &Writer{w: w, opts: opts, name: name}
+}
+
+// Create opens the file at path for appending, creating it if needed, and
+// returns a Writer to it. Close closes the file.
+func Create(path string, opts WriterOptions) (*Writer, error) {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("metrics: %w", err)
+	}
+	return NewWriter(f, path, opts), nil
+}
+
+// Write writes r as one line.
+func (w *Writer) Write(r Record) error {
+	b, err := r.MarshalJSON()
+	if err != nil {
+		return fmt.Errorf("metrics: %s: step %d: %w", w.name, r.Step, err)
+	}
+	if _, err := w.w.Write(append(b, '\n')); err != nil {
+		return fmt.Errorf("metrics: %s: %w", w.name, err)
+	}
+	if s, ok := w.w.(interface{ Sync() error }); ok && w.opts.Sync {
+		if err := s.Sync(); err != nil {
+			return fmt.Errorf("metrics: %s: %w", w.name, err)
+		}
+	}
+	return nil
+}
+
+// Close closes the destination if it is an io.Closer.
+func (w *Writer) Close() error {
+	if c, ok := w.w.(io.Closer); ok {
+		if err := c.Close(); err != nil {
+			return fmt.Errorf("metrics: %s: %w", w.name, err)
+		}
+	}
+	return nil
+}
+
+// Read reads the metrics file at path.
+func Read(path string) ([]Record, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("metrics: %w", err)
+	}
+	defer f.Close()
+	return ReadFrom(f, path)
+}
+
+// ReadFrom reads records from r, one JSON object per line; name names r in
+// errors. Blank lines are ignored. A malformed line is an error of the
+// form "name:line: what is wrong".
+func ReadFrom(r io.Reader, name string) ([]Record, error) {
+	br := bufio.NewReader(r)
+	var recs []Record
+	for lineNo := 1; ; lineNo++ {
+		line, err := br.ReadBytes('\n')
+		if err != nil && err != io.EOF {
+			return recs, fmt.Errorf("%s:%d: reading: %w", name, lineNo, err)
+		}
+		if len(bytes.TrimSpace(line)) > 0 {
+			var rec Record
+			if perr := rec.UnmarshalJSON(line); perr != nil {
+				return recs, fmt.Errorf("%s:%d: %w", name, lineNo, perr)
+			}
+			recs = append(recs, rec)
+		}
+		if err == io.EOF {
+			return recs, nil
+		}
+	}
+}
