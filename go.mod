@@ -3,6 +3,7 @@ module github.com/turnwise/turnwise
 go 1.26
 
 require (
+	github.com/klauspost/compress v1.20.3
 	github.com/spf13/pflag v1.0.10
 	github.com/x448/float16 v0.8.4
 	gorgonia.org/cu v0.9.6
