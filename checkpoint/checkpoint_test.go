@@ -586,3 +586,22 @@ func TestLoadMismatch(t *testing.T) {
 		}
 	})
 }
+
+func TestSaveCreatesRunDir(t *testing.T) {
+	b := cpu.New(cpu.Options{Threads: 1})
+	run := filepath.Join(t.TempDir(), "a", "run")
+	// A trailing separator names the same directory.
+	if err := Save(Dir(run, 4)+string(filepath.Separator), b, nil, nil, "x", false); err != nil {
+		t.Fatal(err)
+	}
+	dir, skipped, err := Latest(run)
+	if err != nil || dir != Dir(run, 4) || len(skipped) != 0 {
+		t.Fatalf("Latest = %q, %v, %v", dir, skipped, err)
+	}
+	if step, ok := Step(dir); !ok || step != 4 {
+		t.Errorf("Step(%q) = %d, %v", dir, step, ok)
+	}
+	if names := entries(t, dir); !slices.Equal(names, []string{ManifestName, TrainerName}) {
+		t.Errorf("checkpoint holds %v", names)
+	}
+}

@@ -38,9 +38,12 @@ type upload struct {
 // parameters. state, when not nil, is the target of json.Unmarshal of
 // trainer.json.
 //
-// Every check is made before the first tensor is written, so a mismatch
-// leaves the tensors and the optimizer as they were.
+// Every file is verified and every name, dtype and shape checked before the
+// first tensor or count is written, so a refused Load leaves the tensors and
+// the optimizer as they were. trainer.json is decoded into state before the
+// tensors are written; a decoding error may leave state partly filled.
 func Load(dir string, b engine.Backend, groups map[string]Tensors, opt *optim.AdamW, state any) error {
+	dir = filepath.Clean(dir)
 	m, err := verify(dir)
 	if err != nil {
 		return err
@@ -309,7 +312,10 @@ func Prune(runDir string, keep int) error {
 			}
 		}
 	}
-	return syncDir(runDir)
+	if err := syncDir(runDir); err != nil {
+		return fmt.Errorf("checkpoint: prune: %w", err)
+	}
+	return nil
 }
 
 // isLeftover reports whether name is that of a temporary directory Save

@@ -114,6 +114,7 @@ func stDType(dt engine.DType) (safetensors.DType, bool) {
 // the directory renamed to dir; an existing dir is replaced. On error
 // nothing is left behind, and an existing dir is left as it was.
 func Save(dir string, b engine.Backend, groups map[string]Tensors, opt *optim.AdamW, state any, compress bool) (err error) {
+	dir = filepath.Clean(dir)
 	base := filepath.Base(dir)
 	if _, ok := Step(dir); !ok {
 		return fmt.Errorf("checkpoint: save %s: the directory's name must be step-<digits>", dir)
