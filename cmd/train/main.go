@@ -32,6 +32,7 @@ func commands() map[string]command {
 		"generate": {"continue a prompt with a model (greedy, temperature, top-p)", runGenerate},
 		"info":     {"print a model's architecture and parameter counts", runInfo},
 		"plan":     {"print the memory a training or inference job needs", runPlan},
+		"plot":     {"draw loss and learning-rate curves from a metrics JSONL file as SVG", runPlot},
 		"score":    {"per-token log-probabilities of sequences, as JSON lines", runScore},
 		"tokenize": {"encode text to token ids, decode ids, or render a chat", runTokenize},
 	}
