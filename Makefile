@@ -24,10 +24,10 @@ setup:
 build: setup
 	$(GO) build -o $(BIN) ./cmd/train
 
-# The main job. Until the model lands it is the op benchmark on the 24.4M
-# reference shapes.
+# The main job: train a small model from scratch on the built-in corpus
+# (about a minute on 2 cores), then generate from it.
 run: build
-	./$(BIN) bench
+	./$(BIN) sft --run-dir runs/sft
 
 vet: setup
 	$(GO) vet ./...
@@ -71,4 +71,4 @@ bench-gpu: setup kernels-cuda
 	$(GO) test -tags cuda -run '^$$' -bench . ./engine/cuda/
 
 clean:
-	rm -rf bin build
+	rm -rf bin build runs

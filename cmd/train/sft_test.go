@@ -1,0 +1,136 @@
+package main
+
+import (
+	"bytes"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/turnwise/turnwise/checkpoint"
+	"github.com/turnwise/turnwise/metrics"
+)
+
+// TestMain lets a test run the train binary's main in a child process: the
+// kill test below starts this test binary with TW_TRAIN_MAIN set.
+func TestMain(m *testing.M) {
+	if args := os.Getenv("TW_TRAIN_MAIN"); args != "" {
+		os.Exit(run(strings.Fields(args), os.Stdin, os.Stdout, os.Stderr))
+	}
+	os.Exit(m.Run())
+}
+
+func sftArgs(dir string) []string {
+	return []string{"sft", "--run-dir", dir, "--steps", "30", "--checkpoint-every", "2", "--keep", "20",
+		"--batch-tokens", "256", "--eval-every", "0", "--prompt", "", "--threads", "1"}
+}
+
+func TestSFTBuiltin(t *testing.T) {
+	dir := t.TempDir()
+	out, err := runCmd(t, runSFT, "", "--run-dir", dir, "--steps", "6", "--batch-tokens", "256", "--checkpoint-every", "3", "--max-new", "20")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"training examples", "step 6/6", "greedy continuation"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if d, _, err := checkpoint.Latest(dir); err != nil || filepath.Base(d) != "step-000006" {
+		t.Errorf("latest checkpoint %q, %v", d, err)
+	}
+	out, err = runCmd(t, runSFT, "", "--run-dir", dir, "--steps", "8", "--batch-tokens", "256", "--prompt", "")
+	if err != nil || !strings.Contains(out, "resuming from step 6") {
+		t.Errorf("second run: %v\n%s", err, out)
+	}
+	if _, err := runCmd(t, runSFT, "", "--run-dir", dir, "--steps", "9", "--resume=false"); err == nil {
+		t.Error("--resume=false accepted a run directory with checkpoints")
+	}
+	bad := filepath.Join(t.TempDir(), "bad.jsonl")
+	os.WriteFile(bad, []byte("{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}, {\"role\": \"assistant\", \"content\": \"yo\"}]}\n{oops\n"), 0o644)
+	if _, err := runCmd(t, runSFT, "", "--run-dir", t.TempDir(), "--data", bad, "--steps", "1", "--preset", "tiny"); err == nil || !strings.Contains(err.Error(), "bad.jsonl:2") {
+		t.Errorf("a malformed line gave %v, want an error naming bad.jsonl:2", err)
+	}
+}
+
+// startSFT runs "train sft" in a child process.
+func startSFT(t *testing.T, dir string) *exec.Cmd {
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "TW_TRAIN_MAIN="+strings.Join(sftArgs(dir), " "))
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return cmd
+}
+
+// lossByStep returns each step's last logged loss (a resumed run logs the
+// steps after its checkpoint again).
+func lossByStep(t *testing.T, dir string) map[int64]float64 {
+	recs, err := metrics.Read(filepath.Join(dir, "metrics.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[int64]float64{}
+	for _, r := range recs {
+		out[r.Step], _ = r.Get(metrics.Loss)
+	}
+	return out
+}
+
+// TestKillAndResume starts training, SIGKILLs it at a random checkpoint,
+// resumes, and compares the final weights and the loss log with an
+// uninterrupted run: they must be identical.
+func TestKillAndResume(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts child processes")
+	}
+	whole := t.TempDir()
+	if err := startSFT(t, whole).Wait(); err != nil {
+		t.Fatal(err)
+	}
+	killed := t.TempDir()
+	cmd := startSFT(t, killed)
+	at := 2 * (1 + rand.IntN(5)) // a checkpoint step in 2…10
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		if _, err := os.Stat(checkpoint.Dir(killed, at)); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no checkpoint at step %d", at)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	cmd.Process.Kill() // SIGKILL: no chance to clean up
+	cmd.Wait()
+	if _, err := os.Stat(checkpoint.Dir(killed, 30)); err == nil {
+		t.Fatal("the run finished before it was killed; the test needs a longer run")
+	}
+	if err := startSFT(t, killed).Wait(); err != nil {
+		t.Fatal(err)
+	}
+	final := func(dir string) []byte {
+		raw, err := os.ReadFile(filepath.Join(checkpoint.Dir(dir, 30), "model.safetensors"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return raw
+	}
+	if !bytes.Equal(final(whole), final(killed)) {
+		t.Errorf("killed at step %d and resumed: the final weights differ from an uninterrupted run", at)
+	}
+	a, b := lossByStep(t, whole), lossByStep(t, killed)
+	for step, l := range a {
+		if b[step] != l {
+			t.Errorf("step %d: loss %v uninterrupted, %v killed at %d and resumed", step, l, b[step], at)
+		}
+	}
+	if len(a) != 30 || len(b) != 30 {
+		t.Errorf("loss logs cover %d and %d steps, want 30", len(a), len(b))
+	}
+}

@@ -1,0 +1,279 @@
+// Package trainer is supervised fine-tuning: it feeds packed batches to a
+// model, steps an optimizer over its weights or its LoRA adapter, evaluates
+// on held-out batches, writes metrics and a progress line, and checkpoints
+// so that a killed run resumes exactly where it was. The data parallelism a
+// later issue adds slots in at ranks feeding one optimizer step: every
+// micro-batch's gradient accumulates into the same buffers before Step.
+package trainer
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/turnwise/turnwise/checkpoint"
+	"github.com/turnwise/turnwise/data"
+	"github.com/turnwise/turnwise/engine"
+	"github.com/turnwise/turnwise/metrics"
+	"github.com/turnwise/turnwise/model/llama"
+	"github.com/turnwise/turnwise/optim"
+)
+
+// Config controls a run.
+type Config struct {
+	Steps           int            // optimizer steps in the run
+	MicroBatches    int            // packed batches accumulated per step (≥ 1)
+	Schedule        optim.Schedule // learning rate per step
+	AdamW           optim.AdamWConfig
+	EvalEvery       int    // steps between evaluations (0: never)
+	EvalBatches     int    // held-out batches per evaluation
+	CheckpointEvery int    // steps between checkpoints (0: only at the end)
+	KeepCheckpoints int    // checkpoints kept (≥ 1)
+	RunDir          string // checkpoints and metrics.jsonl go here ("" : none)
+	Compress        bool   // zstd-compress optimizer state in checkpoints
+}
+
+// state is what trainer.json holds: enough, with the weights and the
+// optimizer, to continue bit-exactly.
+type state struct {
+	Step     int           `json:"step"`
+	Position data.Position `json:"data_position"`
+	Tokens   int64         `json:"tokens"`
+}
+
+// Trainer runs supervised fine-tuning of one model.
+type Trainer struct {
+	cfg        Config
+	m          *llama.Model
+	ad         *llama.Adapter // nil: full fine-tuning
+	g          *llama.Weights // base gradients (nil with an adapter)
+	ga         *llama.Adapter // adapter gradients
+	opt        *optim.AdamW
+	train      *data.Packer
+	eval       *data.Packer
+	st         state
+	progress   *metrics.Progress
+	metricsOut *metrics.Writer
+	log        io.Writer
+	dLogP      *engine.Tensor // [N] f32, resized per batch
+	params     checkpoint.Tensors
+}
+
+// New prepares a run of model m (with adapter ad, or nil for full
+// fine-tuning) over the train packer, evaluating on eval (nil: none).
+// Progress goes to out.
+func New(m *llama.Model, ad *llama.Adapter, train, eval *data.Packer, cfg Config, out io.Writer) (*Trainer, error) {
+	if cfg.Steps <= 0 || cfg.MicroBatches <= 0 {
+		return nil, fmt.Errorf("trainer: %d steps of %d micro-batches", cfg.Steps, cfg.MicroBatches)
+	}
+	if cfg.KeepCheckpoints <= 0 {
+		cfg.KeepCheckpoints = 1
+	}
+	b := m.Backend()
+	t := &Trainer{cfg: cfg, m: m, ad: ad, train: train, eval: eval, log: out, params: checkpoint.Tensors{}}
+	opt, err := optim.NewAdamW(b, cfg.AdamW)
+	if err != nil {
+		return nil, err
+	}
+	t.opt = opt
+	grads := map[string]*engine.Tensor{}
+	if ad != nil {
+		if t.ga, err = m.NewAdapterGrads(ad, engine.F32); err != nil {
+			return nil, err
+		}
+		t.ga.Each(func(name string, g *engine.Tensor) { grads[name] = g })
+		ad.Each(func(name string, w *engine.Tensor) { t.params[name] = w })
+	} else {
+		if t.g, err = m.NewGrads(engine.F32); err != nil {
+			return nil, err
+		}
+		t.g.Each(func(name string, g *engine.Tensor) { grads[name] = g })
+		m.Weights.Each(func(name string, w *engine.Tensor) { t.params[name] = w })
+	}
+	for _, name := range sortedKeys(t.params) {
+		if err := opt.Add(name, t.params[name], grads[name]); err != nil {
+			return nil, err
+		}
+	}
+	t.progress = metrics.NewProgress(out, metrics.ProgressOptions{Total: int64(cfg.Steps)})
+	return t, nil
+}
+
+// Resume restores the newest valid checkpoint of the run directory, if any,
+// and reports the step it continues from. Damaged checkpoints are skipped
+// with a message.
+func (t *Trainer) Resume() (int, error) {
+	if t.cfg.RunDir == "" {
+		return 0, nil
+	}
+	dir, skipped, err := checkpoint.Latest(t.cfg.RunDir)
+	for _, s := range skipped {
+		fmt.Fprintf(t.log, "skipping a damaged checkpoint: %v\n", s)
+	}
+	if errors.Is(err, checkpoint.ErrNoCheckpoint) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	if err := checkpoint.Load(dir, t.m.Backend(), map[string]checkpoint.Tensors{"model": t.params}, t.opt, &t.st); err != nil {
+		return 0, err
+	}
+	if err := t.train.Seek(t.st.Position); err != nil {
+		return 0, fmt.Errorf("%s: %w", dir, err)
+	}
+	return t.st.Step, nil
+}
+
+// lossGrad fills dLogP for a mean over batch bt's supervised tokens and
+// returns their count.
+func (t *Trainer) lossGrad(bt llama.Batch, scale float32) (int, error) {
+	n := len(bt.IDs)
+	count := 0
+	for _, g := range bt.Targets {
+		if g >= 0 {
+			count++
+		}
+	}
+	if count == 0 {
+		return 0, errors.New("trainer: a batch without supervised tokens")
+	}
+	if t.dLogP == nil || t.dLogP.Numel() != n {
+		if t.dLogP != nil {
+			t.m.Backend().FreeBuffer(t.dLogP.Buffer())
+		}
+		var err error
+		if t.dLogP, err = engine.Alloc(t.m.Backend(), engine.F32, n); err != nil {
+			return 0, err
+		}
+	}
+	vals := make([]float32, n)
+	for i, g := range bt.Targets {
+		if g >= 0 {
+			vals[i] = -scale / float32(count)
+		}
+	}
+	engine.SetF32(t.m.Backend(), t.dLogP, vals)
+	return count, nil
+}
+
+// meanNLL returns −mean logp over the supervised tokens of a pass.
+func meanNLL(b engine.Backend, p *llama.Pass, bt llama.Batch) float64 {
+	var s float64
+	var n int
+	for i, v := range engine.ToF32(b, p.LogP) {
+		if bt.Targets[i] >= 0 {
+			s -= float64(v)
+			n++
+		}
+	}
+	return s / float64(max(n, 1))
+}
+
+// Run trains from the current step to cfg.Steps.
+func (t *Trainer) Run() error {
+	b := t.m.Backend()
+	if t.cfg.RunDir != "" && t.metricsOut == nil {
+		w, err := metrics.Create(t.cfg.RunDir+"/metrics.jsonl", metrics.WriterOptions{})
+		if err != nil {
+			return err
+		}
+		t.metricsOut = w
+		defer func() { w.Close(); t.metricsOut = nil }()
+	}
+	for t.st.Step < t.cfg.Steps {
+		start := time.Now()
+		t.opt.ZeroGrad()
+		var loss float64
+		var tokens int
+		for mb := 0; mb < t.cfg.MicroBatches; mb++ {
+			bt := t.train.Next()
+			if _, err := t.lossGrad(bt, 1); err != nil {
+				return err
+			}
+			p, err := t.m.ForwardBackward(bt, t.ad, t.dLogP, t.g, t.ga)
+			if err != nil {
+				return err
+			}
+			loss += meanNLL(b, p, bt) / float64(t.cfg.MicroBatches)
+			tokens += len(bt.IDs)
+			p.Release()
+		}
+		lr := t.cfg.Schedule.LR(t.st.Step)
+		res := t.opt.Step(float32(lr), 1/float32(t.cfg.MicroBatches))
+		t.st.Step++
+		t.st.Tokens += int64(tokens)
+		t.st.Position = t.train.Position()
+		tps := float64(tokens) / time.Since(start).Seconds()
+		rec := metrics.Record{Step: int64(t.st.Step), Values: map[string]float64{
+			metrics.Loss: loss, metrics.LR: lr, metrics.TokensPerS: tps, metrics.GradNorm: float64(res.GradNorm),
+		}}
+		if res.Skipped {
+			rec.Values["skipped"] = 1
+		}
+		if t.eval != nil && t.cfg.EvalEvery > 0 && (t.st.Step%t.cfg.EvalEvery == 0 || t.st.Step == t.cfg.Steps) {
+			ev, err := t.Evaluate()
+			if err != nil {
+				return err
+			}
+			rec.Values[metrics.EvalLoss] = ev
+		}
+		if t.metricsOut != nil {
+			if err := t.metricsOut.Write(rec); err != nil {
+				return err
+			}
+		}
+		t.progress.Update(int64(t.st.Step), loss, lr, tps)
+		if t.cfg.RunDir != "" && ((t.cfg.CheckpointEvery > 0 && t.st.Step%t.cfg.CheckpointEvery == 0) || t.st.Step == t.cfg.Steps) {
+			if err := t.Save(); err != nil {
+				return err
+			}
+		}
+	}
+	t.progress.Done()
+	return nil
+}
+
+// Evaluate returns the mean held-out loss over EvalBatches batches (the
+// eval packer restarts each time, so evaluations are comparable).
+func (t *Trainer) Evaluate() (float64, error) {
+	if err := t.eval.Seek(data.Position{}); err != nil {
+		return 0, err
+	}
+	var sum float64
+	n := max(t.cfg.EvalBatches, 1)
+	for i := 0; i < n; i++ {
+		bt := t.eval.Next()
+		p, err := t.m.ForwardTrain(bt, t.ad)
+		if err != nil {
+			return 0, err
+		}
+		sum += meanNLL(t.m.Backend(), p, bt)
+		p.Release()
+	}
+	if math.IsNaN(sum) {
+		return sum, nil
+	}
+	return sum / float64(n), nil
+}
+
+// Save writes a checkpoint of the current step and prunes old ones.
+func (t *Trainer) Save() error {
+	dir := checkpoint.Dir(t.cfg.RunDir, t.st.Step)
+	if err := checkpoint.Save(dir, t.m.Backend(), map[string]checkpoint.Tensors{"model": t.params}, t.opt, t.st, t.cfg.Compress); err != nil {
+		return err
+	}
+	return checkpoint.Prune(t.cfg.RunDir, t.cfg.KeepCheckpoints)
+}
+
+// Step returns the number of optimizer steps taken.
+func (t *Trainer) Step() int { return t.st.Step }
+
+// Optimizer returns the run's optimizer (for its counters).
+func (t *Trainer) Optimizer() *optim.AdamW { return t.opt }
+
+func sortedKeys(m checkpoint.Tensors) []string { return slices.Sorted(maps.Keys(m)) }
