@@ -85,17 +85,8 @@ func Step(dir string) (step int, ok bool) {
 
 // stDType maps an engine dtype to its safetensors name.
 func stDType(dt engine.DType) (safetensors.DType, bool) {
-	switch dt {
-	case engine.F32:
-		return safetensors.F32, true
-	case engine.BF16:
-		return safetensors.BF16, true
-	case engine.F16:
-		return safetensors.F16, true
-	case engine.I32:
-		return safetensors.I32, true
-	}
-	return "", false
+	n := dt.FileName()
+	return safetensors.DType(n), n != ""
 }
 
 // Save writes a checkpoint to dir, whose base name must be step-<digits>

@@ -20,27 +20,10 @@ import (
 //
 // Peak extra memory is chunk·V elements of h's dtype, taken from pool.
 func TokenLogProbs(b Backend, pool *Pool, logp, lse, h, w, targets *Tensor, chunk int) error {
-	n, d := h.Dim(0), h.Dim(1)
-	v := w.Dim(0)
-	MustShape("TokenLogProbs", "w", w, v, d)
-	MustShape("TokenLogProbs", "logp", logp, n)
-	MustShape("TokenLogProbs", "lse", lse, n)
-	MustShape("TokenLogProbs", "targets", targets, n)
-	if chunk <= 0 {
-		panic(fmt.Sprintf("engine: TokenLogProbs: chunk %d", chunk))
-	}
-	logits, err := pool.Get(h.DType(), min(chunk, n), v)
-	if err != nil {
-		return fmt.Errorf("token log-probs: %w", err)
-	}
-	defer pool.Put(logits)
-	for lo := 0; lo < n; lo += chunk {
-		hi := min(lo+chunk, n)
-		l := logits.Rows(0, hi-lo)
-		b.Gemm(l, h.Rows(lo, hi), w, GemmParams{TransB: true, Alpha: 1})
+	MustShape("TokenLogProbs", "logp", logp, h.Dim(0))
+	return logitChunks(b, pool, "TokenLogProbs", h, w, targets, lse, chunk, func(lo, hi int, l *Tensor) {
 		b.LogSoftmaxGather(logp.Rows(lo, hi), lse.Rows(lo, hi), l, targets.Rows(lo, hi))
-	}
-	return nil
+	})
 }
 
 // TokenLogProbsBackward is the backward of TokenLogProbs. It recomputes each
@@ -51,28 +34,9 @@ func TokenLogProbs(b Backend, pool *Pool, logp, lse, h, w, targets *Tensor, chun
 //
 // dLogp [N] f32 is the gradient of the loss with respect to logp.
 func TokenLogProbsBackward(b Backend, pool *Pool, dh, dw, dLogp, h, w, lse, targets *Tensor, chunk int) error {
-	n, v := h.Dim(0), w.Dim(0)
-	MustSameShape("TokenLogProbsBackward dh", dh, h)
-	if dw != nil {
-		MustSameShape("TokenLogProbsBackward dw", dw, w)
-	}
-	logits, err := pool.Get(h.DType(), min(chunk, n), v)
-	if err != nil {
-		return fmt.Errorf("token log-probs backward: %w", err)
-	}
-	defer pool.Put(logits)
-	for lo := 0; lo < n; lo += chunk {
-		hi := min(lo+chunk, n)
-		l := logits.Rows(0, hi-lo)
-		hc := h.Rows(lo, hi)
-		b.Gemm(l, hc, w, GemmParams{TransB: true, Alpha: 1})
-		b.LogSoftmaxGatherBackward(l, dLogp.Rows(lo, hi), l, lse.Rows(lo, hi), targets.Rows(lo, hi))
-		b.Gemm(dh.Rows(lo, hi), l, w, GemmParams{Alpha: 1})
-		if dw != nil {
-			b.Gemm(dw, l, hc, GemmParams{TransA: true, Alpha: 1, Beta: 1})
-		}
-	}
-	return nil
+	return logitChunks(b, pool, "TokenLogProbsBackward", h, w, targets, lse, chunk, func(lo, hi int, l *Tensor) {
+		logitsBackward(b, lo, hi, l, dh, dw, dLogp, h, w, lse, targets)
+	})
 }
 
 // TokenLogProbsFused is TokenLogProbs and TokenLogProbsBackward in one pass
@@ -82,17 +46,24 @@ func TokenLogProbsBackward(b Backend, pool *Pool, dh, dw, dLogp, h, w, lse, targ
 // once, give their log-probabilities, and are turned in place into their
 // gradient. dh is overwritten, dw accumulated (nil: a frozen classifier).
 func TokenLogProbsFused(b Backend, pool *Pool, logp, lse, dh, dw, dLogp, h, w, targets *Tensor, chunk int) error {
+	MustShape("TokenLogProbsFused", "logp", logp, h.Dim(0))
+	return logitChunks(b, pool, "TokenLogProbsFused", h, w, targets, lse, chunk, func(lo, hi int, l *Tensor) {
+		b.LogSoftmaxGather(logp.Rows(lo, hi), lse.Rows(lo, hi), l, targets.Rows(lo, hi))
+		logitsBackward(b, lo, hi, l, dh, dw, dLogp, h, w, lse, targets)
+	})
+}
+
+// logitChunks checks the shapes shared by the token log-prob passes, then
+// forms the logits of chunk tokens at a time, l = h[lo:hi]·wᵀ, in one buffer
+// from pool, and hands each chunk to fn.
+func logitChunks(b Backend, pool *Pool, op string, h, w, targets, lse *Tensor, chunk int, fn func(lo, hi int, l *Tensor)) error {
 	n, d := h.Dim(0), h.Dim(1)
 	v := w.Dim(0)
-	MustShape("TokenLogProbsFused", "w", w, v, d)
-	MustShape("TokenLogProbsFused", "logp", logp, n)
-	MustShape("TokenLogProbsFused", "dLogp", dLogp, n)
-	MustSameShape("TokenLogProbsFused dh", dh, h)
-	if dw != nil {
-		MustSameShape("TokenLogProbsFused dw", dw, w)
-	}
+	MustShape(op, "w", w, v, d)
+	MustShape(op, "lse", lse, n)
+	MustShape(op, "targets", targets, n)
 	if chunk <= 0 {
-		panic(fmt.Sprintf("engine: TokenLogProbsFused: chunk %d", chunk))
+		panic(fmt.Sprintf("engine: %s: chunk %d", op, chunk))
 	}
 	logits, err := pool.Get(h.DType(), min(chunk, n), v)
 	if err != nil {
@@ -101,16 +72,23 @@ func TokenLogProbsFused(b Backend, pool *Pool, logp, lse, dh, dw, dLogp, h, w, t
 	defer pool.Put(logits)
 	for lo := 0; lo < n; lo += chunk {
 		hi := min(lo+chunk, n)
-		l, hc := logits.Rows(0, hi-lo), h.Rows(lo, hi)
-		b.Gemm(l, hc, w, GemmParams{TransB: true, Alpha: 1})
-		b.LogSoftmaxGather(logp.Rows(lo, hi), lse.Rows(lo, hi), l, targets.Rows(lo, hi))
-		b.LogSoftmaxGatherBackward(l, dLogp.Rows(lo, hi), l, lse.Rows(lo, hi), targets.Rows(lo, hi))
-		b.Gemm(dh.Rows(lo, hi), l, w, GemmParams{Alpha: 1})
-		if dw != nil {
-			b.Gemm(dw, l, hc, GemmParams{TransA: true, Alpha: 1, Beta: 1})
-		}
+		l := logits.Rows(0, hi-lo)
+		b.Gemm(l, h.Rows(lo, hi), w, GemmParams{TransB: true, Alpha: 1})
+		fn(lo, hi, l)
 	}
 	return nil
+}
+
+// logitsBackward turns one chunk's logits l into their gradient in place and
+// propagates it: dh[lo:hi] = dl·w, dw += dlᵀ·h[lo:hi] (dw nil: frozen).
+func logitsBackward(b Backend, lo, hi int, l, dh, dw, dLogp, h, w, lse, targets *Tensor) {
+	MustSameShape("TokenLogProbs dh", dh, h)
+	b.LogSoftmaxGatherBackward(l, dLogp.Rows(lo, hi), l, lse.Rows(lo, hi), targets.Rows(lo, hi))
+	b.Gemm(dh.Rows(lo, hi), l, w, GemmParams{Alpha: 1})
+	if dw != nil {
+		MustSameShape("TokenLogProbs dw", dw, w)
+		b.Gemm(dw, l, h.Rows(lo, hi), GemmParams{TransA: true, Alpha: 1, Beta: 1})
+	}
 }
 
 // GlobalNorm returns sqrt(Σ_t Σ x²) over all tensors, using the one-element

@@ -48,6 +48,22 @@ func (d DType) String() string {
 	return fmt.Sprintf("dtype(%d)", uint8(d))
 }
 
+// FileName returns the dtype's name in tensor file formats (safetensors):
+// "F32", "BF16", "F16" or "I32".
+func (d DType) FileName() string {
+	switch d {
+	case F32:
+		return "F32"
+	case BF16:
+		return "BF16"
+	case F16:
+		return "F16"
+	case I32:
+		return "I32"
+	}
+	return ""
+}
+
 // ParseDType returns the DType named s (f32, bf16, f16 or i32).
 func ParseDType(s string) (DType, error) {
 	for _, d := range []DType{F32, BF16, F16, I32} {

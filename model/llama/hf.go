@@ -385,17 +385,12 @@ func pyFloat(v float64, bits int) json.Number {
 	return json.Number(s)
 }
 
-// hfDType maps the model dtypes to safetensors dtypes.
+// hfDType maps the model's float dtypes to safetensors dtypes.
 func hfDType(dt engine.DType) (safetensors.DType, bool) {
-	switch dt {
-	case engine.F32:
-		return safetensors.F32, true
-	case engine.BF16:
-		return safetensors.BF16, true
-	case engine.F16:
-		return safetensors.F16, true
+	if !dt.IsFloat() {
+		return "", false
 	}
-	return "", false
+	return safetensors.DType(dt.FileName()), true
 }
 
 // LoadHF reads a Hugging Face Llama checkpoint from dir — config.json and
