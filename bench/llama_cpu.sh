@@ -32,5 +32,4 @@ for k, unit, lower in [("fwd_bwd_s", "s", True), ("adamw_s", "s", True), ("step_
     a, b = med(ours, k), med(peer, k)
     print(f"{k + ' (' + unit + ')':22}{a:12.3f}{b:12.3f}{a / b:9.2f}")
 print(f"rounds: {len(ours)}; ratio = turnwise / pytorch (for times and memory, lower is better)")
-print("note: the PyTorch peer decodes without a KV cache (it recomputes the prefix), so its decode figure is a floor")
 PY
