@@ -1,0 +1,214 @@
+package sweetrl
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+)
+
+// TestCase is one unit test of a backend programming task: a Python call
+// expression whose value, under the agent's answer, is compared with its
+// value under the ground truth.
+type TestCase struct {
+	// Name is the test's key in the task row, e.g. "test3".
+	Name string
+	// Call is the Python call expression, e.g. "f([1, 2], 3)".
+	Call string
+}
+
+// Task is one ColBench task row. Backend programming tasks use every field;
+// frontend design tasks have no test cases.
+type Task struct {
+	// ProblemDescription is the vague request the human opens the dialogue
+	// with; for backend tasks it ends with the function's signature.
+	ProblemDescription string
+	// HiddenInformation is what only the human simulator sees: for backend
+	// tasks, the reference Python function.
+	HiddenInformation string
+	// GroundTruth is the reference answer used for scoring and, during
+	// training, as the critic's training-time information.
+	GroundTruth string
+	// TestCases are the unit tests, in numeric order of their names
+	// (test1, test2, …, test10).
+	TestCases []TestCase
+	// Extra holds the row's fields this package does not know, kept so that
+	// they are written back unchanged.
+	Extra map[string]json.RawMessage
+}
+
+// Task field names in the ColBench files.
+const (
+	keyProblem   = "problem_description"
+	keyHidden    = "hidden_information"
+	keyTruth     = "ground_truth"
+	keyTestCases = "test_cases"
+)
+
+// UnmarshalJSON decodes a task row. Missing fields are left empty; fields of
+// the wrong type are errors.
+func (t *Task) UnmarshalJSON(b []byte) error {
+	obj, err := decodeObject(b)
+	if err != nil {
+		return err
+	}
+	var nt Task
+	if nt.ProblemDescription, _, err = stringField(obj, keyProblem); err != nil {
+		return err
+	}
+	if nt.HiddenInformation, _, err = stringField(obj, keyHidden); err != nil {
+		return err
+	}
+	if nt.GroundTruth, _, err = stringField(obj, keyTruth); err != nil {
+		return err
+	}
+	if raw, ok := obj[keyTestCases]; ok {
+		if nt.TestCases, err = decodeTestCases(raw); err != nil {
+			return err
+		}
+	}
+	nt.Extra = extraFields(obj, keyProblem, keyHidden, keyTruth, keyTestCases)
+	*t = nt
+	return nil
+}
+
+// MarshalJSON encodes the task as its row: the known fields (omitted when
+// empty), then Extra. Test cases are written in their order.
+func (t Task) MarshalJSON() ([]byte, error) {
+	var fs []field
+	add := func(k, v string) {
+		if v != "" {
+			fs = append(fs, field{k, v})
+		}
+	}
+	add(keyProblem, t.ProblemDescription)
+	add(keyHidden, t.HiddenInformation)
+	add(keyTruth, t.GroundTruth)
+	if t.TestCases != nil {
+		tc, err := encodeTestCases(t.TestCases)
+		if err != nil {
+			return nil, err
+		}
+		fs = append(fs, field{keyTestCases, json.RawMessage(tc)})
+	}
+	return encodeObject(fs, t.Extra)
+}
+
+// decodeTestCases decodes the test_cases object and orders it by name.
+func decodeTestCases(raw json.RawMessage) ([]TestCase, error) {
+	obj, err := decodeObject(raw)
+	if err != nil {
+		return nil, fmt.Errorf("%q: %w", keyTestCases, err)
+	}
+	tcs := make([]TestCase, 0, len(obj))
+	for name := range obj {
+		call, _, err := stringField(obj, name)
+		if err != nil {
+			return nil, fmt.Errorf("%q: test %w", keyTestCases, err)
+		}
+		tcs = append(tcs, TestCase{Name: name, Call: call})
+	}
+	sort.Slice(tcs, func(i, j int) bool { return naturalLess(tcs[i].Name, tcs[j].Name) })
+	return tcs, nil
+}
+
+// encodeTestCases writes test cases as a JSON object in slice order.
+func encodeTestCases(tcs []TestCase) ([]byte, error) {
+	fs := make([]field, len(tcs))
+	for i, tc := range tcs {
+		fs[i] = field{tc.Name, tc.Call}
+	}
+	return encodeObject(fs, nil)
+}
+
+// naturalLess orders names by their non-digit prefix, then by the value of
+// their trailing digits, so that "test2" comes before "test10".
+func naturalLess(a, b string) bool {
+	pa, na := splitDigits(a)
+	pb, nb := splitDigits(b)
+	if pa != pb {
+		return pa < pb
+	}
+	ta, tb := strings.TrimLeft(na, "0"), strings.TrimLeft(nb, "0")
+	if len(ta) != len(tb) {
+		return len(ta) < len(tb)
+	}
+	if ta != tb {
+		return ta < tb
+	}
+	return a < b
+}
+
+// splitDigits splits s into its prefix and its trailing run of ASCII digits.
+func splitDigits(s string) (prefix, digits string) {
+	i := len(s)
+	for i > 0 && s[i-1] >= '0' && s[i-1] <= '9' {
+		i--
+	}
+	return s[:i], s[i:]
+}
+
+// ReadBackendTasks reads ColBench backend programming tasks from r, one JSON
+// object per line; name names r in errors. Blank lines are ignored.
+//
+// Each row must have a non-empty string problem_description, string
+// hidden_information and ground_truth, and a test_cases object of at least
+// one string call expression. A malformed row ends the read with a
+// *LineError naming the file and the line.
+func ReadBackendTasks(r io.Reader, name string) ([]Task, error) {
+	var tasks []Task
+	br := bufio.NewReader(r)
+	for lineNo := 1; ; lineNo++ {
+		line, rerr := br.ReadBytes('\n')
+		if rerr != nil && rerr != io.EOF {
+			return tasks, fmt.Errorf("%s:%d: reading: %w", name, lineNo, rerr)
+		}
+		if len(bytes.TrimSpace(line)) > 0 {
+			t, err := parseBackendTask(line)
+			if err != nil {
+				return tasks, &LineError{Name: name, Line: lineNo, Err: err}
+			}
+			tasks = append(tasks, t)
+		}
+		if rerr == io.EOF {
+			return tasks, nil
+		}
+	}
+}
+
+// parseBackendTask parses and checks one backend task row.
+func parseBackendTask(line []byte) (Task, error) {
+	var t Task
+	if err := json.Unmarshal(line, &t); err != nil {
+		return Task{}, err
+	}
+	obj, _ := decodeObject(line) // cannot fail: Unmarshal succeeded
+	for _, k := range []string{keyProblem, keyHidden, keyTruth, keyTestCases} {
+		if _, ok := obj[k]; !ok {
+			return Task{}, fmt.Errorf("missing %q", k)
+		}
+	}
+	if strings.TrimSpace(t.ProblemDescription) == "" {
+		return Task{}, fmt.Errorf("%q is empty", keyProblem)
+	}
+	if len(t.TestCases) == 0 {
+		return Task{}, errors.New(`"test_cases" has no tests`)
+	}
+	return t, nil
+}
+
+// LoadBackendTasks reads the ColBench backend programming tasks of the JSONL
+// file at path (see ReadBackendTasks); errors name the file.
+func LoadBackendTasks(path string) ([]Task, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("loading backend tasks: %w", err)
+	}
+	defer f.Close()
+	return ReadBackendTasks(f, path)
+}
