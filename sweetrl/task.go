@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"sort"
 	"strings"
 )
 
@@ -34,8 +33,8 @@ type Task struct {
 	// GroundTruth is the reference answer used for scoring and, during
 	// training, as the critic's training-time information.
 	GroundTruth string
-	// TestCases are the unit tests, in numeric order of their names
-	// (test1, test2, …, test10).
+	// TestCases are the unit tests in the order the row gives them, which
+	// in ColBench is the numeric order test1, test2, …, test10.
 	TestCases []TestCase
 	// Extra holds the row's fields this package does not know, kept so that
 	// they are written back unchanged.
@@ -99,21 +98,43 @@ func (t Task) MarshalJSON() ([]byte, error) {
 	return encodeObject(fs, t.Extra)
 }
 
-// decodeTestCases decodes the test_cases object and orders it by name.
+// decodeTestCases decodes the test_cases object, keeping its keys in the
+// order they appear (as a Python dict does); a key given twice keeps its
+// first position and its last value.
 func decodeTestCases(raw json.RawMessage) ([]TestCase, error) {
 	obj, err := decodeObject(raw)
 	if err != nil {
 		return nil, fmt.Errorf("%q: %w", keyTestCases, err)
 	}
-	tcs := make([]TestCase, 0, len(obj))
 	for name := range obj {
-		call, _, err := stringField(obj, name)
-		if err != nil {
+		if _, _, err := stringField(obj, name); err != nil {
 			return nil, fmt.Errorf("%q: test %w", keyTestCases, err)
 		}
+	}
+	// raw is a valid JSON object: walk its keys in order.
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if _, err := dec.Token(); err != nil { // '{'
+		return nil, fmt.Errorf("%q: %w", keyTestCases, err)
+	}
+	tcs := make([]TestCase, 0, len(obj))
+	index := make(map[string]int, len(obj))
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, fmt.Errorf("%q: %w", keyTestCases, err)
+		}
+		name, _ := tok.(string)
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return nil, fmt.Errorf("%q: %w", keyTestCases, err)
+		}
+		if _, seen := index[name]; seen {
+			continue
+		}
+		call, _, _ := stringField(obj, name) // checked above; the last value wins
+		index[name] = len(tcs)
 		tcs = append(tcs, TestCase{Name: name, Call: call})
 	}
-	sort.Slice(tcs, func(i, j int) bool { return naturalLess(tcs[i].Name, tcs[j].Name) })
 	return tcs, nil
 }
 
@@ -124,33 +145,6 @@ func encodeTestCases(tcs []TestCase) ([]byte, error) {
 		fs[i] = field{tc.Name, tc.Call}
 	}
 	return encodeObject(fs, nil)
-}
-
-// naturalLess orders names by their non-digit prefix, then by the value of
-// their trailing digits, so that "test2" comes before "test10".
-func naturalLess(a, b string) bool {
-	pa, na := splitDigits(a)
-	pb, nb := splitDigits(b)
-	if pa != pb {
-		return pa < pb
-	}
-	ta, tb := strings.TrimLeft(na, "0"), strings.TrimLeft(nb, "0")
-	if len(ta) != len(tb) {
-		return len(ta) < len(tb)
-	}
-	if ta != tb {
-		return ta < tb
-	}
-	return a < b
-}
-
-// splitDigits splits s into its prefix and its trailing run of ASCII digits.
-func splitDigits(s string) (prefix, digits string) {
-	i := len(s)
-	for i > 0 && s[i-1] >= '0' && s[i-1] <= '9' {
-		i--
-	}
-	return s[:i], s[i:]
 }
 
 // ReadBackendTasks reads ColBench backend programming tasks from r, one JSON
@@ -184,10 +178,10 @@ func ReadBackendTasks(r io.Reader, name string) ([]Task, error) {
 // parseBackendTask parses and checks one backend task row.
 func parseBackendTask(line []byte) (Task, error) {
 	var t Task
-	if err := json.Unmarshal(line, &t); err != nil {
+	if err := t.UnmarshalJSON(line); err != nil {
 		return Task{}, err
 	}
-	obj, _ := decodeObject(line) // cannot fail: Unmarshal succeeded
+	obj, _ := decodeObject(line) // cannot fail: UnmarshalJSON succeeded
 	for _, k := range []string{keyProblem, keyHidden, keyTruth, keyTestCases} {
 		if _, ok := obj[k]; !ok {
 			return Task{}, fmt.Errorf("missing %q", k)

@@ -196,7 +196,7 @@ func ReadTrajectories(r io.Reader, name string) ([]Trajectory, error) {
 		}
 		if len(bytes.TrimSpace(line)) > 0 {
 			var tr Trajectory
-			if err := json.Unmarshal(line, &tr); err != nil {
+			if err := tr.UnmarshalJSON(line); err != nil {
 				return out, &LineError{Name: name, Line: lineNo, Err: err}
 			}
 			out = append(out, tr)
