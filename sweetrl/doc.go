@@ -23,8 +23,13 @@
 //   - "output": the agent's whole generated text for that turn, of which
 //     content is the part the human saw (see VisibleReply).
 //
+// The agent is later prompted with the content of earlier turns, so it sees
+// its own past replies as the human saw them.
+//
 // Fields this package does not know, at any level, are kept when reading and
-// written back unchanged, so files pass between tools without loss. Files
+// written back unchanged, so files pass between tools without loss; a task's
+// test cases keep the order of the file (as a Python dict does), and a
+// task's known text fields are left out when empty. Files
 // whose name ends in ".zst" are zstd-compressed (OpenTrajectories,
 // CreateTrajectories).
 //
