@@ -284,47 +284,6 @@ static inline float hsum(__m256 v) {
 }
 #endif
 
-// dot returns x·y over dh elements.
-static inline float dot(const float *x, const float *y, long dh) {
-	long d = 0;
-	float s = 0;
-#ifdef __AVX2__
-	__m256 a = _mm256_setzero_ps();
-	for (; d + 8 <= dh; d += 8) a = _mm256_fmadd_ps(_mm256_loadu_ps(x + d), _mm256_loadu_ps(y + d), a);
-	s = hsum(a);
-#endif
-	for (; d < dh; d++) s += x[d] * y[d];
-	return s;
-}
-
-void twcpu_dot_rows(float *dst, const float *x, const float *rows, long n, long dh) {
-	for (long j = 0; j < n; j++) dst[j] = dot(x, rows + j * dh, dh);
-}
-
-void twcpu_dot_rows2(float *dst0, float *dst1, const float *x0, const float *x1, const float *rows, long n, long dh) {
-	for (long j = 0; j < n; j++) {
-		const float *r = rows + j * dh;
-		long d = 0;
-		float s0 = 0, s1 = 0;
-#ifdef __AVX2__
-		__m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
-		for (; d + 8 <= dh; d += 8) {
-			__m256 k = _mm256_loadu_ps(r + d);
-			a0 = _mm256_fmadd_ps(_mm256_loadu_ps(x0 + d), k, a0);
-			a1 = _mm256_fmadd_ps(_mm256_loadu_ps(x1 + d), k, a1);
-		}
-		s0 = hsum(a0);
-		s1 = hsum(a1);
-#endif
-		for (; d < dh; d++) {
-			s0 += x0[d] * r[d];
-			s1 += x1[d] * r[d];
-		}
-		dst0[j] = s0;
-		dst1[j] = s1;
-	}
-}
-
 void twcpu_axpy_rows(float *dst, const float *c, const float *rows, long n, long dh) {
 	for (long j = 0; j < n; j++) {
 		const float *r = rows + j * dh;

@@ -91,27 +91,7 @@ func cbool(b bool) C.int {
 	return 0
 }
 
-// Attention's block products (see vec.h); rows is [len(dst), len(x)] or
-// [len(c), len(dst)].
-
-func dotRows(dst, x, rows []float32) {
-	n, dh := len(dst), len(x)
-	if n == 0 {
-		return
-	}
-	_ = rows[n*dh-1]
-	C.twcpu_dot_rows(fptr(dst), fptr(x), fptr(rows), C.long(n), C.long(dh))
-}
-
-func dotRows2(dst0, dst1, x0, x1, rows []float32) {
-	n, dh := len(dst0), len(x0)
-	if n == 0 {
-		return
-	}
-	_, _, _ = dst1[n-1], x1[dh-1], rows[n*dh-1]
-	C.twcpu_dot_rows2(fptr(dst0), fptr(dst1), fptr(x0), fptr(x1), fptr(rows), C.long(n), C.long(dh))
-}
-
+// axpyRows adds Σ_j c[j]·rows[j] to dst; rows is [len(c), len(dst)].
 func axpyRows(dst, c, rows []float32) {
 	n, dh := len(c), len(dst)
 	if n == 0 {
@@ -121,6 +101,7 @@ func axpyRows(dst, c, rows []float32) {
 	C.twcpu_axpy_rows(fptr(dst), fptr(c), fptr(rows), C.long(n), C.long(dh))
 }
 
+// axpyRows2 is axpyRows for two destinations sharing the loads of rows.
 func axpyRows2(dst0, dst1, c0, c1, rows []float32) {
 	n, dh := len(c0), len(dst0)
 	if n == 0 {

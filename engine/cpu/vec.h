@@ -38,17 +38,11 @@ void twcpu_adamw(float *w, const float *g, float *m, float *v, long n, float gsc
 // Σ x² in double.
 double twcpu_sumsq(const float *x, long n);
 
-
-
 // Attention's block products (engine/cpu/attention.go), rows being a
 // row-major [n, dh] block:
-//   dot_rows:   dst[j] = x·rows[j]
-//   dot_rows2:  dst0[j] = x0·rows[j], dst1[j] = x1·rows[j]
 //   axpy_rows:  dst += Σ_j c[j]·rows[j]
 //   axpy_rows2: dst0 += Σ_j c0[j]·rows[j], dst1 += Σ_j c1[j]·rows[j]
 //   exp_shift:  s[j] = exp(s[j] − shift) for j < n; returns their sum (f32)
-void twcpu_dot_rows(float *dst, const float *x, const float *rows, long n, long dh);
-void twcpu_dot_rows2(float *dst0, float *dst1, const float *x0, const float *x1, const float *rows, long n, long dh);
 void twcpu_axpy_rows(float *dst, const float *c, const float *rows, long n, long dh);
 void twcpu_axpy_rows2(float *dst0, float *dst1, const float *c0, const float *c1, const float *rows, long n, long dh);
 float twcpu_exp_shift(float *s, long n, float shift);
