@@ -96,15 +96,17 @@ func RunShapes(t *testing.T, b, ref engine.Backend, s ModelShapes) {
 	for _, dt := range FloatDTypes {
 		for i, su := range suites {
 			t.Run(fmt.Sprintf("%s/%v/%s", s.Name, dt, su.name), func(t *testing.T) {
-				su.run(t, pairRun{b: b, ref: ref, dt: dt, r: Rand(uint64(1000 + i))}, s)
+				su.run(t, pairRun{t: t, b: b, ref: ref, dt: dt, r: Rand(uint64(1000 + i))}, s)
 			})
 		}
 	}
 }
 
 // pairRun holds the two backends of RunShapes, the activation dtype of the
-// case and its random source.
+// case and its random source, and the test whose end frees the buffers it
+// allocates (at 8B shapes they add up to gigabytes per case).
 type pairRun struct {
+	t      *testing.T
 	b, ref engine.Backend
 	dt     engine.DType
 	r      *rand.Rand
@@ -114,20 +116,35 @@ type pairRun struct {
 // reference backend.
 type twin struct{ b, ref *engine.Tensor }
 
+// in returns p with buffers freed at the end of t (a subtest).
+func (p pairRun) in(t *testing.T) pairRun {
+	p.t = t
+	return p
+}
+
+// owned frees x's buffers when p's test ends.
+func (p pairRun) owned(x twin) twin {
+	p.t.Cleanup(func() {
+		p.b.FreeBuffer(x.b.Buffer())
+		p.ref.FreeBuffer(x.ref.Buffer())
+	})
+	return x
+}
+
 // values returns a twin of values uniform in [−scale, scale) rounded to dt.
 func (p pairRun) values(dt engine.DType, scale float64, shape ...int) twin {
 	v := Values(p.r, dt, engine.Shape(shape).Numel(), scale)
-	return twin{engine.FromF32(p.b, dt, v, shape...), engine.FromF32(p.ref, dt, v, shape...)}
+	return p.owned(twin{engine.FromF32(p.b, dt, v, shape...), engine.FromF32(p.ref, dt, v, shape...)})
 }
 
 // zeros returns a zeroed twin.
 func (p pairRun) zeros(dt engine.DType, shape ...int) twin {
-	return twin{engine.MustAlloc(p.b, dt, shape...), engine.MustAlloc(p.ref, dt, shape...)}
+	return p.owned(twin{engine.MustAlloc(p.b, dt, shape...), engine.MustAlloc(p.ref, dt, shape...)})
 }
 
 // ints returns a twin holding v.
 func (p pairRun) ints(v []int32, shape ...int) twin {
-	return twin{engine.FromI32(p.b, v, shape...), engine.FromI32(p.ref, v, shape...)}
+	return p.owned(twin{engine.FromI32(p.b, v, shape...), engine.FromI32(p.ref, v, shape...)})
 }
 
 // agree fails t when the backend's x is not within tol of the reference's.
@@ -175,6 +192,7 @@ func shapeGemms(t *testing.T, p pairRun, s ModelShapes) {
 			continue
 		}
 		t.Run(fmt.Sprintf("%s_%dx%dx%d", c.name, c.m, c.n, c.k), func(t *testing.T) {
+			p := p.in(t)
 			ar, ac := c.m, c.k
 			if c.transA {
 				ar, ac = c.k, c.m
@@ -208,6 +226,7 @@ func shapeAttention(t *testing.T, p pairRun, s ModelShapes) {
 	scale := float32(1 / math.Sqrt(float64(dh)))
 	for _, n := range s.SeqLens {
 		t.Run(fmt.Sprintf("train_T%d", n), func(t *testing.T) {
+			p := p.in(t)
 			q, k, v := p.values(p.dt, 1, n, h, dh), p.values(p.dt, 1, n, g, dh), p.values(p.dt, 1, n, g, dh)
 			seqs := p.ints([]int32{0, int32(n), 0, int32(n)}, 1, 4)
 			out, lse := p.zeros(p.dt, n, h, dh), p.zeros(engine.F32, n, h)
@@ -235,6 +254,7 @@ func shapeAttention(t *testing.T, p pairRun, s ModelShapes) {
 		{fmt.Sprintf("prefill_%d_over_%d", s.Prefill, long), 1, s.Prefill},
 	} {
 		t.Run(c.name, func(t *testing.T) {
+			p := p.in(t)
 			var rows []int32
 			for i := 0; i < c.seqs; i++ {
 				rows = append(rows, int32(i*c.nq), int32(c.nq), int32(i*long), int32(long))
@@ -281,7 +301,7 @@ func shapeRoPE(t *testing.T, p pairRun, s ModelShapes) {
 	}
 	freqs := engine.RoPEFreqs(s.HeadDim, 500000, &engine.RoPEScaling{Factor: 8, LowFreqFactor: 1, HighFreqFactor: 4, OriginalContext: 8192})
 	pt := p.ints(pos, n)
-	ft := twin{engine.FromF32(p.b, engine.F32, freqs, len(freqs)), engine.FromF32(p.ref, engine.F32, freqs, len(freqs))}
+	ft := p.owned(twin{engine.FromF32(p.b, engine.F32, freqs, len(freqs)), engine.FromF32(p.ref, engine.F32, freqs, len(freqs))})
 	for _, heads := range []int{s.Heads, s.KVHeads} {
 		x := p.values(p.dt, 1, n, heads, s.HeadDim)
 		p.b.RoPE(x.b, pt.b, ft.b)
