@@ -21,6 +21,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"runtime"
+	"sync"
 	"testing"
 
 	"github.com/turnwise/turnwise/engine"
@@ -131,9 +133,35 @@ func (p pairRun) owned(x twin) twin {
 	return x
 }
 
-// values returns a twin of values uniform in [−scale, scale) rounded to dt.
+// chunk is the number of elements RunShapes's host work hands to one
+// goroutine: inputs and comparisons run to 10⁹ elements at 8B shapes.
+const chunk = 1 << 20
+
+// inChunks calls fn on the chunks [lo, hi) of [0, n), on all CPUs.
+func inChunks(n int, fn func(i, lo, hi int)) {
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
+	for i := 0; i*chunk < n; i++ {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			fn(i, i*chunk, min(n, (i+1)*chunk))
+		}()
+	}
+	wg.Wait()
+}
+
+// values returns a twin of values uniform in [−scale, scale) rounded to dt,
+// each chunk drawn from its own seed (drawn from p.r).
 func (p pairRun) values(dt engine.DType, scale float64, shape ...int) twin {
-	v := Values(p.r, dt, engine.Shape(shape).Numel(), scale)
+	n := engine.Shape(shape).Numel()
+	seeds := make([]uint64, (n+chunk-1)/chunk)
+	for i := range seeds {
+		seeds[i] = p.r.Uint64()
+	}
+	v := make([]float32, n)
+	inChunks(n, func(i, lo, hi int) { copy(v[lo:hi], Values(Rand(seeds[i]), dt, hi-lo, scale)) })
 	return p.owned(twin{engine.FromF32(p.b, dt, v, shape...), engine.FromF32(p.ref, dt, v, shape...)})
 }
 
@@ -147,10 +175,20 @@ func (p pairRun) ints(v []int32, shape ...int) twin {
 	return p.owned(twin{engine.FromI32(p.b, v, shape...), engine.FromI32(p.ref, v, shape...)})
 }
 
-// agree fails t when the backend's x is not within tol of the reference's.
+// agree fails t when the backend's x is not within tol of the reference's,
+// measured as Close does (in chunks, on all CPUs).
 func (p pairRun) agree(t *testing.T, what string, x twin, tol float64) {
 	t.Helper()
-	Close(t, what, engine.ToF32(p.b, x.b), F64(engine.ToF32(p.ref, x.ref)), tol)
+	got, want := engine.ToF32(p.b, x.b), engine.ToF32(p.ref, x.ref)
+	parts := make([]diffStats, (len(got)+chunk-1)/chunk)
+	inChunks(len(got), func(i, lo, hi int) { parts[i] = diffStatsOf(got[lo:hi], F64(want[lo:hi])) })
+	var all diffStats
+	for _, s := range parts {
+		all = all.merge(s)
+	}
+	if !(all.relErr() <= tol) {
+		Close(t, what, got, F64(want), tol) // reports the worst element
+	}
 }
 
 // fwdTol and bwdTol are the bounds of RunShapes for a result of dtype dt:
