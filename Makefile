@@ -3,8 +3,7 @@
 #   make run         set up, build, and run the main job (train demo) on its built-in default
 #   make test        set up, build, and run every test (what CI runs)
 #   make bench       op benchmarks (go test -bench) on the CPU backend
-#   make bench-gpu   kernel and training-step benchmarks on this machine's GPU
-#                    (needs one, Go and the CUDA toolkit)
+#   make bench-gpu   train bench on a GPU (needs one, and the CUDA toolkit)
 #   make gpu-bundle  build/gpu-bundle/: the GPU build and its checks, to carry
 #                    to a GPU machine and run there (run.sh OUTDIR); needs nvcc
 #   make gpu-bundle-emu  the same bundle over the kernel emulator, in
@@ -101,13 +100,12 @@ test-bundles: setup
 bench: setup
 	$(GO) test -run '^$$' -bench . ./engine/cpu/
 
-# On a machine with a GPU, Go and nvcc: the per-kernel table and the
-# Llama-3.1-8B step, prefill and decode (train bench), into build/bench-gpu.*.
-# No setup: nothing is installed.
+# train bench on a GPU: every kernel at Llama-3.1-8B's shapes beside cuBLASLt
+# and the ceilings, the 8B LoRA step and generation; build/bench-gpu.{json,md}.
 bench-gpu: kernels-cuda
-	@command -v nvcc >/dev/null 2>&1 || { echo "bench-gpu: needs nvcc" >&2; exit 1; }
-	CGO_LDFLAGS="-L$(CUDA_STUBS)" $(GO) build -tags cuda -o bin/train-cuda ./cmd/train
-	./bin/train-cuda bench --backend cuda --suite all --json build/bench-gpu.json --md build/bench-gpu.md
+	mkdir -p build
+	CGO_LDFLAGS="-L$(CUDA_STUBS)" $(GO) build -tags cuda -o build/train-cuda ./cmd/train
+	./build/train-cuda bench --backend cuda --json build/bench-gpu.json --md build/bench-gpu.md
 
 clean:
 	rm -rf bin build runs

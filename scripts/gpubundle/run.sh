@@ -30,8 +30,10 @@
 #
 # OUTDIR receives summary.md and summary.json (every step: pass, fail or
 # skip, its time, a note, and for failures an excerpt of its log), bench.md
-# and bench.json, and logs.tar.gz (every step's full log). The exit status is
-# 0 when no step failed.
+# (the benchmarks side by side with the peers, and the ratios) with the
+# results it is made of (bench-kernels.json, bench-step.json,
+# bench-torch.json), and logs.tar.gz (every step's full log). The exit status
+# is 0 when no step failed.
 #
 # Environment:
 #   TW_BUNDLE_BUDGET   seconds for all steps (default 510); a step gets the
@@ -243,46 +245,49 @@ step_memcheck() { sanitize memcheck; }
 step_racecheck() { sanitize racecheck; }
 step_synccheck() { sanitize synccheck; }
 
-# shapes is the bench shape set: Llama-3.1-8B's on a GPU, small ones on the
-# emulator.
-bench_shapes() { [ "$TW_BUNDLE_KIND" = cuda ] && echo llama8b || echo small; }
-
+# The benchmarks: train bench picks its shapes by itself (Llama-3.1-8B's and
+# the 8B model on a GPU, small shapes and a tiny model on the emulator).
 step_bench_kernels() {
 	load_torch
 	cd "$B" || exit 1
-	ours bin/train bench --backend cuda --suite kernels --shapes "$(bench_shapes)" \
-		--json "$WORK/bench/kernels.json" --md "$WORK/bench/kernels.md" || exit 1
-	note "$(grep -c . "$WORK/bench/kernels.md") lines of table"
+	ours bin/train bench --backend cuda --suite kernels \
+		--json "$WORK/bench/bench-kernels.json" --md "$WORK/bench/bench-kernels.md" || exit 1
+	cat "$WORK/bench/bench-kernels.md"
+	note "$(grep -c '^| ' "$WORK/bench/bench-kernels.md") table lines"
 }
 
 step_bench_step() {
 	load_torch
 	cd "$B" || exit 1
-	ours bin/train bench --backend cuda --suite step --shapes "$(bench_shapes)" \
-		--json "$WORK/bench/step.json" --md "$WORK/bench/step.md" || exit 1
-	note "$(grep -c . "$WORK/bench/step.md") lines of table"
+	ours bin/train bench --backend cuda --suite step \
+		--json "$WORK/bench/bench-step.json" --md "$WORK/bench/bench-step.md" || exit 1
+	cat "$WORK/bench/bench-step.md"
+	note "$(grep -c '^| ' "$WORK/bench/bench-step.md") table lines"
 }
 
 step_peers() {
 	gpu_only "runs no PyTorch peer"
 	load_torch
-	[ -n "${TORCH_PY:-}" ] || skip "no python3 with torch (the torch step)"
-	ls "$B"/peers/*.py >/dev/null 2>&1 || { note "the bundle carries no peers"; exit 1; }
+	[ -n "${TORCH_PY:-}" ] || skip "no python3 here imports torch (see the torch step)"
+	[ -e "$B/peers/torch_peers.py" ] || { note "the bundle carries no peers/torch_peers.py"; exit 1; }
 	cd "$B/peers" || exit 1
-	"$TORCH_PY" torch_peers.py --suite all --shapes llama8b --json "$WORK/bench/peers.json" || exit 1
+	PYTHONUNBUFFERED=1 "$TORCH_PY" torch_peers.py --json "$WORK/bench/bench-torch.json" || exit 1
 	note "PyTorch peers measured"
 }
 
 step_bench_report() {
 	cd "$B" || exit 1
-	set -- "$WORK"/bench/*.json
-	[ -e "$1" ] || { note "no benchmark results to report"; exit 1; }
-	ours bin/train bench report --out "$WORK/bench/bench.md" --json "$WORK/bench/bench.json" "$@" || exit 1
+	set --
+	for f in bench-kernels bench-step bench-torch; do
+		[ ! -s "$WORK/bench/$f.json" ] || set -- "$@" "$WORK/bench/$f.json"
+	done
+	[ $# -gt 0 ] || { note "no benchmark results to report"; exit 1; }
+	ours bin/train bench report --out "$WORK/bench/bench.md" "$@" || exit 1
 	cat "$WORK/bench/bench.md"
-	note "$# result files"
+	note "$# result files: $(cd "$WORK/bench" && ls ./*.json | xargs -n1 basename | tr '\n' ' ')"
 }
 
-export -f ours note skip gpu_only load_torch conformance no_data sanitize bench_shapes
+export -f ours note skip gpu_only load_torch conformance no_data sanitize
 export -f step_device step_torch step_conformance step_conformance_8b step_conformance_8b_cublas \
 	step_model step_stories step_memcheck step_racecheck step_synccheck step_bench_kernels \
 	step_bench_step step_peers step_bench_report
@@ -399,11 +404,15 @@ step() {
 	write_summary
 }
 
+# finish leaves in OUT the summary, the benchmark report and results, and
+# every log (with the benchmarks' own tables) in one archive: eight files at
+# most.
 finish() {
 	write_summary
-	tar -C "$WORK" -czf "$OUT/logs.tar.gz" logs
-	[ ! -s "$WORK/bench/bench.md" ] || cp "$WORK/bench/bench.md" "$OUT/bench.md"
-	[ ! -s "$WORK/bench/bench.json" ] || cp "$WORK/bench/bench.json" "$OUT/bench.json"
+	tar -C "$WORK" -czf "$OUT/logs.tar.gz" logs bench
+	for f in bench.md bench-kernels.json bench-step.json bench-torch.json; do
+		[ ! -s "$WORK/bench/$f" ] || cp "$WORK/bench/$f" "$OUT/$f"
+	done
 }
 trap finish EXIT
 
@@ -422,7 +431,7 @@ step bench-step 150
 step peers 150
 step bench-report 30
 
-echo "run.sh: results in $OUT (summary.md, summary.json, bench.md, logs.tar.gz); the unpacked bundle stays in $WORK"
+echo "run.sh: results in $OUT (summary.md, summary.json, bench*, logs.tar.gz); the unpacked bundle stays in $WORK"
 for s in "${STATUS[@]}"; do
 	[ "$s" != fail ] || exit 1
 done
