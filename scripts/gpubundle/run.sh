@@ -2,8 +2,8 @@
 # run.sh OUTDIR — validates and benchmarks turnwise's GPU path on the machine
 # it runs on, from the bundle beside it (make gpu-bundle, or make
 # gpu-bundle-emu for the same steps over the kernel emulator). It needs no
-# Go, no network and no package manager: bash, coreutils, tar and xz (or a
-# python3 to unpack with), the NVIDIA driver, and for some steps tools it
+# Go, no network and no package manager: bash, coreutils, tar and gzip, the
+# NVIDIA driver, and for some steps tools it
 # looks for (compute-sanitizer, a python3 that imports torch).
 #
 # Each step runs under `timeout` with its output in its own log, so that one
@@ -40,6 +40,8 @@
 #                      smaller of its own limit and what is left
 #   TW_BUNDLE_STEPS    an extended regular expression: run only the steps
 #                      whose names match (the others are skipped)
+#   TW_BUNDLE_KEEP     when set, keep the unpacked bundle (its path is
+#                      printed) to rerun a test binary by hand
 #   TW_PYTHON          the python3 to use for the PyTorch steps
 #   TW_SANITIZER       the compute-sanitizer to use
 set -u -o pipefail
@@ -65,11 +67,7 @@ B=$WORK/bundle
 LOGS=$WORK/logs
 mkdir -p "$B" "$LOGS" "$WORK/bench"
 echo "run.sh: unpacking into $WORK"
-if command -v xz >/dev/null 2>&1; then
-	tar -C "$B" -xJf "$HERE/payload.tar.xz"
-else
-	python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' "$HERE/payload.tar.xz" "$B"
-fi || { echo "run.sh: cannot unpack $HERE/payload.tar.xz" >&2; exit 1; }
+tar -C "$B" -xzf "$HERE/payload.tar.gz" || { echo "run.sh: cannot unpack $HERE/payload.tar.gz" >&2; exit 1; }
 # shellcheck source=/dev/null
 . "$B/BUNDLE.env"
 
@@ -415,6 +413,11 @@ finish() {
 	for f in bench.md bench-kernels.json bench-step.json bench-torch.json; do
 		[ ! -s "$WORK/bench/$f" ] || cp "$WORK/bench/$f" "$OUT/$f"
 	done
+	if [ -n "${TW_BUNDLE_KEEP:-}" ]; then
+		echo "run.sh: the unpacked bundle stays in $WORK"
+	else
+		rm -rf "$WORK"
+	fi
 }
 trap finish EXIT
 
@@ -433,7 +436,7 @@ step bench-step 150
 step peers 150
 step bench-report 30
 
-echo "run.sh: results in $OUT (summary.md, summary.json, bench*, logs.tar.gz); the unpacked bundle stays in $WORK"
+echo "run.sh: results in $OUT (summary.md, summary.json, bench*, logs.tar.gz)"
 for s in "${STATUS[@]}"; do
 	[ "$s" != fail ] || exit 1
 done
