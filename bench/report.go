@@ -272,8 +272,27 @@ func (p *printer) targets(m *Result) {
 		}
 		step = append(step, verdict{s.Name, fmt.Sprintf("%.2f× tokens/s (%.0f vs %.0f); %s", r, s.TokensPerS, o.TokensPerS, mem), res})
 	}
-	add(fmt.Sprintf("LoRA step ≥ %.0f× PyTorch + PEFT tokens/s at no more memory", TargetStep), step, "no PyTorch + PEFT step result")
+	add("LoRA step ≥ PyTorch + PEFT's tokens/s at no more memory", step, "no PyTorch + PEFT step result")
 	p.table([]string{"target", "measured", "verdict"}, rows)
+}
+
+// grouped orders xs by name, in the order names first appear, keeping each
+// name's implementations together.
+func grouped[T any](xs []T, name func(T) string) []T {
+	var order []string
+	by := map[string][]T{}
+	for _, x := range xs {
+		n := name(x)
+		if _, ok := by[n]; !ok {
+			order = append(order, n)
+		}
+		by[n] = append(by[n], x)
+	}
+	var out []T
+	for _, n := range order {
+		out = append(out, by[n]...)
+	}
+	return out
 }
 
 func summary(pass, n int) string {
@@ -315,32 +334,21 @@ func (p *printer) kernels(m *Result) {
 	}
 	p.line("## Kernels\n")
 	p.line("Time is the median per call; achieved is TFLOP/s for compute-bound kernels and GB/s (the least traffic the op must make) for memory-bound ones; %% of ceiling is over the GEMM or copy ceiling above; ratios are throughput, ours over the other.\n")
-	byName := map[string][]Kernel{}
-	var order []string
-	for _, k := range m.Kernels {
-		if _, ok := byName[k.Name]; !ok {
-			order = append(order, k.Name)
-		}
-		byName[k.Name] = append(byName[k.Name], k)
-	}
 	var rows [][]string
-	for _, name := range order {
-		ks := byName[name]
-		ours := m.Kernel(name, Ours)
-		for _, k := range ks {
-			ratio, pctc := "", ""
-			if ours != nil && k.Impl != Ours && ours.Error == "" && k.Error == "" {
-				ratio = fmt.Sprintf("%.2f×", k.Median/ours.Median)
-			}
-			if k.PctCeiling > 0 {
-				pctc = fmt.Sprintf("%.0f%%", k.PctCeiling)
-			}
-			t := seconds(k.Median)
-			if k.Error != "" {
-				t = "error: " + k.Error
-			}
-			rows = append(rows, []string{name, k.Impl, t, k.Achieved(), pctc, ratio})
+	for _, k := range grouped(m.Kernels, func(k Kernel) string { return k.Name }) {
+		ours := m.Kernel(k.Name, Ours)
+		ratio, pctc := "", ""
+		if ours != nil && k.Impl != Ours && ours.Error == "" && k.Error == "" {
+			ratio = fmt.Sprintf("%.2f×", k.Median/ours.Median)
 		}
+		if k.PctCeiling > 0 {
+			pctc = fmt.Sprintf("%.0f%%", k.PctCeiling)
+		}
+		t := seconds(k.Median)
+		if k.Error != "" {
+			t = "error: " + k.Error
+		}
+		rows = append(rows, []string{k.Name, k.Impl, t, k.Achieved(), pctc, ratio})
 	}
 	p.table([]string{"kernel", "impl", "time", "achieved", "% of ceiling", "ours / this"}, rows)
 }
@@ -352,7 +360,7 @@ func (p *printer) steps(m *Result) {
 	p.line("## Training step\n")
 	var rows [][]string
 	var counts []string
-	for _, s := range m.Steps {
+	for _, s := range grouped(m.Steps, func(s Step) string { return s.Name }) {
 		if s.FLOPCount != "" && !slices.Contains(counts, s.FLOPCount) {
 			counts = append(counts, s.FLOPCount)
 		}
@@ -400,7 +408,7 @@ func (p *printer) generation(m *Result) {
 	}
 	p.line("## Generation\n")
 	var rows [][]string
-	for _, g := range m.Generation {
+	for _, g := range grouped(m.Generation, func(g Generation) string { return g.Name }) {
 		var ours *Generation
 		for i := range m.Generation {
 			if m.Generation[i].Name == g.Name && m.Generation[i].Impl == Ours {
