@@ -29,8 +29,9 @@ const (
 )
 
 // Merge combines results from several files into one view: the entries of
-// all of them (the same name and implementation twice is an error), the
-// first file's ceilings for kernels that lack their own percentages.
+// all of them (the same name and implementation twice is an error), and the
+// ceilings of the first of our files. Steps without an MFU (the peers')
+// get one against their GPU's data-sheet peak where SpecPeak knows it.
 func Merge(results ...*Result) (*Result, error) {
 	if len(results) == 0 {
 		return nil, errors.New("no results to merge")
@@ -61,6 +62,10 @@ func Merge(results ...*Result) (*Result, error) {
 		for _, s := range r.Steps {
 			if err := key("step", s.Name, s.Impl); err != nil {
 				return nil, err
+			}
+			if tf, name, ok := SpecPeak(r.Meta.Device); ok && s.MFU == 0 && s.TFLOPs > 0 {
+				// A peer's MFU, against the same data-sheet peak as ours.
+				s.MFU, s.MFUPeak = s.TFLOPs/tf, name
 			}
 			m.Steps = append(m.Steps, s)
 		}
