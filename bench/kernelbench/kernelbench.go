@@ -71,11 +71,12 @@ func Measure(t *target.Target, b engine.Backend, impl string, c opbench.Case, o 
 	for i := range ops {
 		ops[i] = c.Setup(tr)
 	}
-	timer, err := t.NewTimer()
+	timer, err := t.NewTimer(b)
 	if err != nil {
 		k.Error = err.Error()
 		return k
 	}
+	defer timer.Close()
 	next := 0
 	timed := func(calls int) (float64, error) {
 		timer.Start()

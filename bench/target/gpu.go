@@ -49,6 +49,7 @@ func describe(t *Target, ordinal int) error {
 	if err != nil {
 		return fmt.Errorf("cuda: device %d's primary context: %w", ordinal, err)
 	}
+	t.closers = append(t.closers, dev.ReleasePrimaryCtx)
 	t.MemInfo = func() (free, total int64, err error) {
 		runtime.LockOSThread()
 		defer runtime.UnlockOSThread()

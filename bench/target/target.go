@@ -25,13 +25,15 @@ type Timer interface {
 	Stop()
 	// Elapsed waits for the end mark and returns the time between the two.
 	Elapsed() (time.Duration, error)
+	// Close releases the timer.
+	Close() error
 }
 
 // Target is a backend ready to be measured.
 type Target struct {
 	Backend engine.Backend
-	// NewTimer returns a timer on Backend's queue.
-	NewTimer func() (Timer, error)
+	// NewTimer returns a timer on the queue of b, Backend or Vendor.
+	NewTimer func(b engine.Backend) (Timer, error)
 	// TimerName says how Timer measures, for the results.
 	TimerName string
 	Device    string // the GPU's or CPU's name
@@ -53,6 +55,20 @@ type Target struct {
 	MemInfo func() (free, total int64, err error)
 	// Notes are things a reader of the results must know.
 	Notes []string
+	// closers release the backends and what describing the device took.
+	closers []func() error
+}
+
+// Close releases the target's backends.
+func (t *Target) Close() error {
+	var first error
+	for _, c := range t.closers {
+		if err := c(); err != nil && first == nil {
+			first = err
+		}
+	}
+	t.closers = nil
+	return first
 }
 
 // Options select the backend.
@@ -83,9 +99,12 @@ func openCPU(o Options) *Target {
 		Threads:    b.Threads(),
 		VendorNote: "the CPU backend's GEMM is OpenBLAS itself",
 	}
-	t.NewTimer = func() (Timer, error) { return &hostTimer{b: b}, nil }
+	t.NewTimer = hostTimers
 	return t
 }
+
+// hostTimers returns a host-clock timer of b.
+func hostTimers(b engine.Backend) (Timer, error) { return &hostTimer{b: b}, nil }
 
 // hostTimer times with the host clock, waiting for the backend's queue at
 // both marks: exact for the CPU backend, whose ops return when done; for a
@@ -109,6 +128,8 @@ func (t *hostTimer) Stop() {
 }
 
 func (t *hostTimer) Elapsed() (time.Duration, error) { return t.end.Sub(t.start), t.err }
+
+func (t *hostTimer) Close() error { return nil }
 
 // cpuModel returns the CPU's model name from /proc/cpuinfo, or "cpu".
 func cpuModel() string {

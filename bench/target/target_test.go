@@ -40,7 +40,7 @@ func TestHostTimer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tm, err := tg.NewTimer()
+	tm, err := tg.NewTimer(tg.Backend)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -82,6 +82,7 @@ flags:`)
 	if err != nil {
 		return err
 	}
+	defer t.Close()
 	start := time.Now()
 	if *baseline != "" {
 		return benchGate(t, o, *baseline, *maxSlow, *jsonOut, stdout)
