@@ -257,7 +257,7 @@ def attention(torch, args, cache, result):
         flash = lambda: torch.backends.cuda.sdp_kernel(enable_flash=True, enable_math=False, enable_mem_efficient=False)
     c = PRESETS["llama-3.1-8b"]
     h, g, dh = c["heads"], c["kv_heads"], c["head_dim"]
-    gqa_note = None
+    gqa_notes = []
     for seq in args.attn_seqs:
         for pas in ("fwd", "bwd"):
             name = attention_name(pas, 1, seq, h, g, dh)
@@ -278,7 +278,7 @@ def attention(torch, args, cache, result):
                     try:
                         probe({"enable_gqa": True})
                         kw = {"enable_gqa": True}
-                        gqa_note = "SDPA's flash path with enable_gqa=True"
+                        note = "SDPA's flash path with enable_gqa=True"
                     except (RuntimeError, TypeError):
                         # No flash kernel for grouped heads in this PyTorch: the
                         # keys and values are repeated to all heads before timing.
@@ -287,7 +287,9 @@ def attention(torch, args, cache, result):
                                 for q, k, v in sets]
                         kw = {}
                         probe(kw)
-                        gqa_note = "SDPA's flash path with keys and values repeated to all heads outside the timing"
+                        note = "SDPA's flash path with keys and values repeated to all heads outside the timing"
+                    if note not in gqa_notes:
+                        gqa_notes.append(note)
                     if pas == "fwd":
                         ops = [lambda s=s: sdpa(*s, is_causal=True, **kw) for s in sets]
                         with torch.no_grad():
@@ -306,19 +308,25 @@ def attention(torch, args, cache, result):
             result.setdefault("kernels", []).append(k)
             sets = ops = outs = grads = None
             free(torch)
-    if gqa_note:
-        result["meta"].setdefault("notes", []).append(gqa_note)
+    for note in gqa_notes:
+        result["meta"].setdefault("notes", []).append(f"attention: {note}")
 
 
 def build_model(torch, args):
     """The Hugging Face Llama of args.model with random bf16 weights."""
     from transformers import LlamaConfig, LlamaForCausalLM
     c = PRESETS[args.model]
-    cfg = LlamaConfig(vocab_size=c["vocab"], hidden_size=c["dim"], intermediate_size=c["ffn"],
-                      num_hidden_layers=c["layers"], num_attention_heads=c["heads"], num_key_value_heads=c["kv_heads"],
-                      head_dim=c["head_dim"], max_position_embeddings=c["max_seq"], rms_norm_eps=c["norm_eps"],
-                      rope_theta=c["rope_theta"], rope_scaling=c["rope_scaling"], tie_word_embeddings=c["tied"],
-                      attention_bias=False, mlp_bias=False, use_cache=False, attn_implementation="sdpa")
+    common = dict(vocab_size=c["vocab"], hidden_size=c["dim"], intermediate_size=c["ffn"],
+                  num_hidden_layers=c["layers"], num_attention_heads=c["heads"], num_key_value_heads=c["kv_heads"],
+                  head_dim=c["head_dim"], max_position_embeddings=c["max_seq"], rms_norm_eps=c["norm_eps"],
+                  tie_word_embeddings=c["tied"], attention_bias=False, mlp_bias=False, use_cache=False,
+                  attn_implementation="sdpa")
+    rope = dict(c["rope_scaling"] or {"rope_type": "default"})
+    if hasattr(LlamaConfig(), "rope_parameters"):
+        # transformers ≥ 5: θ and the scaling in one dictionary.
+        cfg = LlamaConfig(rope_parameters=dict(rope, rope_theta=c["rope_theta"]), **common)
+    else:
+        cfg = LlamaConfig(rope_theta=c["rope_theta"], rope_scaling=c["rope_scaling"], **common)
     torch.manual_seed(args.seed)
     prev = torch.get_default_dtype()
     torch.set_default_dtype(torch.bfloat16)
@@ -330,6 +338,15 @@ def build_model(torch, args):
     if getattr(model.config, "_attn_implementation", None) != "sdpa":
         model.config._attn_implementation = "sdpa"
     return model, c
+
+
+def rope_of(cfg):
+    """θ and the scaling type a built configuration ended up with (they do not
+    change the speed, but the notes say what was built)."""
+    p = getattr(cfg, "rope_parameters", None) or {}
+    theta = p.get("rope_theta", getattr(cfg, "rope_theta", None))
+    kind = p.get("rope_type") or (getattr(cfg, "rope_scaling", None) or {}).get("rope_type", "default")
+    return theta, kind
 
 
 def generation(torch, model, c, args, result):
@@ -527,7 +544,9 @@ def main():
             t0 = time.time()
             model, c = build_model(torch, args)
             torch.cuda.synchronize()
-            m.setdefault("notes", []).append(f"Hugging Face {args.model} with random bf16 weights built in {time.time() - t0:.1f} s")
+            theta, kind = rope_of(model.config)
+            m.setdefault("notes", []).append(f"Hugging Face {args.model} with random bf16 weights (RoPE θ {theta}, {kind} scaling, "
+                                             f"attention {model.config._attn_implementation}) built in {time.time() - t0:.1f} s")
             generation(torch, model, c, args, r)
             steps(torch, model, c, args, r)
             del model
