@@ -60,7 +60,11 @@ type PlanOptions struct {
 
 // PlanItem is one line of a memory plan.
 type PlanItem struct {
-	Key   string `json:"key"`   // stable name: weights, gradients, layer_activations, …
+	// Key is a stable name: weights, lora_adapters, gradients,
+	// master_weights, optimizer_state, token_ids, layer_activations,
+	// final_norm, head_gradient, logits_chunk, layer_gradients (training);
+	// kv_cache, prefill_activations, sampling (inference).
+	Key   string `json:"key"`
 	What  string `json:"what"`  // the same in words
 	Bytes int64  `json:"bytes"` // exact, before any allocator rounding
 	Note  string `json:"note"`  // how Bytes is made up
