@@ -22,9 +22,15 @@ type backendFlags struct {
 
 // register adds --backend, --gemm and --threads.
 func (f *backendFlags) register(fs *pflag.FlagSet) {
+	f.registerDevice(fs)
+	fs.IntVar(&f.threads, "threads", 0, "cpu: worker threads (0: one per core)")
+}
+
+// registerDevice adds --backend and --gemm alone, for a subcommand that
+// sets threads itself.
+func (f *backendFlags) registerDevice(fs *pflag.FlagSet) {
 	fs.StringVar(&f.backend, "backend", "cpu", "cpu, or cuda (in a binary built with -tags cuda, or -tags cudaemu for the kernel emulator)")
 	fs.StringVar(&f.gemm, "gemm", "", "cuda: the GEMM, own (the hand-written tensor-core kernel) or cublas (cuBLAS/cuBLASLt); empty: the backend's default")
-	fs.IntVar(&f.threads, "threads", 0, "cpu: worker threads (0: one per core)")
 }
 
 // registerTraining adds register's flags and --recompute.
