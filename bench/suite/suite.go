@@ -193,8 +193,9 @@ func mfuPeak(t *target.Target, c bench.Ceilings) stepbench.Peak {
 	return stepbench.Peak{}
 }
 
-// Gate re-measures on t every kernel of ours in base, with base's shapes,
-// dtype and repetitions, and compares (bench.Gate). Kernels that fail are
+// Gate re-measures on t every kernel of ours in base (those o.Filter
+// matches, when set), with base's shapes, dtype and repetitions, and
+// compares (bench.Gate). Kernels that fail are
 // measured once more and judged on the runs of both measurements together,
 // so that one unlucky measurement does not fail a change. It returns the
 // verdict and the new measurement.
@@ -202,18 +203,31 @@ func Gate(t *target.Target, base *bench.Result, maxSlowdown float64, o Options) 
 	if base.Meta.Impl != bench.Ours {
 		return bench.GateReport{}, nil, fmt.Errorf("the baseline was measured by %q, not by train bench", base.Meta.Impl)
 	}
+	keep := func(string) bool { return true }
+	if o.Filter != "" {
+		re, err := regexp.Compile(o.Filter)
+		if err != nil {
+			return bench.GateReport{}, nil, fmt.Errorf("filter: %w", err)
+		}
+		keep = re.MatchString
+	}
 	o.Suite, o.Shapes, o.DType, o.Filter = "kernels", base.Meta.Shapes, base.Meta.DType, ""
 	if base.Meta.Reps > 0 {
 		o.Reps = base.Meta.Reps
 	}
+	// The baseline's kernels of ours that the filter keeps are the ones gated.
+	kept := *base
+	kept.Kernels = nil
 	names := map[string]bool{}
 	for _, k := range base.Kernels {
-		if k.Impl == bench.Ours {
+		if k.Impl == bench.Ours && keep(k.Name) {
 			names[k.Name] = true
+			kept.Kernels = append(kept.Kernels, k)
 		}
 	}
+	base = &kept
 	if len(names) == 0 {
-		return bench.GateReport{}, nil, fmt.Errorf("the baseline has no kernels of ours to compare with")
+		return bench.GateReport{}, nil, fmt.Errorf("the baseline has no kernels of ours to compare with (after --filter)")
 	}
 	cur, err := measure(t, o, func(n string) bool { return names[n] }, false)
 	if err != nil {

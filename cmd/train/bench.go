@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/turnwise/turnwise/bench"
@@ -44,7 +45,7 @@ func runBench(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs.StringVar(&o.DType, "dtype", "", "f32 or bf16 (default: bf16 on cuda, f32 on the CPU)")
 	fs.IntVar(&o.Reps, "reps", 0, "repetitions per measurement; medians are reported (default: 7 on a GPU, 5 on the CPU, 3 emulated)")
 	fs.DurationVar(&o.MinTime, "min-time", 0, "the least time of one repetition of a kernel (default: 20ms on a GPU, 50ms on the CPU, one call emulated)")
-	fs.StringVar(&o.Filter, "filter", "", "only kernels whose name matches this regular expression")
+	fs.StringVar(&o.Filter, "filter", "", "only kernels whose name matches this regular expression (with --baseline: only these are gated)")
 	fs.StringVar(&o.Model, "model", "", "model preset of the step suite (default: llama-3.1-8b on a GPU, else tiny)")
 	fs.IntSliceVar(&o.SeqLens, "seqs", nil, "step suite sequence lengths (default: 2048,8192 on a GPU)")
 	fs.IntVar(&o.LoRARank, "lora-rank", 0, "LoRA rank of the step suite (default: 16 on a GPU)")
@@ -163,15 +164,16 @@ func runBenchReport(args []string, _ io.Reader, stdout, stderr io.Writer) error 
 		return fmt.Errorf("no result files given")
 	}
 	var results []*bench.Result
+	var names []string
 	for _, path := range fs.Args() {
 		r, err := bench.Read(path)
 		if err != nil {
 			return err
 		}
-		results = append(results, r)
+		results, names = append(results, r), append(names, filepath.Base(path))
 	}
 	var md bytes.Buffer
-	if err := bench.WriteMarkdown(&md, fs.Args(), results); err != nil {
+	if err := bench.WriteMarkdown(&md, names, results); err != nil {
 		return err
 	}
 	if *out == "" {

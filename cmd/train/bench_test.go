@@ -56,6 +56,14 @@ func TestBenchGate(t *testing.T) {
 		}
 	}
 
+	// --filter gates only the kernels it matches.
+	out.Reset()
+	errOut.Reset()
+	code = run([]string{"bench", "--baseline", scaled("fast.json", 0.1), "--filter", "^rmsnorm/", "--threads", "1", "--quiet"}, nil, &out, &errOut)
+	if code == 0 || !strings.Contains(out.String(), "1 of 1 kernels got slower: rmsnorm/small/f32") {
+		t.Errorf("--filter rmsnorm: exit %d\n%s", code, out.String())
+	}
+
 	out.Reset()
 	errOut.Reset()
 	if code := run([]string{"bench", "--baseline", scaled("slow.json", 10), "--max-slowdown", "0.05", "--threads", "1", "--quiet"}, nil, &out, &errOut); code != 0 {
