@@ -109,7 +109,7 @@ func (g GateReport) Failed() []string {
 // (slowest first), and what could not be compared.
 func (g GateReport) Write(w io.Writer) {
 	fmt.Fprintf(w, "regression gate: a kernel fails when its median is more than %s slower than the baseline's\n", pct(g.MaxSlowdown))
-	fmt.Fprintf(w, "noise floor: %s (median over %d kernels of the spread, (max−min)/median, of their repeated runs)\n",
+	fmt.Fprintf(w, "noise floor: %s (median over %d kernels of the spread, (max−min)/median, of their repeated runs; see bench.Spread)\n",
 		pct(g.NoiseFloor), len(g.Lines))
 	raised := 0
 	for _, l := range g.Lines {

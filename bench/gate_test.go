@@ -112,3 +112,19 @@ func TestParseFraction(t *testing.T) {
 		}
 	}
 }
+
+func TestSpread(t *testing.T) {
+	for _, c := range []struct {
+		runs []float64
+		want float64
+	}{
+		{[]float64{1, 1, 1}, 0},
+		{[]float64{1, 1.2, 0.9}, 0.3},
+		// Five or more: the single slowest and fastest are left out.
+		{[]float64{1, 1.1, 0.9, 5, 0.1}, 0.2},
+	} {
+		if got := Spread(c.runs); got < c.want-1e-12 || got > c.want+1e-12 {
+			t.Errorf("Spread(%v) = %v, want %v", c.runs, got, c.want)
+		}
+	}
+}

@@ -22,15 +22,22 @@ func Median(xs []float64) float64 {
 }
 
 // Spread is the noise of repeated runs: their range over their median,
-// (max − min) / median. Two medians of the same code measured again differ
-// by less than this in all but unlucky cases, so it is the floor below which
-// a difference between runs means nothing.
+// (max − min) / median, leaving out the single fastest and slowest run when
+// there are five or more (one run caught by a context switch should not
+// decide the noise of them all). Two medians of the same code measured again
+// differ by less than this in all but unlucky cases, so it is the floor
+// below which a difference between runs means nothing.
 func Spread(runs []float64) float64 {
 	m := Median(runs)
 	if m <= 0 {
 		return 0
 	}
-	return (slices.Max(runs) - slices.Min(runs)) / m
+	s := slices.Clone(runs)
+	slices.Sort(s)
+	if len(s) >= 5 {
+		s = s[1 : len(s)-1]
+	}
+	return (s[len(s)-1] - s[0]) / m
 }
 
 // SetRuns records the seconds per call of each repetition and derives the
