@@ -256,6 +256,22 @@ func ltType(d engine.DType) C.int {
 	panic(fmt.Sprintf("cuda: no cuBLASLt type for %v", d))
 }
 
+// newPlan makes the descriptors of key's GEMM and asks the heuristic for an
+// algorithm; found reports whether it had one.
+func (lib *ltLibrary) newPlan(h C.tw_lt_handle, k ltKey) (p *C.tw_lt_plan, found bool, err error) {
+	p = new(C.tw_lt_plan)
+	st := C.tw_lt_plan_make(&lib.api, h, p, cbool(k.transA), cbool(k.transB), i64(k.m), i64(k.n), i64(k.k), i64(k.lda),
+		i64(k.strideA), i64(k.ldb), i64(k.strideB), i64(k.batch), ltType(k.ab), ltType(k.c), C.uint32_t(k.alignA),
+		C.uint32_t(k.alignB), C.uint32_t(k.alignC), ltWorkspaceBytes)
+	if st != 0 {
+		return nil, false, fmt.Errorf("status %d", int(st))
+	}
+	return p, p.found > 0, nil
+}
+
+// destroyPlan releases what newPlan made.
+func (lib *ltLibrary) destroyPlan(p *C.tw_lt_plan) { C.tw_lt_plan_destroy(&lib.api, p) }
+
 // cublasGemm runs the GEMM through cuBLASLt and reports true, or reports
 // false when cuBLASLt has no algorithm for it (the caller then runs its own).
 func (b *Backend) cublasGemm(c, a, bm *engine.Tensor, p engine.GemmParams, g engine.GemmDims) bool {
@@ -280,13 +296,9 @@ func (b *Backend) cublasGemm(c, a, bm *engine.Tensor, p engine.GemmParams, g eng
 		}
 		plan := lt.plans[key]
 		if plan == nil {
-			plan = new(C.tw_lt_plan)
-			st := C.tw_lt_plan_make(&lt.lib.api, lt.handle, plan, cbool(p.TransA), cbool(p.TransB), i64(g.M), i64(g.N),
-				i64(g.K), i64(g.LDA), i64(g.StrideA), i64(g.LDB), i64(g.StrideB), i64(g.Batch), ltType(a.DType()),
-				ltType(c.DType()), C.uint32_t(key.alignA), C.uint32_t(key.alignB), C.uint32_t(key.alignC),
-				ltWorkspaceBytes)
-			if st != 0 {
-				panic(fmt.Sprintf("cuda: planning a cuBLASLt GEMM (C %v, A %v, B %v): status %d", c, a, bm, int(st)))
+			var err error
+			if plan, _, err = lt.lib.newPlan(lt.handle, key); err != nil {
+				panic(fmt.Sprintf("cuda: planning a cuBLASLt GEMM (C %v, A %v, B %v): %v", c, a, bm, err))
 			}
 			lt.plans[key] = plan
 		}
@@ -317,7 +329,7 @@ func (b *Backend) closeCUBLAS() error {
 		return nil
 	}
 	for _, p := range lt.plans {
-		C.tw_lt_plan_destroy(&lt.lib.api, p)
+		lt.lib.destroyPlan(p)
 	}
 	lt.plans = nil
 	if lt.ws != 0 {

@@ -8,13 +8,12 @@ package cuda
 //     libdl, librt and libpthread), and the C++ runtime;
 //   - the driver, libcuda.so.1, the one CUDA library needed at run time:
 //     gorgonia.org/cu links -lcuda; where no driver is installed, the
-//     toolkit's stub libcuda.so (Debian's or NVIDIA's stubs directory, below)
-//     serves for linking.
+//     toolkit's stub libcuda.so serves for linking (the Makefile passes its
+//     directory, CUDA_STUBS, in CGO_LDFLAGS).
 // cuBLASLt is not linked: it is opened at run time (cublaslt.go).
 
 // #cgo LDFLAGS: -L${SRCDIR}/../../build/cuda -ltwkernels_cuda
 // #cgo LDFLAGS: -lcudart_static -ldl -lrt -lpthread -lstdc++ -lm
-// #cgo LDFLAGS: -L/usr/lib/x86_64-linux-gnu/stubs -L/usr/local/cuda/lib64/stubs
 // #include <cuda.h>
 // #include "bind.h"
 import "C"
