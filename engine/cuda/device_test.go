@@ -324,3 +324,18 @@ func TestTimer(t *testing.T) {
 		t.Errorf("Start after Close: panic %q", msg)
 	}
 }
+
+// BenchmarkEnterExit measures what the context discipline adds to every op:
+// locking the goroutine to its thread, a context query through cgo (the
+// emulator's, a thread-local read as the driver's is), and unlocking.
+func BenchmarkEnterExit(bb *testing.B) {
+	b, err := New(Options{})
+	if err != nil {
+		bb.Fatal(err)
+	}
+	defer b.Close()
+	for bb.Loop() {
+		b.enter()
+		b.exit()
+	}
+}
