@@ -11,8 +11,7 @@ import (
 
 // Peer implementation names, as the results carry them in Impl.
 const (
-	CuBLASLt    = "cublaslt"     // the vendor GEMM through cuBLASLt, measured by train bench beside ours
-	CuBLAS      = "cublas"       // the vendor GEMM through cublasGemmEx
+	CuBLASLt    = "cublaslt"     // the vendor GEMM, measured by train bench beside ours
 	TorchSDPA   = "torch-sdpa"   // torch.nn.functional.scaled_dot_product_attention
 	TorchPEFT   = "pytorch-peft" // Hugging Face Llama + PEFT LoRA, trained by PyTorch
 	TorchHF     = "pytorch-hf"   // Hugging Face Llama generating (prefill, decode)
@@ -246,10 +245,10 @@ func (p *printer) targets(m *Result) {
 		}
 		return vs
 	}
-	gemm := ratioTo([]string{CuBLASLt, CuBLAS}, TargetGEMM, func(k Kernel) bool {
+	gemm := ratioTo([]string{CuBLASLt}, TargetGEMM, func(k Kernel) bool {
 		return strings.HasPrefix(k.Name, "gemm/") && strings.Contains(k.Name, "/bf16/") && k.Bound == Compute
 	})
-	add(fmt.Sprintf("bf16 GEMM ≥ %.0f%% of cuBLASLt", 100*TargetGEMM), gemm, "no cuBLAS(Lt) GEMM beside ours")
+	add(fmt.Sprintf("bf16 GEMM ≥ %.0f%% of cuBLASLt", 100*TargetGEMM), gemm, "no cuBLASLt GEMM beside ours")
 	att := ratioTo([]string{TorchSDPA}, TargetAttention, func(k Kernel) bool { return strings.HasPrefix(k.Name, "attention/fwd/") })
 	add(fmt.Sprintf("attention forward ≥ %.0f%% of PyTorch SDPA", 100*TargetAttention), att, "no PyTorch SDPA result")
 

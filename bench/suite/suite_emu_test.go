@@ -20,7 +20,7 @@ func TestEmulatorSmall(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkResult(t, r, true)
-	if r.Meta.Backend != "cudaemu" || r.Meta.Shapes != "small" {
+	if r.Meta.Backend != "cudaemu" || r.Meta.Shapes != "small" || r.Meta.Timer != "CUDA events on the backend's stream" {
 		t.Errorf("meta %+v", r.Meta)
 	}
 }
