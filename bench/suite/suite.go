@@ -48,54 +48,61 @@ type Options struct {
 // ("cuda"), the emulator ("cudaemu") or the CPU: Llama-3.1-8B's shapes and
 // model on a GPU; on the emulator (whose times mean nothing) shapes small
 // enough to run in seconds and the tiny model; on the CPU the 24.4M
-// reference model's shapes and the tiny model.
+// reference model's shapes and the tiny model. With o.Small, the shapes and
+// model are the emulator's whatever the backend.
 func Defaults(o Options, backend string) Options {
-	type def struct {
-		shapes, dtype, model    string
-		reps, steps             int
-		minTime                 time.Duration
-		seqs, genBatch          []int
-		prompt, newTokens, rank int
-	}
-	defs := map[string]def{
-		"cuda":    {"llama8b", "bf16", "llama-3.1-8b", 7, 3, 20 * time.Millisecond, []int{2048, 8192}, []int{1, 16}, 512, 64, 16},
-		"cudaemu": {"small", "bf16", "tiny", 3, 2, 0, []int{32, 64}, []int{1, 4}, 16, 4, 4},
-		"cpu":     {"ref24m", "f32", "tiny", 5, 3, 50 * time.Millisecond, []int{64, 128}, []int{1, 4}, 32, 8, 4},
-	}
-	d := defs[backend]
+	d := backendDefaults(backend)
 	if o.Small {
-		s := defs["cudaemu"]
-		d.shapes, d.model, d.seqs, d.genBatch, d.prompt, d.newTokens, d.rank = s.shapes, s.model, s.seqs, s.genBatch, s.prompt, s.newTokens, s.rank
+		e := backendDefaults("cudaemu")
+		d.Shapes, d.Model, d.SeqLens, d.LoRARank = e.Shapes, e.Model, e.SeqLens, e.LoRARank
+		d.GenBatch, d.Prompt, d.NewTokens = e.GenBatch, e.Prompt, e.NewTokens
 	}
-	set := func(p *string, v string) {
+	str := func(p *string, v string) {
 		if *p == "" {
 			*p = v
 		}
 	}
-	seti := func(p *int, v int) {
+	num := func(p *int, v int) {
 		if *p == 0 {
 			*p = v
 		}
 	}
-	set(&o.Suite, "all")
-	set(&o.Shapes, d.shapes)
-	set(&o.DType, d.dtype)
-	set(&o.Model, d.model)
-	seti(&o.Reps, d.reps)
-	seti(&o.Steps, d.steps)
-	seti(&o.Prompt, d.prompt)
-	seti(&o.NewTokens, d.newTokens)
-	seti(&o.LoRARank, d.rank)
+	str(&o.Suite, d.Suite)
+	str(&o.Shapes, d.Shapes)
+	str(&o.DType, d.DType)
+	str(&o.Model, d.Model)
+	num(&o.Reps, d.Reps)
+	num(&o.Steps, d.Steps)
+	num(&o.Prompt, d.Prompt)
+	num(&o.NewTokens, d.NewTokens)
+	num(&o.LoRARank, d.LoRARank)
 	if o.MinTime == 0 {
-		o.MinTime = d.minTime
+		o.MinTime = d.MinTime
 	}
 	if o.SeqLens == nil {
-		o.SeqLens = d.seqs
+		o.SeqLens = d.SeqLens
 	}
 	if o.GenBatch == nil {
-		o.GenBatch = d.genBatch
+		o.GenBatch = d.GenBatch
 	}
 	return o
+}
+
+// backendDefaults are the settings Defaults fills in for one backend.
+func backendDefaults(backend string) Options {
+	switch backend {
+	case "cuda":
+		return Options{Suite: "all", Shapes: "llama8b", DType: "bf16", Reps: 7, MinTime: 20 * time.Millisecond,
+			Model: "llama-3.1-8b", SeqLens: []int{2048, 8192}, LoRARank: 16, Steps: 3,
+			GenBatch: []int{1, 16}, Prompt: 512, NewTokens: 64}
+	case "cudaemu":
+		return Options{Suite: "all", Shapes: "small", DType: "bf16", Reps: 3,
+			Model: "tiny", SeqLens: []int{32, 64}, LoRARank: 4, Steps: 2,
+			GenBatch: []int{1, 4}, Prompt: 16, NewTokens: 4}
+	}
+	return Options{Suite: "all", Shapes: "ref24m", DType: "f32", Reps: 5, MinTime: 50 * time.Millisecond,
+		Model: "tiny", SeqLens: []int{64, 128}, LoRARank: 4, Steps: 3,
+		GenBatch: []int{1, 4}, Prompt: 32, NewTokens: 8}
 }
 
 // Measure measures o's suites on an open target.
