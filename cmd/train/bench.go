@@ -15,6 +15,11 @@
 // and, to gate a change on a GPU machine against a saved run:
 //
 //	train bench --backend cuda --baseline OUT/bench-kernels.json --max-slowdown 5%
+//
+// Results carry the commit from the binary's version-control stamp; a build
+// without one (-buildvcs=false, an exported tree) sets it with
+// -ldflags "-X github.com/turnwise/turnwise/bench.commit=$(git rev-parse HEAD)".
+
 package main
 
 import (
@@ -30,6 +35,8 @@ import (
 	"github.com/turnwise/turnwise/bench/target"
 )
 
+// runBench measures (suite.Measure), gates (--baseline) or, as
+// "train bench report", merges result files into one report.
 func runBench(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if len(args) > 0 && args[0] == "report" {
 		return runBenchReport(args[1:], stdin, stdout, stderr)
