@@ -42,6 +42,7 @@ race: setup
 # and reversed), then the op conformance suite through the Go backend.
 test-emu: setup emu-test
 	$(GO) test -count=1 -tags cudaemu ./engine/cuda/ ./model/...
+	$(GO) test -count=1 -tags cudaemu -run BackendCUDA ./cmd/train/
 	TW_EMU_REVERSE=1 $(GO) test -count=1 -tags cudaemu ./engine/cuda/
 
 # The real CUDA build, where nvcc exists: the kernel library for sm_80 and
