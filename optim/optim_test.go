@@ -336,7 +336,9 @@ func loraParams(b engine.Backend, preset string, r int) (map[string]*engine.Tens
 // (448 bf16 tensors, 42 M parameters) on the CPU backend: the flat path and
 // the per-tensor one it replaced, on the same optimizer state, interleaved
 // (each iteration runs both, in alternating order) so that both see the
-// same machine load. It reports the median time of each per step.
+// same machine load. It reports the median wall-clock and CPU time of each
+// per step; on a machine shared with other work the CPU time is the steadier
+// measure of the work done.
 func BenchmarkStep(b *testing.B) {
 	be := cpu.New(cpu.Options{})
 	ps, err := loraParams(be, "llama-3.1-8b", 16)

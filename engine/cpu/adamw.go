@@ -85,9 +85,15 @@ func (b *Backend) AdamW(param, grad, m, v, master *engine.Tensor, p engine.AdamW
 	})
 }
 
+// multiPiece is the flat elements AdamWMulti hands a worker at a time.
+const multiPiece = 1 << 16
+
 // AdamWMulti implements engine.Backend.AdamWMulti: the flat range [0, End)
-// is split across the workers, and each updates the parts of the spans that
-// fall in its range (the gaps between spans are skipped).
+// is cut into pieces of multiPiece elements that the workers claim one
+// after another (a worker held up by the machine does not hold the others
+// up), and each updates the parts of the spans in its piece (the gaps
+// between spans are skipped). Which worker updates an element does not
+// change its bits.
 func (b *Backend) AdamWMulti(t *engine.ParamTable, grad, m, v, master *engine.Tensor, p engine.AdamWParams) {
 	engine.AdamWMultiShape(t, grad, m, v, master, p)
 	spans := t.Spans()
@@ -97,8 +103,9 @@ func (b *Backend) AdamWMulti(t *engine.ParamTable, grad, m, v, master *engine.Te
 		mw = f32s(master)
 	}
 	h := newAdamwStep(p)
-	b.parallel(t.End(), elemGrain, func(wk, lo, hi int) {
+	b.attnItems((t.End()+multiPiece-1)/multiPiece, func(wk, piece int) {
 		buf := b.scratchOf(wk, blk)
+		lo, hi := piece*multiPiece, min((piece+1)*multiPiece, t.End())
 		// The first span that ends after lo.
 		i := sort.Search(len(spans), func(i int) bool { return spans[i].Off+spans[i].W.Numel() > lo })
 		for ; i < len(spans) && spans[i].Off < hi; i++ {
