@@ -25,8 +25,10 @@ import (
 func (b *Backend) SumSquares(out, x *engine.Tensor) {
 	engine.MustShape("SumSquares", "out", out, 1)
 	engine.MustDType("SumSquares", "out", out, engine.F32)
-	ws := b.workspace(int(C.tw_sum_squares_workspace(i64(x.Numel()))))
-	check("SumSquares", C.tw_sum_squares(fptr(out), ptr(x), dt(x), i64(x.Numel()), C.ws_at(C.uintptr_t(ws)), b.stream))
+	b.launch("SumSquares", func(str C.cudaStream_t) C.cudaError_t {
+		ws := b.workspace(int(C.tw_sum_squares_workspace(i64(x.Numel()))))
+		return C.tw_sum_squares(fptr(out), ptr(x), dt(x), i64(x.Numel()), C.ws_at(C.uintptr_t(ws)), str)
+	})
 }
 
 // biasCorrections returns bc1 = 1 − β1^t and bc2 = sqrt(1 − β2^t), formed in
@@ -44,9 +46,11 @@ func (b *Backend) AdamW(param, grad, m, v, master *engine.Tensor, p engine.AdamW
 	if master != nil {
 		mp = fptr(master)
 	}
-	check("AdamW", C.tw_adamw(ptr(param), dt(param), ptr(grad), dt(grad), fptr(m), fptr(v), mp, i64(n),
-		C.float(p.LR), C.float(p.Beta1), C.float(p.Beta2), C.float(p.Eps), C.float(p.WeightDecay), C.float(p.GradScale),
-		bc1, bc2, b.stream))
+	b.launch("AdamW", func(str C.cudaStream_t) C.cudaError_t {
+		return C.tw_adamw(ptr(param), dt(param), ptr(grad), dt(grad), fptr(m), fptr(v), mp, i64(n),
+			C.float(p.LR), C.float(p.Beta1), C.float(p.Beta2), C.float(p.Eps), C.float(p.WeightDecay),
+			C.float(p.GradScale), bc1, bc2, str)
+	})
 }
 
 // AdamWMulti implements engine.Backend.AdamWMulti. The table's spans go to
@@ -66,9 +70,12 @@ func (b *Backend) AdamWMulti(t *engine.ParamTable, grad, m, v, master *engine.Te
 	if master != nil {
 		mp = fptr(master)
 	}
-	check("AdamWMulti", C.tw_adamw_multi(C.spans_at(C.uintptr_t(bufOf(t.Cache()).addr)), C.int64_t(len(spans)), i64(t.End()),
-		ptr(grad), dt(grad), fptr(m), fptr(v), mp, C.float(p.LR), C.float(p.Beta1), C.float(p.Beta2), C.float(p.Eps),
-		C.float(p.WeightDecay), C.float(p.GradScale), bc1, bc2, b.stream))
+	table := C.spans_at(C.uintptr_t(bufOf(t.Cache()).addr))
+	b.launch("AdamWMulti", func(str C.cudaStream_t) C.cudaError_t {
+		return C.tw_adamw_multi(table, C.int64_t(len(spans)), i64(t.End()), ptr(grad), dt(grad), fptr(m), fptr(v), mp,
+			C.float(p.LR), C.float(p.Beta1), C.float(p.Beta2), C.float(p.Eps), C.float(p.WeightDecay),
+			C.float(p.GradScale), bc1, bc2, str)
+	})
 }
 
 // uploadSpans copies spans, as the launcher's table, into a new device
@@ -84,6 +91,8 @@ func (b *Backend) uploadSpans(spans []engine.AdamWSpan) engine.Buffer {
 	if err != nil {
 		panic(fmt.Sprintf("cuda: AdamWMulti: the table of %d parameters: %v", len(spans), err))
 	}
+	b.enter()
+	defer b.exit()
 	if err := b.dev.upload(bufOf(buf).addr, unsafe.Slice((*byte)(unsafe.Pointer(&table[0])), nbytes)); err != nil {
 		panic(fmt.Sprintf("cuda: AdamWMulti: uploading the table of %d parameters: %v", len(spans), err))
 	}
