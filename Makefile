@@ -3,7 +3,7 @@
 #   make run         set up, build, and run the main job (train demo) on its built-in default
 #   make test        set up, build, and run every test (what CI runs)
 #   make bench       op benchmarks (go test -bench) on the CPU backend
-#   make bench-gpu   op benchmarks on a GPU (needs one, and the CUDA toolkit)
+#   make bench-gpu   train bench on a GPU (needs one, and the CUDA toolkit)
 #
 # Kernel targets (kernels/kernels.mk): kernels-emu, kernels-cuda, emu-test.
 
@@ -43,6 +43,7 @@ race: setup
 test-emu: setup emu-test
 	$(GO) test -count=1 -tags cudaemu ./engine/cuda/ ./model/...
 	$(GO) test -count=1 -tags cudaemu -run BackendCUDA ./cmd/train/
+	$(GO) test -count=1 -tags cudaemu ./bench/...
 	TW_EMU_REVERSE=1 $(GO) test -count=1 -tags cudaemu ./engine/cuda/
 
 # The real CUDA build, where nvcc exists: the kernel library (sm_80 and
@@ -78,8 +79,12 @@ test: setup vet
 bench: setup
 	$(GO) test -run '^$$' -bench . ./engine/cpu/
 
-bench-gpu: setup kernels-cuda
-	$(GO) test -tags cuda -run '^$$' -bench . ./engine/cuda/
+# train bench on a GPU: every kernel at Llama-3.1-8B's shapes beside cuBLASLt
+# and the ceilings, the 8B LoRA step and generation; build/bench-gpu.{json,md}.
+bench-gpu: kernels-cuda
+	mkdir -p build
+	CGO_LDFLAGS="-L$(CUDA_STUBS)" $(GO) build -tags cuda -o build/train-cuda ./cmd/train
+	./build/train-cuda bench --backend cuda --json build/bench-gpu.json --md build/bench-gpu.md
 
 clean:
 	rm -rf bin build runs

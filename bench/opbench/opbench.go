@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/turnwise/turnwise/bench"
 	"github.com/turnwise/turnwise/engine"
 )
 
@@ -21,7 +22,12 @@ type Case struct {
 	Name  string
 	Bytes int64   // bytes the op must read and write
 	FLOPs float64 // floating-point operations (0 for memory-bound ops)
-	// Setup allocates the inputs on b and returns the op to time.
+	// Bound is bench.Compute when FLOP/s is the figure that matters,
+	// bench.Memory when bytes per second is.
+	Bound string
+	// Setup allocates the inputs on b and returns the op to time. Each call
+	// allocates a fresh, independent set, so that a timer can rotate
+	// through several to keep them out of the cache.
 	Setup func(b engine.Backend) func()
 }
 
@@ -36,6 +42,10 @@ type Config struct {
 	Vocab      int // V
 	SeqLen     int // tokens per sequence (attention)
 	LogitChunk int // tokens per logits chunk
+	LoRARank   int // r of the LoRA GEMMs (0: none)
+	// DecodeSeqs sequences of one new token each attend to DecodeLen cached
+	// keys (0: no decoding case).
+	DecodeSeqs, DecodeLen int
 }
 
 // Reference24M is the 24.4M-parameter CPU reference configuration of the
@@ -45,12 +55,45 @@ var Reference24M = Config{Name: "ref24M", Tokens: 1024, Dim: 288, Heads: 6, KVHe
 // Llama8BLayer is one Llama-3.1-8B layer at 512 tokens (one sequence).
 var Llama8BLayer = Config{Name: "llama8B", Tokens: 512, Dim: 4096, Heads: 32, KVHeads: 8, FFN: 14336, Vocab: 128256, SeqLen: 512, LogitChunk: 64}
 
-// GemmCases are the GEMMs of one training step of a layer of c: forward
-// (y = x·Wᵀ), input gradient (dx = dy·W) and weight gradient (dW = dyᵀ·x) of
-// each projection, in dtype dt.
-func GemmCases(c Config, dt engine.DType) []Case {
+// Llama8B2K and Llama8B8K are Llama-3.1-8B's shapes (hidden 4096, FFN 14336,
+// vocab 128256, 32 query and 8 key/value heads of 128) at one sequence of
+// 2048 and of 8192 tokens, with the model's 256-token logits chunks, LoRA
+// rank 16, and 16 sequences decoding against as many cached tokens.
+var (
+	Llama8B2K = Config{Name: "llama8b-2k", Tokens: 2048, Dim: 4096, Heads: 32, KVHeads: 8, FFN: 14336, Vocab: 128256,
+		SeqLen: 2048, LogitChunk: 256, LoRARank: 16, DecodeSeqs: 16, DecodeLen: 2048}
+	Llama8B8K = Config{Name: "llama8b-8k", Tokens: 8192, Dim: 4096, Heads: 32, KVHeads: 8, FFN: 14336, Vocab: 128256,
+		SeqLen: 8192, LogitChunk: 256, LoRARank: 16, DecodeSeqs: 16, DecodeLen: 8192}
+)
+
+// Small is a shape set small enough for the kernel emulator: every case of
+// it, emulated, takes well under a second.
+var Small = Config{Name: "small", Tokens: 64, Dim: 128, Heads: 4, KVHeads: 2, FFN: 256, Vocab: 512,
+	SeqLen: 32, LogitChunk: 32, LoRARank: 4, DecodeSeqs: 4, DecodeLen: 32}
+
+// ShapeSets are the named sets of configurations train bench measures.
+var ShapeSets = map[string][]Config{
+	"llama8b": {Llama8B2K, Llama8B8K},
+	"ref24m":  {Reference24M},
+	"small":   {Small},
+}
+
+// Cases are all cases of c in dtype dt: GEMMs, attention, memory-bound ops.
+func Cases(c Config, dt engine.DType) []Case {
+	cases := GemmCases(c, dt)
+	cases = append(cases, LoRACases(c, dt)...)
+	cases = append(cases, AttentionCases(c, dt)...)
+	return append(cases, MemoryCases(c, dt)...)
+}
+
+// projections are the GEMMs of one layer (and the classifier) of c: name,
+// input and output width.
+func projections(c Config) []struct {
+	name    string
+	in, out int
+} {
 	hd := c.Dim / c.Heads
-	proj := []struct {
+	return []struct {
 		name    string
 		in, out int
 	}{
@@ -61,8 +104,14 @@ func GemmCases(c Config, dt engine.DType) []Case {
 		{"down", c.FFN, c.Dim},
 		{"classifier", c.Dim, c.Vocab},
 	}
+}
+
+// GemmCases are the GEMMs of one training step of a layer of c: forward
+// (y = x·Wᵀ), input gradient (dx = dy·W) and weight gradient (dW = dyᵀ·x) of
+// each projection, in dtype dt.
+func GemmCases(c Config, dt engine.DType) []Case {
 	var cases []Case
-	for _, p := range proj {
+	for _, p := range projections(c) {
 		n := c.Tokens
 		if p.name == "classifier" {
 			n = c.LogitChunk
@@ -79,43 +128,103 @@ func GemmCases(c Config, dt engine.DType) []Case {
 			{"dW", p.out, p.in, n, true, false, n, p.out, n, p.in},
 		} {
 			cases = append(cases, gemmCase(fmt.Sprintf("gemm/%s/%s/%s/%v/%dx%dx%d", c.Name, p.name, v.pass, dt, v.m, v.nn, v.k),
-				dt, v.m, v.nn, v.k, v.transA, v.transB, v.aRows, v.aCols, v.bRows, v.bCols))
+				dt, v.m, v.nn, v.k, v.transA, v.transB, 0, v.aRows, v.aCols, v.bRows, v.bCols))
 		}
+	}
+	return cases
+}
+
+// LoRACases are the forward GEMMs of a rank-r adapter on the q, gate and
+// down projections: t = x·Aᵀ [N, r] and y += s·t·Bᵀ. Their inner or outer
+// width is r, so they are bound by memory, not arithmetic.
+func LoRACases(c Config, dt engine.DType) []Case {
+	r := c.LoRARank
+	if r == 0 {
+		return nil
+	}
+	var cases []Case
+	for _, p := range []struct {
+		name    string
+		in, out int
+	}{{"q", c.Dim, c.Dim}, {"gate", c.Dim, c.FFN}, {"down", c.FFN, c.Dim}} {
+		n := c.Tokens
+		a := gemmCase(fmt.Sprintf("gemm/%s/lora_a_%s/fwd/%v/%dx%dx%d", c.Name, p.name, dt, n, r, p.in),
+			dt, n, r, p.in, false, true, 0, n, p.in, r, p.in)
+		b := gemmCase(fmt.Sprintf("gemm/%s/lora_b_%s/fwd/%v/%dx%dx%d", c.Name, p.name, dt, n, p.out, r),
+			dt, n, p.out, r, false, true, 1, n, r, p.out, r)
+		a.Bound, b.Bound = bench.Memory, bench.Memory
+		cases = append(cases, a, b)
 	}
 	return cases
 }
 
 // SquareGemm is C = A·B at m = n = k = size in dtype dt.
 func SquareGemm(size int, dt engine.DType) Case {
-	return gemmCase(fmt.Sprintf("gemm/square/%v/%d", dt, size), dt, size, size, size, false, false, size, size, size, size)
+	return gemmCase(fmt.Sprintf("gemm/square/%v/%d", dt, size), dt, size, size, size, false, false, 0, size, size, size, size)
 }
 
-func gemmCase(name string, dt engine.DType, m, n, k int, ta, tb bool, ar, ac, br, bc int) Case {
+// gemmCase is C [m, n] = op(A)·op(B) + beta·C with A [ar, ac] and B [br, bc]
+// in dtype dt; C is f32 for f32 operands, else of dt.
+func gemmCase(name string, dt engine.DType, m, n, k int, ta, tb bool, beta float32, ar, ac, br, bc int) Case {
+	cElems := int64(m) * int64(n)
+	if beta != 0 {
+		cElems *= 2 // read and written
+	}
 	return Case{
 		Name:  name,
 		FLOPs: 2 * float64(m) * float64(n) * float64(k),
-		Bytes: int64(dt.Size()) * int64(ar*ac+br*bc+m*n),
+		Bytes: int64(dt.Size()) * (int64(ar)*int64(ac) + int64(br)*int64(bc) + cElems),
+		Bound: bench.Compute,
 		Setup: func(b engine.Backend) func() {
 			a, bm := filled(b, dt, 0.1, ar, ac), filled(b, dt, 0.1, br, bc)
-			cm := engine.MustAlloc(b, engine.F32, m, n)
-			if dt != engine.F32 {
-				cm = engine.MustAlloc(b, dt, m, n)
-			}
-			p := engine.GemmParams{TransA: ta, TransB: tb, Alpha: 1}
+			cm := filled(b, dt, 0.1, m, n)
+			p := engine.GemmParams{TransA: ta, TransB: tb, Alpha: 1, Beta: beta}
 			return func() { b.Gemm(cm, a, bm, p) }
 		},
 	}
 }
 
+// CopyCase is a device-to-device copy of n bytes: the memory ceiling. Its
+// Bytes count the bytes read and the bytes written.
+func CopyCase(n int) Case {
+	return Case{
+		Name:  fmt.Sprintf("copy/%dMiB", n>>20),
+		Bytes: 2 * int64(n),
+		Bound: bench.Memory,
+		Setup: func(b engine.Backend) func() {
+			src, dst := filled(b, engine.F32, 1, n/4), engine.MustAlloc(b, engine.F32, n/4)
+			return func() { b.Copy(dst, src) }
+		},
+	}
+}
+
+// patternLen is the longest stretch of values computed on the host; longer
+// tensors repeat it by device-to-device copies, which keeps setting up
+// gigabyte-sized inputs fast.
+const patternLen = 1 << 20
+
 // filled allocates a tensor holding a deterministic, non-trivial pattern in
-// [−scale, scale].
+// [−scale, scale] (values that are not all alike, so that a GPU's power
+// draw, and so its clocks, are those of real data).
 func filled(b engine.Backend, dt engine.DType, scale float64, shape ...int) *engine.Tensor {
-	n := engine.Shape(shape).Numel()
-	vals := make([]float32, n)
+	t := engine.MustAlloc(b, dt, shape...)
+	n := t.Numel()
+	if n == 0 {
+		return t
+	}
+	flat := t.Reshape(n)
+	p := min(n, patternLen)
+	vals := make([]float32, p)
 	for i := range vals {
 		vals[i] = float32(scale * math.Sin(float64(i)*0.7311))
 	}
-	return engine.FromF32(b, dt, vals, shape...)
+	engine.SetF32(b, flat.Rows(0, p), vals)
+	for done := p; done < n; {
+		k := min(done, n-done)
+		b.Copy(flat.Rows(done, done+k), flat.Rows(0, k))
+		done += k
+	}
+	return t
 }
 
 func ids(b engine.Backend, n, v int) *engine.Tensor {
@@ -134,7 +243,22 @@ func MemoryCases(c Config, dt engine.DType) []Case {
 	nd := int64(n * d)
 	chunk := c.LogitChunk
 	name := func(op string) string { return fmt.Sprintf("%s/%s/%v", op, c.Name, dt) }
-	return []Case{
+	// AdamW reads the gradient and the moments and writes the weights and
+	// moments; a low-precision parameter is read and written through its f32
+	// master copy instead of itself.
+	adamBytes := 2*es + 16 + es
+	if dt != engine.F32 {
+		adamBytes = 2*es + 16 + 8
+	}
+	cases := []Case{
+		{Name: name("fill"), Bytes: nd * es, Setup: func(b engine.Backend) func() {
+			x := engine.MustAlloc(b, dt, n, d)
+			return func() { b.Fill(x, 0.5) }
+		}},
+		{Name: name("scale"), Bytes: 2 * nd * es, Setup: func(b engine.Backend) func() {
+			x := filled(b, dt, 1, n, d)
+			return func() { b.Scale(x, 1) }
+		}},
 		{Name: name("add"), Bytes: 3 * nd * es, Setup: func(b engine.Backend) func() {
 			x, y, o := filled(b, dt, 1, n, d), filled(b, dt, 1, n, d), engine.MustAlloc(b, dt, n, d)
 			return func() { b.Add(o, x, y) }
@@ -145,6 +269,10 @@ func MemoryCases(c Config, dt engine.DType) []Case {
 		}},
 		{Name: name("cast_from_f32"), Bytes: nd * (4 + es), Setup: func(b engine.Backend) func() {
 			x, o := filled(b, engine.F32, 1, n, d), engine.MustAlloc(b, dt, n, d)
+			return func() { b.Cast(o, x) }
+		}},
+		{Name: name("cast_to_f32"), Bytes: nd * (4 + es), Setup: func(b engine.Backend) func() {
+			x, o := filled(b, dt, 1, n, d), engine.MustAlloc(b, engine.F32, n, d)
 			return func() { b.Cast(o, x) }
 		}},
 		{Name: name("embedding"), Bytes: 2*nd*es + int64(4*n), Setup: func(b engine.Backend) func() {
@@ -175,6 +303,12 @@ func MemoryCases(c Config, dt engine.DType) []Case {
 			fr := engine.FromF32(b, engine.F32, engine.RoPEFreqs(hd, 10000, nil), hd/2)
 			return func() { b.RoPE(x, pos, fr) }
 		}},
+		{Name: name("rope_backward"), Bytes: 2 * nd * es, Setup: func(b engine.Backend) func() {
+			x := filled(b, dt, 1, n, c.Heads, hd)
+			pos := ids(b, n, c.SeqLen)
+			fr := engine.FromF32(b, engine.F32, engine.RoPEFreqs(hd, 10000, nil), hd/2)
+			return func() { b.RoPEBackward(x, pos, fr) }
+		}},
 		{Name: name("swiglu"), Bytes: 3 * int64(n*f) * es, Setup: func(b engine.Backend) func() {
 			g, u, o := filled(b, dt, 2, n, f), filled(b, dt, 1, n, f), engine.MustAlloc(b, dt, n, f)
 			return func() { b.SwiGLU(o, g, u) }
@@ -201,11 +335,16 @@ func MemoryCases(c Config, dt engine.DType) []Case {
 			s, o := ids(b, n, 4), engine.MustAlloc(b, engine.F32, 4)
 			return func() { b.SegmentSum(o, x, w, s) }
 		}},
+		{Name: name("segment_sum_backward"), Bytes: int64(12 * n), Setup: func(b engine.Backend) func() {
+			w, do := filled(b, engine.F32, 1, n), filled(b, engine.F32, 1, 4)
+			s, dx := ids(b, n, 4), engine.MustAlloc(b, engine.F32, n)
+			return func() { b.SegmentSumBackward(dx, do, w, s) }
+		}},
 		{Name: name("sum_squares"), Bytes: int64(n*f) * es, Setup: func(b engine.Backend) func() {
 			x, o := filled(b, dt, 1, n, f), engine.MustAlloc(b, engine.F32, 1)
 			return func() { b.SumSquares(o, x) }
 		}},
-		{Name: name("adamw"), Bytes: int64(d*f) * (2*es + 4*4 + 4), Setup: func(b engine.Backend) func() {
+		{Name: name("adamw"), Bytes: int64(d*f) * adamBytes, Setup: func(b engine.Backend) func() {
 			p, g := filled(b, dt, 1, f, d), filled(b, dt, 1, f, d)
 			m, vv := engine.MustAlloc(b, engine.F32, f, d), engine.MustAlloc(b, engine.F32, f, d)
 			var master *engine.Tensor
@@ -224,16 +363,37 @@ func MemoryCases(c Config, dt engine.DType) []Case {
 			return func() { b.Sample(o, l, u, engine.SampleParams{Temperature: 1, TopP: 0.9}) }
 		}},
 	}
+	if c.DecodeSeqs > 0 {
+		cases = append(cases, decodeAttention(c, dt))
+	}
+	for i := range cases {
+		cases[i].Bound = bench.Memory
+	}
+	return cases
+}
+
+// AttentionName is the name of an attention case: pass ("fwd", "bwd"), dtype,
+// seqs sequences of seqLen tokens, H query and G key/value heads of width
+// Dh. PyTorch's peer (bench/peers) names its results the same way.
+func AttentionName(pass string, dt engine.DType, seqs, seqLen, h, g, dh int) string {
+	return fmt.Sprintf("attention/%s/%v/b%dxT%d/H%d/G%d/D%d", pass, dt, seqs, seqLen, h, g, dh)
+}
+
+// AttentionFLOPs is the forward's arithmetic of causal attention over seqs
+// sequences of seqLen tokens with h query heads of width dh: QKᵀ and PV over
+// the causal half, 2·2·T²/2·Dh per head and sequence.
+func AttentionFLOPs(seqs, seqLen, h, dh int) float64 {
+	return float64(seqs) * float64(h) * 2 * float64(seqLen) * float64(seqLen) * float64(dh)
 }
 
 // AttentionCases are the attention forward and backward of c in dtype dt:
 // Tokens/SeqLen causal sequences. FLOPs count the causal half of QKᵀ and PV
-// (forward, 2·2·T²/2·Dh per head per sequence) and 2.5× that for the
-// backward.
+// (AttentionFLOPs) for the forward and 2.5× that for the backward (dV, dP,
+// dQ, dK and the recomputed scores).
 func AttentionCases(c Config, dt engine.DType) []Case {
 	hd := c.Dim / c.Heads
 	nseq := c.Tokens / c.SeqLen
-	fwd := float64(nseq) * float64(c.Heads) * 2 * float64(c.SeqLen) * float64(c.SeqLen) * float64(hd)
+	fwd := AttentionFLOPs(nseq, c.SeqLen, c.Heads, hd)
 	setup := func(b engine.Backend) (q, k, v, o, lse, seqs *engine.Tensor) {
 		q = filled(b, dt, 1, c.Tokens, c.Heads, hd)
 		k = filled(b, dt, 1, c.Tokens, c.KVHeads, hd)
@@ -248,16 +408,48 @@ func AttentionCases(c Config, dt engine.DType) []Case {
 		return
 	}
 	scale := float32(1 / math.Sqrt(float64(hd)))
+	es := int64(dt.Size())
+	qBytes, kvBytes := int64(c.Tokens*c.Heads*hd)*es, int64(c.Tokens*c.KVHeads*hd)*es
 	return []Case{
-		{Name: fmt.Sprintf("attention/%s/%v/fwd", c.Name, dt), FLOPs: fwd, Setup: func(b engine.Backend) func() {
-			q, k, v, o, lse, seqs := setup(b)
+		{Name: AttentionName("fwd", dt, nseq, c.SeqLen, c.Heads, c.KVHeads, hd), FLOPs: fwd, Bound: bench.Compute,
+			Bytes: 2*qBytes + 2*kvBytes + int64(4*c.Tokens*c.Heads),
+			Setup: func(b engine.Backend) func() {
+				q, k, v, o, lse, seqs := setup(b)
+				return func() { b.Attention(o, lse, q, k, v, seqs, scale) }
+			}},
+		{Name: AttentionName("bwd", dt, nseq, c.SeqLen, c.Heads, c.KVHeads, hd), FLOPs: 2.5 * fwd, Bound: bench.Compute,
+			Bytes: 4*qBytes + 4*kvBytes + int64(4*c.Tokens*c.Heads),
+			Setup: func(b engine.Backend) func() {
+				q, k, v, o, lse, seqs := setup(b)
+				b.Attention(o, lse, q, k, v, seqs, scale)
+				dq, dk, dv := engine.MustAlloc(b, dt, q.Shape()...), engine.MustAlloc(b, dt, k.Shape()...), engine.MustAlloc(b, dt, v.Shape()...)
+				return func() { b.AttentionBackward(dq, dk, dv, o, o, lse, q, k, v, seqs, scale) }
+			}},
+	}
+}
+
+// decodeAttention is one decoding step's attention: DecodeSeqs sequences of
+// one new query each, attending to DecodeLen cached keys and values. It is
+// bound by reading the cache.
+func decodeAttention(c Config, dt engine.DType) Case {
+	hd := c.Dim / c.Heads
+	s, kl := c.DecodeSeqs, c.DecodeLen
+	es := int64(dt.Size())
+	return Case{
+		Name:  fmt.Sprintf("attention/decode/%v/b%dxK%d/H%d/G%d/D%d", dt, s, kl, c.Heads, c.KVHeads, hd),
+		Bytes: 2*int64(s*kl*c.KVHeads*hd)*es + 2*int64(s*c.Heads*hd)*es + int64(4*s*c.Heads),
+		FLOPs: float64(s) * float64(c.Heads) * 4 * float64(kl) * float64(hd),
+		Setup: func(b engine.Backend) func() {
+			q := filled(b, dt, 1, s, c.Heads, hd)
+			k, v := filled(b, dt, 1, s*kl, c.KVHeads, hd), filled(b, dt, 1, s*kl, c.KVHeads, hd)
+			o, lse := engine.MustAlloc(b, dt, s, c.Heads, hd), engine.MustAlloc(b, engine.F32, s, c.Heads)
+			rows := make([]int32, 0, 4*s)
+			for i := 0; i < s; i++ {
+				rows = append(rows, int32(i), 1, int32(i*kl), int32(kl))
+			}
+			seqs := engine.FromI32(b, rows, s, 4)
+			scale := float32(1 / math.Sqrt(float64(hd)))
 			return func() { b.Attention(o, lse, q, k, v, seqs, scale) }
-		}},
-		{Name: fmt.Sprintf("attention/%s/%v/bwd", c.Name, dt), FLOPs: 2.5 * fwd, Setup: func(b engine.Backend) func() {
-			q, k, v, o, lse, seqs := setup(b)
-			b.Attention(o, lse, q, k, v, seqs, scale)
-			dq, dk, dv := engine.MustAlloc(b, dt, q.Shape()...), engine.MustAlloc(b, dt, k.Shape()...), engine.MustAlloc(b, dt, v.Shape()...)
-			return func() { b.AttentionBackward(dq, dk, dv, o, o, lse, q, k, v, seqs, scale) }
-		}},
+		},
 	}
 }

@@ -1,92 +1,194 @@
+// train bench: per-kernel figures, the Llama-3.1-8B LoRA step and generation,
+// side-by-side reports with the PyTorch peers, and the kernel regression
+// gate. The logic lives in bench/...; this file parses flags and calls it.
+//
+// The commands the GPU bundle's run.sh calls, OUT being its output folder
+// (the defaults of --backend cuda are the Llama-3.1-8B shapes and model on a
+// GPU, and small shapes with a tiny model under the emulator, so the same
+// lines serve both bundles):
+//
+//	train bench --backend cuda --suite kernels --json OUT/bench-kernels.json --md OUT/bench-kernels.md
+//	train bench --backend cuda --suite step --json OUT/bench-step.json --md OUT/bench-step.md
+//	python3 peers/torch_peers.py --json OUT/bench-torch.json   # bench/peers/; writes a "skipped" result without PyTorch or a GPU
+//	train bench report --out OUT/bench.md OUT/bench-kernels.json OUT/bench-step.json OUT/bench-torch.json
+//
+// and, to gate a change on a GPU machine against a saved run:
+//
+//	train bench --backend cuda --baseline OUT/bench-kernels.json --max-slowdown 5%
+//
+// Results carry the commit from the binary's version-control stamp; a build
+// without one (-buildvcs=false, an exported tree) sets it with
+// -ldflags "-X github.com/turnwise/turnwise/bench.commit=$(git rev-parse HEAD)".
+
 package main
 
 import (
+	"bytes"
 	"fmt"
 	"io"
-	"regexp"
-	"sort"
+	"os"
+	"path/filepath"
 	"time"
 
-	"github.com/turnwise/turnwise/bench/opbench"
-	"github.com/turnwise/turnwise/engine"
-	"github.com/turnwise/turnwise/engine/cpu"
+	"github.com/turnwise/turnwise/bench"
+	"github.com/turnwise/turnwise/bench/suite"
+	"github.com/turnwise/turnwise/bench/target"
 )
 
-// runBench times every op of the engine on the CPU backend at the shapes of
-// a model configuration and prints a table of GFLOP/s and GB/s.
-func runBench(args []string, _ io.Reader, stdout, stderr io.Writer) error {
+// runBench measures (suite.Measure), gates (--baseline) or, as
+// "train bench report", merges result files into one report.
+func runBench(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	if len(args) > 0 && args[0] == "report" {
+		return runBenchReport(args[1:], stdin, stdout, stderr)
+	}
 	fs := newFlags("bench", stderr)
-	cfgName := fs.String("config", "ref24M", "shapes to benchmark: ref24M (the 24.4M CPU reference model) or llama8B (one Llama-3.1-8B layer)")
-	dtName := fs.String("dtype", "f32", "activation and weight dtype: f32 or bf16")
-	filter := fs.String("filter", "", "only cases whose name matches this regular expression")
-	threads := fs.Int("threads", 0, "worker threads (0: one per CPU)")
-	minTime := fs.Duration("min-time", 300*time.Millisecond, "time each case for at least this long per repetition")
-	reps := fs.Int("reps", 3, "repetitions per case; the median is reported")
+	var o suite.Options
+	fs.StringVar(&o.Backend, "backend", "cpu", "cpu, or cuda (a GPU; the kernel emulator in a -tags cudaemu build)")
+	fs.IntVar(&o.Device, "device", 0, "GPU ordinal")
+	fs.IntVar(&o.Threads, "threads", 0, "CPU worker threads (0: one per CPU)")
+	fs.StringVar(&o.Suite, "suite", "all", "kernels (every op at the shapes), step (a LoRA training step and generation) or all")
+	fs.BoolVar(&o.Small, "small", false, "small shapes and the tiny model whatever the backend (the default under the emulator)")
+	fs.StringVar(&o.Shapes, "shapes", "", "kernel shapes: llama8b (2k and 8k tokens), ref24m or small (default: llama8b on a GPU, small on the emulator, ref24m on the CPU)")
+	fs.StringVar(&o.DType, "dtype", "", "f32 or bf16 (default: bf16 on cuda, f32 on the CPU)")
+	fs.IntVar(&o.Reps, "reps", 0, "repetitions per measurement; medians are reported (default: 7 on a GPU, 5 on the CPU, 3 emulated)")
+	fs.DurationVar(&o.MinTime, "min-time", 0, "the least time of one repetition of a kernel (default: 20ms on a GPU, 50ms on the CPU, one call emulated)")
+	fs.StringVar(&o.Filter, "filter", "", "only kernels whose name matches this regular expression (with --baseline: only these are gated)")
+	fs.StringVar(&o.Model, "model", "", "model preset of the step suite (default: llama-3.1-8b on a GPU, else tiny)")
+	fs.IntSliceVar(&o.SeqLens, "seqs", nil, "step suite sequence lengths (default: 2048,8192 on a GPU)")
+	fs.IntVar(&o.LoRARank, "lora-rank", 0, "LoRA rank of the step suite (default: 16 on a GPU)")
+	fs.IntVar(&o.Steps, "steps", 0, "timed training steps per configuration, after one warm-up (default: 3)")
+	fs.IntSliceVar(&o.GenBatch, "gen-batch", nil, "generation batch sizes (default: 1,16 on a GPU)")
+	fs.IntVar(&o.Prompt, "prompt", 0, "prompt tokens per sequence of the generation measurements (default: 512 on a GPU)")
+	fs.IntVar(&o.NewTokens, "new-tokens", 0, "decode steps timed (default: 64 on a GPU)")
+	jsonOut := fs.String("json", "", "write the results as JSON to this file")
+	mdOut := fs.String("md", "", "write the results as markdown tables to this file")
+	baseline := fs.String("baseline", "", "re-measure this result's kernels and fail naming every one slower than it by more than --max-slowdown")
+	maxSlow := fs.String("max-slowdown", "5%", "the slowdown --baseline allows (raised, and said so, for kernels whose repeated runs are noisier)")
+	quiet := fs.Bool("quiet", false, "no progress lines on stderr")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: train bench [flags]\n\nTimes every engine op on the CPU backend and prints GFLOP/s (GEMM, attention) or GB/s (memory-bound ops).\n\nflags:")
+		fmt.Fprintln(stderr, `usage: train bench [flags]
+       train bench report [--out FILE.md] RESULT.json...
+
+Measures every engine op (achieved TFLOP/s or GB/s, % of the GEMM and copy
+ceilings measured in the same run, our GEMM beside the vendor's) and a LoRA
+training step and generation of a model with random weights (tokens/s, MFU,
+peak memory); or, with --baseline, gates on kernel regressions.
+
+flags:`)
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	var cfg opbench.Config
-	switch *cfgName {
-	case "ref24M":
-		cfg = opbench.Reference24M
-	case "llama8B":
-		cfg = opbench.Llama8BLayer
-	default:
-		return fmt.Errorf("unknown --config %q (want ref24M or llama8B)", *cfgName)
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	dt, err := engine.ParseDType(*dtName)
-	if err != nil || !dt.IsFloat() || dt == engine.F16 {
-		return fmt.Errorf("--dtype %q: want f32 or bf16", *dtName)
+	if !*quiet {
+		o.Log = stderr
 	}
-	re, err := regexp.Compile(*filter)
+	t, err := target.Open(target.Options{Backend: o.Backend, Threads: o.Threads, Device: o.Device})
 	if err != nil {
-		return fmt.Errorf("--filter: %w", err)
+		return err
 	}
-	if *reps < 1 {
-		return fmt.Errorf("--reps %d: want at least 1", *reps)
+	defer t.Close()
+	start := time.Now()
+	if *baseline != "" {
+		return benchGate(t, o, *baseline, *maxSlow, *jsonOut, stdout)
 	}
+	r, err := suite.Measure(t, o)
+	if err != nil {
+		return err
+	}
+	if o.Log != nil {
+		fmt.Fprintf(o.Log, "measured in %s\n", time.Since(start).Round(time.Second))
+	}
+	return writeResults(r, *jsonOut, *mdOut, stdout)
+}
 
-	b := cpu.New(cpu.Options{Threads: *threads})
-	cases := append(opbench.GemmCases(cfg, dt), opbench.AttentionCases(cfg, dt)...)
-	cases = append(cases, opbench.MemoryCases(cfg, dt)...)
-	fmt.Fprintf(stdout, "backend cpu, %d threads, config %s, dtype %v; median of %d repetitions\n\n", b.Threads(), cfg.Name, dt, *reps)
-	const row = "%-52s %12s %9s %8s\n"
-	fmt.Fprintf(stdout, row, "case", "time/op", "GFLOP/s", "GB/s")
-	for _, c := range cases {
-		if !re.MatchString(c.Name) {
-			continue
+// benchGate re-measures a baseline's kernels and fails naming the slower ones.
+func benchGate(t *target.Target, o suite.Options, baseline, maxSlow, jsonOut string, stdout io.Writer) error {
+	frac, err := bench.ParseFraction(maxSlow)
+	if err != nil {
+		return fmt.Errorf("--max-slowdown: %w", err)
+	}
+	base, err := bench.Read(baseline)
+	if err != nil {
+		return err
+	}
+	g, cur, err := suite.Gate(t, base, frac, o)
+	if err != nil {
+		return err
+	}
+	g.Write(stdout)
+	if jsonOut != "" {
+		if err := cur.Write(jsonOut); err != nil {
+			return err
 		}
-		per := timeCase(c.Setup(b), *minTime, *reps)
-		gflops, gbs := "", ""
-		if c.FLOPs > 0 {
-			gflops = fmt.Sprintf("%.1f", c.FLOPs/per.Seconds()/1e9)
-		}
-		if c.Bytes > 0 && c.FLOPs == 0 {
-			gbs = fmt.Sprintf("%.2f", float64(c.Bytes)/per.Seconds()/1e9)
-		}
-		fmt.Fprintf(stdout, row, c.Name, per.Round(time.Microsecond/10), gflops, gbs)
+	}
+	if f := g.Failed(); len(f) > 0 {
+		return fmt.Errorf("%d kernels slower than %s by more than allowed: %v", len(f), baseline, f)
 	}
 	return nil
 }
 
-// timeCase runs op once to warm up, then reps times for at least minTime
-// each, and returns the median time per call.
-func timeCase(op func(), minTime time.Duration, reps int) time.Duration {
-	op()
-	per := make([]time.Duration, reps)
-	for r := range per {
-		n := 0
-		start := time.Now()
-		for time.Since(start) < minTime || n == 0 {
-			op()
-			n++
+// writeResults writes r as JSON and markdown where asked, and the markdown
+// to stdout when neither file is.
+func writeResults(r *bench.Result, jsonOut, mdOut string, stdout io.Writer) error {
+	if jsonOut != "" {
+		if err := r.Write(jsonOut); err != nil {
+			return err
 		}
-		per[r] = time.Since(start) / time.Duration(n)
 	}
-	sort.Slice(per, func(i, j int) bool { return per[i] < per[j] })
-	return per[reps/2]
+	var md bytes.Buffer
+	if err := bench.WriteMarkdown(&md, []string{"this run"}, []*bench.Result{r}); err != nil {
+		return err
+	}
+	if mdOut != "" {
+		if err := os.WriteFile(mdOut, md.Bytes(), 0o644); err != nil {
+			return fmt.Errorf("writing --md: %w", err)
+		}
+	}
+	if jsonOut == "" && mdOut == "" {
+		_, err := stdout.Write(md.Bytes())
+		return err
+	}
+	return nil
+}
+
+// runBenchReport merges result files (ours and the peers') into one
+// markdown report with ratios.
+func runBenchReport(args []string, _ io.Reader, stdout, stderr io.Writer) error {
+	fs := newFlags("bench report", stderr)
+	out := fs.String("out", "", "write the report to this file (default: stdout)")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: train bench report [--out FILE.md] RESULT.json...\n\nSide-by-side tables of results from train bench and its PyTorch peers, with\nratios (ours over the peer, ours over the ceilings) and the targets' verdicts.\n\nflags:")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() == 0 {
+		return fmt.Errorf("no result files given")
+	}
+	var results []*bench.Result
+	var names []string
+	for _, path := range fs.Args() {
+		r, err := bench.Read(path)
+		if err != nil {
+			return err
+		}
+		results, names = append(results, r), append(names, filepath.Base(path))
+	}
+	var md bytes.Buffer
+	if err := bench.WriteMarkdown(&md, names, results); err != nil {
+		return err
+	}
+	if *out == "" {
+		_, err := stdout.Write(md.Bytes())
+		return err
+	}
+	if err := os.WriteFile(*out, md.Bytes(), 0o644); err != nil {
+		return fmt.Errorf("writing --out: %w", err)
+	}
+	return nil
 }

@@ -28,7 +28,7 @@ type command struct {
 // file of this package and registers itself here.
 func commands() map[string]command {
 	return map[string]command{
-		"bench":         {"benchmark every CPU op and print GFLOP/s and GB/s", runBench},
+		"bench":         {"benchmark every op, a LoRA training step and generation; report against peers; gate on kernel regressions", runBench},
 		"actor":         {"SWEET-RL actor: turn-wise DPO on best-of-N candidates ranked by the critic's advantage", runActor},
 		"critic":        {"SWEET-RL critic: Bradley–Terry on trajectory pairs, with the ground truth in its prompt", runCritic},
 		"demo":          {"the whole SWEET-RL pipeline on a built-in task family, with a table of held-out success", runDemo},

@@ -41,6 +41,10 @@ func (m *Model) Backend() engine.Backend { return m.b }
 // DType returns the dtype of the weights and activations.
 func (m *Model) DType() engine.DType { return m.dt }
 
+// TrimPool frees the activation buffers the model keeps for reuse between
+// calls, as after a change of batch shape that will not be seen again.
+func (m *Model) TrimPool() { m.pool.Trim() }
+
 // Cache holds the keys and values of the tokens seen so far, for a batch of
 // independent slots (sequences) of at most MaxLen tokens each.
 type Cache struct {

@@ -1,0 +1,82 @@
+package bench
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+)
+
+// peer is a PyTorch result: SDPA attention and a PEFT step.
+func peer() *Result {
+	r := &Result{Schema: Schema, Meta: Meta{Impl: "pytorch", Date: "d", Backend: "torch", Device: "NVIDIA H100 80GB HBM3",
+		Versions: map[string]string{"torch": "2.11"}}}
+	a := kernel("attention/fwd/bf16/b1xT2048/H32/G8/D128", TorchSDPA, Compute, 0.001, 0.001, 0.001)
+	r.Kernels = []Kernel{a}
+	s := Step{Name: "lora_step/llama-3.1-8b/T2048/r16", Impl: TorchPEFT, Tokens: 2048, PeakBytes: 30 << 30, FLOPsPerToken: 3.1e10}
+	s.SetRuns([]float64{0.6, 0.6, 0.6}, 0, "")
+	r.Steps = []Step{s}
+	return r
+}
+
+func TestMarkdownTargets(t *testing.T) {
+	ours := sample()
+	// Our attention forward at 1.8 ms beside SDPA's 1 ms: 0.56× ≥ 0.5.
+	ours.Kernels = append(ours.Kernels, kernel("attention/fwd/bf16/b1xT2048/H32/G8/D128", Ours, Compute, 0.0018, 0.0018, 0.0018))
+	var md bytes.Buffer
+	if err := WriteMarkdown(&md, []string{"ours.json", "torch.json"}, []*Result{ours, peer()}); err != nil {
+		t.Fatal(err)
+	}
+	out := md.String()
+	for _, want := range []string{
+		// Our GEMM at 2 ms beside cuBLASLt's 1.1 ms: 0.55× < 0.70.
+		"|   gemm/llama8b-2k/q/fwd/bf16/2048x4096x4096 | 0.55× cublaslt (1000.0 TFLOP/s vs 1818.2 TFLOP/s) | FAIL |",
+		"|   attention/fwd/bf16/b1xT2048/H32/G8/D128 | 0.56× torch-sdpa",
+		// rmsnorm: 3 GB in 1.2 ms = 2500 GB/s over a copy of 3 GB in 0.7 ms = 4286 GB/s: 58%.
+		"|   rmsnorm/llama8b-2k/bf16 | 2500 GB/s = 58% of copy | FAIL |",
+		// Our step: 2048 tokens in 0.51 s beside 0.6 s, at 20 GiB beside 30 GiB.
+		"|   lora_step/llama-3.1-8b/T2048/r16 | 1.18× tokens/s (4016 vs 3413); peak 20.00 GiB vs 30.00 GiB | PASS |",
+		"| decode/llama-3.1-8b/b16/p512/n64 | turnwise | decode | 16 |",
+		// The peer's MFU, against the H100's data-sheet peak: 3.1e10·2048/0.6/989.4e12.
+		"| lora_step/llama-3.1-8b/T2048/r16 | pytorch-peft | 2048 | 600.000 ms | 3413 | 10.7% |",
+		"| ours.json | turnwise | cuda | NVIDIA H100 80GB HBM3 |",
+		"torch 2.11",
+		"error: out of memory",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("report lacks %q", want)
+		}
+	}
+	if t.Failed() {
+		t.Logf("report:\n%s", out)
+	}
+}
+
+func TestMarkdownStepMemoryFails(t *testing.T) {
+	ours, p := sample(), peer()
+	p.Steps[0].PeakBytes = 10 << 30 // the peer needs less memory than our 20 GiB
+	var md bytes.Buffer
+	if err := WriteMarkdown(&md, []string{"a", "b"}, []*Result{ours, p}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(md.String(), "FAIL (more memory)") {
+		t.Errorf("a faster step that needs more memory is not failed:\n%s", md.String())
+	}
+}
+
+func TestMergeRejectsDuplicates(t *testing.T) {
+	if _, err := Merge(sample(), sample()); err == nil || !strings.Contains(err.Error(), "more than one file") {
+		t.Errorf("merging a result with itself: %v", err)
+	}
+}
+
+func TestSpecPeak(t *testing.T) {
+	for _, c := range []struct {
+		dev  string
+		want float64
+	}{{"NVIDIA H100 80GB HBM3 (sm_90, 132 SMs)", 989.4}, {"NVIDIA H100 PCIe", 756}, {"NVIDIA H200", 989.4},
+		{"NVIDIA A100-SXM4-80GB", 312}, {"AMD EPYC", 0}} {
+		if got, _, _ := SpecPeak(c.dev); got != c.want {
+			t.Errorf("SpecPeak(%q) = %v, want %v", c.dev, got, c.want)
+		}
+	}
+}

@@ -1,0 +1,288 @@
+// Package stepbench measures a whole model: a LoRA training step of a Llama
+// configuration with random weights (forward, backward, AdamW on the
+// adapters) at several sequence lengths, with and without recomputation —
+// tokens per second, model FLOPs utilization, peak device memory — and the
+// prefill and decode phases of generation at several batch sizes.
+package stepbench
+
+import (
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"time"
+
+	"github.com/turnwise/turnwise/bench"
+	"github.com/turnwise/turnwise/bench/target"
+	"github.com/turnwise/turnwise/engine"
+	"github.com/turnwise/turnwise/model/llama"
+	"github.com/turnwise/turnwise/optim"
+)
+
+// Options say what to measure.
+type Options struct {
+	Model     string       // preset name (llama.Preset)
+	DType     engine.DType // weights and activations
+	LoRARank  int          // adapters of this rank on q, k, v, o, gate, up, down
+	SeqLens   []int        // one sequence of each length per step
+	Recompute []bool       // each step configuration with these settings
+	Steps     int          // timed steps per configuration, after one warm-up
+	GenBatch  []int        // generation batch sizes (none: no generation)
+	Prompt    int          // prompt tokens per sequence
+	NewTokens int          // decode steps timed
+	GenReps   int          // repetitions of each generation measurement
+	Log       io.Writer    // progress lines (nil: silent)
+	Seed      uint64       // weights, adapters and tokens
+}
+
+// Peak is the arithmetic peak MFU is taken against.
+type Peak struct {
+	TFLOPs float64
+	Name   string
+}
+
+// StepName is the name of a LoRA step result; PyTorch's peer
+// (bench/peers/torch_peers.py) names its results the same way.
+func StepName(model string, seqLen, rank int, recompute bool) string {
+	n := fmt.Sprintf("lora_step/%s/T%d/r%d", model, seqLen, rank)
+	if recompute {
+		n += "/recompute"
+	}
+	return n
+}
+
+// GenerationName is the name of a generation result (phase "prefill" or
+// "decode"), shared with the PyTorch peer like StepName.
+func GenerationName(phase, model string, batch, prompt, newTokens int) string {
+	if phase == "prefill" {
+		return fmt.Sprintf("prefill/%s/b%d/p%d", model, batch, prompt)
+	}
+	return fmt.Sprintf("decode/%s/b%d/p%d/n%d", model, batch, prompt, newTokens)
+}
+
+// FLOPsPerToken is the model arithmetic of one training token of a
+// LoRA step on configuration c with rank-r adapters on every projection, for
+// sequences of seqLen tokens, and how it is counted. A frozen base costs 4N
+// (forward 2N, input gradients 2N: no weight gradients), N the weights that
+// multiply activations (the classifier, not the embedding table); the
+// adapters 6 per parameter (their weight gradients too); causal attention
+// 6·L·H·Dh·T (QKᵀ and PV over the causal half, forward and backward). The
+// recomputed forward of --recompute is not model arithmetic and is not
+// counted.
+func FLOPsPerToken(c llama.Config, r, seqLen int) (float64, string) {
+	hd, d := int64(c.HeadDim), int64(c.Dim)
+	perLayer := 2*d*int64(c.Heads)*hd + 2*d*int64(c.KVHeads)*hd + 3*d*int64(c.FFN)
+	n := int64(c.Layers)*perLayer + int64(c.Vocab)*d
+	lora, _ := c.LoRAParams(llama.LoRAConfig{Rank: r, Targets: llama.AllProjections})
+	attn := 6 * float64(c.Layers) * float64(c.Heads) * float64(hd) * float64(seqLen)
+	total := 4*float64(n) + 6*float64(lora) + attn
+	how := fmt.Sprintf("4·N + 6·N_lora + 6·L·H·Dh·T per token: N = %.3g weights that multiply activations (frozen: forward and input gradients only), N_lora = %.3g, attention over the causal half, forward and backward; recomputation not counted",
+		float64(n), float64(lora))
+	return total, how
+}
+
+// Run measures the steps and generation of o on backend b. Memory is
+// counted by wrapping b; memInfo (nil: none) reports the device's own
+// figures. A configuration that fails (out of memory) is recorded with its
+// error and the others still run; only a failure to build the model is
+// returned.
+func Run(b engine.Backend, memInfo func() (free, total int64, err error), peak Peak, o Options) ([]bench.Step, []bench.Generation, error) {
+	c, err := llama.Preset(o.Model)
+	if err != nil {
+		return nil, nil, err
+	}
+	tr := target.Track(b)
+	defer tr.FreeAll()
+	logf := func(format string, a ...any) {
+		if o.Log != nil {
+			fmt.Fprintf(o.Log, format+"\n", a...)
+		}
+	}
+	t0 := time.Now()
+	m, err := llama.NewRandom(tr, c, o.DType, 0.02, o.Seed)
+	if err != nil {
+		return nil, nil, fmt.Errorf("random %s weights: %w", o.Model, err)
+	}
+	ad, err := m.NewAdapter(llama.LoRAConfig{Rank: o.LoRARank, Alpha: 2 * float32(o.LoRARank), Targets: llama.AllProjections}, o.Seed)
+	if err != nil {
+		return nil, nil, err
+	}
+	ga, err := m.NewAdapterGrads(ad, engine.F32)
+	if err != nil {
+		return nil, nil, err
+	}
+	opt, err := optim.NewAdamW(tr, optim.AdamWConfig{Beta1: 0.9, Beta2: 0.95, Eps: 1e-8, WeightDecay: 0.1, MaxGradNorm: 1})
+	if err != nil {
+		return nil, nil, err
+	}
+	grads := map[string]*engine.Tensor{}
+	ga.Each(func(name string, g *engine.Tensor) { grads[name] = g })
+	var addErr error
+	ad.Each(func(name string, w *engine.Tensor) {
+		if err := opt.Add(name, w, grads[name]); err != nil && addErr == nil {
+			addErr = err
+		}
+	})
+	if addErr != nil {
+		return nil, nil, addErr
+	}
+	if err := b.Sync(); err != nil {
+		return nil, nil, err
+	}
+	initS := time.Since(t0).Seconds()
+	logf("built %s (%s, %s) with rank-%d adapters in %.1f s", o.Model, o.DType, bench.FormatBytes(tr.InUse()), o.LoRARank, initS)
+
+	rng := rand.New(rand.NewPCG(o.Seed, 7))
+	var steps []bench.Step
+	for _, seq := range o.SeqLens {
+		for _, rc := range o.Recompute {
+			s := bench.Step{Name: StepName(o.Model, seq, o.LoRARank, rc), Impl: bench.Ours, Model: o.Model,
+				Seqs: 1, SeqLen: seq, Tokens: seq, LoRARank: o.LoRARank, Recompute: rc, InitS: initS,
+				PeakWhat: "the most bytes held at once through the backend's allocator during the steps: weights, adapters, their gradients and AdamW state, activations and the activation pool's cache (kernel scratch space not included)"}
+			s.FLOPsPerToken, s.FLOPCount = FLOPsPerToken(c, o.LoRARank, seq)
+			m.Recompute = rc
+			m.TrimPool()
+			tr.ResetPeak()
+			runs, err := trainSteps(m, ad, ga, opt, randomBatch(rng, c.Vocab, seq), o.Steps)
+			if err != nil {
+				s.Error = err.Error()
+				logf("%s: %v", s.Name, err)
+				steps = append(steps, s)
+				continue
+			}
+			s.SetRuns(runs, peak.TFLOPs, peak.Name)
+			s.PeakBytes = tr.Peak()
+			if memInfo != nil {
+				if free, total, err := memInfo(); err == nil {
+					s.DeviceUsedBytes = total - free
+				}
+			}
+			logf("%s: %.3f s/step, %.0f tokens/s, %.1f%% MFU, peak %s", s.Name, s.Median, s.TokensPerS, 100*s.MFU, bench.FormatBytes(s.PeakBytes))
+			steps = append(steps, s)
+		}
+	}
+	m.TrimPool()
+	var gens []bench.Generation
+	for _, batch := range o.GenBatch {
+		prompts := make([][]int32, batch)
+		for i := range prompts {
+			prompts[i] = randomBatch(rng, c.Vocab, o.Prompt).IDs
+		}
+		pre := bench.Generation{Name: GenerationName("prefill", o.Model, batch, o.Prompt, o.NewTokens), Impl: bench.Ours,
+			Model: o.Model, Phase: "prefill", Batch: batch, Prompt: o.Prompt}
+		dec := pre
+		dec.Name, dec.Phase, dec.NewTokens = GenerationName("decode", o.Model, batch, o.Prompt, o.NewTokens), "decode", o.NewTokens
+		preRuns, decRuns, err := generate(m, prompts, o.NewTokens, o.GenReps)
+		if err != nil {
+			pre.Error, dec.Error = err.Error(), err.Error()
+		} else {
+			pre.SetRuns(preRuns, batch*o.Prompt)
+			dec.SetRuns(decRuns, batch*o.NewTokens)
+			logf("%s: %.0f tokens/s; %s: %.0f tokens/s", pre.Name, pre.TokensPerS, dec.Name, dec.TokensPerS)
+		}
+		gens = append(gens, pre, dec)
+	}
+	return steps, gens, nil
+}
+
+// randomBatch is one sequence of n random tokens predicting random targets.
+func randomBatch(r *rand.Rand, vocab, n int) llama.Batch {
+	bt := llama.Batch{Lens: []int{n}}
+	for range n {
+		bt.IDs = append(bt.IDs, int32(r.IntN(vocab)))
+		bt.Targets = append(bt.Targets, int32(r.IntN(vocab)))
+	}
+	return bt
+}
+
+// trainSteps runs one warm-up step and then timed ones, each: zero the
+// adapter gradients, forward and backward of the mean cross-entropy, AdamW
+// with the global norm clipped to 1 — as trainer does — and wait for the
+// device. It returns the seconds of each timed step.
+func trainSteps(m *llama.Model, ad, ga *llama.Adapter, opt *optim.AdamW, bt llama.Batch, timed int) (runs []float64, err error) {
+	b := m.Backend()
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%v", r)
+		}
+	}()
+	n := len(bt.IDs)
+	dl, err := engine.Alloc(b, engine.F32, n)
+	if err != nil {
+		return nil, err
+	}
+	defer b.FreeBuffer(dl.Buffer())
+	b.Fill(dl, -1/float32(n)) // the mean cross-entropy's gradient in each log-probability
+	for i := 0; i <= timed; i++ {
+		t0 := time.Now()
+		opt.ZeroGrad()
+		p, err := m.ForwardBackward(bt, ad, dl, nil, ga)
+		if err != nil {
+			return nil, err
+		}
+		p.Release()
+		if r := opt.Step(1e-4, 1); r.Skipped {
+			return nil, fmt.Errorf("the gradient norm is %v", r.GradNorm)
+		}
+		if err := b.Sync(); err != nil {
+			return nil, err
+		}
+		if i > 0 {
+			runs = append(runs, time.Since(t0).Seconds())
+		}
+	}
+	return runs, nil
+}
+
+// generate times, reps times after one warm-up, the prefill of prompts into
+// a fresh cache and then newTokens greedy decoding steps of every sequence
+// (sampling, reading the tokens back, and the next forward, as Generate
+// does), returning the seconds of each phase.
+func generate(m *llama.Model, prompts [][]int32, newTokens, reps int) (prefill, decode []float64, err error) {
+	b := m.Backend()
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%v", r)
+		}
+	}()
+	s := len(prompts)
+	ids, u := engine.MustAlloc(b, engine.I32, s), engine.MustAlloc(b, engine.F32, s)
+	defer b.FreeBuffer(ids.Buffer())
+	defer b.FreeBuffer(u.Buffer())
+	for r := 0; r <= reps; r++ {
+		kc, err := m.NewCache(s, len(prompts[0])+newTokens)
+		if err != nil {
+			return nil, nil, err
+		}
+		t0 := time.Now()
+		logits, err := m.Forward(kc, prompts, nil)
+		if err == nil {
+			err = b.Sync()
+		}
+		t1 := time.Now()
+		for step := 0; step < newTokens && err == nil; step++ {
+			b.Sample(ids, logits, u, engine.SampleParams{})
+			tok := engine.ToI32(b, ids)
+			next := make([][]int32, s)
+			for i := range next {
+				next[i] = tok[i : i+1]
+			}
+			logits, err = m.Forward(kc, next, nil)
+		}
+		if err == nil {
+			err = b.Sync()
+		}
+		t2 := time.Now()
+		for l := range kc.K {
+			b.FreeBuffer(kc.K[l].Buffer())
+			b.FreeBuffer(kc.V[l].Buffer())
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		if r > 0 {
+			prefill = append(prefill, t1.Sub(t0).Seconds())
+			decode = append(decode, t2.Sub(t1).Seconds())
+		}
+	}
+	return prefill, decode, nil
+}

@@ -1,0 +1,62 @@
+package target
+
+import (
+	"fmt"
+
+	"github.com/turnwise/turnwise/engine"
+)
+
+// Tracker is a backend that counts the device memory allocated through it:
+// the bytes held now, their high-water mark, and every buffer, so that a
+// benchmark can free all it allocated. Every op goes to the wrapped backend.
+// Like a Backend, it is not safe for concurrent use.
+type Tracker struct {
+	engine.Backend
+	live  map[engine.Buffer]int64
+	inUse int64
+	peak  int64
+}
+
+// Track wraps b.
+func Track(b engine.Backend) *Tracker {
+	return &Tracker{Backend: b, live: map[engine.Buffer]int64{}}
+}
+
+// NewBuffer allocates through the wrapped backend and counts the bytes.
+func (t *Tracker) NewBuffer(nbytes int) (engine.Buffer, error) {
+	buf, err := t.Backend.NewBuffer(nbytes)
+	if err != nil {
+		return nil, err
+	}
+	t.live[buf] = int64(nbytes)
+	t.inUse += int64(nbytes)
+	t.peak = max(t.peak, t.inUse)
+	return buf, nil
+}
+
+// FreeBuffer frees through the wrapped backend.
+func (t *Tracker) FreeBuffer(buf engine.Buffer) {
+	n, ok := t.live[buf]
+	if !ok {
+		panic(fmt.Sprintf("target: FreeBuffer of a %d-byte buffer not allocated through this tracker", buf.Size()))
+	}
+	delete(t.live, buf)
+	t.inUse -= n
+	t.Backend.FreeBuffer(buf)
+}
+
+// InUse returns the bytes allocated and not yet freed.
+func (t *Tracker) InUse() int64 { return t.inUse }
+
+// Peak returns the most bytes in use at once since the last ResetPeak.
+func (t *Tracker) Peak() int64 { return t.peak }
+
+// ResetPeak starts a new high-water mark at the bytes in use now.
+func (t *Tracker) ResetPeak() { t.peak = t.inUse }
+
+// FreeAll frees every buffer still allocated through t.
+func (t *Tracker) FreeAll() {
+	for buf := range t.live {
+		t.FreeBuffer(buf)
+	}
+}

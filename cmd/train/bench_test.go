@@ -1,0 +1,106 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/turnwise/turnwise/bench"
+)
+
+// TestBenchGate measures two kernels, then gates against doctored
+// baselines: one a hundred times faster than now (both kernels must be
+// named and the exit status non-zero) and one a hundred times slower (a
+// pass). The factors are far beyond what a loaded machine's noise makes.
+func TestBenchGate(t *testing.T) {
+	dir := t.TempDir()
+	now := filepath.Join(dir, "now.json")
+	if _, err := runCmd(t, runBench, "", "--suite", "kernels", "--small", "--filter", "^(rmsnorm|swiglu)/",
+		"--reps", "5", "--min-time", "2ms", "--threads", "1", "--quiet", "--json", now); err != nil {
+		t.Fatal(err)
+	}
+	r, err := bench.Read(now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Kernels) != 2 {
+		t.Fatalf("measured %d kernels, want rmsnorm and swiglu", len(r.Kernels))
+	}
+	scaled := func(name string, f float64) string {
+		b := *r
+		b.Kernels = nil
+		for _, k := range r.Kernels {
+			runs := make([]float64, len(k.Runs))
+			for i := range runs {
+				runs[i] = k.Runs[i] * f
+			}
+			k.SetRuns(runs, k.Iters)
+			b.Kernels = append(b.Kernels, k)
+		}
+		path := filepath.Join(dir, name)
+		if err := b.Write(path); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+
+	var out, errOut bytes.Buffer
+	code := run([]string{"bench", "--baseline", scaled("fast.json", 0.01), "--max-slowdown", "5%", "--threads", "1", "--quiet"}, nil, &out, &errOut)
+	if code == 0 {
+		t.Errorf("exit status 0 against a baseline a hundred times faster:\n%s", out.String())
+	}
+	for _, want := range []string{"rmsnorm/small/f32", "swiglu/small/f32", "2 of 2 kernels got slower", "noise floor"} {
+		if !strings.Contains(out.String()+errOut.String(), want) {
+			t.Errorf("output lacks %q:\n%s\n%s", want, out.String(), errOut.String())
+		}
+	}
+
+	// --filter gates only the kernels it matches.
+	out.Reset()
+	errOut.Reset()
+	code = run([]string{"bench", "--baseline", scaled("fast.json", 0.01), "--filter", "^rmsnorm/", "--threads", "1", "--quiet"}, nil, &out, &errOut)
+	if code == 0 || !strings.Contains(out.String(), "1 of 1 kernels got slower: rmsnorm/small/f32") {
+		t.Errorf("--filter rmsnorm: exit %d\n%s", code, out.String())
+	}
+
+	out.Reset()
+	errOut.Reset()
+	if code := run([]string{"bench", "--baseline", scaled("slow.json", 100), "--max-slowdown", "0.05", "--threads", "1", "--quiet"}, nil, &out, &errOut); code != 0 {
+		t.Errorf("exit status %d against a baseline a hundred times slower:\n%s\n%s", code, out.String(), errOut.String())
+	}
+	if !strings.Contains(out.String(), "all 2 kernels within the allowed slowdown") {
+		t.Errorf("output:\n%s", out.String())
+	}
+}
+
+// TestBenchReport merges our result with a peer's into one report.
+func TestBenchReport(t *testing.T) {
+	dir := t.TempDir()
+	ours := filepath.Join(dir, "ours.json")
+	if _, err := runCmd(t, runBench, "", "--suite", "step", "--small", "--steps", "1", "--reps", "1", "--threads", "1", "--quiet", "--json", ours); err != nil {
+		t.Fatal(err)
+	}
+	peer := filepath.Join(dir, "peer.json")
+	skipped := `{"schema": "turnwise-bench/1", "meta": {"impl": "pytorch", "date": "d", "backend": "torch", "device": "", "skipped": "PyTorch is not importable"}, "ceilings": {}}`
+	if err := os.WriteFile(peer, []byte(skipped), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	md := filepath.Join(dir, "report.md")
+	if _, err := runCmd(t, runBench, "", "report", "--out", md, ours, peer); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(md)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"lora_step/tiny/T32/r4", "skipped: PyTorch is not importable", "not measured: no PyTorch + PEFT step result", "prefill/tiny/b1/p16"} {
+		if !strings.Contains(string(raw), want) {
+			t.Errorf("report lacks %q:\n%s", want, raw)
+		}
+	}
+	if _, err := runCmd(t, runBench, "", "report", filepath.Join(dir, "missing.json")); err == nil || !strings.Contains(err.Error(), "missing.json") {
+		t.Errorf("a missing file: error %v, want one naming it", err)
+	}
+}
