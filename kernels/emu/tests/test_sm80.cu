@@ -190,10 +190,9 @@ EMU_TEST(cp_async_pipeline_bugs) {
 		return false;
 	};
 	for (int reverse = 0; reverse < 2; reverse++) {
-		tw_emu_set_reverse(reverse);
-		const bool ok = !has_nan(p.run<1, true>()), wrong_wait = has_nan(p.run<2, true>()),
-		           no_barrier = has_nan(p.run<1, false>());
-		tw_emu_set_reverse(0);
+		const bool ok = !has_nan(with_reverse(reverse, [&] { return p.run<1, true>(); }));
+		const bool wrong_wait = has_nan(with_reverse(reverse, [&] { return p.run<2, true>(); }));
+		const bool no_barrier = has_nan(with_reverse(reverse, [&] { return p.run<1, false>(); }));
 		CHECKF(ok, "reverse %d: the correct pipeline gave NaN", reverse);
 		CHECKF(wrong_wait, "reverse %d: wait_group 2 in a three-stage pipeline went unnoticed", reverse);
 		CHECKF(no_barrier, "reverse %d: the missing barrier went unnoticed", reverse);
