@@ -42,19 +42,29 @@ race: setup
 # and reversed), then the op conformance suite through the Go backend.
 test-emu: setup emu-test
 	$(GO) test -count=1 -tags cudaemu ./engine/cuda/ ./model/...
+	$(GO) test -count=1 -tags cudaemu -run BackendCUDA ./cmd/train/
 	TW_EMU_REVERSE=1 $(GO) test -count=1 -tags cudaemu ./engine/cuda/
 
-# The real CUDA build, where nvcc exists: the kernel library for sm_80 and
-# sm_90 must compile without a warning, and every -tags cuda package must
-# link (against the driver stub; nothing runs without a GPU).
+# The real CUDA build, where nvcc exists: the kernel library (sm_80 and
+# sm_90 code, compute_90 PTX) must compile without a warning; our cuBLASLt
+# declarations must agree with the toolkit's headers; every -tags cuda
+# package must link (against the driver stub; nothing runs without a GPU);
+# and the binaries must need nothing from CUDA but the driver: the CUDA
+# runtime is linked statically and cuBLASLt opened at run time.
 test-cuda-build: setup
 	@if command -v nvcc >/dev/null 2>&1; then \
 		mkdir -p build; \
 		$(MAKE) --no-print-directory kernels-cuda >build/cuda-build.log 2>&1 || { cat build/cuda-build.log; exit 1; }; \
 		if grep -i 'warning' build/cuda-build.log; then echo "nvcc build has warnings" >&2; exit 1; fi; \
+		nvcc -x c -c engine/cuda/testdata/cublaslt_check.c -o /dev/null -Iengine/cuda -Xcompiler -Wall,-Werror || exit 1; \
 		CGO_LDFLAGS="-L$(CUDA_STUBS)" $(GO) build -tags cuda ./... && \
+		CGO_LDFLAGS="-L$(CUDA_STUBS)" $(GO) build -tags cuda -o build/cuda/train ./cmd/train && \
 		CGO_LDFLAGS="-L$(CUDA_STUBS)" $(GO) test -tags cuda -c -o build/cuda/engine-cuda.test ./engine/cuda/ || exit 1; \
-		echo "real CUDA build: kernels for sm_80 and sm_90 built, -tags cuda linked"; \
+		for b in build/cuda/train build/cuda/engine-cuda.test; do \
+			if ldd $$b | grep -E 'libcudart|libcublas'; then echo "$$b: links the CUDA runtime or cuBLAS dynamically" >&2; exit 1; fi; \
+			ldd $$b | grep -q 'libcuda\.so\.1' || { echo "$$b: does not load libcuda.so.1" >&2; exit 1; }; \
+		done; \
+		echo "real CUDA build: kernels for sm_80 and sm_90 built, -tags cuda linked, needing only libcuda.so.1 from CUDA"; \
 	else \
 		echo "nvcc not found: the real CUDA build was skipped (scripts/setup-cuda.sh installs it)"; \
 	fi

@@ -18,6 +18,12 @@ type PoolStats struct {
 	BytesInUse  int // bytes handed out and not yet Put back
 	BytesCached int // bytes held for reuse
 	PeakBytes   int // the most bytes ever in use plus cached
+
+	// Requested is what the tensors in use asked for: BytesInUse before
+	// rounding to size classes. HighWater is the most it has ever been, the
+	// peak of the tensors a computation keeps at once, which a memory plan
+	// predicts (llama.Config.Plan).
+	Requested, HighWater int
 }
 
 // Pool is a caching allocator: a buffer Put back is kept and handed out again
@@ -29,20 +35,21 @@ type PoolStats struct {
 // safe for concurrent use.
 type Pool struct {
 	alloc Allocator
-	free  map[int][]Buffer    // byte size → idle buffers
-	live  map[Buffer]struct{} // buffers handed out
+	free  map[int][]Buffer // byte size → idle buffers
+	live  map[Buffer]int   // buffers handed out → bytes requested
 	stats PoolStats
 }
 
 // NewPool returns an empty pool drawing from a.
 func NewPool(a Allocator) *Pool {
-	return &Pool{alloc: a, free: map[int][]Buffer{}, live: map[Buffer]struct{}{}}
+	return &Pool{alloc: a, free: map[int][]Buffer{}, live: map[Buffer]int{}}
 }
 
 // Get returns a tensor of the given dtype and shape that owns a whole buffer.
 // Its contents are undefined: a reused buffer keeps what was last written.
 func (p *Pool) Get(dt DType, shape ...int) (*Tensor, error) {
-	n := sizeClass(Shape(shape).Numel() * dt.Size())
+	req := Shape(shape).Numel() * dt.Size()
+	n := sizeClass(req)
 	var buf Buffer
 	if l := p.free[n]; len(l) > 0 {
 		buf = l[len(l)-1]
@@ -57,11 +64,11 @@ func (p *Pool) Get(dt DType, shape ...int) (*Tensor, error) {
 		buf = b
 		p.stats.NewBuffers++
 	}
-	p.live[buf] = struct{}{}
+	p.live[buf] = req
 	p.stats.BytesInUse += n
-	if t := p.stats.BytesInUse + p.stats.BytesCached; t > p.stats.PeakBytes {
-		p.stats.PeakBytes = t
-	}
+	p.stats.PeakBytes = max(p.stats.PeakBytes, p.stats.BytesInUse+p.stats.BytesCached)
+	p.stats.Requested += req
+	p.stats.HighWater = max(p.stats.HighWater, p.stats.Requested)
 	return NewTensor(buf, 0, dt, shape...), nil
 }
 
@@ -89,10 +96,12 @@ func (p *Pool) MustGet(dt DType, shape ...int) *Tensor {
 // be used afterwards.
 func (p *Pool) Put(t *Tensor) {
 	buf := t.Buffer()
-	if _, ok := p.live[buf]; !ok {
+	req, ok := p.live[buf]
+	if !ok {
 		panic(fmt.Sprintf("engine: Pool.Put of %v whose buffer is not held from this pool", t))
 	}
 	delete(p.live, buf)
+	p.stats.Requested -= req
 	n := buf.Size()
 	p.free[n] = append(p.free[n], buf)
 	p.stats.BytesInUse -= n

@@ -4,8 +4,8 @@
 #   make kernels-emu    build/emu/libtwkernels_emu.a: kernels/*.cu compiled by
 #                       g++ against the CPU emulator, with its runtime
 #   make kernels-cuda   build/cuda/libtwkernels_cuda.a and build/cuda/ptxas.log
-#                       (nvcc, sm_80 + sm_90); without nvcc it says so and
-#                       succeeds
+#                       (nvcc: sm_80 + sm_90 code, compute_90 PTX); without
+#                       nvcc it says so and succeeds
 #   make emu-test       build the emulated library and run the emulator
 #                       self-tests (build/emu/emu_selftest)
 #

@@ -3,19 +3,65 @@ package main
 import (
 	"fmt"
 
+	"github.com/spf13/pflag"
+
 	"github.com/turnwise/turnwise/engine"
 	"github.com/turnwise/turnwise/engine/cpu"
+	"github.com/turnwise/turnwise/model/llama"
 )
 
-// openBackend returns the backend named by --backend: "cpu", or "cuda" in a
-// binary built with -tags cuda (the GPU) or -tags cudaemu (the kernel
-// emulator).
-func openBackend(name string, threads int) (engine.Backend, error) {
-	switch name {
-	case "cpu":
-		return cpu.New(cpu.Options{Threads: threads}), nil
-	case "cuda":
-		return openCUDA()
-	}
-	return nil, fmt.Errorf("unknown --backend %q (want cpu or cuda)", name)
+// backendFlags say where a model runs and how: --backend, --gemm and
+// --threads for every subcommand that runs a model, and --recompute for
+// those that train one.
+type backendFlags struct {
+	backend   string // cpu or cuda
+	gemm      string // cuda: own or cublas ("": the backend's default)
+	threads   int    // cpu: worker threads (0: one per core)
+	recompute bool   // trainers: llama.Model.Recompute
 }
+
+// register adds --backend, --gemm and --threads.
+func (f *backendFlags) register(fs *pflag.FlagSet) {
+	f.registerDevice(fs)
+	fs.IntVar(&f.threads, "threads", 0, "cpu: worker threads (0: one per core)")
+}
+
+// registerDevice adds --backend and --gemm alone, for a subcommand that
+// sets threads itself.
+func (f *backendFlags) registerDevice(fs *pflag.FlagSet) {
+	fs.StringVar(&f.backend, "backend", "cpu", "cpu, or cuda (in a binary built with -tags cuda, or -tags cudaemu for the kernel emulator)")
+	fs.StringVar(&f.gemm, "gemm", "", "cuda: the GEMM, own (the hand-written tensor-core kernel) or cublas (cuBLAS/cuBLASLt); empty: the backend's default")
+}
+
+// registerTraining adds register's flags and --recompute.
+func (f *backendFlags) registerTraining(fs *pflag.FlagSet) {
+	f.register(fs)
+	f.registerRecompute(fs)
+}
+
+// registerRecompute adds --recompute alone, for a flag set that has the
+// others already.
+func (f *backendFlags) registerRecompute(fs *pflag.FlagSet) {
+	fs.BoolVar(&f.recompute, "recompute", false, "keep only each layer's input in the forward and recompute the rest in the backward: far less activation memory (train plan shows how much) for about one more forward pass")
+}
+
+// open returns a new backend as the flags say.
+func (f *backendFlags) open() (engine.Backend, error) {
+	switch f.backend {
+	case "cpu":
+		if f.gemm != "" {
+			return nil, fmt.Errorf("--gemm %s: the cpu backend has one GEMM; --gemm chooses the cuda backend's", f.gemm)
+		}
+		return cpu.New(cpu.Options{Threads: f.threads}), nil
+	case "cuda":
+		switch f.gemm {
+		case "", "own", "cublas":
+			return openCUDA(f.gemm)
+		}
+		return nil, fmt.Errorf("unknown --gemm %q (want own or cublas)", f.gemm)
+	}
+	return nil, fmt.Errorf("unknown --backend %q (want cpu or cuda)", f.backend)
+}
+
+// apply sets the model options the flags carry.
+func (f *backendFlags) apply(m *llama.Model) { m.Recompute = f.recompute }

@@ -8,6 +8,6 @@ import (
 	"github.com/turnwise/turnwise/engine"
 )
 
-func openCUDA() (engine.Backend, error) {
-	return nil, errors.New("this binary has no CUDA backend: build it with -tags cuda (GPU) or -tags cudaemu (kernel emulator)")
+func openCUDA(string) (engine.Backend, error) {
+	return nil, errors.New("--backend cuda: this binary has no CUDA backend: build it with -tags cuda (GPU) or -tags cudaemu (kernel emulator)")
 }

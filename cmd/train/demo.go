@@ -62,7 +62,8 @@ func runDemo(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	fs.Usage = func() { fmt.Fprintf(stderr, demoUsage, demotask.Describe()); fs.PrintDefaults() }
 	outDir := fs.String("out", "runs/demo", "directory for the rollouts, evaluation episodes and results.json")
 	seed := fs.Uint64("seed", 1, "seed of the tasks, the model and every sampling")
-	threads := fs.Int("threads", 0, "CPU threads (0: one per core)")
+	var bf backendFlags
+	bf.registerTraining(fs)
 	sftTasks := fs.Int("sft-tasks", demoSFTTasks, "tasks of scripted dialogues for the supervised start")
 	sftSteps := fs.Int("sft-steps", 1200, "supervised steps")
 	rlTasks := fs.Int("rl-tasks", demoRLTasks, "training tasks the policy plays for RL")
@@ -85,7 +86,7 @@ func runDemo(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	}
 	start := time.Now()
 	ctx := context.Background()
-	b, err := openBackend("cpu", *threads)
+	b, err := bf.open()
 	if err != nil {
 		return err
 	}
@@ -111,6 +112,7 @@ func runDemo(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	bf.apply(m)
 	ex, err := rl.Examples(tok, proto.System, scripted)
 	if err != nil {
 		return err

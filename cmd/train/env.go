@@ -132,7 +132,7 @@ func (e *envFlags) newSimulator(pf *policyFlags, m *llama.Model, tok tokenizer.T
 		return sweetrl.ScriptedSimulator{}, nil, nil
 	case "model":
 		if e.simHF != "" {
-			sp := policyFlags{modelFlags: modelFlags{hf: e.simHF, dtype: pf.dtype, backend: pf.backend, threads: pf.threads}}
+			sp := policyFlags{modelFlags: modelFlags{hf: e.simHF, dtype: pf.dtype, backendFlags: pf.backendFlags}}
 			sm, sad, stok, err := sp.load()
 			if err != nil {
 				return nil, nil, fmt.Errorf("simulator: %w", err)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -19,20 +20,28 @@ import (
 type modelFlags struct {
 	gguf, hf, preset string
 	adapter          string
-	dtype, backend   string
-	threads          int
+	dtype            string
 	seed             uint64
+	backendFlags
 }
 
+// register adds the flags of a subcommand that runs a model: which model
+// (registerSource) and the backend's flags; trainers add --recompute with
+// registerRecompute.
 func (m *modelFlags) register(fs *pflag.FlagSet) {
+	m.registerSource(fs)
+	fs.StringVar(&m.adapter, "adapter", "", "apply a LoRA adapter directory in PEFT's layout (adapter_config.json + adapter_model.safetensors)")
+	fs.StringVar(&m.dtype, "dtype", "f32", "weight and activation dtype: f32 or bf16")
+	fs.Uint64Var(&m.seed, "seed", 1, "seed of random weights (--preset) and of sampling")
+	m.backendFlags.register(fs)
+}
+
+// registerSource adds the flags that name a model, for the subcommands
+// that read its architecture only.
+func (m *modelFlags) registerSource(fs *pflag.FlagSet) {
 	fs.StringVar(&m.gguf, "gguf", "", "load a llama-architecture GGUF checkpoint (F32, F16 or BF16)")
 	fs.StringVar(&m.hf, "hf", "", "load a Hugging Face checkpoint directory (config.json + safetensors)")
-	fs.StringVar(&m.adapter, "adapter", "", "apply a LoRA adapter directory in PEFT's layout (adapter_config.json + adapter_model.safetensors)")
 	fs.StringVar(&m.preset, "preset", "", "build a preset architecture with random weights: "+strings.Join(llama.PresetNames(), ", "))
-	fs.StringVar(&m.dtype, "dtype", "f32", "weight and activation dtype: f32 or bf16")
-	fs.StringVar(&m.backend, "backend", "cpu", "cpu, or cuda (in a binary built with -tags cuda or cudaemu)")
-	fs.IntVar(&m.threads, "threads", 0, "CPU threads (0: one per core)")
-	fs.Uint64Var(&m.seed, "seed", 1, "seed of random weights (--preset) and of sampling")
 }
 
 // config returns the architecture the flags name without loading weights.
@@ -77,6 +86,8 @@ func (m *modelFlags) load() (*llama.Model, *llama.Adapter, error) {
 	return mod, ad, nil
 }
 
+// loadBase opens the backend and loads (or builds) the model, with the
+// backend flags' model options set.
 func (m *modelFlags) loadBase() (*llama.Model, error) {
 	if m.count() != 1 {
 		return nil, errors.New("name exactly one model: --gguf FILE, --hf DIR or --preset NAME")
@@ -85,21 +96,27 @@ func (m *modelFlags) loadBase() (*llama.Model, error) {
 	if err != nil || (dt != engine.F32 && dt != engine.BF16) {
 		return nil, fmt.Errorf("--dtype %q: want f32 or bf16", m.dtype)
 	}
-	b, err := openBackend(m.backend, m.threads)
+	b, err := m.open()
 	if err != nil {
 		return nil, err
 	}
+	var mod *llama.Model
 	switch {
 	case m.gguf != "":
-		return llama.LoadGGUF(b, m.gguf, dt)
+		mod, err = llama.LoadGGUF(b, m.gguf, dt)
 	case m.hf != "":
-		return llama.LoadHF(b, m.hf, dt)
+		mod, err = llama.LoadHF(b, m.hf, dt)
+	default:
+		var c llama.Config
+		if c, err = llama.Preset(m.preset); err == nil {
+			mod, err = llama.NewRandom(b, c, dt, 0.02, m.seed)
+		}
 	}
-	c, err := llama.Preset(m.preset)
 	if err != nil {
 		return nil, err
 	}
-	return llama.NewRandom(b, c, dt, 0.02, m.seed)
+	m.apply(mod)
+	return mod, nil
 }
 
 // runInfo implements "train info": a model's architecture and parameter
@@ -107,7 +124,7 @@ func (m *modelFlags) loadBase() (*llama.Model, error) {
 func runInfo(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	fs := newFlags("info", stderr)
 	var mf modelFlags
-	mf.register(fs)
+	mf.registerSource(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -134,19 +151,65 @@ func runInfo(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	return nil
 }
 
+const planUsage = `usage: train plan [flags]
+
+Prints the device memory a training step (or, with --inference, a prefill
+into a KV cache) needs at its peak, line by line: the weights and training
+state, which are allocated once, and the activations and their gradients,
+exactly as the forward and backward take them from the model's buffer pool
+(before the pool rounds sizes up by at most 1/8). Starred lines exist one
+after the other; the total counts the largest.
+
+With --json it prints the same as one JSON object:
+  model         the architecture (dim, layers, heads, kv_heads, head_dim, ffn, vocab)
+  mode          "full", "lora" or "inference"
+  lora_rank     the LoRA rank (0: none)
+  batch, seq    sequences and tokens per sequence
+  weight_dtype  "bf16" or "f32"
+  recompute     whether layers are recomputed in the backward
+  items         the lines: key (stable name), what (in words), bytes,
+                note (how the bytes are made up), transient (starred)
+  total_bytes   the peak
+  pooled_bytes  the part of the peak drawn from the model's buffer pool
+
+flags:
+`
+
+// planJSON is train plan --json's output (planUsage documents it).
+type planJSON struct {
+	Model struct {
+		Dim     int `json:"dim"`
+		Layers  int `json:"layers"`
+		Heads   int `json:"heads"`
+		KVHeads int `json:"kv_heads"`
+		HeadDim int `json:"head_dim"`
+		FFN     int `json:"ffn"`
+		Vocab   int `json:"vocab"`
+	} `json:"model"`
+	Mode        string `json:"mode"`
+	LoRARank    int    `json:"lora_rank"`
+	Batch       int    `json:"batch"`
+	Seq         int    `json:"seq"`
+	WeightDType string `json:"weight_dtype"`
+	Recompute   bool   `json:"recompute"`
+	llama.Plan
+}
+
 // runPlan implements "train plan": the memory a training or inference job
 // needs.
 func runPlan(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	fs := newFlags("plan", stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, planUsage); fs.PrintDefaults() }
 	var mf modelFlags
-	mf.register(fs)
+	mf.registerSource(fs)
 	batch := fs.Int("batch", 1, "sequences per step")
 	seq := fs.Int("seq", 8192, "tokens per sequence")
 	rank := fs.Int("lora-rank", 0, "LoRA rank (0: full fine-tuning)")
 	targets := fs.String("lora-targets", strings.Join(llama.AllProjections, ","), "projections LoRA adapts")
-	recompute := fs.Bool("recompute", false, "recompute activations per layer in the backward")
-	infer := fs.Bool("inference", false, "plan generation (weights and KV cache) instead of training")
-	wdt := fs.String("weight-dtype", "bf16", "dtype of the weights: bf16 or f32")
+	recompute := fs.Bool("recompute", false, "recompute activations per layer in the backward (the trainers' --recompute)")
+	infer := fs.Bool("inference", false, "plan generation (weights, KV cache, a prefill of every token) instead of training")
+	wdt := fs.String("weight-dtype", "bf16", "dtype of the weights and activations: bf16 or f32")
+	asJSON := fs.Bool("json", false, "print the plan as JSON (see --help)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -155,22 +218,36 @@ func runPlan(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 		return err
 	}
 	dt, err := engine.ParseDType(*wdt)
-	if err != nil || !dt.IsFloat() {
+	if err != nil || (dt != engine.BF16 && dt != engine.F32) {
 		return fmt.Errorf("--weight-dtype %q: want bf16 or f32", *wdt)
 	}
-	o := llama.PlanOptions{Batch: *batch, SeqLen: *seq, WeightBytes: dt.Size(), Recompute: *recompute, Inference: *infer}
-	mode := "full fine-tuning"
+	if *rank < 0 {
+		return fmt.Errorf("--lora-rank %d: want a positive rank, or 0 for full fine-tuning", *rank)
+	}
+	o := llama.PlanOptions{Batch: *batch, SeqLen: *seq, WeightBytes: dt.Size(), Recompute: *recompute && !*infer, Inference: *infer}
+	mode, title := "full", "full fine-tuning"
 	if *rank > 0 {
 		o.LoRA = &llama.LoRAConfig{Rank: *rank, Targets: strings.Split(*targets, ",")}
-		mode = fmt.Sprintf("LoRA r=%d", *rank)
+		mode, title = "lora", fmt.Sprintf("LoRA r=%d", *rank)
 	}
 	if *infer {
-		mode = "inference"
+		mode, title = "inference", "inference"
+		if *rank > 0 {
+			title += fmt.Sprintf(" with a LoRA adapter of rank %d", *rank)
+		}
 	}
 	p, err := c.Plan(o)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "%s, %d × %d tokens, %v weights%s\n\n", mode, *batch, *seq, dt, map[bool]string{true: ", recomputation"}[*recompute])
+	if *asJSON {
+		out := planJSON{Mode: mode, LoRARank: *rank, Batch: *batch, Seq: *seq, WeightDType: dt.String(), Recompute: o.Recompute, Plan: p}
+		out.Model.Dim, out.Model.Layers, out.Model.Heads, out.Model.KVHeads = c.Dim, c.Layers, c.Heads, c.KVHeads
+		out.Model.HeadDim, out.Model.FFN, out.Model.Vocab = c.HeadDim, c.FFN, c.Vocab
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(out)
+	}
+	fmt.Fprintf(stdout, "%s, %d × %d tokens, %v weights%s\n\n", title, *batch, *seq, dt, map[bool]string{true: ", recomputation"}[o.Recompute])
 	return p.Write(stdout)
 }

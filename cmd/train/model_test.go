@@ -35,8 +35,10 @@ func TestInfoAndPlan(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(out, "weights                             16.06 GB") || !strings.Contains(out, "total") {
-		t.Errorf("plan output:\n%s", out)
+	for _, want := range []string{"LoRA r=16, 1 × 8192 tokens, bf16 weights, recomputation", "layer activations", "logits chunk *", "total"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("plan output lacks %q:\n%s", want, out)
+		}
 	}
 	for _, bad := range [][]string{
 		{"--preset", "nope"},
@@ -44,6 +46,8 @@ func TestInfoAndPlan(t *testing.T) {
 		{"--preset", "tiny", "--gguf", "x.gguf"},
 		{"--preset", "tiny", "--lora-rank", "8", "--lora-targets", "qkv"},
 		{"--gguf", "/nonexistent/model.gguf"},
+		{"--preset", "tiny", "--weight-dtype", "i32"},
+		{"--preset", "tiny", "--lora-rank", "-1"},
 	} {
 		if _, err := runCmd(t, runPlan, "", bad...); err == nil {
 			t.Errorf("plan %q succeeded", bad)

@@ -48,6 +48,7 @@ func runSFT(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	fs.Usage = func() { fmt.Fprint(stderr, sftUsage); fs.PrintDefaults() }
 	var mf modelFlags
 	mf.register(fs)
+	mf.registerRecompute(fs)
 	dataPath := fs.String("data", "", "training data: .jsonl chat or plain text (default: the built-in corpus)")
 	skipBad := fs.Bool("skip-bad-lines", false, "skip malformed JSONL lines (counted) instead of stopping")
 	tokPath := fs.String("tokenizer", "", "tokenizer (default: the model's own; bytes when training from scratch)")
@@ -83,13 +84,14 @@ func runSFT(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 		err error
 	)
 	if mf.preset == "builtin" {
-		b, err := openBackend(mf.backend, mf.threads)
+		b, err := mf.open()
 		if err != nil {
 			return err
 		}
 		if m, err = llama.NewRandom(b, builtinConfig, engine.F32, 0.02, mf.seed); err != nil {
 			return err
 		}
+		mf.apply(m)
 		tok = tokenizer.Bytes{}
 	} else {
 		if m, ad, err = mf.load(); err != nil {

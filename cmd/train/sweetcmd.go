@@ -184,6 +184,7 @@ type trajJob struct {
 func newTrajJob(name string, stderr io.Writer, epochs int, nll float64, what, out string) *trajJob {
 	j := &trajJob{fs: newFlags(name, stderr)}
 	j.pf.register(j.fs)
+	j.pf.registerRecompute(j.fs)
 	j.ef.register(j.fs)
 	j.tf.register(j.fs, epochs, nll)
 	j.path = j.fs.String("trajectories", "", what)

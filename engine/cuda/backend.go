@@ -16,6 +16,8 @@ import "C"
 import (
 	"fmt"
 	"math"
+	"os"
+	"runtime"
 	"unsafe"
 
 	"github.com/turnwise/turnwise/engine"
@@ -23,35 +25,42 @@ import (
 
 // Options configure a CUDA backend.
 type Options struct {
-	// Device is the GPU ordinal (ignored by the emulator).
+	// Device is the GPU ordinal (under the emulator, one of TW_EMU_DEVICES
+	// emulated devices).
 	Device int
 	// GEMM selects the GEMM implementation: "wmma" (default), the
-	// hand-written tensor-core kernel, or "cublas" (real GPUs only).
+	// hand-written tensor-core kernel, or "cublas": cuBLASLt, opened at run
+	// time (real GPUs only; where no cuBLASLt is found the backend says so on
+	// stderr and uses "wmma").
 	GEMM string
 }
 
-// Backend implements engine.Backend with the kernels of kernels/*.cu.
+// Backend implements engine.Backend with the kernels of kernels/*.cu. It is
+// used by one goroutine at a time; backends on different devices may be used
+// from different goroutines at once.
+//
+// With TW_CUDA_SYNC=1 in the environment when it is created, the backend
+// waits for the device after every launch, so that a kernel failing on the
+// device is reported by the op that launched it.
 type Backend struct {
-	dev    device
-	stream C.cudaStream_t
-	gemm   string
-	ws     uintptr // workspace shared by launchers that need one, grown on demand
-	wsSize int
-	cublas unsafe.Pointer // cuBLAS handle, created on first use (cuda tag only)
+	dev      device
+	stream   C.cudaStream_t
+	gemm     string
+	syncEach bool    // TW_CUDA_SYNC=1
+	ws       uintptr // workspace shared by launchers that need one, grown on demand
+	wsSize   int
+	lt       *cublasLt // cuBLASLt state for GEMM "cublas" (cuda tag only), made on first use
+	timers   map[*Timer]struct{}
 }
 
 var _ engine.Backend = (*Backend)(nil)
 
-// New opens the device and returns a backend on its default stream.
+// New opens the device and returns a backend on a stream of its own.
 func New(opt Options) (*Backend, error) {
-	dev, err := openDevice(opt.Device)
-	if err != nil {
-		return nil, err
-	}
-	b := &Backend{dev: dev, stream: C.cudaStream_t(dev.stream()), gemm: opt.GEMM}
-	switch b.gemm {
+	gemm := opt.GEMM
+	switch gemm {
 	case "", "wmma":
-		b.gemm = "wmma"
+		gemm = "wmma"
 	case "cublas":
 		if !haveCUBLAS {
 			return nil, fmt.Errorf("cuda: GEMM %q is only available on a real GPU (built with -tags cuda)", opt.GEMM)
@@ -59,7 +68,28 @@ func New(opt Options) (*Backend, error) {
 	default:
 		return nil, fmt.Errorf("cuda: unknown GEMM implementation %q (want wmma or cublas)", opt.GEMM)
 	}
-	return b, nil
+	var lt *cublasLt
+	if gemm == "cublas" {
+		var err error
+		if lt, err = newCUBLASLt(); err != nil {
+			fmt.Fprintf(os.Stderr, "cuda: GEMM cublas: %v; turnwise's own GEMM (wmma) runs instead\n", err)
+			gemm = "wmma"
+		}
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	dev, err := openDevice(opt.Device)
+	if err != nil {
+		return nil, err
+	}
+	return &Backend{
+		dev:      dev,
+		stream:   C.cudaStream_t(dev.stream()),
+		gemm:     gemm,
+		syncEach: os.Getenv("TW_CUDA_SYNC") == "1",
+		lt:       lt,
+		timers:   map[*Timer]struct{}{},
+	}, nil
 }
 
 // Name returns "cuda" or "cudaemu".
@@ -85,6 +115,8 @@ func (b *Backend) NewBuffer(nbytes int) (engine.Buffer, error) {
 	if nbytes < 0 {
 		return nil, fmt.Errorf("cuda: negative buffer size %d", nbytes)
 	}
+	b.enter()
+	defer b.exit()
 	a, err := b.dev.alloc(max(nbytes, 1))
 	if err != nil {
 		return nil, fmt.Errorf("cuda: allocating %d bytes: %w", nbytes, err)
@@ -97,7 +129,12 @@ func (b *Backend) NewBuffer(nbytes int) (engine.Buffer, error) {
 }
 
 // FreeBuffer releases device memory.
-func (b *Backend) FreeBuffer(buf engine.Buffer) { b.dev.free(bufOf(buf).addr) }
+func (b *Backend) FreeBuffer(buf engine.Buffer) {
+	a := bufOf(buf).addr
+	b.enter()
+	defer b.exit()
+	b.dev.free(a)
+}
 
 func bufOf(buf engine.Buffer) *devBuffer {
 	d, ok := buf.(*devBuffer)
@@ -126,6 +163,8 @@ func (b *Backend) Upload(dst *engine.Tensor, src []byte) {
 	if len(src) != dst.Bytes() {
 		panic(fmt.Sprintf("cuda: Upload of %d bytes into %v (%d bytes)", len(src), dst, dst.Bytes()))
 	}
+	b.enter()
+	defer b.exit()
 	if err := b.dev.upload(addr(dst), src); err != nil {
 		panic(fmt.Sprintf("cuda: Upload into %v: %v", dst, err))
 	}
@@ -136,36 +175,18 @@ func (b *Backend) Download(dst []byte, src *engine.Tensor) {
 	if len(dst) != src.Bytes() {
 		panic(fmt.Sprintf("cuda: Download of %v (%d bytes) into %d bytes", src, src.Bytes(), len(dst)))
 	}
+	b.enter()
+	defer b.exit()
 	if err := b.dev.download(dst, addr(src)); err != nil {
 		panic(fmt.Sprintf("cuda: Download of %v: %v", src, err))
 	}
 }
 
 // Sync waits for all queued work.
-func (b *Backend) Sync() error { return b.dev.sync() }
-
-// check turns a launcher's result into a panic naming the op: launch
-// failures are kernel or programming errors, not a user's.
-func check(op string, e C.cudaError_t) {
-	if e != C.cudaSuccess {
-		panic(fmt.Sprintf("cuda: %s: %s (error %d)", op, C.GoString(C.cudaGetErrorString(e)), int(e)))
-	}
-}
-
-// workspace returns a device scratch area of at least n bytes, valid until
-// the next call (all work runs in order on one stream, so reuse is safe).
-func (b *Backend) workspace(n int) uintptr {
-	if n > b.wsSize {
-		if b.ws != 0 {
-			b.dev.free(b.ws)
-		}
-		a, err := b.dev.alloc(n)
-		if err != nil {
-			panic(fmt.Sprintf("cuda: allocating a %d-byte workspace: %v", n, err))
-		}
-		b.ws, b.wsSize = a, n
-	}
-	return b.ws
+func (b *Backend) Sync() error {
+	b.enter()
+	defer b.exit()
+	return b.dev.sync()
 }
 
 func dt(t *engine.Tensor) C.tw_dtype { return C.tw_dtype(t.DType()) }
@@ -176,6 +197,8 @@ func (b *Backend) Copy(dst, src *engine.Tensor) {
 	if dst.DType() != src.DType() || dst.Numel() != src.Numel() {
 		panic(fmt.Sprintf("cuda: Copy: dst %v, src %v differ in dtype or element count", dst, src))
 	}
+	b.enter()
+	defer b.exit()
 	if err := b.dev.copy(addr(dst), addr(src), dst.Bytes()); err != nil {
 		panic(fmt.Sprintf("cuda: Copy %v: %v", src, err))
 	}
@@ -183,7 +206,9 @@ func (b *Backend) Copy(dst, src *engine.Tensor) {
 
 // Fill implements engine.Backend.Fill.
 func (b *Backend) Fill(x *engine.Tensor, v float32) {
-	check("Fill", C.tw_fill(ptr(x), dt(x), i64(x.Numel()), C.float(v), b.stream))
+	b.launch("Fill", func(str C.cudaStream_t) C.cudaError_t {
+		return C.tw_fill(ptr(x), dt(x), i64(x.Numel()), C.float(v), str)
+	})
 }
 
 // Cast implements engine.Backend.Cast.
@@ -191,7 +216,9 @@ func (b *Backend) Cast(dst, src *engine.Tensor) {
 	if dst.Numel() != src.Numel() {
 		panic(fmt.Sprintf("cuda: Cast: dst %v and src %v differ in element count", dst, src))
 	}
-	check("Cast", C.tw_cast(ptr(dst), dt(dst), ptr(src), dt(src), i64(dst.Numel()), b.stream))
+	b.launch("Cast", func(str C.cudaStream_t) C.cudaError_t {
+		return C.tw_cast(ptr(dst), dt(dst), ptr(src), dt(src), i64(dst.Numel()), str)
+	})
 }
 
 // Add implements engine.Backend.Add.
@@ -201,12 +228,16 @@ func (b *Backend) Add(out, x, y *engine.Tensor) {
 	if out.DType() != x.DType() || out.DType() != y.DType() {
 		panic(fmt.Sprintf("cuda: Add: dtypes differ: out %v, a %v, b %v", out, x, y))
 	}
-	check("Add", C.tw_add(ptr(out), ptr(x), ptr(y), dt(out), i64(out.Numel()), b.stream))
+	b.launch("Add", func(str C.cudaStream_t) C.cudaError_t {
+		return C.tw_add(ptr(out), ptr(x), ptr(y), dt(out), i64(out.Numel()), str)
+	})
 }
 
 // Scale implements engine.Backend.Scale.
 func (b *Backend) Scale(x *engine.Tensor, s float32) {
-	check("Scale", C.tw_scale(ptr(x), dt(x), i64(x.Numel()), C.float(s), b.stream))
+	b.launch("Scale", func(str C.cudaStream_t) C.cudaError_t {
+		return C.tw_scale(ptr(x), dt(x), i64(x.Numel()), C.float(s), str)
+	})
 }
 
 // AXPY implements engine.Backend.AXPY.
@@ -214,7 +245,9 @@ func (b *Backend) AXPY(y *engine.Tensor, alpha float32, x *engine.Tensor) {
 	if y.Numel() != x.Numel() {
 		panic(fmt.Sprintf("cuda: AXPY: y %v and x %v differ in element count", y, x))
 	}
-	check("AXPY", C.tw_axpy(ptr(y), dt(y), C.float(alpha), ptr(x), dt(x), i64(y.Numel()), b.stream))
+	b.launch("AXPY", func(str C.cudaStream_t) C.cudaError_t {
+		return C.tw_axpy(ptr(y), dt(y), C.float(alpha), ptr(x), dt(x), i64(y.Numel()), str)
+	})
 }
 
 // Gemm implements engine.Backend.Gemm.
@@ -223,13 +256,14 @@ func (b *Backend) Gemm(c, a, bm *engine.Tensor, p engine.GemmParams) {
 	if g.M == 0 || g.N == 0 {
 		return
 	}
-	if b.gemm == "cublas" {
-		b.cublasGemm(c, a, bm, p, g)
+	if b.lt != nil && b.cublasGemm(c, a, bm, p, g) {
 		return
 	}
-	check("Gemm", C.tw_gemm(ptr(c), dt(c), ptr(a), ptr(bm), dt(a), cbool(p.TransA), cbool(p.TransB),
-		i64(g.M), i64(g.N), i64(g.K), i64(g.Batch), i64(g.StrideA), i64(g.StrideB), i64(g.M*g.N),
-		C.float(p.Alpha), C.float(p.Beta), b.stream))
+	b.launch("Gemm", func(str C.cudaStream_t) C.cudaError_t {
+		return C.tw_gemm(ptr(c), dt(c), ptr(a), ptr(bm), dt(a), cbool(p.TransA), cbool(p.TransB),
+			i64(g.M), i64(g.N), i64(g.K), i64(g.Batch), i64(g.StrideA), i64(g.StrideB), i64(g.M*g.N),
+			C.float(p.Alpha), C.float(p.Beta), str)
+	})
 }
 
 func cbool(v bool) C.int {
@@ -242,21 +276,27 @@ func cbool(v bool) C.int {
 // Embedding implements engine.Backend.Embedding.
 func (b *Backend) Embedding(out, table, ids *engine.Tensor) {
 	n, _, d := engine.EmbeddingShape("Embedding", out, table, ids)
-	check("Embedding", C.tw_embedding(ptr(out), dt(out), ptr(table), dt(table), iptr(ids), i64(n), i64(d), b.stream))
+	b.launch("Embedding", func(str C.cudaStream_t) C.cudaError_t {
+		return C.tw_embedding(ptr(out), dt(out), ptr(table), dt(table), iptr(ids), i64(n), i64(d), str)
+	})
 }
 
 // EmbeddingBackward implements engine.Backend.EmbeddingBackward.
 func (b *Backend) EmbeddingBackward(dTable, dOut, ids *engine.Tensor) {
 	n, v, d := engine.EmbeddingShape("EmbeddingBackward", dOut, dTable, ids)
-	check("EmbeddingBackward", C.tw_embedding_backward(ptr(dTable), dt(dTable), ptr(dOut), dt(dOut), iptr(ids),
-		i64(n), i64(v), i64(d), b.stream))
+	b.launch("EmbeddingBackward", func(str C.cudaStream_t) C.cudaError_t {
+		return C.tw_embedding_backward(ptr(dTable), dt(dTable), ptr(dOut), dt(dOut), iptr(ids),
+			i64(n), i64(v), i64(d), str)
+	})
 }
 
 // RMSNorm implements engine.Backend.RMSNorm.
 func (b *Backend) RMSNorm(out, rstd, x, w *engine.Tensor, eps float32) {
 	n, d := engine.NormShape("RMSNorm", out, rstd, x, w)
 	engine.MustDType("RMSNorm", "out", out, x.DType())
-	check("RMSNorm", C.tw_rmsnorm(ptr(out), fptr(rstd), ptr(x), ptr(w), dt(x), dt(w), i64(n), i64(d), C.float(eps), b.stream))
+	b.launch("RMSNorm", func(str C.cudaStream_t) C.cudaError_t {
+		return C.tw_rmsnorm(ptr(out), fptr(rstd), ptr(x), ptr(w), dt(x), dt(w), i64(n), i64(d), C.float(eps), str)
+	})
 }
 
 // AddRMSNorm implements engine.Backend.AddRMSNorm.
@@ -267,8 +307,10 @@ func (b *Backend) AddRMSNorm(resid, out, rstd, x, delta, w *engine.Tensor, eps f
 	for _, t := range []*engine.Tensor{resid, out, delta} {
 		engine.MustDType("AddRMSNorm", "activation", t, x.DType())
 	}
-	check("AddRMSNorm", C.tw_add_rmsnorm(ptr(resid), ptr(out), fptr(rstd), ptr(x), ptr(delta), ptr(w), dt(x), dt(w),
-		i64(n), i64(d), C.float(eps), b.stream))
+	b.launch("AddRMSNorm", func(str C.cudaStream_t) C.cudaError_t {
+		return C.tw_add_rmsnorm(ptr(resid), ptr(out), fptr(rstd), ptr(x), ptr(delta), ptr(w), dt(x), dt(w),
+			i64(n), i64(d), C.float(eps), str)
+	})
 }
 
 // RMSNormBackward implements engine.Backend.RMSNormBackward.
@@ -281,9 +323,11 @@ func (b *Backend) RMSNormBackward(dx, dw, dOut, x, w, rstd *engine.Tensor) {
 		engine.MustShape("RMSNormBackward", "dw", dw, d)
 		engine.MustDType("RMSNormBackward", "dw", dw, w.DType())
 	}
-	ws := b.workspace(int(C.tw_rmsnorm_backward_workspace(i64(n), i64(d))))
-	check("RMSNormBackward", C.tw_rmsnorm_backward(ptr(dx), ptr(dw), ptr(dOut), ptr(x), ptr(w), fptr(rstd), dt(x), dt(w),
-		i64(n), i64(d), C.p(C.uintptr_t(ws)), b.stream))
+	b.launch("RMSNormBackward", func(str C.cudaStream_t) C.cudaError_t {
+		ws := b.workspace(int(C.tw_rmsnorm_backward_workspace(i64(n), i64(d))))
+		return C.tw_rmsnorm_backward(ptr(dx), ptr(dw), ptr(dOut), ptr(x), ptr(w), fptr(rstd), dt(x), dt(w),
+			i64(n), i64(d), C.p(C.uintptr_t(ws)), str)
+	})
 }
 
 // RoPE implements engine.Backend.RoPE.
@@ -296,7 +340,9 @@ func (b *Backend) RoPEBackward(dx, pos, invFreq *engine.Tensor) {
 
 func (b *Backend) rope(op string, x, pos, invFreq *engine.Tensor, sign float32) {
 	n, h, dh := engine.RoPEShape(op, x, pos, invFreq)
-	check(op, C.tw_rope(ptr(x), dt(x), iptr(pos), fptr(invFreq), i64(n), i64(h), i64(dh), C.float(sign), b.stream))
+	b.launch(op, func(str C.cudaStream_t) C.cudaError_t {
+		return C.tw_rope(ptr(x), dt(x), iptr(pos), fptr(invFreq), i64(n), i64(h), i64(dh), C.float(sign), str)
+	})
 }
 
 // Attention implements engine.Backend.Attention. The rows of seqs are not
@@ -306,8 +352,10 @@ func (b *Backend) Attention(out, lse, q, k, v, seqs *engine.Tensor, scale float3
 	d := engine.AttentionShape("Attention", lse, q, k, v, seqs)
 	engine.MustShape("Attention", "out", out, d.NQ, d.H, d.Dh)
 	engine.MustDType("Attention", "out", out, q.DType())
-	check("Attention", C.tw_attention(ptr(out), fptr(lse), ptr(q), ptr(k), ptr(v), iptr(seqs), i64(d.Seqs), dt(q),
-		i64(d.NQ), i64(d.NK), i64(d.H), i64(d.G), i64(d.Dh), C.float(scale), b.stream))
+	b.launch("Attention", func(str C.cudaStream_t) C.cudaError_t {
+		return C.tw_attention(ptr(out), fptr(lse), ptr(q), ptr(k), ptr(v), iptr(seqs), i64(d.Seqs), dt(q),
+			i64(d.NQ), i64(d.NK), i64(d.H), i64(d.G), i64(d.Dh), C.float(scale), str)
+	})
 }
 
 // AttentionBackward implements engine.Backend.AttentionBackward.
@@ -321,31 +369,39 @@ func (b *Backend) AttentionBackward(dq, dk, dv, dOut, out, lse, q, k, v, seqs *e
 		engine.MustShape("AttentionBackward", "key-side gradient", t, d.NK, d.G, d.Dh)
 		engine.MustDType("AttentionBackward", "key-side gradient", t, q.DType())
 	}
-	ws := b.workspace(int(C.tw_attention_backward_workspace(i64(d.NQ), i64(d.NK), i64(d.H), i64(d.G), i64(d.Dh))))
-	check("AttentionBackward", C.tw_attention_backward(ptr(dq), ptr(dk), ptr(dv), ptr(dOut), ptr(out), fptr(lse),
-		ptr(q), ptr(k), ptr(v), iptr(seqs), i64(d.Seqs), dt(q), i64(d.NQ), i64(d.NK), i64(d.H), i64(d.G), i64(d.Dh),
-		C.float(scale), C.p(C.uintptr_t(ws)), b.stream))
+	b.launch("AttentionBackward", func(str C.cudaStream_t) C.cudaError_t {
+		ws := b.workspace(int(C.tw_attention_backward_workspace(i64(d.NQ), i64(d.NK), i64(d.H), i64(d.G), i64(d.Dh))))
+		return C.tw_attention_backward(ptr(dq), ptr(dk), ptr(dv), ptr(dOut), ptr(out), fptr(lse),
+			ptr(q), ptr(k), ptr(v), iptr(seqs), i64(d.Seqs), dt(q), i64(d.NQ), i64(d.NK), i64(d.H), i64(d.G), i64(d.Dh),
+			C.float(scale), C.p(C.uintptr_t(ws)), str)
+	})
 }
 
 // SwiGLU implements engine.Backend.SwiGLU.
 func (b *Backend) SwiGLU(out, gate, up *engine.Tensor) {
 	engine.SwiGLUShape("SwiGLU", out, gate, up)
-	check("SwiGLU", C.tw_swiglu(ptr(out), ptr(gate), ptr(up), dt(out), i64(out.Numel()), b.stream))
+	b.launch("SwiGLU", func(str C.cudaStream_t) C.cudaError_t {
+		return C.tw_swiglu(ptr(out), ptr(gate), ptr(up), dt(out), i64(out.Numel()), str)
+	})
 }
 
 // SwiGLUBackward implements engine.Backend.SwiGLUBackward.
 func (b *Backend) SwiGLUBackward(dGate, dUp, dOut, gate, up *engine.Tensor) {
 	engine.SwiGLUShape("SwiGLUBackward", dOut, gate, up)
 	engine.SwiGLUShape("SwiGLUBackward", dGate, dUp, gate)
-	check("SwiGLUBackward", C.tw_swiglu_backward(ptr(dGate), ptr(dUp), ptr(dOut), ptr(gate), ptr(up), dt(gate),
-		i64(gate.Numel()), b.stream))
+	b.launch("SwiGLUBackward", func(str C.cudaStream_t) C.cudaError_t {
+		return C.tw_swiglu_backward(ptr(dGate), ptr(dUp), ptr(dOut), ptr(gate), ptr(up), dt(gate),
+			i64(gate.Numel()), str)
+	})
 }
 
 // LogSoftmaxGather implements engine.Backend.LogSoftmaxGather.
 func (b *Backend) LogSoftmaxGather(logp, lse, logits, targets *engine.Tensor) {
 	n, v := engine.LogSoftmaxShape("LogSoftmaxGather", logp, lse, logits, targets)
-	check("LogSoftmaxGather", C.tw_logsoftmax_gather(fptr(logp), fptr(lse), ptr(logits), dt(logits), iptr(targets),
-		i64(n), i64(v), b.stream))
+	b.launch("LogSoftmaxGather", func(str C.cudaStream_t) C.cudaError_t {
+		return C.tw_logsoftmax_gather(fptr(logp), fptr(lse), ptr(logits), dt(logits), iptr(targets),
+			i64(n), i64(v), str)
+	})
 }
 
 // LogSoftmaxGatherBackward implements engine.Backend.LogSoftmaxGatherBackward.
@@ -353,28 +409,36 @@ func (b *Backend) LogSoftmaxGatherBackward(dLogits, dLogp, logits, lse, targets 
 	n, v := engine.LogSoftmaxShape("LogSoftmaxGatherBackward", dLogp, lse, logits, targets)
 	engine.MustSameShape("LogSoftmaxGatherBackward dLogits", dLogits, logits)
 	engine.MustDType("LogSoftmaxGatherBackward", "dLogits", dLogits, logits.DType())
-	check("LogSoftmaxGatherBackward", C.tw_logsoftmax_gather_backward(ptr(dLogits), fptr(dLogp), ptr(logits), fptr(lse),
-		iptr(targets), dt(logits), i64(n), i64(v), b.stream))
+	b.launch("LogSoftmaxGatherBackward", func(str C.cudaStream_t) C.cudaError_t {
+		return C.tw_logsoftmax_gather_backward(ptr(dLogits), fptr(dLogp), ptr(logits), fptr(lse),
+			iptr(targets), dt(logits), i64(n), i64(v), str)
+	})
 }
 
 // SegmentSum implements engine.Backend.SegmentSum.
 func (b *Backend) SegmentSum(out, x, w, seg *engine.Tensor) {
 	n, s := engine.SegmentShape("SegmentSum", out, x, w, seg)
-	check("SegmentSum", C.tw_segment_sum(fptr(out), fptr(x), fptr(w), iptr(seg), i64(n), i64(s), b.stream))
+	b.launch("SegmentSum", func(str C.cudaStream_t) C.cudaError_t {
+		return C.tw_segment_sum(fptr(out), fptr(x), fptr(w), iptr(seg), i64(n), i64(s), str)
+	})
 }
 
 // SegmentSumBackward implements engine.Backend.SegmentSumBackward.
 func (b *Backend) SegmentSumBackward(dx, dOut, w, seg *engine.Tensor) {
 	n, _ := engine.SegmentShape("SegmentSumBackward", dOut, dx, w, seg)
-	check("SegmentSumBackward", C.tw_segment_sum_backward(fptr(dx), fptr(dOut), fptr(w), iptr(seg), i64(n), b.stream))
+	b.launch("SegmentSumBackward", func(str C.cudaStream_t) C.cudaError_t {
+		return C.tw_segment_sum_backward(fptr(dx), fptr(dOut), fptr(w), iptr(seg), i64(n), str)
+	})
 }
 
 // SumSquares implements engine.Backend.SumSquares.
 func (b *Backend) SumSquares(out, x *engine.Tensor) {
 	engine.MustShape("SumSquares", "out", out, 1)
 	engine.MustDType("SumSquares", "out", out, engine.F32)
-	ws := b.workspace(int(C.tw_sum_squares_workspace(i64(x.Numel()))))
-	check("SumSquares", C.tw_sum_squares(fptr(out), ptr(x), dt(x), i64(x.Numel()), C.p(C.uintptr_t(ws)), b.stream))
+	b.launch("SumSquares", func(str C.cudaStream_t) C.cudaError_t {
+		ws := b.workspace(int(C.tw_sum_squares_workspace(i64(x.Numel()))))
+		return C.tw_sum_squares(fptr(out), ptr(x), dt(x), i64(x.Numel()), C.p(C.uintptr_t(ws)), str)
+	})
 }
 
 // AdamW implements engine.Backend.AdamW.
@@ -386,15 +450,19 @@ func (b *Backend) AdamW(param, grad, m, v, master *engine.Tensor, p engine.AdamW
 	if master != nil {
 		mp = fptr(master)
 	}
-	check("AdamW", C.tw_adamw(ptr(param), dt(param), ptr(grad), dt(grad), fptr(m), fptr(v), mp, i64(n),
-		C.float(p.LR), C.float(p.Beta1), C.float(p.Beta2), C.float(p.Eps), C.float(p.WeightDecay), C.float(p.GradScale),
-		C.float(bc1), C.float(bc2), b.stream))
+	b.launch("AdamW", func(str C.cudaStream_t) C.cudaError_t {
+		return C.tw_adamw(ptr(param), dt(param), ptr(grad), dt(grad), fptr(m), fptr(v), mp, i64(n),
+			C.float(p.LR), C.float(p.Beta1), C.float(p.Beta2), C.float(p.Eps), C.float(p.WeightDecay), C.float(p.GradScale),
+			C.float(bc1), C.float(bc2), str)
+	})
 }
 
 // Sample implements engine.Backend.Sample.
 func (b *Backend) Sample(ids, logits, u *engine.Tensor, p engine.SampleParams) {
 	n, v := engine.SampleShape(ids, logits, u)
-	ws := b.workspace(int(C.tw_sample_workspace(i64(n), i64(v))))
-	check("Sample", C.tw_sample(iptr(ids), ptr(logits), dt(logits), fptr(u), i64(n), i64(v), C.float(p.Temperature),
-		C.float(p.TopP), C.p(C.uintptr_t(ws)), b.stream))
+	b.launch("Sample", func(str C.cudaStream_t) C.cudaError_t {
+		ws := b.workspace(int(C.tw_sample_workspace(i64(n), i64(v))))
+		return C.tw_sample(iptr(ids), ptr(logits), dt(logits), fptr(u), i64(n), i64(v), C.float(p.Temperature),
+			C.float(p.TopP), C.p(C.uintptr_t(ws)), str)
+	})
 }

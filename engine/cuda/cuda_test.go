@@ -18,3 +18,21 @@ func TestConformance(t *testing.T) {
 	}
 	enginetest.Run(t, b)
 }
+
+// TestConformanceCUBLAS runs the suite with GEMM "cublas": cuBLASLt, where
+// the machine has one (real GPUs only).
+func TestConformanceCUBLAS(t *testing.T) {
+	if !haveCUBLAS {
+		t.Skip("cuBLASLt runs on real GPUs only (-tags cuda)")
+	}
+	b, err := New(Options{GEMM: "cublas"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if b.lt == nil {
+		t.Skip("no cuBLASLt on this machine (see the notice above); TW_CUBLAS_PATH names where to look")
+	}
+	t.Logf("GEMM: %s", b.GEMMName())
+	enginetest.Run(t, b)
+}

@@ -2,14 +2,29 @@
 
 package cuda
 
-import "unsafe"
+// #include <cuda_runtime_api.h>
+import "C"
 
-// device is what differs between a real GPU and the emulator: memory, the
-// stream kernels are queued on, and waiting for it. Addresses are device
-// addresses held as integers (never dereferenced by Go).
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"unsafe"
+)
+
+// device is what differs between a real GPU and the emulator: the context,
+// memory, the stream kernels are queued on, and waiting for it. Addresses
+// are device addresses held as integers (never dereferenced by Go).
+//
+// Every method but kind and ordinal must run between Backend.enter and
+// Backend.exit: on an OS thread the calling goroutine is locked to, with the
+// device's context current (bind).
 type device interface {
 	kind() string // "cuda" or "cudaemu"
 	ordinal() int
+	// bind makes the device's context current on the calling OS thread; it
+	// costs a cheap query when the context already is.
+	bind() error
 	alloc(n int) (uintptr, error)
 	free(a uintptr)
 	memset0(a uintptr, n int) error
@@ -18,4 +33,124 @@ type device interface {
 	copy(dst, src uintptr, n int) error
 	stream() unsafe.Pointer // the cudaStream_t launchers receive
 	sync() error
+	// close destroys the stream and releases the context; nothing may be
+	// called afterwards.
+	close() error
+}
+
+// The CUDA context is per OS thread, and Go moves goroutines between
+// threads at any function call. So every op locks its goroutine to the
+// thread it is on, makes the backend's context current there, makes its
+// launcher and driver calls, and unlocks: binding and launching always
+// happen on one thread, whichever it is, and two backends on two devices
+// can be used from two goroutines at once. Locking costs nanoseconds;
+// binding, a context query when the context is already current.
+
+// enter locks the calling goroutine to its OS thread and makes the backend's
+// context current on it. Every use of b.dev is bracketed by enter and exit.
+func (b *Backend) enter() {
+	if b.dev == nil {
+		panic("cuda: backend used after Close")
+	}
+	runtime.LockOSThread()
+	if err := b.dev.bind(); err != nil {
+		runtime.UnlockOSThread()
+		panic(fmt.Sprintf("cuda: %v", err))
+	}
+}
+
+// exit undoes enter.
+func (b *Backend) exit() { runtime.UnlockOSThread() }
+
+// launch runs one op's launcher call, fn, with the backend's context current
+// on the calling thread, and checks its result (check). fn receives the
+// stream to launch on.
+func (b *Backend) launch(op string, fn func(s C.cudaStream_t) C.cudaError_t) {
+	b.enter()
+	defer b.exit()
+	b.check(op, fn(b.stream))
+}
+
+// check turns a launcher's result into a panic naming the op: launch
+// failures are kernel or programming errors, not a user's. With
+// TW_CUDA_SYNC=1 it also waits for the stream, so that a kernel that fails
+// on the device is named by the op that launched it rather than by a later
+// synchronisation. Called between enter and exit.
+func (b *Backend) check(op string, e C.cudaError_t) {
+	if e != C.cudaSuccess {
+		clearLastError()
+		panic(fmt.Sprintf("cuda: %s: %s (error %d)", op, C.GoString(C.cudaGetErrorString(e)), int(e)))
+	}
+	if b.syncEach {
+		if err := b.dev.sync(); err != nil {
+			panic(fmt.Sprintf("cuda: %s failed on the device (found by the synchronisation after it, TW_CUDA_SYNC=1): %v", op, err))
+		}
+	}
+}
+
+// clearLastError resets the calling thread's last runtime error. A failed
+// runtime call (a launch, or cudaFuncSetAttribute before one) leaves its
+// error there, and launchers read it back after their launches with
+// cudaGetLastError: left in place, it would fail the next launch made on
+// this thread, by whichever backend.
+func clearLastError() { C.cudaGetLastError() }
+
+// rtErr turns a CUDA runtime result into an error naming the call, clearing
+// the thread's last error.
+func rtErr(call string, e C.cudaError_t) error {
+	if e == C.cudaSuccess {
+		return nil
+	}
+	clearLastError()
+	return fmt.Errorf("%s: %s (error %d)", call, C.GoString(C.cudaGetErrorString(e)), int(e))
+}
+
+// workspace returns a device scratch area of at least n bytes, valid until
+// the next call (all work runs in order on one stream, so reuse is safe).
+// It grows at least twofold and never shrinks: freeing device memory waits
+// for the device, so a loop whose sizes grow reallocates a logarithmic
+// number of times and a steady loop never. Called between enter and exit.
+func (b *Backend) workspace(n int) uintptr {
+	if n <= b.wsSize {
+		return b.ws
+	}
+	size := max(n, 2*b.wsSize)
+	if b.ws != 0 {
+		b.dev.free(b.ws)
+		b.ws, b.wsSize = 0, 0
+	}
+	a, err := b.dev.alloc(size)
+	if err != nil {
+		panic(fmt.Sprintf("cuda: allocating a %d-byte workspace: %v", size, err))
+	}
+	b.ws, b.wsSize = a, size
+	return b.ws
+}
+
+// Close releases what the backend holds on the device: its timers, cuBLASLt
+// handle, plans and workspace, its own workspace, its stream and its
+// reference to the device's primary context. Buffers from NewBuffer must be
+// freed before. The backend cannot be used afterwards; closing it again does
+// nothing.
+func (b *Backend) Close() error {
+	if b.dev == nil {
+		return nil
+	}
+	b.enter()
+	defer b.exit()
+	var errs []error
+	for t := range b.timers {
+		errs = append(errs, t.destroy())
+	}
+	errs = append(errs, b.closeCUBLAS())
+	if b.ws != 0 {
+		b.dev.free(b.ws)
+		b.ws, b.wsSize = 0, 0
+	}
+	errs = append(errs, b.dev.close())
+	b.dev = nil
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("cuda: closing the backend: %w", err)
+	}
+	return nil
 }

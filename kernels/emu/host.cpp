@@ -1,45 +1,77 @@
 // host.cpp — the CUDA runtime host API of the kernel emulator (declared in
-// include/cuda_runtime_api.h).
+// include/cuda_runtime_api.h), and the driver API subset of include/cuda.h.
 //
-// Contract: one device, device 0, whose memory is host memory. cudaMalloc
-// returns 256-byte-aligned memory filled with 0xFF bytes and records the
-// allocation; copies and memsets check that their device side lies inside
-// one live allocation and their host side does not, and fail with
+// Contract: TW_EMU_DEVICES devices (default 2) whose memory is host memory.
+// cudaMalloc returns 256-byte-aligned memory filled with 0xFF bytes and
+// records the allocation; copies and memsets check that their device side
+// lies inside one live allocation and their host side does not, and fail with
 // cudaErrorInvalidValue otherwise, so host/device pointer mix-ups fail here
 // as they would on a GPU. All work is synchronous; streams and events are
 // handles that exist for the API's sake (events record the host clock). The
-// last error is per host thread, as in CUDA.
+// last error and the current context are per host thread, as in CUDA; streams
+// and events belong to a context, and work queued on a stream from a thread
+// whose current context is another fails (check_stream).
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <map>
 #include <mutex>
+#include <thread>
+#include <utility>
 
+#include "cuda.h"
 #include "internal.h"
 
+// A device's primary context; one per device, never destroyed.
+struct CUctx_st {
+	int device;
+	std::atomic<int> refs{0};             // cuDevicePrimaryCtxRetain minus Release
+	std::atomic<int> pending{cudaSuccess}; // a faulted kernel's error, until a synchronisation reports it
+};
 struct CUstream_st {
 	unsigned flags;
+	CUctx_st *ctx;
 };
 struct CUevent_st {
 	long long t_ns; // -1 until recorded
+	CUctx_st *ctx;
 };
 
 namespace tw_emu {
 namespace {
 
-thread_local cudaError_t tls_last_error = cudaSuccess;
+constexpr int kMaxDevices = 8;
 
-struct Allocs {
+thread_local cudaError_t tls_last_error = cudaSuccess;
+thread_local CUctx_st *tls_ctx = nullptr; // the current context; none at first
+thread_local int tls_device = 0;          // cudaSetDevice's device
+
+struct State {
 	std::mutex mu;
 	std::map<uintptr_t, size_t> live; // start -> bytes
 	size_t total = 0;
-	std::map<const void *, size_t> smem_limit; // kernel -> MaxDynamicSharedMemorySize
+	long mallocs = 0;
+	// (device, kernel) -> MaxDynamicSharedMemorySize: the attribute is per device.
+	std::map<std::pair<int, const void *>, size_t> smem_limit;
+	int ndevices = 1;
+	CUctx_st primary[kMaxDevices];
+	std::atomic<int> streams{0}, events{0};
+	// Armed faults: 0 or the error the next call of that kind returns.
+	std::atomic<int> fault_attr{cudaSuccess}, fault_kernel{cudaSuccess};
+	std::atomic<int> switch_delay_us{0};
 };
 
-Allocs &allocs() {
-	static Allocs *a = new Allocs; // never destroyed: usable until the process is gone
-	return *a;
+State &state() {
+	static State *st = [] {
+		State *s = new State; // never destroyed: usable until the process is gone
+		long n = env_long("TW_EMU_DEVICES", 2);
+		s->ndevices = n < 1 ? 1 : n > kMaxDevices ? kMaxDevices : (int)n;
+		for (int d = 0; d < kMaxDevices; d++) s->primary[d].device = d;
+		return s;
+	}();
+	return *st;
 }
 
 cudaError_t ret(cudaError_t e) {
@@ -49,7 +81,7 @@ cudaError_t ret(cudaError_t e) {
 
 // Whether p points into a live allocation and [p, p+n) stays inside it.
 bool device_range(const void *p, size_t n) {
-	Allocs &a = allocs();
+	State &a = state();
 	std::lock_guard<std::mutex> l(a.mu);
 	uintptr_t u = (uintptr_t)p;
 	auto it = a.live.upper_bound(u);
@@ -61,6 +93,34 @@ bool device_range(const void *p, size_t n) {
 
 bool is_device(const void *p) { return device_range(p, 0); }
 
+// Makes ctx current on this thread, taking as long as the switch delay says
+// when it changes anything.
+void set_current(CUctx_st *ctx) {
+	if (ctx != tls_ctx) {
+		int us = state().switch_delay_us.load(std::memory_order_relaxed);
+		if (us > 0) std::this_thread::sleep_for(std::chrono::microseconds(us));
+	}
+	tls_ctx = ctx;
+}
+
+// The context runtime calls use: the current one, or else the primary
+// context of the thread's device, made current (the runtime's lazy binding).
+CUctx_st *runtime_ctx() {
+	if (!tls_ctx) tls_ctx = &state().primary[tls_device];
+	return tls_ctx;
+}
+
+// The context work queued on s goes to.
+CUctx_st *stream_ctx(cudaStream_t s) {
+	if (s == nullptr || s == cudaStreamLegacy || s == cudaStreamPerThread) return runtime_ctx();
+	return s->ctx;
+}
+
+// Reports (once) the fault pending in ctx.
+cudaError_t take_pending(CUctx_st *ctx) {
+	return ret((cudaError_t)ctx->pending.exchange(cudaSuccess));
+}
+
 } // namespace
 
 void set_last_error(cudaError_t e) { tls_last_error = e; }
@@ -71,10 +131,24 @@ size_t smem_optin_limit() {
 }
 
 size_t func_smem_limit(const void *func) {
-	Allocs &a = allocs();
+	State &a = state();
+	const int dev = runtime_ctx()->device;
 	std::lock_guard<std::mutex> l(a.mu);
-	auto it = a.smem_limit.find(func);
+	auto it = a.smem_limit.find({dev, func});
 	return it == a.smem_limit.end() ? 48 * 1024 : it->second;
+}
+
+cudaError_t check_stream(cudaStream_t s, std::string *why) {
+	CUctx_st *cur = runtime_ctx(), *sc = stream_ctx(s);
+	if (sc == cur) return cudaSuccess;
+	*why = "the stream belongs to device " + std::to_string(sc->device) + "'s context, but device " +
+	       std::to_string(cur->device) + "'s is current on this thread";
+	return cudaErrorDeviceUninitialized;
+}
+
+void after_launch(cudaStream_t s) {
+	int e = state().fault_kernel.exchange(cudaSuccess);
+	if (e != cudaSuccess) stream_ctx(s)->pending.store(e);
 }
 
 } // namespace tw_emu
@@ -103,6 +177,7 @@ const char *cudaGetErrorName(cudaError_t e) {
 	case cudaErrorNoDevice: return "cudaErrorNoDevice";
 	case cudaErrorInvalidDevice: return "cudaErrorInvalidDevice";
 	case cudaErrorInvalidDeviceFunction: return "cudaErrorInvalidDeviceFunction";
+	case cudaErrorDeviceUninitialized: return "cudaErrorDeviceUninitialized";
 	case cudaErrorInvalidResourceHandle: return "cudaErrorInvalidResourceHandle";
 	case cudaErrorNotReady: return "cudaErrorNotReady";
 	case cudaErrorLaunchOutOfResources: return "cudaErrorLaunchOutOfResources";
@@ -124,6 +199,7 @@ const char *cudaGetErrorString(cudaError_t e) {
 	case cudaErrorNoDevice: return "no CUDA-capable device is detected";
 	case cudaErrorInvalidDevice: return "invalid device ordinal";
 	case cudaErrorInvalidDeviceFunction: return "invalid device function";
+	case cudaErrorDeviceUninitialized: return "invalid device context";
 	case cudaErrorInvalidResourceHandle: return "invalid resource handle";
 	case cudaErrorNotReady: return "device not ready";
 	case cudaErrorLaunchOutOfResources: return "too many resources requested for launch";
@@ -134,21 +210,26 @@ const char *cudaGetErrorString(cudaError_t e) {
 }
 
 cudaError_t cudaGetDeviceCount(int *count) {
-	*count = 1;
+	*count = state().ndevices;
 	return cudaSuccess;
 }
 
 cudaError_t cudaGetDevice(int *device) {
-	*device = 0;
+	*device = runtime_ctx()->device;
 	return cudaSuccess;
 }
 
-cudaError_t cudaSetDevice(int device) { return device == 0 ? cudaSuccess : ret(cudaErrorInvalidDevice); }
+cudaError_t cudaSetDevice(int device) {
+	if (device < 0 || device >= state().ndevices) return ret(cudaErrorInvalidDevice);
+	tls_device = device;
+	set_current(&state().primary[device]);
+	return cudaSuccess;
+}
 
-cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }
+cudaError_t cudaDeviceSynchronize(void) { return take_pending(runtime_ctx()); }
 
 cudaError_t cudaDeviceGetAttribute(int *value, cudaDeviceAttr attr, int device) {
-	if (device != 0) return ret(cudaErrorInvalidDevice);
+	if (device < 0 || device >= state().ndevices) return ret(cudaErrorInvalidDevice);
 	switch (attr) {
 	case cudaDevAttrMaxThreadsPerBlock: *value = 1024; break;
 	case cudaDevAttrMaxSharedMemoryPerBlock: *value = 48 * 1024; break;
@@ -164,7 +245,7 @@ cudaError_t cudaDeviceGetAttribute(int *value, cudaDeviceAttr attr, int device) 
 
 cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes) {
 	size_t total = (size_t)sysconf(_SC_PHYS_PAGES) * (size_t)sysconf(_SC_PAGESIZE);
-	Allocs &a = allocs();
+	State &a = state();
 	std::lock_guard<std::mutex> l(a.mu);
 	*total_bytes = total;
 	*free_bytes = total > a.total ? total - a.total : 0;
@@ -179,17 +260,18 @@ cudaError_t cudaMalloc(void **devPtr, size_t size) {
 	void *p = aligned_alloc(256, rounded);
 	if (!p) return ret(cudaErrorMemoryAllocation);
 	memset(p, 0xff, rounded);
-	Allocs &a = allocs();
+	State &a = state();
 	std::lock_guard<std::mutex> l(a.mu);
 	a.live[(uintptr_t)p] = size;
 	a.total += size;
+	a.mallocs++;
 	*devPtr = p;
 	return cudaSuccess;
 }
 
 cudaError_t cudaFree(void *devPtr) {
 	if (!devPtr) return cudaSuccess;
-	Allocs &a = allocs();
+	State &a = state();
 	{
 		std::lock_guard<std::mutex> l(a.mu);
 		auto it = a.live.find((uintptr_t)devPtr);
@@ -230,7 +312,17 @@ cudaError_t cudaMemcpy(void *dst, const void *src, size_t count, cudaMemcpyKind 
 	return cudaSuccess;
 }
 
-cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t count, cudaMemcpyKind kind, cudaStream_t) {
+// Fails like a launch when stream belongs to another context than the
+// current one; op names the call in the message on stderr.
+static cudaError_t queue_check(cudaStream_t stream, const char *op) {
+	std::string why;
+	cudaError_t e = check_stream(stream, &why);
+	if (e != cudaSuccess) fprintf(stderr, "tw-emu: %s failed (%s): %s\n", op, cudaGetErrorName(e), why.c_str());
+	return e;
+}
+
+cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t count, cudaMemcpyKind kind, cudaStream_t stream) {
+	if (cudaError_t e = queue_check(stream, "cudaMemcpyAsync")) return ret(e);
 	return cudaMemcpy(dst, src, count, kind);
 }
 
@@ -241,7 +333,8 @@ cudaError_t cudaMemset(void *devPtr, int value, size_t count) {
 	return cudaSuccess;
 }
 
-cudaError_t cudaMemsetAsync(void *devPtr, int value, size_t count, cudaStream_t) {
+cudaError_t cudaMemsetAsync(void *devPtr, int value, size_t count, cudaStream_t stream) {
+	if (cudaError_t e = queue_check(stream, "cudaMemsetAsync")) return ret(e);
 	return cudaMemset(devPtr, value, count);
 }
 
@@ -249,7 +342,8 @@ cudaError_t cudaStreamCreate(cudaStream_t *stream) { return cudaStreamCreateWith
 
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t *stream, unsigned int flags) {
 	if (!stream) return ret(cudaErrorInvalidValue);
-	*stream = new CUstream_st{flags};
+	*stream = new CUstream_st{flags, runtime_ctx()};
+	state().streams++;
 	return cudaSuccess;
 }
 
@@ -257,10 +351,11 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream) {
 	if (stream == nullptr || stream == cudaStreamLegacy || stream == cudaStreamPerThread)
 		return ret(cudaErrorInvalidResourceHandle);
 	delete stream;
+	state().streams--;
 	return cudaSuccess;
 }
 
-cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
+cudaError_t cudaStreamSynchronize(cudaStream_t stream) { return take_pending(stream_ctx(stream)); }
 
 cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t event, unsigned int) {
 	return event ? cudaSuccess : ret(cudaErrorInvalidResourceHandle);
@@ -270,18 +365,22 @@ cudaError_t cudaEventCreate(cudaEvent_t *event) { return cudaEventCreateWithFlag
 
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned int) {
 	if (!event) return ret(cudaErrorInvalidValue);
-	*event = new CUevent_st{-1};
+	*event = new CUevent_st{-1, runtime_ctx()};
+	state().events++;
 	return cudaSuccess;
 }
 
 cudaError_t cudaEventDestroy(cudaEvent_t event) {
 	if (!event) return ret(cudaErrorInvalidResourceHandle);
 	delete event;
+	state().events--;
 	return cudaSuccess;
 }
 
-cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t) {
+cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
 	if (!event) return ret(cudaErrorInvalidResourceHandle);
+	if (cudaError_t e = queue_check(stream, "cudaEventRecord")) return ret(e);
+	if (event->ctx != stream_ctx(stream)) return ret(cudaErrorInvalidResourceHandle);
 	event->t_ns = clock_ns();
 	return cudaSuccess;
 }
@@ -301,12 +400,14 @@ cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end) 
 
 cudaError_t cudaFuncSetAttribute(const void *func, cudaFuncAttribute attr, int value) {
 	if (!func) return ret(cudaErrorInvalidDeviceFunction);
+	if (int e = state().fault_attr.exchange(cudaSuccess)) return ret((cudaError_t)e);
 	switch (attr) {
 	case cudaFuncAttributeMaxDynamicSharedMemorySize: {
 		if (value < 0 || (size_t)value > smem_optin_limit()) return ret(cudaErrorInvalidValue);
-		Allocs &a = allocs();
+		State &a = state();
+		const int dev = runtime_ctx()->device;
 		std::lock_guard<std::mutex> l(a.mu);
-		a.smem_limit[func] = (size_t)value;
+		a.smem_limit[{dev, func}] = (size_t)value;
 		return cudaSuccess;
 	}
 	case cudaFuncAttributePreferredSharedMemoryCarveout:
@@ -314,5 +415,81 @@ cudaError_t cudaFuncSetAttribute(const void *func, cudaFuncAttribute attr, int v
 	}
 	return ret(cudaErrorInvalidValue);
 }
+
+// ---- Driver API (include/cuda.h) -------------------------------------------
+
+CUresult cuInit(unsigned int flags) { return flags == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE; }
+
+CUresult cuDeviceGetCount(int *count) {
+	if (!count) return CUDA_ERROR_INVALID_VALUE;
+	*count = state().ndevices;
+	return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceGet(CUdevice *device, int ordinal) {
+	if (!device) return CUDA_ERROR_INVALID_VALUE;
+	if (ordinal < 0 || ordinal >= state().ndevices) return CUDA_ERROR_INVALID_DEVICE;
+	*device = ordinal;
+	return CUDA_SUCCESS;
+}
+
+CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev) {
+	if (!pctx) return CUDA_ERROR_INVALID_VALUE;
+	if (dev < 0 || dev >= state().ndevices) return CUDA_ERROR_INVALID_DEVICE;
+	state().primary[dev].refs++;
+	*pctx = &state().primary[dev];
+	return CUDA_SUCCESS;
+}
+
+CUresult cuDevicePrimaryCtxRelease(CUdevice dev) {
+	if (dev < 0 || dev >= state().ndevices) return CUDA_ERROR_INVALID_DEVICE;
+	std::atomic<int> &refs = state().primary[dev].refs;
+	for (int r = refs.load(); r > 0;)
+		if (refs.compare_exchange_weak(r, r - 1)) return CUDA_SUCCESS;
+	return CUDA_ERROR_INVALID_CONTEXT; // nothing retained
+}
+
+CUresult cuCtxSetCurrent(CUcontext ctx) {
+	set_current(ctx);
+	return CUDA_SUCCESS;
+}
+
+CUresult cuCtxGetCurrent(CUcontext *pctx) {
+	if (!pctx) return CUDA_ERROR_INVALID_VALUE;
+	*pctx = tls_ctx;
+	return CUDA_SUCCESS;
+}
+
+CUresult cuCtxGetDevice(CUdevice *device) {
+	if (!device) return CUDA_ERROR_INVALID_VALUE;
+	if (!tls_ctx) return CUDA_ERROR_INVALID_CONTEXT;
+	*device = tls_ctx->device;
+	return CUDA_SUCCESS;
+}
+
+// ---- Emulator controls ---------------------------------------------------------
+
+void tw_emu_inject_fault(tw_emu_fault kind, cudaError_t e) {
+	switch (kind) {
+	case TW_EMU_FAULT_FUNC_ATTRIBUTE: state().fault_attr.store(e); break;
+	case TW_EMU_FAULT_KERNEL: state().fault_kernel.store(e); break;
+	}
+}
+
+void tw_emu_get_counters(tw_emu_counters *c) {
+	State &a = state();
+	std::lock_guard<std::mutex> l(a.mu);
+	c->streams = a.streams.load();
+	c->events = a.events.load();
+	c->allocations = (long)a.live.size();
+	c->bytes = a.total;
+	c->mallocs = a.mallocs;
+}
+
+int tw_emu_primary_ctx_refs(int device) {
+	return device >= 0 && device < kMaxDevices ? state().primary[device].refs.load() : 0;
+}
+
+void tw_emu_set_ctx_switch_delay_us(int us) { state().switch_delay_us.store(us < 0 ? 0 : us); }
 
 } // extern "C"

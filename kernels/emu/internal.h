@@ -3,6 +3,8 @@
 #ifndef TW_EMU_INTERNAL_H
 #define TW_EMU_INTERNAL_H
 
+#include <string>
+
 #include "tw_emu.h"
 
 namespace tw_emu {
@@ -11,9 +13,15 @@ namespace tw_emu {
 constexpr size_t kSmemBytes = 228 * 1024;
 
 void set_last_error(cudaError_t e);
-// Dynamic shared memory a launch of func may ask for: 48 KiB unless raised
-// with cudaFuncSetAttribute.
+// Dynamic shared memory a launch of func may ask for on the current
+// context's device: 48 KiB unless raised there with cudaFuncSetAttribute.
 size_t func_smem_limit(const void *func);
+// cudaSuccess if work may be queued on stream from this thread: the stream
+// belongs to the current context. Otherwise the error, and why in *why.
+cudaError_t check_stream(cudaStream_t stream, std::string *why);
+// Called after a launch on stream has run: delivers an armed kernel fault to
+// the stream's context.
+void after_launch(cudaStream_t stream);
 // The ceiling cudaFuncSetAttribute accepts (227 KiB, or TW_EMU_SMEM_KB).
 size_t smem_optin_limit();
 // An environment variable as a number, or def when unset or malformed.

@@ -4,7 +4,10 @@
 //
 // Contract:
 //  - launch() runs the whole grid before it returns. Launches are serialised
-//    (one at a time, from any host thread). Blocks go to a pool of OS threads
+//    (one at a time, from any host thread). A launch on a stream of another
+//    context than the calling thread's current one fails, as does one asking
+//    for more dynamic shared memory than the kernel's limit on the current
+//    context's device (host.cpp keeps contexts, streams and limits). Blocks go to a pool of OS threads
 //    (TW_EMU_THREADS, default min(cores, 16)) created at the first launch and
 //    kept for the life of the process; each takes the next block number from
 //    a shared counter and runs the block to completion.
@@ -740,6 +743,8 @@ cudaError_t launch(const LaunchConfig &c, void (*body)(void *), void *ctx) {
 	if (g.x == 0 || g.y == 0 || g.z == 0 || g.x > 0x7fffffffu || g.y > 65535 || g.z > 65535)
 		return launch_error(c, cudaErrorInvalidConfiguration,
 		                    strf("grid size (%u,%u,%u): x in 1..2^31-1, y and z in 1..65535", g.x, g.y, g.z));
+	std::string why;
+	if (cudaError_t e = check_stream(c.stream, &why)) return launch_error(c, e, why);
 	const size_t limit = func_smem_limit(c.func);
 	if (c.smem > limit)
 		return launch_error(c, cudaErrorInvalidValue,
@@ -770,6 +775,7 @@ cudaError_t launch(const LaunchConfig &c, void (*body)(void *), void *ctx) {
 		}
 	}
 	p.job = nullptr;
+	after_launch(c.stream);
 	return cudaSuccess;
 }
 

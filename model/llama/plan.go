@@ -51,30 +51,58 @@ func (c Config) LoRAParams(l LoRAConfig) (int64, error) {
 // PlanOptions describe a training or inference job to plan memory for.
 type PlanOptions struct {
 	Batch, SeqLen int         // sequences per step and tokens per sequence
-	WeightBytes   int         // bytes per weight element (2: bf16)
-	LoRA          *LoRAConfig // nil: full fine-tuning
-	Recompute     bool        // keep only each layer's input; recompute the rest in the backward
-	LogitChunk    int         // tokens whose logits exist at once
-	Inference     bool        // no gradients or optimizer state; a KV cache instead of activations
+	WeightBytes   int         // bytes per element of the weights and activations (2: bf16)
+	LoRA          *LoRAConfig // nil: full fine-tuning (or, with Inference, the base alone)
+	Recompute     bool        // Model.Recompute: keep each layer's input, recompute the rest in the backward
+	LogitChunk    int         // tokens whose logits exist at once (0: LogitChunk)
+	Inference     bool        // a prefill of every token and a KV cache instead of training
 }
 
 // PlanItem is one line of a memory plan.
 type PlanItem struct {
-	What  string
-	Bytes int64
-	Note  string
+	// Key is a stable name: weights, lora_adapters, gradients,
+	// master_weights, optimizer_state, token_ids, layer_activations,
+	// final_norm, head_gradient, logits_chunk, layer_gradients (training);
+	// kv_cache, prefill_activations, sampling (inference).
+	Key   string `json:"key"`
+	What  string `json:"what"`  // the same in words
+	Bytes int64  `json:"bytes"` // exact, before any allocator rounding
+	Note  string `json:"note"`  // how Bytes is made up
+	// Transient items exist one after another, never together: the plan's
+	// total counts the largest of them.
+	Transient bool `json:"transient,omitempty"`
 }
 
-// Plan is the device memory a job needs, by component.
+// Plan is the device memory a job needs at its peak, by component.
 type Plan struct {
-	Items []PlanItem
-	Total int64
+	Items []PlanItem `json:"items"`
+	Total int64      `json:"total_bytes"` // every item that is not transient, plus the largest transient one
+	// Pooled is the part of Total the model draws from its engine.Pool
+	// (activations and their gradients), which the pool's HighWater
+	// measures; the rest (weights, gradients, optimizer state, KV cache) is
+	// allocated once.
+	Pooled int64 `json:"pooled_bytes"`
 }
 
-// Plan computes the memory plan of a job on c. Full fine-tuning keeps weights
-// and gradients in the weight dtype plus f32 master weights and Adam's m and
-// v (16 bytes per parameter in bf16); LoRA keeps the base frozen (no
-// gradients) and f32 adapters with f32 gradients, m and v.
+// Item returns the item of the given key, and whether the plan has one.
+func (p Plan) Item(key string) (PlanItem, bool) {
+	for _, it := range p.Items {
+		if it.Key == key {
+			return it, true
+		}
+	}
+	return PlanItem{}, false
+}
+
+// Plan computes the memory plan of a job on c, counting every buffer the
+// code keeps at the job's peak: the weights; for full fine-tuning f32
+// gradients, f32 master weights (for weights not in f32) and Adam's m and v
+// (18 B per parameter in bf16); for LoRA a frozen base and adapters in the
+// weights' dtype with the same f32 state; and the buffers the forward and
+// backward take from the model's pool, as ForwardTrain and Backward (or,
+// with Inference, Forward and Generate) take them. The loss's own buffers
+// (per-token weights, a few bytes per token) are the caller's and not
+// counted.
 func (c Config) Plan(o PlanOptions) (Plan, error) {
 	if o.Batch <= 0 || o.SeqLen <= 0 {
 		return Plan{}, fmt.Errorf("plan: batch %d and sequence length %d must be positive", o.Batch, o.SeqLen)
@@ -86,56 +114,121 @@ func (c Config) Plan(o PlanOptions) (Plan, error) {
 		o.LogitChunk = LogitChunk
 	}
 	var p Plan
-	add := func(what string, b int64, note string) {
-		p.Items = append(p.Items, PlanItem{what, b, note})
+	var transient int64 // the largest transient item
+	add := func(pooled bool, key, what string, b int64, note string, a ...any) {
+		p.Items = append(p.Items, PlanItem{Key: key, What: what, Bytes: b, Note: fmt.Sprintf(note, a...)})
 		p.Total += b
+		if pooled {
+			p.Pooled += b
+		}
+	}
+	addTransient := func(key, what string, b int64, note string, a ...any) {
+		p.Items = append(p.Items, PlanItem{Key: key, What: what, Bytes: b, Note: fmt.Sprintf(note, a...), Transient: true})
+		if b > transient {
+			p.Total += b - transient
+			p.Pooled += b - transient
+			transient = b
+		}
 	}
 	np := c.Params()
 	wb := int64(o.WeightBytes)
-	add("weights", np*wb, fmt.Sprintf("%d parameters × %d B", np, wb))
-	n := int64(o.Batch) * int64(o.SeqLen) // tokens per step
+	const f32 = 4
+	add(false, "weights", "weights", np*wb, "%d parameters × %d B", np, wb)
+	var la, rank, targets int64 // LoRA parameters, rank and adapted projections
+	if o.LoRA != nil {
+		var err error
+		if la, err = c.LoRAParams(*o.LoRA); err != nil {
+			return Plan{}, err
+		}
+		rank, targets = int64(o.LoRA.Rank), int64(len(o.LoRA.Targets))
+		add(false, "lora_adapters", "LoRA adapters", la*wb, "%d parameters, rank %d, %d B each", la, rank, wb)
+	}
+
+	n, b := int64(o.Batch)*int64(o.SeqLen), int64(o.Batch) // tokens and sequences
 	d, f, v := int64(c.Dim), int64(c.FFN), int64(c.Vocab)
-	kv := int64(c.KVHeads * c.HeadDim)
+	q, kv, h := int64(c.Heads*c.HeadDim), int64(c.KVHeads*c.HeadDim), int64(c.Heads)
 	if o.Inference {
-		cache := 2 * int64(c.Layers) * n * kv * wb
-		add("KV cache", cache, fmt.Sprintf("2 × %d layers × %d tokens × %d × %d B", c.Layers, n, kv, wb))
-		add("logits", int64(o.Batch)*v*(wb+4), "one token per sequence, activation dtype and f32")
+		add(false, "kv_cache", "KV cache", 2*int64(c.Layers)*n*kv*wb, "2 × %d layers × %d tokens × %d × %d B", c.Layers, n, kv, wb)
+		// Forward's temporaries for a prefill of all n tokens: ids and
+		// positions [N] i32, the sequence table [B, 4] i32; the residual,
+		// a sublayer's input and output [N, D], q and the attention output
+		// [N, H·Dh], k and v [N, G·Dh], gate, up and SwiGLU [N, F], the
+		// LoRA scratch [N, r]; rstd [N] and log-sum-exp [N, H] in f32;
+		// each sequence's last hidden state [B, D] and logits [B, V].
+		perToken := (3*d+2*q+2*kv+3*f+rank)*wb + (1+h)*f32 + 2*4
+		add(true, "prefill_activations", "prefill activations", n*perToken+b*16+b*(d+v)*wb,
+			"%d tokens × %d B, plus each sequence's last hidden state and logits", n, perToken)
+		add(false, "sampling", "logits and sampling", b*v*f32+4*b*4, "f32 logits [%d, %d], the sampler's ids, uniforms, log-probabilities, log-sum-exps", b, v)
 		return p, nil
 	}
 	if o.LoRA != nil {
-		la, err := c.LoRAParams(*o.LoRA)
-		if err != nil {
-			return Plan{}, err
+		add(false, "gradients", "adapter gradients", la*f32, "f32")
+		if wb != f32 {
+			add(false, "master_weights", "adapter master weights", la*f32, "f32")
 		}
-		add("LoRA adapters", la*4, fmt.Sprintf("%d parameters, rank %d, f32", la, o.LoRA.Rank))
-		add("adapter gradients", la*4, "f32")
-		add("optimizer state", la*8, "Adam m, v in f32")
+		add(false, "optimizer_state", "optimizer state", la*8, "Adam m, v in f32")
 	} else {
-		add("gradients", np*wb, fmt.Sprintf("%d B per parameter", wb))
-		add("master weights", np*4, "f32")
-		add("optimizer state", np*8, "Adam m, v in f32")
+		add(false, "gradients", "gradients", np*f32, "f32")
+		if wb != f32 {
+			add(false, "master_weights", "master weights", np*f32, "f32")
+		}
+		add(false, "optimizer_state", "optimizer state", np*8, "Adam m, v in f32")
 	}
-	// Per layer the backward needs: residual in and out, both norms' outputs,
-	// q, attention output (D each), k and v, gate, up and their SwiGLU
-	// (F each), in the activation dtype; two rstd and the attention's
-	// log-sum-exp in f32.
-	perLayer := (6*d+2*kv+3*f)*n*wb + (2+int64(c.Heads))*n*4
+
+	// The forward keeps, for the backward (ForwardTrain): token ids,
+	// targets and positions [N] i32, the sequence table [B, 4] i32; per
+	// layer its input res1 [N, D] (layer 0's is the embedding) and
+	// layerActs: h1, o, res2, h2, down [N, D], q and att [N, H·Dh], k and v
+	// [N, G·Dh], gate, up and act [N, F], x·Aᵀ [N, r] per adapted
+	// projection, rstd1, rstd2 [N] and lse [N, H] in f32.
+	add(true, "token_ids", "token ids and positions", n*3*4+b*16, "ids, targets, positions [%d] i32; sequence table [%d, 4]", n, b)
+	layer := n * ((5*d+2*q+2*kv+3*f+targets*rank)*wb + (2+h)*f32)
+	input := n * d * wb
+	L := int64(c.Layers)
 	if o.Recompute {
-		add("activations", int64(c.Layers)*n*d*wb+perLayer, "recomputed: each layer's input, plus one layer in full")
+		add(true, "layer_activations", "layer activations", L*input+layer,
+			"recomputed: %d layer inputs × %.1f MB, one layer's other activations %.1f MB", L, float64(input)/1e6, float64(layer)/1e6)
 	} else {
-		add("activations", int64(c.Layers)*perLayer, fmt.Sprintf("%d layers × %.1f MB", c.Layers, float64(perLayer)/1e6))
+		add(true, "layer_activations", "layer activations", L*(input+layer), "%d layers × %.1f MB", L, float64(input+layer)/1e6)
 	}
-	add("final norm and gradient buffers", 4*n*d*wb+2*n*f*wb, "residual, norm, their gradients; SwiGLU gradients")
-	add("logits chunk", int64(o.LogitChunk)*v*wb, fmt.Sprintf("%d tokens × %d", o.LogitChunk, v))
+	// The final residual and its norm [N, D], rstd, the log-probabilities
+	// and the logits' log-sum-exp [N] f32; the classifier's input gradient
+	// [N, D], taken before the first logits chunk.
+	add(true, "final_norm", "final norm and log-probabilities", n*(2*d*wb+3*f32), "residual and norm [%d, %d], rstd, log-probabilities, log-sum-exp [%d] f32", n, d, n)
+	add(true, "head_gradient", "classifier input gradient", n*d*wb, "[%d, %d]", n, d)
+	// One after the other: the logits of a chunk of tokens, then the
+	// backward's gradients — of the residual stream [N, D], of act, gate
+	// and up [N, F], of att and q [N, H·Dh], of k and v [N, G·Dh], and the
+	// LoRA scratch [N, r].
+	chunk := min(int64(o.LogitChunk), n)
+	addTransient("logits_chunk", "logits chunk", chunk*v*wb, "%d tokens × %d", chunk, v)
+	var dt int64
+	if o.LoRA != nil {
+		dt = rank
+	}
+	addTransient("layer_gradients", "backward buffers", n*(d+3*f+2*q+2*kv+dt)*wb, "gradients of one layer's activations, reused by every layer")
 	return p, nil
 }
 
-// Write prints the plan as a table in decimal gigabytes.
+// Write prints the plan as a table in decimal gigabytes; transient items
+// are starred.
 func (p Plan) Write(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	starred := false
 	for _, it := range p.Items {
-		fmt.Fprintf(tw, "%s\t%8.2f GB\t%s\n", it.What, float64(it.Bytes)/1e9, it.Note)
+		what := it.What
+		if it.Transient {
+			what, starred = what+" *", true
+		}
+		fmt.Fprintf(tw, "%s\t%8.2f GB\t%s\n", what, float64(it.Bytes)/1e9, it.Note)
 	}
 	fmt.Fprintf(tw, "total\t%8.2f GB\t\n", float64(p.Total)/1e9)
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if starred {
+		_, err := fmt.Fprintln(w, "* exist one after the other: the total counts the largest")
+		return err
+	}
+	return nil
 }

@@ -9,6 +9,16 @@
  * but work is synchronous); errors are reported as CUDA reports them, through
  * the return value and, for launches, cudaGetLastError (per host thread).
  *
+ * Devices and contexts are modelled as far as host code can get them wrong:
+ * TW_EMU_DEVICES devices (default 2, at most 8) share the host's memory; each
+ * has a primary context (cuda.h, the driver API subset); each host thread
+ * has a current context, none at first. A runtime call that needs one when
+ * none is current makes the primary context of the thread's device
+ * (cudaSetDevice, default 0) current, as the CUDA runtime does. Streams and
+ * events belong to the context current when they were created; work queued
+ * on a stream of another context than the calling thread's current one
+ * fails (see below).
+ *
  * The emulator's include directory must come before any real CUDA headers on
  * the include path.
  */
@@ -38,6 +48,7 @@ typedef enum cudaError {
 	cudaErrorNoDevice = 100,
 	cudaErrorInvalidDevice = 101,
 	cudaErrorInvalidDeviceFunction = 98,
+	cudaErrorDeviceUninitialized = 201, /* "invalid device context": CUDA_ERROR_INVALID_CONTEXT */
 	cudaErrorInvalidResourceHandle = 400,
 	cudaErrorNotReady = 600,
 	cudaErrorLaunchOutOfResources = 701,
@@ -87,7 +98,9 @@ cudaError_t cudaPeekAtLastError(void);
 const char *cudaGetErrorString(cudaError_t error);
 const char *cudaGetErrorName(cudaError_t error);
 
-/* Device: exactly one, device 0. */
+/* Devices 0 .. TW_EMU_DEVICES-1. cudaSetDevice makes the device's primary
+ * context current on the calling thread; cudaGetDevice names the device of
+ * the current context. */
 cudaError_t cudaGetDeviceCount(int *count);
 cudaError_t cudaGetDevice(int *device);
 cudaError_t cudaSetDevice(int device);
@@ -108,7 +121,16 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t count, cudaMemcpy
 cudaError_t cudaMemset(void *devPtr, int value, size_t count);
 cudaError_t cudaMemsetAsync(void *devPtr, int value, size_t count, cudaStream_t stream TW_EMU_DEFAULT(0));
 
-/* Streams and events (synchronous underneath). */
+/* Streams and events (synchronous underneath). A kernel launch,
+ * cudaMemcpyAsync, cudaMemsetAsync or cudaEventRecord on a stream created in
+ * another context than the calling thread's current one fails with
+ * cudaErrorDeviceUninitialized ("invalid device context") and says so on
+ * stderr; recording an event of one context on a stream of another fails with
+ * cudaErrorInvalidResourceHandle. Streams 0, cudaStreamLegacy and
+ * cudaStreamPerThread are the current context's. cudaStreamSynchronize and
+ * cudaDeviceSynchronize report (once) the error of a kernel that faulted in
+ * the stream's context since the last synchronisation (see
+ * tw_emu_inject_fault). */
 cudaError_t cudaStreamCreate(cudaStream_t *stream);
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t *stream, unsigned int flags);
 cudaError_t cudaStreamDestroy(cudaStream_t stream);
@@ -134,6 +156,38 @@ cudaError_t cudaFuncSetAttribute(const void *func, cudaFuncAttribute attr, int v
  * barrier. The environment variable TW_EMU_REVERSE=1 sets it at start-up. */
 void tw_emu_set_reverse(int on);
 int tw_emu_reverse(void);
+
+/* Fault injection, for tests of host code's error handling. The next call of
+ * the kind named, from any thread, fails with error e (armed once; arming
+ * again replaces it):
+ *   TW_EMU_FAULT_FUNC_ATTRIBUTE  cudaFuncSetAttribute returns e and leaves it
+ *                                as the thread's last error, as CUDA does;
+ *   TW_EMU_FAULT_KERNEL          the next kernel launch runs and returns
+ *                                cudaSuccess, but its context reports e at its
+ *                                next synchronisation, as a kernel that
+ *                                faults on a GPU does. */
+typedef enum { TW_EMU_FAULT_FUNC_ATTRIBUTE = 1, TW_EMU_FAULT_KERNEL = 2 } tw_emu_fault;
+void tw_emu_inject_fault(tw_emu_fault kind, cudaError_t e);
+
+/* What is alive, for tests that check that host code releases what it
+ * takes. */
+typedef struct {
+	int streams;      /* created and not destroyed */
+	int events;       /* created and not destroyed */
+	long allocations; /* live cudaMalloc allocations */
+	size_t bytes;     /* their size */
+	long mallocs;     /* cudaMalloc calls that allocated, since start-up */
+} tw_emu_counters;
+void tw_emu_get_counters(tw_emu_counters *c);
+/* References to device's primary context held through
+ * cuDevicePrimaryCtxRetain and not yet released. */
+int tw_emu_primary_ctx_refs(int device);
+/* Makes cuCtxSetCurrent and cudaSetDevice sleep this many microseconds when
+ * they change the calling thread's context (default 0). A real switch takes
+ * nanoseconds; a long one gives Go's scheduler time to hand a goroutine that
+ * is not locked to its thread to another one in between, which is how tests
+ * show that host code binds and launches on one thread. */
+void tw_emu_set_ctx_switch_delay_us(int us);
 
 #ifdef __cplusplus
 }
