@@ -41,28 +41,24 @@ var mixed = []spec{
 // rig is a small model with an optimizer on the CPU backend.
 type rig struct {
 	b      engine.Backend
-	w, g   Tensors
+	w      Tensors
 	opt    *optim.AdamW
 	specs  []spec
 	groups map[string]Tensors
 }
 
-// newRig allocates zeroed parameters and gradients for specs and registers
-// them with a fresh AdamW.
+// newRig allocates zeroed parameters for specs and a fresh AdamW over them.
 func newRig(t *testing.T, b engine.Backend, specs []spec) *rig {
 	t.Helper()
-	opt, err := optim.NewAdamW(b, optim.AdamWConfig{Beta1: 0.9, Beta2: 0.95, Eps: 1e-8, WeightDecay: 0.01, MaxGradNorm: 1})
+	r := &rig{b: b, w: Tensors{}, specs: specs}
+	for _, s := range specs {
+		r.w[s.name] = engine.MustAlloc(b, s.dt, s.shape...)
+	}
+	opt, err := optim.NewAdamW(b, optim.AdamWConfig{Beta1: 0.9, Beta2: 0.95, Eps: 1e-8, WeightDecay: 0.01, MaxGradNorm: 1}, r.w)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &rig{b: b, w: Tensors{}, g: Tensors{}, opt: opt, specs: specs}
-	for _, s := range specs {
-		r.w[s.name] = engine.MustAlloc(b, s.dt, s.shape...)
-		r.g[s.name] = engine.MustAlloc(b, s.dt, s.shape...)
-		if err := opt.Add(s.name, r.w[s.name], r.g[s.name]); err != nil {
-			t.Fatal(err)
-		}
-	}
+	r.opt = opt
 	r.groups = map[string]Tensors{"model": r.w}
 	return r
 }

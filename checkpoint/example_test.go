@@ -30,14 +30,11 @@ func Example() {
 
 	b := cpu.New(cpu.Options{Threads: 1})
 	w := engine.FromF32(b, engine.BF16, []float32{1, 2, 3, 4}, 2, 2)
-	g := engine.FromF32(b, engine.BF16, []float32{0.5, -0.5, 0.25, -0.25}, 2, 2)
-	opt, err := optim.NewAdamW(b, optim.AdamWConfig{Beta1: 0.9, Beta2: 0.95, Eps: 1e-8})
+	opt, err := optim.NewAdamW(b, optim.AdamWConfig{Beta1: 0.9, Beta2: 0.95, Eps: 1e-8}, map[string]*engine.Tensor{"w": w})
 	if err != nil {
 		log.Fatal(err)
 	}
-	if err := opt.Add("w", w, g); err != nil {
-		log.Fatal(err)
-	}
+	engine.SetF32(b, opt.Grad(w), []float32{0.5, -0.5, 0.25, -0.25}) // as a backward pass would
 	groups := map[string]checkpoint.Tensors{"model": {"w": w}}
 
 	st := state{}

@@ -205,6 +205,18 @@ type Backend interface {
 	// non-nil (required for bf16 or f16 params) the update is applied to the
 	// f32 master copy and param receives it rounded.
 	AdamW(param, grad, m, v, master *Tensor, p AdamWParams)
+	// AdamWMulti applies AdamW's update to every parameter of t at once:
+	// for each span s of t, the update of AdamW with
+	//   param = s.W, grad, m, v = elements [s.Off, s.Off+n) of grad, m, v,
+	//   master = elements [s.MasterOff, s.MasterOff+n) of master (none when
+	//   s.MasterOff < 0), n = s.W.Numel(),
+	// computed element by element exactly as AdamW computes it (the same
+	// bits). Elements of grad, m and v outside every span are neither read
+	// nor written. grad [N] float, m, v [N] f32 with N ≥ t.End(); master
+	// [Nm] f32 with Nm ≥ t.MasterEnd(), or nil when no span has a master.
+	// A backend may keep its own form of t (a table on the device) in t's
+	// cache, made on the first call (see ParamTable).
+	AdamWMulti(t *ParamTable, grad, m, v, master *Tensor, p AdamWParams)
 
 	// Sample draws one token per row of logits into ids using the caller's
 	// uniform random numbers u in [0, 1), one per row, so results are

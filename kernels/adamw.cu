@@ -1,4 +1,5 @@
-// adamw.cu — the AdamW update of one parameter tensor, in place.
+// adamw.cu — the AdamW update, in place: of one parameter tensor (tw_adamw),
+// or of a whole table of them in one launch (tw_adamw_multi).
 //
 // Contract (launcher tw_adamw in kernels.h; engine.Backend.AdamW):
 //   param [n] pdt, grad [n] gdt (f32, bf16 or f16 each), m, v [n] f32,
@@ -12,20 +13,44 @@
 //       w = w·decay − (step·m) / (sqrt(v)/bc2 + eps)
 //   where w is master[i] when master is given (param[i] then receives w
 //   rounded to pdt) and param[i] otherwise. This is engine/cpu's f32 formula
-//   (vec.c tw_adamw), operation for operation. Every operation is an
+//   (vec.c twcpu_adamw), operation for operation. Every operation is an
 //   explicitly rounded intrinsic (__fmul_rn, __fadd_rn, __fdiv_rn,
-//   __fsqrt_rn), so nvcc contracts nothing into FMAs and the GPU and the
-//   emulator compute the same bits. (The CPU's compiler may fuse some of the
-//   products into FMAs; the results then differ in the last bit.)
+//   __fsqrt_rn), so nvcc contracts nothing into FMAs, and vec.c turns
+//   contraction off: the GPU, the emulator and the CPU compute the same bits.
 //   A non-float dtype, or a bf16/f16 param without a master, is
 //   cudaErrorInvalidValue (checked first); otherwise n ≤ 0 launches nothing.
 //
-// Design: element-wise, one thread per element, grid-stride loop. When every
-// array is aligned to its 4-element pack (16 bytes for f32, 8 for 16-bit
-// types), a thread handles 4 consecutive elements with one vector load or
-// store per array; a tail of n % 4 elements (or every element, when some
-// pointer is misaligned) goes element by element. Each element is updated by
-// exactly one thread: deterministic, no atomics, no shared memory.
+// Contract (launcher tw_adamw_multi; engine.Backend.AdamWMulti):
+//   spans [nspans] tw_adamw_span in device memory, in increasing order of off
+//   and not overlapping (engine.NewParamTable checks this, and that every
+//   span's dtype is a float type with a master unless f32: the launcher does
+//   not read device memory); grad [end] gdt, m, v [end] f32, master f32 (NULL
+//   when no span has one). For every span s and i < s.n, element i of the
+//   parameter at s.param gets tw_adamw's update with grad, m and v element
+//   s.off + i and master element s.master_off + i (none when
+//   s.master_off < 0) — the same bits as tw_adamw. Elements of grad, m and v
+//   no span covers are not touched. A non-float gdt is cudaErrorInvalidValue;
+//   end ≤ 0 or nspans ≤ 0 launches nothing.
+//
+// Design.
+//
+// adamw_kernel: element-wise, one thread per element, grid-stride loop.
+//   When every array is aligned to its 4-element pack (16 bytes for f32, 8
+//   for 16-bit types), a thread handles 4 consecutive elements with one
+//   vector load or store per array; a tail of n % 4 elements (or every
+//   element, when some pointer is misaligned) goes element by element. Each
+//   element is updated by exactly one thread: deterministic, no atomics, no
+//   shared memory.
+//
+// adamw_multi_kernel: the flat range [0, end) is cut into chunks of kChunk
+//   elements, one block per chunk (grid-stride over chunks). A block finds
+//   the first span that ends inside its chunk by binary search over the
+//   table (every thread searches alike; the table is small and cached), then
+//   walks the spans that overlap the chunk, and for each overlap runs the
+//   same per-element loop as adamw_kernel over the block's threads, with the
+//   parameter's dtype and master chosen per span (uniform across the block)
+//   and the vector path taken when that overlap's pointers are aligned. One
+//   launch updates every parameter; the table is built once by the caller.
 #include <type_traits>
 
 #include "common.cuh"
@@ -47,19 +72,20 @@ static __device__ __forceinline__ float adamw_update(float w, float g, float &m,
 	return __fsub_rn(__fmul_rn(w, a.decay), __fdiv_rn(__fmul_rn(a.step, m), den));
 }
 
-// P, G: param and grad element types. kMaster: master is given (the update
-// runs on it; param receives its rounding). vec: every pointer is aligned to
-// its 4-element Pack (checked by the launcher).
+// One thread's share of the update of n elements: the 4-element packs
+// first, first + stride, … when vec (every pointer aligned to its Pack; the
+// caller checks), then the elements after the packs (or all of them)
+// first, first + stride, …. P, G: param and grad element types. kMaster:
+// master is given (the update runs on it; param receives its rounding).
 template <class P, class G, bool kMaster>
-__global__ void __launch_bounds__(kBlock)
-	adamw_kernel(P *__restrict__ param,        // [n]
-	             const G *__restrict__ grad,   // [n]
-	             float *__restrict__ m,        // [n]
-	             float *__restrict__ v,        // [n]
-	             float *__restrict__ master,   // [n] when kMaster, else unused
-	             int64_t n, AdamWArgs a, bool vec) {
-	const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-	int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+static __device__ __forceinline__ void adamw_range(P *__restrict__ param,        // [n]
+                                                   const G *__restrict__ grad,   // [n]
+                                                   float *__restrict__ m,        // [n]
+                                                   float *__restrict__ v,        // [n]
+                                                   float *__restrict__ master,   // [n] when kMaster, else unused
+                                                   int64_t n, const AdamWArgs &a, bool vec, int64_t first,
+                                                   int64_t stride) {
+	int64_t i = first;
 	int64_t done = 0; // elements [0, done) are the vector loop's
 	if (vec) {
 		const int64_t n4 = n / 4; // [n4] packs of 4
@@ -89,12 +115,23 @@ __global__ void __launch_bounds__(kBlock)
 	}
 }
 
-extern "C" cudaError_t tw_adamw(void *param, tw_dtype pdt, const void *grad, tw_dtype gdt, float *m, float *v,
-                                float *master, int64_t n, float lr, float beta1, float beta2, float eps,
-                                float weight_decay, float grad_scale, float bc1, float bc2, cudaStream_t stream) {
-	auto is_float = [](tw_dtype d) { return d == TW_F32 || d == TW_BF16 || d == TW_F16; };
-	if (!is_float(pdt) || !is_float(gdt) || (pdt != TW_F32 && master == nullptr)) return cudaErrorInvalidValue;
-	if (n <= 0) return cudaSuccess;
+// vec: every pointer is aligned to its 4-element Pack (checked by the
+// launcher).
+template <class P, class G, bool kMaster>
+__global__ void __launch_bounds__(kBlock)
+	adamw_kernel(P *__restrict__ param,        // [n]
+	             const G *__restrict__ grad,   // [n]
+	             float *__restrict__ m,        // [n]
+	             float *__restrict__ v,        // [n]
+	             float *__restrict__ master,   // [n] when kMaster, else unused
+	             int64_t n, AdamWArgs a, bool vec) {
+	adamw_range<P, G, kMaster>(param, grad, m, v, master, n, a, vec, blockIdx.x * (int64_t)blockDim.x + threadIdx.x,
+	                           (int64_t)gridDim.x * blockDim.x);
+}
+
+// The f32 constants of one update, formed as engine/cpu forms them.
+static AdamWArgs adamw_args(float lr, float beta1, float beta2, float eps, float weight_decay, float grad_scale,
+                            float bc1, float bc2) {
 	AdamWArgs a;
 	a.gscale = grad_scale;
 	a.b1 = beta1;
@@ -102,9 +139,19 @@ extern "C" cudaError_t tw_adamw(void *param, tw_dtype pdt, const void *grad, tw_
 	a.c1 = 1.0f - beta1;
 	a.c2 = 1.0f - beta2;
 	a.eps = eps;
-	a.decay = 1.0f - lr * weight_decay; // as engine/cpu: f32 product, then f32 difference
+	a.decay = 1.0f - lr * weight_decay; // f32 product, then f32 difference
 	a.step = lr / bc1;
 	a.bc2 = bc2;
+	return a;
+}
+
+extern "C" cudaError_t tw_adamw(void *param, tw_dtype pdt, const void *grad, tw_dtype gdt, float *m, float *v,
+                                float *master, int64_t n, float lr, float beta1, float beta2, float eps,
+                                float weight_decay, float grad_scale, float bc1, float bc2, cudaStream_t stream) {
+	auto is_float = [](tw_dtype d) { return d == TW_F32 || d == TW_BF16 || d == TW_F16; };
+	if (!is_float(pdt) || !is_float(gdt) || (pdt != TW_F32 && master == nullptr)) return cudaErrorInvalidValue;
+	if (n <= 0) return cudaSuccess;
+	const AdamWArgs a = adamw_args(lr, beta1, beta2, eps, weight_decay, grad_scale, bc1, bc2);
 	return dispatch_float(pdt, [&](auto *pt) {
 		return dispatch_float(gdt, [&](auto *gt) {
 			using P = elem_t<decltype(pt)>;
@@ -121,5 +168,75 @@ extern "C" cudaError_t tw_adamw(void *param, tw_dtype pdt, const void *grad, tw_
 			}
 			return cudaGetLastError();
 		});
+	});
+}
+
+// ---- the multi-tensor update ------------------------------------------------------
+
+static constexpr int64_t kChunk = 4096; // flat elements per block and chunk
+
+// Whether p may be accessed as a 4-element Pack of T, on the device.
+template <class T> static __device__ __forceinline__ bool aligned4(const void *p) {
+	return (uintptr_t)p % alignof(Pack<T, 4>) == 0;
+}
+
+// The block's update of elements [j, j+len) of one parameter whose element
+// type is P; g, m, v and master point at element j's entries.
+template <class P, class G>
+static __device__ __forceinline__ void adamw_span_part(P *param, const G *g, float *m, float *v, float *master,
+                                                       int64_t len, const AdamWArgs &a) {
+	const bool vec = aligned4<P>(param) && aligned4<G>(g) && aligned4<float>(m) && aligned4<float>(v) &&
+	                 (master == nullptr || aligned4<float>(master));
+	if (master != nullptr) adamw_range<P, G, true>(param, g, m, v, master, len, a, vec, threadIdx.x, blockDim.x);
+	else if constexpr (std::is_same_v<P, float>)
+		adamw_range<P, G, false>(param, g, m, v, nullptr, len, a, vec, threadIdx.x, blockDim.x);
+}
+
+template <class G>
+__global__ void __launch_bounds__(kBlock)
+	adamw_multi_kernel(const tw_adamw_span *__restrict__ spans, // [nspans], increasing off
+	                   int64_t nspans,
+	                   const G *__restrict__ grad, // [end]
+	                   float *__restrict__ m,      // [end]
+	                   float *__restrict__ v,      // [end]
+	                   float *__restrict__ master, // the spans' masters, or nullptr
+	                   int64_t end, AdamWArgs a) {
+	const int64_t nchunks = ceil_div<int64_t>(end, kChunk);
+	for (int64_t c = blockIdx.x; c < nchunks; c += gridDim.x) { // uniform across the block
+		const int64_t cs = c * kChunk, ce = min(cs + kChunk, end);
+		int64_t lo = 0, hi = nspans; // the first span that ends after cs
+		while (lo < hi) {
+			const int64_t mid = (lo + hi) / 2;
+			if (spans[mid].off + spans[mid].n > cs) hi = mid;
+			else lo = mid + 1;
+		}
+		for (int64_t s = lo; s < nspans && spans[s].off < ce; s++) {
+			const tw_adamw_span sp = spans[s];
+			const int64_t a0 = max(cs, sp.off), len = min(ce, sp.off + sp.n) - a0;
+			const int64_t j = a0 - sp.off; // the overlap's first element within the parameter
+			float *ms = sp.master_off >= 0 ? master + sp.master_off + j : nullptr;
+			switch (sp.dtype) {
+			case TW_F32: adamw_span_part((float *)(uintptr_t)sp.param + j, grad + a0, m + a0, v + a0, ms, len, a); break;
+			case TW_BF16:
+				adamw_span_part((__nv_bfloat16 *)(uintptr_t)sp.param + j, grad + a0, m + a0, v + a0, ms, len, a);
+				break;
+			case TW_F16: adamw_span_part((__half *)(uintptr_t)sp.param + j, grad + a0, m + a0, v + a0, ms, len, a); break;
+			default: break; // not a float type: refused by engine.NewParamTable
+			}
+		}
+	}
+}
+
+extern "C" cudaError_t tw_adamw_multi(const tw_adamw_span *spans, int64_t nspans, int64_t end, const void *grad,
+                                      tw_dtype gdt, float *m, float *v, float *master, float lr, float beta1,
+                                      float beta2, float eps, float weight_decay, float grad_scale, float bc1,
+                                      float bc2, cudaStream_t stream) {
+	const AdamWArgs a = adamw_args(lr, beta1, beta2, eps, weight_decay, grad_scale, bc1, bc2);
+	return dispatch_float(gdt, [&](auto *gt) {
+		using G = elem_t<decltype(gt)>;
+		if (end <= 0 || nspans <= 0) return cudaSuccess;
+		const unsigned grid = grid_for(ceil_div<int64_t>(end, kChunk), 1, 4096);
+		LAUNCH(grid, kBlock, 0, stream, adamw_multi_kernel<G>)(spans, nspans, (const G *)grad, m, v, master, end, a);
+		return cudaGetLastError();
 	});
 }

@@ -83,9 +83,8 @@
 // lse = (m + log2 l)·ln 2. Shared memory holds Q [64][D], K and V [N][D] in
 // the input dtype and, per warp, the scores [16][N] f32 (reused to stage the
 // accumulator) and P [16][N]: never a T×T buffer. Tiles are loaded
-// synchronously (no cp.async double buffering: the emulator has no
-// asynchronous copies); two resident blocks per SM overlap one's loads with
-// the other's arithmetic.
+// synchronously (no cp.async double buffering); two resident blocks per SM
+// overlap one's loads with the other's arithmetic.
 //
 // Backward (FlashAttention-2 recipe, three kernels, no atomics):
 //   attn_bwd_prep_kernel: one warp per (query row, head): D = rowsum(dO∘O)

@@ -39,12 +39,22 @@
 //   that one ldmatrix phase reads fall in distinct banks; every fragment
 //   pointer stays 32-byte aligned and every ldm a multiple of 8, as wmma
 //   requires. Fragments are loaded with wmma.load from the shared state space
-//   (load_frag), which compiles to ldmatrix.
+//   (load_frag_shared), which compiles to ldmatrix.
 //   Pipeline: kStages = 3 buffers of (sA, sB), filled with cp.async (16 bytes,
-//   L2 only) on sm_80+: while the warps multiply stage kt, the copies of
-//   k-tiles kt+1 and kt+2 are in flight. One __syncthreads per k-tile: the
-//   copy issued in iteration kt overwrites the stage read in iteration kt−1,
-//   which every warp has finished once it passed the barrier. Smem, by
+//   L2 only): while the warps multiply stage kt, the copies of k-tiles kt+1
+//   and kt+2 are in flight. Each iteration commits one group (empty past the
+//   last k-tile), so wait_group kStages−2 means k-tile kt has landed. One
+//   __syncthreads per k-tile, after that wait: it makes every thread's copies
+//   of k-tile kt visible to all warps, and the copy issued next, in iteration
+//   kt, overwrites the stage read in iteration kt−1, which every warp has
+//   finished once it passed the barrier.
+//   The asynchronous copies and the fragment loads are the primitives of
+//   sm80.cuh: inline PTX under nvcc (sm_80 and later), under the emulator
+//   its model of the same instructions (copies land only at the wait that
+//   covers them, the destination reads NaN until then; fragment addresses
+//   checked to be 32-byte aligned in shared memory), so the emulator runs
+//   this kernel's GPU code path and a wrong wait count or a missing barrier
+//   fails its tests. Smem, by
 //   transposes: 51–60 KiB (128×128; it opts in to more than 48 KiB) or
 //   27–30 KiB (64×64).
 //   Copies (TileCopier): thread t copies the 16-byte chunks of one column of
@@ -94,6 +104,7 @@
 #include "common.cuh"
 #include "kernels.h"
 #include "pack.cuh"
+#include "sm80.cuh"
 
 using namespace nvcuda;
 using bf16 = __nv_bfloat16;
@@ -166,61 +177,7 @@ UNROLL
 	store_run<W>(p, n, vec, acc);
 }
 
-// ---- Asynchronous copies --------------------------------------------------------
-// cp.async on sm_80 and later; elsewhere (and in the emulator) a plain copy.
-
-// dst ← the 16 bytes at src, or 16 zero bytes when !in (src is then not read).
-// dst in shared memory, both 16-byte aligned.
-__device__ __forceinline__ void copy16(void *dst, const void *src, bool in) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-	const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
-	asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(in ? 16 : 0));
-#else
-	*reinterpret_cast<uint4 *>(dst) = in ? *reinterpret_cast<const uint4 *>(src) : make_uint4(0, 0, 0, 0);
-#endif
-}
-
-// Closes the group of copies issued since the last commit.
-__device__ __forceinline__ void copy_commit() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-	asm volatile("cp.async.commit_group;\n" ::);
-#endif
-}
-
-// Waits until at most N committed groups are still in flight.
-template <int N> __device__ __forceinline__ void copy_wait() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-	asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-#endif
-}
-
 // ---- bf16: tensor cores ---------------------------------------------------------
-
-// wmma::load_matrix_sync of a bf16 fragment from shared memory. nvcc 11.8
-// does not infer the shared state space for bf16 wmma loads (it does for
-// f16): the API call becomes four generic 32-bit loads per fragment, with
-// 64-bit addresses. The same wmma.load with .shared spelled out compiles to
-// one ldmatrix. Elsewhere (the emulator) it is the API call.
-template <class Use, class Layout>
-__device__ __forceinline__ void load_frag(wmma::fragment<Use, 16, 16, 16, bf16, Layout> &f, const bf16 *p,
-                                          unsigned ldm) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-	unsigned *r = reinterpret_cast<unsigned *>(&f); // 8 bf16 per lane: 4 registers
-	const unsigned s = (unsigned)__cvta_generic_to_shared(p);
-#define TW_WMMA_LOAD(ab, layout)                                                                         \
-	asm volatile("wmma.load." ab ".sync.aligned." layout ".m16n16k16.shared.bf16 {%0, %1, %2, %3}, [%4], %5;\n" \
-	             : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])                                           \
-	             : "r"(s), "r"(ldm))
-	constexpr bool b = std::is_same<Use, wmma::matrix_b>::value, col = std::is_same<Layout, wmma::col_major>::value;
-	if constexpr (!b && !col) TW_WMMA_LOAD("a", "row");
-	else if constexpr (!b) TW_WMMA_LOAD("a", "col");
-	else if constexpr (!col) TW_WMMA_LOAD("b", "row");
-	else TW_WMMA_LOAD("b", "col");
-#undef TW_WMMA_LOAD
-#else
-	wmma::load_matrix_sync(f, p, ldm);
-#endif
-}
 
 static constexpr int kPad = 8;    // bf16 elements of padding per shared-memory row
 static constexpr int kStages = 3; // shared-memory buffers in the copy pipeline
@@ -293,7 +250,7 @@ UNROLL
 			const bool row_in = row + it * kRowStep < rows;
 			if (vec) {
 				const bool in = row_in && col < cols;
-				copy16(dst, in ? src : base, in);
+				cp_async16(dst, in ? src : base, in ? 16 : 0);
 			} else {
 				uint4 raw = make_uint4(0, 0, 0, 0); // 8 bf16, as raw bits
 				uint16_t *e8 = reinterpret_cast<uint16_t *>(&raw);
@@ -359,17 +316,17 @@ UNROLL
 			copy_a.copy_next(sA + s * TA_::ELEMS);
 			copy_b.copy_next(sB + s * TB_::ELEMS);
 		}
-		copy_commit();
+		cp_async_commit();
 	}
 	int read = 0, write = kStages - 1; // stages of k-tile kt and of k-tile kt + kStages − 1
 	for (int kt = 0; kt < ktiles; kt++) {
-		copy_wait<kStages - 2>(); // k-tile kt has landed (this thread's copies)
-		__syncthreads();          // ... everyone's; and stage `write`, read in iteration kt − 1, is free
+		cp_async_wait<kStages - 2>(); // k-tile kt has landed (this thread's copies)
+		__syncthreads();              // ... everyone's; and stage `write`, read in iteration kt − 1, is free
 		if (kt + kStages - 1 < ktiles) {
 			copy_a.copy_next(sA + write * TA_::ELEMS);
 			copy_b.copy_next(sB + write * TB_::ELEMS);
 		}
-		copy_commit();
+		cp_async_commit();
 
 		const bf16 *tA = sA + read * TA_::ELEMS, *tB = sB + read * TB_::ELEMS;
 UNROLL
@@ -380,13 +337,13 @@ UNROLL
 UNROLL
 			for (int j = 0; j < C::FN; j++) {
 				const int col = wn + j * 16; // column of op(B)
-				load_frag(fb[j], TB ? tB + col * TB_::LD + kk : tB + kk * TB_::LD + col, TB_::LD);
+				load_frag_shared(fb[j], TB ? tB + col * TB_::LD + kk : tB + kk * TB_::LD + col, TB_::LD);
 			}
 UNROLL
 			for (int i = 0; i < C::FM; i++) {
 				const int r = wm + i * 16; // row of op(A)
 				wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, LayoutA> fa;
-				load_frag(fa, TA ? tA + kk * TA_::LD + r : tA + r * TA_::LD + kk, TA_::LD);
+				load_frag_shared(fa, TA ? tA + kk * TA_::LD + r : tA + r * TA_::LD + kk, TA_::LD);
 UNROLL
 				for (int j = 0; j < C::FN; j++) wmma::mma_sync(acc[i][j], fa, fb[j], acc[i][j]);
 			}
@@ -394,7 +351,7 @@ UNROLL
 		read = read == kStages - 1 ? 0 : read + 1;
 		write = write == kStages - 1 ? 0 : write + 1;
 	}
-	copy_wait<0>();
+	cp_async_wait<0>();
 	__syncthreads(); // all warps are done with the stages: reuse them as scratch
 
 	float *scratch = reinterpret_cast<float *>(smem) + warp * 16 * kScratchLd; // [16][kScratchLd]

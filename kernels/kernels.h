@@ -154,6 +154,24 @@ cudaError_t tw_adamw(void *param, tw_dtype pdt, const void *grad, tw_dtype gdt, 
                      int64_t n, float lr, float beta1, float beta2, float eps, float weight_decay, float grad_scale,
                      float bc1, float bc2, cudaStream_t stream);
 
+/* One parameter of tw_adamw_multi (engine.AdamWSpan). */
+typedef struct {
+	uint64_t param;     /* device address of the parameter's first element */
+	int64_t off;        /* its first element in the flat grad, m and v */
+	int64_t master_off; /* its first element in the flat master; < 0: none */
+	int64_t n;          /* its element count */
+	int32_t dtype;      /* its tw_dtype */
+	int32_t unused;
+} tw_adamw_span;
+
+/* tw_adamw's update of every parameter of the table spans [nspans] (device
+ * memory, increasing off, not overlapping) in one launch
+ * (engine.Backend.AdamWMulti): grad [end] gdt, m, v [end] f32, master f32 or
+ * NULL when no span has one. */
+cudaError_t tw_adamw_multi(const tw_adamw_span *spans, int64_t nspans, int64_t end, const void *grad, tw_dtype gdt,
+                           float *m, float *v, float *master, float lr, float beta1, float beta2, float eps,
+                           float weight_decay, float grad_scale, float bc1, float bc2, cudaStream_t stream);
+
 /* ---- sample.cu ----------------------------------------------------------- */
 
 /* One token per row of logits [b, v] dt into ids [b], with uniforms u [b] f32,

@@ -2,12 +2,16 @@
 // parameters with f32 master weights for low-precision ones, global-norm
 // gradient clipping, gradient accumulation, the skipping of non-finite
 // steps, and learning-rate schedules. It is written against engine.Backend,
-// so the same code steps parameters on every backend.
+// so the same code steps parameters on every backend, and its state lives
+// in flat buffers, so that a step is a handful of ops (on a GPU, of kernel
+// launches) whatever the number of parameters.
 package optim
 
 import (
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 
 	"github.com/turnwise/turnwise/engine"
 )
@@ -21,65 +25,123 @@ type AdamWConfig struct {
 	MaxGradNorm  float32 // clip the global gradient norm to this; ≤ 0: no clipping
 }
 
-// Param is one optimized tensor with its gradient and state.
+// align is the multiple of elements every parameter's offsets in the flat
+// buffers are rounded up to: 256 bytes of f32, so that a GPU reads each
+// parameter's gradient, moments and master with aligned vector loads.
+const align = 64
+
+// Param is one optimized tensor with its gradient and state. The weights
+// stay where their owner allocated them; the rest are views of the
+// optimizer's flat buffers.
 type Param struct {
 	Name   string
-	W, G   *engine.Tensor // the weights and their accumulated gradient
-	M, V   *engine.Tensor // Adam's moments, f32
-	Master *engine.Tensor // f32 copy of W when W is not f32, else nil
+	W      *engine.Tensor // the weights, float
+	G      *engine.Tensor // [W's shape] f32: the accumulated gradient
+	M, V   *engine.Tensor // [W's shape] f32: Adam's moments
+	Master *engine.Tensor // [W's shape] f32 copy of W when W is not f32, else nil
 }
 
-// AdamW steps a set of parameters. Gradients accumulate in each Param's G
-// over any number of micro-batches; Step applies them, scaled by
-// 1/micro-batches, and ZeroGrad clears them.
+// AdamW steps a fixed set of parameters. It owns their gradients, moments
+// and master weights, each kind laid end to end in one flat f32 buffer, so
+// that a step costs the same few ops however many parameters there are: one
+// zeroing of the gradients (ZeroGrad), one global norm over them, and one
+// multi-tensor AdamW update (Step). Gradients accumulate in each Param's G
+// — which the model is handed as its gradient buffer (Grad) — over any
+// number of micro-batches; Step applies them, scaled by 1/micro-batches.
 type AdamW struct {
 	Config  AdamWConfig
-	Params  []*Param
-	Steps   int // steps applied
-	Skipped int // steps skipped because the gradient norm was NaN or infinite
+	Params  []*Param // in name order
+	Steps   int      // steps applied
+	Skipped int      // steps skipped because the gradient norm was NaN or infinite
 	b       engine.Backend
+	grad    *engine.Tensor // [n] f32: every parameter's gradient, end to end (gaps of zeros between)
+	m, v    *engine.Tensor // [n] f32: the moments, laid out as grad
+	master  *engine.Tensor // [nm] f32: the masters of the non-f32 parameters, end to end; nil if none
+	table   *engine.ParamTable
 	acc     *engine.Tensor // [1] f32: the sum of squares of the gradients
+	byW     map[*engine.Tensor]*Param
 }
 
-// NewAdamW returns an optimizer with no parameters yet.
-func NewAdamW(b engine.Backend, c AdamWConfig) (*AdamW, error) {
-	acc, err := engine.Alloc(b, engine.F32, 1)
-	if err != nil {
+// NewAdamW returns an optimizer over params (by name; the optimizer keeps
+// them in name order), with zeroed gradients and moments and, for every
+// non-f32 parameter, an f32 master copy of its current weights.
+func NewAdamW(b engine.Backend, c AdamWConfig, params map[string]*engine.Tensor) (*AdamW, error) {
+	if len(params) == 0 {
+		return nil, fmt.Errorf("optim: no parameters to optimize")
+	}
+	o := &AdamW{Config: c, b: b, byW: map[*engine.Tensor]*Param{}}
+	spans := make([]engine.AdamWSpan, 0, len(params))
+	n, nm := 0, 0 // flat elements so far
+	for _, name := range slices.Sorted(maps.Keys(params)) {
+		w := params[name]
+		if !w.DType().IsFloat() {
+			return nil, fmt.Errorf("optim: parameter %s is %v, not a float tensor", name, w)
+		}
+		if q, dup := o.byW[w]; dup {
+			return nil, fmt.Errorf("optim: parameters %s and %s are the same tensor", q.Name, name)
+		}
+		p := &Param{Name: name, W: w}
+		o.Params = append(o.Params, p)
+		o.byW[w] = p
+		s := engine.AdamWSpan{W: w, Off: n, MasterOff: -1}
+		n = roundUp(n+w.Numel(), align)
+		if w.DType() != engine.F32 {
+			s.MasterOff = nm
+			nm = roundUp(nm+w.Numel(), align)
+		}
+		spans = append(spans, s)
+	}
+	o.table = engine.NewParamTable(spans)
+	var err error
+	for _, buf := range []**engine.Tensor{&o.grad, &o.m, &o.v} {
+		if *buf, err = engine.Alloc(b, engine.F32, n); err != nil {
+			o.Free()
+			return nil, fmt.Errorf("optim: %d parameters of %d elements: %w", len(params), n, err)
+		}
+	}
+	if nm > 0 {
+		if o.master, err = engine.Alloc(b, engine.F32, nm); err != nil {
+			o.Free()
+			return nil, fmt.Errorf("optim: f32 masters of %d elements: %w", nm, err)
+		}
+	}
+	if o.acc, err = engine.Alloc(b, engine.F32, 1); err != nil {
+		o.Free()
 		return nil, err
 	}
-	return &AdamW{Config: c, b: b, acc: acc}, nil
-}
-
-// Add registers a parameter w with gradient buffer g (same element count),
-// allocating its moments and, for a non-f32 w, an f32 master copy.
-func (o *AdamW) Add(name string, w, g *engine.Tensor) error {
-	if w.Numel() != g.Numel() {
-		return fmt.Errorf("optim: %s: weights %v and gradient %v differ in size", name, w, g)
-	}
-	p := &Param{Name: name, W: w, G: g}
-	var err error
-	if p.M, err = engine.Alloc(o.b, engine.F32, w.Shape()...); err != nil {
-		return fmt.Errorf("optim: %s: %w", name, err)
-	}
-	if p.V, err = engine.Alloc(o.b, engine.F32, w.Shape()...); err != nil {
-		return fmt.Errorf("optim: %s: %w", name, err)
-	}
-	if w.DType() != engine.F32 {
-		if p.Master, err = engine.Alloc(o.b, engine.F32, w.Shape()...); err != nil {
-			return fmt.Errorf("optim: %s: %w", name, err)
+	for i, p := range o.Params {
+		s := spans[i]
+		p.G, p.M, p.V = view(o.grad, s.Off, p.W), view(o.m, s.Off, p.W), view(o.v, s.Off, p.W)
+		if s.MasterOff >= 0 {
+			p.Master = view(o.master, s.MasterOff, p.W)
+			b.Cast(p.Master, p.W)
 		}
-		o.b.Cast(p.Master, w)
 	}
-	o.Params = append(o.Params, p)
-	return nil
+	return o, nil
 }
 
-// ZeroGrad clears every gradient.
-func (o *AdamW) ZeroGrad() {
-	for _, p := range o.Params {
-		o.b.Fill(p.G, 0)
-	}
+// roundUp returns x rounded up to a multiple of k.
+func roundUp(x, k int) int { return (x + k - 1) / k * k }
+
+// view returns the elements [off, off+w.Numel()) of the flat f32 tensor
+// flat, shaped like w.
+func view(flat *engine.Tensor, off int, w *engine.Tensor) *engine.Tensor {
+	return engine.NewTensor(flat.Buffer(), flat.Offset()+4*off, engine.F32, w.Shape()...)
 }
+
+// Grad returns the gradient buffer of parameter w: the tensor the model
+// accumulates w's gradient into. It panics if w is not one of the
+// optimizer's parameters.
+func (o *AdamW) Grad(w *engine.Tensor) *engine.Tensor {
+	p, ok := o.byW[w]
+	if !ok {
+		panic(fmt.Sprintf("optim: Grad of %v, which is not a parameter of this optimizer", w))
+	}
+	return p.G
+}
+
+// ZeroGrad clears every gradient (one op over the flat gradient buffer).
+func (o *AdamW) ZeroGrad() { o.b.Fill(o.grad, 0) }
 
 // StepResult reports one call of Step.
 type StepResult struct {
@@ -94,23 +156,32 @@ type StepResult struct {
 // is NaN or infinite is not applied: the step is counted in Skipped and the
 // weights and moments stay as they were.
 func (o *AdamW) Step(lr, gradScale float32) StepResult {
-	grads := make([]*engine.Tensor, len(o.Params))
-	for i, p := range o.Params {
-		grads[i] = p.G
-	}
-	norm := engine.GlobalNorm(o.b, o.acc, grads) * gradScale
+	norm := engine.GlobalNorm(o.b, o.acc, []*engine.Tensor{o.grad}) * gradScale
 	clip := engine.ClipScale(norm, o.Config.MaxGradNorm)
 	if math.IsNaN(float64(clip)) || math.IsNaN(float64(norm)) {
 		o.Skipped++
 		return StepResult{GradNorm: norm, Skipped: true}
 	}
 	o.Steps++
-	hp := engine.AdamWParams{LR: lr, Beta1: o.Config.Beta1, Beta2: o.Config.Beta2, Eps: o.Config.Eps,
-		WeightDecay: o.Config.WeightDecay, Step: o.Steps, GradScale: gradScale * clip}
-	for _, p := range o.Params {
-		o.b.AdamW(p.W, p.G, p.M, p.V, p.Master, hp)
-	}
+	o.b.AdamWMulti(o.table, o.grad, o.m, o.v, o.master, engine.AdamWParams{LR: lr, Beta1: o.Config.Beta1,
+		Beta2: o.Config.Beta2, Eps: o.Config.Eps, WeightDecay: o.Config.WeightDecay, Step: o.Steps,
+		GradScale: gradScale * clip})
 	return StepResult{GradNorm: norm, Clip: clip}
+}
+
+// Free releases the optimizer's buffers — the gradients, moments and masters
+// of every parameter — and the backend's copy of its parameter table. The
+// parameters themselves stay. The optimizer must not be used afterwards.
+func (o *AdamW) Free() {
+	for _, t := range []*engine.Tensor{o.grad, o.m, o.v, o.master, o.acc} {
+		if t != nil {
+			o.b.FreeBuffer(t.Buffer())
+		}
+	}
+	o.grad, o.m, o.v, o.master, o.acc = nil, nil, nil, nil, nil
+	if o.table != nil {
+		o.table.Free(o.b)
+	}
 }
 
 // Schedule gives the learning rate at each step.

@@ -10,9 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"math"
-	"slices"
 	"time"
 
 	"github.com/turnwise/turnwise/checkpoint"
@@ -75,29 +73,21 @@ func New(m *llama.Model, ad *llama.Adapter, train, eval *data.Packer, cfg Config
 	}
 	b := m.Backend()
 	t := &Trainer{cfg: cfg, m: m, ad: ad, train: train, eval: eval, log: out, params: checkpoint.Tensors{}}
-	opt, err := optim.NewAdamW(b, cfg.AdamW)
+	if ad != nil {
+		ad.Each(func(name string, w *engine.Tensor) { t.params[name] = w })
+	} else {
+		m.Weights.Each(func(name string, w *engine.Tensor) { t.params[name] = w })
+	}
+	opt, err := optim.NewAdamW(b, cfg.AdamW, t.params)
 	if err != nil {
 		return nil, err
 	}
 	t.opt = opt
-	grads := map[string]*engine.Tensor{}
+	// The model accumulates its gradients straight into the optimizer's.
 	if ad != nil {
-		if t.ga, err = m.NewAdapterGrads(ad, engine.F32); err != nil {
-			return nil, err
-		}
-		t.ga.Each(func(name string, g *engine.Tensor) { grads[name] = g })
-		ad.Each(func(name string, w *engine.Tensor) { t.params[name] = w })
+		t.ga = ad.Map(opt.Grad)
 	} else {
-		if t.g, err = m.NewGrads(engine.F32); err != nil {
-			return nil, err
-		}
-		t.g.Each(func(name string, g *engine.Tensor) { grads[name] = g })
-		m.Weights.Each(func(name string, w *engine.Tensor) { t.params[name] = w })
-	}
-	for _, name := range sortedKeys(t.params) {
-		if err := opt.Add(name, t.params[name], grads[name]); err != nil {
-			return nil, err
-		}
+		t.g = m.Weights.Map(opt.Grad)
 	}
 	t.progress = metrics.NewProgress(out, metrics.ProgressOptions{Total: int64(cfg.Steps)})
 	return t, nil
@@ -275,5 +265,3 @@ func (t *Trainer) Step() int { return t.st.Step }
 
 // Optimizer returns the run's optimizer (for its counters).
 func (t *Trainer) Optimizer() *optim.AdamW { return t.opt }
-
-func sortedKeys(m checkpoint.Tensors) []string { return slices.Sorted(maps.Keys(m)) }

@@ -158,6 +158,55 @@ func LoRACases(c Config, dt engine.DType) []Case {
 	return cases
 }
 
+// adamwMultiLayers is the number of layers whose adapters adamwMulti
+// steps: Llama-3.1-8B's.
+const adamwMultiLayers = 32
+
+// adamwMulti is one AdamWMulti over the rank-r LoRA adapters (A and B, in
+// dtype dt) of the seven projections of adamwMultiLayers layers of c — 448
+// tensors at Llama-3.1-8B's shapes — with their f32 gradients, moments and
+// (for a non-f32 dt) masters end to end in flat buffers, as the optimizer
+// lays them out. Per element it reads the f32 gradient and writes the
+// weight, and reads and writes m, v and the master (or, in f32, the weight).
+func adamwMulti(c Config, dt engine.DType) Case {
+	r, kv := c.LoRARank, c.KVHeads*(c.Dim/c.Heads)
+	var shapes [][2]int // [rows, cols] of every tensor
+	for range adamwMultiLayers {
+		for _, p := range [][2]int{{c.Dim, c.Dim}, {kv, c.Dim}, {kv, c.Dim}, {c.Dim, c.Dim}, {c.FFN, c.Dim}, {c.FFN, c.Dim}, {c.Dim, c.FFN}} {
+			shapes = append(shapes, [2]int{r, p[1]}, [2]int{p[0], r}) // A [r, in], B [out, r]
+		}
+	}
+	var n int64
+	for _, sh := range shapes {
+		n += int64(sh[0] * sh[1])
+	}
+	perElem := 4 + 2*int64(dt.Size()) + 16 // f32: the weights themselves read and written
+	if dt != engine.F32 {
+		perElem = 4 + int64(dt.Size()) + 16 + 8
+	}
+	return Case{Name: fmt.Sprintf("adamw_multi/%s/%v/%dx", c.Name, dt, len(shapes)), Bytes: n * perElem,
+		Setup: func(b engine.Backend) func() {
+			spans := make([]engine.AdamWSpan, len(shapes))
+			off, moff := 0, 0
+			for i, sh := range shapes {
+				spans[i] = engine.AdamWSpan{W: filled(b, dt, 1, sh[0], sh[1]), Off: off, MasterOff: -1}
+				off += sh[0] * sh[1]
+				if dt != engine.F32 {
+					spans[i].MasterOff = moff
+					moff += sh[0] * sh[1]
+				}
+			}
+			t := engine.NewParamTable(spans)
+			g, m, v := filled(b, engine.F32, 1, off), engine.MustAlloc(b, engine.F32, off), engine.MustAlloc(b, engine.F32, off)
+			var master *engine.Tensor
+			if moff > 0 {
+				master = filled(b, engine.F32, 1, moff)
+			}
+			hp := engine.AdamWParams{LR: 1e-4, Beta1: 0.9, Beta2: 0.95, Eps: 1e-8, WeightDecay: 0.1, Step: 1, GradScale: 1}
+			return func() { b.AdamWMulti(t, g, m, v, master, hp) }
+		}}
+}
+
 // SquareGemm is C = A·B at m = n = k = size in dtype dt.
 func SquareGemm(size int, dt engine.DType) Case {
 	return gemmCase(fmt.Sprintf("gemm/square/%v/%d", dt, size), dt, size, size, size, false, false, 0, size, size, size, size)
@@ -362,6 +411,9 @@ func MemoryCases(c Config, dt engine.DType) []Case {
 			l, u, o := filled(b, dt, 4, 8, v), engine.FromF32(b, engine.F32, uv, 8), engine.MustAlloc(b, engine.I32, 8)
 			return func() { b.Sample(o, l, u, engine.SampleParams{Temperature: 1, TopP: 0.9}) }
 		}},
+	}
+	if c.LoRARank > 0 {
+		cases = append(cases, adamwMulti(c, dt))
 	}
 	if c.DecodeSeqs > 0 {
 		cases = append(cases, decodeAttention(c, dt))

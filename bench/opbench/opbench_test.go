@@ -22,7 +22,7 @@ func TestEveryOpHasACase(t *testing.T) {
 		"AttentionBackward": "attention/bwd/", "SwiGLU": "swiglu/", "SwiGLUBackward": "swiglu_backward/",
 		"LogSoftmaxGather": "logsoftmax_gather/", "LogSoftmaxGatherBackward": "logsoftmax_gather_backward/",
 		"SegmentSum": "segment_sum/", "SegmentSumBackward": "segment_sum_backward/", "SumSquares": "sum_squares/",
-		"AdamW": "adamw/", "Sample": "sample_",
+		"AdamW": "adamw/", "AdamWMulti": "adamw_multi/", "Sample": "sample_",
 	}
 	cases := append(Cases(Small, engine.BF16), CopyCase(1<<20))
 	bt := reflect.TypeOf((*engine.Backend)(nil)).Elem()
@@ -71,6 +71,9 @@ func TestCounts(t *testing.T) {
 		{"attention/fwd/bf16/b1xT2048/H32/G8/D128", 2 * 2048 * 2048 * 128 * 32, 2*2*2048*32*128 + 2*2*2048*8*128 + 4*2048*32},
 		// bf16 weights and gradient; f32 moments and master copy, read and written.
 		{"adamw/llama8b-2k/bf16", 0, 4096 * 14336 * (2 + 2 + 8 + 8 + 8)},
+		// Llama-3.1-8B's LoRA r=16 adapter (41.9 M parameters): an f32 gradient
+		// read, a bf16 weight written, f32 m, v and master read and written.
+		{"adamw_multi/llama8b-2k/bf16/448x", 0, 41_943_040 * (4 + 2 + 8 + 8 + 8)},
 		// 16 sequences' keys and values of 2048 tokens read once.
 		{"attention/decode/bf16/b16xK2048/H32/G8/D128", 16 * 32 * 4 * 2048 * 128, 2*16*2048*8*128*2 + 2*16*32*128*2 + 4*16*32},
 	} {

@@ -106,25 +106,13 @@ func Run(b engine.Backend, memInfo func() (free, total int64, err error), peak P
 	if err != nil {
 		return nil, nil, err
 	}
-	ga, err := m.NewAdapterGrads(ad, engine.F32)
+	params := map[string]*engine.Tensor{}
+	ad.Each(func(name string, w *engine.Tensor) { params[name] = w })
+	opt, err := optim.NewAdamW(tr, optim.AdamWConfig{Beta1: 0.9, Beta2: 0.95, Eps: 1e-8, WeightDecay: 0.1, MaxGradNorm: 1}, params)
 	if err != nil {
 		return nil, nil, err
 	}
-	opt, err := optim.NewAdamW(tr, optim.AdamWConfig{Beta1: 0.9, Beta2: 0.95, Eps: 1e-8, WeightDecay: 0.1, MaxGradNorm: 1})
-	if err != nil {
-		return nil, nil, err
-	}
-	grads := map[string]*engine.Tensor{}
-	ga.Each(func(name string, g *engine.Tensor) { grads[name] = g })
-	var addErr error
-	ad.Each(func(name string, w *engine.Tensor) {
-		if err := opt.Add(name, w, grads[name]); err != nil && addErr == nil {
-			addErr = err
-		}
-	})
-	if addErr != nil {
-		return nil, nil, addErr
-	}
+	ga := ad.Map(opt.Grad) // the adapter's gradients: views of the optimizer's
 	if err := b.Sync(); err != nil {
 		return nil, nil, err
 	}

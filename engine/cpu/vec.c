@@ -227,12 +227,32 @@ void twcpu_swiglu_bwd(const float *g, const float *u, const float *dout, float *
 	}
 }
 
-void twcpu_adamw(float *w, const float *g, float *m, float *v, long n, float gscale,
-              float b1, float b2, float eps, float decay, float step, float bc2) {
+// twcpu_adamw is the one loop here whose results must be the same bits on
+// every backend and whatever the thread split: kernels/adamw.cu computes the
+// same operations, each rounded (no FMA). So the compiler must not contract
+// a product and a sum into an FMA (GCC does by default, in the vector loop
+// and in the scalar one alike, and differently in each): contraction is off
+// for this function, and the scalar loop states the vector loop's operations
+// in the same order.
+#if defined(__clang__)
+#define TW_NO_CONTRACT
+#define TW_NO_CONTRACT_BODY _Pragma("clang fp contract(off)")
+#elif defined(__GNUC__)
+#define TW_NO_CONTRACT __attribute__((optimize("fp-contract=off")))
+#define TW_NO_CONTRACT_BODY
+#else
+#define TW_NO_CONTRACT
+#define TW_NO_CONTRACT_BODY
+#endif
+
+TW_NO_CONTRACT void twcpu_adamw(float *w, const float *g, float *m, float *v, long n, float gscale, float b1,
+                                float b2, float eps, float decay, float step, float bc2) {
+	TW_NO_CONTRACT_BODY
+	const float c1 = 1 - b1, c2 = 1 - b2;
 	long i = 0;
 #ifdef __AVX2__
 	const __m256 vgs = _mm256_set1_ps(gscale), vb1 = _mm256_set1_ps(b1), vb2 = _mm256_set1_ps(b2);
-	const __m256 vc1 = _mm256_set1_ps(1 - b1), vc2 = _mm256_set1_ps(1 - b2), veps = _mm256_set1_ps(eps);
+	const __m256 vc1 = _mm256_set1_ps(c1), vc2 = _mm256_set1_ps(c2), veps = _mm256_set1_ps(eps);
 	const __m256 vdec = _mm256_set1_ps(decay), vstep = _mm256_set1_ps(step), vbc2 = _mm256_set1_ps(bc2);
 	for (; i + 8 <= n; i += 8) {
 		__m256 gs = _mm256_mul_ps(_mm256_loadu_ps(g + i), vgs);
@@ -247,11 +267,11 @@ void twcpu_adamw(float *w, const float *g, float *m, float *v, long n, float gsc
 #endif
 	for (; i < n; i++) {
 		float gs = g[i] * gscale;
-		float mi = b1 * m[i] + (1 - b1) * gs;
-		float vi = b2 * v[i] + (1 - b2) * gs * gs;
+		float mi = b1 * m[i] + c1 * gs;
+		float vi = b2 * v[i] + c2 * (gs * gs);
 		m[i] = mi;
 		v[i] = vi;
-		w[i] = w[i] * decay - step * mi / (sqrtf(vi) / bc2 + eps);
+		w[i] = w[i] * decay - (step * mi) / (sqrtf(vi) / bc2 + eps);
 	}
 }
 

@@ -30,8 +30,9 @@ void twcpu_swiglu_bwd(const float *g, const float *u, const float *dout, float *
                    long n, int round_bf16);
 
 // One AdamW step on f32 weights w (the parameter or its master copy):
-// gs = gscale·g; m = b1·m + (1−b1)·gs; v = b2·v + (1−b2)·gs²;
-// w = w·decay − step·m / (sqrt(v)/bc2 + eps).
+// gs = gscale·g; m = b1·m + (1−b1)·gs; v = b2·v + (1−b2)·(gs·gs);
+// w = w·decay − (step·m) / (sqrt(v)/bc2 + eps), every operation rounded to
+// f32 (no FMA): the same bits as kernels/adamw.cu, for any n and alignment.
 void twcpu_adamw(float *w, const float *g, float *m, float *v, long n, float gscale,
               float b1, float b2, float eps, float decay, float step, float bc2);
 

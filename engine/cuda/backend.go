@@ -15,7 +15,6 @@ import "C"
 
 import (
 	"fmt"
-	"math"
 	"os"
 	"runtime"
 	"unsafe"
@@ -428,32 +427,6 @@ func (b *Backend) SegmentSumBackward(dx, dOut, w, seg *engine.Tensor) {
 	n, _ := engine.SegmentShape("SegmentSumBackward", dOut, dx, w, seg)
 	b.launch("SegmentSumBackward", func(str C.cudaStream_t) C.cudaError_t {
 		return C.tw_segment_sum_backward(fptr(dx), fptr(dOut), fptr(w), iptr(seg), i64(n), str)
-	})
-}
-
-// SumSquares implements engine.Backend.SumSquares.
-func (b *Backend) SumSquares(out, x *engine.Tensor) {
-	engine.MustShape("SumSquares", "out", out, 1)
-	engine.MustDType("SumSquares", "out", out, engine.F32)
-	b.launch("SumSquares", func(str C.cudaStream_t) C.cudaError_t {
-		ws := b.workspace(int(C.tw_sum_squares_workspace(i64(x.Numel()))))
-		return C.tw_sum_squares(fptr(out), ptr(x), dt(x), i64(x.Numel()), C.p(C.uintptr_t(ws)), str)
-	})
-}
-
-// AdamW implements engine.Backend.AdamW.
-func (b *Backend) AdamW(param, grad, m, v, master *engine.Tensor, p engine.AdamWParams) {
-	n := engine.AdamWShape(param, grad, m, v, master, p)
-	bc1 := 1 - math.Pow(float64(p.Beta1), float64(p.Step))
-	bc2 := math.Sqrt(1 - math.Pow(float64(p.Beta2), float64(p.Step)))
-	var mp *C.float
-	if master != nil {
-		mp = fptr(master)
-	}
-	b.launch("AdamW", func(str C.cudaStream_t) C.cudaError_t {
-		return C.tw_adamw(ptr(param), dt(param), ptr(grad), dt(grad), fptr(m), fptr(v), mp, i64(n),
-			C.float(p.LR), C.float(p.Beta1), C.float(p.Beta2), C.float(p.Eps), C.float(p.WeightDecay), C.float(p.GradScale),
-			C.float(bc1), C.float(bc2), str)
 	})
 }
 

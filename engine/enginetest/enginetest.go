@@ -78,6 +78,7 @@ func Run(t *testing.T, b engine.Backend) {
 		{"segmentsum", testSegmentSum},
 		{"sumsquares", testSumSquares},
 		{"adamw", testAdamW},
+		{"adamw_multi", testAdamWMulti},
 		{"sample", testSample},
 	}
 	for _, s := range suites {

@@ -200,45 +200,6 @@ func testSumSquares(t *testing.T, b engine.Backend) {
 	})
 }
 
-func testAdamW(t *testing.T, b engine.Backend) {
-	p := engine.AdamWParams{LR: 1e-2, Beta1: 0.9, Beta2: 0.95, Eps: 1e-8, WeightDecay: 0.1, GradScale: 0.5}
-	for _, dt := range FloatDTypes {
-		for _, n := range []int{1, 7, 40000} {
-			t.Run(fmt.Sprintf("%v/n=%d", dt, n), func(t *testing.T) {
-				r := Rand(uint64(n) + 41)
-				pv := Values(r, engine.F32, n, 1)
-				param := engine.FromF32(b, dt, pv, n)
-				var master *engine.Tensor
-				p64 := F64(pv)
-				if dt != engine.F32 {
-					master = engine.FromF32(b, engine.F32, pv, n)
-				} else {
-					p64 = F64(engine.ToF32(b, param))
-				}
-				m, v := engine.MustAlloc(b, engine.F32, n), engine.MustAlloc(b, engine.F32, n)
-				m64, v64 := make([]float64, n), make([]float64, n)
-				grad := engine.MustAlloc(b, dt, n)
-				for step := 1; step <= 5; step++ {
-					gv := Values(r, dt, n, 1)
-					engine.SetF32(b, grad, gv)
-					p.Step = step
-					b.AdamW(param, grad, m, v, master, p)
-					ref.AdamW(p64, F64(gv), m64, v64, float64(p.LR), float64(p.Beta1), float64(p.Beta2),
-						float64(p.Eps), float64(p.WeightDecay), float64(p.GradScale), step)
-				}
-				Close(t, "m", engine.ToF32(b, m), m64, 1e-6)
-				Close(t, "v", engine.ToF32(b, v), v64, 1e-6)
-				if master != nil {
-					Close(t, "master", engine.ToF32(b, master), p64, 1e-6)
-					Close(t, "param", engine.ToF32(b, param), p64, Tol(dt))
-				} else {
-					Close(t, "param", engine.ToF32(b, param), p64, 1e-6)
-				}
-			})
-		}
-	}
-}
-
 func testSample(t *testing.T, b engine.Backend) {
 	const rows, v = 64, 50
 	for _, dt := range FloatDTypes {

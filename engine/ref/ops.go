@@ -124,6 +124,16 @@ func AdamW(p, g, m, v []float64, lr, beta1, beta2, eps, wd, gradScale float64, t
 	}
 }
 
+// AdamWMulti applies AdamW to every parameter p[i] in place; parameter i's
+// gradient and moments are elements [off[i], off[i]+len(p[i])) of the flat
+// g, m and v. (The f32 master copies of a backend are these float64 values.)
+func AdamWMulti(p [][]float64, off []int, g, m, v []float64, lr, beta1, beta2, eps, wd, gradScale float64, t int) {
+	for i, pi := range p {
+		o, n := off[i], len(pi)
+		AdamW(pi, g[o:o+n], m[o:o+n], v[o:o+n], lr, beta1, beta2, eps, wd, gradScale, t)
+	}
+}
+
 // Sample draws an index from logits by the rule documented on
 // engine.SampleParams, in float64.
 func Sample(logits []float64, u, temperature, topP float64) int {

@@ -4,9 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"math/rand/v2"
-	"slices"
 	"time"
 
 	"github.com/turnwise/turnwise/engine"
@@ -64,8 +64,6 @@ func TrainPreferences(m *llama.Model, ad *llama.Adapter, pairs []PrefPair, o Pre
 	if o.Epochs <= 0 || o.PairsPerStep <= 0 || o.BatchTokens <= 0 || o.Beta <= 0 {
 		return st, fmt.Errorf("preference training: %d epochs, %d pairs per step, %d tokens per batch, β %g", o.Epochs, o.PairsPerStep, o.BatchTokens, o.Beta)
 	}
-	b := m.Backend()
-
 	// The frozen reference: every sequence's score before any update.
 	seqs := make([]Seq, 0, 2*len(pairs))
 	for _, p := range pairs {
@@ -76,11 +74,11 @@ func TrainPreferences(m *llama.Model, ad *llama.Adapter, pairs []PrefPair, o Pre
 		return st, fmt.Errorf("reference scores: %w", err)
 	}
 
-	opt, g, ga, err := newOptimizer(m, ad, o.AdamW)
+	opt, g, ga, err := newOptimizer(m, ad, o.AdamW, nil)
 	if err != nil {
 		return st, err
 	}
-	defer freeGrads(b, ga)
+	defer opt.Free()
 	return pairLoop(pairs, opt, o, 0x70726566, func(idx []int, scale float64) (float64, float64, int, error) {
 		return prefMicroBatch(m, ad, g, ga, pairs, ref, idx, o, scale)
 	})
@@ -223,45 +221,28 @@ func addUnit(dlogp []float32, s Seq, g float64) {
 	}
 }
 
-// newOptimizer registers the trained parameters — adapter ad's, or every
-// weight of m when ad is nil — with an AdamW, with f32 gradient buffers.
-func newOptimizer(m *llama.Model, ad *llama.Adapter, c optim.AdamWConfig) (*optim.AdamW, *llama.Weights, *llama.Adapter, error) {
-	opt, err := optim.NewAdamW(m.Backend(), c)
-	if err != nil {
-		return nil, nil, nil, err
+// newOptimizer makes an AdamW over the trained parameters — adapter ad's, or
+// every weight of m when ad is nil — and extra (further parameters, by
+// name; nil: none), and returns it with the model's gradient buffers: views
+// of the optimizer's, for m's backward to accumulate into. opt.Free
+// releases them with the optimizer's state.
+func newOptimizer(m *llama.Model, ad *llama.Adapter, c optim.AdamWConfig, extra map[string]*engine.Tensor) (opt *optim.AdamW, g *llama.Weights, ga *llama.Adapter, err error) {
+	params := maps.Clone(extra)
+	if params == nil {
+		params = map[string]*engine.Tensor{}
 	}
-	params, grads := map[string]*engine.Tensor{}, map[string]*engine.Tensor{}
-	var g *llama.Weights
-	var ga *llama.Adapter
 	if ad != nil {
-		if ga, err = m.NewAdapterGrads(ad, engine.F32); err != nil {
-			return nil, nil, nil, err
-		}
-		ga.Each(func(n string, t *engine.Tensor) { grads[n] = t })
 		ad.Each(func(n string, t *engine.Tensor) { params[n] = t })
 	} else {
-		if g, err = m.NewGrads(engine.F32); err != nil {
-			return nil, nil, nil, err
-		}
-		g.Each(func(n string, t *engine.Tensor) { grads[n] = t })
 		m.Weights.Each(func(n string, t *engine.Tensor) { params[n] = t })
 	}
-	names := make([]string, 0, len(params))
-	for n := range params {
-		names = append(names, n)
+	if opt, err = optim.NewAdamW(m.Backend(), c, params); err != nil {
+		return nil, nil, nil, err
 	}
-	slices.Sort(names)
-	for _, n := range names {
-		if err := opt.Add(n, params[n], grads[n]); err != nil {
-			return nil, nil, nil, err
-		}
+	if ad != nil {
+		ga = ad.Map(opt.Grad)
+	} else {
+		g = m.Weights.Map(opt.Grad)
 	}
 	return opt, g, ga, nil
-}
-
-// freeGrads releases an adapter's gradient buffers.
-func freeGrads(b engine.Backend, ga *llama.Adapter) {
-	if ga != nil {
-		ga.Each(func(_ string, t *engine.Tensor) { b.FreeBuffer(t.Buffer()) })
-	}
 }

@@ -136,25 +136,12 @@ func TrainValueCritic(m *llama.Model, ad *llama.Adapter, v *ValueHead, pairs []P
 		return st, fmt.Errorf("value critic: %d epochs, %d pairs per step, %d tokens per batch", o.Epochs, o.PairsPerStep, o.BatchTokens)
 	}
 	b := m.Backend()
-	opt, g, ga, err := newOptimizer(m, ad, o.AdamW)
+	opt, g, ga, err := newOptimizer(m, ad, o.AdamW, map[string]*engine.Tensor{"value_head.weight": v.W, "value_head.bias": v.B})
 	if err != nil {
 		return st, err
 	}
-	gw, err := engine.Alloc(b, engine.F32, v.W.Numel())
-	if err != nil {
-		return st, err
-	}
-	gb, err := engine.Alloc(b, engine.F32, 1)
-	if err != nil {
-		return st, err
-	}
-	if err := opt.Add("value_head.weight", v.W, gw); err != nil {
-		return st, err
-	}
-	if err := opt.Add("value_head.bias", v.B, gb); err != nil {
-		return st, err
-	}
-	defer freeGrads(b, ga)
+	defer opt.Free()
+	gw, gb := opt.Grad(v.W), opt.Grad(v.B)
 	d := m.Config.Dim
 	return pairLoop(pairs, opt, o, 0x76616c7565, func(idx []int, scale float64) (loss, acc float64, tokens int, err error) {
 		var seqs []Seq

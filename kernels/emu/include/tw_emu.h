@@ -30,11 +30,17 @@
 //    a launch with a bad configuration fails as CUDA's does (the error is
 //    returned by cudaGetLastError) and is also reported on stderr.
 //
-// Not emulated: __CUDA_ARCH__ is undefined, so inline PTX must sit behind
-// `#ifdef __CUDA_ARCH__` with a portable #else; register and shared-memory
-// limits (see nvcc -Xptxas -v); spin-waits on another thread of the same
-// block unless the loop calls __nanosleep (a yield here); cooperative groups,
-// dynamic parallelism, textures, async copies.
+//  - sm_80's asynchronous copies (cp.async: issue, commit, wait) and the
+//    shared state space are modelled in tw_emu_sm80.h, the wmma fragment load
+//    from shared memory (ldmatrix) in mma.h; kernels reach them through
+//    kernels/sm80.cuh, so that the emulator runs the code nvcc compiles for
+//    sm_80 and later.
+//
+// Not emulated: __CUDA_ARCH__ is undefined, so other inline PTX must sit
+// behind `#ifdef __CUDA_ARCH__` with a portable #else; register and
+// shared-memory limits (see nvcc -Xptxas -v); spin-waits on another thread
+// of the same block unless the loop calls __nanosleep (a yield here);
+// cooperative groups, dynamic parallelism, textures, the TMA and mbarriers.
 #ifndef TW_EMU_H
 #define TW_EMU_H
 
@@ -427,6 +433,8 @@ inline cudaError_t cudaMemcpyFromSymbol(void *dst, const T &symbol, size_t count
 	return cudaSuccess;
 }
 
+#include "tw_emu_sm80.h"
+
 // ---- Launch -----------------------------------------------------------------
 
 namespace tw_emu {
@@ -445,7 +453,13 @@ template <class... P> struct Launch {
 			void (*k)(P...);
 			Args *args;
 		} ctx{kernel, &args};
-		launch(cfg, [](void *p) { Ctx *c = static_cast<Ctx *>(p); std::apply(c->k, *c->args); }, &ctx);
+		launch(cfg,
+		       [](void *p) {
+			       Ctx *c = static_cast<Ctx *>(p);
+			       async::thread_begin();
+			       std::apply(c->k, *c->args);
+		       },
+		       &ctx);
 	}
 };
 

@@ -100,7 +100,18 @@ template <class F> double median_time(int reps, F f) {
 #ifndef TW_EMU
 // Under nvcc there is no emulator to steer.
 inline void tw_emu_set_reverse(int) {}
+inline int tw_emu_reverse() { return 0; }
 #endif
+
+// Runs f with the emulator's thread order set to reverse, then restores the
+// order it had (the self-tests also run as a whole in reverse order).
+template <class F> auto with_reverse(bool reverse, F f) {
+	const int before = tw_emu_reverse();
+	tw_emu_set_reverse(reverse);
+	auto r = f();
+	tw_emu_set_reverse(before);
+	return r;
+}
 
 // Device buffer of n T's, freed at scope exit.
 template <class T> struct DeviceBuf {

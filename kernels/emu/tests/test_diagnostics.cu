@@ -163,10 +163,10 @@ EMU_TEST(reverse_order_catches_missing_barrier) {
 	DeviceBuf<float> in(n), out(n);
 	in.upload(h);
 	auto run = [&](bool sync, bool reverse) {
-		tw_emu_set_reverse(reverse);
-		LAUNCH(blocks, 256, 0, 0, read_previous)(in.p, out.p, sync);
-		tw_emu_set_reverse(0);
-		return out.download();
+		return with_reverse(reverse, [&] {
+			LAUNCH(blocks, 256, 0, 0, read_previous)(in.p, out.p, sync);
+			return out.download();
+		});
 	};
 	auto correct = [&](const std::vector<float> &o) {
 		for (int i = 0; i < n; i++)
