@@ -14,7 +14,8 @@ package enginetest
 // catches is what only large extents reach: grid and index arithmetic past
 // 2¹⁶ blocks or 2²⁴ elements, tiles that a small case never fills or
 // repeats, long reductions (K = 14336, 128256 logits, 8192 keys), RoPE angles
-// in the thousands of radians, and workspaces sized for the real model.
+// in the thousands of radians, workspaces sized for the real model, and the
+// optimizer's table of every LoRA adapter of it.
 
 import (
 	"fmt"
@@ -39,7 +40,8 @@ type ModelShapes struct {
 	Name                    string
 	Dim, FFN, Vocab         int   // hidden width D, MLP width F, vocabulary V
 	Heads, KVHeads, HeadDim int   // H, G, Dh; Dim == Heads·HeadDim
-	LoRARank                int   // r of the LoRA adapter GEMMs
+	Layers                  int   // decoder layers, whose LoRA adapters the optimizer steps
+	LoRARank                int   // r of the LoRA adapters
 	SeqLens                 []int // training sequences T that attention, RoPE and RMSNorm run on
 	Tokens                  int   // rows N of the projection GEMMs and SwiGLU
 	LogitRows               int   // rows of the vocabulary projection and log-softmax: one loss chunk
@@ -48,18 +50,18 @@ type ModelShapes struct {
 }
 
 // Llama8B is Llama-3.1-8B: hidden 4096, FFN 14336, vocabulary 128256, 32
-// query and 8 key/value heads of width 128, LoRA rank 16, sequences of 2048
-// and 8192 tokens.
+// query and 8 key/value heads of width 128, 32 layers, LoRA rank 16,
+// sequences of 2048 and 8192 tokens.
 var Llama8B = ModelShapes{
 	Name: "llama8B", Dim: 4096, FFN: 14336, Vocab: 128256, Heads: 32, KVHeads: 8, HeadDim: 128,
-	LoRARank: 16, SeqLens: []int{2048, 8192}, Tokens: 2048, LogitRows: 256, Decode: 16, Prefill: 512,
+	Layers: 32, LoRARank: 16, SeqLens: []int{2048, 8192}, Tokens: 2048, LogitRows: 256, Decode: 16, Prefill: 512,
 }
 
 // Mini has Llama8B's structure (grouped heads 4:1, FFN ≈ 3.5·D) at sizes the
 // kernel emulator runs in seconds; its extents are multiples of no tile.
 var Mini = ModelShapes{
 	Name: "mini", Dim: 128, FFN: 344, Vocab: 1000, Heads: 8, KVHeads: 2, HeadDim: 16,
-	LoRARank: 4, SeqLens: []int{67, 130}, Tokens: 67, LogitRows: 13, Decode: 3, Prefill: 20,
+	Layers: 2, LoRARank: 4, SeqLens: []int{67, 130}, Tokens: 67, LogitRows: 13, Decode: 3, Prefill: 20,
 }
 
 // ShapesFromEnv returns the shapes $TW_CONFORMANCE_SHAPES names (Mini when
@@ -94,6 +96,7 @@ func RunShapes(t *testing.T, b, ref engine.Backend, s ModelShapes) {
 		{"swiglu", shapeSwiGLU},
 		{"logsoftmax", shapeLogSoftmax},
 		{"embedding", shapeEmbedding},
+		{"adamw_lora", shapeAdamWLoRA},
 	}
 	for _, dt := range FloatDTypes {
 		for i, su := range suites {
@@ -409,4 +412,61 @@ func shapeEmbedding(t *testing.T, p pairRun, s ModelShapes) {
 	p.b.EmbeddingBackward(dTable.b, dOut.b, idt.b)
 	p.ref.EmbeddingBackward(dTable.ref, dOut.ref, idt.ref)
 	p.agree(t, "dTable", dTable, bwdTol(engine.F32))
+}
+
+// shapeAdamWLoRA steps the LoRA adapters of every layer — A [r, in] and
+// B [out, r] on q, k, v, o, gate, up and down: 448 tensors at 8B — twice
+// with one multi-tensor AdamW over flat f32 gradients and moments, as the
+// optimizer does (bf16 adapters through f32 masters).
+func shapeAdamWLoRA(t *testing.T, p pairRun, s ModelShapes) {
+	d, kv, f, r := s.Dim, s.KVHeads*s.HeadDim, s.FFN, s.LoRARank
+	var shapes [][2]int
+	for range s.Layers {
+		for _, io := range [][2]int{{d, d}, {d, kv}, {d, kv}, {d, d}, {d, f}, {d, f}, {f, d}} {
+			shapes = append(shapes, [2]int{r, io[0]}, [2]int{io[1], r})
+		}
+	}
+	n := 0
+	for _, sh := range shapes {
+		n += sh[0] * sh[1]
+	}
+	var master twin
+	if p.dt != engine.F32 {
+		master = p.zeros(engine.F32, n)
+	}
+	params := make([]twin, len(shapes))
+	spansB, spansRef := make([]engine.AdamWSpan, len(shapes)), make([]engine.AdamWSpan, len(shapes))
+	off := 0
+	for i, sh := range shapes {
+		w := p.values(p.dt, 0.1, sh[0], sh[1])
+		params[i] = w
+		mo := -1
+		if p.dt != engine.F32 {
+			mo = off
+			p.b.Cast(slice(master.b, off, w.b.Numel()), w.b)
+			p.ref.Cast(slice(master.ref, off, w.ref.Numel()), w.ref)
+		}
+		spansB[i] = engine.AdamWSpan{W: w.b, Off: off, MasterOff: mo}
+		spansRef[i] = engine.AdamWSpan{W: w.ref, Off: off, MasterOff: mo}
+		off += w.b.Numel()
+	}
+	tb, tr := engine.NewParamTable(spansB), engine.NewParamTable(spansRef)
+	defer tb.Free(p.b)
+	defer tr.Free(p.ref)
+	m, v := p.zeros(engine.F32, n), p.zeros(engine.F32, n)
+	ap := engine.AdamWParams{LR: 1e-3, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.01}
+	for step, scale := range []float32{1, 0.37} {
+		grad := p.values(engine.F32, 1, n)
+		ap.Step, ap.GradScale = step+1, scale
+		p.b.AdamWMulti(tb, grad.b, m.b, v.b, master.b, ap)
+		p.ref.AdamWMulti(tr, grad.ref, m.ref, v.ref, master.ref, ap)
+	}
+	p.agree(t, "m", m, fwdTol(engine.F32))
+	p.agree(t, "v", v, fwdTol(engine.F32))
+	if master.b != nil {
+		p.agree(t, "master", master, fwdTol(engine.F32))
+	}
+	for i, w := range params {
+		p.agree(t, fmt.Sprintf("parameter %d %v", i, w.b.Shape()), w, fwdTol(p.dt))
+	}
 }
