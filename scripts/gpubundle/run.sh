@@ -80,11 +80,14 @@ export OURS_LD_PATH=$B/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 # ---- steps (each runs in its own bash under timeout; exit 77 = skipped) ----
 
 # ours runs one of the bundle's binaries with the bundle's libraries and,
-# when the torch step found one, PyTorch's cuBLAS on the search path.
+# when the torch step found one, PyTorch's cuBLASLt on the search paths
+# (after the user's own TW_CUBLAS_PATH).
 ours() {
-	local path=$OURS_LD_PATH
-	[ -z "${CUBLAS_DIR:-}" ] || path=$path:$CUBLAS_DIR
-	LD_LIBRARY_PATH=$path TW_CUBLAS_PATH=${CUBLAS_DIR:-} "$@"
+	if [ -n "${CUBLAS_DIR:-}" ]; then
+		LD_LIBRARY_PATH=$OURS_LD_PATH:$CUBLAS_DIR TW_CUBLAS_PATH=${TW_CUBLAS_PATH:+$TW_CUBLAS_PATH:}$CUBLAS_DIR "$@"
+	else
+		LD_LIBRARY_PATH=$OURS_LD_PATH "$@"
+	fi
 }
 
 # note records the one-line note of the running step.
