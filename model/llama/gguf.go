@@ -2,6 +2,7 @@ package llama
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
 
@@ -10,6 +11,7 @@ import (
 )
 
 // ConfigFromGGUF reads a llama-architecture configuration from GGUF metadata.
+// Errors name the file and the metadata key.
 func ConfigFromGGUF(f *gguf.File) (Config, error) {
 	arch, err := f.String("general.architecture")
 	if err != nil {
@@ -23,20 +25,30 @@ func ConfigFromGGUF(f *gguf.File) (Config, error) {
 			return 0
 		}
 		var v int64
-		v, err = f.Int("llama." + key)
-		return int(v)
+		v, err = f.Int(key)
+		return clampInt(v)
 	}
 	c := Config{
-		Dim:     get("embedding_length"),
-		Layers:  get("block_count"),
-		Heads:   get("attention.head_count"),
-		FFN:     get("feed_forward_length"),
-		KVHeads: get("attention.head_count_kv"),
+		Dim:     get(ggufKeys.Dim),
+		Layers:  get(ggufKeys.Layers),
+		Heads:   get(ggufKeys.Heads),
+		FFN:     get(ggufKeys.FFN),
+		KVHeads: get(ggufKeys.KVHeads),
 	}
 	if err != nil {
 		return Config{}, err
 	}
-	c.MaxSeqLen, _ = intOr(f, "llama.context_length", 2048)
+	opt := func(key string, def int) int {
+		if err != nil {
+			return 0
+		}
+		var v int64
+		if v, err = f.Int(key); errors.Is(err, gguf.ErrKeyNotFound) {
+			v, err = int64(def), nil
+		}
+		return clampInt(v)
+	}
+	c.MaxSeqLen = opt(ggufKeys.MaxSeqLen, 2048)
 	c.HeadDim = c.Dim / max(c.Heads, 1)
 	c.RopeTheta = 10000
 	if v, err := f.Float32("llama.rope.freq_base"); err == nil {
@@ -49,26 +61,34 @@ func ConfigFromGGUF(f *gguf.File) (Config, error) {
 	if toks, err := f.Strings("tokenizer.ggml.tokens"); err == nil {
 		c.Vocab = len(toks)
 	}
-	if v, err := intOr(f, "llama.vocab_size", c.Vocab); err == nil {
-		c.Vocab = v
+	c.Vocab = opt("llama.vocab_size", c.Vocab)
+	bos, eos := opt(ggufKeys.BOS, 1), opt(ggufKeys.EOS, 2)
+	if err != nil {
+		return Config{}, err
 	}
-	bos, _ := intOr(f, "tokenizer.ggml.bos_token_id", 1)
-	eos, _ := intOr(f, "tokenizer.ggml.eos_token_id", 2)
-	c.BOS, c.EOS = int32(bos), []int32{int32(eos)}
+	c.BOS, c.EOS = int32(max(min(bos, math.MaxInt32), -1)), []int32{int32(max(min(eos, math.MaxInt32), -1))}
 	_, hasHead := f.Tensor("output.weight")
 	c.TiedEmbed = !hasHead
-	if err := c.Validate(); err != nil {
+	if err := c.validate(ggufKeys); err != nil {
 		return Config{}, fmt.Errorf("%s: %w", f.Name, err)
 	}
 	return c, nil
 }
 
-func intOr(f *gguf.File, key string, def int) (int, error) {
-	v, err := f.Int(key)
-	if err != nil {
-		return def, err
-	}
-	return int(v), nil
+// ggufKeys are the GGUF metadata keys of a Config's fields.
+var ggufKeys = fieldNames{
+	Dim: "llama.embedding_length", Layers: "llama.block_count", Heads: "llama.attention.head_count",
+	KVHeads: "llama.attention.head_count_kv", HeadDim: "llama.embedding_length/llama.attention.head_count",
+	FFN: "llama.feed_forward_length", Vocab: "llama.vocab_size (or the length of tokenizer.ggml.tokens)",
+	MaxSeqLen: "llama.context_length", NormEps: "llama.attention.layer_norm_rms_epsilon",
+	RopeTheta: "llama.rope.freq_base", BOS: "tokenizer.ggml.bos_token_id", EOS: "tokenizer.ggml.eos_token_id",
+}
+
+// clampInt converts a metadata integer to an int, saturating at the int
+// range, so that the limits Validate applies see a value too large as too
+// large.
+func clampInt(v int64) int {
+	return int(max(min(v, math.MaxInt), math.MinInt))
 }
 
 // ggufNames maps GGUF tensor names to Hugging Face names.
