@@ -407,7 +407,8 @@ func LoadHF(b engine.Backend, dir string, dt engine.DType) (*Model, error) {
 	if _, ok := hfDType(dt); !ok {
 		return nil, fmt.Errorf("%s: weights of dtype %v are not supported (want f32, bf16 or f16)", dir, dt)
 	}
-	c, err := LoadHFConfig(filepath.Join(dir, HFConfigName))
+	cfgPath := filepath.Join(dir, HFConfigName)
+	c, err := LoadHFConfig(cfgPath)
 	if err != nil {
 		return nil, err
 	}
@@ -416,17 +417,28 @@ func LoadHF(b engine.Backend, dir string, dt engine.DType) (*Model, error) {
 		return nil, err
 	}
 	defer r.Close()
+	held := stored{config: cfgPath, names: hfNames, weights: dir, layers: countLayers(r.Names(), "model.layers."),
+		tensor: func(hf string) (string, []int, string, bool) {
+			info, ok := r.Info(hf)
+			shape := make([]int, len(info.Shape))
+			for i, d := range info.Shape {
+				shape[i] = int(d)
+			}
+			return hf, shape, r.Location(hf), ok
+		}}
+	if err := held.checkHeld(c); err != nil {
+		return nil, err
+	}
 	w, err := allocWeights(b, c, dt)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", dir, err)
 	}
-	shapes := c.shapes()
 	var buf convBuf
 	w.each(func(name string, t **engine.Tensor) {
 		if err != nil || (name == "lm_head.weight" && c.TiedEmbed) {
 			return
 		}
-		err = loadHFTensor(b, r, dir, name, shapes[name], *t, &buf)
+		err = loadHFTensor(b, r, dir, name, c.shape(name), *t, &buf)
 	})
 	if err != nil {
 		w.Each(func(_ string, t *engine.Tensor) { b.FreeBuffer(t.Buffer()) })
