@@ -53,22 +53,43 @@ func (w *Weights) each(fn func(name string, t **engine.Tensor)) {
 
 // shape returns the shape of c's parameter of Hugging Face name name.
 func (c Config) shape(name string) []int {
-	q, kv := c.Heads*c.HeadDim, c.KVHeads*c.HeadDim
+	ext := c.extents(name, configNames)
+	shape := make([]int, len(ext))
+	for i, e := range ext {
+		shape[i] = e.n
+	}
+	return shape
+}
+
+// extent is one dimension of a parameter: its size and the configuration
+// fields that give it.
+type extent struct {
+	n     int
+	field string
+}
+
+// extents returns the dimensions of c's parameter of Hugging Face name
+// name, with the fields behind each as n spells them.
+func (c Config) extents(name string, n fieldNames) []extent {
+	d := extent{c.Dim, n.Dim}
+	q := extent{c.Heads * c.HeadDim, n.Heads + "×" + n.HeadDim}
+	kv := extent{c.KVHeads * c.HeadDim, n.KVHeads + "×" + n.HeadDim}
+	f := extent{c.FFN, n.FFN}
 	switch {
 	case name == "model.embed_tokens.weight" || name == "lm_head.weight":
-		return []int{c.Vocab, c.Dim}
+		return []extent{{c.Vocab, n.Vocab}, d}
 	case strings.HasSuffix(name, "norm.weight"):
-		return []int{c.Dim}
+		return []extent{d}
 	case strings.HasSuffix(name, "q_proj.weight"):
-		return []int{q, c.Dim}
+		return []extent{q, d}
 	case strings.HasSuffix(name, "k_proj.weight"), strings.HasSuffix(name, "v_proj.weight"):
-		return []int{kv, c.Dim}
+		return []extent{kv, d}
 	case strings.HasSuffix(name, "o_proj.weight"):
-		return []int{c.Dim, q}
+		return []extent{d, q}
 	case strings.HasSuffix(name, "gate_proj.weight"), strings.HasSuffix(name, "up_proj.weight"):
-		return []int{c.FFN, c.Dim}
+		return []extent{f, d}
 	case strings.HasSuffix(name, "down_proj.weight"):
-		return []int{c.Dim, c.FFN}
+		return []extent{d, f}
 	}
 	panic(fmt.Sprintf("llama: no parameter named %q", name))
 }
@@ -129,38 +150,24 @@ func (s stored) checkHeld(c Config) error {
 			err = fmt.Errorf("%s: tensor %s is missing (the configuration needs one of shape %v)", s.weights, name, engine.Shape(want))
 		case !engine.Shape(got).Equal(want):
 			err = fmt.Errorf("%s: tensor %s has shape %v, the configuration needs %v (%s in %s)",
-				file, name, engine.Shape(got), engine.Shape(want), s.blame(hf, got, want), s.config)
+				file, name, engine.Shape(got), engine.Shape(want), s.blame(c, hf, got), s.config)
 		}
 	})
 	return err
 }
 
 // blame names the configuration fields behind the extents of parameter hf
-// in which got differs from want (all of them when the ranks differ).
-func (s stored) blame(hf string, got, want []int) string {
-	n := s.names
-	fields := []string{n.Dim}
-	switch {
-	case strings.HasSuffix(hf, "norm.weight"):
-	case hf == "model.embed_tokens.weight" || hf == "lm_head.weight":
-		fields = []string{n.Vocab, n.Dim}
-	case strings.HasSuffix(hf, "q_proj.weight"):
-		fields = []string{n.Heads + "×" + n.HeadDim, n.Dim}
-	case strings.HasSuffix(hf, "k_proj.weight"), strings.HasSuffix(hf, "v_proj.weight"):
-		fields = []string{n.KVHeads + "×" + n.HeadDim, n.Dim}
-	case strings.HasSuffix(hf, "o_proj.weight"):
-		fields = []string{n.Dim, n.Heads + "×" + n.HeadDim}
-	case strings.HasSuffix(hf, "gate_proj.weight"), strings.HasSuffix(hf, "up_proj.weight"):
-		fields = []string{n.FFN, n.Dim}
-	case strings.HasSuffix(hf, "down_proj.weight"):
-		fields = []string{n.Dim, n.FFN}
-	}
+// of c in which shape got differs from the one c gives (all of them when
+// the ranks differ).
+func (s stored) blame(c Config, hf string, got []int) string {
 	var out []string
-	for i, f := range fields {
-		if len(got) != len(want) {
-			out = append(out, fmt.Sprintf("%s gives %d", f, want[i]))
-		} else if got[i] != want[i] {
-			out = append(out, fmt.Sprintf("%s gives %d where the tensor has %d", f, want[i], got[i]))
+	ext := c.extents(hf, s.names)
+	for i, e := range ext {
+		switch {
+		case len(got) != len(ext):
+			out = append(out, fmt.Sprintf("%s gives %d", e.field, e.n))
+		case got[i] != e.n:
+			out = append(out, fmt.Sprintf("%s gives %d where the tensor has %d", e.field, e.n, got[i]))
 		}
 	}
 	return strings.Join(out, ", ")
