@@ -4,7 +4,9 @@
 //
 // Open maps a file into memory and validates its structure: every length and
 // count is checked against the file size before anything is allocated, so a
-// corrupt or lying header gives an error, never a panic or a huge allocation.
+// corrupt or lying header gives an error, never a panic or a huge allocation;
+// and no two tensors' data may overlap, so the tensors of a file never claim
+// more bytes than it holds.
 // Tensor data is handed out as byte slices into the mapping, without copying.
 //
 // Versions 2 and 3 of the format are read (they differ only in that version 3

@@ -248,6 +248,9 @@ func TestParseErrors(t *testing.T) {
 		{"data past end", cat(tensorDesc(header(3, 1, 0), "t", []uint64{1000}, TypeF32, 0), pad), `tensor "t": data [0, +4000) runs past the end`},
 		{"offset past end", cat(tensorDesc(header(3, 1, 0), "t", []uint64{1}, TypeF32, 1<<60), pad), "runs past the end"},
 		{"duplicate tensor", cat(tensorDesc(tensorDesc(header(3, 2, 0), "t", []uint64{1}, TypeF32, 0), "t", []uint64{1}, TypeF32, 32), pad), `duplicate tensor name "t"`},
+		{"overlapping tensors", cat(tensorDesc(tensorDesc(header(3, 2, 0), "t", []uint64{16}, TypeF32, 0), "u", []uint64{8}, TypeF32, 32), pad, pad), `tensor "u": data [32, +32) overlaps tensor "t", which ends at 64`},
+		{"aliased tensors", cat(tensorDesc(tensorDesc(header(3, 2, 0), "t", []uint64{8}, TypeF32, 0), "u", []uint64{8}, TypeF32, 0), pad), `tensor "u": data [0, +32) overlaps tensor "t"`},
+		{"overlap past an empty tensor", cat(tensorDesc(tensorDesc(tensorDesc(header(3, 3, 0), "t", []uint64{16}, TypeF32, 0), "e", []uint64{0}, TypeF32, 32), "u", []uint64{8}, TypeF32, 32), pad, pad), `tensor "u": data [32, +32) overlaps tensor "t"`},
 		{"nested too deep", kv(header(3, 0, 1), "k", TypeArray, bytes.Repeat(cat(u32(uint32(TypeArray)), u64(1)), 20)...), "nested more than 8 deep"},
 	}
 	for _, tt := range tests {
@@ -259,6 +262,20 @@ func TestParseErrors(t *testing.T) {
 		if !strings.Contains(err.Error(), tt.want) || !strings.HasPrefix(err.Error(), "gguf: (memory): ") {
 			t.Errorf("%s: error %q, want one starting %q and containing %q", tt.name, err, "gguf: (memory): ", tt.want)
 		}
+	}
+}
+
+// TestEmptyTensorsMayShareOffsets checks that the overlap check leaves
+// tensors without data alone, wherever they point.
+func TestEmptyTensorsMayShareOffsets(t *testing.T) {
+	pad := make([]byte, 128)
+	data := cat(tensorDesc(tensorDesc(tensorDesc(header(3, 3, 0), "t", []uint64{16}, TypeF32, 0), "e", []uint64{0}, TypeF32, 32), "u", []uint64{8}, TypeF32, 64), pad)
+	f, err := Parse(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(f.Tensors) != 3 {
+		t.Errorf("%d tensors, want 3", len(f.Tensors))
 	}
 }
 

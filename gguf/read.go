@@ -1,11 +1,13 @@
 package gguf
 
 import (
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
 	"os"
+	"slices"
 )
 
 // File is a parsed GGUF file. Its metadata and tensor descriptions are plain
@@ -298,7 +300,36 @@ func parse(name string, data []byte) (*File, error) {
 			return nil, fmt.Errorf("gguf: %s: tensor %q: data [%d, +%d) runs past the end of the file (data section holds %d bytes)", f.label(), t.Name, t.Offset, t.Size, max(dataSize, 0))
 		}
 	}
+	if err := checkDisjoint(f.Tensors); err != nil {
+		return nil, fmt.Errorf("gguf: %s: %w", f.label(), err)
+	}
 	return f, nil
+}
+
+// checkDisjoint checks that no two tensors' data overlap, so that the bytes
+// the tensors claim add up to no more than the file holds: a small file
+// cannot describe many large tensors over the same bytes.
+func checkDisjoint(ts []TensorInfo) error {
+	order := make([]int, len(ts))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int {
+		return cmp.Or(cmp.Compare(ts[a].Offset, ts[b].Offset), cmp.Compare(ts[a].Size, ts[b].Size))
+	})
+	var end uint64 // the furthest end so far, of tensor last
+	last := ""
+	for _, i := range order {
+		t := ts[i]
+		if t.Size == 0 {
+			continue
+		}
+		if t.Offset < end {
+			return fmt.Errorf("tensor %q: data [%d, +%d) overlaps tensor %q, which ends at %d", t.Name, t.Offset, t.Size, last, end)
+		}
+		end, last = t.Offset+uint64(t.Size), t.Name
+	}
+	return nil
 }
 
 func alignUp(n, a int64) int64 { return (n + a - 1) / a * a }

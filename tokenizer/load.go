@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"strconv"
 	"strings"
@@ -206,28 +207,35 @@ func parseJSON(what string, data []byte) (*BPE, error) {
 		return fail("%v", err)
 	}
 
-	// Lay out tokens by id: the model's vocab, then the added tokens.
+	// Lay out tokens by id: the model's vocab, then the added tokens. Every
+	// id is checked against the number of tokens before it is used, so
+	// that ids must run from 0 without gaps and a huge one cannot
+	// overflow or index past the table.
+	count := int64(len(m.Vocab) + len(f.AddedTokens))
+	if count > math.MaxInt32 {
+		return fail("%d tokens, more than int32 ids can number", count)
+	}
 	size := int64(0)
-	for _, id := range m.Vocab {
+	for tok, id := range m.Vocab {
+		if id < 0 || id >= count {
+			return fail("vocab token %q has id %d, outside 0 to %d (the file has %d tokens, and ids must run from 0 without gaps)", tok, id, count-1, count)
+		}
 		size = max(size, id+1)
 	}
 	for i, a := range f.AddedTokens {
-		if a.ID == nil {
+		switch {
+		case a.ID == nil:
 			return fail("added token %d (%q) has no id", i, a.Content)
+		case *a.ID < 0 || *a.ID >= count:
+			return fail("added token %q has id %d, outside 0 to %d (the file has %d tokens, and ids must run from 0 without gaps)", a.Content, *a.ID, count-1, count)
 		}
 		size = max(size, *a.ID+1)
-	}
-	if size > int64(len(m.Vocab)+len(f.AddedTokens)) {
-		return fail("token ids run to %d but there are only %d tokens: ids have gaps", size-1, len(m.Vocab)+len(f.AddedTokens))
 	}
 	raw := make([]string, size)
 	kinds := make([]tokenKind, size)
 	have := make([]bool, size)
 	spelled := make(map[string]int32, len(m.Vocab))
 	for tok, id := range m.Vocab {
-		if id < 0 {
-			return fail("vocab token %q has negative id %d", tok, id)
-		}
 		if have[id] {
 			return fail("vocab tokens %q and %q both have id %d", raw[id], tok, id)
 		}
@@ -240,16 +248,16 @@ func parseJSON(what string, data []byte) (*BPE, error) {
 	}
 	for _, a := range f.AddedTokens {
 		id := *a.ID
-		if id < 0 {
-			return fail("added token %q has negative id %d", a.Content, id)
-		}
 		if a.Content == "" {
 			return fail("added token %d is empty", id)
 		}
 		if a.SingleWord || a.LStrip || a.RStrip {
 			return fail("added token %q sets single_word, lstrip or rstrip, which are not supported (Llama 3 sets none)", a.Content)
 		}
-		if have[id] {
+		switch {
+		case have[id] && kinds[id] != kindOrdinary:
+			return fail("added tokens %q and %q both have id %d", raw[id], a.Content, id)
+		case have[id]:
 			if vid, ok := spelled[a.Content]; !ok || int64(vid) != id {
 				return fail("added token %q and vocab token %q both have id %d", a.Content, raw[id], id)
 			}
@@ -389,9 +397,10 @@ func parseTiktoken(what string, r io.Reader) (*BPE, error) {
 	if n == 0 {
 		return fail("no tokens")
 	}
-	for rank := range n {
-		if _, ok := rankLine[rank]; !ok {
-			return fail("no token has rank %d (ranks must run from 0 to %d without gaps)", rank, n-1)
+	// n distinct ranks in [0, n) leave no gaps.
+	for _, e := range entries {
+		if e.rank >= n {
+			return fail("line %d: rank %d, outside 0 to %d (the file has %d tokens, and ranks must run from 0 without gaps)", e.line, e.rank, n-1, n)
 		}
 	}
 	raw := make([]string, n, n+Llama3NumSpecial)

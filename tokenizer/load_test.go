@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -26,7 +27,7 @@ func smallTiktoken(t testing.TB) []byte {
 
 // editJSON applies edit to the decoded small tokenizer.json and encodes it
 // again.
-func editJSON(t *testing.T, edit func(doc map[string]any)) []byte {
+func editJSON(t testing.TB, edit func(doc map[string]any)) []byte {
 	t.Helper()
 	var doc map[string]any
 	if err := json.Unmarshal(smallJSON(t, smallMerges), &doc); err != nil {
@@ -62,8 +63,22 @@ func TestParseJSONErrors(t *testing.T) {
 		{"merge unknown part", editJSON(t, func(d map[string]any) { model(d)["merges"] = []string{"hel lo"} }), `"lo" is not in the vocabulary`},
 		{"duplicate merge", editJSON(t, func(d map[string]any) { model(d)["merges"] = []string{"h e", "i n", "h e"} }), `merge 2 ("h" "e") repeats merge 0`},
 		{"no vocab", editJSON(t, func(d map[string]any) { model(d)["vocab"] = map[string]int{} }), "no vocab"},
-		{"missing byte", editJSON(t, func(d map[string]any) { delete(model(d)["vocab"].(map[string]any), "a") }), "ids have gaps"},
-		{"id gap", editJSON(t, func(d map[string]any) { model(d)["vocab"].(map[string]any)["a"] = 5000 }), "ids have gaps"},
+		{"missing byte", editJSON(t, func(d map[string]any) { delete(model(d)["vocab"].(map[string]any), "a") }), "has id 536, outside 0 to 535 (the file has 536 tokens, and ids must run from 0 without gaps)"},
+		{"id gap", editJSON(t, func(d map[string]any) { model(d)["vocab"].(map[string]any)["a"] = 5000 }), `vocab token "a" has id 5000, outside 0 to 536`},
+		{"id max int64", editJSON(t, func(d map[string]any) { model(d)["vocab"].(map[string]any)["a"] = int64(math.MaxInt64) }), `vocab token "a" has id 9223372036854775807, outside 0 to 536`},
+		{"id min int64", editJSON(t, func(d map[string]any) { model(d)["vocab"].(map[string]any)["a"] = int64(math.MinInt64) }), `vocab token "a" has id -9223372036854775808, outside 0 to 536`},
+		{"id -1", editJSON(t, func(d map[string]any) { model(d)["vocab"].(map[string]any)["a"] = -1 }), `vocab token "a" has id -1, outside`},
+		{"id 2^32", editJSON(t, func(d map[string]any) { model(d)["vocab"].(map[string]any)["a"] = int64(1 << 32) }), `vocab token "a" has id 4294967296, outside`},
+		{"id past int64", editJSON(t, func(d map[string]any) { model(d)["vocab"].(map[string]any)["a"] = uint64(1 << 63) }), "parsing JSON: json: cannot unmarshal number 9223372036854775808"},
+		{"id fraction", editJSON(t, func(d map[string]any) { model(d)["vocab"].(map[string]any)["a"] = 97.5 }), "parsing JSON: json: cannot unmarshal number 97.5"},
+		{"added id max int64", editJSON(t, func(d map[string]any) { d["added_tokens"].([]any)[0].(map[string]any)["id"] = int64(math.MaxInt64) }), `added token "<|begin_of_text|>" has id 9223372036854775807, outside 0 to 536`},
+		{"added id max int64-1", editJSON(t, func(d map[string]any) { d["added_tokens"].([]any)[0].(map[string]any)["id"] = int64(math.MaxInt64 - 1) }), `has id 9223372036854775806, outside`},
+		{"added id min int64", editJSON(t, func(d map[string]any) { d["added_tokens"].([]any)[0].(map[string]any)["id"] = int64(math.MinInt64) }), `has id -9223372036854775808, outside`},
+		{"added id one past", editJSON(t, func(d map[string]any) { d["added_tokens"].([]any)[0].(map[string]any)["id"] = 537 }), `added token "<|begin_of_text|>" has id 537, outside 0 to 536`},
+		{"added ids repeat", editJSON(t, func(d map[string]any) {
+			a := d["added_tokens"].([]any)
+			a[1].(map[string]any)["id"] = a[0].(map[string]any)["id"]
+		}), `added tokens "<|begin_of_text|>" and "<|end_of_text|>" both have id`},
 		{"duplicate id", editJSON(t, func(d map[string]any) { model(d)["vocab"].(map[string]any)["a"] = 0 }), "both have id 0"},
 		{"bad spelling", editJSON(t, func(d map[string]any) { v := model(d)["vocab"].(map[string]any); v[" x"] = v["he"]; delete(v, "he") }), `vocab token " x" (id`},
 		{"regex", editJSON(t, func(d map[string]any) {
@@ -104,18 +119,64 @@ func TestParseTiktokenErrors(t *testing.T) {
 		{"no rank", with("YWJj"), `want "<base64 token> <rank>"`},
 		{"bad rank", with("YWJj x"), `bad rank "x"`},
 		{"negative rank", with("YWJj -4"), `bad rank "-4"`},
-		{"huge rank", with("YWJj 999999999"), "no token has rank 281"},
+		{"huge rank", with("YWJj 999999999"), "line 282: rank 999999999, outside 0 to 281 (the file has 282 tokens, and ranks must run from 0 without gaps)"},
+		{"max rank", with("YWJj 9223372036854775807"), "line 282: rank 9223372036854775807, outside 0 to 281"},
+		{"rank past int64", with("YWJj 9223372036854775808"), `line 282: bad rank "9223372036854775808"`},
 		{"duplicate rank", with("YWJj 3"), "rank 3 already used on line 4"},
 		{"duplicate token", with("YQ== 281"), `token "a" already has rank 97`},
-		{"gap", with("YWJj 500"), "no token has rank 281"},
+		{"gap", with("YWJj 500"), "line 282: rank 500, outside 0 to 281"},
 		{"empty token", with(" 281"), "empty token"},
-		{"missing byte", []byte(strings.Join(lines[1:], "\n")), "no token has rank 0"},
+		{"missing byte", []byte(strings.Join(lines[1:], "\n")), "rank 280, outside 0 to 279"},
 		{"too long line", []byte(strings.Repeat("A", 2<<20)), "token too long"},
 	}
 	for _, tt := range tests {
 		_, err := ParseTiktoken(bytes.NewReader(tt.data))
 		if err == nil || !strings.Contains(err.Error(), tt.want) || !strings.HasPrefix(err.Error(), "tokenizer: tokenizer.model: ") {
 			t.Errorf("%s: error %v, want one containing %q", tt.name, err, tt.want)
+		}
+	}
+}
+
+// minimalJSON returns a tokenizer.json of under 600 bytes: three
+// vocabulary tokens, one merge and <|eot_id|>, with the added token's id
+// given as written. With id 3 it is refused only for lacking the 256 byte
+// tokens, after its ids have been laid out.
+func minimalJSON(id string) []byte {
+	pattern, _ := json.Marshal(llama3Pattern)
+	return []byte(`{"added_tokens":[{"id":` + id + `,"content":"<|eot_id|>","special":true}],` +
+		`"pre_tokenizer":{"type":"Sequence","pretokenizers":[{"type":"Split","pattern":{"Regex":` + string(pattern) +
+		`},"behavior":"Isolated"},{"type":"ByteLevel","use_regex":false}]},"decoder":{"type":"ByteLevel"},` +
+		`"model":{"type":"BPE","vocab":{"a":0,"b":1,"ab":2},"merges":["a b"]}}`)
+}
+
+// TestLoadMaxID loads a small tokenizer.json whose added token has id
+// 2^63−1, which once overflowed id+1, passed the gap check and indexed past
+// the token table (a panic); it and other extreme ids must be errors naming
+// the file.
+func TestLoadMaxID(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good.json")
+	if err := os.WriteFile(good, minimalJSON("3"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(good); err == nil || !strings.Contains(err.Error(), "byte 0x00 has no token") {
+		t.Fatalf("the file with id 3: error %v, want only the missing byte tokens", err)
+	}
+	for _, id := range []string{"9223372036854775807", "9223372036854775806", "-9223372036854775808", "4294967296", "2147483648", "4"} {
+		path := filepath.Join(dir, "id"+id+".json")
+		data := minimalJSON(id)
+		if len(data) > 600 {
+			t.Fatalf("the file is %d bytes", len(data))
+		}
+		if err := os.WriteFile(path, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		for _, load := range []func(string) (*BPE, error){Load, LoadJSON} {
+			_, err := load(path)
+			want := `added token "<|eot_id|>" has id ` + id + ", outside 0 to 3"
+			if err == nil || !strings.HasPrefix(err.Error(), "tokenizer: "+path+": ") || !strings.Contains(err.Error(), want) {
+				t.Errorf("id %s: error %v, want one naming %s and containing %q", id, err, path, want)
+			}
 		}
 	}
 }
@@ -210,6 +271,11 @@ func TestNewByteLevelBPE(t *testing.T) {
 	}
 }
 
+// extremeIDs are token ids at the edges of the integer types, for the
+// fuzz targets' seeds: ids near 2^63 once overflowed the parser's
+// arithmetic.
+var extremeIDs = []int64{math.MaxInt64, math.MaxInt64 - 1, math.MinInt64, -1, math.MaxInt32, math.MaxInt32 + 1, math.MaxUint32, 1 << 32, 537, 536, 0}
+
 // FuzzParseJSON checks that no tokenizer.json makes the parser panic.
 func FuzzParseJSON(f *testing.F) {
 	valid := smallJSON(f, smallMerges[:6])
@@ -218,11 +284,25 @@ func FuzzParseJSON(f *testing.F) {
 	f.Add([]byte(`{"model":{"type":"BPE","vocab":{"a":0},"merges":["a a"]}}`))
 	f.Add([]byte(`{"model":{"type":"BPE","vocab":{"a":-1}}}`))
 	f.Add([]byte(`{"added_tokens":[{"id":99999999999}],"model":{"type":"BPE","vocab":{"a":0}}}`))
+	// Extreme ids, in the vocabulary and among the added tokens of a valid
+	// file, and in a small file that fails only later.
+	for _, id := range extremeIDs {
+		f.Add(editJSON(f, func(d map[string]any) { model(d)["vocab"].(map[string]any)["a"] = id }))
+		f.Add(editJSON(f, func(d map[string]any) { d["added_tokens"].([]any)[0].(map[string]any)["id"] = id }))
+		f.Add(editJSON(f, func(d map[string]any) { d["added_tokens"].([]any)[9].(map[string]any)["id"] = id }))
+		f.Add(minimalJSON(fmt.Sprint(id)))
+	}
+	f.Add(minimalJSON("9223372036854775808"))
+	f.Add(minimalJSON("1e300"))
+	f.Add(editJSON(f, func(d map[string]any) {
+		a := d["added_tokens"].([]any)
+		a[1].(map[string]any)["id"] = a[0].(map[string]any)["id"]
+	}))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		tok, err := ParseJSON(data)
 		if err != nil {
-			if !strings.HasPrefix(err.Error(), "tokenizer: ") {
-				t.Fatalf("error %q lacks the package prefix", err)
+			if !strings.HasPrefix(err.Error(), "tokenizer: tokenizer.json: ") {
+				t.Fatalf("error %q lacks the prefix naming the file", err)
 			}
 			return
 		}
@@ -240,11 +320,16 @@ func FuzzParseTiktoken(f *testing.F) {
 	f.Add(valid[:len(valid)/2])
 	f.Add([]byte("YQ== 0\nYQ== 1\n"))
 	f.Add([]byte("YQ== 3\n\n\nYg== 0\n"))
+	for _, id := range extremeIDs {
+		f.Add(append(bytes.Clone(valid), fmt.Sprintf("YWJj %d\n", id)...))
+		f.Add([]byte(fmt.Sprintf("YQ== %d\n", id)))
+	}
+	f.Add([]byte("YQ== 9223372036854775808\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		tok, err := ParseTiktoken(bytes.NewReader(data))
 		if err != nil {
-			if !strings.HasPrefix(err.Error(), "tokenizer: ") {
-				t.Fatalf("error %q lacks the package prefix", err)
+			if !strings.HasPrefix(err.Error(), "tokenizer: tokenizer.model: ") {
+				t.Fatalf("error %q lacks the prefix naming the file", err)
 			}
 			return
 		}

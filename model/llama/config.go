@@ -29,35 +29,80 @@ type Config struct {
 	EOS       []int32
 }
 
-// Validate reports the first inconsistency in c, naming the fields.
-func (c Config) Validate() error {
+// Limits on a configuration's sizes. They lie far above every released
+// Llama (the largest, Llama 3.1 405B, has width 16384, 126 layers, 128
+// heads of 128, FFN 53248, a vocabulary of 128256 and a context of 131072)
+// and low enough that every product of them the model forms (a tensor's
+// elements, a layer's, the parameter count) fits an int64 many times over.
+// A configuration within them is not thereby small: the loaders also check
+// it against the tensors its checkpoint holds before allocating anything.
+const (
+	maxDim     = 1 << 16 // hidden width
+	maxLayers  = 1 << 10
+	maxHeads   = 1 << 10 // query and key/value heads
+	maxHeadDim = 1 << 12
+	maxFFN     = 1 << 20
+	maxVocab   = 1 << 24 // token ids are int32
+	maxSeqLen  = 1 << 24 // context length
+)
+
+// fieldNames spells a Config's fields as the source of a configuration
+// does, so that errors name the field a user wrote.
+type fieldNames struct {
+	Dim, Layers, Heads, KVHeads, HeadDim, FFN, Vocab, MaxSeqLen string
+	NormEps, RopeTheta, BOS, EOS                                string
+}
+
+// configNames are the names Validate uses.
+var configNames = fieldNames{
+	Dim: "dim", Layers: "layers", Heads: "heads", KVHeads: "kv_heads", HeadDim: "head_dim", FFN: "ffn",
+	Vocab: "vocab", MaxSeqLen: "max_seq_len", NormEps: "norm_eps", RopeTheta: "rope_theta", BOS: "bos", EOS: "eos",
+}
+
+// Validate reports every inconsistency in c, naming the fields: sizes that
+// are not positive or exceed the limits the loaders accept, heads that do
+// not group, an odd head width, a non-positive epsilon or θ, BOS or EOS
+// ids outside the vocabulary.
+func (c Config) Validate() error { return c.validate(configNames) }
+
+// validate is Validate with the fields named by n.
+func (c Config) validate(n fieldNames) error {
 	var errs []error
-	pos := func(name string, v int) {
-		if v <= 0 {
+	size := func(name string, v, limit int) {
+		switch {
+		case v <= 0:
 			errs = append(errs, fmt.Errorf("%s = %d, must be positive", name, v))
+		case v > limit:
+			errs = append(errs, fmt.Errorf("%s = %d exceeds the limit of %d", name, v, limit))
 		}
 	}
-	pos("dim", c.Dim)
-	pos("layers", c.Layers)
-	pos("heads", c.Heads)
-	pos("kv_heads", c.KVHeads)
-	pos("head_dim", c.HeadDim)
-	pos("ffn", c.FFN)
-	pos("vocab", c.Vocab)
+	size(n.Dim, c.Dim, maxDim)
+	size(n.Layers, c.Layers, maxLayers)
+	size(n.Heads, c.Heads, maxHeads)
+	size(n.KVHeads, c.KVHeads, maxHeads)
+	size(n.HeadDim, c.HeadDim, maxHeadDim)
+	size(n.FFN, c.FFN, maxFFN)
+	size(n.Vocab, c.Vocab, maxVocab)
+	size(n.MaxSeqLen, c.MaxSeqLen, maxSeqLen)
 	if c.Heads > 0 && c.KVHeads > 0 && c.Heads%c.KVHeads != 0 {
-		errs = append(errs, fmt.Errorf("heads = %d is not a multiple of kv_heads = %d", c.Heads, c.KVHeads))
+		errs = append(errs, fmt.Errorf("%s = %d is not a multiple of %s = %d", n.Heads, c.Heads, n.KVHeads, c.KVHeads))
 	}
 	if c.HeadDim%2 != 0 {
-		errs = append(errs, fmt.Errorf("head_dim = %d must be even for RoPE", c.HeadDim))
+		errs = append(errs, fmt.Errorf("%s = %d must be even for RoPE", n.HeadDim, c.HeadDim))
 	}
 	if !(c.NormEps > 0) {
-		errs = append(errs, fmt.Errorf("norm_eps = %g, must be positive", c.NormEps))
+		errs = append(errs, fmt.Errorf("%s = %g, must be positive", n.NormEps, c.NormEps))
 	}
 	if !(c.RopeTheta > 0) {
-		errs = append(errs, fmt.Errorf("rope_theta = %g, must be positive", c.RopeTheta))
+		errs = append(errs, fmt.Errorf("%s = %g, must be positive", n.RopeTheta, c.RopeTheta))
 	}
 	if c.BOS < 0 || int(c.BOS) >= c.Vocab && c.Vocab > 0 {
-		errs = append(errs, fmt.Errorf("bos = %d outside the vocabulary of %d", c.BOS, c.Vocab))
+		errs = append(errs, fmt.Errorf("%s = %d is outside the vocabulary of %d", n.BOS, c.BOS, c.Vocab))
+	}
+	for _, id := range c.EOS {
+		if id < 0 || int(id) >= c.Vocab && c.Vocab > 0 {
+			errs = append(errs, fmt.Errorf("%s %d is outside the vocabulary of %d", n.EOS, id, c.Vocab))
+		}
 	}
 	return errors.Join(errs...)
 }

@@ -2,14 +2,17 @@ package llama
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
+	"strings"
 
 	"github.com/turnwise/turnwise/engine"
 	"github.com/turnwise/turnwise/gguf"
 )
 
 // ConfigFromGGUF reads a llama-architecture configuration from GGUF metadata.
+// Errors name the file and the metadata key.
 func ConfigFromGGUF(f *gguf.File) (Config, error) {
 	arch, err := f.String("general.architecture")
 	if err != nil {
@@ -18,25 +21,36 @@ func ConfigFromGGUF(f *gguf.File) (Config, error) {
 	if arch != "llama" {
 		return Config{}, fmt.Errorf("%s: architecture %q, want llama", f.Name, arch)
 	}
+	n := ggufFields(f)
 	get := func(key string) int {
 		if err != nil {
 			return 0
 		}
 		var v int64
-		v, err = f.Int("llama." + key)
-		return int(v)
+		v, err = f.Int(key)
+		return clampInt(v)
 	}
 	c := Config{
-		Dim:     get("embedding_length"),
-		Layers:  get("block_count"),
-		Heads:   get("attention.head_count"),
-		FFN:     get("feed_forward_length"),
-		KVHeads: get("attention.head_count_kv"),
+		Dim:     get(n.Dim),
+		Layers:  get(n.Layers),
+		Heads:   get(n.Heads),
+		FFN:     get(n.FFN),
+		KVHeads: get(n.KVHeads),
 	}
 	if err != nil {
 		return Config{}, err
 	}
-	c.MaxSeqLen, _ = intOr(f, "llama.context_length", 2048)
+	opt := func(key string, def int) int {
+		if err != nil {
+			return 0
+		}
+		var v int64
+		if v, err = f.Int(key); errors.Is(err, gguf.ErrKeyNotFound) {
+			v, err = int64(def), nil
+		}
+		return clampInt(v)
+	}
+	c.MaxSeqLen = opt(n.MaxSeqLen, 2048)
 	c.HeadDim = c.Dim / max(c.Heads, 1)
 	c.RopeTheta = 10000
 	if v, err := f.Float32("llama.rope.freq_base"); err == nil {
@@ -49,26 +63,53 @@ func ConfigFromGGUF(f *gguf.File) (Config, error) {
 	if toks, err := f.Strings("tokenizer.ggml.tokens"); err == nil {
 		c.Vocab = len(toks)
 	}
-	if v, err := intOr(f, "llama.vocab_size", c.Vocab); err == nil {
-		c.Vocab = v
+	c.Vocab = opt(ggufVocabKey, c.Vocab)
+	bos, eos := opt(n.BOS, 1), opt(n.EOS, 2)
+	if err != nil {
+		return Config{}, err
 	}
-	bos, _ := intOr(f, "tokenizer.ggml.bos_token_id", 1)
-	eos, _ := intOr(f, "tokenizer.ggml.eos_token_id", 2)
+	for _, id := range []struct {
+		key string
+		v   int
+	}{{n.BOS, bos}, {n.EOS, eos}} {
+		if id.v < 0 || id.v > math.MaxInt32 {
+			return Config{}, fmt.Errorf("%s: %s = %d is not a token id", f.Name, id.key, id.v)
+		}
+	}
 	c.BOS, c.EOS = int32(bos), []int32{int32(eos)}
 	_, hasHead := f.Tensor("output.weight")
 	c.TiedEmbed = !hasHead
-	if err := c.Validate(); err != nil {
+	if err := c.validate(n); err != nil {
 		return Config{}, fmt.Errorf("%s: %w", f.Name, err)
 	}
 	return c, nil
 }
 
-func intOr(f *gguf.File, key string, def int) (int, error) {
-	v, err := f.Int(key)
-	if err != nil {
-		return def, err
+// ggufVocabKey is the metadata key of the vocabulary size; without it, the
+// size is the length of tokenizer.ggml.tokens.
+const ggufVocabKey = "llama.vocab_size"
+
+// ggufFields names a Config's fields by the metadata keys of f that give
+// them.
+func ggufFields(f *gguf.File) fieldNames {
+	n := fieldNames{
+		Dim: "llama.embedding_length", Layers: "llama.block_count", Heads: "llama.attention.head_count",
+		KVHeads: "llama.attention.head_count_kv", HeadDim: "llama.embedding_length/llama.attention.head_count",
+		FFN: "llama.feed_forward_length", Vocab: ggufVocabKey,
+		MaxSeqLen: "llama.context_length", NormEps: "llama.attention.layer_norm_rms_epsilon",
+		RopeTheta: "llama.rope.freq_base", BOS: "tokenizer.ggml.bos_token_id", EOS: "tokenizer.ggml.eos_token_id",
 	}
-	return int(v), nil
+	if _, ok := f.Meta[ggufVocabKey]; !ok {
+		n.Vocab = "the length of tokenizer.ggml.tokens"
+	}
+	return n
+}
+
+// clampInt converts a metadata integer to an int, saturating at the int
+// range, so that the limits Validate applies see a value too large as too
+// large.
+func clampInt(v int64) int {
+	return int(max(min(v, math.MaxInt), math.MinInt))
 }
 
 // ggufNames maps GGUF tensor names to Hugging Face names.
@@ -114,25 +155,37 @@ func LoadGGUF(b engine.Backend, path string, dt engine.DType) (*Model, error) {
 	if err != nil {
 		return nil, err
 	}
+	names := make([]string, len(f.Tensors))
+	for i, t := range f.Tensors {
+		names[i] = t.Name
+	}
+	held := stored{config: f.Name, names: ggufFields(f), weights: f.Name, layers: countLayers(names, "blk."),
+		tensor: func(hf string) (string, []int, string, bool) {
+			name := ggufName(hf, c.Layers)
+			t, ok := f.Tensor(name)
+			return name, ggufShape(t), f.Name, ok
+		}}
+	if err := held.checkHeld(c); err != nil {
+		return nil, err
+	}
 	w, err := allocWeights(b, c, dt)
 	if err != nil {
 		return nil, err
 	}
-	shapes := c.shapes()
 	w.each(func(name string, t **engine.Tensor) {
 		if err != nil || (name == "lm_head.weight" && c.TiedEmbed) {
 			return
 		}
 		gname := ggufName(name, c.Layers)
 		var vals []float32
-		vals, err = ggufFloats(f, gname, shapes[name])
+		vals, err = ggufFloats(f, gname, c.shape(name))
 		if err != nil {
 			return
 		}
 		switch {
-		case len(name) > 0 && hasSuffix(name, "q_proj.weight"):
+		case strings.HasSuffix(name, "q_proj.weight"):
 			vals = unInterleave(vals, c.Heads, c.HeadDim, c.Dim)
-		case hasSuffix(name, "k_proj.weight"):
+		case strings.HasSuffix(name, "k_proj.weight"):
 			vals = unInterleave(vals, c.KVHeads, c.HeadDim, c.Dim)
 		}
 		engine.SetF32(b, *t, vals)
@@ -143,7 +196,14 @@ func LoadGGUF(b engine.Backend, path string, dt engine.DType) (*Model, error) {
 	return newModel(b, c, w, dt)
 }
 
-func hasSuffix(s, suf string) bool { return len(s) >= len(suf) && s[len(s)-len(suf):] == suf }
+// ggufShape returns t's row-major shape, the reverse of GGUF's dims.
+func ggufShape(t gguf.TensorInfo) []int {
+	shape := make([]int, len(t.Dims))
+	for i, d := range t.Dims {
+		shape[len(shape)-1-i] = int(d)
+	}
+	return shape
+}
 
 // ggufFloats returns tensor name's values as float32, checking that its
 // shape (row-major, the reverse of GGUF's dims) is want.
@@ -152,10 +212,7 @@ func ggufFloats(f *gguf.File, name string, want []int) ([]float32, error) {
 	if err != nil {
 		return nil, err
 	}
-	got := make([]int, len(info.Dims))
-	for i, d := range info.Dims {
-		got[len(got)-1-i] = int(d)
-	}
+	got := ggufShape(info)
 	if !engine.Shape(got).Equal(want) {
 		return nil, fmt.Errorf("%s: tensor %s has shape %v, the configuration needs %v", f.Name, name, engine.Shape(got), engine.Shape(want))
 	}

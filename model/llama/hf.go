@@ -109,12 +109,9 @@ func parseHFConfig(raw []byte) (Config, error) {
 	}
 	var errs []error
 	need := func(name string, v *int) int {
-		switch {
-		case v == nil:
+		if v == nil {
 			errs = append(errs, fmt.Errorf("%s is missing", name))
 			return 0
-		case *v <= 0:
-			errs = append(errs, fmt.Errorf("%s = %d, must be positive", name, *v))
 		}
 		return *v
 	}
@@ -125,18 +122,18 @@ func parseHFConfig(raw []byte) (Config, error) {
 		FFN:    need("intermediate_size", in.FFN),
 		Vocab:  need("vocab_size", in.Vocab),
 	}
+	if err := errors.Join(errs...); err != nil {
+		return Config{}, err
+	}
 	c.KVHeads = c.Heads
 	if in.KVHeads != nil {
-		c.KVHeads = need("num_key_value_heads", in.KVHeads)
+		c.KVHeads = *in.KVHeads
 	}
 	if c.Heads > 0 {
 		c.HeadDim = c.Dim / c.Heads
 	}
 	if in.HeadDim != nil {
-		c.HeadDim = need("head_dim", in.HeadDim)
-	}
-	if err := errors.Join(errs...); err != nil {
-		return Config{}, err
+		c.HeadDim = *in.HeadDim
 	}
 	c.NormEps = hfDefaultEps
 	if in.NormEps != nil {
@@ -166,26 +163,30 @@ func parseHFConfig(raw []byte) (Config, error) {
 	c.TiedEmbed = in.Tied != nil && *in.Tied
 	c.MaxSeqLen = hfDefaultMaxPos
 	if in.MaxPos != nil {
-		c.MaxSeqLen = need("max_position_embeddings", in.MaxPos)
+		c.MaxSeqLen = *in.MaxPos
 	}
 	bos := int64(hfDefaultBOS)
 	if in.BOS != nil {
 		bos = *in.BOS
 	}
-	if bos < 0 || bos >= int64(c.Vocab) {
-		return Config{}, fmt.Errorf("bos_token_id = %d is outside the vocabulary of %d", bos, c.Vocab)
+	if bos < 0 || bos > math.MaxInt32 {
+		return Config{}, fmt.Errorf("bos_token_id = %d is not a token id", bos)
 	}
 	c.BOS = int32(bos)
-	if c.EOS, err = parseHFEOS(in.EOS, c.Vocab); err != nil {
+	if c.EOS, err = parseHFEOS(in.EOS); err != nil {
 		return Config{}, err
 	}
-	if err := errors.Join(errs...); err != nil {
-		return Config{}, err
-	}
-	if err := c.Validate(); err != nil {
+	if err := c.validate(hfNames); err != nil {
 		return Config{}, err
 	}
 	return c, nil
+}
+
+// hfNames are config.json's names of a Config's fields.
+var hfNames = fieldNames{
+	Dim: "hidden_size", Layers: "num_hidden_layers", Heads: "num_attention_heads", KVHeads: "num_key_value_heads",
+	HeadDim: "head_dim", FFN: "intermediate_size", Vocab: "vocab_size", MaxSeqLen: "max_position_embeddings",
+	NormEps: "rms_norm_eps", RopeTheta: "rope_theta", BOS: "bos_token_id", EOS: "eos_token_id",
 }
 
 // parseHFRope converts a rope_scaling object: null, "default" or a llama3
@@ -245,8 +246,9 @@ func parseHFRope(r *hfRope, field string) (*engine.RoPEScaling, error) {
 	return s, nil
 }
 
-// parseHFEOS reads eos_token_id: one id or a list of ids.
-func parseHFEOS(raw json.RawMessage, vocab int) ([]int32, error) {
+// parseHFEOS reads eos_token_id: one id or a list of ids (Validate checks
+// them against the vocabulary).
+func parseHFEOS(raw json.RawMessage) ([]int32, error) {
 	if len(raw) == 0 || string(raw) == "null" {
 		return []int32{hfDefaultEOS}, nil
 	}
@@ -259,8 +261,8 @@ func parseHFEOS(raw json.RawMessage, vocab int) ([]int32, error) {
 	}
 	var eos []int32
 	for _, id := range ids {
-		if id < 0 || id >= int64(vocab) {
-			return nil, fmt.Errorf("eos_token_id %d is outside the vocabulary of %d", id, vocab)
+		if id < 0 || id > math.MaxInt32 {
+			return nil, fmt.Errorf("eos_token_id %d is not a token id", id)
 		}
 		eos = append(eos, int32(id))
 	}
@@ -405,7 +407,8 @@ func LoadHF(b engine.Backend, dir string, dt engine.DType) (*Model, error) {
 	if _, ok := hfDType(dt); !ok {
 		return nil, fmt.Errorf("%s: weights of dtype %v are not supported (want f32, bf16 or f16)", dir, dt)
 	}
-	c, err := LoadHFConfig(filepath.Join(dir, HFConfigName))
+	cfgPath := filepath.Join(dir, HFConfigName)
+	c, err := LoadHFConfig(cfgPath)
 	if err != nil {
 		return nil, err
 	}
@@ -414,17 +417,28 @@ func LoadHF(b engine.Backend, dir string, dt engine.DType) (*Model, error) {
 		return nil, err
 	}
 	defer r.Close()
+	held := stored{config: cfgPath, names: hfNames, weights: dir, layers: countLayers(r.Names(), "model.layers."),
+		tensor: func(hf string) (string, []int, string, bool) {
+			info, ok := r.Info(hf)
+			shape := make([]int, len(info.Shape))
+			for i, d := range info.Shape {
+				shape[i] = int(d)
+			}
+			return hf, shape, r.Location(hf), ok
+		}}
+	if err := held.checkHeld(c); err != nil {
+		return nil, err
+	}
 	w, err := allocWeights(b, c, dt)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", dir, err)
 	}
-	shapes := c.shapes()
 	var buf convBuf
 	w.each(func(name string, t **engine.Tensor) {
 		if err != nil || (name == "lm_head.weight" && c.TiedEmbed) {
 			return
 		}
-		err = loadHFTensor(b, r, dir, name, shapes[name], *t, &buf)
+		err = loadHFTensor(b, r, dir, name, c.shape(name), *t, &buf)
 	})
 	if err != nil {
 		w.Each(func(_ string, t *engine.Tensor) { b.FreeBuffer(t.Buffer()) })

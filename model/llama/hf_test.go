@@ -173,7 +173,7 @@ func TestLoadHFConfig(t *testing.T) {
 		{"float size", smallConfig(`"hidden_size": 64.5`), "hidden_size is a JSON number 64.5, want an integer"},
 		{"zero layers", smallConfig(`"num_hidden_layers": 0`), "num_hidden_layers = 0, must be positive"},
 		{"negative kv", smallConfig(`"num_key_value_heads": -2`), "num_key_value_heads = -2"},
-		{"gqa mismatch", smallConfig(`"num_key_value_heads": 3`), "not a multiple of kv_heads = 3"},
+		{"gqa mismatch", smallConfig(`"num_key_value_heads": 3`), "num_attention_heads = 4 is not a multiple of num_key_value_heads = 3"},
 		{"odd head_dim", smallConfig(`"head_dim": 15`), "must be even"},
 		{"eps zero", smallConfig(`"rms_norm_eps": 0`), "rms_norm_eps = 0"},
 		{"theta negative", smallConfig(`"rope_theta": -1`), "rope_theta = -1"},
@@ -192,6 +192,20 @@ func TestLoadHFConfig(t *testing.T) {
 		{"attention bias", smallConfig(`"attention_bias": true`), "attention_bias is true"},
 		{"mlp bias", smallConfig(`"mlp_bias": true`), "mlp_bias is true"},
 		{"max positions", smallConfig(`"max_position_embeddings": 0`), "max_position_embeddings = 0"},
+		{"bos huge", smallConfig(`"bos_token_id": 4294967296`), "bos_token_id = 4294967296 is not a token id"},
+		{"bos outside vocab", smallConfig(`"bos_token_id": 600`), "bos_token_id = 600 is outside the vocabulary of 512"},
+		{"eos huge", smallConfig(`"eos_token_id": [2, 4294967298]`), "eos_token_id 4294967298 is not a token id"},
+		// Sizes above the limits, each alone: errors before anything is
+		// allocated, naming the field.
+		{"layers 1e9", smallConfig(`"num_hidden_layers": 1000000000`), "num_hidden_layers = 1000000000 exceeds the limit of 1024"},
+		{"vocab 2e9", smallConfig(`"vocab_size": 2000000000`), "vocab_size = 2000000000 exceeds the limit of 16777216"},
+		{"ffn 1e9", smallConfig(`"intermediate_size": 1000000000`), "intermediate_size = 1000000000 exceeds the limit of 1048576"},
+		{"head_dim 2^30", smallConfig(`"head_dim": 1073741824`), "head_dim = 1073741824 exceeds the limit of 4096"},
+		{"hidden 2^40", smallConfig(`"hidden_size": 1099511627776`), "hidden_size = 1099511627776 exceeds the limit of 65536"},
+		{"heads 2^62", smallConfig(`"num_attention_heads": 4611686018427387904, "num_key_value_heads": 4`), "num_attention_heads = 4611686018427387904 exceeds the limit of 1024"},
+		{"kv heads max int", smallConfig(`"num_key_value_heads": 9223372036854775807`), "num_key_value_heads = 9223372036854775807 exceeds the limit"},
+		{"context 2^31", smallConfig(`"max_position_embeddings": 2147483648`), "max_position_embeddings = 2147483648 exceeds the limit of 16777216"},
+		{"layers past int64", smallConfig(`"num_hidden_layers": 9223372036854775808`), "num_hidden_layers is a JSON number 9223372036854775808, want an integer"},
 	}
 	for i, tt := range bad {
 		path := filepath.Join(dir, fmt.Sprintf("bad%d.json", i))

@@ -22,14 +22,13 @@ func NewRandom(b engine.Backend, c Config, dt engine.DType, std float64, seed ui
 	if err != nil {
 		return nil, err
 	}
-	shapes := c.shapes()
 	ti := uint64(0)
 	w.each(func(name string, t **engine.Tensor) {
 		if name == "lm_head.weight" && c.TiedEmbed {
 			return
 		}
 		ti++
-		vals := make([]float32, engine.Shape(shapes[name]).Numel())
+		vals := make([]float32, engine.Shape(c.shape(name)).Numel())
 		switch {
 		case strings.HasSuffix(name, "norm.weight") || strings.HasSuffix(name, "layernorm.weight"):
 			for i := range vals {

@@ -61,18 +61,29 @@ func peftTarget(p string) string {
 	return m[strings.LastIndexByte(m, '.')+1:]
 }
 
+// peftNames returns the PEFT names of the A and B matrices adapting
+// projection p of layer l.
+func peftNames(l int, p string) (a, b string) {
+	base := fmt.Sprintf("base_model.model.model.layers.%d.%s", l, peftModule[p])
+	return base + ".lora_A.weight", base + ".lora_B.weight"
+}
+
 // Each calls fn on every adapter tensor with its PEFT name, in layer order.
 func (a *Adapter) Each(fn func(name string, t *engine.Tensor)) {
 	for l, m := range a.Layers {
 		for _, p := range AllProjections {
 			if pr, ok := m[p]; ok {
-				base := fmt.Sprintf("base_model.model.model.layers.%d.%s", l, peftModule[p])
-				fn(base+".lora_A.weight", pr.A)
-				fn(base+".lora_B.weight", pr.B)
+				na, nb := peftNames(l, p)
+				fn(na, pr.A)
+				fn(nb, pr.B)
 			}
 		}
 	}
 }
+
+// maxLoRARank bounds the rank of an adapter read from a file, far above any
+// in use, so that sizes computed from it cannot overflow.
+const maxLoRARank = 1 << 16
 
 // newAdapter allocates a zeroed adapter of configuration lc in dtype dt.
 func (m *Model) newAdapter(lc LoRAConfig, dt engine.DType) (*Adapter, error) {
@@ -209,9 +220,8 @@ func (m *Model) LoadPEFT(dir string) (*Adapter, error) {
 	if len(lc.Targets) != len(pc.TargetModules) {
 		return nil, fmt.Errorf("%s: target_modules %v include modules other than %v", cfgPath, pc.TargetModules, AllProjections)
 	}
-	a, err := m.newAdapter(lc, m.dt)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", cfgPath, err)
+	if lc.Rank <= 0 || lc.Rank > maxLoRARank {
+		return nil, fmt.Errorf("%s: r = %d, want 1 to %d", cfgPath, lc.Rank, maxLoRARank)
 	}
 	wPath := filepath.Join(dir, "adapter_model.safetensors")
 	f, err := safetensors.Open(wPath)
@@ -219,6 +229,30 @@ func (m *Model) LoadPEFT(dir string) (*Adapter, error) {
 		return nil, err
 	}
 	defer f.Close()
+	// Every tensor is checked before any is allocated, so that an r the
+	// file does not back is an error, not an allocation.
+	for l := range m.Config.Layers {
+		for _, p := range lc.Targets {
+			out, in, _ := m.Config.projDims(p)
+			na, nb := peftNames(l, p)
+			for _, x := range []struct {
+				name  string
+				shape []int64
+			}{{na, []int64{int64(lc.Rank), int64(in)}}, {nb, []int64{int64(out), int64(lc.Rank)}}} {
+				info, ok := f.Info(x.name)
+				switch {
+				case !ok:
+					return nil, fmt.Errorf("%s: tensor %s is missing (%s needs one of shape %v)", wPath, x.name, cfgPath, x.shape)
+				case !slices.Equal(info.Shape, x.shape):
+					return nil, fmt.Errorf("%s: tensor %s has shape %v, the model and r = %d in %s need %v", wPath, x.name, info.Shape, lc.Rank, cfgPath, x.shape)
+				}
+			}
+		}
+	}
+	a, err := m.newAdapter(lc, m.dt)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", cfgPath, err)
+	}
 	buf := &convBuf{}
 	a.Each(func(name string, t *engine.Tensor) {
 		if err == nil {

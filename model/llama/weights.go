@@ -2,6 +2,8 @@ package llama
 
 import (
 	"fmt"
+	"strconv"
+	"strings"
 
 	"github.com/turnwise/turnwise/engine"
 )
@@ -49,39 +51,58 @@ func (w *Weights) each(fn func(name string, t **engine.Tensor)) {
 	fn("lm_head.weight", &w.Head)
 }
 
-// shapes returns the shape of every parameter of c by its Hugging Face name.
-func (c Config) shapes() map[string][]int {
-	s := map[string][]int{
-		"model.embed_tokens.weight": {c.Vocab, c.Dim},
-		"model.norm.weight":         {c.Dim},
-		"lm_head.weight":            {c.Vocab, c.Dim},
+// shape returns the shape of c's parameter of Hugging Face name name.
+func (c Config) shape(name string) []int {
+	ext := c.extents(name, configNames)
+	shape := make([]int, len(ext))
+	for i, e := range ext {
+		shape[i] = e.n
 	}
-	q, kv := c.Heads*c.HeadDim, c.KVHeads*c.HeadDim
-	for i := 0; i < c.Layers; i++ {
-		p := fmt.Sprintf("model.layers.%d.", i)
-		s[p+"input_layernorm.weight"] = []int{c.Dim}
-		s[p+"self_attn.q_proj.weight"] = []int{q, c.Dim}
-		s[p+"self_attn.k_proj.weight"] = []int{kv, c.Dim}
-		s[p+"self_attn.v_proj.weight"] = []int{kv, c.Dim}
-		s[p+"self_attn.o_proj.weight"] = []int{c.Dim, q}
-		s[p+"post_attention_layernorm.weight"] = []int{c.Dim}
-		s[p+"mlp.gate_proj.weight"] = []int{c.FFN, c.Dim}
-		s[p+"mlp.up_proj.weight"] = []int{c.FFN, c.Dim}
-		s[p+"mlp.down_proj.weight"] = []int{c.Dim, c.FFN}
+	return shape
+}
+
+// extent is one dimension of a parameter: its size and the configuration
+// fields that give it.
+type extent struct {
+	n     int
+	field string
+}
+
+// extents returns the dimensions of c's parameter of Hugging Face name
+// name, with the fields behind each as n spells them.
+func (c Config) extents(name string, n fieldNames) []extent {
+	d := extent{c.Dim, n.Dim}
+	q := extent{c.Heads * c.HeadDim, n.Heads + "×" + n.HeadDim}
+	kv := extent{c.KVHeads * c.HeadDim, n.KVHeads + "×" + n.HeadDim}
+	f := extent{c.FFN, n.FFN}
+	switch {
+	case name == "model.embed_tokens.weight" || name == "lm_head.weight":
+		return []extent{{c.Vocab, n.Vocab}, d}
+	case strings.HasSuffix(name, "norm.weight"):
+		return []extent{d}
+	case strings.HasSuffix(name, "q_proj.weight"):
+		return []extent{q, d}
+	case strings.HasSuffix(name, "k_proj.weight"), strings.HasSuffix(name, "v_proj.weight"):
+		return []extent{kv, d}
+	case strings.HasSuffix(name, "o_proj.weight"):
+		return []extent{d, q}
+	case strings.HasSuffix(name, "gate_proj.weight"), strings.HasSuffix(name, "up_proj.weight"):
+		return []extent{f, d}
+	case strings.HasSuffix(name, "down_proj.weight"):
+		return []extent{d, f}
 	}
-	return s
+	panic(fmt.Sprintf("llama: no parameter named %q", name))
 }
 
 // allocWeights allocates zeroed weights of dtype dt for c on b.
 func allocWeights(b engine.Backend, c Config, dt engine.DType) (*Weights, error) {
 	w := &Weights{Layers: make([]Layer, c.Layers)}
-	shapes := c.shapes()
 	var err error
 	w.each(func(name string, t **engine.Tensor) {
 		if err != nil || (name == "lm_head.weight" && c.TiedEmbed) {
 			return
 		}
-		*t, err = engine.Alloc(b, dt, shapes[name]...)
+		*t, err = engine.Alloc(b, dt, c.shape(name)...)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("allocating %v weights: %w", dt, err)
@@ -90,4 +111,82 @@ func allocWeights(b engine.Backend, c Config, dt engine.DType) (*Weights, error)
 		w.Head = w.Embed
 	}
 	return w, nil
+}
+
+// stored describes a checkpoint's tensors before any is read, for
+// checkHeld.
+type stored struct {
+	config  string     // the file the configuration came from
+	names   fieldNames // how that file spells the configuration's fields
+	weights string     // the checkpoint: its directory or file
+	layers  int        // the number of distinct layers it holds tensors for
+	// tensor returns the tensor the model's parameter of Hugging Face
+	// name hf is read from: its name in the checkpoint, its shape
+	// (row-major), the file holding it, and whether there is one.
+	tensor func(hf string) (name string, shape []int, file string, ok bool)
+}
+
+// checkHeld checks, before anything is allocated, that a checkpoint holds
+// every parameter c needs with the shape c gives it. The readers check that
+// each tensor lies inside its file and that no two overlap, so the weights
+// a loader allocates after this check are bounded by the bytes its files
+// hold (times at most 2, for f16 or bf16 widened to f32): a configuration
+// its files do not back, such as a small config.json claiming a billion
+// layers, is an error naming the file and the field, never an allocation of
+// memory no file held.
+func (s stored) checkHeld(c Config) error {
+	if c.Layers > s.layers {
+		return fmt.Errorf("%s: %s = %d, but the checkpoint holds tensors for %d layers", s.config, s.names.Layers, c.Layers, s.layers)
+	}
+	var err error
+	(&Weights{Layers: make([]Layer, c.Layers)}).each(func(hf string, _ **engine.Tensor) {
+		if err != nil || (hf == "lm_head.weight" && c.TiedEmbed) {
+			return
+		}
+		want := c.shape(hf)
+		name, got, file, ok := s.tensor(hf)
+		switch {
+		case !ok:
+			err = fmt.Errorf("%s: tensor %s is missing (the configuration needs one of shape %v)", s.weights, name, engine.Shape(want))
+		case !engine.Shape(got).Equal(want):
+			err = fmt.Errorf("%s: tensor %s has shape %v, the configuration needs %v (%s in %s)",
+				file, name, engine.Shape(got), engine.Shape(want), s.blame(c, hf, got), s.config)
+		}
+	})
+	return err
+}
+
+// blame names the configuration fields behind the extents of parameter hf
+// of c in which shape got differs from the one c gives (all of them when
+// the ranks differ).
+func (s stored) blame(c Config, hf string, got []int) string {
+	var out []string
+	ext := c.extents(hf, s.names)
+	for i, e := range ext {
+		switch {
+		case len(got) != len(ext):
+			out = append(out, fmt.Sprintf("%s gives %d", e.field, e.n))
+		case got[i] != e.n:
+			out = append(out, fmt.Sprintf("%s gives %d where the tensor has %d", e.field, e.n, got[i]))
+		}
+	}
+	return strings.Join(out, ", ")
+}
+
+// countLayers returns the number of distinct layer indices among names,
+// read as prefix followed by a decimal index and a dot
+// ("model.layers.3.mlp...").
+func countLayers(names []string, prefix string) int {
+	seen := map[int]bool{}
+	for _, name := range names {
+		rest, ok := strings.CutPrefix(name, prefix)
+		if !ok {
+			continue
+		}
+		num, _, ok := strings.Cut(rest, ".")
+		if i, err := strconv.Atoi(num); ok && err == nil && i >= 0 {
+			seen[i] = true
+		}
+	}
+	return len(seen)
 }
