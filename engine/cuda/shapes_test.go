@@ -12,9 +12,9 @@ import (
 // TestConformanceShapes compares this backend with the CPU backend at a
 // model's shapes: enginetest.Mini by default (CI runs it on the emulator),
 // Llama-3.1-8B's with TW_CONFORMANCE_SHAPES=llama8B (on a GPU; most of its
-// time is the CPU backend's). With cuBLAS available the whole set runs a
-// second time with GEMMs through it (subtest "cublas"); -test.run selects
-// one, e.g. '^TestConformanceShapes$/^default$'.
+// time is the CPU backend's). On a GPU the whole set runs a second time with
+// GEMMs through cuBLASLt (subtest "cublas"; skipped where the machine has
+// none); -test.run selects one, e.g. '^TestConformanceShapes$/^default$'.
 func TestConformanceShapes(t *testing.T) {
 	s, err := enginetest.ShapesFromEnv()
 	if err != nil {
@@ -35,6 +35,11 @@ func TestConformanceShapes(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			defer b.Close()
+			if opt.GEMM == "cublas" && b.lt == nil {
+				t.Skip("no cuBLASLt on this machine (see the notice above); TW_CUBLAS_PATH names where to look")
+			}
+			t.Logf("GEMM: %s", b.GEMMName())
 			if b.Name() == "cudaemu" && s.Name != enginetest.Mini.Name {
 				t.Skipf("shapes %s would take hours on the kernel emulator; it runs %s", s.Name, enginetest.Mini.Name)
 			}
