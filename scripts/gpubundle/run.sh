@@ -3,8 +3,8 @@
 # it runs on, from the bundle beside it (make gpu-bundle, or make
 # gpu-bundle-emu for the same steps over the kernel emulator). It needs no
 # Go, no network and no package manager: bash, coreutils, tar and gzip, the
-# NVIDIA driver, and for some steps tools it
-# looks for (compute-sanitizer, a python3 that imports torch).
+# NVIDIA driver, and for some steps tools it looks for (compute-sanitizer, a
+# python3 that imports torch).
 #
 # Each step runs under `timeout` with its output in its own log, so that one
 # failure does not stop the rest; a step that cannot apply here (no
