@@ -392,7 +392,7 @@ step() {
 		status=fail note="not run: the time budget ($BUDGET s) was spent" lim=0
 	else
 		printf 'run.sh: %-22s (limit %3d s) ... ' "$name" "$lim"
-		timeout -k 10 "$lim" bash -c "$fn" >"$LOGS/$name.log" 2>&1
+		timeout -k 10 "$lim" bash -c "$fn" </dev/null >"$LOGS/$name.log" 2>&1
 		rc=$?
 		note=$(head -1 "$NOTE_FILE")
 		case $rc in
