@@ -4,17 +4,26 @@
 #   make test        set up, build, and run every test (what CI runs)
 #   make bench       op benchmarks (go test -bench) on the CPU backend
 #   make bench-gpu   train bench on a GPU (needs one, and the CUDA toolkit)
+#   make gpu-bundle  build/gpu-bundle/: the GPU build and its checks, to carry
+#                    to a GPU machine and run there (run.sh OUTDIR); needs nvcc
+#   make gpu-bundle-emu  the same bundle over the kernel emulator, in
+#                    build/gpu-bundle-emu/ (its run.sh runs anywhere)
 #
 # Kernel targets (kernels/kernels.mk): kernels-emu, kernels-cuda, emu-test.
 
 GO      ?= go
 BIN     := bin/train
-# Linking -tags cuda binaries without a GPU driver: the toolkit's stub libcuda.
-CUDA_STUBS ?= /usr/lib/x86_64-linux-gnu/stubs
+# Linking -tags cuda binaries: the toolkit's stub libcuda (Debian's toolkit,
+# else NVIDIA's), so that linking needs no driver, or a driver without the
+# development symlink; at run time the driver's libcuda.so.1 is loaded.
+CUDA_STUBS ?= $(firstword $(wildcard /usr/lib/x86_64-linux-gnu/stubs /usr/local/cuda/lib64/stubs) /usr/lib/x86_64-linux-gnu/stubs)
+BUNDLE     := build/gpu-bundle
+BUNDLE_EMU := build/gpu-bundle-emu
 
 include kernels/kernels.mk
 
-.PHONY: all setup build run test vet race bench bench-gpu test-emu test-cuda-build clean
+.PHONY: all setup build run test vet race bench bench-gpu test-emu test-cuda-build \
+	gpu-bundle gpu-bundle-emu test-bundles clean
 
 all: build
 
@@ -75,6 +84,29 @@ test: setup vet
 	$(GO) test -race -count=1 ./engine/...
 	$(MAKE) --no-print-directory test-emu
 	$(MAKE) --no-print-directory test-cuda-build
+	$(MAKE) --no-print-directory test-bundles
+
+# The GPU bundle (README, "Running on a GPU"): the -tags cuda train, the op
+# conformance suite and the model's GPU tests as binaries, the shared
+# libraries a bare machine lacks, stories260K and run.sh, packed under 48 MiB.
+gpu-bundle: setup kernels-cuda
+	@command -v nvcc >/dev/null 2>&1 || { echo "gpu-bundle: needs nvcc (scripts/setup-cuda.sh installs it)" >&2; exit 1; }
+	GO=$(GO) CUDA_STUBS=$(CUDA_STUBS) ./scripts/gpubundle/build.sh cuda $(BUNDLE)
+
+gpu-bundle-emu: setup kernels-emu
+	GO=$(GO) ./scripts/gpubundle/build.sh cudaemu $(BUNDLE_EMU)
+
+# CI: build both bundles (the real one where nvcc exists) and run the
+# emulator bundle's run.sh end to end.
+test-bundles: setup
+	@if command -v nvcc >/dev/null 2>&1; then \
+		$(MAKE) --no-print-directory gpu-bundle; \
+	else \
+		echo "nvcc not found: the GPU bundle was not built (scripts/setup-cuda.sh installs it)"; \
+	fi
+	$(MAKE) --no-print-directory gpu-bundle-emu
+	rm -rf build/gpu-bundle-emu-out
+	$(BUNDLE_EMU)/run.sh build/gpu-bundle-emu-out
 
 bench: setup
 	$(GO) test -run '^$$' -bench . ./engine/cpu/

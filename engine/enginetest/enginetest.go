@@ -114,19 +114,41 @@ func RelErr(got []float32, want []float64) float64 {
 	if len(got) != len(want) {
 		panic(fmt.Sprintf("enginetest: RelErr of %d values against %d", len(got), len(want)))
 	}
-	var maxDiff, maxRef float64
+	return diffStatsOf(got, want).relErr()
+}
+
+// diffStats are the parts of RelErr, which parts of a tensor can compute
+// separately and merge.
+type diffStats struct {
+	maxDiff, maxRef float64
+	nonFinite       bool // got holds a NaN or an infinity
+}
+
+func diffStatsOf(got []float32, want []float64) diffStats {
+	var s diffStats
 	for i := range got {
 		g := float64(got[i])
 		if math.IsNaN(g) || math.IsInf(g, 0) {
-			return math.Inf(1)
+			return diffStats{nonFinite: true}
 		}
-		maxDiff = math.Max(maxDiff, math.Abs(g-want[i]))
-		maxRef = math.Max(maxRef, math.Abs(want[i]))
+		s.maxDiff = math.Max(s.maxDiff, math.Abs(g-want[i]))
+		s.maxRef = math.Max(s.maxRef, math.Abs(want[i]))
 	}
-	if maxRef == 0 {
-		return maxDiff
+	return s
+}
+
+func (s diffStats) merge(o diffStats) diffStats {
+	return diffStats{math.Max(s.maxDiff, o.maxDiff), math.Max(s.maxRef, o.maxRef), s.nonFinite || o.nonFinite}
+}
+
+func (s diffStats) relErr() float64 {
+	switch {
+	case s.nonFinite:
+		return math.Inf(1)
+	case s.maxRef == 0:
+		return s.maxDiff
 	}
-	return maxDiff / maxRef
+	return s.maxDiff / s.maxRef
 }
 
 // Close fails t when RelErr(got, want) exceeds tol.
