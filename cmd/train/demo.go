@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/turnwise/turnwise/engine"
+	"github.com/turnwise/turnwise/internal/outfile"
 	"github.com/turnwise/turnwise/model/llama"
 	"github.com/turnwise/turnwise/optim"
 	"github.com/turnwise/turnwise/sweetrl"
@@ -288,7 +289,7 @@ func runDemo(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(filepath.Join(*outDir, "results.json"), append(js, '\n'), 0o644)
+	return outfile.WriteFile(filepath.Join(*outDir, "results.json"), append(js, '\n'), 0o644)
 }
 
 // criticCheck shows how the critic ranks the decisions that matter in the
