@@ -255,7 +255,9 @@ func runRollout(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	temp := fs.Float32("temperature", 1, "the agent's sampling temperature (the reference: 1)")
 	maxNew := fs.Int("max-new", 1024, "tokens per agent turn at most")
 	maxBatch := fs.Int("max-batch", 64, "agent turns generated together at most")
-	out := fs.String("out", "", "trajectories file to write (.jsonl, or .jsonl.zst)")
+	out := fs.String("out", "", "trajectories file to write (.jsonl, or .jsonl.zst); it grows as FILE.partial until every episode is in")
+	cont := fs.Bool("continue", false, "continue the FILE.partial an interrupted run with the same flags left")
+	chunk := fs.Int("chunk", 256, "episodes played, scored and appended to the file at a time (keep it when continuing)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -274,16 +276,13 @@ func runRollout(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 		}
 	}
 	fmt.Fprintf(stdout, "%d episodes (%d tasks × %d); scoring with %s\n", len(all), len(tasks), *k, desc)
-	agent := &rl.Sampler{Model: m, Adapter: ad, Tok: tok, Sample: engine.SampleParams{Temperature: *temp, TopP: 1}, MaxNew: *maxNew, MaxBatch: *maxBatch, Seed: pf.seed}
-	ctx := context.Background()
-	trajs, err := rl.RunEpisodes(ctx, all, agent, sim, rl.RolloutOptions{Protocol: proto, SimWorkers: ef.simWorkers, Progress: stdout, Label: "episodes"})
+	agent := func(c int) rl.BatchAgent {
+		return &rl.Sampler{Model: m, Adapter: ad, Tok: tok, Sample: engine.SampleParams{Temperature: *temp, TopP: 1}, MaxNew: *maxNew, MaxBatch: *maxBatch, Seed: rl.ChunkSeed(pf.seed, c)}
+	}
+	trajs, err := rl.RolloutToFile(context.Background(), all, agent, sim, scorer,
+		rl.RolloutOptions{Protocol: proto, SimWorkers: ef.simWorkers, Progress: stdout, Label: "episodes"},
+		rl.FileRolloutOptions{Path: *out, Continue: *cont, Chunk: *chunk, Log: stdout})
 	if err != nil {
-		return err
-	}
-	if _, err := rl.Score(ctx, scorer, trajs); err != nil {
-		return err
-	}
-	if err := sweetrl.SaveTrajectories(*out, trajs); err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "wrote %s: mean reward %.3f, success %.3f\n", *out, meanReward(trajs), successRate(trajs))
