@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"path/filepath"
 	"time"
 
 	"github.com/turnwise/turnwise/checkpoint"
@@ -95,7 +96,9 @@ func New(m *llama.Model, ad *llama.Adapter, train, eval *data.Packer, cfg Config
 
 // Resume restores the newest valid checkpoint of the run directory, if any,
 // and reports the step it continues from. Damaged checkpoints are skipped
-// with a message.
+// with a message. The run directory's metrics.jsonl is cut back to the
+// steps up to the one resumed from (see metrics.Truncate), so that the
+// steps run again are not recorded twice.
 func (t *Trainer) Resume() (int, error) {
 	if t.cfg.RunDir == "" {
 		return 0, nil
@@ -105,7 +108,7 @@ func (t *Trainer) Resume() (int, error) {
 		fmt.Fprintf(t.log, "skipping a damaged checkpoint: %v\n", s)
 	}
 	if errors.Is(err, checkpoint.ErrNoCheckpoint) {
-		return 0, nil
+		return 0, t.truncateMetrics()
 	}
 	if err != nil {
 		return 0, err
@@ -116,7 +119,23 @@ func (t *Trainer) Resume() (int, error) {
 	if err := t.train.Seek(t.st.Position); err != nil {
 		return 0, fmt.Errorf("%s: %w", dir, err)
 	}
-	return t.st.Step, nil
+	return t.st.Step, t.truncateMetrics()
+}
+
+// MetricsName is the name of the metrics file in the run directory.
+const MetricsName = "metrics.jsonl"
+
+// truncateMetrics cuts the metrics file back to the current step.
+func (t *Trainer) truncateMetrics() error {
+	path := filepath.Join(t.cfg.RunDir, MetricsName)
+	n, err := metrics.Truncate(path, int64(t.st.Step))
+	if err != nil {
+		return err
+	}
+	if n > 0 {
+		fmt.Fprintf(t.log, "%s: dropped %d records after step %d, the step resumed from\n", path, n, t.st.Step)
+	}
+	return nil
 }
 
 // lossGrad fills dLogP for a mean over batch bt's supervised tokens and
@@ -168,7 +187,7 @@ func meanNLL(b engine.Backend, p *llama.Pass, bt llama.Batch) float64 {
 func (t *Trainer) Run() error {
 	b := t.m.Backend()
 	if t.cfg.RunDir != "" && t.metricsOut == nil {
-		w, err := metrics.Create(t.cfg.RunDir+"/metrics.jsonl", metrics.WriterOptions{})
+		w, err := metrics.Create(filepath.Join(t.cfg.RunDir, MetricsName), metrics.WriterOptions{})
 		if err != nil {
 			return err
 		}
