@@ -17,6 +17,7 @@ import (
 	"github.com/turnwise/turnwise/checkpoint"
 	"github.com/turnwise/turnwise/data"
 	"github.com/turnwise/turnwise/engine"
+	"github.com/turnwise/turnwise/internal/outfile"
 	"github.com/turnwise/turnwise/metrics"
 	"github.com/turnwise/turnwise/model/llama"
 	"github.com/turnwise/turnwise/optim"
@@ -64,10 +65,17 @@ type Trainer struct {
 
 // New prepares a run of model m (with adapter ad, or nil for full
 // fine-tuning) over the train packer, evaluating on eval (nil: none).
-// Progress goes to out.
+// Progress goes to out. The run directory, when there is one, is created
+// if need be and must be writable: a run that could not save its
+// checkpoints is refused before it starts.
 func New(m *llama.Model, ad *llama.Adapter, train, eval *data.Packer, cfg Config, out io.Writer) (*Trainer, error) {
 	if cfg.Steps <= 0 || cfg.MicroBatches <= 0 {
 		return nil, fmt.Errorf("trainer: %d steps of %d micro-batches", cfg.Steps, cfg.MicroBatches)
+	}
+	if cfg.RunDir != "" {
+		if err := outfile.CheckDir(cfg.RunDir); err != nil {
+			return nil, fmt.Errorf("trainer: %w", err)
+		}
 	}
 	if cfg.KeepCheckpoints <= 0 {
 		cfg.KeepCheckpoints = 1

@@ -160,6 +160,34 @@ func TestResumeTruncatesMetrics(t *testing.T) {
 	}
 }
 
+// TestRunDirNotWritable checks that a run directory that cannot be
+// written is refused before training, naming it.
+func TestRunDirNotWritable(t *testing.T) {
+	base := t.TempDir()
+	file := filepath.Join(base, "file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dirs := []string{filepath.Join(file, "run")} // its parent is a file
+	if os.Geteuid() != 0 {                       // root writes through a read-only mode
+		ro := filepath.Join(base, "ro")
+		if err := os.Mkdir(ro, 0o555); err != nil {
+			t.Fatal(err)
+		}
+		dirs = append(dirs, ro)
+	} else {
+		t.Log("running as root: the read-only directory case is not checked")
+	}
+	for _, dir := range dirs {
+		m, ad, p := setup(t, true)
+		var log bytes.Buffer
+		_, err := New(m, ad, p, nil, config(dir, 2), &log)
+		if err == nil || !strings.Contains(err.Error(), dir) || !strings.Contains(err.Error(), "not") {
+			t.Errorf("New with run directory %s: %v, want an error naming it", dir, err)
+		}
+	}
+}
+
 // TestLossFalls memorises the corpus: the loss must fall well below its
 // starting value, and evaluation reports a finite held-out loss.
 func TestLossFalls(t *testing.T) {

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"time"
 
@@ -91,7 +90,7 @@ func runDemo(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(*outDir, 0o755); err != nil {
+	if err := outfile.CheckDir(*outDir); err != nil {
 		return err
 	}
 	tok := tokenizer.Bytes{}

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/turnwise/turnwise/engine"
+	"github.com/turnwise/turnwise/internal/outfile"
 	"github.com/turnwise/turnwise/model/llama"
 	"github.com/turnwise/turnwise/optim"
 	"github.com/turnwise/turnwise/sweetrl"
@@ -199,6 +200,9 @@ func (j *trajJob) load(args []string, stdout io.Writer) error {
 	}
 	if *j.out == "" {
 		return errors.New("name the output directory with --out DIR")
+	}
+	if err := outfile.CheckDir(*j.out); err != nil {
+		return err
 	}
 	var err error
 	if j.proto, err = j.ef.protocol(); err != nil {
@@ -493,6 +497,11 @@ func runEval(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	out := fs.String("out", "", "also write the episodes to this trajectories file")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *out != "" {
+		if err := outfile.CheckDir(filepath.Dir(*out)); err != nil {
+			return err
+		}
 	}
 	e, err := ef.episodes(&pf, true)
 	if err != nil {
