@@ -176,6 +176,9 @@ func runSFT(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 		return nil
 	}
 	ids := append([]int32{m.Config.BOS}, tok.Encode(*prompt, tokenizer.EncodeOptions{})...)
+	if *maxNew, err = fitMaxNew(m.Config, len(ids), *maxNew, stdout); err != nil {
+		return err
+	}
 	gen, err := m.Generate([][]int32{ids}, llama.GenerateOptions{MaxNew: *maxNew, Stop: m.Config.EOS, Adapter: ad})
 	if err != nil {
 		return err

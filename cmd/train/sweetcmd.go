@@ -273,6 +273,9 @@ func runRollout(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 		return err
 	}
 	m, ad, tok, proto, tasks, sim, hs, scorer, desc := e.m, e.ad, e.tok, e.proto, e.tasks, e.sim, e.hs, e.scorer, e.desc
+	if *maxNew, err = fitMaxNew(m.Config, 0, *maxNew, stdout); err != nil {
+		return err
+	}
 	var all []sweetrl.Task
 	for _, t := range tasks {
 		for range *k {
@@ -376,6 +379,9 @@ func runActor(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	}
 	m, ad, tok, tf, pf, proto, trajs, out := j.m, j.ad, j.tok, j.tf, j.pf, j.proto, j.trajs, j.out
 	var err error
+	if *maxNew, err = fitMaxNew(m.Config, 0, *maxNew, stdout); err != nil {
+		return err
+	}
 	critic := rl.Critic{Model: m}
 	criticDir := *criticAd
 	if *criticAd != "" {
@@ -508,6 +514,9 @@ func runEval(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 		return err
 	}
 	m, ad, tok, proto, tasks, sim, hs, scorer, desc := e.m, e.ad, e.tok, e.proto, e.tasks, e.sim, e.hs, e.scorer, e.desc
+	if *maxNew, err = fitMaxNew(m.Config, 0, *maxNew, stdout); err != nil {
+		return err
+	}
 	fmt.Fprintf(stdout, "%d tasks × %d seeds; scoring with %s\n", len(tasks), *seeds, desc)
 	s, eps, err := evaluate(context.Background(), m, ad, tok, proto, tasks, sim, scorer,
 		evalOptions{Seeds: *seeds, Temperature: *temp, MaxNew: *maxNew, Seed: pf.seed, SimWorkers: ef.simWorkers, Label: "eval"}, stdout)
