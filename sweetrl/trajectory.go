@@ -192,20 +192,33 @@ func (tr Trajectory) MarshalJSON() ([]byte, error) {
 // not valid UTF-8 or is longer than jsonl.DefaultMaxLine bytes.
 func ReadTrajectories(r io.Reader, name string) ([]Trajectory, error) {
 	var out []Trajectory
+	err := ScanTrajectories(r, name, func(tr Trajectory, _ int) error {
+		out = append(out, tr)
+		return nil
+	})
+	return out, err
+}
+
+// ScanTrajectories reads trajectories from r as ReadTrajectories does,
+// calling fn with each and the number of its line; an error from fn ends
+// the read as a *LineError naming the file and that line.
+func ScanTrajectories(r io.Reader, name string, fn func(tr Trajectory, line int) error) error {
 	jr := jsonl.NewReader(r, name)
 	for {
 		line, lineNo, err := jr.Next()
 		if err == io.EOF {
-			return out, nil
+			return nil
 		}
 		if err != nil {
-			return out, lineErr(err)
+			return lineErr(err)
 		}
 		var tr Trajectory
 		if err := tr.UnmarshalJSON(line); err != nil {
-			return out, &LineError{Name: name, Line: lineNo, Err: err}
+			return &LineError{Name: name, Line: lineNo, Err: err}
 		}
-		out = append(out, tr)
+		if err := fn(tr, lineNo); err != nil {
+			return &LineError{Name: name, Line: lineNo, Err: err}
+		}
 	}
 }
 
