@@ -17,6 +17,8 @@ import (
 	"math"
 	"os"
 	"strings"
+
+	"github.com/turnwise/turnwise/internal/outfile"
 )
 
 // Schema identifies the format of a Result file.
@@ -151,7 +153,7 @@ func (r *Result) Write(path string) error {
 	if err != nil {
 		return fmt.Errorf("bench result for %s: %w", path, err)
 	}
-	if err := os.WriteFile(path, append(raw, '\n'), 0o644); err != nil {
+	if err := outfile.WriteFile(path, append(raw, '\n'), 0o644); err != nil {
 		return fmt.Errorf("writing bench result: %w", err)
 	}
 	return nil

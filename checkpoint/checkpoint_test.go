@@ -502,6 +502,49 @@ func TestPrune(t *testing.T) {
 	}
 }
 
+// TestPruneSkipsDamaged damages two of five checkpoints: pruning to two
+// must keep the two newest valid ones, not count the damaged.
+func TestPruneSkipsDamaged(t *testing.T) {
+	b := cpu.New(cpu.Options{Threads: 1})
+	damage := []struct {
+		name string
+		do   func(dir string) error
+	}{
+		{"no manifest", func(dir string) error { return os.Remove(filepath.Join(dir, ManifestName)) }},
+		{"truncated", func(dir string) error { return os.Truncate(filepath.Join(dir, TrainerName), 1) }},
+		{"altered", func(dir string) error { return os.WriteFile(filepath.Join(dir, TrainerName), []byte("99\n"), 0o644) }},
+	}
+	for _, d := range damage {
+		t.Run(d.name, func(t *testing.T) {
+			run := t.TempDir()
+			for _, s := range []int{2, 4, 6, 8, 10} {
+				if err := Save(Dir(run, s), b, nil, nil, s, false); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for _, s := range []int{6, 10} {
+				if err := d.do(Dir(run, s)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := Prune(run, 2); err != nil {
+				t.Fatal(err)
+			}
+			want := []string{"step-000004", "step-000006", "step-000008", "step-000010"}
+			if names := entries(t, run); !slices.Equal(names, want) {
+				t.Errorf("Prune(keep 2) left %v, want %v (the valid 4 and 8, and the damaged 6 and 10)", names, want)
+			}
+			// Fewer valid checkpoints than keep: nothing is deleted.
+			if err := Prune(run, 3); err != nil {
+				t.Fatal(err)
+			}
+			if names := entries(t, run); !slices.Equal(names, want) {
+				t.Errorf("Prune(keep 3) with 2 valid left %v, want %v", names, want)
+			}
+		})
+	}
+}
+
 func TestLoadMismatch(t *testing.T) {
 	b := cpu.New(cpu.Options{Threads: 1})
 	r := trained(t, b, mixed, 1)

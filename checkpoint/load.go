@@ -281,11 +281,16 @@ func Latest(runDir string) (dir string, skipped []error, err error) {
 	return "", skipped, fmt.Errorf("checkpoint: %s: %w", runDir, ErrNoCheckpoint)
 }
 
-// Prune deletes all checkpoints of runDir but the newest keep (by step
-// number), and the hidden temporary directories that interrupted saves
-// left behind. Only directories named step-<digits> are considered
-// checkpoints; other entries are left alone. It must not run while a Save
-// into runDir is in progress.
+// Prune keeps the newest keep checkpoints of runDir (by step number) that
+// verify against their manifests (see Verify) and deletes every checkpoint
+// older than the oldest of them, and the hidden temporary directories that
+// interrupted saves left behind. A damaged checkpoint never counts toward
+// keep, so that it cannot cost a valid older one; damaged checkpoints newer
+// than the oldest kept one are left in place (Latest passes over them).
+// When fewer than keep checkpoints verify, none is deleted. Only
+// directories named step-<digits> are considered checkpoints; other
+// entries are left alone. Prune reads the kept checkpoints in full to
+// verify them. It must not run while a Save into runDir is in progress.
 func Prune(runDir string, keep int) error {
 	if keep < 1 {
 		return fmt.Errorf("checkpoint: prune %s: keep %d: must keep at least one checkpoint", runDir, keep)
@@ -294,8 +299,22 @@ func Prune(runDir string, keep int) error {
 	if err != nil {
 		return fmt.Errorf("checkpoint: prune: %w", err)
 	}
-	if len(dirs) > keep {
-		for _, d := range dirs[:len(dirs)-keep] {
+	valid, cut := 0, -1 // cut: index of the oldest checkpoint kept
+	for i := len(dirs) - 1; i >= 0 && valid < keep; i-- {
+		err := Verify(dirs[i])
+		var ce *CorruptError
+		switch {
+		case err == nil:
+			valid++
+			if valid == keep {
+				cut = i
+			}
+		case !errors.As(err, &ce):
+			return fmt.Errorf("checkpoint: prune: %w", err)
+		}
+	}
+	if cut > 0 {
+		for _, d := range dirs[:cut] {
 			if err := os.RemoveAll(d); err != nil {
 				return fmt.Errorf("checkpoint: prune: %w", err)
 			}

@@ -15,7 +15,7 @@
 // a crash never leaves a partly written step-* directory. Latest finds the
 // newest checkpoint whose files match their manifest, passing over (and
 // reporting) damaged ones; Load verifies a checkpoint again before it
-// restores anything; Prune deletes all but the newest few.
+// restores anything; Prune deletes all but the newest few that verify.
 //
 // The functions assume one writer per run directory at a time.
 package checkpoint
@@ -33,11 +33,11 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
-	"syscall"
 
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/turnwise/turnwise/engine"
+	"github.com/turnwise/turnwise/internal/outfile"
 	"github.com/turnwise/turnwise/optim"
 	"github.com/turnwise/turnwise/safetensors"
 )
@@ -367,16 +367,5 @@ func (c *countingHash) Write(p []byte) (int, error) {
 	return n, err
 }
 
-// syncDir makes the entries of dir durable. File systems that cannot sync a
-// directory (EINVAL) are tolerated.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil && !errors.Is(err, syscall.EINVAL) {
-		return fmt.Errorf("syncing directory %s: %w", dir, err)
-	}
-	return nil
-}
+// syncDir makes the entries of dir durable (see outfile.SyncDir).
+func syncDir(dir string) error { return outfile.SyncDir(dir) }

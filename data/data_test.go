@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/turnwise/turnwise/internal/jsonl"
 	"github.com/turnwise/turnwise/tokenizer"
 )
 
@@ -75,6 +76,8 @@ func TestReadChatJSONLMalformed(t *testing.T) {
 		{"content list", `{"messages": [{"role": "assistant", "content": ["a"]}]}`, "content is not a string"},
 		{"content null", `{"messages": [{"role": "assistant", "content": null}]}`, "content is not a string"},
 		{"no assistant", `{"messages": [{"role": "user", "content": "x"}]}`, "no assistant message"},
+		{"invalid UTF-8", `{"messages": [{"role": "assistant", "content": "` + "\xed\xa0\x80" + `"}]}`, "invalid UTF-8 at byte 49"},
+		{"overlong", `{"messages": [{"role": "assistant", "content": "` + strings.Repeat("x", jsonl.DefaultMaxLine) + `"}]}`, fmt.Sprintf("line too long: longer than the cap of %d bytes", jsonl.DefaultMaxLine)},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -106,13 +109,15 @@ func TestReadChatJSONLSkip(t *testing.T) {
 		`{"messages":[]}`,
 		`{"messages":[{"role":"assistant","content":"alone"}]}`,
 		`{"messages":[{"role":"user","content":"x"}]}`,
+		`{"messages":[{"role":"assistant","content":"` + "\xff" + `"}]}`,
+		`{"messages":[{"role":"assistant","content":"last"}]}`,
 	}, "\n") // no final newline
 	ex, skipped, err := ReadChatJSONL(strings.NewReader(in), "f.jsonl", ReadOptions{SkipBadLines: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(ex) != 2 || ex[0].Line != 1 || ex[1].Line != 6 {
-		t.Fatalf("examples %+v; want lines 1 and 6", ex)
+	if len(ex) != 3 || ex[0].Line != 1 || ex[1].Line != 6 || ex[2].Line != 9 {
+		t.Fatalf("examples %+v; want lines 1, 6 and 9", ex)
 	}
 	if got := ex[0].Messages[2]; got != (tokenizer.Message{Role: "assistant", Content: "hello"}) {
 		t.Errorf("message %+v", got)
@@ -124,8 +129,8 @@ func TestReadChatJSONLSkip(t *testing.T) {
 			t.Errorf("skipped error %q does not start with its place", s.Error())
 		}
 	}
-	if !reflect.DeepEqual(lines, []int{2, 5, 7}) {
-		t.Errorf("skipped lines %v; want [2 5 7]", lines)
+	if !reflect.DeepEqual(lines, []int{2, 5, 7, 8}) {
+		t.Errorf("skipped lines %v; want [2 5 7 8]", lines)
 	}
 }
 

@@ -20,6 +20,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/turnwise/turnwise/internal/jsonl"
 	"github.com/turnwise/turnwise/tokenizer"
 )
 
@@ -69,33 +70,40 @@ type rawMessage struct {
 // A line is malformed when it is not a JSON object, when its "messages"
 // field is missing, not an array or empty, when a message's role is not
 // "system", "user" or "assistant", when a message's role or content is not
-// a string, or when no message is an assistant turn (such an example would
-// have nothing to learn). A malformed line ends the read with a *LineError
+// a string, when no message is an assistant turn (such an example would
+// have nothing to learn), when it is not valid UTF-8 or when it is longer
+// than jsonl.DefaultMaxLine bytes. A malformed line ends the read with a *LineError
 // naming the file and the line, unless opts.SkipBadLines is set; then it is
 // appended to skipped and reading continues. err reports only malformed
 // lines in strict mode and failures of r itself.
 func ReadChatJSONL(r io.Reader, name string, opts ReadOptions) (examples []Chat, skipped []LineError, err error) {
-	br := bufio.NewReader(r)
-	for lineNo := 1; ; lineNo++ {
-		line, rerr := br.ReadBytes('\n')
-		if rerr != nil && rerr != io.EOF {
-			return examples, skipped, fmt.Errorf("%s:%d: reading: %w", name, lineNo, rerr)
-		}
-		if len(bytes.TrimSpace(line)) > 0 {
-			msgs, perr := parseChatLine(line)
-			if perr != nil {
-				le := LineError{Name: name, Line: lineNo, Err: perr}
-				if !opts.SkipBadLines {
-					return examples, skipped, &le
-				}
-				skipped = append(skipped, le)
-			} else {
-				examples = append(examples, Chat{Messages: msgs, Line: lineNo})
-			}
-		}
+	jr := jsonl.NewReader(r, name)
+	for {
+		line, lineNo, rerr := jr.Next()
 		if rerr == io.EOF {
 			return examples, skipped, nil
 		}
+		var perr error
+		var je *jsonl.Error
+		switch {
+		case errors.As(rerr, &je): // an overlong line, or one not UTF-8
+			perr = je.Err
+		case rerr != nil:
+			return examples, skipped, rerr
+		}
+		var msgs []tokenizer.Message
+		if perr == nil {
+			msgs, perr = parseChatLine(line)
+		}
+		if perr != nil {
+			le := LineError{Name: name, Line: lineNo, Err: perr}
+			if !opts.SkipBadLines {
+				return examples, skipped, &le
+			}
+			skipped = append(skipped, le)
+			continue
+		}
+		examples = append(examples, Chat{Messages: msgs, Line: lineNo})
 	}
 }
 

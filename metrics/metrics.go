@@ -11,7 +11,6 @@
 package metrics
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -21,6 +20,9 @@ import (
 	"os"
 	"slices"
 	"strconv"
+
+	"github.com/turnwise/turnwise/internal/jsonl"
+	"github.com/turnwise/turnwise/internal/outfile"
 )
 
 // Keys of the values a training run records.
@@ -203,24 +205,79 @@ func Read(path string) ([]Record, error) {
 
 // ReadFrom reads records from r, one JSON object per line; name names r in
 // errors. Blank lines are ignored. A malformed line is an error of the
-// form "name:line: what is wrong".
+// form "name:line: what is wrong"; so is a line that is not valid UTF-8 or
+// is longer than jsonl.DefaultMaxLine bytes.
 func ReadFrom(r io.Reader, name string) ([]Record, error) {
-	br := bufio.NewReader(r)
+	jr := jsonl.NewReader(r, name)
 	var recs []Record
-	for lineNo := 1; ; lineNo++ {
-		line, err := br.ReadBytes('\n')
-		if err != nil && err != io.EOF {
-			return recs, fmt.Errorf("%s:%d: reading: %w", name, lineNo, err)
-		}
-		if len(bytes.TrimSpace(line)) > 0 {
-			var rec Record
-			if perr := rec.UnmarshalJSON(line); perr != nil {
-				return recs, fmt.Errorf("%s:%d: %w", name, lineNo, perr)
-			}
-			recs = append(recs, rec)
-		}
+	for {
+		line, lineNo, err := jr.Next()
 		if err == io.EOF {
 			return recs, nil
 		}
+		if err != nil {
+			return recs, err
+		}
+		var rec Record
+		if perr := rec.UnmarshalJSON(line); perr != nil {
+			return recs, fmt.Errorf("%s:%d: %w", name, lineNo, perr)
+		}
+		recs = append(recs, rec)
 	}
+}
+
+// Truncate cuts the metrics file at path back to the records of steps up
+// to step, as a run resumed from the checkpoint of that step must, so that
+// the steps it repeats are not recorded twice. A last line cut short (the
+// run was killed while writing it) is dropped too; a damaged line before
+// it is an error naming the file and the line, and the file is left as it
+// was. The file is rewritten atomically, the kept lines byte for byte; a
+// missing file is no error. It returns the number of lines dropped.
+func Truncate(path string, step int64) (dropped int, err error) {
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("metrics: %w", err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return 0, fmt.Errorf("metrics: %w", err)
+	}
+	var kept bytes.Buffer
+	jr := jsonl.NewReader(f, path)
+	for {
+		line, lineNo, rerr := jr.Next()
+		if rerr == io.EOF {
+			break
+		}
+		cut := !jr.Terminated() && jr.Offset() == st.Size()
+		var rec Record
+		if rerr == nil {
+			rerr = rec.UnmarshalJSON(line)
+			if rerr != nil {
+				rerr = fmt.Errorf("%s:%d: %w", path, lineNo, rerr)
+			}
+		}
+		switch {
+		case cut && rerr != nil: // the line a killed run was writing
+			dropped++
+		case rerr != nil:
+			return 0, fmt.Errorf("metrics: %w", rerr)
+		case rec.Step > step:
+			dropped++
+		default:
+			kept.Write(line)
+			kept.WriteByte('\n')
+		}
+	}
+	if dropped == 0 && int64(kept.Len()) == st.Size() {
+		return 0, nil
+	}
+	if err := outfile.WriteFile(path, kept.Bytes(), 0o644); err != nil {
+		return 0, fmt.Errorf("metrics: %w", err)
+	}
+	return dropped, nil
 }

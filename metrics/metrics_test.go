@@ -177,3 +177,50 @@ func TestProgressLabel(t *testing.T) {
 		t.Errorf("got %q, want %q", got, want)
 	}
 }
+
+func TestTruncate(t *testing.T) {
+	const s1, s2, s3 = `{"step":1,"loss":3}`, `{"step":2,"loss":2.5}`, `{"step":3,"loss":2}`
+	tests := []struct {
+		name    string
+		in      string
+		step    int64
+		want    string
+		dropped int
+		errWant string
+	}{
+		{"steps after the resumed one", s1 + "\n" + s2 + "\n" + s3 + "\n", 1, s1 + "\n", 2, ""},
+		{"nothing to drop", s1 + "\n" + s2 + "\n", 2, s1 + "\n" + s2 + "\n", 0, ""},
+		{"cut last line", s1 + "\n" + s2 + "\n" + `{"step":3,"lo`, 5, s1 + "\n" + s2 + "\n", 1, ""},
+		{"resumed from scratch", s1 + "\n" + s2 + "\n", 0, "", 2, ""},
+		{"damaged middle line", s1 + "\n{oops\n" + s2 + "\n", 1, "", 0, "m.jsonl:2: not a JSON object"},
+		{"invalid UTF-8", s1 + "\n{\"step\":2,\"\xff\":1}\n", 1, "", 0, "m.jsonl:2: invalid UTF-8"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "m.jsonl")
+			if err := os.WriteFile(path, []byte(tc.in), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			n, err := Truncate(path, tc.step)
+			got, _ := os.ReadFile(path)
+			if tc.errWant != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.errWant) {
+					t.Fatalf("Truncate: %v, want an error saying %q", err, tc.errWant)
+				}
+				if string(got) != tc.in {
+					t.Error("a failed Truncate changed the file")
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(got) != tc.want || n != tc.dropped {
+				t.Errorf("file %q, %d dropped; want %q, %d", got, n, tc.want, tc.dropped)
+			}
+		})
+	}
+	if n, err := Truncate(filepath.Join(t.TempDir(), "none.jsonl"), 3); n != 0 || err != nil {
+		t.Errorf("Truncate of a missing file: %d, %v", n, err)
+	}
+}

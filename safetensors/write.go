@@ -13,6 +13,8 @@ import (
 	"slices"
 	"strconv"
 	"unicode/utf8"
+
+	"github.com/turnwise/turnwise/internal/outfile"
 )
 
 // Tensor is a tensor to write.
@@ -193,44 +195,11 @@ func WriteFile(path string, tensors []Tensor, metadata map[string]string) error 
 
 // writeAtomic creates path with the bytes fill writes, through a synced
 // temporary file renamed into place.
-func writeAtomic(path string, fill func(io.Writer) error) (err error) {
-	dir := filepath.Dir(path)
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
-	if err != nil {
+func writeAtomic(path string, fill func(io.Writer) error) error {
+	if err := outfile.Write(path, 0o644, fill); err != nil {
 		return fmt.Errorf("safetensors: %w", err)
 	}
-	defer func() {
-		if err != nil {
-			tmp.Close()
-			os.Remove(tmp.Name())
-		}
-	}()
-	if err = fill(tmp); err != nil {
-		return fmt.Errorf("safetensors: write %s: %w", path, err)
-	}
-	if err = tmp.Chmod(0o644); err != nil {
-		return fmt.Errorf("safetensors: %s: %w", path, err)
-	}
-	if err = tmp.Sync(); err != nil {
-		return fmt.Errorf("safetensors: %s: %w", path, err)
-	}
-	if err = tmp.Close(); err != nil {
-		return fmt.Errorf("safetensors: %s: %w", path, err)
-	}
-	if err = os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("safetensors: %w", err)
-	}
-	syncDir(dir)
 	return nil
-}
-
-// syncDir makes a rename in dir durable where the platform allows; errors
-// are ignored, as some systems cannot sync directories.
-func syncDir(dir string) {
-	if d, err := os.Open(dir); err == nil {
-		d.Sync()
-		d.Close()
-	}
 }
 
 // ShardName returns the file name of shard k (1-based) of n, as Hugging

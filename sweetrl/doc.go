@@ -38,7 +38,10 @@
 // test cases keep the order of the file (as a Python dict does), and a
 // task's known text fields are left out when empty. Files
 // whose name ends in ".zst" are zstd-compressed (OpenTrajectories,
-// CreateTrajectories).
+// SaveTrajectories). A trajectory file is written whole or not at all
+// (SaveTrajectories), or grown as NAME.partial and renamed to NAME when
+// complete (PartialTrajectories); every line read must be valid UTF-8 and
+// at most jsonl.DefaultMaxLine bytes long.
 //
 // # Episodes
 //

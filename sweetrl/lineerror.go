@@ -1,6 +1,11 @@
 package sweetrl
 
-import "fmt"
+import (
+	"errors"
+	"fmt"
+
+	"github.com/turnwise/turnwise/internal/jsonl"
+)
 
 // LineError is a problem with one line of an input file.
 type LineError struct {
@@ -19,3 +24,13 @@ func (e *LineError) Error() string {
 
 // Unwrap returns the underlying error.
 func (e *LineError) Unwrap() error { return e.Err }
+
+// lineErr turns the line errors of a jsonl.Reader into *LineError; other
+// errors are returned as they are.
+func lineErr(err error) error {
+	var je *jsonl.Error
+	if errors.As(err, &je) {
+		return &LineError{Name: je.Name, Line: je.Line, Err: je.Err}
+	}
+	return err
+}

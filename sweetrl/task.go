@@ -1,7 +1,6 @@
 package sweetrl
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -9,6 +8,8 @@ import (
 	"io"
 	"os"
 	"strings"
+
+	"github.com/turnwise/turnwise/internal/jsonl"
 )
 
 // TestCase is one unit test of a backend programming task: a Python call
@@ -152,26 +153,33 @@ func encodeTestCases(tcs []TestCase) ([]byte, error) {
 //
 // Each row must have a non-empty string problem_description, string
 // hidden_information and ground_truth, and a test_cases object of at least
-// one string call expression. A malformed row ends the read with a
-// *LineError naming the file and the line.
+// one string call expression. Two rows with the same problem_description
+// are refused, since trajectories name their task by it. A malformed row
+// ends the read with a *LineError naming the file and the line; so does a
+// line that is not valid UTF-8 or is longer than jsonl.DefaultMaxLine
+// bytes.
 func ReadBackendTasks(r io.Reader, name string) ([]Task, error) {
 	var tasks []Task
-	br := bufio.NewReader(r)
-	for lineNo := 1; ; lineNo++ {
-		line, rerr := br.ReadBytes('\n')
-		if rerr != nil && rerr != io.EOF {
-			return tasks, fmt.Errorf("%s:%d: reading: %w", name, lineNo, rerr)
-		}
-		if len(bytes.TrimSpace(line)) > 0 {
-			t, err := parseBackendTask(line)
-			if err != nil {
-				return tasks, &LineError{Name: name, Line: lineNo, Err: err}
-			}
-			tasks = append(tasks, t)
-		}
-		if rerr == io.EOF {
+	lineOf := map[string]int{} // problem_description → its line
+	jr := jsonl.NewReader(r, name)
+	for {
+		line, lineNo, err := jr.Next()
+		if err == io.EOF {
 			return tasks, nil
 		}
+		if err != nil {
+			return tasks, lineErr(err)
+		}
+		t, err := parseBackendTask(line)
+		if err != nil {
+			return tasks, &LineError{Name: name, Line: lineNo, Err: err}
+		}
+		if first, dup := lineOf[t.ProblemDescription]; dup {
+			return tasks, &LineError{Name: name, Line: lineNo,
+				Err: fmt.Errorf("the same %q as line %d: tasks must be told apart by it", keyProblem, first)}
+		}
+		lineOf[t.ProblemDescription] = lineNo
+		tasks = append(tasks, t)
 	}
 }
 

@@ -2,12 +2,14 @@ package sweetrl
 
 import (
 	"errors"
+	"fmt"
 	"reflect"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/turnwise/turnwise/internal/jsonl"
 	"github.com/turnwise/turnwise/internal/testdata"
 )
 
@@ -48,6 +50,10 @@ func TestReadBackendTasksErrors(t *testing.T) {
 		{"tests array", `{"problem_description":"p","hidden_information":"h","ground_truth":"g","test_cases":["f()"]}`, `b.jsonl:1: "test_cases": not a JSON object`},
 		{"test not string", `{"problem_description":"p","hidden_information":"h","ground_truth":"g","test_cases":{"test1":1}}`, `b.jsonl:1: "test_cases": test "test1" is not a string`},
 		{"truth not string", `{"problem_description":"p","hidden_information":"h","ground_truth":null,"test_cases":{"test1":"f()"}}`, `b.jsonl:1: "ground_truth" is not a string`},
+		{"duplicate row", ok + "\n\n" + ok + "\n", `b.jsonl:3: the same "problem_description" as line 1`},
+		{"duplicate problem, other truth", ok + "\n" + strings.Replace(ok, `"g"`, `"g2"`, 1), `b.jsonl:2: the same "problem_description" as line 1`},
+		{"invalid UTF-8", ok + "\n" + strings.Replace(ok, `"h"`, "\"h\xc3(\"", 1), `b.jsonl:2: invalid UTF-8 at byte 51`},
+		{"overlong line", ok + "\n" + strings.Replace(ok, `"h"`, `"`+strings.Repeat("h", jsonl.DefaultMaxLine)+`"`, 1), fmt.Sprintf("b.jsonl:2: line too long: longer than the cap of %d bytes", jsonl.DefaultMaxLine)},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -11,6 +11,9 @@ import (
 	"strings"
 
 	"github.com/klauspost/compress/zstd"
+
+	"github.com/turnwise/turnwise/internal/jsonl"
+	"github.com/turnwise/turnwise/internal/outfile"
 )
 
 // Roles of dialogue turns.
@@ -185,24 +188,36 @@ func (tr Trajectory) MarshalJSON() ([]byte, error) {
 // ReadTrajectories reads trajectories from r, one JSON object per line; name
 // names r in errors. Blank lines are ignored. A malformed line ends the read
 // with a *LineError naming the file and the line (see
-// Trajectory.UnmarshalJSON for what is required).
+// Trajectory.UnmarshalJSON for what is required); so does a line that is
+// not valid UTF-8 or is longer than jsonl.DefaultMaxLine bytes.
 func ReadTrajectories(r io.Reader, name string) ([]Trajectory, error) {
 	var out []Trajectory
-	br := bufio.NewReader(r)
-	for lineNo := 1; ; lineNo++ {
-		line, rerr := br.ReadBytes('\n')
-		if rerr != nil && rerr != io.EOF {
-			return out, fmt.Errorf("%s:%d: reading: %w", name, lineNo, rerr)
+	err := ScanTrajectories(r, name, func(tr Trajectory, _ int) error {
+		out = append(out, tr)
+		return nil
+	})
+	return out, err
+}
+
+// ScanTrajectories reads trajectories from r as ReadTrajectories does,
+// calling fn with each and the number of its line; an error from fn ends
+// the read as a *LineError naming the file and that line.
+func ScanTrajectories(r io.Reader, name string, fn func(tr Trajectory, line int) error) error {
+	jr := jsonl.NewReader(r, name)
+	for {
+		line, lineNo, err := jr.Next()
+		if err == io.EOF {
+			return nil
 		}
-		if len(bytes.TrimSpace(line)) > 0 {
-			var tr Trajectory
-			if err := tr.UnmarshalJSON(line); err != nil {
-				return out, &LineError{Name: name, Line: lineNo, Err: err}
-			}
-			out = append(out, tr)
+		if err != nil {
+			return lineErr(err)
 		}
-		if rerr == io.EOF {
-			return out, nil
+		var tr Trajectory
+		if err := tr.UnmarshalJSON(line); err != nil {
+			return &LineError{Name: name, Line: lineNo, Err: err}
+		}
+		if err := fn(tr, lineNo); err != nil {
+			return &LineError{Name: name, Line: lineNo, Err: err}
 		}
 	}
 }
@@ -259,45 +274,6 @@ func OpenTrajectories(path string) (io.ReadCloser, error) {
 	return zstdReadCloser{d, f}, nil
 }
 
-// zstdWriteCloser finishes the zstd stream, then closes the file.
-type zstdWriteCloser struct {
-	*zstd.Encoder
-	f    *os.File
-	path string
-}
-
-// Close finishes the compressed stream and closes the file, returning the
-// first error.
-func (z zstdWriteCloser) Close() error {
-	err := z.Encoder.Close()
-	if cerr := z.f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("closing %s: %w", z.path, err)
-	}
-	return nil
-}
-
-// CreateTrajectories creates (or truncates) the trajectory file at path for
-// writing, compressing it with zstd when its name ends in ".zst". The file
-// is complete only after Close returns nil.
-func CreateTrajectories(path string) (io.WriteCloser, error) {
-	f, err := os.Create(path)
-	if err != nil {
-		return nil, fmt.Errorf("creating trajectories: %w", err)
-	}
-	if !isZstd(path) {
-		return f, nil
-	}
-	e, err := zstd.NewWriter(f)
-	if err != nil {
-		f.Close()
-		return nil, fmt.Errorf("creating trajectories %s: %w", path, err)
-	}
-	return zstdWriteCloser{e, f, path}, nil
-}
-
 // LoadTrajectories reads every trajectory of the file at path (compressed
 // or not, see OpenTrajectories); errors name the file.
 func LoadTrajectories(path string) ([]Trajectory, error) {
@@ -312,16 +288,28 @@ func LoadTrajectories(path string) ([]Trajectory, error) {
 	return trajs, err
 }
 
-// SaveTrajectories writes trajs to the file at path (compressed or not, see
-// CreateTrajectories); errors name the file.
+// SaveTrajectories writes trajs to the file at path, compressed with zstd
+// when its name ends in ".zst", atomically: the file is filled under a
+// temporary name in its directory, synced and renamed into place, so that
+// path never holds part of the trajectories. Errors name the file.
 func SaveTrajectories(path string, trajs []Trajectory) error {
-	wc, err := CreateTrajectories(path)
+	return outfile.Write(path, 0o644, func(w io.Writer) error {
+		if !isZstd(path) {
+			return WriteTrajectories(w, trajs...)
+		}
+		return compress(w, func(zw io.Writer) error { return WriteTrajectories(zw, trajs...) })
+	})
+}
+
+// compress writes, zstd-compressed to w, what fill writes.
+func compress(w io.Writer, fill func(io.Writer) error) error {
+	zw, err := zstd.NewWriter(w)
 	if err != nil {
 		return err
 	}
-	if err := WriteTrajectories(wc, trajs...); err != nil {
-		wc.Close()
-		return fmt.Errorf("%s: %w", path, err)
+	if err := fill(zw); err != nil {
+		zw.Close()
+		return err
 	}
-	return wc.Close()
+	return zw.Close()
 }

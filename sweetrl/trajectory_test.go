@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/turnwise/turnwise/internal/jsonl"
 )
 
 // sampleTrajectory returns a small trajectory with every field set.
@@ -120,6 +123,8 @@ func TestReadTrajectoriesErrors(t *testing.T) {
 		{"reward null", `{"task":{},"dialogue_history":[],"answer":"","reward":null}`, `f.jsonl:1: "reward" is not a number`},
 		{"reward range", "\n\n" + `{"task":{},"dialogue_history":[],"answer":"","reward":1.5}`, `f.jsonl:3: "reward" 1.5 is outside [0, 1]`},
 		{"reward negative", `{"task":{},"dialogue_history":[],"answer":"","reward":-0.1}`, `f.jsonl:1: "reward" -0.1 is outside [0, 1]`},
+		{"invalid UTF-8", good + "\n" + `{"task":{},"dialogue_history":[],"answer":"` + "\xff" + `","reward":0}`, `f.jsonl:2: invalid UTF-8 at byte 44`},
+		{"overlong line", good + "\n" + `{"task":{},"dialogue_history":[],"answer":"` + strings.Repeat("a", jsonl.DefaultMaxLine) + `","reward":0}`, fmt.Sprintf("f.jsonl:2: line too long: longer than the cap of %d bytes", jsonl.DefaultMaxLine)},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

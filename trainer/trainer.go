@@ -11,11 +11,13 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"path/filepath"
 	"time"
 
 	"github.com/turnwise/turnwise/checkpoint"
 	"github.com/turnwise/turnwise/data"
 	"github.com/turnwise/turnwise/engine"
+	"github.com/turnwise/turnwise/internal/outfile"
 	"github.com/turnwise/turnwise/metrics"
 	"github.com/turnwise/turnwise/model/llama"
 	"github.com/turnwise/turnwise/optim"
@@ -63,10 +65,17 @@ type Trainer struct {
 
 // New prepares a run of model m (with adapter ad, or nil for full
 // fine-tuning) over the train packer, evaluating on eval (nil: none).
-// Progress goes to out.
+// Progress goes to out. The run directory, when there is one, is created
+// if need be and must be writable: a run that could not save its
+// checkpoints is refused before it starts.
 func New(m *llama.Model, ad *llama.Adapter, train, eval *data.Packer, cfg Config, out io.Writer) (*Trainer, error) {
 	if cfg.Steps <= 0 || cfg.MicroBatches <= 0 {
 		return nil, fmt.Errorf("trainer: %d steps of %d micro-batches", cfg.Steps, cfg.MicroBatches)
+	}
+	if cfg.RunDir != "" {
+		if err := outfile.CheckDir(cfg.RunDir); err != nil {
+			return nil, fmt.Errorf("trainer: %w", err)
+		}
 	}
 	if cfg.KeepCheckpoints <= 0 {
 		cfg.KeepCheckpoints = 1
@@ -95,7 +104,9 @@ func New(m *llama.Model, ad *llama.Adapter, train, eval *data.Packer, cfg Config
 
 // Resume restores the newest valid checkpoint of the run directory, if any,
 // and reports the step it continues from. Damaged checkpoints are skipped
-// with a message.
+// with a message. The run directory's metrics.jsonl is cut back to the
+// steps up to the one resumed from (see metrics.Truncate), so that the
+// steps run again are not recorded twice.
 func (t *Trainer) Resume() (int, error) {
 	if t.cfg.RunDir == "" {
 		return 0, nil
@@ -105,7 +116,7 @@ func (t *Trainer) Resume() (int, error) {
 		fmt.Fprintf(t.log, "skipping a damaged checkpoint: %v\n", s)
 	}
 	if errors.Is(err, checkpoint.ErrNoCheckpoint) {
-		return 0, nil
+		return 0, t.truncateMetrics()
 	}
 	if err != nil {
 		return 0, err
@@ -116,7 +127,23 @@ func (t *Trainer) Resume() (int, error) {
 	if err := t.train.Seek(t.st.Position); err != nil {
 		return 0, fmt.Errorf("%s: %w", dir, err)
 	}
-	return t.st.Step, nil
+	return t.st.Step, t.truncateMetrics()
+}
+
+// MetricsName is the name of the metrics file in the run directory.
+const MetricsName = "metrics.jsonl"
+
+// truncateMetrics cuts the metrics file back to the current step.
+func (t *Trainer) truncateMetrics() error {
+	path := filepath.Join(t.cfg.RunDir, MetricsName)
+	n, err := metrics.Truncate(path, int64(t.st.Step))
+	if err != nil {
+		return err
+	}
+	if n > 0 {
+		fmt.Fprintf(t.log, "%s: dropped %d records after step %d, the step resumed from\n", path, n, t.st.Step)
+	}
+	return nil
 }
 
 // lossGrad fills dLogP for a mean over batch bt's supervised tokens and
@@ -168,7 +195,7 @@ func meanNLL(b engine.Backend, p *llama.Pass, bt llama.Batch) float64 {
 func (t *Trainer) Run() error {
 	b := t.m.Backend()
 	if t.cfg.RunDir != "" && t.metricsOut == nil {
-		w, err := metrics.Create(t.cfg.RunDir+"/metrics.jsonl", metrics.WriterOptions{})
+		w, err := metrics.Create(filepath.Join(t.cfg.RunDir, MetricsName), metrics.WriterOptions{})
 		if err != nil {
 			return err
 		}

@@ -3,6 +3,9 @@ package trainer
 import (
 	"bytes"
 	"math"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -105,6 +108,82 @@ func TestResumeIsBitExact(t *testing.T) {
 		recs, err := metrics.Read(dir + "/metrics.jsonl")
 		if err != nil || len(recs) != 8 {
 			t.Fatalf("metrics: %d records, %v", len(recs), err)
+		}
+	}
+}
+
+// TestResumeTruncatesMetrics kills a run (as far as the files show) after
+// step 5, whose checkpoint never made it to disk, with its metrics line
+// half written: the resumed run continues from step 4 and records each
+// step once.
+func TestResumeTruncatesMetrics(t *testing.T) {
+	dir := t.TempDir()
+	var log bytes.Buffer
+	m1, ad1, p1 := setup(t, true)
+	tr1, _ := New(m1, ad1, p1, nil, config(dir, 5), &log)
+	if err := tr1.Run(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(filepath.Join(dir, "step-000005")); err != nil {
+		t.Fatal(err)
+	}
+	mf, err := os.OpenFile(filepath.Join(dir, MetricsName), os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mf.WriteString(`{"step":6,"lo`)
+	mf.Close()
+
+	m2, ad2, p2 := setup(t, true)
+	log.Reset()
+	tr2, _ := New(m2, ad2, p2, nil, config(dir, 8), &log)
+	step, err := tr2.Resume()
+	if err != nil || step != 4 {
+		t.Fatalf("resumed at step %d, %v; want 4", step, err)
+	}
+	if !strings.Contains(log.String(), "dropped 2 records after step 4") {
+		t.Errorf("Resume did not say what it dropped:\n%s", log.String())
+	}
+	if err := tr2.Run(); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := metrics.Read(filepath.Join(dir, MetricsName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var steps []int64
+	for _, r := range recs {
+		steps = append(steps, r.Step)
+	}
+	if want := []int64{1, 2, 3, 4, 5, 6, 7, 8}; !slices.Equal(steps, want) {
+		t.Errorf("metrics steps %v, want %v", steps, want)
+	}
+}
+
+// TestRunDirNotWritable checks that a run directory that cannot be
+// written is refused before training, naming it.
+func TestRunDirNotWritable(t *testing.T) {
+	base := t.TempDir()
+	file := filepath.Join(base, "file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dirs := []string{filepath.Join(file, "run")} // its parent is a file
+	if os.Geteuid() != 0 {                       // root writes through a read-only mode
+		ro := filepath.Join(base, "ro")
+		if err := os.Mkdir(ro, 0o555); err != nil {
+			t.Fatal(err)
+		}
+		dirs = append(dirs, ro)
+	} else {
+		t.Log("running as root: the read-only directory case is not checked")
+	}
+	for _, dir := range dirs {
+		m, ad, p := setup(t, true)
+		var log bytes.Buffer
+		_, err := New(m, ad, p, nil, config(dir, 2), &log)
+		if err == nil || !strings.Contains(err.Error(), dir) || !strings.Contains(err.Error(), "not") {
+			t.Errorf("New with run directory %s: %v, want an error naming it", dir, err)
 		}
 	}
 }

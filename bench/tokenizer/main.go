@@ -21,6 +21,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/turnwise/turnwise/internal/outfile"
 	"github.com/turnwise/turnwise/internal/testdata"
 	"github.com/turnwise/turnwise/tokenizer"
 )
@@ -56,7 +57,7 @@ func gen(args []string) error {
 	if *out == "" {
 		return fmt.Errorf("gen: -o is required")
 	}
-	return os.WriteFile(*out, []byte(MixedText(*seed, int(*mb*1e6))), 0o644)
+	return outfile.WriteFile(*out, []byte(MixedText(*seed, int(*mb*1e6))), 0o644)
 }
 
 func run(args []string) error {

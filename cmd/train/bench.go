@@ -26,13 +26,13 @@ import (
 	"bytes"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"time"
 
 	"github.com/turnwise/turnwise/bench"
 	"github.com/turnwise/turnwise/bench/suite"
 	"github.com/turnwise/turnwise/bench/target"
+	"github.com/turnwise/turnwise/internal/outfile"
 )
 
 // runBench measures (suite.Measure), gates (--baseline) or, as
@@ -144,7 +144,7 @@ func writeResults(r *bench.Result, jsonOut, mdOut string, stdout io.Writer) erro
 		return err
 	}
 	if mdOut != "" {
-		if err := os.WriteFile(mdOut, md.Bytes(), 0o644); err != nil {
+		if err := outfile.WriteFile(mdOut, md.Bytes(), 0o644); err != nil {
 			return fmt.Errorf("writing --md: %w", err)
 		}
 	}
@@ -187,7 +187,7 @@ func runBenchReport(args []string, _ io.Reader, stdout, stderr io.Writer) error 
 		_, err := stdout.Write(md.Bytes())
 		return err
 	}
-	if err := os.WriteFile(*out, md.Bytes(), 0o644); err != nil {
+	if err := outfile.WriteFile(*out, md.Bytes(), 0o644); err != nil {
 		return fmt.Errorf("writing --out: %w", err)
 	}
 	return nil

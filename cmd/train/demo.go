@@ -5,11 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"time"
 
 	"github.com/turnwise/turnwise/engine"
+	"github.com/turnwise/turnwise/internal/outfile"
 	"github.com/turnwise/turnwise/model/llama"
 	"github.com/turnwise/turnwise/optim"
 	"github.com/turnwise/turnwise/sweetrl"
@@ -90,7 +90,7 @@ func runDemo(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(*outDir, 0o755); err != nil {
+	if err := outfile.CheckDir(*outDir); err != nil {
 		return err
 	}
 	tok := tokenizer.Bytes{}
@@ -288,7 +288,7 @@ func runDemo(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(filepath.Join(*outDir, "results.json"), append(js, '\n'), 0o644)
+	return outfile.WriteFile(filepath.Join(*outDir, "results.json"), append(js, '\n'), 0o644)
 }
 
 // criticCheck shows how the critic ranks the decisions that matter in the

@@ -88,6 +88,9 @@ func runGenerate(args []string, stdin io.Reader, stdout, stderr io.Writer) error
 	if len(ids) == 0 {
 		return errors.New("empty prompt")
 	}
+	if *maxNew, err = fitMaxNew(m.Config, len(ids), *maxNew, stderr); err != nil {
+		return err
+	}
 	stop := m.Config.EOS
 	gen, err := m.Generate([][]int32{ids}, llama.GenerateOptions{MaxNew: *maxNew, Stop: stop, Seed: mf.seed, Adapter: ad,
 		Sample: engine.SampleParams{Temperature: *temp, TopP: *topP}})

@@ -7,11 +7,11 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 
+	"github.com/turnwise/turnwise/internal/outfile"
 	"github.com/turnwise/turnwise/metrics"
 )
 
@@ -60,7 +60,7 @@ func runPlot(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	case *out == "":
 		*out = strings.TrimSuffix(fs.Arg(0), filepath.Ext(fs.Arg(0))) + ".svg"
 	}
-	if err := os.WriteFile(*out, svg, 0o644); err != nil {
+	if err := outfile.WriteFile(*out, svg, 0o644); err != nil {
 		return err
 	}
 	fmt.Fprintf(stderr, "wrote %s\n", *out)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/klauspost/compress/zstd"
 
+	"github.com/turnwise/turnwise/internal/jsonl"
 	"github.com/turnwise/turnwise/sweetrl"
 	"github.com/turnwise/turnwise/sweetrl/pyeval"
 )
@@ -314,32 +315,28 @@ func answersFormat(path string) (string, error) {
 		return "", err
 	}
 	defer rc.Close()
-	br := bufio.NewReader(rc)
-	for lineNo := 1; ; lineNo++ {
-		line, rerr := br.ReadBytes('\n')
-		if rerr != nil && rerr != io.EOF {
-			return "", fmt.Errorf("%s:%d: reading: %w", path, lineNo, rerr)
-		}
-		if len(bytes.TrimSpace(line)) > 0 {
-			var obj map[string]json.RawMessage
-			if err := json.Unmarshal(line, &obj); err != nil || obj == nil {
-				return "", &sweetrl.LineError{Name: path, Line: lineNo, Err: errors.New("not a JSON object")}
-			}
-			_, hasTask := obj["task"]
-			_, hasIndex := obj["index"]
-			switch {
-			case hasTask && !hasIndex:
-				return "trajectories", nil
-			case hasIndex && !hasTask:
-				return "index", nil
-			}
-			return "", &sweetrl.LineError{Name: path, Line: lineNo,
-				Err: errors.New(`neither a trajectory (with "task") nor an index line (with "index")`)}
-		}
-		if rerr == io.EOF {
-			return "index", nil
-		}
+	jr := jsonl.NewReader(rc, path)
+	line, lineNo, err := jr.Next()
+	if err == io.EOF {
+		return "index", nil
 	}
+	if err != nil {
+		return "", err
+	}
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(line, &obj); err != nil || obj == nil {
+		return "", &sweetrl.LineError{Name: path, Line: lineNo, Err: errors.New("not a JSON object")}
+	}
+	_, hasTask := obj["task"]
+	_, hasIndex := obj["index"]
+	switch {
+	case hasTask && !hasIndex:
+		return "trajectories", nil
+	case hasIndex && !hasTask:
+		return "index", nil
+	}
+	return "", &sweetrl.LineError{Name: path, Line: lineNo,
+		Err: errors.New(`neither a trajectory (with "task") nor an index line (with "index")`)}
 }
 
 // loadAnswers reads the answers file at path in either format. tasks (from
@@ -360,25 +357,34 @@ func loadAnswers(path string, tasks []sweetrl.Task, tasksPath string) ([]answerI
 		defer rc.Close()
 		return readIndexAnswers(rc, path, tasks, tasksPath)
 	}
-	trajs, err := sweetrl.LoadTrajectories(path)
+	rows := map[string]int{}
+	for i := len(tasks) - 1; i >= 0; i-- {
+		rows[tasks[i].ProblemDescription] = i // rows are distinct: LoadBackendTasks refuses duplicates
+	}
+	rc, err := sweetrl.OpenTrajectories(path)
 	if err != nil {
 		return nil, err
 	}
-	rows := map[string]int{}
-	for i := len(tasks) - 1; i >= 0; i-- {
-		rows[tasks[i].ProblemDescription] = i // the first row wins
-	}
-	items := make([]answerItem, len(trajs))
-	for i, tr := range trajs {
+	defer rc.Close()
+	var items []answerItem
+	err = sweetrl.ScanTrajectories(rc, path, func(tr sweetrl.Trajectory, _ int) error {
 		stored := tr.Reward
-		items[i] = answerItem{index: i, task: tr.Task, answer: tr.Answer, row: -1, stored: &stored}
+		it := answerItem{index: len(items), task: tr.Task, answer: tr.Answer, row: -1, stored: &stored}
+		if len(tr.Task.TestCases) == 0 {
+			return errors.New(`its task has no "test_cases" to score the answer with (is the task missing?)`)
+		}
 		if tasksPath != "" {
 			row, ok := rows[tr.Task.ProblemDescription]
 			if !ok {
-				return nil, fmt.Errorf("%s: trajectory %d: its task is not in %s (no task has its problem_description)", path, i, tasksPath)
+				return fmt.Errorf("its task is not in %s (no task has its problem_description)", tasksPath)
 			}
-			items[i].row = row
+			it.row = row
 		}
+		items = append(items, it)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return items, nil
 }
@@ -387,22 +393,20 @@ func loadAnswers(path string, tasks []sweetrl.Task, tasksPath string) ([]answerI
 // name in errors); N is a row of tasks.
 func readIndexAnswers(r io.Reader, name string, tasks []sweetrl.Task, tasksPath string) ([]answerItem, error) {
 	var items []answerItem
-	br := bufio.NewReader(r)
-	for lineNo := 1; ; lineNo++ {
-		line, rerr := br.ReadBytes('\n')
-		if rerr != nil && rerr != io.EOF {
-			return nil, fmt.Errorf("%s:%d: reading: %w", name, lineNo, rerr)
-		}
-		if len(bytes.TrimSpace(line)) > 0 {
-			it, err := parseIndexAnswer(line, tasks, tasksPath)
-			if err != nil {
-				return nil, &sweetrl.LineError{Name: name, Line: lineNo, Err: err}
-			}
-			items = append(items, it)
-		}
-		if rerr == io.EOF {
+	jr := jsonl.NewReader(r, name)
+	for {
+		line, lineNo, err := jr.Next()
+		if err == io.EOF {
 			return items, nil
 		}
+		if err != nil {
+			return nil, err
+		}
+		it, err := parseIndexAnswer(line, tasks, tasksPath)
+		if err != nil {
+			return nil, &sweetrl.LineError{Name: name, Line: lineNo, Err: err}
+		}
+		items = append(items, it)
 	}
 }
 

@@ -3,12 +3,14 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/turnwise/turnwise/internal/jsonl"
 	"github.com/turnwise/turnwise/sweetrl"
 )
 
@@ -195,7 +197,7 @@ func TestScoreAnswersTrajectories(t *testing.T) {
 	// A trajectory whose task is not in the tasks file.
 	other := writeFile(t, dir, "other.jsonl", strings.SplitN(scoreTasks, "\n", 2)[0]+"\n")
 	if _, _, err := scoreAnswers(t, "--answers", path, "--tasks", other); err == nil ||
-		!strings.Contains(err.Error(), "trajectory 0") || !strings.Contains(err.Error(), "other.jsonl") {
+		!strings.Contains(err.Error(), "trajectories.jsonl.zst:1: its task is not in") || !strings.Contains(err.Error(), "other.jsonl") {
 		t.Errorf("trajectory with an unknown task: error %v", err)
 	}
 }
@@ -236,6 +238,11 @@ func TestScoreAnswersErrors(t *testing.T) {
 		{"unknown format", "\n{\"prompt\": \"x\"}\n", "", nil, []string{"answers.jsonl:2:", "neither a trajectory"}},
 		{"first line not JSON", "index 0\n", "", nil, []string{"answers.jsonl:1:", "not a JSON object"}},
 		{"bad trajectory", "{\"task\": {}, \"dialogue_history\": [], \"answer\": \"x\"}\n", "", nil, []string{"answers.jsonl:1:", `missing "reward"`}},
+		{"trajectory without its task", "\n{\"task\": {}, \"dialogue_history\": [], \"answer\": \"x\", \"reward\": 0}\n", noTasks, nil, []string{"answers.jsonl:2:", `its task has no "test_cases"`}},
+		{"invalid UTF-8", good + "\n{\"index\": 1, \"answer\": \"\xff\"}\n", "", nil, []string{"answers.jsonl:2:", "invalid UTF-8"}},
+		{"invalid UTF-8 in the first line", "{\"index\": 1, \"answer\": \"\xc3\"}\n", "", nil, []string{"answers.jsonl:1:", "invalid UTF-8"}},
+		{"overlong line", good + "\n{\"index\": 1, \"answer\": \"" + strings.Repeat("x", jsonl.DefaultMaxLine) + "\"}\n", "", nil, []string{"answers.jsonl:2:", fmt.Sprintf("longer than the cap of %d bytes", jsonl.DefaultMaxLine)}},
+		{"duplicate task rows", good, "dup", nil, []string{"tasks.jsonl:3:", `the same "problem_description" as line 1`}},
 		{"empty", "\n\n", "", nil, []string{"answers.jsonl: no answers"}},
 		{"missing answers file", "", "", []string{"--answers", filepath.Join(dir, "nope.jsonl")}, []string{"nope.jsonl", "no such file"}},
 		{"missing tasks file", good, filepath.Join(dir, "none.jsonl"), nil, []string{"none.jsonl", "no such file"}},
@@ -254,6 +261,9 @@ func TestScoreAnswersErrors(t *testing.T) {
 			case "":
 				args = append(args, "--tasks", tasks)
 			case noTasks:
+			case "dup":
+				first := strings.SplitN(scoreTasks, "\n", 2)[0]
+				args = append(args, "--tasks", writeFile(t, t.TempDir(), "tasks.jsonl", first+"\n\n"+first+"\n"))
 			default:
 				args = append(args, "--tasks", tt.tasks)
 			}

@@ -12,6 +12,7 @@ import (
 	"github.com/turnwise/turnwise/checkpoint"
 	"github.com/turnwise/turnwise/data"
 	"github.com/turnwise/turnwise/engine"
+	"github.com/turnwise/turnwise/internal/outfile"
 	"github.com/turnwise/turnwise/model/llama"
 	"github.com/turnwise/turnwise/optim"
 	"github.com/turnwise/turnwise/tokenizer"
@@ -140,7 +141,7 @@ func runSFT(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	fmt.Fprintf(stdout, "model: %d parameters%s; data: %d training examples (%d truncated, %d dropped), %d held out\n",
 		m.Config.Params(), map[bool]string{true: fmt.Sprintf(", LoRA r=%d", *rank)}[ad != nil], st.Examples, st.Truncated, st.Dropped, len(evalEx))
 
-	if err := os.MkdirAll(*runDir, 0o755); err != nil {
+	if err := outfile.CheckDir(*runDir); err != nil {
 		return err
 	}
 	tr, err := trainer.New(m, ad, train, eval, trainer.Config{
@@ -175,6 +176,9 @@ func runSFT(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 		return nil
 	}
 	ids := append([]int32{m.Config.BOS}, tok.Encode(*prompt, tokenizer.EncodeOptions{})...)
+	if *maxNew, err = fitMaxNew(m.Config, len(ids), *maxNew, stdout); err != nil {
+		return err
+	}
 	gen, err := m.Generate([][]int32{ids}, llama.GenerateOptions{MaxNew: *maxNew, Stop: m.Config.EOS, Adapter: ad})
 	if err != nil {
 		return err

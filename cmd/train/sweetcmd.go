@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/turnwise/turnwise/engine"
+	"github.com/turnwise/turnwise/internal/outfile"
 	"github.com/turnwise/turnwise/model/llama"
 	"github.com/turnwise/turnwise/optim"
 	"github.com/turnwise/turnwise/sweetrl"
@@ -200,6 +201,9 @@ func (j *trajJob) load(args []string, stdout io.Writer) error {
 	if *j.out == "" {
 		return errors.New("name the output directory with --out DIR")
 	}
+	if err := outfile.CheckDir(*j.out); err != nil {
+		return err
+	}
 	var err error
 	if j.proto, err = j.ef.protocol(); err != nil {
 		return err
@@ -255,7 +259,9 @@ func runRollout(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	temp := fs.Float32("temperature", 1, "the agent's sampling temperature (the reference: 1)")
 	maxNew := fs.Int("max-new", 1024, "tokens per agent turn at most")
 	maxBatch := fs.Int("max-batch", 64, "agent turns generated together at most")
-	out := fs.String("out", "", "trajectories file to write (.jsonl, or .jsonl.zst)")
+	out := fs.String("out", "", "trajectories file to write (.jsonl, or .jsonl.zst); it grows as FILE.partial until every episode is in")
+	cont := fs.Bool("continue", false, "continue the FILE.partial an interrupted run with the same flags left")
+	chunk := fs.Int("chunk", 256, "episodes played, scored and appended to the file at a time (keep it when continuing)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -267,6 +273,9 @@ func runRollout(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 		return err
 	}
 	m, ad, tok, proto, tasks, sim, hs, scorer, desc := e.m, e.ad, e.tok, e.proto, e.tasks, e.sim, e.hs, e.scorer, e.desc
+	if *maxNew, err = fitMaxNew(m.Config, 0, *maxNew, stdout); err != nil {
+		return err
+	}
 	var all []sweetrl.Task
 	for _, t := range tasks {
 		for range *k {
@@ -274,16 +283,13 @@ func runRollout(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 		}
 	}
 	fmt.Fprintf(stdout, "%d episodes (%d tasks × %d); scoring with %s\n", len(all), len(tasks), *k, desc)
-	agent := &rl.Sampler{Model: m, Adapter: ad, Tok: tok, Sample: engine.SampleParams{Temperature: *temp, TopP: 1}, MaxNew: *maxNew, MaxBatch: *maxBatch, Seed: pf.seed}
-	ctx := context.Background()
-	trajs, err := rl.RunEpisodes(ctx, all, agent, sim, rl.RolloutOptions{Protocol: proto, SimWorkers: ef.simWorkers, Progress: stdout, Label: "episodes"})
+	agent := func(c int) rl.BatchAgent {
+		return &rl.Sampler{Model: m, Adapter: ad, Tok: tok, Sample: engine.SampleParams{Temperature: *temp, TopP: 1}, MaxNew: *maxNew, MaxBatch: *maxBatch, Seed: rl.ChunkSeed(pf.seed, c)}
+	}
+	trajs, err := rl.RolloutToFile(context.Background(), all, agent, sim, scorer,
+		rl.RolloutOptions{Protocol: proto, SimWorkers: ef.simWorkers, Progress: stdout, Label: "episodes"},
+		rl.FileRolloutOptions{Path: *out, Continue: *cont, Chunk: *chunk, Log: stdout})
 	if err != nil {
-		return err
-	}
-	if _, err := rl.Score(ctx, scorer, trajs); err != nil {
-		return err
-	}
-	if err := sweetrl.SaveTrajectories(*out, trajs); err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "wrote %s: mean reward %.3f, success %.3f\n", *out, meanReward(trajs), successRate(trajs))
@@ -373,6 +379,9 @@ func runActor(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	}
 	m, ad, tok, tf, pf, proto, trajs, out := j.m, j.ad, j.tok, j.tf, j.pf, j.proto, j.trajs, j.out
 	var err error
+	if *maxNew, err = fitMaxNew(m.Config, 0, *maxNew, stdout); err != nil {
+		return err
+	}
 	critic := rl.Critic{Model: m}
 	criticDir := *criticAd
 	if *criticAd != "" {
@@ -495,11 +504,19 @@ func runEval(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	if *out != "" {
+		if err := outfile.CheckDir(filepath.Dir(*out)); err != nil {
+			return err
+		}
+	}
 	e, err := ef.episodes(&pf, true)
 	if err != nil {
 		return err
 	}
 	m, ad, tok, proto, tasks, sim, hs, scorer, desc := e.m, e.ad, e.tok, e.proto, e.tasks, e.sim, e.hs, e.scorer, e.desc
+	if *maxNew, err = fitMaxNew(m.Config, 0, *maxNew, stdout); err != nil {
+		return err
+	}
 	fmt.Fprintf(stdout, "%d tasks × %d seeds; scoring with %s\n", len(tasks), *seeds, desc)
 	s, eps, err := evaluate(context.Background(), m, ad, tok, proto, tasks, sim, scorer,
 		evalOptions{Seeds: *seeds, Temperature: *temp, MaxNew: *maxNew, Seed: pf.seed, SimWorkers: ef.simWorkers, Label: "eval"}, stdout)

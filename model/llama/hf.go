@@ -16,6 +16,7 @@ import (
 	"unsafe"
 
 	"github.com/turnwise/turnwise/engine"
+	"github.com/turnwise/turnwise/internal/outfile"
 	"github.com/turnwise/turnwise/safetensors"
 )
 
@@ -676,35 +677,7 @@ func (m *Model) SaveHF(dir string) error {
 	if err := safetensors.WriteModel(dir, tensors, map[string]string{"format": "pt"}, safetensors.DefaultMaxShardBytes); err != nil {
 		return err
 	}
-	return writeFileAtomic(filepath.Join(dir, HFConfigName), cfg)
-}
-
-// writeFileAtomic writes data to path through a synced temporary file in
-// the same directory, renamed into place.
-func writeFileAtomic(path string, data []byte) (err error) {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			tmp.Close()
-			os.Remove(tmp.Name())
-		}
-	}()
-	if _, err = tmp.Write(data); err != nil {
-		return err
-	}
-	if err = tmp.Chmod(0o644); err != nil {
-		return err
-	}
-	if err = tmp.Sync(); err != nil {
-		return err
-	}
-	if err = tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
+	return outfile.WriteFile(filepath.Join(dir, HFConfigName), cfg, 0o644)
 }
 
 // PresetNames lists the names Preset knows.

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/turnwise/turnwise/engine"
+	"github.com/turnwise/turnwise/internal/outfile"
 	"github.com/turnwise/turnwise/safetensors"
 )
 
@@ -186,7 +187,7 @@ func (m *Model) SavePEFT(a *Adapter, dir string) error {
 	if err != nil {
 		return err
 	}
-	return writeFileAtomic(filepath.Join(dir, "adapter_config.json"), append(raw, '\n'))
+	return outfile.WriteFile(filepath.Join(dir, "adapter_config.json"), append(raw, '\n'), 0o644)
 }
 
 // LoadPEFT reads a PEFT LoRA adapter (adapter_config.json and

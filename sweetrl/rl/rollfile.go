@@ -1,0 +1,130 @@
+package rl
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/turnwise/turnwise/internal/outfile"
+	"github.com/turnwise/turnwise/sweetrl"
+)
+
+// FileRolloutOptions control RolloutToFile.
+type FileRolloutOptions struct {
+	// Path is the trajectory file written; it grows as Path.partial and
+	// takes its name when every episode is in.
+	Path string
+	// Continue picks up the Path.partial an earlier run with the same
+	// settings left, instead of refusing to replace it.
+	Continue bool
+	// Chunk is how many episodes are played, scored and appended at a
+	// time (≥ 1). The episodes of a chunk advance in lockstep (see
+	// RunEpisodes). A continued run must use the Chunk of the run it
+	// continues for its episodes to be the same.
+	Chunk int
+	// Log receives a line saying what a continued run kept (nil: none).
+	Log io.Writer
+}
+
+// ChunkSeed returns the seed of chunk c's draws for a run seeded with
+// seed: chunk 0 uses seed itself, each later chunk its own, so that a chunk
+// plays the same whether or not the run was interrupted before it.
+func ChunkSeed(seed uint64, c int) uint64 { return seed ^ uint64(c)*0xbf58476d1ce4e5b9 }
+
+// RolloutToFile plays one episode of each task, in order, Chunk episodes at
+// a time with the agent newAgent returns for that chunk (seed it with
+// ChunkSeed for a continued run to match an uninterrupted one), scores each
+// chunk with scorer and appends it to Path.partial, synced, before playing
+// the next; when the last chunk is in, the file is renamed to Path (see
+// sweetrl.PartialTrajectories). A file under the name Path is thus always
+// complete.
+//
+// With Continue, the trajectories already in Path.partial are checked: a
+// line the earlier run was cutting short is dropped, a damaged line is an
+// error naming the file and the line, each trajectory must be of the task
+// its episode plays in this run, and only whole chunks are kept; the run
+// goes on from the first episode not kept. Without Continue an existing
+// Path.partial is an error, so that no earlier work is lost unasked.
+// It returns every trajectory of the file, the kept ones included.
+func RolloutToFile(ctx context.Context, tasks []sweetrl.Task, newAgent func(chunk int) BatchAgent, sim sweetrl.Simulator,
+	scorer sweetrl.Scorer, ro RolloutOptions, fo FileRolloutOptions) ([]sweetrl.Trajectory, error) {
+	if fo.Chunk < 1 {
+		return nil, fmt.Errorf("rollout: chunks of %d episodes", fo.Chunk)
+	}
+	partial := fo.Path + outfile.PartialSuffix
+	var w *sweetrl.PartialTrajectories
+	var done []sweetrl.Trajectory
+	_, statErr := os.Stat(partial)
+	switch {
+	case statErr == nil && fo.Continue:
+		var dropped int
+		var err error
+		w, done, dropped, err = sweetrl.ResumePartialTrajectories(fo.Path, func(trajs []sweetrl.Trajectory) (int, error) {
+			return keepChunks(trajs, tasks, fo.Chunk)
+		})
+		if err != nil {
+			return nil, err
+		}
+		if fo.Log != nil {
+			fmt.Fprintf(fo.Log, "continuing %s: %d of %d episodes done (%d unfinished lines dropped)\n", partial, len(done), len(tasks), dropped)
+		}
+	case statErr == nil:
+		return nil, fmt.Errorf("%s exists, left by an unfinished run: continue it with --continue, or remove it", partial)
+	case !errors.Is(statErr, os.ErrNotExist):
+		return nil, statErr
+	default:
+		if fo.Continue && fo.Log != nil {
+			fmt.Fprintf(fo.Log, "no %s to continue: starting afresh\n", partial)
+		}
+		var err error
+		if w, err = sweetrl.CreatePartialTrajectories(fo.Path); err != nil {
+			return nil, err
+		}
+	}
+	defer w.Close() // after Commit, a no-op
+	all := done
+	for lo := len(done); lo < len(tasks); lo += fo.Chunk {
+		hi := min(lo+fo.Chunk, len(tasks))
+		o := ro
+		if o.Label != "" && (lo > 0 || hi < len(tasks)) {
+			o.Label = fmt.Sprintf("%s %d–%d of %d", ro.Label, lo+1, hi, len(tasks))
+		}
+		trajs, err := RunEpisodes(ctx, tasks[lo:hi], newAgent(lo/fo.Chunk), sim, o)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := Score(ctx, scorer, trajs); err != nil {
+			return nil, err
+		}
+		if err := w.Append(trajs...); err != nil {
+			return nil, err
+		}
+		all = append(all, trajs...)
+	}
+	if err := w.Commit(); err != nil {
+		return nil, err
+	}
+	return all, nil
+}
+
+// keepChunks checks that trajs are episodes of tasks, in order, and returns
+// how many to keep: the whole chunks among them.
+func keepChunks(trajs []sweetrl.Trajectory, tasks []sweetrl.Task, chunk int) (int, error) {
+	if len(trajs) > len(tasks) {
+		return 0, fmt.Errorf("it holds %d trajectories, this run plays %d episodes: the run that wrote it had other settings", len(trajs), len(tasks))
+	}
+	for i, tr := range trajs {
+		got, err1 := tr.Task.MarshalJSON()
+		want, err2 := tasks[i].MarshalJSON()
+		if err1 != nil || err2 != nil || !bytes.Equal(got, want) {
+			return 0, fmt.Errorf("line %d is an episode of another task than episode %d of this run: the run that wrote it had other tasks or settings", i+1, i+1)
+		}
+	}
+	if len(trajs) == len(tasks) { // every episode, the last chunk possibly short
+		return len(trajs), nil
+	}
+	return len(trajs) / chunk * chunk, nil
+}
