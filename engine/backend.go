@@ -9,7 +9,7 @@
 // letters:
 //
 //	N  tokens (all sequences of a batch packed together)
-//	B  sequences in a batch, S segments of a sum
+//	B  sequences in a batch
 //	D  model (hidden) width, V vocabulary size
 //	H  query heads, G key/value heads (H is a multiple of G), Dh head width
 //	M, K, N  matrix extents of a GEMM
@@ -94,11 +94,6 @@ type Backend interface {
 	// Add: out = a + b, all float of one shape and dtype; out may alias a
 	// or b.
 	Add(out, a, b *Tensor)
-	// Scale: x *= s, in place.
-	Scale(x *Tensor, s float32)
-	// AXPY: y += alpha·x, y and x float of one element count (dtypes may
-	// differ; the sum is formed in f32 and rounded to y's dtype).
-	AXPY(y *Tensor, alpha float32, x *Tensor)
 
 	// Gemm: C = Alpha·op(A)·op(B) + Beta·C with f32 accumulation.
 	//   A [batch…, M, K] (or [batch…, K, M] if TransA) float
@@ -180,17 +175,6 @@ type Backend interface {
 	// dLogits[i, v] = dLogp[i]·(1[v == t] − exp(logits[i, v] − lse[i])), and
 	// 0 on ignored rows. dLogits may alias logits (computed in place).
 	LogSoftmaxGatherBackward(dLogits, dLogp, logits, lse, targets *Tensor)
-
-	// SegmentSum accumulates weighted values into segments:
-	// out[s] += Σ_{i: seg[i] == s} w[i]·x[i], summed in f64 in a fixed order
-	// (the same bits on every run of a backend). Rows with
-	// seg[i] < 0 are skipped. This is the masked sum and (with w = mask /
-	// count) the masked mean of per-token values used by SFT, DPO and the
-	// critic. out [S] f32, x [N] f32, w [N] f32, seg [N] i32.
-	SegmentSum(out, x, w, seg *Tensor)
-	// SegmentSumBackward: dx[i] = w[i]·dOut[seg[i]] (0 where seg[i] < 0),
-	// overwriting dx.
-	SegmentSumBackward(dx, dOut, w, seg *Tensor)
 
 	// SumSquares: out[0] += Σ x², summed in f64 over fixed chunks in a fixed
 	// order, so the result does not depend on the thread count. Used for the

@@ -166,23 +166,6 @@ func LogSoftmaxShape(op string, logp, lse, logits, targets *Tensor) (n, v int) {
 	return n, v
 }
 
-// SegmentShape checks the SegmentSum ops (seg tensor = out or dOut) and
-// returns N, S.
-func SegmentShape(op string, segT, x, w, seg *Tensor) (n, s int) {
-	n = x.Numel()
-	MustShape(op, "x", x, n)
-	MustShape(op, "w", w, n)
-	MustShape(op, "seg", seg, n)
-	if segT.Rank() != 1 {
-		panic(fmt.Sprintf("engine: %s: segment tensor has shape %v, want [S]", op, segT.Shape()))
-	}
-	for _, t := range []*Tensor{segT, x, w} {
-		MustDType(op, "value", t, F32)
-	}
-	MustDType(op, "seg", seg, I32)
-	return n, segT.Dim(0)
-}
-
 // AdamWShape checks the tensors of an AdamW update and returns the element
 // count.
 func AdamWShape(param, grad, m, v, master *Tensor, p AdamWParams) int {

@@ -4,8 +4,6 @@
 //   tw_fill(x, dt, n, v):               x[i] = round_dt(v)
 //   tw_cast(dst, ddt, src, sdt, n):     dst[i] = round_ddt(src[i])
 //   tw_add(out, a, b, dt, n):           out[i] = round(a[i] + b[i]); out may alias a or b
-//   tw_scale(x, dt, n, s):              x[i] = round(x[i]·s), in place
-//   tw_axpy(y, ydt, alpha, x, xdt, n):  y[i] = round_ydt(y[i] + alpha·x[i])
 // Arithmetic is f32; each result is rounded once (nearest even) to its
 // dtype. n ≤ 0 launches nothing. Grid-stride loops: any n, any grid.
 // Deterministic: every element is computed by one thread.
@@ -31,14 +29,6 @@ template <class D, class S> __global__ void cast_kernel(D *__restrict__ dst, con
 // No __restrict__: out may alias a or b.
 template <class T> __global__ void add_kernel(T *out, const T *a, const T *b, int64_t n) {
 	GRID_STRIDE(i, n) out[i] = from_float<T>(to_float(a[i]) + to_float(b[i]));
-}
-
-template <class T> __global__ void scale_kernel(T *x, int64_t n, float s) {
-	GRID_STRIDE(i, n) x[i] = from_float<T>(to_float(x[i]) * s);
-}
-
-template <class Y, class X> __global__ void axpy_kernel(Y *y, float alpha, const X *x, int64_t n) {
-	GRID_STRIDE(i, n) y[i] = from_float<Y>(to_float(y[i]) + alpha * to_float(x[i]));
 }
 
 // dispatch calls f with a null pointer of the C++ type that dt names, or
@@ -79,27 +69,5 @@ extern "C" cudaError_t tw_add(void *out, const void *a, const void *b, tw_dtype 
 		using T = std::remove_pointer_t<decltype(t)>;
 		LAUNCH(grid_for(n, kBlock), kBlock, 0, stream, add_kernel<T>)((T *)out, (const T *)a, (const T *)b, n);
 		return cudaGetLastError();
-	});
-}
-
-extern "C" cudaError_t tw_scale(void *x, tw_dtype dt, int64_t n, float s, cudaStream_t stream) {
-	if (n <= 0) return cudaSuccess;
-	return dispatch(dt, [&](auto *t) {
-		using T = std::remove_pointer_t<decltype(t)>;
-		LAUNCH(grid_for(n, kBlock), kBlock, 0, stream, scale_kernel<T>)((T *)x, n, s);
-		return cudaGetLastError();
-	});
-}
-
-extern "C" cudaError_t tw_axpy(void *y, tw_dtype ydt, float alpha, const void *x, tw_dtype xdt, int64_t n,
-                               cudaStream_t stream) {
-	if (n <= 0) return cudaSuccess;
-	return dispatch(ydt, [&](auto *yt) {
-		return dispatch(xdt, [&](auto *xt) {
-			using Y = std::remove_pointer_t<decltype(yt)>;
-			using X = std::remove_pointer_t<decltype(xt)>;
-			LAUNCH(grid_for(n, kBlock), kBlock, 0, stream, axpy_kernel<Y, X>)((Y *)y, alpha, (const X *)x, n);
-			return cudaGetLastError();
-		});
 	});
 }

@@ -53,10 +53,6 @@ cudaError_t tw_fill(void *x, tw_dtype dt, int64_t n, float v, cudaStream_t strea
 cudaError_t tw_cast(void *dst, tw_dtype ddt, const void *src, tw_dtype sdt, int64_t n, cudaStream_t stream);
 /* out = a + b, all of dtype dt; out may alias a or b. */
 cudaError_t tw_add(void *out, const void *a, const void *b, tw_dtype dt, int64_t n, cudaStream_t stream);
-/* x *= s, in place. */
-cudaError_t tw_scale(void *x, tw_dtype dt, int64_t n, float s, cudaStream_t stream);
-/* y += alpha·x (sum in f32, rounded to ydt). */
-cudaError_t tw_axpy(void *y, tw_dtype ydt, float alpha, const void *x, tw_dtype xdt, int64_t n, cudaStream_t stream);
 
 /* ---- embedding.cu -------------------------------------------------------- */
 
@@ -133,13 +129,6 @@ cudaError_t tw_logsoftmax_gather_backward(void *dlogits, const float *dlogp, con
 
 /* ---- reduce.cu ----------------------------------------------------------- */
 
-/* out[s] += Σ_{seg[i]=s} w[i]·x[i] (f64, a fixed order per segment; seg < 0
- * skipped). out [nseg] f32; x, w [n] f32. */
-cudaError_t tw_segment_sum(float *out, const float *x, const float *w, const int32_t *seg, int64_t n, int64_t nseg,
-                           cudaStream_t stream);
-/* dx[i] = w[i]·dout[seg[i]] (0 where seg[i] < 0). */
-cudaError_t tw_segment_sum_backward(float *dx, const float *dout, const float *w, const int32_t *seg, int64_t n,
-                                    cudaStream_t stream);
 /* out[0] += Σ x² over x [n] dt, in f64, over fixed chunks in a fixed order:
  * the same bits on every run whatever the grid. */
 cudaError_t tw_sum_squares(float *out, const void *x, tw_dtype dt, int64_t n, void *workspace, cudaStream_t stream);

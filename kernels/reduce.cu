@@ -1,41 +1,13 @@
-// reduce.cu — deterministic reductions: segment sums of per-token values (the
-// masked sums and means of SFT, DPO and the critic) and the sum of squares
-// behind the global gradient norm.
+// reduce.cu — the deterministic sum of squares behind the global gradient
+// norm.
 //
-// Contracts (launchers in kernels.h; engine.Backend.SegmentSum,
-// SegmentSumBackward and SumSquares):
-//   tw_segment_sum(out, x, w, seg, n, nseg):
-//       out[s] += (float)Σ_{i: seg[i] = s} w[i]·x[i]. out [nseg] f32;
-//       x, w [n] f32; seg [n] i32. The products and the sum are f64, rounded
-//       to f32 once and then added to out[s] in f32 (as the CPU does). Rows
-//       with seg[i] < 0 are skipped; seg[i] < nseg is the caller's duty (not
-//       checked). Segments no row names still get out[s] += 0.
-//   tw_segment_sum_backward(dx, dout, w, seg, n):
-//       dx[i] = w[i]·dout[seg[i]] (f32), 0 where seg[i] < 0; dx [n] f32 is
-//       overwritten, dout [nseg] f32.
+// Contract (launchers in kernels.h; engine.Backend.SumSquares):
 //   tw_sum_squares(out, x, dt, n, workspace) + tw_sum_squares_workspace(n):
 //       out[0] += (float)Σ x[i]², x [n] f32|bf16|f16, squares and sums in
 //       f64. workspace: tw_sum_squares_workspace(n) bytes, 8-byte aligned.
-// n ≤ 0 (or nseg ≤ 0) launches nothing; an integer dtype for x is
-// cudaErrorInvalidValue.
+// n ≤ 0 launches nothing; an integer dtype for x is cudaErrorInvalidValue.
 //
 // Design.
-//
-// segment_sum_kernel: one block of kSegBlock threads per segment (grid-stride
-//   over segments). Thread t visits rows i = t, t + kSegBlock, … in increasing
-//   order and adds w[i]·x[i] (exact in f64: a product of two f32) of the rows
-//   of its segment to an f64 accumulator; the block then sums the kSegBlock
-//   accumulators by a fixed tree (block_sum_f64: xor butterflies within each
-//   warp, then the warp sums by the same butterfly in warp 0). So the order
-//   of the additions depends only on the block size, never on the grid or on
-//   timing: the result is the same bits on every run. It is not strictly
-//   index order; both are f64 sums, so they differ by f64 rounding (~1e-16
-//   relative) before the single rounding to f32. Every block reads all of
-//   seg (coalesced, from L2 after the first), so the cost is O(n·nseg): meant
-//   for the few segments per batch these losses use (sequences, turns).
-//   No atomics.
-//
-// segment_sum_backward_kernel: element-wise, grid-stride, one thread per row.
 //
 // sum_squares: the same fixed chunks as the CPU backend, kSumChunk = 2^16
 //   elements. sum_squares_chunks_kernel: one block of kSumBlock threads per
@@ -57,7 +29,6 @@
 #include "kernels.h"
 #include "pack.cuh"
 
-static constexpr int kSegBlock = 256;    // threads per segment_sum block
 static constexpr int kSumBlock = 256;    // threads per sum_squares chunk block
 static constexpr int kFinalBlock = 1024; // threads of the block summing the partials
 static constexpr int64_t kSumChunk = 1 << 16; // elements per chunk (engine/cpu uses the same)
@@ -82,50 +53,6 @@ static __device__ __forceinline__ double block_sum_f64(double v, double *scratch
 	if (warp == 0) v = warp_sum_f64(lane < nwarps ? scratch[lane] : 0.0);
 	__syncthreads();
 	return v;
-}
-
-// ---- segment sums ---------------------------------------------------------------
-
-__global__ void __launch_bounds__(kSegBlock)
-	segment_sum_kernel(float *__restrict__ out,          // [nseg]
-	                   const float *__restrict__ x,      // [n]
-	                   const float *__restrict__ w,      // [n]
-	                   const int32_t *__restrict__ seg,  // [n]
-	                   int64_t n, int64_t nseg) {
-	__shared__ double scratch[32];
-	for (int64_t s = blockIdx.x; s < nseg; s += gridDim.x) { // uniform across the block
-		double acc = 0.0;
-		for (int64_t i = threadIdx.x; i < n; i += kSegBlock)
-			if (seg[i] == s) acc += (double)w[i] * (double)x[i];
-		acc = block_sum_f64(acc, scratch);
-		if (threadIdx.x == 0) out[s] += (float)acc;
-	}
-}
-
-__global__ void segment_sum_backward_kernel(float *__restrict__ dx,          // [n]
-                                            const float *__restrict__ dout,  // [nseg]
-                                            const float *__restrict__ w,     // [n]
-                                            const int32_t *__restrict__ seg, // [n]
-                                            int64_t n) {
-	for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
-		const int32_t s = seg[i];
-		dx[i] = s >= 0 ? w[i] * dout[s] : 0.0f;
-	}
-}
-
-extern "C" cudaError_t tw_segment_sum(float *out, const float *x, const float *w, const int32_t *seg, int64_t n,
-                                      int64_t nseg, cudaStream_t stream) {
-	if (n <= 0 || nseg <= 0) return cudaSuccess; // out[s] += 0 changes nothing
-	const unsigned grid = (unsigned)(nseg < 65535 ? nseg : 65535);
-	LAUNCH(grid, kSegBlock, 0, stream, segment_sum_kernel)(out, x, w, seg, n, nseg);
-	return cudaGetLastError();
-}
-
-extern "C" cudaError_t tw_segment_sum_backward(float *dx, const float *dout, const float *w, const int32_t *seg,
-                                               int64_t n, cudaStream_t stream) {
-	if (n <= 0) return cudaSuccess;
-	LAUNCH(grid_for(n, 256), 256, 0, stream, segment_sum_backward_kernel)(dx, dout, w, seg, n);
-	return cudaGetLastError();
 }
 
 // ---- sum of squares -------------------------------------------------------------

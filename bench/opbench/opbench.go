@@ -304,17 +304,9 @@ func MemoryCases(c Config, dt engine.DType) []Case {
 			x := engine.MustAlloc(b, dt, n, d)
 			return func() { b.Fill(x, 0.5) }
 		}},
-		{Name: name("scale"), Bytes: 2 * nd * es, Setup: func(b engine.Backend) func() {
-			x := filled(b, dt, 1, n, d)
-			return func() { b.Scale(x, 1) }
-		}},
 		{Name: name("add"), Bytes: 3 * nd * es, Setup: func(b engine.Backend) func() {
 			x, y, o := filled(b, dt, 1, n, d), filled(b, dt, 1, n, d), engine.MustAlloc(b, dt, n, d)
 			return func() { b.Add(o, x, y) }
-		}},
-		{Name: name("axpy"), Bytes: 3 * nd * es, Setup: func(b engine.Backend) func() {
-			x, y := filled(b, dt, 1, n, d), filled(b, dt, 1, n, d)
-			return func() { b.AXPY(y, 1e-3, x) }
 		}},
 		{Name: name("cast_from_f32"), Bytes: nd * (4 + es), Setup: func(b engine.Backend) func() {
 			x, o := filled(b, engine.F32, 1, n, d), engine.MustAlloc(b, dt, n, d)
@@ -378,16 +370,6 @@ func MemoryCases(c Config, dt engine.DType) []Case {
 			dl := engine.MustAlloc(b, dt, chunk, v)
 			b.LogSoftmaxGather(lp, ls, l, t)
 			return func() { b.LogSoftmaxGatherBackward(dl, lp, l, ls, t) }
-		}},
-		{Name: name("segment_sum"), Bytes: int64(12 * n), Setup: func(b engine.Backend) func() {
-			x, w := filled(b, engine.F32, 1, n), filled(b, engine.F32, 1, n)
-			s, o := ids(b, n, 4), engine.MustAlloc(b, engine.F32, 4)
-			return func() { b.SegmentSum(o, x, w, s) }
-		}},
-		{Name: name("segment_sum_backward"), Bytes: int64(12 * n), Setup: func(b engine.Backend) func() {
-			w, do := filled(b, engine.F32, 1, n), filled(b, engine.F32, 1, 4)
-			s, dx := ids(b, n, 4), engine.MustAlloc(b, engine.F32, n)
-			return func() { b.SegmentSumBackward(dx, do, w, s) }
 		}},
 		{Name: name("sum_squares"), Bytes: int64(n*f) * es, Setup: func(b engine.Backend) func() {
 			x, o := filled(b, dt, 1, n, f), engine.MustAlloc(b, engine.F32, 1)

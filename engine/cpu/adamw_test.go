@@ -20,8 +20,11 @@ func TestAdamWThreadCountInvariance(t *testing.T) {
 		wv, gv := enginetest.Values(r, engine.F32, n, 1), enginetest.Values(r, engine.F32, n, 1)
 		p := engine.AdamWParams{LR: 1e-2, Beta1: 0.9, Beta2: 0.95, Eps: 1e-8, WeightDecay: 0.1, Step: 3, GradScale: 0.7}
 		w, g := engine.FromF32(b, engine.F32, wv, n), engine.FromF32(b, engine.F32, gv, n)
-		m, v := engine.FromF32(b, engine.F32, gv, n), engine.FromF32(b, engine.F32, gv, n)
-		b.Scale(v, 0.5)
+		half := make([]float32, n)
+		for i, x := range gv {
+			half[i] = 0.5 * x
+		}
+		m, v := engine.FromF32(b, engine.F32, gv, n), engine.FromF32(b, engine.F32, half, n)
 		b.AdamW(w, g, m, v, nil, p)
 		single = raw(b, w)
 

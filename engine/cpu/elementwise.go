@@ -86,36 +86,3 @@ func (b *Backend) Add(out, x, y *engine.Tensor) {
 		})
 	})
 }
-
-// Scale implements engine.Backend.Scale.
-func (b *Backend) Scale(x *engine.Tensor, s float32) {
-	a := floatsOf(x)
-	b.parallel(a.len, elemGrain, func(w, lo, hi int) {
-		buf := b.scratchOf(w, blk)
-		blocks(lo, hi, func(off, n int) {
-			v := a.load(off, n, buf)
-			for i := range v {
-				v[i] *= s
-			}
-			a.store(off, v)
-		})
-	})
-}
-
-// AXPY implements engine.Backend.AXPY.
-func (b *Backend) AXPY(y *engine.Tensor, alpha float32, x *engine.Tensor) {
-	if y.Numel() != x.Numel() {
-		panic(fmt.Sprintf("cpu: AXPY: y %v and x %v differ in element count", y, x))
-	}
-	yy, xx := floatsOf(y), floatsOf(x)
-	b.parallel(yy.len, elemGrain, func(w, lo, hi int) {
-		buf := b.scratchOf(w, 2*blk)
-		blocks(lo, hi, func(off, n int) {
-			yv, xv := yy.load(off, n, buf[:blk]), xx.load(off, n, buf[blk:])
-			for i := range yv {
-				yv[i] += alpha * xv[i]
-			}
-			yy.store(off, yv)
-		})
-	})
-}

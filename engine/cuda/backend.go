@@ -232,23 +232,6 @@ func (b *Backend) Add(out, x, y *engine.Tensor) {
 	})
 }
 
-// Scale implements engine.Backend.Scale.
-func (b *Backend) Scale(x *engine.Tensor, s float32) {
-	b.launch("Scale", func(str C.cudaStream_t) C.cudaError_t {
-		return C.tw_scale(ptr(x), dt(x), i64(x.Numel()), C.float(s), str)
-	})
-}
-
-// AXPY implements engine.Backend.AXPY.
-func (b *Backend) AXPY(y *engine.Tensor, alpha float32, x *engine.Tensor) {
-	if y.Numel() != x.Numel() {
-		panic(fmt.Sprintf("cuda: AXPY: y %v and x %v differ in element count", y, x))
-	}
-	b.launch("AXPY", func(str C.cudaStream_t) C.cudaError_t {
-		return C.tw_axpy(ptr(y), dt(y), C.float(alpha), ptr(x), dt(x), i64(y.Numel()), str)
-	})
-}
-
 // Gemm implements engine.Backend.Gemm.
 func (b *Backend) Gemm(c, a, bm *engine.Tensor, p engine.GemmParams) {
 	g := engine.GemmShape(c, a, bm, p)
@@ -411,22 +394,6 @@ func (b *Backend) LogSoftmaxGatherBackward(dLogits, dLogp, logits, lse, targets 
 	b.launch("LogSoftmaxGatherBackward", func(str C.cudaStream_t) C.cudaError_t {
 		return C.tw_logsoftmax_gather_backward(ptr(dLogits), fptr(dLogp), ptr(logits), fptr(lse),
 			iptr(targets), dt(logits), i64(n), i64(v), str)
-	})
-}
-
-// SegmentSum implements engine.Backend.SegmentSum.
-func (b *Backend) SegmentSum(out, x, w, seg *engine.Tensor) {
-	n, s := engine.SegmentShape("SegmentSum", out, x, w, seg)
-	b.launch("SegmentSum", func(str C.cudaStream_t) C.cudaError_t {
-		return C.tw_segment_sum(fptr(out), fptr(x), fptr(w), iptr(seg), i64(n), i64(s), str)
-	})
-}
-
-// SegmentSumBackward implements engine.Backend.SegmentSumBackward.
-func (b *Backend) SegmentSumBackward(dx, dOut, w, seg *engine.Tensor) {
-	n, _ := engine.SegmentShape("SegmentSumBackward", dOut, dx, w, seg)
-	b.launch("SegmentSumBackward", func(str C.cudaStream_t) C.cudaError_t {
-		return C.tw_segment_sum_backward(fptr(dx), fptr(dOut), fptr(w), iptr(seg), i64(n), str)
 	})
 }
 

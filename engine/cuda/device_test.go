@@ -87,10 +87,10 @@ func TestTwoBackendsTwoGoroutines(t *testing.T) {
 					b.Fill(x, v)
 					b.Fill(y, float32(w))
 					b.Add(y, y, x)
-					b.Scale(y, 2)
+					b.Add(y, y, y)
 					b.Copy(x, y)
 					b.Fill(y, 1)
-					b.AXPY(y, 1, x)
+					b.Add(y, y, x)
 					got := engine.ToF32(b, y)
 					want := 2*(v+float32(w)) + 1
 					for i, g := range got {
@@ -131,8 +131,8 @@ func TestSyncEachNamesTheOp(t *testing.T) {
 		x := engine.MustAlloc(b, engine.F32, 64)
 		b.Fill(x, 1)
 		emuInjectFault(emuFaultKernel)
-		msg := catch(func() { b.Scale(x, 2) })
-		for _, want := range []string{"Scale", "unspecified launch failure", "TW_CUDA_SYNC=1"} {
+		msg := catch(func() { b.Add(x, x, x) })
+		for _, want := range []string{"Add", "unspecified launch failure", "TW_CUDA_SYNC=1"} {
 			if !strings.Contains(msg, want) {
 				t.Errorf("panic %q does not mention %q", msg, want)
 			}
@@ -146,8 +146,8 @@ func TestSyncEachNamesTheOp(t *testing.T) {
 		b := newOn(t, 0)
 		x := engine.MustAlloc(b, engine.F32, 64)
 		emuInjectFault(emuFaultKernel)
-		if msg := catch(func() { b.Scale(x, 2) }); msg != "" {
-			t.Fatalf("Scale failed at launch without TW_CUDA_SYNC: %s", msg)
+		if msg := catch(func() { b.Add(x, x, x) }); msg != "" {
+			t.Fatalf("Add failed at launch without TW_CUDA_SYNC: %s", msg)
 		}
 		if err := b.Sync(); err == nil || !strings.Contains(err.Error(), "unspecified launch failure") {
 			t.Errorf("Sync = %v, want the kernel's fault", err)

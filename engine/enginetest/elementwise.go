@@ -24,15 +24,6 @@ func testElementwise(t *testing.T, b engine.Backend) {
 				Close(t, "Add in place", engine.ToF32(b, x), mapF64(xv, yv, func(a, c float64) float64 { return a + c }), Tol(dt))
 				engine.SetF32(b, x, xv)
 
-				b.Scale(x, -0.75)
-				Close(t, "Scale", engine.ToF32(b, x), mapF64(xv, xv, func(a, _ float64) float64 { return -0.75 * a }), Tol(dt))
-				engine.SetF32(b, x, xv)
-
-				// AXPY with an f32 x into a dt y: the gradient-accumulation case.
-				xf := engine.FromF32(b, engine.F32, xv, n)
-				b.AXPY(y, 0.5, xf)
-				Close(t, "AXPY", engine.ToF32(b, y), mapF64(yv, xv, func(a, c float64) float64 { return a + 0.5*c }), Tol(dt))
-
 				b.Fill(out, 3.25)
 				Close(t, "Fill", engine.ToF32(b, out), mapF64(xv, xv, func(float64, float64) float64 { return 3.25 }), 0)
 

@@ -75,7 +75,6 @@ func Run(t *testing.T, b engine.Backend) {
 		{"swiglu", testSwiGLU},
 		{"logsoftmax", testLogSoftmax},
 		{"tokenlogprobs", testTokenLogProbs},
-		{"segmentsum", testSegmentSum},
 		{"sumsquares", testSumSquares},
 		{"adamw", testAdamW},
 		{"adamw_multi", testAdamWMulti},

@@ -57,7 +57,7 @@ func testLogSoftmax(t *testing.T, b engine.Backend) {
 }
 
 // testTokenLogProbs checks the chunked classifier + log-softmax composition
-// and, with SegmentSum, the masked cross-entropy built from it.
+// and the backward of a masked cross-entropy built from it.
 func testTokenLogProbs(t *testing.T, b engine.Backend) {
 	cases := []struct{ n, d, v, chunk int }{{1, 4, 3, 1}, {9, 16, 37, 4}, {13, 32, 500, 13}, {6, 8, 1000, 100}}
 	for _, dt := range FloatDTypes {
@@ -85,28 +85,21 @@ func testTokenLogProbs(t *testing.T, b engine.Backend) {
 				wantP, _ := ref.LogSoftmaxGather(logitsOf(rounder(dt)), tg, c.n, c.v)
 				Close(t, "logp", engine.ToF32(b, logp), wantP, Tol(dt))
 
-				// Masked mean cross-entropy over two segments.
-				seg, wts, counts := make([]int32, c.n), make([]float32, c.n), [2]float32{}
-				for i := range seg {
-					seg[i] = int32(i % 2)
+				// Masked mean cross-entropy over two segments (alternate
+				// positions): its gradient with respect to logp is −1/count on
+				// the positions with a target of each segment, 0 elsewhere.
+				wts, counts := make([]float32, c.n), [2]float32{}
+				for i := range tg {
 					if tg[i] >= 0 {
 						counts[i%2]++
 					}
 				}
 				for i := range wts {
 					if tg[i] >= 0 {
-						wts[i] = -1 / counts[seg[i]]
+						wts[i] = -1 / counts[i%2]
 					}
 				}
-				ce := engine.FromF32(b, engine.F32, []float32{0, 0}, 2)
-				wt, sg := engine.FromF32(b, engine.F32, wts, c.n), engine.FromI32(b, seg, c.n)
-				b.SegmentSum(ce, logp, wt, sg)
-				wantCE := ref.SegmentSum([]float64{0, 0}, wantP, F64(wts), seg)
-				Close(t, "cross-entropy", engine.ToF32(b, ce), wantCE, Tol(dt))
-
-				// Backward of the cross-entropy's sum through the chunks.
-				dLogp := engine.MustAlloc(b, engine.F32, c.n)
-				b.SegmentSumBackward(dLogp, engine.FromF32(b, engine.F32, []float32{1, 1}, 2), wt, sg)
+				dLogp := engine.FromF32(b, engine.F32, wts, c.n)
 				dh := engine.MustAlloc(b, dt, c.n, c.d)
 				dw := engine.MustAlloc(b, dt, c.v, c.d)
 				if err := engine.TokenLogProbsBackward(b, pool, dh, dw, dLogp, h, w, lse, targets, c.chunk); err != nil {
@@ -114,8 +107,7 @@ func testTokenLogProbs(t *testing.T, b engine.Backend) {
 				}
 				loss := func() float64 {
 					p, _ := ref.LogSoftmaxGather(logitsOf(ref.Identity), tg, c.n, c.v)
-					s := ref.SegmentSum([]float64{0, 0}, p, F64(wts), seg)
-					return s[0] + s[1]
+					return Dot(F64(wts), p)
 				}
 				GradCheck(t, "dh", r, h64, engine.ToF32(b, dh), loss, 48, GradTol(dt))
 				GradCheck(t, "dw", r, w64, engine.ToF32(b, dw), loss, 48, GradTol(dt))
@@ -133,32 +125,6 @@ func testTokenLogProbs(t *testing.T, b engine.Backend) {
 				}
 			})
 		}
-	}
-}
-
-func testSegmentSum(t *testing.T, b engine.Backend) {
-	for _, c := range []struct{ n, s int }{{1, 1}, {10, 3}, {1001, 17}} {
-		t.Run(fmt.Sprintf("N=%d_S=%d", c.n, c.s), func(t *testing.T) {
-			r := Rand(uint64(c.n + c.s))
-			xv, wv := Values(r, engine.F32, c.n, 3), Values(r, engine.F32, c.n, 1)
-			seg := make([]int32, c.n)
-			for i := range seg {
-				seg[i] = int32(r.IntN(c.s+1)) - 1 // includes −1: skipped
-			}
-			o0 := Values(r, engine.F32, c.s, 1)
-			out := engine.FromF32(b, engine.F32, o0, c.s)
-			w := engine.FromF32(b, engine.F32, wv, c.n)
-			sg := engine.FromI32(b, seg, c.n)
-			b.SegmentSum(out, engine.FromF32(b, engine.F32, xv, c.n), w, sg)
-			Close(t, "out", engine.ToF32(b, out), ref.SegmentSum(F64(o0), F64(xv), F64(wv), seg), TolF32)
-
-			gv := Values(r, engine.F32, c.s, 1)
-			dx := engine.FromF32(b, engine.F32, Values(r, engine.F32, c.n, 1), c.n) // overwritten
-			b.SegmentSumBackward(dx, engine.FromF32(b, engine.F32, gv, c.s), w, sg)
-			x64, g64 := F64(xv), F64(gv)
-			loss := func() float64 { return Dot(g64, ref.SegmentSum(make([]float64, c.s), x64, F64(wv), seg)) }
-			GradCheck(t, "dx", r, x64, engine.ToF32(b, dx), loss, 64, GradTol(engine.F32))
-		})
 	}
 }
 

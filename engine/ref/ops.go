@@ -100,17 +100,6 @@ func LogSoftmaxGather(logits []float64, targets []int32, n, v int) (logp, lse []
 	return logp, lse
 }
 
-// SegmentSum returns out[s] + Σ_{seg[i]=s} w[i]·x[i].
-func SegmentSum(out, x, w []float64, seg []int32) []float64 {
-	r := append([]float64(nil), out...)
-	for i, s := range seg {
-		if s >= 0 {
-			r[s] += w[i] * x[i]
-		}
-	}
-	return r
-}
-
 // AdamW applies one AdamW step (torch.optim.AdamW semantics) to p, m and v
 // in place, with gradient g·gradScale at 1-based step t.
 func AdamW(p, g, m, v []float64, lr, beta1, beta2, eps, wd, gradScale float64, t int) {

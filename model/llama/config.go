@@ -109,10 +109,15 @@ func (c Config) validate(n fieldNames) error {
 
 // Params returns the number of parameters.
 func (c Config) Params() int64 {
-	d, hd := int64(c.Dim), int64(c.HeadDim)
-	attn := d*int64(c.Heads)*hd*2 + d*int64(c.KVHeads)*hd*2 // q, o; k, v
-	mlp := 3 * d * int64(c.FFN)
-	layer := attn + mlp + 2*d
+	d := int64(c.Dim)
+	var layer int64
+	for _, p := range layerParams {
+		n := int64(1)
+		for _, w := range p.shape {
+			n *= int64(c.extent(w, configNames).n)
+		}
+		layer += n
+	}
 	n := int64(c.Layers)*layer + int64(c.Vocab)*d + d
 	if !c.TiedEmbed {
 		n += int64(c.Vocab) * d

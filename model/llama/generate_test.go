@@ -2,6 +2,9 @@ package llama_test
 
 import (
 	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 
@@ -97,5 +100,75 @@ func TestGenerateN(t *testing.T) {
 	}
 	if len(distinct) < 2 {
 		t.Errorf("4 samples at temperature 1.2 are all identical: %v", s1[0].Tokens)
+	}
+}
+
+// TestGenerationMatchesTraining checks that generation, with its KV cache,
+// and the training forward run the same layers: the log-probability
+// Generate and GenerateN report for each token equals the one ForwardTrain
+// computes for the same token after the same prefix (f32, within 1e-5), with
+// the base model and with a LoRA adapter.
+func TestGenerationMatchesTraining(t *testing.T) {
+	for _, withLoRA := range []bool{false, true} {
+		t.Run(fmt.Sprintf("lora=%v", withLoRA), func(t *testing.T) {
+			b := cpu.New(cpu.Options{Threads: 2})
+			m, err := llama.NewRandom(b, tinyConfig(false), engine.F32, 0.5, 21)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var ad *llama.Adapter
+			if withLoRA {
+				if ad, err = m.NewAdapter(llama.LoRAConfig{Rank: 3, Alpha: 6, Targets: llama.AllProjections}, 4); err != nil {
+					t.Fatal(err)
+				}
+				randomizeB(b, ad, rand.New(rand.NewPCG(8, 9)))
+			}
+			prompts := [][]int32{{1, 5, 9, 13}, {1, 30}, {1, 7, 8, 20, 21, 22, 3}}
+			opt := llama.GenerateOptions{MaxNew: 9, Seed: 3, Sample: engine.SampleParams{Temperature: 1}, Adapter: ad}
+			gens, err := m.Generate(prompts, opt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			forked, err := m.GenerateN(prompts[2], 2, opt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			gens = append(gens, forked...)
+			prompts = append(prompts, prompts[2], prompts[2])
+
+			// Every prompt with its continuation, packed into one batch; each
+			// generated token is the target of the position before it.
+			var bt llama.Batch
+			var at []int // batch row predicting each sequence's first generated token
+			for i, g := range gens {
+				at = append(at, len(bt.IDs)+len(prompts[i])-1)
+				seq := append(slices.Clone(prompts[i]), g.Tokens...)
+				for j := range seq {
+					tg := int32(-1)
+					if j >= len(prompts[i])-1 && j+1 < len(seq) {
+						tg = seq[j+1]
+					}
+					bt.IDs, bt.Targets = append(bt.IDs, seq[j]), append(bt.Targets, tg)
+				}
+				bt.Lens = append(bt.Lens, len(seq))
+			}
+			lp := logProbs(t, m, bt, ad)
+			compared := 0
+			for i, g := range gens {
+				if len(g.Tokens) == 0 {
+					t.Fatalf("sequence %d generated nothing", i)
+				}
+				for j, want := range g.LogProb {
+					got := lp[at[i]+j]
+					if d := math.Abs(float64(got - want)); !(d <= 1e-5) {
+						t.Errorf("sequence %d token %d (%d): training forward %v, generation %v (off by %.2g)", i, j, g.Tokens[j], got, want, d)
+					}
+					compared++
+				}
+			}
+			if compared < len(gens)*2 {
+				t.Errorf("compared %d log-probabilities over %d sequences; the test needs longer continuations", compared, len(gens))
+			}
+		})
 	}
 }

@@ -123,22 +123,14 @@ func ggufName(hf string, layers int) string {
 		return "output.weight"
 	}
 	var i int
-	var rest string
-	if _, err := fmt.Sscanf(hf, "model.layers.%d.%s", &i, &rest); err != nil {
+	if _, err := fmt.Sscanf(hf, "model.layers.%d.", &i); err != nil {
 		return ""
 	}
-	m := map[string]string{
-		"input_layernorm.weight":          "attn_norm.weight",
-		"self_attn.q_proj.weight":         "attn_q.weight",
-		"self_attn.k_proj.weight":         "attn_k.weight",
-		"self_attn.v_proj.weight":         "attn_v.weight",
-		"self_attn.o_proj.weight":         "attn_output.weight",
-		"post_attention_layernorm.weight": "ffn_norm.weight",
-		"mlp.gate_proj.weight":            "ffn_gate.weight",
-		"mlp.up_proj.weight":              "ffn_up.weight",
-		"mlp.down_proj.weight":            "ffn_down.weight",
+	p, ok := layerParamOf(hf)
+	if !ok {
+		return ""
 	}
-	return fmt.Sprintf("blk.%d.%s", i, m[rest])
+	return fmt.Sprintf("blk.%d.%s.weight", i, p.gguf)
 }
 
 // LoadGGUF reads a llama-architecture GGUF checkpoint with F32, F16 or BF16

@@ -4,7 +4,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"runtime"
-	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -29,14 +28,15 @@ func NewRandom(b engine.Backend, c Config, dt engine.DType, std float64, seed ui
 		}
 		ti++
 		vals := make([]float32, engine.Shape(c.shape(name)).Numel())
+		p, inLayer := layerParamOf(name)
 		switch {
-		case strings.HasSuffix(name, "norm.weight") || strings.HasSuffix(name, "layernorm.weight"):
+		case name == "model.norm.weight" || inLayer && !p.isProjection():
 			for i := range vals {
 				vals[i] = 1
 			}
 		default:
 			s := std
-			if strings.HasSuffix(name, "o_proj.weight") || strings.HasSuffix(name, "down_proj.weight") {
+			if inLayer && p.residual {
 				s /= math.Sqrt(2 * float64(c.Layers))
 			}
 			normalFill(vals, s, seed, ti)

@@ -49,23 +49,26 @@ func (a *Adapter) pair(l int, proj string) *LoRAPair {
 	return a.Layers[l][proj]
 }
 
-// peftModule maps our projection names to Hugging Face module paths within
-// a layer; the last element is PEFT's target_modules name.
-var peftModule = map[string]string{
-	"q": "self_attn.q_proj", "k": "self_attn.k_proj", "v": "self_attn.v_proj", "o": "self_attn.o_proj",
-	"gate": "mlp.gate_proj", "up": "mlp.up_proj", "down": "mlp.down_proj",
+// peftModule returns projection p's Hugging Face module path within a layer
+// ("self_attn.q_proj"); its last element is PEFT's target_modules name.
+func peftModule(p string) string {
+	e, ok := projection(p)
+	if !ok {
+		panic(fmt.Sprintf("llama: unknown projection %q", p))
+	}
+	return e.hf
 }
 
 // peftTarget returns PEFT's target_modules name of projection p ("q_proj").
 func peftTarget(p string) string {
-	m := peftModule[p]
+	m := peftModule(p)
 	return m[strings.LastIndexByte(m, '.')+1:]
 }
 
 // peftNames returns the PEFT names of the A and B matrices adapting
 // projection p of layer l.
 func peftNames(l int, p string) (a, b string) {
-	base := fmt.Sprintf("base_model.model.model.layers.%d.%s", l, peftModule[p])
+	base := fmt.Sprintf("base_model.model.model.layers.%d.%s", l, peftModule(p))
 	return base + ".lora_A.weight", base + ".lora_B.weight"
 }
 
@@ -278,25 +281,4 @@ func (m *Model) Merge(a *Adapter) {
 			m.b.Gemm(w.proj(p), pr.B, pr.A, engine.GemmParams{Alpha: s, Beta: 1})
 		}
 	}
-}
-
-// proj returns the layer's projection named p.
-func (w *Layer) proj(p string) *engine.Tensor {
-	switch p {
-	case "q":
-		return w.Wq
-	case "k":
-		return w.Wk
-	case "v":
-		return w.Wv
-	case "o":
-		return w.Wo
-	case "gate":
-		return w.Wgate
-	case "up":
-		return w.Wup
-	case "down":
-		return w.Wdown
-	}
-	panic(fmt.Sprintf("llama: unknown projection %q", p))
 }

@@ -2,7 +2,6 @@ package llama
 
 import (
 	"fmt"
-	"math"
 
 	"github.com/turnwise/turnwise/engine"
 )
@@ -72,9 +71,11 @@ func (m *Model) NewCache(slots, maxLen int) (*Cache, error) {
 }
 
 // Forward appends tokens[s] to slot s of the cache and runs them through
-// the model with adapter ad (nil: the base alone), returning f32 logits [S, V] for the last new token of each slot
-// (rows of slots without new tokens are zero). The result is valid until the
-// next call.
+// the model with adapter ad (nil: the base alone), returning f32 logits
+// [S, V] for the last new token of each slot (rows of slots without new
+// tokens are zero). The result is valid until the next call. The layers are
+// the training pass's (layer.go), with the cache hooked in between RoPE and
+// attention.
 func (m *Model) Forward(kc *Cache, tokens [][]int32, ad *Adapter) (logitsOut *engine.Tensor, err error) {
 	c, b := m.Config, m.b
 	defer func() {
@@ -114,16 +115,12 @@ func (m *Model) Forward(kc *Cache, tokens [][]int32, ad *Adapter) (logitsOut *en
 		return nil, fmt.Errorf("forward: no tokens")
 	}
 	p := m.pool
-	get := func(dt engine.DType, shape ...int) *engine.Tensor {
+	var tmp []*engine.Tensor
+	take := func(dt engine.DType, shape ...int) *engine.Tensor {
 		t, err := p.Get(dt, shape...)
 		if err != nil {
 			panic(forwardOOM{err})
 		}
-		return t
-	}
-	var tmp []*engine.Tensor
-	take := func(dt engine.DType, shape ...int) *engine.Tensor {
-		t := get(dt, shape...)
 		tmp = append(tmp, t)
 		return t
 	}
@@ -133,7 +130,7 @@ func (m *Model) Forward(kc *Cache, tokens [][]int32, ad *Adapter) (logitsOut *en
 		}
 	}()
 
-	d, hd, q, kv := c.Dim, c.HeadDim, c.Heads*c.HeadDim, c.KVHeads*c.HeadDim
+	d, hd := c.Dim, c.HeadDim
 	idT := take(engine.I32, n)
 	posT := take(engine.I32, n)
 	seqT := take(engine.I32, len(seqs)/4, 4)
@@ -141,57 +138,50 @@ func (m *Model) Forward(kc *Cache, tokens [][]int32, ad *Adapter) (logitsOut *en
 	engine.SetI32(b, posT, pos)
 	engine.SetI32(b, seqT, seqs)
 
-	x := take(m.dt, n, d)       // [N, D] residual stream
-	h := take(m.dt, n, d)       // [N, D] normalised input of a sublayer
+	// One set of activations for every layer, aliased where nothing needs
+	// both: the residual stream (res1 = res2, updated in place), a norm's
+	// output (h1 = h2), a sublayer's output (o = down), the normaliser
+	// (rstd1 = rstd2), and one LoRA scratch for every projection.
+	res := take(m.dt, n, d)     // [N, D]
+	h := take(m.dt, n, d)       // [N, D]
 	rstd := take(engine.F32, n) // [N]
-	qT := take(m.dt, n, q)      // [N, H·Dh]
-	kT := take(m.dt, n, kv)     // [N, G·Dh]
-	vT := take(m.dt, n, kv)     // [N, G·Dh]
-	att := take(m.dt, n, q)     // [N, H·Dh]
-	lse := take(engine.F32, n, c.Heads)
-	delta := take(m.dt, n, d)    // [N, D] a sublayer's output
-	gate := take(m.dt, n, c.FFN) // [N, F]
-	up := take(m.dt, n, c.FFN)   // [N, F]
-	act := take(m.dt, n, c.FFN)  // [N, F] SwiGLU output
-	lin := engine.GemmParams{TransB: true, Alpha: 1}
-	scale := float32(1 / math.Sqrt(float64(hd)))
-	var loraT *engine.Tensor // [N, r] x·Aᵀ scratch
+	a := &layerActs{res1: res, res2: res, h1: h, h2: h, rstd1: rstd, rstd2: rstd}
+	a.q = take(m.dt, n, c.Heads, hd)     // [N, H, Dh]
+	a.k = take(m.dt, n, c.KVHeads, hd)   // [N, G, Dh]
+	a.v = take(m.dt, n, c.KVHeads, hd)   // [N, G, Dh]
+	a.att = take(m.dt, n, c.Heads, hd)   // [N, H, Dh]
+	a.lse = take(engine.F32, n, c.Heads) // [N, H]
+	a.o = take(m.dt, n, d)               // [N, D]
+	a.down = a.o
+	a.gate = take(m.dt, n, c.FFN) // [N, F]
+	a.up = take(m.dt, n, c.FFN)   // [N, F]
+	a.act = take(m.dt, n, c.FFN)  // [N, F]
 	if ad != nil {
-		loraT = take(m.dt, n, ad.Config.Rank)
+		t := take(m.dt, n, ad.Config.Rank) // [N, r] x·Aᵀ
+		a.lora = map[string]*engine.Tensor{}
+		for _, name := range ad.Config.Targets {
+			a.lora[name] = t
+		}
 	}
+	run := layerRun{m: m, ad: ad, n: n, pos: posT, take: take,
+		// The cache hook: the new keys and values go to their slots' rows
+		// of the cache, and attention reads the cache.
+		kv: func(l int, k, v *engine.Tensor) (keys, values, seqTable *engine.Tensor) {
+			for i := 0; i < len(seqs); i += 4 {
+				qs, ql, ks, kl := int(seqs[i]), int(seqs[i+1]), int(seqs[i+2]), int(seqs[i+3])
+				dst := ks + kl - ql
+				b.Copy(kc.K[l].Rows(dst, dst+ql), k.Rows(qs, qs+ql))
+				b.Copy(kc.V[l].Rows(dst, dst+ql), v.Rows(qs, qs+ql))
+			}
+			return kc.K[l], kc.V[l], seqT
+		}}
 
-	b.Embedding(x, m.Weights.Embed, idT)
+	b.Embedding(res, m.Weights.Embed, idT)
+	var delta *engine.Tensor // the previous layer's MLP output
 	for l := range m.Weights.Layers {
-		w := &m.Weights.Layers[l]
-		if l == 0 {
-			b.RMSNorm(h, rstd, x, w.AttnNorm, c.NormEps)
-		} else {
-			b.AddRMSNorm(x, h, rstd, x, delta, w.AttnNorm, c.NormEps) // x += MLP output
-		}
-		// Attention: q, k, v projections, rotary positions, the new keys and
-		// values into the cache, attention over the cache, output projection.
-		proj := func(name string, y, x, wt *engine.Tensor) { linear(b, y, x, wt, ad.pair(l, name), ad.scale(), loraT) }
-		proj("q", qT, h, w.Wq)
-		proj("k", kT, h, w.Wk)
-		proj("v", vT, h, w.Wv)
-		b.RoPE(qT.Reshape(n, c.Heads, hd), posT, m.invFreq)
-		b.RoPE(kT.Reshape(n, c.KVHeads, hd), posT, m.invFreq)
-		for i := 0; i < len(seqs); i += 4 {
-			qs, ql, ks, kl := int(seqs[i]), int(seqs[i+1]), int(seqs[i+2]), int(seqs[i+3])
-			dst := ks + kl - ql
-			b.Copy(kc.K[l].Rows(dst, dst+ql), kT.Rows(qs, qs+ql).Reshape(ql, c.KVHeads, hd))
-			b.Copy(kc.V[l].Rows(dst, dst+ql), vT.Rows(qs, qs+ql).Reshape(ql, c.KVHeads, hd))
-		}
-		b.Attention(att.Reshape(n, c.Heads, hd), lse, qT.Reshape(n, c.Heads, hd), kc.K[l], kc.V[l], seqT, scale)
-		proj("o", delta, att, w.Wo)
-		b.AddRMSNorm(x, h, rstd, x, delta, w.MLPNorm, c.NormEps) // x += attention output
-		// MLP: down(silu(gate(h)) ⊙ up(h)).
-		proj("gate", gate, h, w.Wgate)
-		proj("up", up, h, w.Wup)
-		b.SwiGLU(act, gate, up)
-		proj("down", delta, act, w.Wdown)
+		_, delta = run.layerForward(l, a, res, delta)
 	}
-	b.AddRMSNorm(x, h, rstd, x, delta, m.Weights.FinalNorm, c.NormEps)
+	b.AddRMSNorm(res, h, rstd, res, delta, m.Weights.FinalNorm, c.NormEps)
 
 	// Logits of each slot's last new token, in the activation dtype (as HF
 	// computes them), then widened to f32.
@@ -203,7 +193,7 @@ func (m *Model) Forward(kc *Cache, tokens [][]int32, ad *Adapter) (logitsOut *en
 		}
 	}
 	logits := take(m.dt, len(tokens), c.Vocab)
-	b.Gemm(logits, sel, m.Weights.Head, lin)
+	b.Gemm(logits, sel, m.Weights.Head, engine.GemmParams{TransB: true, Alpha: 1})
 	if m.out == nil || m.out.Dim(0) != len(tokens) {
 		if m.out != nil {
 			b.FreeBuffer(m.out.Buffer())

@@ -14,27 +14,6 @@ type LoRAConfig struct {
 	Targets []string // projection names: q, k, v, o, gate, up, down
 }
 
-// AllProjections are the projections LoRA usually targets.
-var AllProjections = []string{"q", "k", "v", "o", "gate", "up", "down"}
-
-// projDims returns the [out, in] extents of a named projection.
-func (c Config) projDims(name string) (out, in int, ok bool) {
-	q, kv := c.Heads*c.HeadDim, c.KVHeads*c.HeadDim
-	switch name {
-	case "q":
-		return q, c.Dim, true
-	case "k", "v":
-		return kv, c.Dim, true
-	case "o":
-		return c.Dim, q, true
-	case "gate", "up":
-		return c.FFN, c.Dim, true
-	case "down":
-		return c.Dim, c.FFN, true
-	}
-	return 0, 0, false
-}
-
 // LoRAParams returns the number of adapter parameters of l on c.
 func (c Config) LoRAParams(l LoRAConfig) (int64, error) {
 	var n int64

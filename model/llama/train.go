@@ -2,7 +2,6 @@ package llama
 
 import (
 	"fmt"
-	"math"
 
 	"github.com/turnwise/turnwise/engine"
 )
@@ -15,30 +14,11 @@ type Batch struct {
 	Lens    []int   // tokens per sequence, summing to N
 }
 
-// layerActs are the activations one layer's backward needs.
-type layerActs struct {
-	res1, h1 *engine.Tensor            // [N, D] residual stream in, its attention norm
-	rstd1    *engine.Tensor            // [N] f32
-	q        *engine.Tensor            // [N, H, Dh] after RoPE
-	k, v     *engine.Tensor            // [N, G, Dh] (k after RoPE)
-	att      *engine.Tensor            // [N, H, Dh] attention output
-	lse      *engine.Tensor            // [N, H] f32
-	res2, h2 *engine.Tensor            // [N, D] residual after attention, its MLP norm
-	rstd2    *engine.Tensor            // [N] f32
-	gate, up *engine.Tensor            // [N, F] projections before SwiGLU
-	act      *engine.Tensor            // [N, F] SwiGLU output
-	o, down  *engine.Tensor            // [N, D] attention and MLP outputs
-	lora     map[string]*engine.Tensor // [N, r] x·Aᵀ of each adapted projection
-}
-
 // Pass is a forward pass kept for its backward: the activations, and the
 // per-token log-probabilities of the targets.
 type Pass struct {
-	m              *Model
-	ad             *Adapter // nil: the base model alone
-	n              int
+	layerRun                      // the model, the adapter, positions; take holds until Release
 	ids, tgt, seqs *engine.Tensor // [N] i32, [N] i32, [B, 4] i32
-	pos            *engine.Tensor // [N] i32
 	layers         []layerActs
 	resF, hF       *engine.Tensor // [N, D] final residual and its norm
 	rstdF          *engine.Tensor // [N] f32
@@ -46,8 +26,7 @@ type Pass struct {
 	dhF            *engine.Tensor // [N, D]: the classifier's input gradient, when fused
 	lseT           *engine.Tensor // [N] f32: log-sum-exp of each position's logits
 	held           []*engine.Tensor
-	take           func(engine.DType, ...int) *engine.Tensor // allocates from the pool, held until Release
-	scratch        *layerActs                                // with Recompute: the one layer's activations
+	scratch        *layerActs // with Recompute: the one layer's activations
 }
 
 // LogitChunk is how many tokens' logits exist at once: peak logits memory is
@@ -132,7 +111,7 @@ func (m *Model) forwardTrain(bt Batch, ad *Adapter, dLogP, gHead *engine.Tensor)
 			return nil, fmt.Errorf("forward: target %d = %d is outside the vocabulary of %d", i, g, c.Vocab)
 		}
 	}
-	p := &Pass{m: m, n: n, ad: ad}
+	p := &Pass{layerRun: layerRun{m: m, ad: ad, n: n}}
 	defer func() {
 		if r := recover(); r != nil {
 			oom, ok := r.(forwardOOM)
@@ -160,6 +139,7 @@ func (m *Model) forwardTrain(bt Batch, ad *Adapter, dLogP, gHead *engine.Tensor)
 	engine.SetI32(b, p.seqs, seqs)
 
 	p.take = take
+	p.kv = func(_ int, k, v *engine.Tensor) (keys, values, seqs *engine.Tensor) { return k, v, p.seqs }
 	x := take(m.dt, n, d) // the embedding: layer 0's residual input
 	b.Embedding(x, m.Weights.Embed, p.ids)
 	var delta *engine.Tensor // the previous layer's MLP output, added at the next norm
@@ -199,73 +179,6 @@ func (m *Model) forwardTrain(bt Batch, ad *Adapter, dLogP, gHead *engine.Tensor)
 		panic(forwardOOM{err})
 	}
 	return p, nil
-}
-
-// layerForward runs layer l on the residual stream x (plus delta, the
-// previous layer's MLP output, when non-nil: the add is fused into the
-// attention norm), filling a's activations — allocating any buffer a lacks —
-// and returning the stream after attention (res2) and the layer's MLP
-// output, which the next layer adds.
-func (p *Pass) layerForward(l int, a *layerActs, x, delta *engine.Tensor) (res2, mlpOut *engine.Tensor) {
-	m, ad := p.m, p.ad
-	c, b, n := m.Config, m.b, p.n
-	d, hd, nh, ng, f := c.Dim, c.HeadDim, c.Heads, c.KVHeads, c.FFN
-	w := &m.Weights.Layers[l]
-	buf := func(t **engine.Tensor, dt engine.DType, shape ...int) *engine.Tensor {
-		if *t == nil {
-			*t = p.take(dt, shape...)
-		}
-		return *t
-	}
-	buf(&a.h1, m.dt, n, d)
-	buf(&a.rstd1, engine.F32, n)
-	if delta == nil {
-		a.res1 = x
-		b.RMSNorm(a.h1, a.rstd1, a.res1, w.AttnNorm, c.NormEps)
-	} else {
-		buf(&a.res1, m.dt, n, d)
-		b.AddRMSNorm(a.res1, a.h1, a.rstd1, x, delta, w.AttnNorm, c.NormEps)
-	}
-	buf(&a.q, m.dt, n, nh, hd)
-	buf(&a.k, m.dt, n, ng, hd)
-	buf(&a.v, m.dt, n, ng, hd)
-	if a.lora == nil {
-		a.lora = map[string]*engine.Tensor{}
-	}
-	proj := func(name string, y, x, wt *engine.Tensor) {
-		lp := ad.pair(l, name)
-		var t *engine.Tensor
-		if lp != nil {
-			if a.lora[name] == nil {
-				a.lora[name] = p.take(m.dt, n, ad.Config.Rank)
-			}
-			t = a.lora[name]
-		}
-		linear(b, y, x, wt, lp, ad.scale(), t)
-	}
-	proj("q", a.q.Reshape(n, nh*hd), a.h1, w.Wq)
-	proj("k", a.k.Reshape(n, ng*hd), a.h1, w.Wk)
-	proj("v", a.v.Reshape(n, ng*hd), a.h1, w.Wv)
-	b.RoPE(a.q, p.pos, m.invFreq)
-	b.RoPE(a.k, p.pos, m.invFreq)
-	buf(&a.att, m.dt, n, nh, hd)
-	buf(&a.lse, engine.F32, n, nh)
-	b.Attention(a.att, a.lse, a.q, a.k, a.v, p.seqs, float32(1/math.Sqrt(float64(hd))))
-	o := buf(&a.o, m.dt, n, d)
-	proj("o", o, a.att.Reshape(n, nh*hd), w.Wo)
-	buf(&a.res2, m.dt, n, d)
-	buf(&a.h2, m.dt, n, d)
-	buf(&a.rstd2, engine.F32, n)
-	b.AddRMSNorm(a.res2, a.h2, a.rstd2, a.res1, o, w.MLPNorm, c.NormEps)
-	buf(&a.gate, m.dt, n, f)
-	buf(&a.up, m.dt, n, f)
-	buf(&a.act, m.dt, n, f)
-	proj("gate", a.gate, a.h2, w.Wgate)
-	proj("up", a.up, a.h2, w.Wup)
-	b.SwiGLU(a.act, a.gate, a.up)
-	out := buf(&a.down, m.dt, n, d)
-	proj("down", out, a.act, w.Wdown)
-	return a.res2, out
 }
 
 // Hidden returns the final normalised hidden state [N, D] (the
@@ -326,7 +239,6 @@ func (p *Pass) Backward(dLogP *engine.Tensor, g *Weights, ga *Adapter) (err erro
 		return t
 	}
 	d, hd, nh, ng, f := c.Dim, c.HeadDim, c.Heads, c.KVHeads, c.FFN
-	scale := float32(1 / math.Sqrt(float64(hd)))
 	var head, finalNorm, embed *engine.Tensor
 	if g != nil {
 		head, finalNorm, embed = g.Head, g.FinalNorm, g.Embed
@@ -345,41 +257,25 @@ func (p *Pass) Backward(dLogP *engine.Tensor, g *Weights, ga *Adapter) (err erro
 	b.Fill(dres, 0)
 	b.RMSNormBackward(dres, finalNorm, dh, p.resF, m.Weights.FinalNorm, p.rstdF)
 
-	dact, dgate, dup := take(m.dt, n, f), take(m.dt, n, f), take(m.dt, n, f)
-	datt, dq := take(m.dt, n, nh, hd), take(m.dt, n, nh, hd)
-	dk, dv := take(m.dt, n, ng, hd), take(m.dt, n, ng, hd)
-	var dt *engine.Tensor // [N, r] LoRA scratch
+	gr := &layerGrads{dres: dres, dh: dh, ga: ga,
+		dact: take(m.dt, n, f), dgate: take(m.dt, n, f), dup: take(m.dt, n, f),
+		datt: take(m.dt, n, nh, hd), dq: take(m.dt, n, nh, hd),
+		dk: take(m.dt, n, ng, hd), dv: take(m.dt, n, ng, hd)}
 	if p.ad != nil {
-		dt = take(m.dt, n, p.ad.Config.Rank)
+		gr.dt = take(m.dt, n, p.ad.Config.Rank)
 	}
 	for l := c.Layers - 1; l >= 0; l-- {
-		w, a := &m.Weights.Layers[l], &p.layers[l]
+		a := &p.layers[l]
 		if m.Recompute {
 			p.layerForward(l, p.scratch, a.res1, nil)
 			a = p.scratch
 		}
-		var gl Layer // all nil: a frozen base
+		gr.g = nil // a frozen base
 		if g != nil {
-			gl = g.Layers[l]
+			gr.g = &g.Layers[l]
 		}
-		back := func(name string, dx *engine.Tensor, accumulate bool, dy, x, wt, gwt *engine.Tensor) {
-			linearBackward(b, dx, accumulate, dy, x, wt, gwt, p.ad.pair(l, name), ga.pair(l, name), p.ad.scale(), a.lora[name], dt)
-		}
-		// MLP: down(silu(gate(h2)) ⊙ up(h2)), its output added to res2.
-		back("down", dact, false, dres, a.act, w.Wdown, gl.Wdown)
-		b.SwiGLUBackward(dgate, dup, dact, a.gate, a.up)
-		back("gate", dh, false, dgate, a.h2, w.Wgate, gl.Wgate)
-		back("up", dh, true, dup, a.h2, w.Wup, gl.Wup)
-		b.RMSNormBackward(dres, gl.MLPNorm, dh, a.res2, w.MLPNorm, a.rstd2)
-		// Attention: o(att(rope(q(h1)), rope(k(h1)), v(h1))), added to res1.
-		back("o", datt.Reshape(n, nh*hd), false, dres, a.att.Reshape(n, nh*hd), w.Wo, gl.Wo)
-		b.AttentionBackward(dq, dk, dv, datt, a.att, a.lse, a.q, a.k, a.v, p.seqs, scale)
-		b.RoPEBackward(dq, p.pos, m.invFreq)
-		b.RoPEBackward(dk, p.pos, m.invFreq)
-		back("q", dh, false, dq.Reshape(n, nh*hd), a.h1, w.Wq, gl.Wq)
-		back("k", dh, true, dk.Reshape(n, ng*hd), a.h1, w.Wk, gl.Wk)
-		back("v", dh, true, dv.Reshape(n, ng*hd), a.h1, w.Wv, gl.Wv)
-		b.RMSNormBackward(dres, gl.AttnNorm, dh, a.res1, w.AttnNorm, a.rstd1)
+		p.mlpBackward(l, a, gr)
+		p.attentionBackward(l, a, gr, p.seqs)
 	}
 	if embed != nil {
 		b.EmbeddingBackward(embed, dres, p.ids)

@@ -109,7 +109,13 @@ func TestTrainingLowersLoss(t *testing.T) {
 		p.Release()
 		grads := map[string]*engine.Tensor{}
 		g.Each(func(name string, t *engine.Tensor) { grads[name] = t })
-		m.Weights.Each(func(name string, w *engine.Tensor) { b.AXPY(w, -0.05, grads[name]) })
+		m.Weights.Each(func(name string, w *engine.Tensor) { // w −= 0.05·g, on the host
+			wv, gv := engine.ToF32(b, w), engine.ToF32(b, grads[name])
+			for i := range wv {
+				wv[i] -= 0.05 * gv[i]
+			}
+			engine.SetF32(b, w, wv)
+		})
 	}
 	last := loss(t, m, bt, nil)
 	if !(last < 0.5*first) {

@@ -31,21 +31,14 @@ type Weights struct {
 	Head      *engine.Tensor // [V, D]; the same tensor as Embed when tied
 }
 
-// each calls fn on every parameter with its Hugging Face name.
+// each calls fn on every parameter with its Hugging Face name, each layer's
+// in layerParams' order.
 func (w *Weights) each(fn func(name string, t **engine.Tensor)) {
 	fn("model.embed_tokens.weight", &w.Embed)
 	for i := range w.Layers {
-		l := &w.Layers[i]
-		p := fmt.Sprintf("model.layers.%d.", i)
-		fn(p+"input_layernorm.weight", &l.AttnNorm)
-		fn(p+"self_attn.q_proj.weight", &l.Wq)
-		fn(p+"self_attn.k_proj.weight", &l.Wk)
-		fn(p+"self_attn.v_proj.weight", &l.Wv)
-		fn(p+"self_attn.o_proj.weight", &l.Wo)
-		fn(p+"post_attention_layernorm.weight", &l.MLPNorm)
-		fn(p+"mlp.gate_proj.weight", &l.Wgate)
-		fn(p+"mlp.up_proj.weight", &l.Wup)
-		fn(p+"mlp.down_proj.weight", &l.Wdown)
+		for _, p := range layerParams {
+			fn(fmt.Sprintf("model.layers.%d.%s.weight", i, p.hf), p.field(&w.Layers[i]))
+		}
 	}
 	fn("model.norm.weight", &w.FinalNorm)
 	fn("lm_head.weight", &w.Head)
@@ -71,27 +64,22 @@ type extent struct {
 // extents returns the dimensions of c's parameter of Hugging Face name
 // name, with the fields behind each as n spells them.
 func (c Config) extents(name string, n fieldNames) []extent {
-	d := extent{c.Dim, n.Dim}
-	q := extent{c.Heads * c.HeadDim, n.Heads + "×" + n.HeadDim}
-	kv := extent{c.KVHeads * c.HeadDim, n.KVHeads + "×" + n.HeadDim}
-	f := extent{c.FFN, n.FFN}
-	switch {
-	case name == "model.embed_tokens.weight" || name == "lm_head.weight":
+	d := c.extent(widthD, n)
+	switch name {
+	case "model.embed_tokens.weight", "lm_head.weight":
 		return []extent{{c.Vocab, n.Vocab}, d}
-	case strings.HasSuffix(name, "norm.weight"):
+	case "model.norm.weight":
 		return []extent{d}
-	case strings.HasSuffix(name, "q_proj.weight"):
-		return []extent{q, d}
-	case strings.HasSuffix(name, "k_proj.weight"), strings.HasSuffix(name, "v_proj.weight"):
-		return []extent{kv, d}
-	case strings.HasSuffix(name, "o_proj.weight"):
-		return []extent{d, q}
-	case strings.HasSuffix(name, "gate_proj.weight"), strings.HasSuffix(name, "up_proj.weight"):
-		return []extent{f, d}
-	case strings.HasSuffix(name, "down_proj.weight"):
-		return []extent{d, f}
 	}
-	panic(fmt.Sprintf("llama: no parameter named %q", name))
+	p, ok := layerParamOf(name)
+	if !ok {
+		panic(fmt.Sprintf("llama: no parameter named %q", name))
+	}
+	ext := make([]extent, len(p.shape))
+	for i, w := range p.shape {
+		ext[i] = c.extent(w, n)
+	}
+	return ext
 }
 
 // allocWeights allocates zeroed weights of dtype dt for c on b.

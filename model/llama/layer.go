@@ -1,0 +1,214 @@
+package llama
+
+import (
+	"math"
+
+	"github.com/turnwise/turnwise/engine"
+)
+
+// A transformer block, written once for training and generation. Its two
+// halves and their backwards, in the notation of the comments below (per
+// token, · a matrix product, ⊙ element-wise):
+//
+//	attention:  res1 = x + δ           δ: the previous layer's MLP output (none before layer 0)
+//	            h1   = rmsnorm(res1)·w_attn_norm
+//	            q, k, v = h1·Wqᵀ, h1·Wkᵀ, h1·Wvᵀ
+//	            q, k = rope(q), rope(k)
+//	            [the KV-cache hook: where attention finds its keys and values]
+//	            att  = softmax(q·kᵀ/√Dh)·v   (causal, grouped-query)
+//	            o    = att·Woᵀ
+//	MLP:        res2 = res1 + o
+//	            h2   = rmsnorm(res2)·w_mlp_norm
+//	            down = (silu(h2·Wgateᵀ) ⊙ h2·Wupᵀ)·Wdownᵀ
+//
+// The layer's output res2 + down is never formed: the next layer's
+// attention norm (or the final norm) adds down to res2 as it normalises. A
+// projection y = x·Wᵀ is linear (linear.go), which adds the LoRA term of an
+// adapted projection.
+
+// layerActs are one layer's activations: what its backward reads. Training
+// keeps one set per layer (or one shared set, recomputed, with
+// Model.Recompute); generation runs every layer in one set whose buffers
+// alias where generation needs no copy (res1 = res2, h1 = h2, o = down).
+type layerActs struct {
+	res1, h1 *engine.Tensor            // [N, D] residual stream in, its attention norm
+	rstd1    *engine.Tensor            // [N] f32
+	q        *engine.Tensor            // [N, H, Dh] after RoPE
+	k, v     *engine.Tensor            // [N, G, Dh] (k after RoPE)
+	att      *engine.Tensor            // [N, H, Dh] attention output
+	lse      *engine.Tensor            // [N, H] f32
+	o        *engine.Tensor            // [N, D] attention output projected
+	res2, h2 *engine.Tensor            // [N, D] residual after attention, its MLP norm
+	rstd2    *engine.Tensor            // [N] f32
+	gate, up *engine.Tensor            // [N, F] projections before SwiGLU
+	act      *engine.Tensor            // [N, F] SwiGLU output
+	down     *engine.Tensor            // [N, D] MLP output
+	lora     map[string]*engine.Tensor // [N, r] x·Aᵀ of each adapted projection
+}
+
+// layerRun is what the layers of one pass share: the model, the adapter,
+// the tokens, and where attention finds its keys and values.
+type layerRun struct {
+	m   *Model
+	ad  *Adapter       // nil: the base model alone
+	n   int            // tokens
+	pos *engine.Tensor // [N] i32 position of each token in its sequence
+	// kv is the KV-cache hook, called between RoPE and attention with layer
+	// l's new keys and values k, v [N, G, Dh]: it returns the keys and
+	// values attention reads and the sequence table [B, 4] i32 that
+	// indexes them (see engine.Backend.Attention). Training attends to k
+	// and v themselves; generation stores them in its cache and attends to
+	// the cache.
+	kv func(l int, k, v *engine.Tensor) (keys, values, seqs *engine.Tensor)
+	// take allocates a buffer from the model's pool, held for the pass.
+	take func(engine.DType, ...int) *engine.Tensor
+}
+
+// buf returns *t, first allocating it from the pass's pool when nil.
+func (r *layerRun) buf(t **engine.Tensor, dt engine.DType, shape ...int) *engine.Tensor {
+	if *t == nil {
+		*t = r.take(dt, shape...)
+	}
+	return *t
+}
+
+// proj computes y = x·Wᵀ for layer l's projection name, adding the
+// adapter's term when it adapts that projection; a.lora keeps x·Aᵀ.
+func (r *layerRun) proj(l int, a *layerActs, name string, y, x *engine.Tensor) {
+	lp := r.ad.pair(l, name)
+	var t *engine.Tensor
+	if lp != nil {
+		if a.lora == nil {
+			a.lora = map[string]*engine.Tensor{}
+		}
+		if a.lora[name] == nil {
+			a.lora[name] = r.take(r.m.dt, r.n, r.ad.Config.Rank)
+		}
+		t = a.lora[name]
+	}
+	linear(r.m.b, y, x, r.m.Weights.Layers[l].proj(name), lp, r.ad.scale(), t)
+}
+
+// attentionForward is layer l's attention half, from the residual stream x
+// and δ (nil before layer 0), into a.
+func (r *layerRun) attentionForward(l int, a *layerActs, x, delta *engine.Tensor) {
+	m, b, n := r.m, r.m.b, r.n
+	c, w := m.Config, &m.Weights.Layers[l]
+	d, hd, nh, ng := c.Dim, c.HeadDim, c.Heads, c.KVHeads
+	r.buf(&a.h1, m.dt, n, d)
+	r.buf(&a.rstd1, engine.F32, n)
+	if delta == nil {
+		a.res1 = x
+		b.RMSNorm(a.h1, a.rstd1, a.res1, w.AttnNorm, c.NormEps)
+	} else {
+		r.buf(&a.res1, m.dt, n, d)
+		b.AddRMSNorm(a.res1, a.h1, a.rstd1, x, delta, w.AttnNorm, c.NormEps)
+	}
+	r.buf(&a.q, m.dt, n, nh, hd)
+	r.buf(&a.k, m.dt, n, ng, hd)
+	r.buf(&a.v, m.dt, n, ng, hd)
+	r.proj(l, a, "q", a.q.Reshape(n, nh*hd), a.h1)
+	r.proj(l, a, "k", a.k.Reshape(n, ng*hd), a.h1)
+	r.proj(l, a, "v", a.v.Reshape(n, ng*hd), a.h1)
+	b.RoPE(a.q, r.pos, m.invFreq)
+	b.RoPE(a.k, r.pos, m.invFreq)
+	keys, values, seqs := r.kv(l, a.k, a.v)
+	r.buf(&a.att, m.dt, n, nh, hd)
+	r.buf(&a.lse, engine.F32, n, nh)
+	b.Attention(a.att, a.lse, a.q, keys, values, seqs, attentionScale(hd))
+	r.buf(&a.o, m.dt, n, d)
+	r.proj(l, a, "o", a.o, a.att.Reshape(n, nh*hd))
+}
+
+// mlpForward is layer l's MLP half, after attentionForward filled a.
+func (r *layerRun) mlpForward(l int, a *layerActs) {
+	m, b, n := r.m, r.m.b, r.n
+	c, w := m.Config, &m.Weights.Layers[l]
+	r.buf(&a.res2, m.dt, n, c.Dim)
+	r.buf(&a.h2, m.dt, n, c.Dim)
+	r.buf(&a.rstd2, engine.F32, n)
+	b.AddRMSNorm(a.res2, a.h2, a.rstd2, a.res1, a.o, w.MLPNorm, c.NormEps)
+	r.buf(&a.gate, m.dt, n, c.FFN)
+	r.buf(&a.up, m.dt, n, c.FFN)
+	r.buf(&a.act, m.dt, n, c.FFN)
+	r.proj(l, a, "gate", a.gate, a.h2)
+	r.proj(l, a, "up", a.up, a.h2)
+	b.SwiGLU(a.act, a.gate, a.up)
+	r.buf(&a.down, m.dt, n, c.Dim)
+	r.proj(l, a, "down", a.down, a.act)
+}
+
+// layerForward runs layer l on the residual stream x plus δ (nil before
+// layer 0), filling a — allocating any buffer a lacks — and returns the
+// stream after attention (res2) and the MLP's output, which the next layer
+// adds.
+func (r *layerRun) layerForward(l int, a *layerActs, x, delta *engine.Tensor) (res2, down *engine.Tensor) {
+	r.attentionForward(l, a, x, delta)
+	r.mlpForward(l, a)
+	return a.res2, a.down
+}
+
+// attentionScale is 1/√Dh, the scale of the attention scores.
+func attentionScale(headDim int) float32 { return float32(1 / math.Sqrt(float64(headDim))) }
+
+// layerGrads are the backward's buffers for one layer's activation
+// gradients, reused by every layer.
+type layerGrads struct {
+	dres       *engine.Tensor // [N, D] the residual stream's gradient, carried down the layers
+	dh         *engine.Tensor // [N, D] a norm's output gradient (h1 or h2)
+	dact       *engine.Tensor // [N, F]
+	dgate, dup *engine.Tensor // [N, F]
+	datt, dq   *engine.Tensor // [N, H, Dh]
+	dk, dv     *engine.Tensor // [N, G, Dh]
+	dt         *engine.Tensor // [N, r] LoRA scratch (nil without an adapter)
+	g          *Layer         // the layer's weight gradients (nil: a frozen base)
+	ga         *Adapter       // adapter gradients (nil: a frozen adapter, or none)
+}
+
+// projBackward is proj's backward for layer l's projection name, given
+// dy: dx = dy·W (+ the adapter's term), added to dx when accumulate, and
+// the weight and adapter gradients accumulated.
+func (r *layerRun) projBackward(l int, a *layerActs, gr *layerGrads, name string, dx *engine.Tensor, accumulate bool, dy, x *engine.Tensor) {
+	var gw *engine.Tensor
+	if gr.g != nil {
+		gw = gr.g.proj(name)
+	}
+	linearBackward(r.m.b, dx, accumulate, dy, x, r.m.Weights.Layers[l].proj(name), gw,
+		r.ad.pair(l, name), gr.ga.pair(l, name), r.ad.scale(), a.lora[name], gr.dt)
+}
+
+// mlpBackward mirrors mlpForward: from gr.dres, the gradient of res2 + down,
+// it adds the MLP's contribution to gr.dres, which becomes res2's gradient.
+func (r *layerRun) mlpBackward(l int, a *layerActs, gr *layerGrads) {
+	b, w := r.m.b, &r.m.Weights.Layers[l]
+	var gNorm *engine.Tensor
+	if gr.g != nil {
+		gNorm = gr.g.MLPNorm
+	}
+	r.projBackward(l, a, gr, "down", gr.dact, false, gr.dres, a.act)
+	b.SwiGLUBackward(gr.dgate, gr.dup, gr.dact, a.gate, a.up)
+	r.projBackward(l, a, gr, "gate", gr.dh, false, gr.dgate, a.h2)
+	r.projBackward(l, a, gr, "up", gr.dh, true, gr.dup, a.h2)
+	b.RMSNormBackward(gr.dres, gNorm, gr.dh, a.res2, w.MLPNorm, a.rstd2)
+}
+
+// attentionBackward mirrors attentionForward: from gr.dres, the gradient of
+// res2 = res1 + o, it adds attention's contribution, leaving res1's
+// gradient (the previous layer's output's) in gr.dres.
+func (r *layerRun) attentionBackward(l int, a *layerActs, gr *layerGrads, seqs *engine.Tensor) {
+	m, b, n := r.m, r.m.b, r.n
+	c, w := m.Config, &m.Weights.Layers[l]
+	nh, ng, hd := c.Heads, c.KVHeads, c.HeadDim
+	var gNorm *engine.Tensor
+	if gr.g != nil {
+		gNorm = gr.g.AttnNorm
+	}
+	r.projBackward(l, a, gr, "o", gr.datt.Reshape(n, nh*hd), false, gr.dres, a.att.Reshape(n, nh*hd))
+	b.AttentionBackward(gr.dq, gr.dk, gr.dv, gr.datt, a.att, a.lse, a.q, a.k, a.v, seqs, attentionScale(hd))
+	b.RoPEBackward(gr.dq, r.pos, m.invFreq)
+	b.RoPEBackward(gr.dk, r.pos, m.invFreq)
+	r.projBackward(l, a, gr, "q", gr.dh, false, gr.dq.Reshape(n, nh*hd), a.h1)
+	r.projBackward(l, a, gr, "k", gr.dh, true, gr.dk.Reshape(n, ng*hd), a.h1)
+	r.projBackward(l, a, gr, "v", gr.dh, true, gr.dv.Reshape(n, ng*hd), a.h1)
+	b.RMSNormBackward(gr.dres, gNorm, gr.dh, a.res1, w.AttnNorm, a.rstd1)
+}
