@@ -175,7 +175,7 @@ func runDemo(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	}
 
 	// 3. The critic.
-	cpairs, err := rl.CriticPairs(tok, trajs)
+	cpairs, err := rl.CriticPairs(tok, proto.System, trajs, rl.ScoreTurn)
 	if err != nil {
 		return err
 	}
@@ -340,7 +340,10 @@ func criticCheck(ctx context.Context, c rl.Critic, pol *rl.Sampler, tasks []swee
 		}
 	}
 	n := float64(len(tasks))
-	how := "critic's mean log-prob − policy's"
+	how := "critic's mean log-prob − its frozen reference's"
+	if c.Baseline == rl.BaselinePolicy {
+		how = "critic's mean log-prob − policy's"
+	}
 	if c.Head != nil {
 		how = "the value head's value"
 	}

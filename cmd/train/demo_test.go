@@ -74,7 +74,7 @@ func TestCriticCheck(t *testing.T) {
 	for _, c := range []struct {
 		critic rl.Critic
 		how    string
-	}{{rl.Critic{Model: m}, "critic's mean log-prob − policy's"}, {rl.Critic{Model: m, Head: head}, "the value head's value"}} {
+	}{{rl.Critic{Model: m, Baseline: rl.BaselinePolicy}, "critic's mean log-prob − policy's"}, {rl.Critic{Model: m, Head: head}, "the value head's value"}} {
 		var out strings.Builder
 		if err := criticCheck(context.Background(), c.critic, pol, demotask.Tasks(3, 4), &out); err != nil {
 			t.Fatal(err)
