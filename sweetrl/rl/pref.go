@@ -40,6 +40,9 @@ type PrefOptions struct {
 	Seed         uint64    // shuffles the pairs each epoch
 	Progress     io.Writer // progress lines (nil: none)
 	Label        string    // what the progress line calls a step
+	// AfterEpoch, when set, is called after each epoch (1, 2, …) with the
+	// statistics so far: to validate, and keep the best epoch's weights.
+	AfterEpoch func(epoch int, st PrefStats) error
 }
 
 // PrefStats summarise a preference run.
@@ -144,6 +147,11 @@ func pairLoop(pairs []PrefPair, opt *optim.AdamW, o PrefOptions, stream uint64,
 			st.FirstLoss, st.FirstAcc = lossSum/n, accSum/n
 		}
 		st.LastLoss, st.LastAcc = lossSum/n, accSum/n
+		if o.AfterEpoch != nil {
+			if err := o.AfterEpoch(ep+1, st); err != nil {
+				return st, err
+			}
+		}
 	}
 	return st, nil
 }
