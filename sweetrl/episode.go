@@ -42,13 +42,28 @@ When you are confident you know what is wanted, write "I WANT TO ANSWER:" follow
 	`whole reply is taken as the answer.`
 
 // VisibleReply returns the part of an agent reply the human sees: the text
-// after the first OutputMarker, or the whole text when the marker is absent.
-// The text is returned as it is, without trimming.
+// between the first OutputMarker and the next one (or the end), or the whole
+// text when the marker is absent — the reference's
+// response.split("OUTPUT:")[1]. The text is returned as it is, without
+// trimming.
 func VisibleReply(agentText string) string {
 	if _, after, ok := strings.Cut(agentText, OutputMarker); ok {
-		return after
+		visible, _, _ := strings.Cut(after, OutputMarker)
+		return visible
 	}
 	return agentText
+}
+
+// RawReply returns the agent reply as the reference records it in a turn's
+// "output": the text up to a second OutputMarker, if any (the reference
+// drops everything from the second marker on).
+func RawReply(agentText string) string {
+	before, after, ok := strings.Cut(agentText, OutputMarker)
+	if !ok {
+		return agentText
+	}
+	visible, _, _ := strings.Cut(after, OutputMarker)
+	return before + OutputMarker + visible
 }
 
 // Answer returns the final answer an agent reply gives: the text after the
@@ -174,9 +189,11 @@ func (e *Episode) NeedsHuman() bool {
 func (e *Episode) Answer() string { return e.answer }
 
 // AgentTurn records the agent's reply output to the prompt text input. The
-// reply's visible part becomes the assistant turn's content. The episode
-// ends when the reply contains AnswerMarker or when it is the protocol's
-// last agent turn; done reports which. It is an error to call
+// reply's visible part becomes the assistant turn's content, and the reply up
+// to a second OutputMarker its output (RawReply). As in the reference, the
+// episode ends when the visible part contains AnswerMarker (the answer is
+// what follows it) or when it is the protocol's last agent turn (the answer
+// is then the whole visible part); done reports which. It is an error to call
 // AgentTurn when the episode is over or the human is to speak.
 func (e *Episode) AgentTurn(input, output string) (done bool, err error) {
 	if e.done {
@@ -186,16 +203,17 @@ func (e *Episode) AgentTurn(input, output string) (done bool, err error) {
 		return false, fmt.Errorf("agent turn %d: the human is to speak first", e.agentTurns+1)
 	}
 	e.agentTurns++
+	visible := VisibleReply(output)
 	e.history = append(e.history, Turn{
 		Role:    RoleAssistant,
-		Content: VisibleReply(output),
+		Content: visible,
 		Input:   input,
-		Output:  output,
+		Output:  RawReply(output),
 	})
-	if ans, ok := Answer(output); ok {
+	if ans, ok := Answer(visible); ok {
 		e.done, e.answer = true, ans
 	} else if e.agentTurns >= e.proto.MaxTurns {
-		e.done, e.answer = true, output
+		e.done, e.answer = true, visible
 	}
 	return e.done, nil
 }

@@ -18,7 +18,7 @@ func TestVisibleReply(t *testing.T) {
 		{"", ""},
 		{"thought OUTPUT: hello", " hello"},
 		{"OUTPUT:hello", "hello"},
-		{"a OUTPUT: b OUTPUT: c", " b OUTPUT: c"},
+		{"a OUTPUT: b OUTPUT: c", " b "},
 		{"output: lower case is not the marker", "output: lower case is not the marker"},
 		{"OUTPUT:", ""},
 		{"x OUTPUT: I WANT TO ANSWER: def f(): pass", " I WANT TO ANSWER: def f(): pass"},
@@ -153,7 +153,8 @@ func TestEpisodeTurnLimit(t *testing.T) {
 		{"answers at once", 1, 1, "def f(x): return 1"},
 		{"answers on turn 9", 9, 9, "def f(x): return 9"},
 		{"answers on turn 10", 10, 10, "def f(x): return 10"},
-		{"never answers", 0, MaxAgentTurns, "reply 10 OUTPUT: still asking"},
+		// The 10th reply's visible part is the answer, as in the reference.
+		{"never answers", 0, MaxAgentTurns, " still asking"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -180,6 +181,32 @@ func TestEpisodeTurnLimit(t *testing.T) {
 			}
 			if got, want := len(e.History()), 2*tc.wantTurns; got != want {
 				t.Errorf("history has %d turns, want %d", got, want)
+			}
+		})
+	}
+}
+
+// The end-of-episode marker counts only in the visible part of a reply, and
+// a reply is recorded up to a second OUTPUT: marker, as the reference does.
+func TestEpisodeReadsVisiblePart(t *testing.T) {
+	tests := []struct {
+		name, out, wantOutput, wantAnswer string
+		wantDone                          bool
+	}{
+		{"marker in the hidden thought", "I WANT TO ANSWER: soon OUTPUT: which inputs?", "I WANT TO ANSWER: soon OUTPUT: which inputs?", "", false},
+		{"marker in the visible part", "ready OUTPUT: I WANT TO ANSWER: def f(): pass", "ready OUTPUT: I WANT TO ANSWER: def f(): pass", "def f(): pass", true},
+		{"second OUTPUT: dropped", "a OUTPUT: I WANT TO ANSWER: x OUTPUT: y", "a OUTPUT: I WANT TO ANSWER: x ", "x", true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			e := NewEpisode(testTask)
+			done, err := e.AgentTurn("p", tc.out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			h := e.History()
+			if done != tc.wantDone || e.Answer() != tc.wantAnswer || h[1].Output != tc.wantOutput || h[1].Content != VisibleReply(tc.out) {
+				t.Errorf("done %v answer %q output %q content %q; want %v %q %q", done, e.Answer(), h[1].Output, h[1].Content, tc.wantDone, tc.wantAnswer, tc.wantOutput)
 			}
 		})
 	}

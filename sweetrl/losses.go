@@ -105,8 +105,9 @@ func ActorPairs(advantages []float64, n int, r *rand.Rand) []Pair {
 
 // TurnAdvantage is SWEET-RL's advantage of a candidate action: the critic's
 // mean log-probability of it (with the ground truth in its prompt and the
-// dialogue so far) minus the sampling policy's mean log-probability of it
-// (without the ground truth).
+// dialogue so far) minus a baseline's mean log-probability of it — the
+// sampling policy's without the ground truth in the released code, the
+// critic's frozen reference's with it in the paper (Eq. 3).
 func TurnAdvantage(criticMeanLogP, policyMeanLogP float64) float64 {
 	return criticMeanLogP - policyMeanLogP
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -11,82 +10,79 @@ import (
 	"github.com/turnwise/turnwise/engine"
 	"github.com/turnwise/turnwise/engine/cpu"
 	"github.com/turnwise/turnwise/model/llama"
-	"github.com/turnwise/turnwise/sweetrl/demotask"
-	"github.com/turnwise/turnwise/sweetrl/rl"
-	"github.com/turnwise/turnwise/tokenizer"
+	"github.com/turnwise/turnwise/sweetrl/pipeline"
 )
 
-// TestDemoMiniature runs the whole demo at a miniature scale: every phase
+var miniDemo = []string{"--threads", "2", "--sft-tasks", "40", "--sft-steps", "4", "--rl-tasks", "5", "--val-tasks", "2",
+	"--k", "2", "--test-tasks", "3", "--eval-seeds", "1", "--val-seeds", "1", "--check-tasks", "2", "--candidates", "2",
+	"--data-fraction", "0.5", "--critic-epochs", "1"}
+
+// TestDemoMiniature runs the demo command at a miniature scale: every phase
 // runs or says why it was skipped, the table has a row per method and
-// results.json holds them.
+// results.json holds them; bad flags are refused.
 func TestDemoMiniature(t *testing.T) {
 	dir := t.TempDir()
-	out, err := runCmd(t, runDemo, "", "--out", dir, "--threads", "2", "--sft-tasks", "40", "--sft-steps", "4",
-		"--rl-tasks", "3", "--k", "2", "--test-tasks", "3", "--eval-seeds", "1", "--candidates", "2", "--data-fraction", "0.5")
+	out, err := runCmd(t, runDemo, "", append([]string{"--out", dir}, miniDemo...)...)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
-	for _, want := range []string{"[1/8", "[8/8", "supervised start: 40 scripted dialogues", "rollouts: 6 episodes (3 tasks × 2)",
-		"SFT start", "rejection fine-tuning", "multi-turn DPO", "SWEET-RL", "95% confidence intervals over 3 tasks"} {
+	for _, want := range []string{"[1 ", "supervised start: 40 scripted dialogues of the keys family", "rollouts: 10 episodes (5 tasks × 2)",
+		"validation split: 2 of the 5 RL tasks", "SFT start", "rejection fine-tuning", "multi-turn DPO", "SWEET-RL (paper's score)",
+		"95% confidence intervals over 3 tasks"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
 	}
-	raw, err := os.ReadFile(filepath.Join(dir, "results.json"))
-	if err != nil {
-		t.Fatal(err)
+	var res pipeline.Result
+	if err := json.Unmarshal(mustRead(t, filepath.Join(dir, "results.json")), &res); err != nil || len(res.Rows) != 4 {
+		t.Fatalf("results.json: %d rows, %v", len(res.Rows), err)
 	}
-	var res []demoResult
-	if err := json.Unmarshal(raw, &res); err != nil || len(res) != 4 {
-		t.Fatalf("results.json: %d rows, %v\n%s", len(res), err, raw)
-	}
-	for _, r := range res {
-		if (r.Summary == nil) == (r.Skipped == "") {
-			t.Errorf("%s: want either a summary or a reason it was skipped: %+v", r.Method, r)
-		}
-		if r.Summary != nil && r.Summary.Episodes != 3 {
-			t.Errorf("%s: %d episodes, want 3", r.Method, r.Summary.Episodes)
-		}
-	}
-	if res[0].Summary == nil {
+	if res.Rows[0].Summary == nil {
 		t.Error("the SFT start is always evaluated")
 	}
-	if _, err := runCmd(t, runDemo, "", "--out", dir, "--critic-head", "nope"); err == nil || !strings.Contains(err.Error(), "nope") {
-		t.Errorf("--critic-head nope: %v", err)
-	}
-	for _, f := range []string{"sft/config.json", "sft/model.safetensors", "rollouts.jsonl.zst", "eval-0.jsonl.zst"} {
+	for _, f := range []string{"sft/config.json", "sft/model.safetensors", "rollouts.jsonl.zst", "eval-0.jsonl.zst", "stages.json"} {
 		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
 			t.Errorf("the demo did not write %s: %v", f, err)
 		}
 	}
+	for _, bad := range [][]string{{"--critic-score", "nope"}, {"--advantage-baseline", "nope"}, {"--nll-scope", "nope"}, {"--family", "nope"}} {
+		if _, err := runCmd(t, runDemo, "", append([]string{"--out", dir}, bad...)...); err == nil || !strings.Contains(err.Error(), "nope") {
+			t.Errorf("%v: %v", bad, err)
+		}
+	}
+
+	// train critic-check on any critic over the run's model.
+	m, err := llama.LoadHF(cpu.New(cpu.Options{Threads: 1}), filepath.Join(dir, "sft"), engine.F32)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ad, err := newLoRA(m, 2, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	critic := filepath.Join(t.TempDir(), "critic")
+	if err := m.SavePEFT(ad, critic); err != nil {
+		t.Fatal(err)
+	}
+	for _, bl := range []string{"reference", "policy"} {
+		out, err = runCmd(t, runCriticCheck, "", "--from", dir, "--critic", critic, "--test-tasks", "3", "--tasks", "2", "--advantage-baseline", bl)
+		if err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+		if !strings.Contains(out, "critic check on 2 held-out keys tasks") || strings.Count(out, "% of tasks") != 3 {
+			t.Errorf("critic-check output:\n%s", out)
+		}
+	}
+	if _, err := runCmd(t, runCriticCheck, "", "--from", t.TempDir()); err == nil || !strings.Contains(err.Error(), "stages.json") {
+		t.Errorf("critic-check of a directory with no run: %v", err)
+	}
 }
 
-func TestCriticCheck(t *testing.T) {
-	m, err := llama.NewRandom(cpu.New(cpu.Options{Threads: 1}), builtinConfig, engine.F32, 0.02, 1)
+func mustRead(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	head, err := rl.NewValueHead(m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pol := &rl.Sampler{Model: m, Tok: tokenizer.Bytes{}}
-	for _, c := range []struct {
-		critic rl.Critic
-		how    string
-	}{{rl.Critic{Model: m}, "critic's mean log-prob − policy's"}, {rl.Critic{Model: m, Head: head}, "the value head's value"}} {
-		var out strings.Builder
-		if err := criticCheck(context.Background(), c.critic, pol, demotask.Tasks(3, 4), &out); err != nil {
-			t.Fatal(err)
-		}
-		got := out.String()
-		for _, want := range []string{"critic check on 3 held-out tasks", c.how, "ask a key over answering", "answer right over asking again", "answer right over a wrong answer"} {
-			if !strings.Contains(got, want) {
-				t.Errorf("output lacks %q:\n%s", want, got)
-			}
-		}
-		if strings.Count(got, "% of tasks") != 3 {
-			t.Errorf("want three checks:\n%s", got)
-		}
-	}
+	return b
 }

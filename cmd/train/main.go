@@ -30,6 +30,7 @@ func commands() map[string]command {
 	return map[string]command{
 		"bench":         {"benchmark every op, a LoRA training step and generation; report against peers; gate on kernel regressions", runBench},
 		"actor":         {"SWEET-RL actor: turn-wise DPO on best-of-N candidates ranked by the critic's advantage", runActor},
+		"critic-check":  {"print the critic check of a critic over a train demo run's model, on its family's held-out tasks", runCriticCheck},
 		"critic":        {"SWEET-RL critic: Bradley–Terry on trajectory pairs, with the ground truth in its prompt", runCritic},
 		"demo":          {"the whole SWEET-RL pipeline on a built-in task family, with a table of held-out success", runDemo},
 		"eval":          {"play held-out tasks and report pass rate and success with 95% confidence intervals", runEval},

@@ -309,14 +309,19 @@ func runCritic(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	j := newTrajJob("critic", stderr, 4, -1, "scored trajectories (train rollout)",
 		"directory for the critic (a PEFT adapter, or a Hugging Face checkpoint with --full)")
 	head := j.fs.String("head", "logprob", "logprob: the reference's critic, mean log-probability of the agent's turns against a frozen reference; scalar: the value-head ablation, a scalar head on the last hidden state")
+	scoreFlag := j.fs.String("critic-score", "turn", "turn: the paper's score (Eq. 2–3), the sum over agent turns of each turn's mean log-ratio; trajectory: the released code's, one mean over all agent tokens")
 	if err := j.load(args, stdout); err != nil {
 		return err
 	}
 	if *head != "logprob" && *head != "scalar" {
 		return fmt.Errorf("--head %q: want logprob or scalar", *head)
 	}
+	kind, err := rl.ParseCriticScore(*scoreFlag)
+	if err != nil {
+		return fmt.Errorf("--critic-score: %w", err)
+	}
 	m, ad, tf, pf, path, out := j.m, j.ad, j.tf, j.pf, j.path, j.out
-	pairs, err := rl.CriticPairs(j.tok, j.trajs)
+	pairs, err := rl.CriticPairs(j.tok, j.proto.System, j.trajs, kind)
 	if err != nil {
 		return fmt.Errorf("%s: %w", *path, err)
 	}
@@ -325,7 +330,7 @@ func runCritic(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "critic (%s head): Bradley–Terry on %d trajectory pairs, %s\n", *head, len(pairs), what(critic, tf))
+	fmt.Fprintf(stdout, "critic (%s head, %s score): Bradley–Terry on %d trajectory pairs, %s\n", *head, kind, len(pairs), what(critic, tf))
 	var st rl.PrefStats
 	var v *rl.ValueHead
 	if *head == "scalar" {
@@ -368,21 +373,32 @@ func runActor(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	fraction := fs.Float64("data-fraction", 0.1, "fraction of the agent turns used (the reference: 10%)")
 	temp := fs.Float32("temperature", 1, "sampling temperature of the candidates")
 	maxNew := fs.Int("max-new", 1024, "tokens per candidate at most")
+	baseline := fs.String("advantage-baseline", "reference", "what a candidate's critic score is compared with: reference (the paper's Eq. 3: the critic's frozen reference, with the ground truth) or policy (the released code: the sampling policy, without it)")
+	nllScope := fs.String("nll-scope", "sequence", "the NLL term's tokens: sequence (the reference: the whole chosen sequence, context included) or reply")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if (*criticAd == "") == (*criticHF == "") {
 		return errors.New("name the critic with exactly one of --critic DIR and --critic-hf DIR")
 	}
+	bl, err := rl.ParseAdvantageBaseline(*baseline)
+	if err != nil {
+		return fmt.Errorf("--advantage-baseline: %w", err)
+	}
+	seqNLL, err := parseNLLScope(*nllScope)
+	if err != nil {
+		return err
+	}
 	if err := j.load(nil, stdout); err != nil {
 		return err
 	}
 	m, ad, tok, tf, pf, proto, trajs, out := j.m, j.ad, j.tok, j.tf, j.pf, j.proto, j.trajs, j.out
-	var err error
 	if *maxNew, err = fitMaxNew(m.Config, 0, *maxNew, stdout); err != nil {
 		return err
 	}
-	critic := rl.Critic{Model: m}
+	// The critic was trained over the policy's base model: that base, with
+	// the policy's adapter if any, is its frozen reference.
+	critic := rl.Critic{Model: m, Baseline: bl, RefModel: m, RefAdapter: ad}
 	criticDir := *criticAd
 	if *criticAd != "" {
 		if critic.Adapter, err = m.LoadPEFT(*criticAd); err != nil {
@@ -415,8 +431,10 @@ func runActor(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "actor: turn-wise DPO with NLL %g, %s\n", tf.nll, what(actor, tf))
-	ps, err := rl.TrainPreferences(m, actor, pairs, tf.prefOptions(pf.seed, stdout, "actor step"))
+	fmt.Fprintf(stdout, "actor: turn-wise DPO with NLL %g over the %s, %s\n", tf.nll, *nllScope, what(actor, tf))
+	po := tf.prefOptions(pf.seed, stdout, "actor step")
+	po.NLLSequence = seqNLL
+	ps, err := rl.TrainPreferences(m, actor, pairs, po)
 	if err != nil {
 		return err
 	}
@@ -479,6 +497,17 @@ func runRFT(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 		return err
 	}
 	return save(j.m, pol, *j.out, stdout)
+}
+
+// parseNLLScope parses --nll-scope: sequence (true) or reply (false).
+func parseNLLScope(v string) (bool, error) {
+	switch v {
+	case "sequence":
+		return true, nil
+	case "reply":
+		return false, nil
+	}
+	return false, fmt.Errorf("--nll-scope %q: want sequence (the reference's) or reply", v)
 }
 
 // reportPref prints how a preference run went.

@@ -43,14 +43,50 @@ func taskPairs(trajs []sweetrl.Trajectory) []sweetrl.Pair {
 	return out
 }
 
+// CriticScore is how the log-probability critic scores a trajectory.
+type CriticScore int
+
+const (
+	// ScoreTurn is the paper's score (arXiv 2503.15478, Eq. 2–3): the sum
+	// over agent turns of each turn's mean log-probability, so that the
+	// Bradley–Terry margin is Σ_t β·A(o_t⁺, a_t⁺, c) − Σ_t β·A(o_t⁻, a_t⁻, c)
+	// with A the turn's mean log-ratio against the frozen reference.
+	ScoreTurn CriticScore = iota
+	// ScoreTrajectory is the released code's score (the OpenRLHF fork's DPO
+	// trainer with --mean_log_prob): one mean over every agent-turn token of
+	// the trajectory.
+	ScoreTrajectory
+)
+
+// String returns the flag value of s: "turn" or "trajectory".
+func (s CriticScore) String() string {
+	if s == ScoreTrajectory {
+		return "trajectory"
+	}
+	return "turn"
+}
+
+// ParseCriticScore parses "turn" (the paper's) or "trajectory" (the
+// released code's).
+func ParseCriticScore(v string) (CriticScore, error) {
+	switch v {
+	case "turn":
+		return ScoreTurn, nil
+	case "trajectory":
+		return ScoreTrajectory, nil
+	}
+	return 0, fmt.Errorf("critic score %q: want turn (the paper's) or trajectory (the released code's)", v)
+}
+
 // CriticPairs forms the critic's training pairs from scored trajectories
 // (several per task): the reference's pairs of each task, each side the
 // critic's view of the trajectory (CriticSeq: the ground truth, then the
-// dialogue, scored by the mean log-probability of the agent's tokens).
-// Trained with TrainPreferences at β = 0.1 this is the reference's
-// Bradley–Terry critic loss.
-func CriticPairs(tok tokenizer.Tokenizer, trajs []sweetrl.Trajectory) ([]PrefPair, error) {
-	return seqPairs(trajs, func(t sweetrl.Trajectory) (Seq, error) { return CriticSeq(tok, t) })
+// agent's system prompt and the dialogue, weighted for the score kind).
+// Trained with TrainPreferences at β = 0.1 this is the Bradley–Terry critic
+// loss: the paper's with ScoreTurn, the released code's with
+// ScoreTrajectory.
+func CriticPairs(tok tokenizer.Tokenizer, system string, trajs []sweetrl.Trajectory, kind CriticScore) ([]PrefPair, error) {
+	return seqPairs(trajs, func(t sweetrl.Trajectory) (Seq, error) { return CriticSeq(tok, system, t, kind) })
 }
 
 // TrajectoryPairs forms the multi-turn DPO baseline's pairs: the same

@@ -41,14 +41,18 @@ func TestLlama3Sequences(t *testing.T) {
 		return text
 	}
 	want := "What should f return?<|eot_id|>I WANT TO ANSWER: def f(x):\n    return 2 * x<|eot_id|>"
-	cs, err := CriticSeq(tok, tr)
+	cs, err := CriticSeq(tok, sweetrl.AgentSystemPrompt, tr, ScoreTurn)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got := decodeWeighted(cs); got != want {
 		t.Errorf("critic's weighted tokens %q, want %q", got, want)
 	}
-	if text, _ := tok.Decode(cs.IDs); !strings.HasPrefix(text, "<|begin_of_text|>In light that the final answer is: def f(x):\n    return x * 2.<|begin_of_text|><|start_header_id|>system") {
+	// As the reference's critic text: the prefix with no BOS before it,
+	// then the templated prompt (its own BOS, the system prompt) — the
+	// whole "input" the agent saw.
+	if text, _ := tok.Decode(cs.IDs); !strings.HasPrefix(text, "In light that the final answer is: def f(x):\n    return x * 2.<|begin_of_text|><|start_header_id|>system<|end_header_id|>") ||
+		!strings.Contains(text, sweetrl.AgentSystemPrompt) {
 		t.Errorf("critic sequence starts %q", text[:min(len(text), 160)])
 	}
 	ps, err := PolicySeq(tok, sweetrl.AgentSystemPrompt, tr)

@@ -23,8 +23,13 @@ type PrefPair struct {
 
 // PrefOptions control TrainPreferences.
 type PrefOptions struct {
-	Beta         float64 // β of the loss (0.1 in the reference)
-	NLLCoef      float64 // coefficient of the chosen side's NLL term (actor: 0.01; 0: none)
+	Beta    float64 // β of the loss (0.1 in the reference)
+	NLLCoef float64 // coefficient of the chosen side's NLL term (actor: 0.01; 0: none)
+	// NLLSequence takes the NLL term's mean over every token of the chosen
+	// sequence, its context included, as the reference does (its mask is
+	// the attention mask); false takes it over the scored tokens only (the
+	// reply, for the actor).
+	NLLSequence  bool
 	Epochs       int     // passes over the pairs
 	PairsPerStep int     // pairs per optimizer step (the reference's batch: 8)
 	BatchTokens  int     // tokens per forward pass at most (whole pairs, at least one)
@@ -35,6 +40,9 @@ type PrefOptions struct {
 	Seed         uint64    // shuffles the pairs each epoch
 	Progress     io.Writer // progress lines (nil: none)
 	Label        string    // what the progress line calls a step
+	// AfterEpoch, when set, is called after each epoch (1, 2, …) with the
+	// statistics so far: to validate, and keep the best epoch's weights.
+	AfterEpoch func(epoch int, st PrefStats) error
 }
 
 // PrefStats summarise a preference run.
@@ -53,8 +61,8 @@ type PrefStats struct {
 //
 // averaged over the pairs of a step, where s is a Seq score, c and r the
 // chosen and rejected sequences, s_ref the score under the model before
-// training, and mean_c the mean log-probability of c's weighted tokens (the
-// NLL term, λ = NLLCoef). Steps follow a warm-up then cosine schedule to
+// training, and mean_c the mean log-probability of c's weighted tokens, or
+// of all its tokens with NLLSequence (the NLL term, λ = NLLCoef). Steps follow a warm-up then cosine schedule to
 // MinLRRatio·LR, with AdamW.
 func TrainPreferences(m *llama.Model, ad *llama.Adapter, pairs []PrefPair, o PrefOptions) (PrefStats, error) {
 	st := PrefStats{Pairs: len(pairs)}
@@ -139,6 +147,11 @@ func pairLoop(pairs []PrefPair, opt *optim.AdamW, o PrefOptions, stream uint64,
 			st.FirstLoss, st.FirstAcc = lossSum/n, accSum/n
 		}
 		st.LastLoss, st.LastAcc = lossSum/n, accSum/n
+		if o.AfterEpoch != nil {
+			if err := o.AfterEpoch(ep+1, st); err != nil {
+				return st, err
+			}
+		}
 	}
 	return st, nil
 }
@@ -179,8 +192,12 @@ func prefMicroBatch(m *llama.Model, ad *llama.Adapter, g *llama.Weights, ga *lla
 		p.addGrad(seqs, c, dC*scale, dlogp)
 		p.addGrad(seqs, r, dR*scale, dlogp)
 		if o.NLLCoef != 0 {
-			// −λ·mean log-prob over the chosen sequence's weighted tokens.
+			// −λ·mean log-prob over the chosen sequence's tokens: every one,
+			// or its weighted ones.
 			unit := unitWeights(seqs[c])
+			if o.NLLSequence {
+				unit = allWeights(seqs[c])
+			}
 			n := float64(unit.Tokens())
 			meanC := weightedSum(unit, logp[p.off[c]:]) / n
 			l -= o.NLLCoef * meanC
@@ -207,6 +224,15 @@ func unitWeights(s Seq) Seq {
 		if v != 0 {
 			w[i] = 1
 		}
+	}
+	return Seq{IDs: s.IDs, W: w}
+}
+
+// allWeights returns s with weight 1 on every token after the first.
+func allWeights(s Seq) Seq {
+	w := make([]float32, len(s.W))
+	for i := 1; i < len(w); i++ {
+		w[i] = 1
 	}
 	return Seq{IDs: s.IDs, W: w}
 }

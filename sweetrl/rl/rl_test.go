@@ -270,41 +270,55 @@ func TestCriticAndPolicySeqs(t *testing.T) {
 		Task: sweetrl.Task{ProblemDescription: "p?", GroundTruth: "x=1"},
 		DialogueHistory: []sweetrl.Turn{
 			{Role: sweetrl.RoleUser, Content: "p?"},
-			{Role: sweetrl.RoleAssistant, Content: "x?", Output: "think OUTPUT: x?"},
+			{Role: sweetrl.RoleAssistant, Content: "x?", Output: "think OUTPUT:x?"},
 			{Role: sweetrl.RoleUser, Content: "x=1"},
-			{Role: sweetrl.RoleAssistant, Content: "ok"},
+			{Role: sweetrl.RoleAssistant, Content: "ok", Output: "hm OUTPUT:ok"},
 		},
 	}
-	cs, err := CriticSeq(tok, tr)
-	if err != nil {
-		t.Fatal(err)
-	}
 	prefix := "In light that the final answer is: x=1."
-	text, err := tok.Decode(cs.IDs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := prefix + "u>p?a>x?u>x=1a>ok"; text != want {
-		t.Fatalf("critic text %q, want %q", text, want)
-	}
-	// The weighted tokens are each agent turn's body and its end token:
-	// "x?" + EOS and "ok" + EOS, 6 tokens of weight 1/6.
-	var weighted []int32
-	for i, w := range cs.W {
-		if w != 0 {
-			if math.Abs(float64(w)-1.0/6) > 1e-7 {
-				t.Errorf("weight %g at %d, want 1/6", w, i)
+	tests := []struct {
+		kind CriticScore
+		// weights of the two agent turns' tokens ("x?"+EOS, 4 tokens of
+		// the raw last turn "hm OUTPUT:ok"... counted below)
+		perTurn bool
+	}{{ScoreTurn, true}, {ScoreTrajectory, false}}
+	for _, tc := range tests {
+		cs, err := CriticSeq(tok, "sys", tr, tc.kind)
+		if err != nil {
+			t.Fatal(err)
+		}
+		text, err := tok.Decode(cs.IDs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// No BOS before the prefix; the system prompt; earlier agent turns
+		// as the human saw them, the last one raw.
+		if want := prefix + "s>sysu>p?a>x?u>x=1a>hm OUTPUT:ok"; text != want || cs.IDs[0] == tokenizer.BytesBOS {
+			t.Fatalf("%s: critic text %q, want %q", tc.kind, text, want)
+		}
+		first, last := len("x?")+1, len("hm OUTPUT:ok")+1 // each turn's body and its end token
+		var weighted []int32
+		for i, w := range cs.W {
+			if w == 0 {
+				continue
+			}
+			want := 1 / float64(first+last)
+			if tc.perTurn && len(weighted) < first {
+				want = 1 / float64(first)
+			} else if tc.perTurn {
+				want = 1 / float64(last)
+			}
+			if math.Abs(float64(w)-want) > 1e-7 {
+				t.Errorf("%s: weight %g at %d, want %g", tc.kind, w, i, want)
 			}
 			weighted = append(weighted, cs.IDs[i])
 		}
+		if got, _ := tok.Decode(weighted); got != "x?"+"hm OUTPUT:ok" || len(weighted) != first+last {
+			t.Errorf("%s: weighted tokens %q (%d)", tc.kind, got, len(weighted))
+		}
 	}
-	want := []int32{'x', '?', tokenizer.BytesEOS, 'o', 'k', tokenizer.BytesEOS}
-	if string(fmtIDs(weighted)) != string(fmtIDs(want)) {
-		t.Errorf("weighted tokens %v, want %v", weighted, want)
-	}
-	if cs.IDs[0] != tokenizer.BytesBOS || cs.IDs[1+len(prefix)] != tokenizer.BytesBOS {
-		t.Errorf("critic sequence must be BOS, prefix, then the chat (which opens with BOS): %v", cs.IDs[:3])
-	}
+	tr.DialogueHistory[1].Output = ""
+	tr.DialogueHistory[3].Output = ""
 	ps, err := PolicySeq(tok, "sys", tr)
 	if err != nil {
 		t.Fatal(err)
@@ -358,7 +372,7 @@ func TestActorPairsAndSimulator(t *testing.T) {
 			t.Errorf("episode %d: %d agent turns", i, n)
 		}
 	}
-	pairs, st, err := ActorPairs(trajs, pol, Critic{Model: m}, ActorOptions{Protocol: proto, Candidates: 4, PairsPerTurn: 2, DataFraction: 1, BatchTokens: 256, Seed: 3})
+	pairs, st, err := ActorPairs(trajs, pol, Critic{Model: m, Baseline: BaselinePolicy}, ActorOptions{Protocol: proto, Candidates: 4, PairsPerTurn: 2, DataFraction: 1, BatchTokens: 256, Seed: 3})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,254 @@
+package pipeline
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/turnwise/turnwise/engine"
+	"github.com/turnwise/turnwise/engine/cpu"
+	"github.com/turnwise/turnwise/model/llama"
+	"github.com/turnwise/turnwise/sweetrl"
+	"github.com/turnwise/turnwise/sweetrl/rl"
+	"github.com/turnwise/turnwise/tokenizer"
+)
+
+var tinyConfig = llama.Config{Dim: 32, Layers: 2, Heads: 2, KVHeads: 1, HeadDim: 16, FFN: 64, Vocab: 258,
+	NormEps: 1e-5, RopeTheta: 10000, MaxSeqLen: 256, BOS: tokenizer.BytesBOS, EOS: []int32{tokenizer.BytesEOS}}
+
+// tiny is a miniature demo configuration.
+func tiny(t *testing.T, family, out string) Config {
+	t.Helper()
+	return Config{Family: family, Model: tinyConfig, Backend: cpu.New(cpu.Options{Threads: 2}), OutDir: out, Seed: 3,
+		SFTTasks: 30, SFTSteps: 3, RLTasks: 6, ValTasks: 2, K: 2, TestTasks: 3, EvalSeeds: 1, ValSeeds: 1, CheckTasks: 2, Rank: 2,
+		Candidates: 2, DataFraction: 0.5, CriticEpochs: 2, LR: DefaultLRs, NLLSequence: true}
+}
+
+func readFile(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TestFirstStagesBitIdentical runs the first stages twice: the supervised
+// model and the rollouts are the same bytes, and so is the table.
+func TestFirstStagesBitIdentical(t *testing.T) {
+	var res [2]*Result
+	dirs := [2]string{t.TempDir(), t.TempDir()}
+	for i, d := range dirs {
+		var err error
+		if res[i], err = Run(context.Background(), tiny(t, "keys", d)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, f := range []string{"sft/model.safetensors", "rollouts.jsonl.zst", "stages.json", "results.json"} {
+		if !bytes.Equal(readFile(t, filepath.Join(dirs[0], f)), readFile(t, filepath.Join(dirs[1], f))) {
+			t.Errorf("%s differs between two runs of the same seed", f)
+		}
+	}
+}
+
+// TestFromReuse reuses a run's supervised model and rollouts: nothing is
+// retrained, the new directory gets the same stages, and a run that asks
+// for other stages is refused.
+func TestFromReuse(t *testing.T) {
+	first := t.TempDir()
+	if _, err := Run(context.Background(), tiny(t, "keys", first)); err != nil {
+		t.Fatal(err)
+	}
+	second := t.TempDir()
+	c := tiny(t, "keys", second)
+	c.From = first
+	var log strings.Builder
+	c.Log = &log
+	if _, err := Run(context.Background(), c); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(log.String(), "reusing "+first) || strings.Contains(log.String(), "supervised start") || strings.Contains(log.String(), "rollouts: 12 episodes (") {
+		t.Errorf("the run did not reuse the stages:\n%s", log.String())
+	}
+	for _, f := range []string{"sft/model.safetensors", "rollouts.jsonl.zst"} {
+		if !bytes.Equal(readFile(t, filepath.Join(first, f)), readFile(t, filepath.Join(second, f))) {
+			t.Errorf("%s is not the reused one", f)
+		}
+	}
+	c.Seed++
+	if _, err := Run(context.Background(), c); err == nil || !strings.Contains(err.Error(), "made with") {
+		t.Errorf("reusing stages of another seed: %v", err)
+	}
+	c.From = t.TempDir()
+	if _, err := Run(context.Background(), c); err == nil || !strings.Contains(err.Error(), "stages.json") {
+		t.Errorf("reusing a directory with no stages: %v", err)
+	}
+}
+
+// fixture writes a run directory whose "rollouts" are the family's
+// scripted dialogues (which hold successes, so every method has data) and
+// whose supervised model is a random one.
+func fixture(t *testing.T, c Config) {
+	t.Helper()
+	f, err := LookupFamily(c.Family)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := llama.NewRandom(c.Backend, c.Model, engine.F32, 0.02, c.Seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.SaveHF(filepath.Join(c.From, "sft")); err != nil {
+		t.Fatal(err)
+	}
+	train, _ := f.Split(c.Seed, c.SFTTasks+c.RLTasks, c.TestTasks)
+	trajs := f.Scripted(train[c.SFTTasks:], c.K, c.Seed)
+	if err := sweetrl.SaveTrajectories(filepath.Join(c.From, "rollouts.jsonl.zst"), trajs); err != nil {
+		t.Fatal(err)
+	}
+	r := &runner{c: c, f: f}
+	r.c.OutDir = c.From
+	if err := r.writeManifest(r.manifest()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestEveryMethod runs every method and ablation, with learning-rate
+// selection, on both families: each row has a result, each critic a
+// validation report and a check, and each choice is printed.
+func TestEveryMethod(t *testing.T) {
+	for _, family := range Families {
+		t.Run(family, func(t *testing.T) {
+			c := tiny(t, family, t.TempDir())
+			c.From, c.K, c.RLTasks, c.ValTasks, c.Full, c.Select = t.TempDir(), 4, 8, 3, true, true
+			fixture(t, c)
+			var log strings.Builder
+			c.Log = &log
+			res, err := Run(context.Background(), c)
+			if err != nil {
+				t.Fatalf("%v\n%s", err, log.String())
+			}
+			want := []string{"SFT start", "rejection fine-tuning", "multi-turn DPO", "SWEET-RL (paper's score)",
+				"SWEET-RL (paper's score, policy baseline)", "SWEET-RL (released code's score, policy baseline)", "SWEET-RL (value-head critic)"}
+			if len(res.Rows) != len(want) {
+				t.Fatalf("%d rows, want %d:\n%s", len(res.Rows), len(want), log.String())
+			}
+			for i, rw := range res.Rows {
+				if rw.Method != want[i] || rw.Summary == nil || rw.Health == nil || rw.Summary.Episodes != c.TestTasks {
+					t.Errorf("row %d: %+v, want %q evaluated on %d episodes", i, rw, want[i], c.TestTasks)
+				}
+				if i > 0 && rw.LR == 0 {
+					t.Errorf("%s: no learning rate recorded", rw.Method)
+				}
+			}
+			if len(res.Critics) != 3 {
+				t.Errorf("%d critic reports, want 3", len(res.Critics))
+			}
+			nChecks := map[string]int{"keys": 3, "budget": 4}[family]
+			for _, cr := range res.Critics {
+				if cr.Val.Pairs == 0 || len(cr.Check) != nChecks || cr.Epoch < 1 || cr.Epoch > c.CriticEpochs {
+					t.Errorf("critic %s: %+v", cr.Name, cr)
+				}
+			}
+			// a choice per method and critic: rft, mtdpo, 3 critics, 4 actors
+			if len(res.Choices) != 9 {
+				t.Errorf("%d choices printed, want 9: %v", len(res.Choices), res.Choices)
+			}
+			for _, lr := range Grid()["critic"] {
+				if !strings.Contains(log.String(), fmt.Sprintf("critic lr %.0e epoch", lr)) {
+					t.Errorf("the grid's critic lr %g was not tried", lr)
+				}
+			}
+			var back Result
+			if err := json.Unmarshal(readFile(t, filepath.Join(c.OutDir, "results.json")), &back); err != nil || len(back.Rows) != len(want) {
+				t.Errorf("results.json: %v, %d rows", err, len(back.Rows))
+			}
+		})
+	}
+}
+
+// TestChecks checks the critic check's decisions on both families: the
+// better reply of an answer decision scores 1 with the family's scorer,
+// the wrong answer 0, and the state before it holds every key's digit.
+func TestChecks(t *testing.T) {
+	for _, family := range Families {
+		f, _ := LookupFamily(family)
+		_, test := f.Split(2, 10, 5)
+		for _, task := range test {
+			cases, err := f.Checks(context.Background(), task)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, cc := range cases {
+				if cc.Better == cc.Worse || len(cc.Before) == 0 || cc.Before[len(cc.Before)-1].Role != sweetrl.RoleUser {
+					t.Errorf("%s: %+v", family, cc)
+				}
+				if !strings.HasPrefix(cc.Better, sweetrl.AnswerMarker) {
+					continue
+				}
+				ans, _ := sweetrl.Answer(cc.Better)
+				bad, _ := sweetrl.Answer(cc.Worse)
+				sc, err := f.Scorer.Score(context.Background(), []sweetrl.Task{task, task}, []string{ans, bad})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if sc[0].Reward != 1 || (strings.HasPrefix(cc.Worse, sweetrl.AnswerMarker) && sc[1].Reward != 0) {
+					t.Errorf("%s %q: right answer %v, wrong answer %v", family, cc.Name, sc[0].Reward, sc[1].Reward)
+				}
+				var seen string
+				for _, h := range cc.Before {
+					seen += h.Content + " "
+				}
+				for _, pair := range strings.Fields(task.GroundTruth) {
+					if !strings.Contains(seen, pair) {
+						t.Errorf("%s %q: %s not revealed before answering", family, cc.Name, pair)
+					}
+				}
+			}
+		}
+	}
+	m, err := llama.NewRandom(cpu.New(cpu.Options{Threads: 1}), tinyConfig, engine.F32, 0.02, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ad, err := NewLoRA(m, 2, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, _ := LookupFamily("budget")
+	_, test := f.Split(2, 10, 3)
+	pol := &rl.Sampler{Model: m, Tok: tokenizer.Bytes{}}
+	res, err := CriticCheck(context.Background(), f, rl.Critic{Model: m, Adapter: ad}, pol, test, 1024)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// An untrained LoRA critic equals its reference: every advantage is 0
+	// and no decision is won.
+	for _, r := range res {
+		if r.Tasks != 3 || r.Wins != 0 || r.MeanBetter != 0 || r.MeanWorse != 0 {
+			t.Errorf("%+v", r)
+		}
+	}
+}
+
+func TestEpisodeHealth(t *testing.T) {
+	turn := func(out string) sweetrl.Turn {
+		return sweetrl.Turn{Role: sweetrl.RoleAssistant, Content: sweetrl.VisibleReply(out), Output: out}
+	}
+	user := sweetrl.Turn{Role: sweetrl.RoleUser, Content: "b=4"}
+	eps := []sweetrl.Trajectory{
+		{DialogueHistory: []sweetrl.Turn{user, turn("b?"), user, turn(sweetrl.AnswerMarker + " b=4")}},
+		{DialogueHistory: []sweetrl.Turn{user, turn("\xff\xfe"), user, turn("e8")}},
+		{DialogueHistory: []sweetrl.Turn{user, turn("b?\x01")}},
+		{DialogueHistory: []sweetrl.Turn{user, turn("line\n\tnext?")}},
+	}
+	h := EpisodeHealth(eps)
+	if h.Degenerate != 0.5 || h.NoAnswer != 0.75 || h.MeanTurns != 1.5 {
+		t.Errorf("health %+v, want degenerate 0.5, no answer 0.75, 1.5 turns", h)
+	}
+}
