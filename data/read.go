@@ -32,23 +32,10 @@ type Chat struct {
 	Line int
 }
 
-// LineError is a problem with one line of an input file.
-type LineError struct {
-	// Name names the file.
-	Name string
-	// Line is the 1-based line number.
-	Line int
-	// Err says what is wrong.
-	Err error
-}
-
-// Error returns "name:line: what is wrong".
-func (e *LineError) Error() string {
-	return fmt.Sprintf("%s:%d: %v", e.Name, e.Line, e.Err)
-}
-
-// Unwrap returns the underlying error.
-func (e *LineError) Unwrap() error { return e.Err }
+// LineError is a problem with one line of an input file: Name, the 1-based
+// Line and Err, what is wrong. It is the one line-error type of the
+// project, shared with sweetrl.LineError.
+type LineError = jsonl.LineError
 
 // ReadOptions controls ReadChatJSONL.
 type ReadOptions struct {
@@ -84,7 +71,7 @@ func ReadChatJSONL(r io.Reader, name string, opts ReadOptions) (examples []Chat,
 			return examples, skipped, nil
 		}
 		var perr error
-		var je *jsonl.Error
+		var je *LineError
 		switch {
 		case errors.As(rerr, &je): // an overlong line, or one not UTF-8
 			perr = je.Err

@@ -14,9 +14,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/klauspost/compress/zstd"
-
 	"github.com/turnwise/turnwise/internal/jsonl"
+	"github.com/turnwise/turnwise/internal/zstdfile"
 	"github.com/turnwise/turnwise/sweetrl"
 	"github.com/turnwise/turnwise/sweetrl/pyeval"
 )
@@ -279,33 +278,7 @@ func (w *errWriter) printf(format string, args ...any) {
 
 // openAnswers opens an answers file, decompressing it when its name ends
 // in ".zst".
-func openAnswers(path string) (io.ReadCloser, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("opening answers: %w", err)
-	}
-	if !strings.HasSuffix(path, ".zst") {
-		return f, nil
-	}
-	d, err := zstd.NewReader(f)
-	if err != nil {
-		f.Close()
-		return nil, fmt.Errorf("opening answers %s: %w", path, err)
-	}
-	return zstdFile{d, f}, nil
-}
-
-// zstdFile closes the decoder and the file beneath it.
-type zstdFile struct {
-	*zstd.Decoder
-	f *os.File
-}
-
-// Close releases the decoder and closes the file.
-func (z zstdFile) Close() error {
-	z.Decoder.Close()
-	return z.f.Close()
-}
+func openAnswers(path string) (io.ReadCloser, error) { return zstdfile.Open(path, "answers") }
 
 // answersFormat tells the two answer formats apart by the keys of the first
 // non-blank line: "trajectories" or "index". An empty file is "index".

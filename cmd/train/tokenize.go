@@ -110,7 +110,7 @@ func runTokenize(args []string, stdin io.Reader, stdout, stderr io.Writer) error
 			return err
 		}
 		opts := tokenizer.ChatOptions{AddGenerationPrompt: *genPrompt, Date: *date}
-		rendered, err := tokenizer.RenderChat(msgs, opts)
+		rendered, err := tokenizer.RenderChatFor(tok, msgs, opts)
 		if err != nil {
 			return err
 		}

@@ -98,7 +98,7 @@ type turnRef struct{ traj, turn int }
 // dialogue, minus its baseline's; or, with a value-head critic,
 // V(ground truth, dialogue, a)), and
 // forms PairsPerTurn pairs per turn of a random top-half candidate against
-// a random bottom-half one (sweetrl.ActorPairs). A pair of two identical
+// a random bottom-half one (sweetrl.PairsByAdvantage). A pair of two identical
 // replies has no gradient and is dropped. Each side is the policy's view of
 // the turn scored by the summed log-probability of the reply's tokens: the
 // shared prefix cancels in DPO. Train the policy on them with
@@ -144,7 +144,7 @@ func ActorPairs(trajs []sweetrl.Trajectory, pol *Sampler, critic Critic, o Actor
 			lo, hi = math.Min(lo, a), math.Max(hi, a)
 		}
 		st.MeanSpread += (hi - lo) / float64(len(turns))
-		for _, p := range sweetrl.ActorPairs(adv, o.PairsPerTurn, rng) {
+		for _, p := range sweetrl.PairsByAdvantage(adv, o.PairsPerTurn, rng) {
 			if outs[p.Chosen] == outs[p.Rejected] {
 				st.TiedPairs++
 				continue

@@ -27,7 +27,7 @@ func GroupByTask(trajs []sweetrl.Trajectory) [][]int {
 }
 
 // taskPairs forms, for each task, the reference's trajectory pairs
-// (sweetrl.CriticPairs: the first attempt with reward 1 against every
+// (sweetrl.PairsByReward: the first attempt with reward 1 against every
 // attempt with a lower reward) as indices into trajs.
 func taskPairs(trajs []sweetrl.Trajectory) []sweetrl.Pair {
 	var out []sweetrl.Pair
@@ -36,7 +36,7 @@ func taskPairs(trajs []sweetrl.Trajectory) []sweetrl.Pair {
 		for k, i := range g {
 			rewards[k] = trajs[i].Reward
 		}
-		for _, p := range sweetrl.CriticPairs(rewards) {
+		for _, p := range sweetrl.PairsByReward(rewards) {
 			out = append(out, sweetrl.Pair{Chosen: g[p.Chosen], Rejected: g[p.Rejected]})
 		}
 	}
