@@ -42,22 +42,15 @@ type packed struct {
 	off []int // start of each sequence in the batch
 }
 
-// pack packs seqs into one batch. The target of position off+i is
-// IDs[i+1] where W[i+1] ≠ 0 and −1 (no log-probability) elsewhere.
+// pack packs seqs into one batch (llama.Batch.Append): the target of
+// position off+i is IDs[i+1] where W[i+1] ≠ 0 and −1 (no log-probability)
+// elsewhere.
 func pack(seqs []Seq) packed {
 	var p packed
 	for _, s := range seqs {
 		s.check()
 		p.off = append(p.off, len(p.bt.IDs))
-		p.bt.IDs = append(p.bt.IDs, s.IDs...)
-		for i := range s.IDs {
-			t := int32(-1)
-			if i+1 < len(s.IDs) && s.W[i+1] != 0 {
-				t = s.IDs[i+1]
-			}
-			p.bt.Targets = append(p.bt.Targets, t)
-		}
-		p.bt.Lens = append(p.bt.Lens, len(s.IDs))
+		p.bt.Append(s.IDs, func(i int) bool { return s.W[i] != 0 })
 	}
 	return p
 }
