@@ -270,3 +270,23 @@ func SaveTrajectories(path string, trajs []Trajectory) error {
 		return zstdfile.Compress(w, func(zw io.Writer) error { return WriteTrajectories(zw, trajs...) })
 	})
 }
+
+// MeanReward returns the mean reward of trajs (0 for none).
+func MeanReward(trajs []Trajectory) float64 {
+	var s float64
+	for _, t := range trajs {
+		s += t.Reward
+	}
+	return s / float64(max(len(trajs), 1))
+}
+
+// SuccessRate returns the fraction of trajs with reward 1 (0 for none).
+func SuccessRate(trajs []Trajectory) float64 {
+	var s float64
+	for _, t := range trajs {
+		if t.Reward == 1 {
+			s++
+		}
+	}
+	return s / float64(max(len(trajs), 1))
+}

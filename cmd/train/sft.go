@@ -109,7 +109,7 @@ func runSFT(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 		return fmt.Errorf("the tokenizer has %d tokens, the model's vocabulary %d", tok.VocabSize(), m.Config.Vocab)
 	}
 	if *rank > 0 && ad == nil {
-		if ad, err = m.NewAdapter(llama.LoRAConfig{Rank: *rank, Alpha: 2 * float32(*rank), Targets: llama.AllProjections}, mf.seed); err != nil {
+		if ad, err = m.NewAdapter(llama.LoRAEvery(*rank), mf.seed); err != nil {
 			return err
 		}
 	}

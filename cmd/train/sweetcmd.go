@@ -13,7 +13,6 @@ import (
 	"github.com/turnwise/turnwise/engine"
 	"github.com/turnwise/turnwise/internal/outfile"
 	"github.com/turnwise/turnwise/model/llama"
-	"github.com/turnwise/turnwise/optim"
 	"github.com/turnwise/turnwise/sweetrl"
 	"github.com/turnwise/turnwise/sweetrl/rl"
 	"github.com/turnwise/turnwise/tokenizer"
@@ -71,23 +70,24 @@ type trainFlags struct {
 }
 
 // register adds the flags with the given defaults of epochs and NLL
-// coefficient (negative: no --nll flag).
+// coefficient (negative: no --nll flag); every other default is the
+// reference's (sweetrl/rl/reference.go).
 func (t *trainFlags) register(fs *pflag.FlagSet, epochs int, nll float64) {
 	fs.IntVar(&t.rank, "lora-rank", 16, "rank of the trained LoRA adapter (alpha = 2·rank, every projection)")
 	fs.BoolVar(&t.full, "full", false, "fine-tune every weight instead of a LoRA adapter (the reference's setting)")
-	fs.Float64Var(&t.lr, "lr", 0, "peak learning rate (0: the reference's 2e-7 with --full, 1e-4 for LoRA)")
+	fs.Float64Var(&t.lr, "lr", 0, fmt.Sprintf("peak learning rate (0: the reference's %g with --full, %g for LoRA)", rl.RefLR, rl.LoRALR))
 	fs.IntVar(&t.epochs, "epochs", epochs, "passes over the data")
-	fs.IntVar(&t.batch, "batch", 8, "pairs per optimizer step")
-	fs.Float64Var(&t.beta, "beta", 0.1, "β of the preference loss")
+	fs.IntVar(&t.batch, "batch", rl.RefPairsPerStep, "pairs per optimizer step")
+	fs.Float64Var(&t.beta, "beta", rl.RefBeta, "β of the preference loss")
 	if nll >= 0 {
 		fs.Float64Var(&t.nll, "nll", nll, "coefficient of the NLL term on the chosen side")
 	}
 	fs.IntVar(&t.batchTokens, "batch-tokens", 8192, "tokens per forward pass at most (whole pairs)")
 	fs.IntVar(&t.maxLen, "max-len", 8192, "drop pairs with a side longer than this many tokens")
-	fs.Float64Var(&t.warmup, "warmup", 0.03, "fraction of the steps spent warming up")
-	fs.Float64Var(&t.minRatio, "min-lr-ratio", 0.1, "the cosine schedule's floor, as a fraction of --lr")
-	fs.Float64Var(&t.wd, "weight-decay", 0, "AdamW weight decay")
-	fs.Float64Var(&t.clip, "clip", 1, "clip the global gradient norm to this (0: off)")
+	fs.Float64Var(&t.warmup, "warmup", rl.RefWarmupFrac, "fraction of the steps spent warming up")
+	fs.Float64Var(&t.minRatio, "min-lr-ratio", rl.RefMinLRRatio, "the cosine schedule's floor, as a fraction of --lr")
+	fs.Float64Var(&t.wd, "weight-decay", rl.RefWeightDecay, "AdamW weight decay")
+	fs.Float64Var(&t.clip, "clip", rl.RefMaxGradNorm, "clip the global gradient norm to this (0: off)")
 }
 
 func (t *trainFlags) learningRate() float64 {
@@ -95,15 +95,19 @@ func (t *trainFlags) learningRate() float64 {
 	case t.lr > 0:
 		return t.lr
 	case t.full:
-		return 2e-7
+		return rl.RefLR
 	}
-	return 1e-4
+	return rl.LoRALR
 }
 
+// prefOptions are the reference's preference options (rl.ReferencePrefOptions)
+// as the flags change them.
 func (t *trainFlags) prefOptions(seed uint64, out io.Writer, label string) rl.PrefOptions {
-	return rl.PrefOptions{Beta: t.beta, NLLCoef: t.nll, Epochs: t.epochs, PairsPerStep: t.batch, BatchTokens: t.batchTokens,
-		LR: t.learningRate(), WarmupFrac: t.warmup, MinLRRatio: t.minRatio, Seed: seed, Progress: out, Label: label,
-		AdamW: optim.AdamWConfig{Beta1: 0.9, Beta2: 0.95, Eps: 1e-8, WeightDecay: float32(t.wd), MaxGradNorm: float32(t.clip)}}
+	o := rl.ReferencePrefOptions()
+	o.Beta, o.NLLCoef, o.Epochs, o.PairsPerStep, o.BatchTokens = t.beta, t.nll, t.epochs, t.batch, t.batchTokens
+	o.LR, o.WarmupFrac, o.MinLRRatio, o.Seed, o.Progress, o.Label = t.learningRate(), t.warmup, t.minRatio, seed, out, label
+	o.AdamW.WeightDecay, o.AdamW.MaxGradNorm = float32(t.wd), float32(t.clip)
+	return o
 }
 
 // trained returns what a trainer updates: the adapter given with --adapter,
@@ -119,7 +123,7 @@ func (t *trainFlags) trained(m *llama.Model, ad *llama.Adapter, seed uint64) (*l
 	case t.rank <= 0:
 		return nil, fmt.Errorf("--lora-rank %d: want a positive rank (or --full)", t.rank)
 	}
-	return newLoRA(m, t.rank, seed)
+	return m.NewAdapter(llama.LoRAEvery(t.rank), seed)
 }
 
 // filterPairs drops pairs with a side longer than maxLen tokens.
@@ -161,7 +165,7 @@ func loadTrajectories(path string, out io.Writer) ([]sweetrl.Trajectory, error) 
 		return nil, err
 	}
 	fmt.Fprintf(out, "%s: %d trajectories of %d tasks, mean reward %.3f, success %.3f\n",
-		path, len(trajs), len(rl.GroupByTask(trajs)), meanReward(trajs), successRate(trajs))
+		path, len(trajs), len(rl.GroupByTask(trajs)), sweetrl.MeanReward(trajs), sweetrl.SuccessRate(trajs))
 	return trajs, nil
 }
 
@@ -256,8 +260,8 @@ func runRollout(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	var ef envFlags
 	ef.register(fs)
 	k := fs.Int("k", 8, "episodes per task")
-	temp := fs.Float32("temperature", 1, "the agent's sampling temperature (the reference: 1)")
-	maxNew := fs.Int("max-new", 1024, "tokens per agent turn at most")
+	temp := fs.Float32("temperature", rl.RefTemperature, "the agent's sampling temperature")
+	maxNew := fs.Int("max-new", rl.RefMaxNew, "tokens per agent turn at most")
 	maxBatch := fs.Int("max-batch", 64, "agent turns generated together at most")
 	out := fs.String("out", "", "trajectories file to write (.jsonl, or .jsonl.zst); it grows as FILE.partial until every episode is in")
 	cont := fs.Bool("continue", false, "continue the FILE.partial an interrupted run with the same flags left")
@@ -292,7 +296,7 @@ func runRollout(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "wrote %s: mean reward %.3f, success %.3f\n", *out, meanReward(trajs), successRate(trajs))
+	fmt.Fprintf(stdout, "wrote %s: mean reward %.3f, success %.3f\n", *out, sweetrl.MeanReward(trajs), sweetrl.SuccessRate(trajs))
 	reportSimulator(stdout, hs)
 	return nil
 }
@@ -306,7 +310,7 @@ func reportSimulator(w io.Writer, hs *sweetrl.HTTPSimulator) {
 
 // runCritic implements "train critic".
 func runCritic(args []string, _ io.Reader, stdout, stderr io.Writer) error {
-	j := newTrajJob("critic", stderr, 4, -1, "scored trajectories (train rollout)",
+	j := newTrajJob("critic", stderr, rl.RefCriticEpochs, -1, "scored trajectories (train rollout)",
 		"directory for the critic (a PEFT adapter, or a Hugging Face checkpoint with --full)")
 	head := j.fs.String("head", "logprob", "logprob: the reference's critic, mean log-probability of the agent's turns against a frozen reference; scalar: the value-head ablation, a scalar head on the last hidden state")
 	scoreFlag := j.fs.String("critic-score", "turn", "turn: the paper's score (Eq. 2–3), the sum over agent turns of each turn's mean log-ratio; trajectory: the released code's, one mean over all agent tokens")
@@ -363,16 +367,16 @@ func what(ad *llama.Adapter, tf trainFlags) string {
 
 // runActor implements "train actor".
 func runActor(args []string, _ io.Reader, stdout, stderr io.Writer) error {
-	j := newTrajJob("actor", stderr, 1, 0.01, "scored trajectories (train rollout) whose agent turns are the training states",
+	j := newTrajJob("actor", stderr, rl.RefActorEpochs, rl.RefActorNLL, "scored trajectories (train rollout) whose agent turns are the training states",
 		"directory for the actor (a PEFT adapter, or a Hugging Face checkpoint with --full)")
 	fs := j.fs
 	criticAd := fs.String("critic", "", "the critic: a PEFT adapter directory over the same base model (train critic)")
 	criticHF := fs.String("critic-hf", "", "the critic: a whole Hugging Face checkpoint (train critic --full)")
-	candidates := fs.Int("candidates", 16, "candidates sampled per turn")
-	perTurn := fs.Int("pairs-per-turn", 4, "pairs formed per turn")
-	fraction := fs.Float64("data-fraction", 0.1, "fraction of the agent turns used (the reference: 10%)")
-	temp := fs.Float32("temperature", 1, "sampling temperature of the candidates")
-	maxNew := fs.Int("max-new", 1024, "tokens per candidate at most")
+	candidates := fs.Int("candidates", rl.RefCandidates, "candidates sampled per turn")
+	perTurn := fs.Int("pairs-per-turn", rl.RefPairsPerTurn, "pairs formed per turn")
+	fraction := fs.Float64("data-fraction", rl.RefDataFraction, "fraction of the agent turns used")
+	temp := fs.Float32("temperature", rl.RefTemperature, "sampling temperature of the candidates")
+	maxNew := fs.Int("max-new", rl.RefMaxNew, "tokens per candidate at most")
 	baseline := fs.String("advantage-baseline", "reference", "what a candidate's critic score is compared with: reference (the paper's Eq. 3: the critic's frozen reference, with the ground truth) or policy (the released code: the sampling policy, without it)")
 	nllScope := fs.String("nll-scope", "sequence", "the NLL term's tokens: sequence (the reference: the whole chosen sequence, context included) or reply")
 	if err := fs.Parse(args); err != nil {
@@ -492,8 +496,8 @@ func runRFT(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	tf := j.tf
 	steps := max(1, tf.epochs*tokens/tf.batchTokens)
 	fmt.Fprintf(stdout, "rejection fine-tuning on %d successful trajectories (%d tokens), %d steps, %s\n", len(ex), tokens, steps, what(pol, tf))
-	o := sftOptions{Steps: steps, BatchTokens: tf.batchTokens, MaxLen: min(tf.maxLen, j.m.Config.MaxSeqLen), LR: tf.learningRate(), Seed: j.pf.seed}
-	if err := supervisedFT(j.m, pol, ex, o, stdout); err != nil {
+	o := rl.SFTOptions{Steps: steps, BatchTokens: tf.batchTokens, MaxLen: min(tf.maxLen, j.m.Config.MaxSeqLen), LR: tf.learningRate(), Seed: j.pf.seed}
+	if err := rl.SupervisedFT(j.m, pol, ex, o, stdout); err != nil {
 		return err
 	}
 	return save(j.m, pol, *j.out, stdout)
@@ -527,8 +531,8 @@ func runEval(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	var ef envFlags
 	ef.register(fs)
 	seeds := fs.Int("seeds", 1, "episodes per task, each with its own sampling seed")
-	temp := fs.Float64("temperature", 1, "the agent's sampling temperature")
-	maxNew := fs.Int("max-new", 1024, "tokens per agent turn at most")
+	temp := fs.Float64("temperature", rl.RefTemperature, "the agent's sampling temperature")
+	maxNew := fs.Int("max-new", rl.RefMaxNew, "tokens per agent turn at most")
 	out := fs.String("out", "", "also write the episodes to this trajectories file")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -547,8 +551,8 @@ func runEval(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(stdout, "%d tasks × %d seeds; scoring with %s\n", len(tasks), *seeds, desc)
-	s, eps, err := evaluate(context.Background(), m, ad, tok, proto, tasks, sim, scorer,
-		evalOptions{Seeds: *seeds, Temperature: *temp, MaxNew: *maxNew, Seed: pf.seed, SimWorkers: ef.simWorkers, Label: "eval"}, stdout)
+	s, eps, err := rl.Evaluate(context.Background(), m, ad, tok, proto, tasks, sim, scorer,
+		rl.EvalOptions{Seeds: *seeds, Temperature: *temp, MaxNew: *maxNew, Seed: pf.seed, SimWorkers: ef.simWorkers, Label: "eval"}, stdout)
 	if err != nil {
 		return err
 	}

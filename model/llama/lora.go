@@ -36,6 +36,12 @@ func (c Config) LoRAParams(l LoRAConfig) (int64, error) {
 	return n * int64(c.Layers), nil
 }
 
+// LoRAEvery is the adapter the project's trainers add unless told
+// otherwise: rank r, α = 2r, on every projection.
+func LoRAEvery(r int) LoRAConfig {
+	return LoRAConfig{Rank: r, Alpha: 2 * float32(r), Targets: AllProjections}
+}
+
 // LoRAPair is the adapter of one projection W [out, in]: the projection
 // becomes y = x·Wᵀ + s·(x·Aᵀ)·Bᵀ with s = α/r.
 type LoRAPair struct {
