@@ -239,7 +239,7 @@ func (ef *envFlags) episodes(pf *policyFlags, heldOut bool) (e episodeSetup, err
 	if e.proto, err = ef.protocol(); err != nil {
 		return e, err
 	}
-	if e.tasks, err = ef.loadTasks(heldOut); err != nil {
+	if e.tasks, err = ef.tasks(heldOut); err != nil {
 		return e, err
 	}
 	if e.m, e.ad, e.tok, err = pf.load(); err != nil {
