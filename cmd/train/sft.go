@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"strings"
 
@@ -192,49 +191,15 @@ func runSFT(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 }
 
 // loadExamples reads and tokenizes the training data: the built-in corpus,
-// a chat JSONL file (.jsonl) or a plain-text file.
+// or the file at path (data.LoadExamples).
 func loadExamples(path string, skipBad bool, tok tokenizer.Tokenizer, stderr io.Writer) ([]data.Example, error) {
-	var ex []data.Example
-	addText := func(docs []string) { // each document ends with EOS, which is learned too
-		for _, d := range docs {
-			ids, loss := data.TokenizeText(tok, d, true)
-			ex = append(ex, data.Example{IDs: append(ids, tok.EOS()[0]), Loss: append(loss, true)})
-		}
-	}
 	if path == "" {
 		docs, err := data.ReadText(strings.NewReader(tinyCorpus), "built-in corpus")
-		if err != nil {
-			return nil, err
-		}
-		addText(docs)
-		return ex, nil
+		return data.TextExamples(tok, docs), err
 	}
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	if !strings.HasSuffix(path, ".jsonl") {
-		docs, err := data.ReadText(f, path)
-		if err != nil {
-			return nil, err
-		}
-		addText(docs)
-		return ex, nil
-	}
-	chats, skipped, err := data.ReadChatJSONL(f, path, data.ReadOptions{SkipBadLines: skipBad})
-	if err != nil {
-		return nil, err
-	}
+	ex, skipped, err := data.LoadExamples(path, tok, data.ReadOptions{SkipBadLines: skipBad})
 	if len(skipped) > 0 {
 		fmt.Fprintf(stderr, "skipped %d malformed lines (first: %v)\n", len(skipped), &skipped[0])
 	}
-	for _, c := range chats {
-		ids, loss, err := data.TokenizeChat(tok, c)
-		if err != nil {
-			return nil, fmt.Errorf("%s:%d: %w", path, c.Line, err)
-		}
-		ex = append(ex, data.Example{IDs: ids, Loss: loss})
-	}
-	return ex, nil
+	return ex, err
 }
