@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -132,23 +131,7 @@ func runInfo(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	w := stdout
-	fmt.Fprintf(w, "dim %d, layers %d, heads %d, kv heads %d (GQA %d:1), head dim %d, ffn %d, vocab %d\n",
-		c.Dim, c.Layers, c.Heads, c.KVHeads, c.Heads/c.KVHeads, c.HeadDim, c.FFN, c.Vocab)
-	fmt.Fprintf(w, "RMSNorm eps %g, RoPE θ %g", c.NormEps, c.RopeTheta)
-	if s := c.RopeScale; s != nil {
-		fmt.Fprintf(w, " with llama3 scaling (factor %g, low %g, high %g, original context %d)", s.Factor, s.LowFreqFactor, s.HighFreqFactor, s.OriginalContext)
-	}
-	fmt.Fprintf(w, ", tied embeddings %v, max sequence %d\n", c.TiedEmbed, c.MaxSeqLen)
-	fmt.Fprintf(w, "parameters: %d (%.2f B); %.2f GB in bf16\n", c.Params(), float64(c.Params())/1e9, float64(2*c.Params())/1e9)
-	for _, r := range []int{8, 16, 64} {
-		n, err := c.LoRAParams(llama.LoRAConfig{Rank: r, Targets: llama.AllProjections})
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(w, "LoRA r=%d on %s: %d parameters (%.2f M)\n", r, strings.Join(llama.AllProjections, ","), n, float64(n)/1e6)
-	}
-	return nil
+	return c.Describe(stdout)
 }
 
 const planUsage = `usage: train plan [flags]
@@ -174,26 +157,6 @@ With --json it prints the same as one JSON object:
 
 flags:
 `
-
-// planJSON is train plan --json's output (planUsage documents it).
-type planJSON struct {
-	Model struct {
-		Dim     int `json:"dim"`
-		Layers  int `json:"layers"`
-		Heads   int `json:"heads"`
-		KVHeads int `json:"kv_heads"`
-		HeadDim int `json:"head_dim"`
-		FFN     int `json:"ffn"`
-		Vocab   int `json:"vocab"`
-	} `json:"model"`
-	Mode        string `json:"mode"`
-	LoRARank    int    `json:"lora_rank"`
-	Batch       int    `json:"batch"`
-	Seq         int    `json:"seq"`
-	WeightDType string `json:"weight_dtype"`
-	Recompute   bool   `json:"recompute"`
-	llama.Plan
-}
 
 // runPlan implements "train plan": the memory a training or inference job
 // needs.
@@ -225,13 +188,13 @@ func runPlan(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 		return fmt.Errorf("--lora-rank %d: want a positive rank, or 0 for full fine-tuning", *rank)
 	}
 	o := llama.PlanOptions{Batch: *batch, SeqLen: *seq, WeightBytes: dt.Size(), Recompute: *recompute && !*infer, Inference: *infer}
-	mode, title := "full", "full fine-tuning"
+	title := "full fine-tuning"
 	if *rank > 0 {
 		o.LoRA = &llama.LoRAConfig{Rank: *rank, Targets: strings.Split(*targets, ",")}
-		mode, title = "lora", fmt.Sprintf("LoRA r=%d", *rank)
+		title = fmt.Sprintf("LoRA r=%d", *rank)
 	}
 	if *infer {
-		mode, title = "inference", "inference"
+		title = "inference"
 		if *rank > 0 {
 			title += fmt.Sprintf(" with a LoRA adapter of rank %d", *rank)
 		}
@@ -241,12 +204,7 @@ func runPlan(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 		return err
 	}
 	if *asJSON {
-		out := planJSON{Mode: mode, LoRARank: *rank, Batch: *batch, Seq: *seq, WeightDType: dt.String(), Recompute: o.Recompute, Plan: p}
-		out.Model.Dim, out.Model.Layers, out.Model.Heads, out.Model.KVHeads = c.Dim, c.Layers, c.Heads, c.KVHeads
-		out.Model.HeadDim, out.Model.FFN, out.Model.Vocab = c.HeadDim, c.FFN, c.Vocab
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(out)
+		return p.WriteJSON(stdout, c, o)
 	}
 	fmt.Fprintf(stdout, "%s, %d × %d tokens, %v weights%s\n\n", title, *batch, *seq, dt, map[bool]string{true: ", recomputation"}[o.Recompute])
 	return p.Write(stdout)

@@ -7,6 +7,8 @@ package llama
 import (
 	"errors"
 	"fmt"
+	"io"
+	"strings"
 
 	"github.com/turnwise/turnwise/engine"
 )
@@ -164,4 +166,25 @@ func Preset(name string) (Config, error) {
 		}, nil
 	}
 	return Config{}, fmt.Errorf("unknown preset %q (known: %v)", name, PresetNames())
+}
+
+// Describe writes the architecture and its parameter counts, with those of
+// LoRA adapters of rank 8, 16 and 64 on every projection, as lines of text.
+func (c Config) Describe(w io.Writer) error {
+	fmt.Fprintf(w, "dim %d, layers %d, heads %d, kv heads %d (GQA %d:1), head dim %d, ffn %d, vocab %d\n",
+		c.Dim, c.Layers, c.Heads, c.KVHeads, c.Heads/c.KVHeads, c.HeadDim, c.FFN, c.Vocab)
+	fmt.Fprintf(w, "RMSNorm eps %g, RoPE θ %g", c.NormEps, c.RopeTheta)
+	if s := c.RopeScale; s != nil {
+		fmt.Fprintf(w, " with llama3 scaling (factor %g, low %g, high %g, original context %d)", s.Factor, s.LowFreqFactor, s.HighFreqFactor, s.OriginalContext)
+	}
+	fmt.Fprintf(w, ", tied embeddings %v, max sequence %d\n", c.TiedEmbed, c.MaxSeqLen)
+	fmt.Fprintf(w, "parameters: %d (%.2f B); %.2f GB in bf16\n", c.Params(), float64(c.Params())/1e9, float64(2*c.Params())/1e9)
+	for _, r := range []int{8, 16, 64} {
+		n, err := c.LoRAParams(LoRAConfig{Rank: r, Targets: AllProjections})
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "LoRA r=%d on %s: %d parameters (%.2f M)\n", r, strings.Join(AllProjections, ","), n, float64(n)/1e6)
+	}
+	return nil
 }

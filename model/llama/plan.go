@@ -1,9 +1,12 @@
 package llama
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"text/tabwriter"
+
+	"github.com/turnwise/turnwise/engine"
 )
 
 // PlanOptions describe a training or inference job to plan memory for.
@@ -189,4 +192,47 @@ func (p Plan) Write(w io.Writer) error {
 		return err
 	}
 	return nil
+}
+
+// planJSON is a plan as WriteJSON writes it.
+type planJSON struct {
+	Model struct {
+		Dim     int `json:"dim"`
+		Layers  int `json:"layers"`
+		Heads   int `json:"heads"`
+		KVHeads int `json:"kv_heads"`
+		HeadDim int `json:"head_dim"`
+		FFN     int `json:"ffn"`
+		Vocab   int `json:"vocab"`
+	} `json:"model"`
+	Mode        string `json:"mode"`
+	LoRARank    int    `json:"lora_rank"`
+	Batch       int    `json:"batch"`
+	Seq         int    `json:"seq"`
+	WeightDType string `json:"weight_dtype"`
+	Recompute   bool   `json:"recompute"`
+	Plan
+}
+
+// WriteJSON writes the plan of architecture c for the job o as one
+// indented JSON object: model (dim, layers, heads, kv_heads, head_dim, ffn,
+// vocab), mode ("full", "lora" or "inference"), lora_rank (0: none), batch,
+// seq, weight_dtype ("bf16" or "f32"), recompute, and the plan's items,
+// total_bytes and pooled_bytes.
+func (p Plan) WriteJSON(w io.Writer, c Config, o PlanOptions) error {
+	out := planJSON{Mode: "full", Batch: o.Batch, Seq: o.SeqLen, WeightDType: engine.F32.String(), Recompute: o.Recompute, Plan: p}
+	if o.WeightBytes == 2 {
+		out.WeightDType = engine.BF16.String()
+	}
+	if o.LoRA != nil {
+		out.Mode, out.LoRARank = "lora", o.LoRA.Rank
+	}
+	if o.Inference {
+		out.Mode = "inference"
+	}
+	out.Model.Dim, out.Model.Layers, out.Model.Heads, out.Model.KVHeads = c.Dim, c.Layers, c.Heads, c.KVHeads
+	out.Model.HeadDim, out.Model.FFN, out.Model.Vocab = c.HeadDim, c.FFN, c.Vocab
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(out)
 }
