@@ -127,7 +127,7 @@ cudaError_t tw_logsoftmax_gather_backward(void *dlogits, const float *dlogp, con
                                           const int32_t *targets, tw_dtype dt, int64_t n, int64_t v,
                                           cudaStream_t stream);
 
-/* ---- reduce.cu ----------------------------------------------------------- */
+/* ---- sumsquares.cu ------------------------------------------------------- */
 
 /* out[0] += Σ x² over x [n] dt, in f64, over fixed chunks in a fixed order:
  * the same bits on every run whatever the grid. */

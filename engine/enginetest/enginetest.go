@@ -240,3 +240,9 @@ func Dot(a, b []float64) float64 {
 
 // FloatDTypes are the activation dtypes every float op is tested in.
 var FloatDTypes = []engine.DType{engine.F32, engine.BF16}
+
+// rounder returns the float64 rounding function of dtype dt, used where the
+// contract rounds an intermediate to the activation dtype.
+func rounder(dt engine.DType) func(float64) float64 {
+	return func(x float64) float64 { return float64(dt.Round(float32(x))) }
+}

@@ -1,5 +1,5 @@
-// reduce.cu — the deterministic sum of squares behind the global gradient
-// norm.
+// sumsquares.cu — the deterministic sum of squares behind the global
+// gradient norm.
 //
 // Contract (launchers in kernels.h; engine.Backend.SumSquares):
 //   tw_sum_squares(out, x, dt, n, workspace) + tw_sum_squares_workspace(n):
