@@ -94,9 +94,8 @@ cudaError_t tw_rope(void *x, tw_dtype dt, const int32_t *pos, const float *inv_f
 /* ---- attention.cu -------------------------------------------------------- */
 
 /* engine.Backend.Attention: out, q [nq, h, dh] dt; k, v [nk, g, dh] dt;
- * lse [nq, h]; seqs [nseq, 4]. q, k, v, out (and dout, dq, dk, dv below) must
- * be 16-byte aligned, as whole allocations and row views are (else
- * cudaErrorInvalidValue). */
+ * lse [nq, h]; seqs [nseq, 4]. Every dt tensor here and below must be
+ * 16-byte aligned (see attention.cu). */
 cudaError_t tw_attention(void *out, float *lse, const void *q, const void *k, const void *v, const int32_t *seqs,
                          int64_t nseq, tw_dtype dt, int64_t nq, int64_t nk, int64_t h, int64_t g, int64_t dh,
                          float scale, cudaStream_t stream);
