@@ -7,6 +7,8 @@ import (
 	"github.com/turnwise/turnwise/engine"
 )
 
+// testEmbedding checks Embedding against a plain gather (exactly) and
+// EmbeddingBackward against finite differences.
 func testEmbedding(t *testing.T, b engine.Backend) {
 	cases := []struct{ v, d, n int }{{1, 1, 1}, {11, 5, 9}, {50, 64, 33}, {7, 129, 20}}
 	for _, dt := range FloatDTypes {

@@ -8,6 +8,8 @@ import (
 	"github.com/turnwise/turnwise/engine/ref"
 )
 
+// randTargets returns n targets in [0, v), every ignoreEvery-th one −1
+// (ignored) when ignoreEvery > 0.
 func randTargets(r interface{ IntN(int) int }, n, v int, ignoreEvery int) []int32 {
 	tg := make([]int32, n)
 	for i := range tg {
@@ -19,6 +21,9 @@ func randTargets(r interface{ IntN(int) int }, n, v int, ignoreEvery int) []int3
 	return tg
 }
 
+// testLogSoftmax checks LogSoftmaxGather against ref.LogSoftmaxGather and
+// LogSoftmaxGatherBackward against finite differences, out of place and in
+// place.
 func testLogSoftmax(t *testing.T, b engine.Backend) {
 	cases := []struct{ n, v int }{{1, 1}, {3, 13}, {7, 512}, {2, 32000}, {1, 128256}}
 	for _, dt := range FloatDTypes {

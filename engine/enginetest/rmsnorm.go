@@ -8,6 +8,9 @@ import (
 	"github.com/turnwise/turnwise/engine/ref"
 )
 
+// testRMSNorm checks RMSNorm and AddRMSNorm (in place on the residual)
+// against ref.RMSNorm, and RMSNormBackward, which accumulates, against finite
+// differences, with and without dw.
 func testRMSNorm(t *testing.T, b engine.Backend) {
 	const eps = 1e-5
 	cases := []struct{ n, d int }{{1, 1}, {3, 8}, {17, 129}, {2, 4096}, {5, 288}}

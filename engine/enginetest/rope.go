@@ -9,6 +9,8 @@ import (
 	"github.com/turnwise/turnwise/engine/ref"
 )
 
+// testRoPE checks RoPE against ref.RoPE and RoPEBackward against finite
+// differences, with and without Llama 3.1 frequency scaling.
 func testRoPE(t *testing.T, b engine.Backend) {
 	llama3 := &engine.RoPEScaling{Factor: 8, LowFreqFactor: 1, HighFreqFactor: 4, OriginalContext: 8192}
 	cases := []struct {

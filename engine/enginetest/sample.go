@@ -8,6 +8,8 @@ import (
 	"github.com/turnwise/turnwise/engine/ref"
 )
 
+// testSample checks Sample's draws against ref.Sample for greedy,
+// temperature and top-p parameters, and that the logits are left unchanged.
 func testSample(t *testing.T, b engine.Backend) {
 	const rows, v = 64, 50
 	for _, dt := range FloatDTypes {

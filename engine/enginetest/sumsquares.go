@@ -8,6 +8,8 @@ import (
 	"github.com/turnwise/turnwise/engine"
 )
 
+// testSumSquares checks SumSquares, which accumulates into out, against a
+// float64 sum, and GlobalNorm and ClipScale built on it.
 func testSumSquares(t *testing.T, b engine.Backend) {
 	for _, dt := range FloatDTypes {
 		for _, n := range []int{1, 3, 65537, 300001} {

@@ -8,6 +8,8 @@ import (
 	"github.com/turnwise/turnwise/engine/ref"
 )
 
+// testSwiGLU checks SwiGLU against ref.SwiGLU and SwiGLUBackward against
+// finite differences.
 func testSwiGLU(t *testing.T, b engine.Backend) {
 	cases := []struct{ n, f int }{{1, 1}, {3, 37}, {16, 172}, {2, 14336}}
 	for _, dt := range FloatDTypes {
