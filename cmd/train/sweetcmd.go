@@ -126,29 +126,18 @@ func (t *trainFlags) trained(m *llama.Model, ad *llama.Adapter, seed uint64) (*l
 	return m.NewAdapter(llama.LoRAEvery(t.rank), seed)
 }
 
-// filterPairs drops pairs with a side longer than maxLen tokens.
+// filterPairs drops pairs with a side longer than maxLen tokens, saying so.
 func filterPairs(pairs []rl.PrefPair, maxLen int, out io.Writer) []rl.PrefPair {
-	kept := pairs[:0]
-	for _, p := range pairs {
-		if len(p.Chosen.IDs) <= maxLen && len(p.Rejected.IDs) <= maxLen {
-			kept = append(kept, p)
-		}
-	}
-	if d := len(pairs) - len(kept); d > 0 {
-		fmt.Fprintf(out, "dropped %d pairs longer than %d tokens\n", d, maxLen)
+	kept, dropped := rl.DropLong(pairs, maxLen)
+	if dropped > 0 {
+		fmt.Fprintf(out, "dropped %d pairs longer than %d tokens\n", dropped, maxLen)
 	}
 	return kept
 }
 
-// save writes the trained adapter in PEFT's layout, or the whole model as
-// a Hugging Face checkpoint when ad is nil.
+// save writes what was trained (llama.Model.Save) and says where.
 func save(m *llama.Model, ad *llama.Adapter, dir string, out io.Writer) error {
-	var err error
-	if ad != nil {
-		err = m.SavePEFT(ad, dir)
-	} else {
-		err = m.SaveHF(dir)
-	}
+	err := m.Save(ad, dir)
 	if err == nil {
 		fmt.Fprintf(out, "saved to %s\n", dir)
 	}
@@ -416,10 +405,9 @@ func runActor(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 			return fmt.Errorf("critic: %w", err)
 		}
 	}
-	if hp := filepath.Join(criticDir, rl.ValueHeadFile); exists(hp) {
-		if critic.Head, err = rl.LoadValueHead(critic.Model, hp); err != nil {
-			return err
-		}
+	if hp, err := critic.LoadHead(criticDir); err != nil {
+		return err
+	} else if hp != "" {
 		fmt.Fprintf(stdout, "the critic has a scalar value head (%s): candidates are ranked by its value\n", hp)
 	}
 	pol := &rl.Sampler{Model: m, Adapter: ad, Tok: tok, Sample: engine.SampleParams{Temperature: *temp, TopP: 1}, MaxNew: *maxNew, Seed: pf.seed}
@@ -515,13 +503,7 @@ func parseNLLScope(v string) (bool, error) {
 }
 
 // reportPref prints how a preference run went.
-func reportPref(w io.Writer, st rl.PrefStats) {
-	fmt.Fprintf(w, "loss %.4f → %.4f, pair accuracy %.3f → %.3f over %d steps", st.FirstLoss, st.LastLoss, st.FirstAcc, st.LastAcc, st.Steps)
-	if st.Skipped > 0 {
-		fmt.Fprintf(w, " (%d skipped for a non-finite gradient)", st.Skipped)
-	}
-	fmt.Fprintln(w)
-}
+func reportPref(w io.Writer, st rl.PrefStats) { fmt.Fprintln(w, st) }
 
 // runEval implements "train eval".
 func runEval(args []string, _ io.Reader, stdout, stderr io.Writer) error {

@@ -641,6 +641,16 @@ func parallelFor(n int, fn func(lo, hi int)) {
 	wg.Wait()
 }
 
+// Save writes what a run trained to the directory dir: adapter ad in
+// PEFT's layout (SavePEFT), or, when ad is nil, the whole model as a
+// Hugging Face checkpoint (SaveHF).
+func (m *Model) Save(ad *Adapter, dir string) error {
+	if ad != nil {
+		return m.SavePEFT(ad, dir)
+	}
+	return m.SaveHF(dir)
+}
+
 // SaveHF writes the model to dir (created if needed) as a Hugging Face
 // checkpoint: config.json and the weights in the model's dtype, as
 // model.safetensors, or as 5 GB shards with an index when larger, as

@@ -3,6 +3,9 @@ package rl
 import (
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
 
 	"github.com/turnwise/turnwise/engine"
 	"github.com/turnwise/turnwise/model/llama"
@@ -74,6 +77,25 @@ func LoadValueHead(m *llama.Model, path string) (*ValueHead, error) {
 		engine.SetF32(m.Backend(), t, engine.DecodeF32(engine.F32, data))
 	}
 	return v, nil
+}
+
+// LoadHead loads the value head a critic directory holds
+// (dir/ValueHeadFile), if it holds one, making c the value-head critic;
+// it returns the head's path, or "" when there is none.
+func (c *Critic) LoadHead(dir string) (string, error) {
+	path := filepath.Join(dir, ValueHeadFile)
+	if _, err := os.Stat(path); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return "", nil
+		}
+		return "", err
+	}
+	h, err := LoadValueHead(c.Model, path)
+	if err != nil {
+		return "", err
+	}
+	c.Head = h
+	return path, nil
 }
 
 // lastHidden runs a forward pass over seqs packed and returns the pass and
