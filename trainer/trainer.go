@@ -1,9 +1,19 @@
-// Package trainer is supervised fine-tuning: it feeds packed batches to a
-// model, steps an optimizer over its weights or its LoRA adapter, evaluates
-// on held-out batches, writes metrics and a progress line, and checkpoints
-// so that a killed run resumes exactly where it was. The data parallelism a
-// later issue adds slots in at ranks feeding one optimizer step: every
-// micro-batch's gradient accumulates into the same buffers before Step.
+// Package trainer trains a model's weights or its LoRA adapter. It holds
+//
+//   - Params (params.go): what every trainer of the project trains — the
+//     parameters registered with one AdamW, the model's gradient buffers
+//     as views of the optimizer's, and the one place a loss gradient is
+//     uploaded to the device — used by the supervised Trainer here and by
+//     sweetrl/rl's preference and value-head trainers;
+//   - Trainer (trainer.go): supervised fine-tuning, which feeds packed
+//     batches (data.Packer) to the model, accumulates micro-batches into one
+//     optimizer step, evaluates on held-out batches, writes metrics and a
+//     progress line, and checkpoints so that a killed run resumes exactly
+//     where it was.
+//
+// The data parallelism a later issue adds slots in at ranks feeding one
+// optimizer step: every micro-batch's gradient accumulates into the same
+// buffers before Step.
 package trainer
 
 import (

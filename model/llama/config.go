@@ -1,7 +1,3 @@
-// Package llama is the Llama model family (Llama 2 tiny checkpoints through
-// Llama 3.1/3.2) written against engine.Backend alone: configuration, weights,
-// the forward pass with a KV cache, and generation. The same code runs on the
-// CPU backend, on the CUDA kernel emulator and on a GPU.
 package llama
 
 import (
