@@ -6,6 +6,10 @@
 // assistant turns carry loss. Plain text (ReadText) holds documents for
 // pre-training-style data, where every token carries loss.
 //
+// LoadExamples reads and tokenizes a file of either format in one call.
+// Malformed lines are reported as *LineError, the project's one line-error
+// type.
+//
 // Tokenized examples are packed into llama.Batch values by a Packer, which
 // visits them in a seeded, deterministic order and exposes a Position that
 // a resumed run restores to see exactly the same next batch.
