@@ -208,9 +208,15 @@ func (j *trajJob) load(args []string, stdout io.Writer) error {
 	return err
 }
 
-// episodeSetup is what playing episodes needs: the agent's model, the
-// family's rules and tasks, the simulator and the scorer.
-type episodeSetup struct {
+// episodeJob is what the subcommands that play episodes (rollout, eval)
+// share: the agent's and the episodes' flags and, once loaded, the agent's
+// model, the family's rules and tasks, the simulator and the scorer.
+type episodeJob struct {
+	fs     *pflag.FlagSet
+	pf     policyFlags
+	ef     envFlags
+	temp   float64
+	maxNew int
 	m      *llama.Model
 	ad     *llama.Adapter
 	tok    tokenizer.Tokenizer
@@ -222,71 +228,81 @@ type episodeSetup struct {
 	desc   string // which scorer, in words
 }
 
-// episodes loads everything playing episodes needs (heldOut: the demo
-// family's held-out tasks).
-func (ef *envFlags) episodes(pf *policyFlags, heldOut bool) (e episodeSetup, err error) {
-	if e.proto, err = ef.protocol(); err != nil {
-		return e, err
+// newEpisodeJob registers the shared flags of subcommand name.
+func newEpisodeJob(name string, stderr io.Writer) *episodeJob {
+	j := &episodeJob{fs: newFlags(name, stderr)}
+	j.pf.register(j.fs)
+	j.ef.register(j.fs)
+	j.fs.Float64Var(&j.temp, "temperature", rl.RefTemperature, "the agent's sampling temperature")
+	j.fs.IntVar(&j.maxNew, "max-new", rl.RefMaxNew, "tokens per agent turn at most")
+	return j
+}
+
+// load parses args, runs check (the subcommand's own flag checks), and
+// loads everything playing episodes needs (heldOut: the demo family's
+// held-out tasks).
+func (j *episodeJob) load(args []string, heldOut bool, check func() error, stdout io.Writer) (err error) {
+	if err := j.fs.Parse(args); err != nil {
+		return err
 	}
-	if e.tasks, err = ef.tasks(heldOut); err != nil {
-		return e, err
+	if err := check(); err != nil {
+		return err
 	}
-	if e.m, e.ad, e.tok, err = pf.load(); err != nil {
-		return e, err
+	if j.proto, err = j.ef.protocol(); err != nil {
+		return err
 	}
-	if e.sim, e.hs, err = ef.newSimulator(pf, e.m, e.tok); err != nil {
-		return e, err
+	if j.tasks, err = j.ef.tasks(heldOut); err != nil {
+		return err
 	}
-	e.scorer, e.desc, err = ef.newScorer()
-	return e, err
+	if j.m, j.ad, j.tok, err = j.pf.load(); err != nil {
+		return err
+	}
+	if j.sim, j.hs, err = j.ef.newSimulator(&j.pf, j.m, j.tok); err != nil {
+		return err
+	}
+	if j.scorer, j.desc, err = j.ef.newScorer(); err != nil {
+		return err
+	}
+	j.maxNew, err = fitMaxNew(j.m.Config, 0, j.maxNew, stdout)
+	return err
 }
 
 // runRollout implements "train rollout".
 func runRollout(args []string, _ io.Reader, stdout, stderr io.Writer) error {
-	fs := newFlags("rollout", stderr)
-	var pf policyFlags
-	pf.register(fs)
-	var ef envFlags
-	ef.register(fs)
-	k := fs.Int("k", 8, "episodes per task")
-	temp := fs.Float32("temperature", rl.RefTemperature, "the agent's sampling temperature")
-	maxNew := fs.Int("max-new", rl.RefMaxNew, "tokens per agent turn at most")
-	maxBatch := fs.Int("max-batch", 64, "agent turns generated together at most")
-	out := fs.String("out", "", "trajectories file to write (.jsonl, or .jsonl.zst); it grows as FILE.partial until every episode is in")
-	cont := fs.Bool("continue", false, "continue the FILE.partial an interrupted run with the same flags left")
-	chunk := fs.Int("chunk", 256, "episodes played, scored and appended to the file at a time (keep it when continuing)")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	if *out == "" || *k <= 0 {
-		return fmt.Errorf("want --out FILE and a positive --k (got %q, %d)", *out, *k)
-	}
-	e, err := ef.episodes(&pf, false)
+	j := newEpisodeJob("rollout", stderr)
+	k := j.fs.Int("k", 8, "episodes per task")
+	maxBatch := j.fs.Int("max-batch", 64, "agent turns generated together at most")
+	out := j.fs.String("out", "", "trajectories file to write (.jsonl, or .jsonl.zst); it grows as FILE.partial until every episode is in")
+	cont := j.fs.Bool("continue", false, "continue the FILE.partial an interrupted run with the same flags left")
+	chunk := j.fs.Int("chunk", 256, "episodes played, scored and appended to the file at a time (keep it when continuing)")
+	err := j.load(args, false, func() error {
+		if *out == "" || *k <= 0 {
+			return fmt.Errorf("want --out FILE and a positive --k (got %q, %d)", *out, *k)
+		}
+		return nil
+	}, stdout)
 	if err != nil {
 		return err
 	}
-	m, ad, tok, proto, tasks, sim, hs, scorer, desc := e.m, e.ad, e.tok, e.proto, e.tasks, e.sim, e.hs, e.scorer, e.desc
-	if *maxNew, err = fitMaxNew(m.Config, 0, *maxNew, stdout); err != nil {
-		return err
-	}
 	var all []sweetrl.Task
-	for _, t := range tasks {
+	for _, t := range j.tasks {
 		for range *k {
 			all = append(all, t)
 		}
 	}
-	fmt.Fprintf(stdout, "%d episodes (%d tasks × %d); scoring with %s\n", len(all), len(tasks), *k, desc)
+	fmt.Fprintf(stdout, "%d episodes (%d tasks × %d); scoring with %s\n", len(all), len(j.tasks), *k, j.desc)
 	agent := func(c int) rl.BatchAgent {
-		return &rl.Sampler{Model: m, Adapter: ad, Tok: tok, Sample: engine.SampleParams{Temperature: *temp, TopP: 1}, MaxNew: *maxNew, MaxBatch: *maxBatch, Seed: rl.ChunkSeed(pf.seed, c)}
+		return &rl.Sampler{Model: j.m, Adapter: j.ad, Tok: j.tok, Sample: engine.SampleParams{Temperature: float32(j.temp), TopP: 1},
+			MaxNew: j.maxNew, MaxBatch: *maxBatch, Seed: rl.ChunkSeed(j.pf.seed, c)}
 	}
-	trajs, err := rl.RolloutToFile(context.Background(), all, agent, sim, scorer,
-		rl.RolloutOptions{Protocol: proto, SimWorkers: ef.simWorkers, Progress: stdout, Label: "episodes"},
+	trajs, err := rl.RolloutToFile(context.Background(), all, agent, j.sim, j.scorer,
+		rl.RolloutOptions{Protocol: j.proto, SimWorkers: j.ef.simWorkers, Progress: stdout, Label: "episodes"},
 		rl.FileRolloutOptions{Path: *out, Continue: *cont, Chunk: *chunk, Log: stdout})
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "wrote %s: mean reward %.3f, success %.3f\n", *out, sweetrl.MeanReward(trajs), sweetrl.SuccessRate(trajs))
-	reportSimulator(stdout, hs)
+	reportSimulator(stdout, j.hs)
 	return nil
 }
 
@@ -507,34 +523,21 @@ func reportPref(w io.Writer, st rl.PrefStats) { fmt.Fprintln(w, st) }
 
 // runEval implements "train eval".
 func runEval(args []string, _ io.Reader, stdout, stderr io.Writer) error {
-	fs := newFlags("eval", stderr)
-	var pf policyFlags
-	pf.register(fs)
-	var ef envFlags
-	ef.register(fs)
-	seeds := fs.Int("seeds", 1, "episodes per task, each with its own sampling seed")
-	temp := fs.Float64("temperature", rl.RefTemperature, "the agent's sampling temperature")
-	maxNew := fs.Int("max-new", rl.RefMaxNew, "tokens per agent turn at most")
-	out := fs.String("out", "", "also write the episodes to this trajectories file")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	if *out != "" {
-		if err := outfile.CheckDir(filepath.Dir(*out)); err != nil {
-			return err
+	j := newEpisodeJob("eval", stderr)
+	seeds := j.fs.Int("seeds", 1, "episodes per task, each with its own sampling seed")
+	out := j.fs.String("out", "", "also write the episodes to this trajectories file")
+	err := j.load(args, true, func() error {
+		if *out == "" {
+			return nil
 		}
-	}
-	e, err := ef.episodes(&pf, true)
+		return outfile.CheckDir(filepath.Dir(*out))
+	}, stdout)
 	if err != nil {
 		return err
 	}
-	m, ad, tok, proto, tasks, sim, hs, scorer, desc := e.m, e.ad, e.tok, e.proto, e.tasks, e.sim, e.hs, e.scorer, e.desc
-	if *maxNew, err = fitMaxNew(m.Config, 0, *maxNew, stdout); err != nil {
-		return err
-	}
-	fmt.Fprintf(stdout, "%d tasks × %d seeds; scoring with %s\n", len(tasks), *seeds, desc)
-	s, eps, err := rl.Evaluate(context.Background(), m, ad, tok, proto, tasks, sim, scorer,
-		rl.EvalOptions{Seeds: *seeds, Temperature: *temp, MaxNew: *maxNew, Seed: pf.seed, SimWorkers: ef.simWorkers, Label: "eval"}, stdout)
+	fmt.Fprintf(stdout, "%d tasks × %d seeds; scoring with %s\n", len(j.tasks), *seeds, j.desc)
+	s, eps, err := rl.Evaluate(context.Background(), j.m, j.ad, j.tok, j.proto, j.tasks, j.sim, j.scorer,
+		rl.EvalOptions{Seeds: *seeds, Temperature: j.temp, MaxNew: j.maxNew, Seed: j.pf.seed, SimWorkers: j.ef.simWorkers, Label: "eval"}, stdout)
 	if err != nil {
 		return err
 	}
@@ -544,6 +547,6 @@ func runEval(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 		}
 	}
 	fmt.Fprintln(stdout, s)
-	reportSimulator(stdout, hs)
+	reportSimulator(stdout, j.hs)
 	return nil
 }
