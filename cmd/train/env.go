@@ -74,7 +74,7 @@ func (e *envFlags) newSimulator(pf *policyFlags, m *llama.Model, tok tokenizer.T
 	}
 	var ad *llama.Adapter
 	if e.SimulatorKind() == "model" && e.simHF != "" {
-		sp := policyFlags{modelFlags: modelFlags{hf: e.simHF, dtype: pf.dtype, backendFlags: pf.backendFlags}}
+		sp := policyFlags{modelFlags: modelFlags{Source: llama.Source{HF: e.simHF}, dtype: pf.dtype, backendFlags: pf.backendFlags}}
 		var err error
 		if m, ad, tok, err = sp.load(); err != nil {
 			return nil, nil, fmt.Errorf("simulator: %w", err)

@@ -21,10 +21,10 @@ func modelTokenizer(mf *modelFlags, path string) (tokenizer.Tokenizer, error) {
 	switch {
 	case path != "":
 		return loadTokenizer(path)
-	case mf.gguf != "":
-		return loadTokenizer(mf.gguf)
-	case mf.hf != "":
-		return loadTokenizer(filepath.Join(mf.hf, "tokenizer.json"))
+	case mf.GGUF != "":
+		return loadTokenizer(mf.GGUF)
+	case mf.HF != "":
+		return loadTokenizer(filepath.Join(mf.HF, "tokenizer.json"))
 	}
 	return nil, errors.New("no tokenizer: pass --tokenizer PATH (or use --ids)")
 }

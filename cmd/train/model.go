@@ -4,23 +4,21 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"path/filepath"
 	"strings"
 
 	"github.com/spf13/pflag"
 
 	"github.com/turnwise/turnwise/engine"
-	"github.com/turnwise/turnwise/gguf"
 	"github.com/turnwise/turnwise/model/llama"
 )
 
 // modelFlags are the flags that say which model to load and where to run it,
 // shared by the subcommands that need a model.
 type modelFlags struct {
-	gguf, hf, preset string
-	adapter          string
-	dtype            string
-	seed             uint64
+	llama.Source
+	adapter string
+	dtype   string
+	seed    uint64
 	backendFlags
 }
 
@@ -38,37 +36,20 @@ func (m *modelFlags) register(fs *pflag.FlagSet) {
 // registerSource adds the flags that name a model, for the subcommands
 // that read its architecture only.
 func (m *modelFlags) registerSource(fs *pflag.FlagSet) {
-	fs.StringVar(&m.gguf, "gguf", "", "load a llama-architecture GGUF checkpoint (F32, F16 or BF16)")
-	fs.StringVar(&m.hf, "hf", "", "load a Hugging Face checkpoint directory (config.json + safetensors)")
-	fs.StringVar(&m.preset, "preset", "", "build a preset architecture with random weights: "+strings.Join(llama.PresetNames(), ", "))
+	fs.StringVar(&m.GGUF, "gguf", "", "load a llama-architecture GGUF checkpoint (F32, F16 or BF16)")
+	fs.StringVar(&m.HF, "hf", "", "load a Hugging Face checkpoint directory (config.json + safetensors)")
+	fs.StringVar(&m.Preset, "preset", "", "build a preset architecture with random weights: "+strings.Join(llama.PresetNames(), ", "))
 }
+
+// errOneModel is the error of flags that name no model or several.
+var errOneModel = errors.New("name exactly one model: --gguf FILE, --hf DIR or --preset NAME")
 
 // config returns the architecture the flags name without loading weights.
 func (m *modelFlags) config() (llama.Config, error) {
-	switch {
-	case m.count() != 1:
-		return llama.Config{}, errors.New("name exactly one model: --gguf FILE, --hf DIR or --preset NAME")
-	case m.preset != "":
-		return llama.Preset(m.preset)
-	case m.hf != "":
-		return llama.LoadHFConfig(filepath.Join(m.hf, "config.json"))
+	if m.Named() != 1 {
+		return llama.Config{}, errOneModel
 	}
-	f, err := gguf.Open(m.gguf)
-	if err != nil {
-		return llama.Config{}, err
-	}
-	defer f.Close()
-	return llama.ConfigFromGGUF(f)
-}
-
-func (m *modelFlags) count() int {
-	n := 0
-	for _, s := range []string{m.gguf, m.hf, m.preset} {
-		if s != "" {
-			n++
-		}
-	}
-	return n
+	return m.Config()
 }
 
 // load opens the backend, loads (or builds) the model and, with --adapter,
@@ -88,8 +69,8 @@ func (m *modelFlags) load() (*llama.Model, *llama.Adapter, error) {
 // loadBase opens the backend and loads (or builds) the model, with the
 // backend flags' model options set.
 func (m *modelFlags) loadBase() (*llama.Model, error) {
-	if m.count() != 1 {
-		return nil, errors.New("name exactly one model: --gguf FILE, --hf DIR or --preset NAME")
+	if m.Named() != 1 {
+		return nil, errOneModel
 	}
 	dt, err := engine.ParseDType(m.dtype)
 	if err != nil || (dt != engine.F32 && dt != engine.BF16) {
@@ -99,18 +80,7 @@ func (m *modelFlags) loadBase() (*llama.Model, error) {
 	if err != nil {
 		return nil, err
 	}
-	var mod *llama.Model
-	switch {
-	case m.gguf != "":
-		mod, err = llama.LoadGGUF(b, m.gguf, dt)
-	case m.hf != "":
-		mod, err = llama.LoadHF(b, m.hf, dt)
-	default:
-		var c llama.Config
-		if c, err = llama.Preset(m.preset); err == nil {
-			mod, err = llama.NewRandom(b, c, dt, 0.02, m.seed)
-		}
-	}
+	mod, err := m.Load(b, dt, m.seed)
 	if err != nil {
 		return nil, err
 	}

@@ -72,8 +72,8 @@ func runSFT(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if mf.count() == 0 {
-		mf.preset = "builtin"
+	if mf.Named() == 0 {
+		mf.Preset = "builtin"
 	}
 
 	// The model and its tokenizer.
@@ -83,7 +83,7 @@ func runSFT(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 		tok tokenizer.Tokenizer
 		err error
 	)
-	if mf.preset == "builtin" {
+	if mf.Preset == "builtin" {
 		b, err := mf.open()
 		if err != nil {
 			return err
@@ -98,7 +98,7 @@ func runSFT(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 			return err
 		}
 		if tok, err = modelTokenizer(&mf, *tokPath); err != nil {
-			if mf.preset == "" {
+			if mf.Preset == "" {
 				return err
 			}
 			tok = tokenizer.Bytes{} // a preset trained from scratch

@@ -42,7 +42,7 @@ func (p *policyFlags) load() (*llama.Model, *llama.Adapter, tokenizer.Tokenizer,
 	}
 	var tok tokenizer.Tokenizer
 	switch {
-	case p.tok == "bytes" || (p.tok == "" && p.hf != "" && m.Config.Vocab == (tokenizer.Bytes{}).VocabSize() && !exists(filepath.Join(p.hf, "tokenizer.json"))):
+	case p.tok == "bytes" || (p.tok == "" && p.HF != "" && m.Config.Vocab == (tokenizer.Bytes{}).VocabSize() && !exists(filepath.Join(p.HF, "tokenizer.json"))):
 		tok = tokenizer.Bytes{}
 	default:
 		if tok, err = modelTokenizer(&p.modelFlags, p.tok); err != nil {
@@ -416,7 +416,7 @@ func runActor(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	} else {
 		criticDir = *criticHF
 		cf := pf.modelFlags
-		cf.gguf, cf.preset, cf.adapter, cf.hf = "", "", "", *criticHF
+		cf.Source, cf.adapter = llama.Source{HF: *criticHF}, ""
 		if critic.Model, err = cf.loadBase(); err != nil {
 			return fmt.Errorf("critic: %w", err)
 		}

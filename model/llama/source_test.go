@@ -1,0 +1,47 @@
+package llama
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/turnwise/turnwise/engine"
+	"github.com/turnwise/turnwise/engine/cpu"
+)
+
+func TestSource(t *testing.T) {
+	b := cpu.New(cpu.Options{Threads: 1})
+	for _, s := range []Source{{}, {GGUF: "a.gguf", Preset: "tiny"}, {HF: "d", Preset: "tiny"}} {
+		if _, err := s.Config(); !errors.Is(err, errSource) {
+			t.Errorf("%+v: Config error %v, want the one-model error", s, err)
+		}
+		if _, err := s.Load(b, engine.F32, 1); !errors.Is(err, errSource) {
+			t.Errorf("%+v: Load error %v, want the one-model error", s, err)
+		}
+	}
+	want, err := Preset("tiny")
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := Source{Preset: "tiny"}
+	c, err := src.Config()
+	if err != nil || c.Dim != want.Dim || c.Layers != want.Layers {
+		t.Fatalf("Config of the tiny preset: %+v, %v", c, err)
+	}
+	m1, err := src.Load(b, engine.F32, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m2, err := NewRandom(b, want, engine.F32, 0.02, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w1, w2 := engine.ToF32(b, m1.Weights.Embed), engine.ToF32(b, m2.Weights.Embed)
+	for i := range w1 {
+		if w1[i] != w2[i] {
+			t.Fatalf("a preset's weights differ from NewRandom's with the same seed at %d", i)
+		}
+	}
+	if _, err := (Source{GGUF: "/nonexistent/x.gguf"}).Config(); err == nil {
+		t.Error("a missing GGUF file gave a configuration")
+	}
+}
