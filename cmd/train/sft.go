@@ -104,8 +104,8 @@ func runSFT(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 			tok = tokenizer.Bytes{} // a preset trained from scratch
 		}
 	}
-	if tok.VocabSize() > m.Config.Vocab {
-		return fmt.Errorf("the tokenizer has %d tokens, the model's vocabulary %d", tok.VocabSize(), m.Config.Vocab)
+	if err := m.Config.CheckVocab(tok.VocabSize()); err != nil {
+		return err
 	}
 	if *rank > 0 && ad == nil {
 		if ad, err = m.NewAdapter(llama.LoRAEvery(*rank), mf.seed); err != nil {

@@ -49,10 +49,7 @@ func (p *policyFlags) load() (*llama.Model, *llama.Adapter, tokenizer.Tokenizer,
 			return nil, nil, nil, err
 		}
 	}
-	if tok.VocabSize() > m.Config.Vocab {
-		return nil, nil, nil, fmt.Errorf("the tokenizer has %d tokens, the model's vocabulary %d", tok.VocabSize(), m.Config.Vocab)
-	}
-	return m, ad, tok, nil
+	return m, ad, tok, m.Config.CheckVocab(tok.VocabSize())
 }
 
 func exists(path string) bool { _, err := os.Stat(path); return err == nil }

@@ -105,6 +105,15 @@ func (c Config) validate(n fieldNames) error {
 	return errors.Join(errs...)
 }
 
+// CheckVocab returns an error when a tokenizer of n tokens has ids outside
+// the model's vocabulary.
+func (c Config) CheckVocab(n int) error {
+	if n > c.Vocab {
+		return fmt.Errorf("the tokenizer has %d tokens, the model's vocabulary %d", n, c.Vocab)
+	}
+	return nil
+}
+
 // Params returns the number of parameters.
 func (c Config) Params() int64 {
 	d := int64(c.Dim)

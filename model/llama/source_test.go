@@ -45,3 +45,12 @@ func TestSource(t *testing.T) {
 		t.Error("a missing GGUF file gave a configuration")
 	}
 }
+
+func TestCheckVocab(t *testing.T) {
+	c := Config{Vocab: 258}
+	for n, ok := range map[int]bool{100: true, 258: true, 259: false} {
+		if err := c.CheckVocab(n); (err == nil) != ok {
+			t.Errorf("CheckVocab(%d) with a vocabulary of 258: %v", n, err)
+		}
+	}
+}
