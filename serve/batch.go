@@ -247,9 +247,7 @@ func (s *Server) decodeSlots(slots []*slot) (int, error) {
 		toks := engine.ToI32(b, ids)
 		for i, sl := range slots {
 			if !sl.done {
-				if err := s.advance(sl, toks[i]); err != nil {
-					sl.finish("", err)
-				}
+				s.advance(sl, toks[i])
 			}
 		}
 	}
@@ -258,16 +256,16 @@ func (s *Server) decodeSlots(slots []*slot) (int, error) {
 // advance takes a slot's next token: it ends the slot at a stop token, a
 // stop string or its token limit, and otherwise sends the text that is now
 // certain.
-func (s *Server) advance(sl *slot, tok int32) error {
+func (s *Server) advance(sl *slot, tok int32) {
 	sl.count++
 	sl.lastToken = tok
 	stopped := slices.Contains(s.stopIDs, tok)
 	var text string
 	if !stopped {
-		var err error
-		if text, err = sl.dec.Next(tok); err != nil {
-			return err
-		}
+		// A token the tokenizer cannot decode (an id of a model's
+		// vocabulary beyond the tokenizer's, such as padding) adds no
+		// text; it is still counted.
+		text, _ = sl.dec.Next(tok)
 	}
 	last := stopped || sl.count >= sl.maxNew
 	if last {
@@ -283,7 +281,6 @@ func (s *Server) advance(sl *slot, tok int32) error {
 	case last:
 		sl.finish("length", nil)
 	}
-	return nil
 }
 
 // textStop finds a request's stop strings in the text as it grows. It holds

@@ -8,9 +8,11 @@
 // (tokenizer.EncodeChat; the compact byte chat format for the byte
 // tokenizer) ending in an assistant header; a completion's prompt is
 // encoded after the beginning-of-sequence token, or given as token ids.
-// Generation stops at the tokenizer's end-of-sequence and end-of-turn
-// tokens (and the model's), at one of the request's stop strings (the text
-// before it is returned), or after max_tokens tokens. max_tokens defaults
+// Tokens the tokenizer cannot decode (ids of a model vocabulary beyond the
+// tokenizer's) add no text. Generation stops at the tokenizer's
+// end-of-sequence and end-of-turn tokens (and the model's), at one of the
+// request's stop strings (the text before it is returned), or after
+// max_tokens tokens. max_tokens defaults
 // to what the model's context leaves after the prompt and is capped at it;
 // a prompt that fills the context is refused. temperature (default 1; 0 is
 // greedy) and top_p (default 1) select the sampler (engine.SampleParams);

@@ -475,6 +475,37 @@ func TestStopStringNeverCompleted(t *testing.T) {
 	}
 }
 
+// TestTokensBeyondTokenizer checks that a model whose vocabulary is larger
+// than its tokenizer's is served: the ids the tokenizer lacks add no text.
+func TestTokensBeyondTokenizer(t *testing.T) {
+	c := tinyConfig
+	c.Vocab = 512
+	m, err := llama.NewRandom(cpu.New(cpu.Options{Threads: 1}), c, engine.F32, 0.3, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, ts := newServer(t, m, serve.Config{})
+	prompt := []int32{tokenizer.BytesBOS, 'h', 'i'}
+	g, err := m.Generate([][]int32{prompt}, llama.GenerateOptions{MaxNew: 40, Sample: engine.SampleParams{Temperature: 1, TopP: 1}, Seed: 4, Stop: m.Config.EOS})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var known []int32
+	for _, id := range g[0].Tokens {
+		if id < 258 {
+			known = append(known, id)
+		}
+	}
+	if len(known) == len(g[0].Tokens) {
+		t.Fatalf("the sampled reply %v has no id beyond the tokenizer's: the test checks nothing", g[0].Tokens)
+	}
+	want, _ := tokenizer.Bytes{}.Decode(known)
+	r := complete(t, ts.URL+"/v1/completions", map[string]any{"model": tinyID, "prompt": prompt, "max_tokens": 40, "temperature": 1, "seed": 4})
+	if r.text() != asJSON(want) || r.Usage.CompletionTokens != len(g[0].Tokens) {
+		t.Errorf("reply %q, %d tokens; want %q, %d tokens", r.text(), r.Usage.CompletionTokens, asJSON(want), len(g[0].Tokens))
+	}
+}
+
 // TestErrors checks that bad requests get the API's error shape and
 // status, and that the server still answers afterwards.
 func TestErrors(t *testing.T) {
