@@ -163,6 +163,9 @@ func (s *Server) decode(jobs []*job) {
 	for i, j := range jobs {
 		dec := tokenizer.NewStreamDecoder(s.tok)
 		dec.SkipSpecial = true
+		// Decode as a continuation of the prompt: SentencePiece keeps the
+		// leading space of a token that does not start the text.
+		dec.Next(j.prompt[len(j.prompt)-1])
 		slots[i] = &slot{job: j, rng: rand.New(rand.NewPCG(j.seed, genSeedStream)), dec: dec, stop: textStop{stops: j.stops}}
 	}
 	steps, err := s.decodeSlots(slots)

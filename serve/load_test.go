@@ -2,6 +2,9 @@ package serve_test
 
 import (
 	"context"
+	"net/http/httptest"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -94,4 +97,47 @@ func BenchmarkLoadStories260K(b *testing.B) {
 		b.Fatal(err)
 	}
 	benchLoad(b, m, tok, false)
+}
+
+// TestStories260K serves the real tiny Llama: greedy from BOS (a prompt of
+// token ids) gives its documented story, and a text prompt's continuation
+// is the text the whole sequence decodes to after the prompt's (the first
+// token keeps its leading space).
+func TestStories260K(t *testing.T) {
+	path := testdata.Path(t, "stories260K", "stories260K.gguf")
+	m, err := llama.LoadGGUF(cpu.New(cpu.Options{}), path, engine.F32)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := gguf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := tokenizer.FromGGUFMetadata(f.Meta)
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := serve.New(serve.Config{Model: m, Tokenizer: tok, Models: []serve.Served{{ID: "stories260K"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(s.Handler())
+	defer func() { ts.Close(); s.Close() }()
+	const story = "Once upon a time, there was a little girl named Lily. She loved to play outside in the park."
+	r := complete(t, ts.URL+"/v1/completions", map[string]any{"model": "stories260K", "prompt": []int32{m.Config.BOS}, "max_tokens": 40, "temperature": 0})
+	if !strings.HasPrefix(r.text(), story) {
+		t.Errorf("greedy from BOS: %q, want %q…", r.text(), story)
+	}
+	prompt := append([]int32{m.Config.BOS}, tok.Encode("Lily saw", tokenizer.EncodeOptions{})...)
+	g, err := m.Generate([][]int32{prompt}, llama.GenerateOptions{MaxNew: 12, Stop: m.Config.EOS})
+	if err != nil {
+		t.Fatal(err)
+	}
+	all, _ := tok.Decode(append(slices.Clone(prompt), g[0].Tokens...))
+	head, _ := tok.Decode(prompt)
+	r = complete(t, ts.URL+"/v1/completions", map[string]any{"model": "stories260K", "prompt": "Lily saw", "max_tokens": 12, "temperature": 0})
+	if want := all[len(head):]; r.text() != want || !strings.HasPrefix(want, " ") {
+		t.Errorf("continuation of %q: %q, want %q", "Lily saw", r.text(), want)
+	}
 }
