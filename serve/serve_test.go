@@ -387,6 +387,61 @@ func TestIncompatibleRequestsSplit(t *testing.T) {
 	}
 }
 
+// TestAdapterServed serves a base model and a LoRA adapter on it under two
+// ids: each id's greedy reply is Model.Generate's with its adapter, the two
+// differ, and requests for both that arrive together are decoded apart.
+func TestAdapterServed(t *testing.T) {
+	m := tinyModel(t)
+	ad, err := m.NewAdapter(llama.LoRAConfig{Rank: 4, Alpha: 8, Targets: []string{"q", "v", "down"}}, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ad.Each(func(name string, w *engine.Tensor) {
+		if strings.HasSuffix(name, "lora_B.weight") {
+			vals := make([]float32, w.Numel())
+			for i := range vals {
+				vals[i] = float32(i%7-3) * 0.2
+			}
+			engine.SetF32(m.Backend(), w, vals)
+		}
+	})
+	var log syncBuffer
+	_, ts := newServer(t, m, serve.Config{Models: []serve.Served{{ID: "policy", Adapter: ad}, {ID: "base"}}, BatchWindow: 300 * time.Millisecond, Log: &log})
+	prompt := []int32{tokenizer.BytesBOS, 'h', 'e', 'l', 'l', 'o'}
+	want := map[string]string{}
+	for id, a := range map[string]*llama.Adapter{"policy": ad, "base": nil} {
+		g, err := m.Generate([][]int32{prompt}, llama.GenerateOptions{MaxNew: 16, Stop: m.Config.EOS, Adapter: a})
+		if err != nil {
+			t.Fatal(err)
+		}
+		text, _ := tokenizer.Bytes{}.Decode(g[0].Tokens)
+		want[id] = asJSON(text)
+	}
+	if want["policy"] == want["base"] {
+		t.Fatalf("the adapter changes nothing (%q): the test checks nothing", want["base"])
+	}
+	got := map[string]string{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for id := range want {
+		wg.Go(func() {
+			r := complete(t, ts.URL+"/v1/completions", map[string]any{"model": id, "prompt": prompt, "max_tokens": 16, "temperature": 0})
+			mu.Lock()
+			got[id] = r.text()
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	for id := range want {
+		if got[id] != want[id] {
+			t.Errorf("%s: %q, want %q", id, got[id], want[id])
+		}
+	}
+	if l := log.String(); strings.Count(l, "batch of 1 ") != 2 {
+		t.Errorf("want two batches of one request; the log:\n%s", l)
+	}
+}
+
 // TestStopStrings checks that a stop string ends the reply before it,
 // streamed or not, found across token boundaries.
 func TestStopStrings(t *testing.T) {

@@ -50,6 +50,7 @@ func runServe(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	loadPrompt := fs.String("load-prompt", "Once upon a time", "load test: the prompt of each request")
 	loadChat := fs.Bool("load-chat", false, "load test: send chat requests instead of completions")
 	loadStream := fs.Bool("load-stream", false, "load test: ask for streamed replies")
+	loadRounds := fs.Int("load-rounds", 3, "load test: rounds of --load-test requests, each reported (the first also warms the model's buffer pool)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -60,8 +61,8 @@ func runServe(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 		return fmt.Errorf("--max-batch %d: want a positive count", *maxBatch)
 	case *window < 0:
 		return fmt.Errorf("--batch-window %v: want a duration ≥ 0", *window)
-	case *loadN < 0 || *loadC < 1 || *loadTokens < 1:
-		return fmt.Errorf("--load-test %d, --load-concurrency %d, --load-max-tokens %d: want counts ≥ 0, ≥ 1, ≥ 1", *loadN, *loadC, *loadTokens)
+	case *loadN < 0 || *loadC < 1 || *loadTokens < 1 || *loadRounds < 1:
+		return fmt.Errorf("--load-test %d, --load-concurrency %d, --load-max-tokens %d, --load-rounds %d: want counts ≥ 0, ≥ 1, ≥ 1, ≥ 1", *loadN, *loadC, *loadTokens, *loadRounds)
 	}
 	m, ad, tok, err := p.load()
 	if err != nil {
@@ -98,12 +99,18 @@ func runServe(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	if *loadN > 0 {
 		defer s.Close()
 		fmt.Fprintf(stdout, "load test: %d requests from %d clients, max_tokens %d, temperature 1, max batch %d, window %v\n", *loadN, *loadC, *loadTokens, *maxBatch, *window)
-		r, err := serve.LoadTest(ctx, s, serve.LoadConfig{Model: models[0].ID, Requests: *loadN, Concurrency: *loadC, Prompt: *loadPrompt,
-			Chat: *loadChat, Stream: *loadStream, MaxTokens: *loadTokens, Temperature: 1})
-		if err != nil {
-			return err
+		for round := 1; round <= *loadRounds; round++ {
+			r, err := serve.LoadTest(ctx, s, serve.LoadConfig{Model: models[0].ID, Requests: *loadN, Concurrency: *loadC, Prompt: *loadPrompt,
+				Chat: *loadChat, Stream: *loadStream, MaxTokens: *loadTokens, Temperature: 1})
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(stdout, "round %d: ", round)
+			if err := r.Write(stdout); err != nil {
+				return err
+			}
 		}
-		return r.Write(stdout)
+		return nil
 	}
 	ids := make([]string, len(models))
 	for i, sm := range models {
