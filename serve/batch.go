@@ -168,7 +168,7 @@ func (s *Server) decode(jobs []*job) {
 		dec.Next(j.prompt[len(j.prompt)-1])
 		slots[i] = &slot{job: j, rng: rand.New(rand.NewPCG(j.seed, genSeedStream)), dec: dec, stop: textStop{stops: j.stops}}
 	}
-	steps, err := s.decodeSlots(slots)
+	steps, err := s.decodeSafely(slots)
 	for _, sl := range slots {
 		if !sl.done {
 			sl.finish("", fmt.Errorf("generation failed: %w", err))
@@ -178,6 +178,18 @@ func (s *Server) decode(jobs []*job) {
 		fmt.Fprintf(s.log, "batch of %d (temperature %g, top_p %g): %d steps in %v\n",
 			len(jobs), jobs[0].sample.Temperature, jobs[0].sample.TopP, steps, time.Since(start).Round(time.Millisecond))
 	}
+}
+
+// decodeSafely runs decodeSlots, turning a panic (a bug, not a bad
+// request: requests are checked before they are queued) into the batch's
+// error, so that one batch cannot bring the server down.
+func (s *Server) decodeSafely(slots []*slot) (steps int, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("internal error: %v", r)
+		}
+	}()
+	return s.decodeSlots(slots)
 }
 
 // decodeSlots runs the decoding loop of decode and returns the steps taken;

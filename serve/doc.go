@@ -12,8 +12,8 @@
 // tokenizer's) add no text. Generation stops at the tokenizer's
 // end-of-sequence and end-of-turn tokens (and the model's), at one of the
 // request's stop strings (the text before it is returned), or after
-// max_tokens tokens. max_tokens defaults
-// to what the model's context leaves after the prompt and is capped at it;
+// max_tokens tokens. max_tokens defaults to Config.DefaultMaxTokens, or to
+// what the model's context leaves after the prompt, and is capped at that;
 // a prompt that fills the context is refused. temperature (default 1; 0 is
 // greedy) and top_p (default 1) select the sampler (engine.SampleParams);
 // seed seeds the request's own random draws, so that one seed gives one

@@ -334,6 +334,17 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
+// count returns the number of times sub occurs in the log, waiting up to
+// five seconds for it to reach want: the scheduler writes a batch's line
+// after the batch's replies are sent.
+func (s *syncBuffer) count(sub string, want int) int {
+	n := strings.Count(s.String(), sub)
+	for deadline := time.Now().Add(5 * time.Second); n < want && time.Now().Before(deadline); n = strings.Count(s.String(), sub) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	return n
+}
+
 // TestBatchMatchesAlone sends requests together, which the scheduler
 // decodes as one batch (its log says so), and checks that each gets the
 // reply it gets alone: greedy ones with different prompts and lengths, and
@@ -363,7 +374,7 @@ func TestBatchMatchesAlone(t *testing.T) {
 			}
 		}
 	}
-	if n := strings.Count(log.String(), fmt.Sprintf("batch of %d ", len(prompts))); n != 2 {
+	if n := log.count(fmt.Sprintf("batch of %d ", len(prompts)), 2); n != 2 {
 		t.Errorf("want two batches of %d requests; the log:\n%s", len(prompts), log.String())
 	}
 }
@@ -382,8 +393,8 @@ func TestIncompatibleRequestsSplit(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	if l := log.String(); strings.Count(l, "batch of 2 ") != 2 {
-		t.Errorf("want two batches of 2; the log:\n%s", l)
+	if log.count("batch of 2 ", 2) != 2 {
+		t.Errorf("want two batches of 2; the log:\n%s", log.String())
 	}
 }
 
@@ -437,8 +448,8 @@ func TestAdapterServed(t *testing.T) {
 			t.Errorf("%s: %q, want %q", id, got[id], want[id])
 		}
 	}
-	if l := log.String(); strings.Count(l, "batch of 1 ") != 2 {
-		t.Errorf("want two batches of one request; the log:\n%s", l)
+	if log.count("batch of 1 ", 2) != 2 {
+		t.Errorf("want two batches of one request; the log:\n%s", log.String())
 	}
 }
 
@@ -497,6 +508,13 @@ func TestMaxTokensCapped(t *testing.T) {
 		if r.text() != want || r.Usage.CompletionTokens != n || r.Usage.CompletionTokens > 20 {
 			t.Errorf("%v: %q, %d tokens; want %q, %d tokens (the context leaves 20)", body, r.text(), r.Usage.CompletionTokens, want, n)
 		}
+	}
+	// With a default max_tokens, a request that gives none gets it.
+	_, ts = newServer(t, m, serve.Config{DefaultMaxTokens: 3})
+	want, n, _ = generate(t, m, prompt, 3, engine.SampleParams{}, 0)
+	r := complete(t, ts.URL+"/v1/completions", map[string]any{"model": tinyID, "prompt": prompt, "temperature": 0})
+	if r.text() != want || r.Usage.CompletionTokens != n {
+		t.Errorf("default max_tokens 3: %q, %d tokens; want %q, %d tokens", r.text(), r.Usage.CompletionTokens, want, n)
 	}
 }
 

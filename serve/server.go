@@ -53,6 +53,11 @@ type Config struct {
 	// BatchWindow is how long the scheduler waits for more requests once
 	// one has arrived; 0 means DefaultBatchWindow, negative means none.
 	BatchWindow time.Duration
+	// DefaultMaxTokens is the max_tokens of a request that gives none;
+	// 0 means what the model's context leaves after the prompt. Either
+	// way it is capped at that. (The KV cache of a batch holds, per
+	// request, its prompt and max_tokens.)
+	DefaultMaxTokens int
 	// Seed seeds the seeds drawn for requests that give none.
 	Seed uint64
 	// Log, when set, receives a line per batch decoded.
@@ -67,6 +72,7 @@ type Server struct {
 	models   []Served
 	maxBatch int
 	window   time.Duration
+	maxNew   int // the default max_tokens (0: the context's)
 	stopIDs  []int32
 	log      io.Writer
 	created  int64
@@ -90,6 +96,8 @@ func New(cfg Config) (*Server, error) {
 		return nil, errors.New("serve: no tokenizer")
 	case len(cfg.Models) == 0:
 		return nil, errors.New("serve: no model ids to serve")
+	case cfg.DefaultMaxTokens < 0:
+		return nil, fmt.Errorf("serve: default max tokens %d: want a count ≥ 0", cfg.DefaultMaxTokens)
 	case cfg.MaxBatch < 0:
 		return nil, fmt.Errorf("serve: maximum batch %d: want a positive count", cfg.MaxBatch)
 	case cfg.Tokenizer.VocabSize() > cfg.Model.Config.Vocab:
@@ -108,6 +116,7 @@ func New(cfg Config) (*Server, error) {
 		models:   slices.Clone(cfg.Models),
 		maxBatch: cfg.MaxBatch,
 		window:   cfg.BatchWindow,
+		maxNew:   cfg.DefaultMaxTokens,
 		log:      cfg.Log,
 		created:  time.Now().Unix(),
 		queue:    make(chan *job),
@@ -325,6 +334,9 @@ func (s *Server) completion(w http.ResponseWriter, r *http.Request) *apiError {
 func (s *Server) newJob(ctx context.Context, m Served, ids []int32, opt options, promptParam string) (*job, *apiError) {
 	c := s.model.Config
 	want := opt.maxTokens
+	if want == 0 {
+		want = s.maxNew
+	}
 	if want == 0 {
 		want = c.MaxSeqLen
 	}

@@ -42,6 +42,7 @@ func runServe(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	baseName := fs.String("base-name", "", "with --adapter, the id under which the base model is served too (default: the model's name)")
 	maxBatch := fs.Int("max-batch", serve.DefaultMaxBatch, "requests decoded together at most")
 	window := fs.Duration("batch-window", serve.DefaultBatchWindow, "how long to wait for more requests once one arrives (0: none)")
+	maxTokens := fs.Int("max-tokens", 1024, "max_tokens of a request that gives none (0: what the context leaves); capped at the context")
 	grace := fs.Duration("grace", time.Minute, "on SIGINT or SIGTERM, how long requests in flight may take to finish")
 	logBatches := fs.Bool("log-batches", false, "print a line per batch decoded")
 	loadN := fs.Int("load-test", 0, "run a load test of this many requests on loopback instead of serving")
@@ -59,6 +60,8 @@ func runServe(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	case *maxBatch < 1:
 		return fmt.Errorf("--max-batch %d: want a positive count", *maxBatch)
+	case *maxTokens < 0:
+		return fmt.Errorf("--max-tokens %d: want a count ≥ 0", *maxTokens)
 	case *window < 0:
 		return fmt.Errorf("--batch-window %v: want a duration ≥ 0", *window)
 	case *loadN < 0 || *loadC < 1 || *loadTokens < 1 || *loadRounds < 1:
@@ -86,7 +89,7 @@ func runServe(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	if bw == 0 {
 		bw = -1 // serve.Config's "none"
 	}
-	cfg := serve.Config{Model: m, Tokenizer: tok, Models: models, MaxBatch: *maxBatch, BatchWindow: bw, Seed: p.seed}
+	cfg := serve.Config{Model: m, Tokenizer: tok, Models: models, MaxBatch: *maxBatch, BatchWindow: bw, DefaultMaxTokens: *maxTokens, Seed: p.seed}
 	if *logBatches {
 		cfg.Log = stderr
 	}
