@@ -119,9 +119,13 @@ func runServe(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	for i, sm := range models {
 		ids[i] = sm.ID
 	}
-	return serve.ListenAndServe(ctx, s, *addr, *grace, func(a net.Addr) {
+	err = serve.ListenAndServe(ctx, s, *addr, *grace, func(a net.Addr) {
 		fmt.Fprintf(stdout, "serving %s on http://%s/v1 (max batch %d, window %v); SIGINT or SIGTERM stops\n", strings.Join(ids, ", "), a, *maxBatch, *window)
 	})
+	if err == nil {
+		fmt.Fprintln(stdout, "stopped: the requests in flight finished")
+	}
+	return err
 }
 
 // modelName is the id of the model the flags name: its directory's or
