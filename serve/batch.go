@@ -65,6 +65,12 @@ func (s *Server) loop() {
 	defer close(s.loopDone)
 	var pending []*job
 	for {
+		select {
+		case <-s.quit:
+			s.refuse(pending)
+			return
+		default:
+		}
 		if len(pending) == 0 {
 			select {
 			case j := <-s.queue:

@@ -472,7 +472,7 @@ func ListenAndServe(ctx context.Context, s *Server, addr string, grace time.Dura
 	if err != nil {
 		return fmt.Errorf("serve: listening on %s: %w", addr, err)
 	}
-	hs := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 30 * time.Second}
+	hs := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute}
 	if ready != nil {
 		ready(ln.Addr())
 	}
