@@ -58,8 +58,8 @@ func (j *job) key() batchKey {
 }
 
 // loop is the scheduler: it collects jobs for up to the batch window (or
-// until maxBatch wait), decodes the oldest job with every compatible
-// waiting one, and repeats, until quit is closed; jobs left then are
+// until maxBatch jobs wait), decodes the oldest job with every compatible
+// waiting one, and repeats until quit is closed; the jobs left then are
 // refused.
 func (s *Server) loop() {
 	defer close(s.loopDone)
