@@ -1,8 +1,16 @@
 package main
 
 import (
+	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/turnwise/turnwise/engine"
+	"github.com/turnwise/turnwise/engine/cpu"
+	"github.com/turnwise/turnwise/model/llama"
+	"github.com/turnwise/turnwise/serve"
+	"github.com/turnwise/turnwise/tokenizer"
 )
 
 // TestServeFlags checks that bad flags are refused before any model loads
@@ -36,5 +44,32 @@ func TestServeLoadTest(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
+	}
+}
+
+// TestRolloutAgainstServe plays demo episodes whose human is a model behind
+// the OpenAI-compatible server (the http simulator, as with a remote
+// server): every simulator request is answered.
+func TestRolloutAgainstServe(t *testing.T) {
+	c := builtinConfig
+	c.Dim, c.Layers, c.Heads, c.KVHeads, c.HeadDim, c.FFN, c.MaxSeqLen = 32, 1, 2, 1, 16, 64, 4096
+	sim, err := llama.NewRandom(cpu.New(cpu.Options{Threads: 1}), c, engine.F32, 0.3, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := serve.New(serve.Config{Model: sim, Tokenizer: tokenizer.Bytes{}, Models: []serve.Served{{ID: "human"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(s.Handler())
+	defer func() { ts.Close(); s.Close() }()
+	roll := filepath.Join(t.TempDir(), "roll.jsonl")
+	out, err := runCmd(t, runRollout, "", "--hf", byteModel(t), "--threads", "1", "--env", "demo", "--demo-tasks", "2", "--k", "1", "--max-new", "4",
+		"--simulator", "http", "--sim-url", ts.URL+"/v1", "--sim-model", "human", "--sim-max-new", "6", "--sim-retries", "0", "--out", roll)
+	if err != nil {
+		t.Fatalf("rollout: %v\n%s", err, out)
+	}
+	if !strings.Contains(out, "2 episodes") || strings.Contains(out, "the simulator failed") {
+		t.Errorf("rollout against the server:\n%s", out)
 	}
 }
