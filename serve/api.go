@@ -48,8 +48,13 @@ func newError(status int, typ, param, code, format string, args ...any) *apiErro
 // maxBodyBytes bounds a request body.
 const maxBodyBytes = 8 << 20
 
-// maxStops bounds the number of stop strings of a request.
-const maxStops = 16
+// maxStops and maxStopBytes bound the stop strings of a request: their
+// number and each one's length (the search for them costs up to the
+// square of the length per token).
+const (
+	maxStops     = 16
+	maxStopBytes = 512
+)
 
 // sampling are the fields common to both endpoints.
 type sampling struct {
@@ -180,6 +185,9 @@ func parseStop(raw json.RawMessage) ([]string, *apiError) {
 	}
 	var out []string
 	for _, s := range many {
+		if len(s) > maxStopBytes {
+			return nil, invalid("stop", "", "stop: a string of %d bytes; at most %d are allowed", len(s), maxStopBytes)
+		}
 		if s != "" {
 			out = append(out, s)
 		}

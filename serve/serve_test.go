@@ -612,6 +612,8 @@ func TestErrors(t *testing.T) {
 		{"max_completion_tokens zero", "POST", "/v1/chat/completions", chat("max_completion_tokens", 0), 400, "invalid_request_error", "max_completion_tokens", "invalid_value"},
 		{"n two", "POST", "/v1/chat/completions", chat("n", 2), 400, "invalid_request_error", "n", "invalid_value"},
 		{"stop not strings", "POST", "/v1/chat/completions", chat("stop", 3), 400, "invalid_request_error", "stop", ""},
+		{"stop too long", "POST", "/v1/completions", `{"model":"tiny","prompt":"a","stop":"` + strings.Repeat("s", 600) + `"}`, 400, "invalid_request_error", "stop", ""},
+		{"too many stops", "POST", "/v1/completions", `{"model":"tiny","prompt":"a","stop":["a","b","c","d","e","f","g","h","i","j","k","l","m","n","o","p","q"]}`, 400, "invalid_request_error", "stop", ""},
 		{"stream_options without stream", "POST", "/v1/chat/completions", chat("stream_options", map[string]bool{"include_usage": true}), 400, "invalid_request_error", "stream_options", ""},
 		{"no messages", "POST", "/v1/chat/completions", chat("messages", []any{}), 400, "invalid_request_error", "messages", ""},
 		{"bad role", "POST", "/v1/chat/completions", chat("messages", []map[string]string{{"role": "tool", "content": "x"}}), 400, "invalid_request_error", "messages", ""},
