@@ -20,8 +20,9 @@ const serveUsage = `usage: train serve [flags]
 Serves a model, and with --adapter its LoRA adapter, behind the OpenAI API:
 POST /v1/chat/completions (the Llama 3.1 chat template), POST
 /v1/completions and GET /v1/models, streamed or not. Concurrent requests
-with the same sampler are decoded together, up to --max-batch, collected
-for --batch-window after the first arrives. SIGINT or SIGTERM stops
+for the same model id with the same sampler (temperature and top_p) are
+decoded together, up to --max-batch, collected for --batch-window after the
+first arrives. SIGINT or SIGTERM stops
 accepting connections and lets the requests in flight finish.
 
 With --load-test N it instead serves on a loopback port, sends N requests
