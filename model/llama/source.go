@@ -3,6 +3,7 @@ package llama
 import (
 	"errors"
 	"path/filepath"
+	"strings"
 
 	"github.com/turnwise/turnwise/engine"
 	"github.com/turnwise/turnwise/gguf"
@@ -66,4 +67,16 @@ func (s Source) Load(b engine.Backend, dt engine.DType, seed uint64) (*Model, er
 		return nil, err
 	}
 	return NewRandom(b, c, dt, 0.02, seed)
+}
+
+// Name is the model's name: its directory's or file's base name (without
+// the file's extension), or the preset's.
+func (s Source) Name() string {
+	switch {
+	case s.HF != "":
+		return filepath.Base(filepath.Clean(s.HF))
+	case s.GGUF != "":
+		return strings.TrimSuffix(filepath.Base(s.GGUF), filepath.Ext(s.GGUF))
+	}
+	return s.Preset
 }

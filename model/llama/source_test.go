@@ -54,3 +54,15 @@ func TestCheckVocab(t *testing.T) {
 		}
 	}
 }
+
+func TestSourceName(t *testing.T) {
+	for s, want := range map[Source]string{
+		{HF: "/models/Llama-3.1-8B-Instruct/"}: "Llama-3.1-8B-Instruct",
+		{GGUF: "dir/stories260K.gguf"}:         "stories260K",
+		{Preset: "tiny"}:                       "tiny",
+	} {
+		if got := s.Name(); got != want {
+			t.Errorf("%+v: Name() = %q, want %q", s, got, want)
+		}
+	}
+}
