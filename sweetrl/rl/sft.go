@@ -12,15 +12,18 @@ import (
 
 // SFTOptions control SupervisedFT.
 type SFTOptions struct {
-	Steps, BatchTokens, MaxLen int
-	LR                         float64
-	Seed                       uint64
+	Steps       int     // optimizer steps
+	BatchTokens int     // tokens per packed batch
+	MaxLen      int     // tokens an example keeps at most (data.PackOptions)
+	LR          float64 // peak learning rate
+	Seed        uint64  // the order the examples are visited in
 }
 
 // SupervisedFT trains m's adapter ad (nil: every weight) on examples with
-// the supervised trainer: AdamW (0.9, 0.95), 3% warm-up then cosine to
-// 0.1·LR, clipping at 1, no checkpoints. out gets the progress lines (nil:
-// none).
+// the supervised trainer (trainer.Trainer) and the reference's optimizer
+// settings (reference.go): AdamW (0.9, 0.95), 3% warm-up then cosine to
+// 0.1·LR, clipping at 1, no weight decay, no checkpoints. out gets the
+// progress lines (nil: none).
 func SupervisedFT(m *llama.Model, ad *llama.Adapter, examples []data.Example, o SFTOptions, out io.Writer) error {
 	if out == nil {
 		out = io.Discard
@@ -35,7 +38,7 @@ func SupervisedFT(m *llama.Model, ad *llama.Adapter, examples []data.Example, o 
 	tr, err := trainer.New(m, ad, train, nil, trainer.Config{
 		Steps: o.Steps, MicroBatches: 1,
 		Schedule: optim.Schedule{Peak: o.LR, Warmup: max(1, o.Steps*3/100), Total: o.Steps, Cosine: true, MinRatio: RefMinLRRatio},
-		AdamW:    optim.AdamWConfig{Beta1: RefAdamBeta1, Beta2: RefAdamBeta2, Eps: RefAdamEps, MaxGradNorm: RefMaxGradNorm},
+		AdamW:    ReferenceAdamW(),
 	}, out)
 	if err != nil {
 		return err
