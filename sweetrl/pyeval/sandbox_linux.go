@@ -142,6 +142,13 @@ func newSandbox(ctx context.Context, opts Options) (_ *sandbox, _ probeInfo, err
 	for _, cand := range candidates {
 		sb, info, err := base.settle(ctx, cand)
 		if err == nil {
+			if sb.mount {
+				// Programs make their files in their own tmpfs: the
+				// evaluator needs no directory of its own.
+				if err := sb.close(); err != nil {
+					return nil, probeInfo{}, fmt.Errorf("removing the evaluator's temporary directory: %w", err)
+				}
+			}
 			return sb, info, nil
 		}
 		if ctx.Err() != nil {
