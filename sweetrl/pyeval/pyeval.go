@@ -10,11 +10,36 @@
 // the ground truth and then the answer are executed and the test's call
 // expression evaluated; the answer's part runs under a one-shot alarm of
 // Options.TestTimeout (1 s, the reference's), the ground truth's under none
-// (but within the answer's wall-clock limit). The test passes when the
-// ground truth's value is not None and equals (==) the answer's; an
-// exception on either side, or a time-out, fails it. The reward is the
-// fraction of tests passed. The ground truth is neither checked nor
-// stripped.
+// (but within the wall-clock limit). The test passes when the ground
+// truth's value is not None and equals the answer's; an exception on either
+// side, or a time-out, fails it. The reward is the fraction of tests
+// passed. The ground truth is neither checked nor stripped.
+//
+// # Comparing
+//
+// Options.Compare says where the outputs meet. CompareIsolated (the
+// default) runs the ground truth in one process and then the answer in
+// another, under different user ids; neither sees the other's source.
+// Each sends its output for every test out as data: tagged JSON for None,
+// bool, int, float (NaN and infinities included), complex, str, bytes,
+// list, tuple, set, frozenset, dict, type objects and the datetime types
+// (see encode in harness.py; a subclass of these goes as its base type's
+// value). The evaluator compares the two with Python's == on those types
+// (see pyEqual) without running any of the answer's code, so an answer
+// whose objects equal anything, that writes result lines of its own, that
+// patches builtins or that walks the stack to the harness gets no pass it
+// did not compute. An output of any other type cannot cross: a test whose
+// ground truth returns one fails ("cannot be compared as data"), as does
+// an answer that returns one. On the 1000 public backend tasks no ground
+// truth does (their outputs are ints, strs, dicts, floats, lists, bools,
+// tuples, sets, Nones, type objects in one task and datetimes in another),
+// so the 994 of 1000 hold. Where the two modes can differ: a NaN equals
+// nothing here, while in one process a container holding the very same
+// NaN object equals itself; module state such as random's is not shared
+// between ground truth and answer; an OrderedDict compares as a plain
+// dict. CompareInProcess keeps the reference's behaviour exactly — both
+// programs in one process, compared with == there — for reproducing its
+// numbers; it is as forgeable as the reference.
 //
 // By default the programs run as the reference runs them: exec and eval
 // inside a function, with that function's locals dictionary as the
@@ -35,10 +60,33 @@
 //
 // # Sandbox
 //
-// Each answer runs in its own Python process (all its tests in it), started
-// with a harness script embedded in the package. The process gets:
+// Each program runs in its own Python process (all its tests in it),
+// started with a harness script embedded in the package. The process gets:
 //
-//   - resource limits, set by the harness before it reads the answer:
+//   - when the evaluator runs as root, a user id of its own from a small
+//     pool without accounts (Options.FirstUID, 60200 by default, and up):
+//     each worker runs its answers under one id and their ground truths
+//     under the next, so answers running at once cannot reach each other's
+//     files or processes, and a process limit counts each apart;
+//   - as root, where the kernel allows, its own mount namespace with a
+//     fresh tmpfs of Options.TmpSize bytes (and 4096 files) on each of /tmp,
+//     /var/tmp, /dev/shm and /run/lock, gone when the process ends, /tmp
+//     being its working directory, HOME and TMPDIR; a fresh /proc showing
+//     only its own processes; and the files named in Options.Hide (the
+//     tasks and answers files, which hold the ground truths) covered by an
+//     empty file. The harness starts as root to mount these, then drops to
+//     its id before it reads anything it is given. Without a mount
+//     namespace (not root, or refused) it gets a private directory in the
+//     evaluator's temporary directory instead, and what it writes in /tmp
+//     or /dev/shm stays;
+//   - no_new_privs, so that nothing it executes gains privileges;
+//   - the interpreter started with -s -B -P (no user site-packages, no
+//     bytecode files, no current directory on the import path; the harness
+//     drops the current directory itself under a Python without -P) and,
+//     with Options.StdlibOnly, -S. Not -I: it implies -E, which ignores
+//     PYTHONHASHSEED, and the hash seed must be fixed for set iteration
+//     order (and so scores) to repeat;
+//   - resource limits, set by the harness before it reads the program:
 //     address space Options.Memory (1 GiB by default: an attempt to
 //     allocate more raises MemoryError), CPU time (the wall-clock limit,
 //     rounded up), file size Options.FileSize, Options.Processes processes
@@ -46,29 +94,28 @@
 //     dumps;
 //   - a wall-clock limit (Options.Timeout) enforced from Go, after which it
 //     is killed;
-//   - a private temporary directory as its working directory, HOME and
-//     TMPDIR, removed afterwards, and a clean environment;
+//   - a clean environment;
 //   - standard input, output and error on /dev/null while the code runs:
 //     the results travel on a descriptor of their own, read in bounded
 //     lines, so that output cannot flood them (an answer that writes to
 //     that descriptor on purpose loses its remaining tests);
-//   - its own process group, killed when the answer is done, whatever
+//   - its own process group, killed when the program is done, whatever
 //     happened;
-//   - when the evaluator runs as root, the account nobody, so that it cannot
-//     write where root can and the process limit applies;
 //   - new network, PID and IPC namespaces where the kernel allows them (for
 //     an evaluator that is not root, inside a new user namespace): no
-//     network at all, and every process the answer starts dies with it.
-//     Where the kernel refuses, answers run without them and
-//     Evaluator.Isolation says so.
+//     network at all, and every process the program starts dies with it.
 //
-// What the sandbox does not do: it does not limit total disk use (only each
-// file's size, and the time to write); without a PID namespace, a process
-// an answer starts that leaves its process group can outlive it; and it
-// does not make the score tamper-proof — an answer runs in the same process
-// as the harness and can forge its result, as it can in the reference by
-// returning an object that equals anything. It protects the machine, not
-// the score.
+// Where the kernel refuses a namespace, or the evaluator is not root,
+// programs run without what it would give, and Evaluator.Isolation says
+// what was obtained. The evaluator's own temporary directory (made only
+// without a mount namespace) is locked while it runs; at start-up, New
+// removes those of earlier evaluators that were killed (see
+// Isolation.StaleRemoved).
+//
+// What the sandbox does not do: it does not limit total disk use outside
+// the tmpfs (only each file's size, and the time to write); without a PID
+// namespace, a process a program starts that leaves its process group can
+// outlive it.
 //
 // Scores do not depend on the order or the parallelism of the run, except
 // through the time limits on a machine too loaded to meet them; processes

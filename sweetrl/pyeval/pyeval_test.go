@@ -344,3 +344,30 @@ func TestFrameEmulation(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkEvaluate scores one correct three-test answer per iteration, in
+// each comparison mode: isolated starts two processes per answer,
+// in-process one.
+func BenchmarkEvaluate(b *testing.B) {
+	if _, err := exec.LookPath(DefaultPython); err != nil {
+		b.Skipf("no %s on PATH: %v", DefaultPython, err)
+	}
+	for _, mode := range []Compare{CompareIsolated, CompareInProcess} {
+		b.Run(mode.String(), func(b *testing.B) {
+			e, err := New(context.Background(), Options{Workers: 1, StdlibOnly: true, Compare: mode})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer e.Close()
+			tasks := []sweetrl.Task{doubleTask()}
+			answers := []string{doubleGT}
+			b.ResetTimer()
+			for range b.N {
+				r, err := e.Evaluate(context.Background(), tasks, answers)
+				if err != nil || !r[0].Success() {
+					b.Fatalf("%+v, %v", r, err)
+				}
+			}
+		})
+	}
+}
