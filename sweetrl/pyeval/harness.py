@@ -72,6 +72,7 @@ MAX_DEPTH = 100  # nesting of an output sent as data
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
 MS_BIND, MS_REC, MS_PRIVATE = 4096, 16384, 1 << 18
 PR_SET_NO_NEW_PRIVS = 38
+PR_SET_PDEATHSIG = 1
 
 
 def libc():
@@ -123,6 +124,8 @@ def confine(setup):
         os.setgroups([])
         os.setgid(gid)
         os.setuid(uid)
+        # Changing ids cleared the signal the evaluator's death sends.
+        call("prctl", PR_SET_PDEATHSIG, ctypes.c_ulong(signal.SIGKILL), ctypes.c_ulong(0), ctypes.c_ulong(0), ctypes.c_ulong(0))
     call("prctl", PR_SET_NO_NEW_PRIVS, ctypes.c_ulong(1), ctypes.c_ulong(0), ctypes.c_ulong(0), ctypes.c_ulong(0))
     got["no_new_privs"] = True
     got["uid"] = os.getuid()
