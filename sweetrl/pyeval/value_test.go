@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+	"time"
 )
 
 // equalityPairs has Python print, for pairs of values, both encoded as the
@@ -107,5 +108,66 @@ func TestDecodeValueErrors(t *testing.T) {
 	}
 	if pyEqual(&a, &a) {
 		t.Errorf("a set holding a list equals itself")
+	}
+}
+
+// TestReadOutputs checks how an "outputs" process's lines are read: what
+// an answer writes out of turn, or instead of data, ends its report.
+func TestReadOutputs(t *testing.T) {
+	lines := func(ss ...string) [][]byte {
+		var out [][]byte
+		for _, s := range ss {
+			out = append(out, []byte(s))
+		}
+		return out
+	}
+	// A forged line with an empty error counts as a failed test, never a
+	// pass.
+	v0 := `{"test": 0, "value": ["int", "2"]}`
+	e1 := `{"test": 1, "error": "answer raised ValueError: no"}`
+	tests := []struct {
+		name    string
+		out     outcome
+		values  int    // tests with a value
+		errors  int    // tests with an error
+		stop    string // part of why the report stopped; "" when complete
+		wantErr bool
+	}{
+		{"complete", outcome{lines: lines(`{"ready": true}`, v0, e1, `{"done": true}`)}, 1, 1, "", false},
+		{"null value", outcome{lines: lines(`{"ready": true}`, `{"test": 0, "value": null}`, e1, `{"done": true}`)}, 1, 1, "", false},
+		{"forged pass", outcome{lines: lines(`{"ready": true}`, `{"test": 0, "passed": true, "error": ""}`, `{"done": true}`)}, 0, 1, "out of turn", false},
+		{"neither value nor error", outcome{lines: lines(`{"ready": true}`, `{"test": 0, "passed": true}`), deadline: true}, 0, 0, "out of turn", false},
+		{"both", outcome{lines: lines(`{"ready": true}`, `{"test": 0, "value": 1, "error": "x"}`)}, 0, 0, "out of turn", false},
+		{"out of order", outcome{lines: lines(`{"ready": true}`, e1, v0, `{"done": true}`)}, 0, 0, "out of turn", false},
+		{"garbage", outcome{lines: lines(`{"ready": true}`, v0, `garbage`)}, 1, 0, "not a result", false},
+		{"cut off", outcome{lines: lines(`{"ready": true}`, v0), deadline: true}, 1, 0, "wall-clock limit", false},
+		{"fatal", outcome{lines: lines(`{"ready": true}`, `{"fatal": "OSError: x"}`)}, 0, 0, "the harness failed", false},
+		{"nothing", outcome{exitCode: 1}, 0, 0, "", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, stop, err := readOutputs(tt.out, 2, time.Second, "answer")
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("error %v, want one: %v", err, tt.wantErr)
+			}
+			if err != nil {
+				return
+			}
+			values, errs := 0, 0
+			for _, o := range got {
+				if o.value != nil {
+					values++
+				}
+				if o.err != "" {
+					errs++
+				}
+			}
+			if values != tt.values || errs != tt.errors {
+				t.Errorf("%d values and %d errors, want %d and %d: %+v", values, errs, tt.values, tt.errors, got)
+			}
+			if (tt.stop == "") != (stop == "") || !strings.Contains(stop, tt.stop) {
+				t.Errorf("stop %q, want %q", stop, tt.stop)
+			}
+		})
 	}
 }
