@@ -121,8 +121,6 @@ func TestReadOutputs(t *testing.T) {
 		}
 		return out
 	}
-	// A forged line with an empty error counts as a failed test, never a
-	// pass.
 	v0 := `{"test": 0, "value": ["int", "2"]}`
 	e1 := `{"test": 1, "error": "answer raised ValueError: no"}`
 	tests := []struct {
@@ -135,6 +133,8 @@ func TestReadOutputs(t *testing.T) {
 	}{
 		{"complete", outcome{lines: lines(`{"ready": true}`, v0, e1, `{"done": true}`)}, 1, 1, "", false},
 		{"null value", outcome{lines: lines(`{"ready": true}`, `{"test": 0, "value": null}`, e1, `{"done": true}`)}, 1, 1, "", false},
+		// A forged line with an empty error counts as a failed test,
+		// never a pass.
 		{"forged pass", outcome{lines: lines(`{"ready": true}`, `{"test": 0, "passed": true, "error": ""}`, `{"done": true}`)}, 0, 1, "out of turn", false},
 		{"neither value nor error", outcome{lines: lines(`{"ready": true}`, `{"test": 0, "passed": true}`), deadline: true}, 0, 0, "out of turn", false},
 		{"both", outcome{lines: lines(`{"ready": true}`, `{"test": 0, "value": 1, "error": "x"}`)}, 0, 0, "out of turn", false},
