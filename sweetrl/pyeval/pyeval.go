@@ -329,9 +329,6 @@ type Isolation struct {
 	Proc bool
 	// NoNewPrivs reports that programs run with no_new_privs set.
 	NoNewPrivs bool
-	// SafePath reports that the current directory is not on the import
-	// path.
-	SafePath bool
 	// Hidden is the number of files (Options.Hide) covered in programs'
 	// mount namespaces.
 	Hidden int
@@ -377,7 +374,7 @@ func (iso Isolation) Lines() []string {
 	if len(iso.TmpDirs) > 0 {
 		hidden = fmt.Sprintf("input files: %d hidden from programs (tasks and answers files covered in their mount namespace)", iso.Hidden)
 	}
-	priv := "privileges: no_new_privs NOT set"
+	priv := "privileges: no_new_privs NOT set; current directory not on the import path"
 	if iso.NoNewPrivs {
 		priv = "privileges: no_new_privs set; current directory not on the import path"
 	}

@@ -320,7 +320,6 @@ func (base sandbox) settle(ctx context.Context, cand string) (*sandbox, probeInf
 	sb.isolation.Proc = info.confined.Proc
 	sb.isolation.NoNewPrivs = info.confined.NoNewPrivs
 	sb.isolation.Hidden = len(sb.hide)
-	sb.isolation.SafePath = true
 	if !sb.mount {
 		sb.isolation.Hidden = 0
 	}

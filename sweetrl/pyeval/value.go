@@ -52,20 +52,6 @@ type value struct {
 	items []value
 }
 
-// typeName is the Python name of v's type, for messages.
-func (v *value) typeName() string {
-	switch v.kind {
-	case kindType, kindOther:
-		if v.kind == kindType {
-			return "type"
-		}
-		return v.s
-	}
-	return [...]string{"NoneType", "bool", "int", "float", "complex", "str", "bytes", "list", "tuple",
-		"set", "frozenset", "dict", "type", "datetime.datetime", "datetime.date", "datetime.time",
-		"datetime.timedelta", "other"}[v.kind]
-}
-
 // decodeValue parses a tagged JSON value.
 func decodeValue(raw json.RawMessage) (value, error) {
 	var x any
