@@ -99,8 +99,13 @@ def mount(call, ctypes, source, target, fstype, flags, data):
 def confine(setup):
     """Confines this process as SETUP says (see the top of the file) and
     returns what it obtained, for the probe to report."""
-    ctypes, call = libc()
     got = {}
+    try:
+        ctypes, call = libc()
+    except ImportError as exc:  # an interpreter built without ctypes
+        if setup.get("mount"):
+            raise OSError("mounting needs the ctypes module: %s" % exc)
+        ctypes = None
     if setup.get("mount"):
         mount(call, ctypes, None, "/", None, MS_REC | MS_PRIVATE, None)
         for path in setup.get("hide") or []:
@@ -126,8 +131,9 @@ def confine(setup):
         os.setuid(uid)
         # Changing ids cleared the signal the evaluator's death sends.
         call("prctl", PR_SET_PDEATHSIG, ctypes.c_ulong(signal.SIGKILL), ctypes.c_ulong(0), ctypes.c_ulong(0), ctypes.c_ulong(0))
-    call("prctl", PR_SET_NO_NEW_PRIVS, ctypes.c_ulong(1), ctypes.c_ulong(0), ctypes.c_ulong(0), ctypes.c_ulong(0))
-    got["no_new_privs"] = True
+    if ctypes is not None:
+        call("prctl", PR_SET_NO_NEW_PRIVS, ctypes.c_ulong(1), ctypes.c_ulong(0), ctypes.c_ulong(0), ctypes.c_ulong(0))
+        got["no_new_privs"] = True
     got["uid"] = os.getuid()
     # -P does this where the interpreter knows it (3.11 and later).
     sys.path[:] = [p for p in sys.path if p not in ("", ".") and p != os.getcwd()]
