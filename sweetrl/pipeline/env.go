@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/turnwise/turnwise/model/llama"
 	"github.com/turnwise/turnwise/sweetrl"
@@ -130,13 +131,19 @@ func (e *Env) SimulatorKind() string {
 }
 
 // NewScorer returns the family's scorer — for colbench the sandboxed
-// Python evaluator — and a line saying what it is.
+// Python evaluator, with the tasks file hidden from answers — and a line
+// saying which scorer it is (for colbench: which Python runs answers, in
+// which scope, and how they are isolated).
 func (e *Env) NewScorer(ctx context.Context) (sweetrl.Scorer, string, error) {
 	switch e.Family {
 	case "demo":
 		return demotask.Scorer{}, "the demo family's scorer", nil
 	case "colbench":
-		ev, err := pyeval.New(ctx, e.Python)
+		o := e.Python
+		if e.TasksFile != "" {
+			o.Hide = append(slices.Clip(o.Hide), e.TasksFile)
+		}
+		ev, err := pyeval.New(ctx, o)
 		if err != nil {
 			return nil, "", err
 		}
