@@ -5,10 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 
-	"github.com/turnwise/turnwise/gguf"
+	"github.com/turnwise/turnwise/model/llama"
 	"github.com/turnwise/turnwise/tokenizer"
 )
 
@@ -58,7 +57,7 @@ func runTokenize(args []string, stdin io.Reader, stdout, stderr io.Writer) error
 	if *tokPath == "" {
 		return errors.New("no tokenizer: pass --tokenizer PATH (a tokenizer.json, a tokenizer.model or a .gguf file)")
 	}
-	tok, err := loadTokenizer(*tokPath)
+	tok, err := llama.LoadTokenizer(*tokPath)
 	if err != nil {
 		return err
 	}
@@ -146,37 +145,4 @@ func writeJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false)
 	return enc.Encode(v)
-}
-
-// loadTokenizer opens a tokenizer.json, a tokenizer.model or a GGUF file
-// (told apart by its magic bytes).
-func loadTokenizer(path string) (tokenizer.Tokenizer, error) {
-	isGGUF, err := hasGGUFMagic(path)
-	if err != nil {
-		return nil, err
-	}
-	if !isGGUF {
-		return tokenizer.Load(path)
-	}
-	f, err := gguf.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	tok, err := tokenizer.FromGGUFMetadata(f.Meta)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return tok, nil
-}
-
-func hasGGUFMagic(path string) (bool, error) {
-	fd, err := os.Open(path)
-	if err != nil {
-		return false, fmt.Errorf("opening tokenizer: %w", err)
-	}
-	defer fd.Close()
-	var magic [4]byte
-	n, _ := io.ReadFull(fd, magic[:])
-	return n == 4 && string(magic[:]) == gguf.Magic, nil
 }

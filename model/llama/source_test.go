@@ -2,6 +2,9 @@ package llama
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/turnwise/turnwise/engine"
@@ -64,5 +67,22 @@ func TestSourceName(t *testing.T) {
 		if got := s.Name(); got != want {
 			t.Errorf("%+v: Name() = %q, want %q", s, got, want)
 		}
+	}
+}
+
+func TestSourceTokenizer(t *testing.T) {
+	if _, err := (Source{Preset: "tiny"}).Tokenizer(""); !errors.Is(err, ErrNoTokenizer) {
+		t.Errorf("a preset's tokenizer: %v, want ErrNoTokenizer", err)
+	}
+	dir := t.TempDir()
+	if _, err := (Source{HF: dir}).Tokenizer(""); err == nil || !strings.Contains(err.Error(), "tokenizer.json") {
+		t.Errorf("a directory without tokenizer.json gave %v, want an error naming it", err)
+	}
+	bad := filepath.Join(dir, "bad.gguf")
+	if err := os.WriteFile(bad, []byte("GGUF\x03"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadTokenizer(bad); err == nil || !strings.Contains(err.Error(), "bad.gguf") {
+		t.Errorf("a truncated GGUF file gave %v, want an error naming it", err)
 	}
 }
