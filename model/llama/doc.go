@@ -12,6 +12,9 @@
 //     safetensors, sharded or not) and GGUF files; writing Hugging Face
 //     checkpoints (SaveHF, and Save for whatever a run trained);
 //   - init.go: random weights (NewRandom);
+//   - source.go, tokenizer.go: which model a command names (Source: a GGUF
+//     file, a Hugging Face directory or a preset), its architecture, its
+//     loading and its tokenizer (LoadTokenizer);
 //   - lora.go, peft.go: LoRA adapters (LoRAConfig, Adapter) and their files
 //     in PEFT's layout;
 //   - layer.go, linear.go: the one transformer layer body, an attention half
