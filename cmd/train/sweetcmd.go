@@ -40,14 +40,9 @@ func (p *policyFlags) load() (*llama.Model, *llama.Adapter, tokenizer.Tokenizer,
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	var tok tokenizer.Tokenizer
-	switch {
-	case p.tok == "bytes" || (p.tok == "" && p.HF != "" && m.Config.Vocab == (tokenizer.Bytes{}).VocabSize() && !exists(filepath.Join(p.HF, "tokenizer.json"))):
-		tok = tokenizer.Bytes{}
-	default:
-		if tok, err = modelTokenizer(&p.modelFlags, p.tok); err != nil {
-			return nil, nil, nil, err
-		}
+	tok, err := modelTokenizer(&p.modelFlags, p.tok)
+	if err != nil {
+		return nil, nil, nil, err
 	}
 	return m, ad, tok, m.Config.CheckVocab(tok.VocabSize())
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/turnwise/turnwise/engine"
 	"github.com/turnwise/turnwise/engine/cpu"
+	"github.com/turnwise/turnwise/tokenizer"
 )
 
 func TestSource(t *testing.T) {
@@ -77,6 +78,23 @@ func TestSourceTokenizer(t *testing.T) {
 	dir := t.TempDir()
 	if _, err := (Source{HF: dir}).Tokenizer(""); err == nil || !strings.Contains(err.Error(), "tokenizer.json") {
 		t.Errorf("a directory without tokenizer.json gave %v, want an error naming it", err)
+	}
+	if tok, err := (Source{Preset: "tiny"}).Tokenizer("bytes"); err != nil || !tokenizer.ByteChat(tok) {
+		t.Errorf(`Tokenizer("bytes") = %T, %v; want the byte tokenizer`, tok, err)
+	}
+	// A model trained from scratch on bytes, saved without a tokenizer.json.
+	c := Config{Dim: 16, Layers: 1, Heads: 2, KVHeads: 1, HeadDim: 8, FFN: 32, Vocab: 258,
+		NormEps: 1e-5, RopeTheta: 10000, MaxSeqLen: 32, BOS: tokenizer.BytesBOS, EOS: []int32{tokenizer.BytesEOS}}
+	m, err := NewRandom(cpu.New(cpu.Options{Threads: 1}), c, engine.F32, 0.02, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byteDir := filepath.Join(dir, "bytes-model")
+	if err := m.SaveHF(byteDir); err != nil {
+		t.Fatal(err)
+	}
+	if tok, err := (Source{HF: byteDir}).Tokenizer(""); err != nil || !tokenizer.ByteChat(tok) {
+		t.Errorf("a byte-level model without tokenizer.json: %T, %v; want the byte tokenizer", tok, err)
 	}
 	bad := filepath.Join(dir, "bad.gguf")
 	if err := os.WriteFile(bad, []byte("GGUF\x03"), 0o644); err != nil {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 
@@ -51,16 +52,27 @@ func hasGGUFMagic(path string) (bool, error) {
 var ErrNoTokenizer = errors.New("no tokenizer")
 
 // Tokenizer finds the tokenizer of the model s names: the file at path
-// when path is given, else the GGUF file's metadata, else tokenizer.json
-// in the Hugging Face directory. A preset has none (ErrNoTokenizer).
+// when path is given ("bytes": the byte tokenizer), else the GGUF file's
+// metadata, else tokenizer.json in the Hugging Face directory — or, when
+// the directory has none and the model's vocabulary is the byte
+// tokenizer's, the byte tokenizer (a model trained from scratch). A preset
+// has none (ErrNoTokenizer).
 func (s Source) Tokenizer(path string) (tokenizer.Tokenizer, error) {
 	switch {
+	case path == "bytes":
+		return tokenizer.Bytes{}, nil
 	case path != "":
 		return LoadTokenizer(path)
 	case s.GGUF != "":
 		return LoadTokenizer(s.GGUF)
 	case s.HF != "":
-		return LoadTokenizer(filepath.Join(s.HF, "tokenizer.json"))
+		file := filepath.Join(s.HF, "tokenizer.json")
+		if _, err := os.Stat(file); errors.Is(err, fs.ErrNotExist) {
+			if c, cerr := LoadHFConfig(filepath.Join(s.HF, HFConfigName)); cerr == nil && c.Vocab == (tokenizer.Bytes{}).VocabSize() {
+				return tokenizer.Bytes{}, nil
+			}
+		}
+		return LoadTokenizer(file)
 	}
 	return nil, ErrNoTokenizer
 }
