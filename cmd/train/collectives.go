@@ -29,6 +29,25 @@ func openComm(b engine.Backend, g *dist.Group) (engine.Communicator, string, err
 	return openNCCL(b, g.Store, g.Rank.Rank, g.WorldSize, g.Timeout)
 }
 
+// joinJob joins the data-parallel job r belongs to (started by train launch,
+// torchrun or Slurm) with a communicator on b. A process alone gets a nil
+// communicator. leave closes what was opened.
+func joinJob(b engine.Backend, r dist.Rank) (c engine.Communicator, leave func(), err error) {
+	if r.WorldSize == 1 {
+		return nil, func() {}, nil
+	}
+	g, err := dist.Rendezvous(r, dist.DefaultTimeout)
+	if err != nil {
+		return nil, nil, err
+	}
+	c, _, err = openComm(b, g)
+	if err != nil {
+		g.Close()
+		return nil, nil, err
+	}
+	return c, func() { c.Close(); g.Close() }, nil
+}
+
 // runCollectives is `train collectives`: every rank (started by train
 // launch, torchrun or Slurm, or alone) joins the job, checks each collective
 // against plain sums, and rank 0 prints the all-reduce bandwidth.

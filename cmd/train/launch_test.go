@@ -2,11 +2,15 @@ package main
 
 import (
 	"bytes"
+	"math"
 	"net"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/turnwise/turnwise/metrics"
 )
 
 // freePort returns a TCP port nothing listens on now.
@@ -77,4 +81,55 @@ func TestLaunchUsage(t *testing.T) {
 			t.Errorf("train launch %q: no error", args)
 		}
 	}
+}
+
+// TestLaunchSFTDataParallel: two ranks with one packed batch of B tokens
+// each give the per-step losses and gradient norms of one process
+// accumulating two batches of B (relative 1e-6), and only rank 0 writes.
+func TestLaunchSFTDataParallel(t *testing.T) {
+	if testing.Short() {
+		t.Skip("trains twice")
+	}
+	common := []string{"--steps", "4", "--batch-tokens", "256", "--eval-every", "0", "--prompt", "",
+		"--threads", "1", "--checkpoint-every", "2"}
+	one, two := t.TempDir(), t.TempDir()
+	if out, err := runCmd(t, runSFT, "", append([]string{"--run-dir", one, "--micro-batches", "2"}, common...)...); err != nil {
+		t.Fatalf("one process: %v\n%s", err, out)
+	}
+	out, errOut, err := launchRun(t, append([]string{"--nproc-per-node", "2", "--master-port", freePort(t), "--",
+		"sft", "--run-dir", two, "--micro-batches", "1"}, common...)...)
+	if err != nil {
+		t.Fatalf("two ranks: %v\n%s\n%s", err, out, errOut)
+	}
+	if strings.Contains(out, "[rank 1]") {
+		t.Errorf("rank 1 reported too:\n%s", out)
+	}
+	want, got := metricsByStep(t, one), metricsByStep(t, two)
+	if len(want) != 4 || len(got) != 4 {
+		t.Fatalf("%d and %d steps recorded, want 4 and 4", len(want), len(got))
+	}
+	for step, w := range want {
+		for _, k := range []string{metrics.Loss, metrics.GradNorm} {
+			if rel := math.Abs(got[step][k]-w[k]) / math.Abs(w[k]); !(rel <= 1e-6) {
+				t.Errorf("step %d %s: two ranks %.10g, one process %.10g (relative %.2g)", step, k, got[step][k], w[k], rel)
+			}
+		}
+	}
+}
+
+// metricsByStep returns each step's loss and gradient norm from a run's
+// metrics.jsonl.
+func metricsByStep(t *testing.T, dir string) map[int64]map[string]float64 {
+	recs, err := metrics.Read(filepath.Join(dir, "metrics.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[int64]map[string]float64{}
+	for _, r := range recs {
+		out[r.Step] = map[string]float64{}
+		for _, k := range []string{metrics.Loss, metrics.GradNorm} {
+			out[r.Step][k], _ = r.Get(k)
+		}
+	}
+	return out
 }
