@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"math"
 	"net"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/turnwise/turnwise/checkpoint"
 	"github.com/turnwise/turnwise/metrics"
 )
 
@@ -108,10 +110,30 @@ func TestLaunchSFTDataParallel(t *testing.T) {
 	if len(want) != 4 || len(got) != 4 {
 		t.Fatalf("%d and %d steps recorded, want 4 and 4", len(want), len(got))
 	}
+	sameMetrics(t, "two ranks", got, want)
+
+	// Resuming the two ranks' run at its step-2 checkpoint with one
+	// process (of 2B) continues it: steps 3 and 4 are the same again.
+	if err := os.RemoveAll(checkpoint.Dir(two, 4)); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := runCmd(t, runSFT, "", append([]string{"--run-dir", two, "--micro-batches", "2"}, common...)...); err != nil ||
+		!strings.Contains(out, "resuming from step 2") {
+		t.Fatalf("resuming with one process: %v\n%s", err, out)
+	}
+	sameMetrics(t, "two ranks, then one process from step 2", metricsByStep(t, two), want)
+}
+
+// sameMetrics compares each step's loss and gradient norm (relative 1e-6).
+func sameMetrics(t *testing.T, what string, got, want map[int64]map[string]float64) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Errorf("%s: %d steps recorded, want %d", what, len(got), len(want))
+	}
 	for step, w := range want {
 		for _, k := range []string{metrics.Loss, metrics.GradNorm} {
 			if rel := math.Abs(got[step][k]-w[k]) / math.Abs(w[k]); !(rel <= 1e-6) {
-				t.Errorf("step %d %s: two ranks %.10g, one process %.10g (relative %.2g)", step, k, got[step][k], w[k], rel)
+				t.Errorf("%s: step %d %s %.10g, one process %.10g (relative %.2g)", what, step, k, got[step][k], w[k], rel)
 			}
 		}
 	}
