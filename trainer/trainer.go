@@ -1,9 +1,8 @@
 // Package trainer is supervised fine-tuning: it feeds packed batches to a
 // model, steps an optimizer over its weights or its LoRA adapter, evaluates
 // on held-out batches, writes metrics and a progress line, and checkpoints
-// so that a killed run resumes exactly where it was. The data parallelism a
-// later issue adds slots in at ranks feeding one optimizer step: every
-// micro-batch's gradient accumulates into the same buffers before Step.
+// so that a killed run resumes exactly where it was. With Config.Comm it is
+// one rank of a data-parallel job (dataparallel.go).
 package trainer
 
 import (
