@@ -37,7 +37,11 @@ func rankMain(role string) int {
 		fmt.Printf("hello from %d of %d, local %d of %d, store %s\n", r.Rank, r.WorldSize, r.LocalRank, r.LocalWorldSize, r.Addr())
 		fmt.Fprintf(os.Stderr, "no newline at the end from %d", r.Rank)
 		return 0
-	case "fail", "fail-stubborn":
+	case "fail", "fail-stubborn", "sigkill":
+		if r.Rank == 1 && role == "sigkill" {
+			time.Sleep(200 * time.Millisecond)
+			syscall.Kill(os.Getpid(), syscall.SIGKILL)
+		}
 		if r.Rank == 1 {
 			time.Sleep(200 * time.Millisecond)
 			fmt.Fprintln(os.Stderr, "an earlier line")
@@ -122,6 +126,19 @@ func TestOneRankFails(t *testing.T) {
 				t.Errorf("error %q (tail %q), want rank 1's exit status 3 and its last two lines", err, re.Tail)
 			}
 		})
+	}
+}
+
+// TestOneRankKilled: a rank killed by SIGKILL is named, with its signal, and
+// the others are stopped.
+func TestOneRankKilled(t *testing.T) {
+	cfg, _, stderr := config(t, "sigkill", 2)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	err := Run(ctx, cfg)
+	var re *RankError
+	if !errors.As(err, &re) || re.Rank != 1 || re.Status != "signal: killed" {
+		t.Fatalf("Run: %v, want rank 1 killed by a signal\n%s", err, stderr)
 	}
 }
 
