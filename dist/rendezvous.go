@@ -65,23 +65,54 @@ func Rendezvous(r Rank, timeout time.Duration) (*Group, error) {
 	for i := range keys {
 		keys[i] = rankKey(i)
 	}
-	if err := g.Store.Wait(keys, max(timeout-time.Since(start), time.Millisecond)); err != nil {
-		g.Close()
-		var mk *engine.MissingKeysError
-		if errors.As(err, &mk) {
-			var missing []int
-			for _, k := range mk.Keys {
-				if n, e := strconv.Atoi(strings.TrimPrefix(k, rankKeyPrefix)); e == nil {
-					missing = append(missing, n)
-				}
-			}
-			slices.Sort(missing)
-			return nil, fmt.Errorf("rendezvous at %s: %s of %d never arrived within %v", r.Addr(), rankList(missing), r.WorldSize, timeout)
+	deadline := start.Add(timeout)
+	for {
+		// Short waits, so that a rank other than 0 also sees rank 0's
+		// verdict when rank 0 gives up first (and then stops serving).
+		err := g.Store.Wait(keys, max(min(time.Until(deadline), pollEvery), time.Millisecond))
+		if err == nil {
+			return g, nil
 		}
-		return nil, fmt.Errorf("rendezvous at %s: %w", r.Addr(), err)
+		var mk *engine.MissingKeysError
+		if !errors.As(err, &mk) {
+			g.Close()
+			return nil, fmt.Errorf("rendezvous at %s: %w", r.Addr(), err)
+		}
+		if r.Rank != 0 {
+			if v, e := g.Store.Get(failedKey, time.Millisecond); e == nil {
+				g.Close()
+				return nil, errors.New(string(v))
+			}
+		}
+		if time.Now().Before(deadline) {
+			continue
+		}
+		var missing []int
+		for _, k := range mk.Keys {
+			if n, e := strconv.Atoi(strings.TrimPrefix(k, rankKeyPrefix)); e == nil {
+				missing = append(missing, n)
+			}
+		}
+		slices.Sort(missing)
+		failure := fmt.Errorf("rendezvous at %s: %s of %d never arrived within %v", r.Addr(), rankList(missing), r.WorldSize, timeout)
+		if r.Rank == 0 && g.server != nil {
+			// Tell the ranks that did arrive, and give them time to read it.
+			g.Store.Set(failedKey, []byte(failure.Error()))
+			time.Sleep(linger)
+		}
+		g.Close()
+		return nil, failure
 	}
-	return g, nil
 }
+
+// failedKey holds rank 0's error when its rendezvous timed out; pollEvery is
+// how often the others look for it, and linger how long rank 0 keeps
+// serving it.
+const (
+	failedKey = "rendezvous/failed"
+	pollEvery = 250 * time.Millisecond
+	linger    = 4 * pollEvery
+)
 
 // rankList says "rank 3" or "ranks 1, 2".
 func rankList(rs []int) string {
