@@ -41,7 +41,7 @@ func Cosine(a, b []float32) float64 {
 }
 
 // Reward maps a cosine to a trajectory reward, which must lie in [0, 1]:
-// a negative cosine (which CLIP image pairs hardly give) counts as 0.
+// a negative cosine counts as 0.
 func Reward(cosine float64) float64 { return min(max(cosine, 0), 1) }
 
 // Scorer scores frontend answers: it renders the answer and the target
