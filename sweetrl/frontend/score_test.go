@@ -4,7 +4,10 @@ import (
 	"context"
 	"image/color"
 	"math"
+	"strings"
 	"testing"
+
+	"github.com/turnwise/turnwise/sweetrl"
 )
 
 func TestCosine(t *testing.T) {
@@ -44,8 +47,9 @@ func TestScorer(t *testing.T) {
 		"red":  {255, 0, 0, 255},
 		"blue": {0, 0, 255, 255},
 	}}
-	s := Scorer{Renderer: r, Embedder: fakeEmbedder{}}
-	got, err := s.Score(context.Background(),
+	// Batches of 3 answers: the fourth is scored in a second batch.
+	s := Scorer{Renderer: r, Embedder: fakeEmbedder{}, Batch: 3}
+	got, err := s.Cosines(context.Background(),
 		[]string{"red", "blue", "", "<html>hang</html>"},
 		[]string{"red", "red", "red", "red"})
 	if err != nil {
@@ -62,11 +66,26 @@ func TestScorer(t *testing.T) {
 			t.Error("the empty answer was rendered; it should be the black square")
 		}
 	}
-	if _, err := s.Score(context.Background(), []string{"red"}, nil); err == nil {
+	if len(got) != len(want) {
+		t.Fatalf("%d scores for %d answers", len(got), len(want))
+	}
+	if _, err := s.Cosines(context.Background(), []string{"red"}, nil); err == nil {
 		t.Error("answers without targets gave no error")
 	}
+
+	// As a sweetrl.Scorer: rewards are the cosines, clipped to [0, 1].
+	tasks := []sweetrl.Task{{GroundTruth: "red"}, {GroundTruth: "red"}}
+	scores, err := s.Score(context.Background(), tasks, []string{"red", "blue"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if math.Abs(scores[0].Reward-1) > 1e-6 || math.Abs(scores[1].Reward-0.5) > 1e-6 || scores[0].Total != 0 {
+		t.Errorf("Score = %+v, want rewards 1 and ½ and no tests", scores)
+	}
+
 	r.fail = "blue"
-	if _, err := s.Score(context.Background(), []string{"blue"}, []string{"red"}); err == nil {
-		t.Error("a failed render gave no error")
+	_, err = s.Cosines(context.Background(), []string{"red", "red", "red", "blue"}, []string{"red", "red", "red", "red"})
+	if err == nil || !strings.Contains(err.Error(), "answer 3") {
+		t.Errorf("error %v, want the failed render of answer 3", err)
 	}
 }

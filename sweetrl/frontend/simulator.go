@@ -69,6 +69,24 @@ type HTTPSimulator struct {
 	Client *sweetrl.HTTPSimulator
 }
 
+// SimulatorMaxTokens is the reply length, in tokens, the reference asks
+// the vision simulator for.
+const SimulatorMaxTokens = 4096
+
+// NewHTTPSimulator returns an HTTPSimulator with the client
+// sweetrl.NewHTTPSimulator(cfg) makes, after setting cfg.MaxTokens to
+// SimulatorMaxTokens when it is 0.
+func NewHTTPSimulator(cfg sweetrl.HTTPSimulatorConfig) (HTTPSimulator, error) {
+	if cfg.MaxTokens == 0 {
+		cfg.MaxTokens = SimulatorMaxTokens
+	}
+	c, err := sweetrl.NewHTTPSimulator(cfg)
+	if err != nil {
+		return HTTPSimulator{}, err
+	}
+	return HTTPSimulator{Client: c}, nil
+}
+
 // Respond implements Simulator.
 func (s HTTPSimulator) Respond(ctx context.Context, agent, target []byte) (string, error) {
 	return s.Client.RespondParts(ctx, SimulatorParts(agent, target))
