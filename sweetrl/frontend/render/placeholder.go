@@ -45,7 +45,10 @@ func PlaceholderSize(rawURL string) (w, h int, ok bool) {
 		if len(parts) == 2 {
 			h, okh = side(parts[1])
 		}
-		return w, h, okw && okh
+		if !okw || !okh {
+			return 0, 0, false
+		}
+		return w, h, true
 	case "source.unsplash.com":
 		if len(parts) < 2 || parts[0] != "random" {
 			return 0, 0, false
@@ -56,7 +59,10 @@ func PlaceholderSize(rawURL string) (w, h int, ok bool) {
 		}
 		w, okw := side(ws)
 		h, okh := side(hs)
-		return w, h, okw && okh
+		if !okw || !okh {
+			return 0, 0, false
+		}
+		return w, h, true
 	}
 	return 0, 0, false
 }

@@ -9,7 +9,9 @@ import (
 	"image"
 	"image/png"
 	"math"
+	"os"
 	"os/exec"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -321,7 +323,7 @@ func (r *Renderer) renderPrepared(ctx context.Context, html string) ([]byte, err
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("render: %w", ctx.Err())
 		}
-		if !t.b.alive() {
+		if t.b.died() {
 			r.browserDied(t.b)
 			if attempt == 0 {
 				continue
@@ -345,21 +347,27 @@ func (r *Renderer) takeTab(ctx context.Context) (*tab, error) {
 		r.pool <- t
 		return nil, err
 	}
-	if t != nil && t.b == b {
+	if t != nil && t.b == b && b.alive() {
 		return t, nil
 	}
 	if t != nil {
 		r.discardTab(t)
 	}
-	t, err = b.newTab(ctx, r)
-	if err != nil {
-		r.pool <- nil
-		if !b.alive() {
-			r.browserDied(b)
+	for attempt := 0; ; attempt++ {
+		t, err = b.newTab(ctx, r)
+		if err == nil {
+			return t, nil
 		}
-		return nil, fmt.Errorf("render: opening a tab: %w", err)
+		if ctx.Err() != nil || !b.died() || attempt > 0 {
+			r.pool <- nil
+			return nil, fmt.Errorf("render: opening a tab: %w", err)
+		}
+		r.browserDied(b)
+		if b, err = r.browser(); err != nil {
+			r.pool <- nil
+			return nil, err
+		}
 	}
-	return t, nil
 }
 
 // discardTab closes t in the background; Close waits for it.
@@ -514,9 +522,27 @@ func startBrowser(opts Options) (*browser, error) {
 	return b, nil
 }
 
-// alive reports whether the browser process still runs.
+// alive reports whether the browser process still runs (a zombie does not).
 func (b *browser) alive() bool {
-	return b.ctx.Err() == nil && b.pid > 0 && syscall.Kill(b.pid, 0) == nil
+	if b.ctx.Err() != nil || b.pid <= 0 {
+		return false
+	}
+	st := processState(b.pid)
+	return st != 0 && st != 'Z' && st != 'X'
+}
+
+// died reports whether the browser is dead or dies within a short while:
+// a page or a tab that failed because the browser was killed can notice
+// before the process is gone.
+func (b *browser) died() bool {
+	deadline := time.Now().Add(500 * time.Millisecond)
+	for b.alive() {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return true
 }
 
 // stop closes the browser and kills its process group.
@@ -532,7 +558,49 @@ func (b *browser) stop() {
 			syscall.Kill(-b.pid, syscall.SIGKILL)
 		}
 		b.allocCancel()
+		// Wait, briefly, until the kernel has ended every process.
+		deadline := time.Now().Add(3 * time.Second)
+		for b.pid > 0 && len(groupMembers(b.pid)) > 0 && time.Now().Before(deadline) {
+			syscall.Kill(-b.pid, syscall.SIGKILL)
+			time.Sleep(20 * time.Millisecond)
+		}
 	})
+}
+
+// processState returns the state letter of process pid (R, S, Z, ...), or 0
+// when it does not exist.
+func processState(pid int) byte {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// The state follows the parenthesised command name.
+	if i := bytes.LastIndexByte(stat, ')'); i >= 0 && i+2 < len(stat) {
+		return stat[i+2]
+	}
+	return 0
+}
+
+// groupMembers returns the processes of process group pgid that still run
+// (zombies, which hold nothing but their pid, excluded).
+func groupMembers(pgid int) []int {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	var pids []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if g, err := syscall.Getpgid(pid); err == nil && g == pgid {
+			if st := processState(pid); st != 0 && st != 'Z' && st != 'X' {
+				pids = append(pids, pid)
+			}
+		}
+	}
+	return pids
 }
 
 // guardScript runs before any script of every page: dialogs answer at once
