@@ -11,6 +11,7 @@ import (
 	"math"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -450,7 +451,8 @@ type browser struct {
 	allocCancel context.CancelFunc
 	ctx         context.Context // the browser's chromedp context
 	cancel      context.CancelFunc
-	pid         int // also its process group id
+	pid         int    // also its process group id
+	dir         string // its user data directory, named by every process it starts
 	stopOnce    sync.Once
 }
 
@@ -480,14 +482,19 @@ func browserFlags(opts Options) []chromedp.ExecAllocatorOption {
 }
 
 func startBrowser(opts Options) (*browser, error) {
+	dir, err := os.MkdirTemp("", "turnwise-chromium-")
+	if err != nil {
+		return nil, fmt.Errorf("render: starting %s: %w", opts.Chromium, err)
+	}
 	flags := append(chromedp.DefaultExecAllocatorOptions[:], browserFlags(opts)...)
+	flags = append(flags, chromedp.UserDataDir(dir))
 	allocCtx, allocCancel := chromedp.NewExecAllocator(context.Background(), flags...)
 	ctx, cancel := chromedp.NewContext(allocCtx)
-	b := &browser{opts: opts, allocCancel: allocCancel, ctx: ctx, cancel: cancel}
+	b := &browser{opts: opts, allocCancel: allocCancel, ctx: ctx, cancel: cancel, dir: dir}
 	// The first action starts the browser, bound to the context it runs
 	// with: run it with ctx itself, and cancel ctx if it takes too long.
 	timer := time.AfterFunc(60*time.Second, cancel)
-	err := chromedp.Do(ctx)
+	err = chromedp.Do(ctx)
 	timer.Stop()
 	if err != nil {
 		b.stop()
@@ -558,13 +565,51 @@ func (b *browser) stop() {
 			syscall.Kill(-b.pid, syscall.SIGKILL)
 		}
 		b.allocCancel()
-		// Wait, briefly, until the kernel has ended every process.
+		// Kill, until none is left (for a few seconds at most), the
+		// processes of the group and those that left it but name the
+		// browser's directory (Chromium's crash handler starts its own
+		// session).
 		deadline := time.Now().Add(3 * time.Second)
-		for b.pid > 0 && len(groupMembers(b.pid)) > 0 && time.Now().Before(deadline) {
-			syscall.Kill(-b.pid, syscall.SIGKILL)
+		for time.Now().Before(deadline) {
+			left := b.processes()
+			if len(left) == 0 {
+				break
+			}
+			for _, pid := range left {
+				syscall.Kill(pid, syscall.SIGKILL)
+			}
 			time.Sleep(20 * time.Millisecond)
 		}
+		os.RemoveAll(b.dir)
 	})
+}
+
+// processes returns the running processes of the browser: its process
+// group and any process whose command line names its user data directory.
+func (b *browser) processes() []int {
+	var pids []int
+	if b.pid > 0 {
+		pids = groupMembers(b.pid)
+	}
+	want := []byte(b.dir)
+	entries, err := os.ReadDir("/proc")
+	if err != nil || b.dir == "" {
+		return pids
+	}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() || slices.Contains(pids, pid) {
+			continue
+		}
+		cmdline, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err != nil || !bytes.Contains(cmdline, want) {
+			continue
+		}
+		if st := processState(pid); st != 0 && st != 'Z' && st != 'X' {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
 }
 
 // processState returns the state letter of process pid (R, S, Z, ...), or 0
@@ -817,6 +862,7 @@ func (t *tab) render(ctx context.Context, html string, seq uint64) ([]byte, erro
 		Clip:                  &page.Viewport{Width: w, Height: h, Scale: 1},
 		FromSurface:           &yes,
 		CaptureBeyondViewport: &yes,
+		OptimizeForSpeed:      &yes,
 	})
 	if err != nil {
 		return nil, t.failure(ctx, "capturing the screenshot", err)

@@ -3,12 +3,15 @@ package render
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"image"
 	"image/png"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -139,29 +142,34 @@ func TestHostilePages(t *testing.T) {
 	defer srv.Close()
 	u := srv.URL
 	timeout := 5 * time.Second
-	r := newTestRenderer(t, Options{Tabs: 2, Timeout: timeout, NoTailwind: true})
+	r := newTestRenderer(t, Options{Tabs: 2, Timeout: timeout, NoTailwind: true, MaxHeight: 4096})
 
 	// A hostile page paints its body pure blue before it misbehaves, where
-	// it can; "blue" checks that what misbehaved left the page as it was.
+	// it can; the outcome "rendered" checks that what misbehaved left the
+	// page as it was: blue at (1000,600).
 	const blue = `<body style="margin:0;background:#0000ff">`
+	const (
+		failed   = iota // the page must time out (and score black)
+		either          // a race between the screenshot and the script
+		rendered        // the page must render, blue
+	)
 	tests := []struct {
-		name     string
-		html     string
-		wantFail bool // the page must fail (and score black)
-		blue     bool // the page must render, blue at (5,5)
+		name string
+		html string
+		want int
 	}{
-		{"infinite script loop", `<html>` + blue + `<script>while (true) {}</script></body></html>`, true, false},
-		{"infinite loop after load", `<html>` + blue + `<script>onload = () => setTimeout(() => { for (;;) {} }, 0)</script></body></html>`, false, false},
+		{"infinite script loop", `<html>` + blue + `<script>while (true) {}</script></body></html>`, failed},
+		{"infinite loop after load", `<html>` + blue + `<script>onload = () => setTimeout(() => { for (;;) {} }, 0)</script></body></html>`, either},
 		{"huge DOM", `<html>` + blue + `<script>
 			for (let i = 0; i < 3e7; i++) document.body.appendChild(document.createElement("div")).textContent = "row " + i;
-			</script></body></html>`, true, false},
-		{"tall page", `<html>` + blue + `<div style="height:500000px"></div></body></html>`, false, true},
-		{"alert confirm prompt print", `<html>` + blue + `<script>alert(1); confirm("ok?"); prompt("name?"); print();</script></body></html>`, false, true},
-		{"alert restored from the prototype", `<html>` + blue + `<script>delete window.alert; window.alert = Window.prototype.alert; alert("x"); onbeforeunload = e => { e.preventDefault(); return "stay"; }</script></body></html>`, false, true},
-		{"pop-ups", `<html>` + blue + `<script>window.open("` + u + `/popup"); Window.prototype.open.call(window, "` + u + `/popup2");</script><a id=a target=_blank href="` + u + `/popup3">x</a><script>document.getElementById("a").click()</script></body></html>`, false, true},
-		{"navigation away", `<html>` + blue + `<script>location = "` + u + `/away";</script></body></html>`, false, true},
-		{"navigation by reload and meta refresh", `<html><head><meta http-equiv="refresh" content="0; url=` + u + `/refresh"></head>` + blue + `<script>setTimeout(() => location.reload(), 0)</script></body></html>`, false, true},
-		{"form submit", `<html>` + blue + `<form id=f action="` + u + `/form" method=post><input name=q value=1></form><script>document.getElementById("f").submit()</script></body></html>`, false, true},
+			</script></body></html>`, failed},
+		{"tall page", `<html>` + blue + `<div style="height:500000px"></div></body></html>`, rendered},
+		{"alert confirm prompt print", `<html>` + blue + `<script>alert(1); confirm("ok?"); prompt("name?"); print();</script></body></html>`, rendered},
+		{"alert restored from the prototype", `<html>` + blue + `<script>delete window.alert; window.alert = Window.prototype.alert; alert("x"); onbeforeunload = e => { e.preventDefault(); return "stay"; }</script></body></html>`, rendered},
+		{"pop-ups", `<html>` + blue + `<script>window.open("` + u + `/popup"); Window.prototype.open.call(window, "` + u + `/popup2");</script><a id=a target=_blank href="` + u + `/popup3">x</a><script>document.getElementById("a").click()</script></body></html>`, rendered},
+		{"navigation away", `<html>` + blue + `<script>location = "` + u + `/away";</script></body></html>`, rendered},
+		{"navigation by reload and meta refresh", `<html><head><meta http-equiv="refresh" content="0; url=` + u + `/refresh"></head>` + blue + `<script>setTimeout(() => location.reload(), 0)</script></body></html>`, rendered},
+		{"form submit", `<html>` + blue + `<form id=f action="` + u + `/form" method=post><input name=q value=1></form><script>document.getElementById("f").submit()</script></body></html>`, rendered},
 		{"network requests", `<html><head><link rel=stylesheet href="` + u + `/style.css"><script src="` + u + `/script.js"></script></head>` + blue + `
 			<img src="` + u + `/img.png"><img src="https://example.com/logo.png"><iframe src="` + u + `/frame"></iframe>
 			<div style="background:url(` + u + `/bg.png)">x</div>
@@ -171,7 +179,7 @@ func TestHostilePages(t *testing.T) {
 			navigator.sendBeacon("` + u + `/beacon", "x");
 			new WebSocket("` + strings.Replace(u, "http", "ws", 1) + `/ws");
 			new EventSource("` + u + `/sse");
-			</script></body></html>`, false, true},
+			</script></body></html>`, rendered},
 	}
 	plain := `<html><body style="margin:0;background:#00ff00"><p>plain</p></body></html>`
 	var pages []string
@@ -191,19 +199,22 @@ func TestHostilePages(t *testing.T) {
 			t.Errorf("%s: the plain page after it has %v at (5,5)", tc.name, got)
 		}
 		switch {
-		case tc.wantFail && h.Err == nil:
+		case tc.want == failed && h.Err == nil:
 			t.Errorf("%s: rendered; want a failure", tc.name)
-		case tc.wantFail:
-			t.Logf("%s: %v", tc.name, h.Err)
-		case h.Err != nil:
+		case tc.want == rendered && h.Err != nil:
 			t.Errorf("%s: %v", tc.name, h.Err)
+		case h.Err != nil:
+			if !errors.Is(h.Err, ErrPageFailed) {
+				t.Errorf("%s: error %v does not wrap ErrPageFailed", tc.name, h.Err)
+			}
+			t.Logf("%s: %v", tc.name, h.Err)
 		default:
 			img := decode(t, h.PNG)
 			if got := img.Bounds().Dy(); got > r.Options().MaxHeight {
 				t.Errorf("%s: screenshot %d pixels tall, above the cap %d", tc.name, got, r.Options().MaxHeight)
 			}
-			if got := rgb(img, 5, 5); tc.blue && got != [3]uint8{0, 0, 255} {
-				t.Errorf("%s: pixel (5,5) = %v, want the page's blue", tc.name, got)
+			if got := rgb(img, 1000, 600); tc.want == rendered && got != [3]uint8{0, 0, 255} {
+				t.Errorf("%s: pixel (1000,600) = %v, want the page's blue", tc.name, got)
 			}
 		}
 	}
@@ -216,15 +227,37 @@ func TestHostilePages(t *testing.T) {
 	}
 }
 
+// chromiumProcesses counts the running processes of any Chromium on the
+// machine, as pgrep chromium would (the crash handler included).
+func chromiumProcesses() int {
+	entries, _ := os.ReadDir("/proc")
+	n := 0
+	for _, e := range entries {
+		comm, err := os.ReadFile("/proc/" + e.Name() + "/comm")
+		if err != nil {
+			continue
+		}
+		if c := strings.TrimSpace(string(comm)); strings.HasPrefix(c, "chromium") || strings.HasPrefix(c, "chrome_crashpad") {
+			if pid, err := strconv.Atoi(e.Name()); err == nil {
+				if st := processState(pid); st != 'Z' && st != 'X' {
+					n++
+				}
+			}
+		}
+	}
+	return n
+}
+
 func TestBrowserRestartAndClose(t *testing.T) {
+	before := chromiumProcesses()
 	r := newTestRenderer(t, Options{Tabs: 2, NoTailwind: true})
 	page := `<html><body style="background:#0000ff">x</body></html>`
 	if _, err := r.Render(context.Background(), page); err != nil {
 		t.Fatal(err)
 	}
 	first := r.b
-	if n := len(groupMembers(first.pid)); n < 2 {
-		t.Fatalf("the browser's process group has %d processes; want the browser and its children", n)
+	if n := len(first.processes()); n < 2 {
+		t.Fatalf("the browser has %d processes; want the browser and its children", n)
 	}
 	// Kill the browser: the next page starts a new one.
 	if err := syscall.Kill(first.pid, syscall.SIGKILL); err != nil {
@@ -244,17 +277,20 @@ func TestBrowserRestartAndClose(t *testing.T) {
 		t.Fatal("no new browser after the first died")
 	}
 	deadline := time.Now().Add(5 * time.Second)
-	for len(groupMembers(first.pid)) > 0 && time.Now().Before(deadline) {
+	for len(first.processes()) > 0 && time.Now().Before(deadline) {
 		time.Sleep(50 * time.Millisecond)
 	}
-	if left := groupMembers(first.pid); len(left) > 0 {
+	if left := first.processes(); len(left) > 0 {
 		t.Errorf("processes %v of the dead browser are left", left)
 	}
 	if err := r.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if left := groupMembers(second.pid); len(left) > 0 {
+	if left := second.processes(); len(left) > 0 {
 		t.Errorf("processes %v are left after Close", left)
+	}
+	if after := chromiumProcesses(); after > before {
+		t.Errorf("%d Chromium processes ran before New, %d after Close", before, after)
 	}
 	if _, err := r.Render(context.Background(), page); err == nil {
 		t.Error("Render after Close succeeded")
