@@ -208,6 +208,7 @@ func (r *Renderer) RenderAll(ctx context.Context, pages []string) ([]Page, error
 	var (
 		wg       sync.WaitGroup
 		next     atomic.Int64
+		stop     atomic.Bool // a worker met an error that ends the batch
 		fatalMu  sync.Mutex
 		fatalErr error
 	)
@@ -217,7 +218,7 @@ func (r *Renderer) RenderAll(ctx context.Context, pages []string) ([]Page, error
 			defer wg.Done()
 			for {
 				i := int(next.Add(1) - 1)
-				if i >= len(prepared) || ctx.Err() != nil {
+				if i >= len(prepared) || ctx.Err() != nil || stop.Load() {
 					return
 				}
 				png, err := r.renderPrepared(ctx, prepared[i])
@@ -227,6 +228,7 @@ func (r *Renderer) RenderAll(ctx context.Context, pages []string) ([]Page, error
 						fatalErr = err
 					}
 					fatalMu.Unlock()
+					stop.Store(true)
 					return
 				}
 				out[i] = Page{PNG: png, Err: err}
@@ -373,6 +375,13 @@ func (r *Renderer) takeTab(ctx context.Context) (*tab, error) {
 
 // discardTab closes t in the background; Close waits for it.
 func (r *Renderer) discardTab(t *tab) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		// Close has stopped, or is stopping, the browser.
+		go t.cancel()
+		return
+	}
 	r.closing.Add(1)
 	go func() {
 		defer r.closing.Done()
