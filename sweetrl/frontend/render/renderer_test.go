@@ -141,7 +141,7 @@ func TestHostilePages(t *testing.T) {
 	}))
 	defer srv.Close()
 	u := srv.URL
-	timeout := 5 * time.Second
+	timeout := 8 * time.Second
 	r := newTestRenderer(t, Options{Tabs: 2, Timeout: timeout, NoTailwind: true, MaxHeight: 4096})
 
 	// A hostile page paints its body pure blue before it misbehaves, where
