@@ -22,7 +22,9 @@
 #                     must be the documented text
 #   collectives       one GPU rank over NCCL (PyTorch's, found by the torch
 #                     step), started by `train launch`: `train collectives`
-#                     checks every collective and times the all-reduce
+#                     checks every collective and times the all-reduce (with
+#                     one rank nothing crosses a link: the time is NCCL's
+#                     per-call cost)
 #   collectives-cpu   two CPU ranks over Gloo, started by `train launch`: the
 #                     same checks and timings
 #   memcheck, racecheck, synccheck
