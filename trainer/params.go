@@ -35,13 +35,7 @@ type Params struct {
 // every weight of m when ad is nil — and extra (further parameters by name;
 // nil: none) with one AdamW configured by c.
 func NewParams(m *llama.Model, ad *llama.Adapter, c optim.AdamWConfig, extra map[string]*engine.Tensor) (*Params, error) {
-	p := &Params{Tensors: checkpoint.Tensors{}, m: m, ad: ad}
-	maps.Copy(p.Tensors, extra)
-	if ad != nil {
-		ad.Each(func(n string, t *engine.Tensor) { p.Tensors[n] = t })
-	} else {
-		m.Weights.Each(func(n string, t *engine.Tensor) { p.Tensors[n] = t })
-	}
+	p := &Params{Tensors: trainedTensors(m, ad, extra), m: m, ad: ad}
 	opt, err := optim.NewAdamW(m.Backend(), c, p.Tensors)
 	if err != nil {
 		return nil, err
@@ -53,6 +47,19 @@ func NewParams(m *llama.Model, ad *llama.Adapter, c optim.AdamWConfig, extra map
 		p.Grads = m.Weights.Map(opt.Grad)
 	}
 	return p, nil
+}
+
+// trainedTensors returns, by name, the parameters a run of model m trains:
+// adapter ad's, or every weight of m when ad is nil, and extra.
+func trainedTensors(m *llama.Model, ad *llama.Adapter, extra map[string]*engine.Tensor) checkpoint.Tensors {
+	t := checkpoint.Tensors{}
+	maps.Copy(t, extra)
+	if ad != nil {
+		ad.Each(func(n string, w *engine.Tensor) { t[n] = w })
+	} else {
+		m.Weights.Each(func(n string, w *engine.Tensor) { t[n] = w })
+	}
+	return t
 }
 
 // LossGrad uploads dlogp [N] — a loss's gradient with respect to each

@@ -9,11 +9,8 @@
 //     batches (data.Packer) to the model, accumulates micro-batches into one
 //     optimizer step, evaluates on held-out batches, writes metrics and a
 //     progress line, and checkpoints so that a killed run resumes exactly
-//     where it was.
-//
-// The data parallelism a later issue adds slots in at ranks feeding one
-// optimizer step: every micro-batch's gradient accumulates into the same
-// buffers before Step.
+//     where it was. With Config.Comm it is one rank of a data-parallel job
+//     (dataparallel.go).
 package trainer
 
 import (
@@ -45,6 +42,10 @@ type Config struct {
 	KeepCheckpoints int    // checkpoints kept (≥ 1)
 	RunDir          string // checkpoints and metrics.jsonl go here ("" : none)
 	Compress        bool   // zstd-compress optimizer state in checkpoints
+
+	// Comm, when not nil, makes the run one rank of a data-parallel job
+	// (see dataParallel): nil or a job of one is a single process.
+	Comm engine.Communicator
 }
 
 // state is what trainer.json holds: enough, with the weights and the
@@ -87,6 +88,15 @@ func New(m *llama.Model, ad *llama.Adapter, train, eval *data.Packer, cfg Config
 		cfg.KeepCheckpoints = 1
 	}
 	t := &Trainer{cfg: cfg, m: m, ad: ad, train: train, eval: eval, log: out}
+	if cfg.Comm != nil && cfg.Comm.Size() > 1 {
+		if err := broadcastParams(cfg.Comm, trainedTensors(m, ad, nil)); err != nil {
+			return nil, err
+		}
+		if cfg.Comm.Rank() != 0 {
+			t.log = io.Discard // rank 0 reports
+			out = io.Discard
+		}
+	}
 	p, err := NewParams(m, ad, cfg.AdamW, nil)
 	if err != nil {
 		return nil, err
@@ -177,7 +187,8 @@ func meanNLL(b engine.Backend, p *llama.Pass, bt llama.Batch) float64 {
 // Run trains from the current step to cfg.Steps.
 func (t *Trainer) Run() error {
 	b := t.m.Backend()
-	if t.cfg.RunDir != "" && t.metricsOut == nil {
+	dp := newDataParallel(t.cfg.Comm, b)
+	if t.cfg.RunDir != "" && t.metricsOut == nil && dp.writes() {
 		w, err := metrics.Create(filepath.Join(t.cfg.RunDir, MetricsName),
 			metrics.WriterOptions{EventsDir: t.cfg.RunDir, FromStep: int64(t.st.Step)})
 		if err != nil {
@@ -192,7 +203,7 @@ func (t *Trainer) Run() error {
 		var loss float64
 		var tokens int
 		for mb := 0; mb < t.cfg.MicroBatches; mb++ {
-			bt := t.train.Next()
+			bt := dp.next(t.train)
 			dlogp, err := lossGrad(bt, 1)
 			if err != nil {
 				return err
@@ -205,8 +216,12 @@ func (t *Trainer) Run() error {
 			tokens += len(bt.IDs)
 			p.Release()
 		}
+		var err error
+		if loss, tokens, err = dp.reduce(t.p.Opt.FlatGrad(), loss, tokens); err != nil {
+			return err
+		}
 		lr := t.cfg.Schedule.LR(t.st.Step)
-		res := t.p.Opt.Step(float32(lr), 1/float32(t.cfg.MicroBatches))
+		res := t.p.Opt.Step(float32(lr), 1/float32(t.cfg.MicroBatches*dp.size))
 		t.st.Step++
 		t.st.Tokens += int64(tokens)
 		t.st.Position = t.train.Position()
@@ -217,7 +232,7 @@ func (t *Trainer) Run() error {
 		if res.Skipped {
 			rec.Values["skipped"] = 1
 		}
-		if t.eval != nil && t.cfg.EvalEvery > 0 && (t.st.Step%t.cfg.EvalEvery == 0 || t.st.Step == t.cfg.Steps) {
+		if t.eval != nil && dp.writes() && t.cfg.EvalEvery > 0 && (t.st.Step%t.cfg.EvalEvery == 0 || t.st.Step == t.cfg.Steps) {
 			ev, err := t.Evaluate()
 			if err != nil {
 				return err
@@ -230,7 +245,7 @@ func (t *Trainer) Run() error {
 			}
 		}
 		t.progress.Update(int64(t.st.Step), loss, lr, tps)
-		if t.cfg.RunDir != "" && ((t.cfg.CheckpointEvery > 0 && t.st.Step%t.cfg.CheckpointEvery == 0) || t.st.Step == t.cfg.Steps) {
+		if t.cfg.RunDir != "" && dp.writes() && ((t.cfg.CheckpointEvery > 0 && t.st.Step%t.cfg.CheckpointEvery == 0) || t.st.Step == t.cfg.Steps) {
 			if err := t.Save(); err != nil {
 				return err
 			}
