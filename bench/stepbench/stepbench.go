@@ -103,7 +103,7 @@ func Run(b engine.Backend, memInfo func() (free, total int64, err error), peak P
 	if err != nil {
 		return nil, nil, fmt.Errorf("random %s weights: %w", o.Model, err)
 	}
-	ad, err := m.NewAdapter(llama.LoRAConfig{Rank: o.LoRARank, Alpha: 2 * float32(o.LoRARank), Targets: llama.AllProjections}, o.Seed)
+	ad, err := m.NewAdapter(llama.LoRAEvery(o.LoRARank), o.Seed)
 	if err != nil {
 		return nil, nil, err
 	}
