@@ -441,7 +441,7 @@ func AttentionCases(c Config, dt engine.DType) []Case {
 		seqs = engine.FromI32(b, s, nseq, 4)
 		return
 	}
-	scale := float32(1 / math.Sqrt(float64(hd)))
+	scale := engine.AttentionParams{Scale: float32(1 / math.Sqrt(float64(hd)))}
 	es := int64(dt.Size())
 	qBytes, kvBytes := int64(c.Tokens*c.Heads*hd)*es, int64(c.Tokens*c.KVHeads*hd)*es
 	return []Case{
@@ -482,7 +482,7 @@ func decodeAttention(c Config, dt engine.DType) Case {
 				rows = append(rows, int32(i), 1, int32(i*kl), int32(kl))
 			}
 			seqs := engine.FromI32(b, rows, s, 4)
-			scale := float32(1 / math.Sqrt(float64(hd)))
+			scale := engine.AttentionParams{Scale: float32(1 / math.Sqrt(float64(hd)))}
 			return func() { b.Attention(o, lse, q, k, v, seqs, scale) }
 		},
 	}

@@ -264,7 +264,7 @@ func shapeGemms(t *testing.T, p pairRun, s ModelShapes) {
 // caches of the longest length (forward only, as in generation).
 func shapeAttention(t *testing.T, p pairRun, s ModelShapes) {
 	h, g, dh := s.Heads, s.KVHeads, s.HeadDim
-	scale := float32(1 / math.Sqrt(float64(dh)))
+	scale := engine.AttentionParams{Scale: float32(1 / math.Sqrt(float64(dh)))}
 	for _, n := range s.SeqLens {
 		t.Run(fmt.Sprintf("train_T%d", n), func(t *testing.T) {
 			p := p.in(t)
