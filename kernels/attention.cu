@@ -470,7 +470,7 @@ __global__ void __launch_bounds__(kThreads, 2)
 		// lane taking the keys of its parity.
 		const int r = lane / 2, half = lane % 2, rho = r0 + warp * kStrip + r;
 		const bool valid = rho < r1;
-		const int last = (valid ? rho : r1 - 1) / rep + off; // the last key the row sees
+		const int last = min((valid ? rho : r1 - 1) / rep + off, kl - 1); // the last key the row sees
 		float m = -INFINITY, l = 0.0f; // running maximum (base 2, scaled) and sum
 		typename AccOf<T, D>::type o;  // Σ P·V, rescaled as m moves
 		o.zero();
@@ -613,7 +613,7 @@ __global__ void __launch_bounds__(kThreads, 2)
 		// taking the keys of its parity.
 		const int r = lane / 2, half = lane % 2, rho = r0 + warp * kStrip + r;
 		const bool valid = rho < r1;
-		const int last = valid ? rho / rep + off : -1; // the last key the row sees
+		const int last = valid ? min(rho / rep + off, kl - 1) : -1; // the last key the row sees
 		const int64_t li = valid ? qrow_index(qs, rho, rep, h, kvh) : 0;
 		const float lse2 = valid ? lse[li] * kLog2e : 0.0f, Dr = valid ? Dl[li] : 0.0f;
 		typename AccOf<T, D>::type a; // Σ dS·K
@@ -719,7 +719,7 @@ __global__ void __launch_bounds__(kThreads, 2)
 				const int64_t li = ok ? qrow_index(qs, rho, rep, h, kvh) : 0;
 				lse2s[c] = ok ? lse[li] * kLog2e : 0.0f;
 				Ds[c] = ok ? Dl[li] : 0.0f;
-				lims[c] = ok ? rho / rep + off : -1;
+				lims[c] = ok ? min(rho / rep + off, kl - 1) : -1;
 			}
 			__syncthreads();
 			warp_nt<D, N>(Sw, Ks + warp * kStrip * LT, Qs);

@@ -359,6 +359,38 @@ func MemoryCases(c Config, dt engine.DType) []Case {
 			dg, du := engine.MustAlloc(b, dt, n, f), engine.MustAlloc(b, dt, n, f)
 			return func() { b.SwiGLUBackward(dg, du, do, g, u) }
 		}},
+		{Name: name("layernorm"), Bytes: 2*nd*es + 2*int64(d)*es + int64(8*n), Setup: func(b engine.Backend) func() {
+			x, w, bi := filled(b, dt, 1, n, d), filled(b, dt, 1, d), filled(b, dt, 1, d)
+			o, m, r := engine.MustAlloc(b, dt, n, d), engine.MustAlloc(b, engine.F32, n), engine.MustAlloc(b, engine.F32, n)
+			return func() { b.LayerNorm(o, m, r, x, w, bi, 1e-5) }
+		}},
+		{Name: name("layernorm_backward"), Bytes: 3*nd*es + 5*int64(d)*es + int64(8*n), Setup: func(b engine.Backend) func() {
+			x, w, bi, g := filled(b, dt, 1, n, d), filled(b, dt, 1, d), filled(b, dt, 1, d), filled(b, dt, 1, n, d)
+			m, r := engine.MustAlloc(b, engine.F32, n), engine.MustAlloc(b, engine.F32, n)
+			dx, dw, db := engine.MustAlloc(b, dt, n, d), engine.MustAlloc(b, dt, d), engine.MustAlloc(b, dt, d)
+			b.LayerNorm(engine.MustAlloc(b, dt, n, d), m, r, x, w, bi, 1e-5)
+			return func() { b.LayerNormBackward(dx, dw, db, g, x, w, m, r) }
+		}},
+		{Name: name("add_bias"), Bytes: 2*nd*es + int64(d)*es, Setup: func(b engine.Backend) func() {
+			x, bi := filled(b, dt, 1, n, d), filled(b, dt, 1e-3, d)
+			return func() { b.AddBias(x, bi) }
+		}},
+		{Name: name("add_bias_backward"), Bytes: nd*es + 8*int64(d), Setup: func(b engine.Backend) func() {
+			g, db := filled(b, dt, 1, n, d), engine.MustAlloc(b, engine.F32, d)
+			return func() { b.AddBiasBackward(db, g) }
+		}},
+		{Name: name("gelu_quick"), Bytes: 2 * int64(n*f) * es, Setup: func(b engine.Backend) func() {
+			x, o := filled(b, dt, 2, n, f), engine.MustAlloc(b, dt, n, f)
+			return func() { b.GELU(o, x, engine.GELUQuick) }
+		}},
+		{Name: name("gelu_erf"), Bytes: 2 * int64(n*f) * es, Setup: func(b engine.Backend) func() {
+			x, o := filled(b, dt, 2, n, f), engine.MustAlloc(b, dt, n, f)
+			return func() { b.GELU(o, x, engine.GELUErf) }
+		}},
+		{Name: name("gelu_quick_backward"), Bytes: 3 * int64(n*f) * es, Setup: func(b engine.Backend) func() {
+			x, g, dx := filled(b, dt, 2, n, f), filled(b, dt, 1, n, f), engine.MustAlloc(b, dt, n, f)
+			return func() { b.GELUBackward(dx, g, x, engine.GELUQuick) }
+		}},
 		{Name: name("logsoftmax_gather"), Bytes: int64(chunk*v)*es + int64(12*chunk), Setup: func(b engine.Backend) func() {
 			l, t := filled(b, dt, 4, chunk, v), ids(b, chunk, v)
 			lp, ls := engine.MustAlloc(b, engine.F32, chunk), engine.MustAlloc(b, engine.F32, chunk)
@@ -421,7 +453,7 @@ func AttentionFLOPs(seqs, seqLen, h, dh int) float64 {
 }
 
 // AttentionCases are the attention forward and backward of c in dtype dt:
-// Tokens/SeqLen causal sequences. FLOPs count the causal half of QKᵀ and PV
+// Tokens/SeqLen sequences, causal and non-causal. FLOPs count the causal half of QKᵀ and PV
 // (AttentionFLOPs) for the forward and 2.5× that for the backward (dV, dP,
 // dQ, dK and the recomputed scores).
 func AttentionCases(c Config, dt engine.DType) []Case {
@@ -442,6 +474,7 @@ func AttentionCases(c Config, dt engine.DType) []Case {
 		return
 	}
 	scale := engine.AttentionParams{Scale: float32(1 / math.Sqrt(float64(hd)))}
+	nonCausal := engine.AttentionParams{Scale: scale.Scale, NonCausal: true}
 	es := int64(dt.Size())
 	qBytes, kvBytes := int64(c.Tokens*c.Heads*hd)*es, int64(c.Tokens*c.KVHeads*hd)*es
 	return []Case{
@@ -458,6 +491,22 @@ func AttentionCases(c Config, dt engine.DType) []Case {
 				b.Attention(o, lse, q, k, v, seqs, scale)
 				dq, dk, dv := engine.MustAlloc(b, dt, q.Shape()...), engine.MustAlloc(b, dt, k.Shape()...), engine.MustAlloc(b, dt, v.Shape()...)
 				return func() { b.AttentionBackward(dq, dk, dv, o, o, lse, q, k, v, seqs, scale) }
+			}},
+		// Non-causal (a vision transformer's): every query meets every key,
+		// twice the causal half's arithmetic.
+		{Name: AttentionName("fwd_noncausal", dt, nseq, c.SeqLen, c.Heads, c.KVHeads, hd), FLOPs: 2 * fwd,
+			Bound: bench.Compute, Bytes: 2*qBytes + 2*kvBytes + int64(4*c.Tokens*c.Heads),
+			Setup: func(b engine.Backend) func() {
+				q, k, v, o, lse, seqs := setup(b)
+				return func() { b.Attention(o, lse, q, k, v, seqs, nonCausal) }
+			}},
+		{Name: AttentionName("bwd_noncausal", dt, nseq, c.SeqLen, c.Heads, c.KVHeads, hd), FLOPs: 5 * fwd,
+			Bound: bench.Compute, Bytes: 4*qBytes + 4*kvBytes + int64(4*c.Tokens*c.Heads),
+			Setup: func(b engine.Backend) func() {
+				q, k, v, o, lse, seqs := setup(b)
+				b.Attention(o, lse, q, k, v, seqs, nonCausal)
+				dq, dk, dv := engine.MustAlloc(b, dt, q.Shape()...), engine.MustAlloc(b, dt, k.Shape()...), engine.MustAlloc(b, dt, v.Shape()...)
+				return func() { b.AttentionBackward(dq, dk, dv, o, o, lse, q, k, v, seqs, nonCausal) }
 			}},
 	}
 }
