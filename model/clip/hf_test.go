@@ -211,3 +211,29 @@ func TestLoadWidensHalf(t *testing.T) {
 		}
 	}
 }
+
+func TestNewRandom(t *testing.T) {
+	b := cpu.New(cpu.Options{})
+	if _, err := NewRandom(b, Config{Hidden: 64, FFN: 128, Layers: 1, Heads: 5, Patch: 32, ImageSize: 224, Projection: 8, NormEps: 1e-5}, 1); err == nil {
+		t.Error("NewRandom with 64 wide and 5 heads: no error")
+	}
+	c := Config{Hidden: 32, FFN: 64, Layers: 1, Heads: 2, Patch: 16, ImageSize: 64, Projection: 8, NormEps: 1e-5}
+	m, err := NewRandom(b, c, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	img := make(Pixels, 3*64*64)
+	for i := range img {
+		img[i] = float32(i%7) - 3
+	}
+	e := m.Embed([]Pixels{img, img})
+	if len(e) != 2 || len(e[0]) != 8 {
+		t.Fatalf("embeddings %d×%d, want 2×8", len(e), len(e[0]))
+	}
+	for j := range e[0] {
+		if math.IsNaN(float64(e[0][j])) || e[0][j] != e[1][j] {
+			t.Fatalf("element %d: %g and %g for one image twice", j, e[0][j], e[1][j])
+		}
+	}
+}
