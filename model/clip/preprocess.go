@@ -23,7 +23,10 @@ func Preprocess(img image.Image) (Pixels, error) { return PreprocessSize(img, 22
 // pixels where that uses 224:
 //
 //  1. convert_rgb: a pixel that is not opaque is composited over white
-//     with PIL's alpha_composite arithmetic (8-bit, rounded as PIL rounds);
+//     with PIL's alpha_composite arithmetic (8-bit, rounded as PIL rounds),
+//     as current transformers does (older versions called PIL's
+//     convert("RGB"), which drops alpha; both agree on opaque images such
+//     as screenshots);
 //  2. resize the shortest side to size, the other to
 //     int(size·long/short), with PIL's BICUBIC resampling (see
 //     bicubic.go), reproduced bit for bit;
