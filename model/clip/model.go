@@ -24,7 +24,8 @@ import (
 // and attention keeps the images apart with one sequence per image.
 
 // MaxBatch is the most images Embed runs through the tower at once; larger
-// batches are split. It bounds the activations (about 70 MB for ViT-B/32).
+// batches are split. It bounds the activations (about 95 MB of f32
+// buffers for ViT-B/32).
 const MaxBatch = 32
 
 // Model is CLIP's image tower on one backend.
