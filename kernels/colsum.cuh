@@ -1,5 +1,6 @@
 // colsum.cuh — the deterministic column sums of parameter gradients, shared
-// by the families that accumulate one (layernorm's dw and db, bias's db).
+// by the families that accumulate one (rmsnorm's dw, layernorm's dw and db,
+// bias's db).
 // Include after common.cuh.
 //
 // The rows are cut into colsum_groups(n) groups of colsum_group_rows(n)
