@@ -80,12 +80,15 @@ func newTaps(inSize, outSize int) taps {
 	return t
 }
 
-// dot is one output value: PIL's rounding and clip8.
-func (t *taps) dot(x int, at func(i int) uint8) uint8 {
-	k := t.k[x*t.size:]
+// dot is output pixel x's value, with PIL's rounding and clip8, reading
+// input pixel i at src[base+i·stride].
+func (t *taps) dot(x int, src []uint8, base, stride int) uint8 {
+	k := t.k[x*t.size : x*t.size+t.n[x]]
 	ss := int32(1 << (precisionBits - 1))
-	for i := range t.n[x] {
-		ss += int32(at(t.lo[x]+i)) * k[i]
+	j := base + t.lo[x]*stride
+	for _, w := range k {
+		ss += int32(src[j]) * w
+		j += stride
 	}
 	return uint8(min(max(ss>>precisionBits, 0), 255))
 }
@@ -110,10 +113,9 @@ func resizeCrop(src rgb8, ow, oh, x0, y0, cw, ch int) rgb8 {
 		}
 		tmp := rgb8{w: cw, h: src.h, pix: make([]uint8, 3*cw*src.h)}
 		for y := ylo; y < yhi; y++ {
-			row := src.pix[3*y*src.w:]
 			for x := range cw {
 				for c := range 3 {
-					tmp.pix[3*(y*cw+x)+c] = ht.dot(x0+x, func(i int) uint8 { return row[3*i+c] })
+					tmp.pix[3*(y*cw+x)+c] = ht.dot(x0+x, src.pix, 3*y*src.w+c, 3)
 				}
 			}
 		}
@@ -130,7 +132,7 @@ func resizeCrop(src rgb8, ow, oh, x0, y0, cw, ch int) rgb8 {
 	for y := range ch {
 		for x := range cw {
 			for c := range 3 {
-				out.pix[3*(y*cw+x)+c] = vt.dot(y0+y, func(i int) uint8 { return img.pix[3*(i*img.w+x0+x)+c] })
+				out.pix[3*(y*cw+x)+c] = vt.dot(y0+y, img.pix, 3*(x0+x)+c, 3*img.w)
 			}
 		}
 	}
