@@ -25,7 +25,7 @@ Files written into OUT:
     config.json, model.safetensors   the checkpoint (names as Hugging Face's
                                      CLIPModel; two text tensors included,
                                      which a vision loader must ignore)
-    imgN.png                         the input images
+    imgN.png                         the input images (N = 0 … 3)
     imgN_crop.png                    PIL's resized and cropped 8-bit pixels
     golden.safetensors               pixel_lut [3, 256] f32: normalised value
                                      of each channel and byte; embeds [N, 32]
@@ -162,9 +162,10 @@ def normalise(a):
 
 
 def make_images():
-    """Three small images: a landscape RGB one (downscaled), a portrait RGBA
+    """Four small images: a landscape RGB one (downscaled), a portrait RGBA
     one with partial transparency (upscaled), a tall RGB one (downscaled,
-    cropped vertically)."""
+    cropped vertically), a grayscale one 224 wide (no resize: only the
+    crop)."""
     ims = []
     im = Image.new("RGB", (320, 200))
     d = ImageDraw.Draw(im)
@@ -188,6 +189,12 @@ def make_images():
     for i in range(0, 600, 40):
         d.rectangle([16, i + 5, 240, i + 30], fill=((i * 7) % 256, 100 + i % 100, 200))
         d.line([(0, i), (255, i + 20)], fill=(0, 0, 0), width=3)
+    ims.append(im)
+
+    im = Image.new("L", (224, 360), 30)
+    d = ImageDraw.Draw(im)
+    for i in range(0, 360, 24):
+        d.rectangle([i % 200, i, i % 200 + 24, i + 12], fill=(i * 5) % 256)
     ims.append(im)
     return ims
 

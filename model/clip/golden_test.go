@@ -16,15 +16,15 @@ import (
 
 // The golden files are written by scripts/clip_golden.py: a random-weight
 // tower of ViT-B/32's architecture (hidden 64, 2 layers, 4 heads, patch 32,
-// image 224, projection 32), three images, PIL's resized and cropped
+// image 224, projection 32), four images, PIL's resized and cropped
 // pixels, and PyTorch's embeddings.
 
 const testdataDir = "testdata"
 
 // goldenImages are the test images: 320×200 RGB (downscaled), 90×130 RGBA
 // with partial transparency (upscaled), 256×600 RGB (downscaled, cropped
-// vertically).
-var goldenImages = []string{"img0", "img1", "img2"}
+// vertically), 224×360 grayscale (not resized: only cropped).
+var goldenImages = []string{"img0", "img1", "img2", "img3"}
 
 // embedTol is the largest difference allowed between an embedding element
 // and PyTorch's, in f32.
