@@ -37,6 +37,11 @@ type Config struct {
 	NormEps    float32 // LayerNorm's epsilon (layer_norm_eps)
 }
 
+// MaxImageSize bounds image_size: the input image's memory (3·S² f32 per
+// image) is not backed by the weight files, so a configuration may not ask
+// for more than this side.
+const MaxImageSize = 4096
+
 // ViTB32 is openai/clip-vit-base-patch32's image tower.
 var ViTB32 = Config{Hidden: 768, FFN: 3072, Layers: 12, Heads: 12, Patch: 32, ImageSize: 224, Projection: 512, NormEps: 1e-5}
 
@@ -71,6 +76,8 @@ func (c Config) validate(vp string) error {
 	switch {
 	case c.Hidden%c.Heads != 0:
 		return fmt.Errorf("%shidden_size = %d is not a multiple of %snum_attention_heads = %d", vp, c.Hidden, vp, c.Heads)
+	case c.ImageSize > MaxImageSize:
+		return fmt.Errorf("%simage_size = %d exceeds %d", vp, c.ImageSize, MaxImageSize)
 	case c.ImageSize%c.Patch != 0:
 		return fmt.Errorf("%simage_size = %d is not a multiple of %spatch_size = %d", vp, c.ImageSize, vp, c.Patch)
 	case !(c.NormEps > 0):

@@ -50,6 +50,7 @@ func TestParseConfig(t *testing.T) {
 		{"channels", `{"model_type": "clip", "vision_config": {"num_channels": 1}}`, Config{}, "num_channels = 1"},
 		{"type", `{"model_type": "clip", "vision_config": {"hidden_size": "768"}}`, Config{}, "vision_config.hidden_size is a JSON string"},
 		{"syntax", `{"model_type": `, Config{}, "malformed JSON"},
+		{"image size", `{"model_type": "clip", "vision_config": {"image_size": 8192, "patch_size": 32}}`, Config{}, "vision_config.image_size = 8192 exceeds 4096"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := parseConfig([]byte(tc.json))

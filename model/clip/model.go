@@ -28,7 +28,8 @@ import (
 // buffers for ViT-B/32).
 const MaxBatch = 32
 
-// Model is CLIP's image tower on one backend.
+// Model is CLIP's image tower on one backend. It is not safe for concurrent use
+// (its forward runs on the backend and the activation pool it holds).
 type Model struct {
 	Config  Config
 	Weights Weights
