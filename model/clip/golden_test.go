@@ -149,6 +149,9 @@ func TestPreprocessEmpty(t *testing.T) {
 	if _, err := Preprocess(image.NewRGBA(image.Rect(0, 0, 0, 5))); err == nil {
 		t.Error("Preprocess of an empty image: no error")
 	}
+	if _, err := PreprocessSize(image.NewRGBA(image.Rect(0, 0, 5, 5)), 0); err == nil {
+		t.Error("PreprocessSize to 0 pixels: no error")
+	}
 }
 
 // checkGolden loads the random-weight tower on b and compares the

@@ -65,6 +65,9 @@ func PreprocessSize(img image.Image, size int) (Pixels, error) {
 // resizeCropImage is steps 1–3 of PreprocessSize: the 8-bit pixels of the
 // resized and cropped image.
 func resizeCropImage(img image.Image, size int) (rgb8, error) {
+	if size <= 0 || size > MaxImageSize {
+		return rgb8{}, fmt.Errorf("clip: image size %d is not in 1 … %d", size, MaxImageSize)
+	}
 	src := toRGB(img)
 	if src.w <= 0 || src.h <= 0 {
 		return rgb8{}, fmt.Errorf("clip: the image is empty (%d×%d pixels)", src.w, src.h)
