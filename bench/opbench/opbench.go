@@ -12,6 +12,7 @@ package opbench
 import (
 	"fmt"
 	"math"
+	"strings"
 
 	"github.com/turnwise/turnwise/bench"
 	"github.com/turnwise/turnwise/engine"
@@ -66,6 +67,12 @@ var (
 		SeqLen: 8192, LogitChunk: 256, LoRARank: 16, DecodeSeqs: 16, DecodeLen: 8192}
 )
 
+// ClipViTB32 is CLIP ViT-B/32's image tower at 8 images of 50 tokens (49
+// patches and the class token): width 768, 12 heads of 64, MLP 3072. It has
+// no vocabulary: only its attention (non-causal), LayerNorm, bias and GELU
+// cases are meaningful (VisionCases).
+var ClipViTB32 = Config{Name: "clip-vit-b32", Tokens: 400, Dim: 768, Heads: 12, KVHeads: 12, FFN: 3072, SeqLen: 50}
+
 // Small is a shape set small enough for the kernel emulator: every case of
 // it, emulated, takes well under a second.
 var Small = Config{Name: "small", Tokens: 64, Dim: 128, Heads: 4, KVHeads: 2, FFN: 256, Vocab: 512,
@@ -78,11 +85,13 @@ var ShapeSets = map[string][]Config{
 	"small":   {Small},
 }
 
-// Cases are all cases of c in dtype dt: GEMMs, attention, memory-bound ops.
+// Cases are all cases of c in dtype dt: GEMMs, attention (causal and
+// non-causal), memory-bound ops.
 func Cases(c Config, dt engine.DType) []Case {
 	cases := GemmCases(c, dt)
 	cases = append(cases, LoRACases(c, dt)...)
 	cases = append(cases, AttentionCases(c, dt)...)
+	cases = append(cases, NonCausalAttentionCases(c, dt)...)
 	return append(cases, MemoryCases(c, dt)...)
 }
 
@@ -453,7 +462,7 @@ func AttentionFLOPs(seqs, seqLen, h, dh int) float64 {
 }
 
 // AttentionCases are the attention forward and backward of c in dtype dt:
-// Tokens/SeqLen sequences, causal and non-causal. FLOPs count the causal half of QKᵀ and PV
+// Tokens/SeqLen causal sequences. FLOPs count the causal half of QKᵀ and PV
 // (AttentionFLOPs) for the forward and 2.5× that for the backward (dV, dP,
 // dQ, dK and the recomputed scores).
 func AttentionCases(c Config, dt engine.DType) []Case {
@@ -474,7 +483,6 @@ func AttentionCases(c Config, dt engine.DType) []Case {
 		return
 	}
 	scale := engine.AttentionParams{Scale: float32(1 / math.Sqrt(float64(hd)))}
-	nonCausal := engine.AttentionParams{Scale: scale.Scale, NonCausal: true}
 	es := int64(dt.Size())
 	qBytes, kvBytes := int64(c.Tokens*c.Heads*hd)*es, int64(c.Tokens*c.KVHeads*hd)*es
 	return []Case{
@@ -492,21 +500,62 @@ func AttentionCases(c Config, dt engine.DType) []Case {
 				dq, dk, dv := engine.MustAlloc(b, dt, q.Shape()...), engine.MustAlloc(b, dt, k.Shape()...), engine.MustAlloc(b, dt, v.Shape()...)
 				return func() { b.AttentionBackward(dq, dk, dv, o, o, lse, q, k, v, seqs, scale) }
 			}},
-		// Non-causal (a vision transformer's): every query meets every key,
-		// twice the causal half's arithmetic.
-		{Name: AttentionName("fwd_noncausal", dt, nseq, c.SeqLen, c.Heads, c.KVHeads, hd), FLOPs: 2 * fwd,
+	}
+}
+
+// VisionCases are the ops a vision transformer adds to a Llama layer's, at
+// the shapes of c in dtype dt: non-causal attention, LayerNorm, the bias and
+// the GELUs (the cases of MemoryCases whose names start with layernorm,
+// add_bias or gelu).
+func VisionCases(c Config, dt engine.DType) []Case {
+	cases := NonCausalAttentionCases(c, dt)
+	for _, k := range MemoryCases(c, dt) { // the others are dropped, never set up
+		for _, p := range []string{"layernorm", "add_bias", "gelu"} {
+			if strings.HasPrefix(k.Name, p) {
+				cases = append(cases, k)
+				break
+			}
+		}
+	}
+	return cases
+}
+
+// NonCausalAttentionCases are AttentionCases' sequences attended
+// non-causally (a vision transformer's attention): every query meets every
+// key of its sequence, twice the causal half's arithmetic.
+func NonCausalAttentionCases(c Config, dt engine.DType) []Case {
+	hd := c.Dim / c.Heads
+	nseq := c.Tokens / c.SeqLen
+	fwd := 2 * AttentionFLOPs(nseq, c.SeqLen, c.Heads, hd)
+	p := engine.AttentionParams{Scale: float32(1 / math.Sqrt(float64(hd))), NonCausal: true}
+	setup := func(b engine.Backend) (q, k, v, o, lse, seqs *engine.Tensor) {
+		q = filled(b, dt, 1, c.Tokens, c.Heads, hd)
+		k = filled(b, dt, 1, c.Tokens, c.KVHeads, hd)
+		v = filled(b, dt, 1, c.Tokens, c.KVHeads, hd)
+		o = engine.MustAlloc(b, dt, c.Tokens, c.Heads, hd)
+		lse = engine.MustAlloc(b, engine.F32, c.Tokens, c.Heads)
+		s := make([]int32, 0, 4*nseq)
+		for i := 0; i < nseq; i++ {
+			s = append(s, int32(i*c.SeqLen), int32(c.SeqLen), int32(i*c.SeqLen), int32(c.SeqLen))
+		}
+		return q, k, v, o, lse, engine.FromI32(b, s, nseq, 4)
+	}
+	es := int64(dt.Size())
+	qBytes, kvBytes := int64(c.Tokens*c.Heads*hd)*es, int64(c.Tokens*c.KVHeads*hd)*es
+	return []Case{
+		{Name: AttentionName("fwd_noncausal", dt, nseq, c.SeqLen, c.Heads, c.KVHeads, hd), FLOPs: fwd,
 			Bound: bench.Compute, Bytes: 2*qBytes + 2*kvBytes + int64(4*c.Tokens*c.Heads),
 			Setup: func(b engine.Backend) func() {
 				q, k, v, o, lse, seqs := setup(b)
-				return func() { b.Attention(o, lse, q, k, v, seqs, nonCausal) }
+				return func() { b.Attention(o, lse, q, k, v, seqs, p) }
 			}},
-		{Name: AttentionName("bwd_noncausal", dt, nseq, c.SeqLen, c.Heads, c.KVHeads, hd), FLOPs: 5 * fwd,
+		{Name: AttentionName("bwd_noncausal", dt, nseq, c.SeqLen, c.Heads, c.KVHeads, hd), FLOPs: 2.5 * fwd,
 			Bound: bench.Compute, Bytes: 4*qBytes + 4*kvBytes + int64(4*c.Tokens*c.Heads),
 			Setup: func(b engine.Backend) func() {
 				q, k, v, o, lse, seqs := setup(b)
-				b.Attention(o, lse, q, k, v, seqs, nonCausal)
+				b.Attention(o, lse, q, k, v, seqs, p)
 				dq, dk, dv := engine.MustAlloc(b, dt, q.Shape()...), engine.MustAlloc(b, dt, k.Shape()...), engine.MustAlloc(b, dt, v.Shape()...)
-				return func() { b.AttentionBackward(dq, dk, dv, o, o, lse, q, k, v, seqs, nonCausal) }
+				return func() { b.AttentionBackward(dq, dk, dv, o, o, lse, q, k, v, seqs, p) }
 			}},
 	}
 }
