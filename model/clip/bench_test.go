@@ -25,7 +25,7 @@ func BenchmarkEmbedViTB32(b *testing.B) {
 	}
 	b.ResetTimer()
 	for range b.N {
-		m.Embed(px)
+		m.EmbedPixels(px)
 	}
 	b.ReportMetric(float64(b.Elapsed().Seconds())/float64(b.N*len(px))*1e3, "ms/image")
 }

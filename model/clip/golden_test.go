@@ -171,14 +171,14 @@ func checkGolden(t *testing.T, b engine.Backend) {
 	for i, name := range goldenImages {
 		imgs[i] = decodePNG(t, name)
 	}
-	fromImages, err := m.EmbedImages(imgs)
+	fromImages, err := m.Embed(imgs)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
 		name string
 		got  [][]float32
-	}{{"golden pixels", m.Embed(goldenPixels(t))}, {"preprocessed here", fromImages}} {
+	}{{"golden pixels", m.EmbedPixels(goldenPixels(t))}, {"preprocessed here", fromImages}} {
 		var worst float64
 		for i := range tc.got {
 			for j, v := range tc.got[i] {
@@ -197,7 +197,7 @@ func checkGolden(t *testing.T, b engine.Backend) {
 	}
 	// One image at a time gives the batch's embeddings.
 	for i, px := range goldenPixels(t) {
-		one := m.Embed([]Pixels{px})[0]
+		one := m.EmbedPixels([]Pixels{px})[0]
 		for j := range one {
 			if d := math.Abs(float64(one[j]) - float64(want[i*m.Config.Projection+j])); !(d <= embedTol) {
 				t.Fatalf("image %d alone: element %d differs from PyTorch's by %.3g", i, j, d)

@@ -228,7 +228,7 @@ func TestNewRandom(t *testing.T) {
 	for i := range img {
 		img[i] = float32(i%7) - 3
 	}
-	e := m.Embed([]Pixels{img, img})
+	e := m.EmbedPixels([]Pixels{img, img})
 	if len(e) != 2 || len(e[0]) != 8 {
 		t.Fatalf("embeddings %d×%d, want 2×8", len(e), len(e[0]))
 	}

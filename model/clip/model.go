@@ -23,7 +23,7 @@ import (
 // All in f32. A batch of B images is packed into N = B·T rows, T = 1 + g²,
 // and attention keeps the images apart with one sequence per image.
 
-// MaxBatch is the most images Embed runs through the tower at once; larger
+// MaxBatch is the most images EmbedPixels runs through the tower at once; larger
 // batches are split. It bounds the activations (about 95 MB of f32
 // buffers for ViT-B/32).
 const MaxBatch = 32
@@ -52,9 +52,9 @@ func (m *Model) Close() {
 // Preprocess returns it.
 type Pixels []float32
 
-// EmbedImages preprocesses images (see PreprocessSize) and returns their
-// embeddings.
-func (m *Model) EmbedImages(imgs []image.Image) ([][]float32, error) {
+// Embed preprocesses images (see PreprocessSize) and returns their
+// embeddings, as EmbedPixels does. An image with no pixels is an error.
+func (m *Model) Embed(imgs []image.Image) ([][]float32, error) {
 	px := make([]Pixels, len(imgs))
 	for i, img := range imgs {
 		var err error
@@ -62,13 +62,13 @@ func (m *Model) EmbedImages(imgs []image.Image) ([][]float32, error) {
 			return nil, fmt.Errorf("image %d: %w", i, err)
 		}
 	}
-	return m.Embed(px), nil
+	return m.EmbedPixels(px), nil
 }
 
-// Embed returns the image embeddings ([E] each, unnormalised, as
+// EmbedPixels returns the image embeddings ([E] each, unnormalised, as
 // get_image_features returns them) of preprocessed images. It panics if an
 // image is not [3, S, S].
-func (m *Model) Embed(px []Pixels) [][]float32 {
+func (m *Model) EmbedPixels(px []Pixels) [][]float32 {
 	out := make([][]float32, 0, len(px))
 	for lo := 0; lo < len(px); lo += MaxBatch {
 		out = append(out, m.embed(px[lo:min(lo+MaxBatch, len(px))])...)
