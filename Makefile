@@ -111,6 +111,11 @@ test-bundles: setup
 bench: setup
 	$(GO) test -run '^$$' -bench . ./engine/cpu/
 
+# Renders the 1000 ColBench frontend test ground truths in chromium with 1, 2
+# and 4 tabs (README, "Rendering frontend pages offline"); needs ../shared.
+bench-render: setup
+	nice -n 10 $(GO) test -run '^$$' -bench GroundTruths -benchtime=1x -timeout 60m ./sweetrl/frontend/render/
+
 # train bench on a GPU: every kernel at Llama-3.1-8B's shapes beside cuBLASLt
 # and the ceilings, the 8B LoRA step and generation; build/bench-gpu.{json,md}.
 bench-gpu: kernels-cuda

@@ -2,7 +2,10 @@
 # Installs what building and testing turnwise needs on a fresh Debian
 # machine: C and C++ compilers for cgo and the kernel emulator, CMake,
 # OpenBLAS, and Python 3 (the ColBench answer evaluator runs answers under
-# it). Safe to run again: it installs only what is missing. Needs root
+# it), Debian's chromium, the DejaVu fonts and npm (sweetrl/frontend/render
+# renders pages in chromium, with Tailwind compiled by the npm tailwindcss
+# CLI that scripts/setup-render.sh installs in build/node/). Safe to run
+# again: it installs only what is missing. Needs root
 # (or sudo) when something is missing. The CUDA toolkit, for the real kernel
 # build, is scripts/setup-cuda.sh.
 set -euo pipefail
@@ -14,6 +17,9 @@ command -v cmake >/dev/null 2>&1 || need+=(cmake)
 [ -e /usr/include/x86_64-linux-gnu/cblas.h ] || [ -e /usr/include/cblas.h ] || need+=(libopenblas-dev)
 command -v make >/dev/null 2>&1 || need+=(make)
 command -v python3 >/dev/null 2>&1 || need+=(python3)
+command -v chromium >/dev/null 2>&1 || need+=(chromium)
+[ -e /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || need+=(fonts-dejavu-core)
+command -v npm >/dev/null 2>&1 || need+=(npm)
 
 if [ ${#need[@]} -gt 0 ]; then
 	echo "setup: installing ${need[*]}"
@@ -27,4 +33,5 @@ if ! command -v go >/dev/null 2>&1; then
 	echo "setup: no Go toolchain on PATH; install Go 1.26 or newer" >&2
 	exit 1
 fi
+"$(dirname "$0")/setup-render.sh"
 echo "setup: $(go version), gcc $(gcc -dumpversion), $(cmake --version | head -1), $(python3 --version), OpenBLAS present"
