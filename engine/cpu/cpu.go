@@ -116,6 +116,11 @@ func (b *Backend) Download(dst []byte, src *engine.Tensor) {
 // Sync returns nil: CPU ops complete before they return.
 func (b *Backend) Sync() error { return nil }
 
+// Bytes returns the memory of a tensor on a CPU backend's buffer: its
+// elements in little-endian layout, read and written in place (what a
+// communicator hands to a library). It panics if t lives elsewhere.
+func Bytes(t *engine.Tensor) []byte { return bytesOf(t) }
+
 // bytesOf returns the bytes of a host tensor.
 func bytesOf(t *engine.Tensor) []byte {
 	h, ok := t.Buffer().(*hostBuffer)
