@@ -3,6 +3,8 @@ package data
 import (
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
@@ -412,4 +414,44 @@ func FuzzReadChatJSONL(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestLoadExamples(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, text string) string {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	tok := tokenizer.Bytes{}
+	// Plain text: two documents, each ending with a learned EOS.
+	ex, skipped, err := LoadExamples(write("docs.txt", "ab\n\ncd\n"), tok, ReadOptions{})
+	if err != nil || len(skipped) != 0 {
+		t.Fatal(err, skipped)
+	}
+	want := []Example{
+		{IDs: []int32{tokenizer.BytesBOS, 'a', 'b', tokenizer.BytesEOS}, Loss: []bool{false, true, true, true}},
+		{IDs: []int32{tokenizer.BytesBOS, 'c', 'd', tokenizer.BytesEOS}, Loss: []bool{false, true, true, true}},
+	}
+	if !reflect.DeepEqual(ex, want) {
+		t.Errorf("text examples %v, want %v", ex, want)
+	}
+	// Chat JSONL: a malformed line skipped, the loss on the assistant turn.
+	chat := write("chat.jsonl", `{"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}]}`+"\n{nope\n")
+	if _, _, err := LoadExamples(chat, tok, ReadOptions{}); err == nil || !strings.Contains(err.Error(), "chat.jsonl:2") {
+		t.Errorf("a malformed line gave %v, want an error naming chat.jsonl:2", err)
+	}
+	ex, skipped, err = LoadExamples(chat, tok, ReadOptions{SkipBadLines: true})
+	if err != nil || len(skipped) != 1 || skipped[0].Line != 2 || len(ex) != 1 {
+		t.Fatalf("skipping: %d examples, skipped %v, %v", len(ex), skipped, err)
+	}
+	ids, mask, _ := tokenizer.EncodeChat(tok, []tokenizer.Message{{Role: "user", Content: "q"}, {Role: "assistant", Content: "a"}}, tokenizer.ChatOptions{})
+	if !reflect.DeepEqual(ex[0], Example{IDs: ids, Loss: mask}) {
+		t.Errorf("chat example %v, want ids %v mask %v", ex[0], ids, mask)
+	}
+	if _, _, err := LoadExamples(filepath.Join(dir, "none.txt"), tok, ReadOptions{}); err == nil || !strings.Contains(err.Error(), "none.txt") {
+		t.Errorf("a missing file gave %v", err)
+	}
 }

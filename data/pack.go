@@ -154,15 +154,7 @@ func (p *Packer) Next() llama.Batch {
 		if len(b.Lens) > 0 && len(b.IDs)+len(ex.IDs) > p.opts.TokensPerBatch {
 			break
 		}
-		b.IDs = append(b.IDs, ex.IDs...)
-		for i := range ex.IDs {
-			t := int32(-1)
-			if i+1 < len(ex.IDs) && ex.Loss[i+1] {
-				t = ex.IDs[i+1]
-			}
-			b.Targets = append(b.Targets, t)
-		}
-		b.Lens = append(b.Lens, len(ex.IDs))
+		b.Append(ex.IDs, func(i int) bool { return ex.Loss[i] })
 		p.pos.Index++
 	}
 	if p.pos.Index >= len(order) {

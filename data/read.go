@@ -6,6 +6,10 @@
 // assistant turns carry loss. Plain text (ReadText) holds documents for
 // pre-training-style data, where every token carries loss.
 //
+// LoadExamples reads and tokenizes a file of either format in one call.
+// Malformed lines are reported as *LineError, the project's one line-error
+// type.
+//
 // Tokenized examples are packed into llama.Batch values by a Packer, which
 // visits them in a seeded, deterministic order and exposes a Position that
 // a resumed run restores to see exactly the same next batch.
@@ -32,23 +36,10 @@ type Chat struct {
 	Line int
 }
 
-// LineError is a problem with one line of an input file.
-type LineError struct {
-	// Name names the file.
-	Name string
-	// Line is the 1-based line number.
-	Line int
-	// Err says what is wrong.
-	Err error
-}
-
-// Error returns "name:line: what is wrong".
-func (e *LineError) Error() string {
-	return fmt.Sprintf("%s:%d: %v", e.Name, e.Line, e.Err)
-}
-
-// Unwrap returns the underlying error.
-func (e *LineError) Unwrap() error { return e.Err }
+// LineError is a problem with one line of an input file: Name, the 1-based
+// Line and Err, what is wrong. It is the one line-error type of the
+// project, shared with sweetrl.LineError.
+type LineError = jsonl.LineError
 
 // ReadOptions controls ReadChatJSONL.
 type ReadOptions struct {
@@ -84,7 +75,7 @@ func ReadChatJSONL(r io.Reader, name string, opts ReadOptions) (examples []Chat,
 			return examples, skipped, nil
 		}
 		var perr error
-		var je *jsonl.Error
+		var je *LineError
 		switch {
 		case errors.As(rerr, &je): // an overlong line, or one not UTF-8
 			perr = je.Err

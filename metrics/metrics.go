@@ -8,6 +8,9 @@
 // with "step" first and the other values in key order. Values that are not
 // finite (a loss that diverged) are written as the strings "NaN", "+Inf"
 // and "-Inf", which JSON numbers cannot express, and read back as such.
+//
+// PlotSVG draws a run's loss and learning-rate curves from its records;
+// the subpackage tfevents writes the same values as TensorBoard event files.
 package metrics
 
 import (

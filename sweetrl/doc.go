@@ -9,7 +9,7 @@
 // Its subpackages: rl plays episodes with a local model and trains the
 // critic, the actor and the baselines; pyeval scores ColBench answers by
 // running their Python in a sandbox; demotask is the built-in task family
-// of "train demo".
+// of "train demo"; pipeline runs them end to end.
 //
 // # Trajectories
 //

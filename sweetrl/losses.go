@@ -56,11 +56,12 @@ func DPOWithNLL(thetaPos, refPos, thetaNeg, refNeg, meanPos, beta, coef float64)
 // Pair is a preference: index Chosen over index Rejected.
 type Pair struct{ Chosen, Rejected int }
 
-// CriticPairs forms the critic's training pairs from trajectories of one
-// task, as the reference does: when the best reward is 1, the first
-// trajectory reaching it is chosen against every trajectory with a strictly
-// lower reward; otherwise the task gives no pairs.
-func CriticPairs(rewards []float64) []Pair {
+// PairsByReward forms the critic's training pairs, as indices, from the
+// rewards of the trajectories of one task, as the reference does: when the
+// best reward is 1, the first trajectory reaching it is chosen against
+// every trajectory with a strictly lower reward; otherwise the task gives
+// no pairs. rl.CriticPairs turns them into the critic's sequence pairs.
+func PairsByReward(rewards []float64) []Pair {
 	best, first := math.Inf(-1), -1
 	for i, r := range rewards {
 		if r > best {
@@ -79,13 +80,14 @@ func CriticPairs(rewards []float64) []Pair {
 	return pairs
 }
 
-// ActorPairs forms the actor's pairs for one turn from its candidates'
-// advantages: candidates are ranked by advantage (ties by index), and each
-// of n pairs sets a uniformly drawn candidate of the top half against one of
-// the bottom half (the reference forms 4 pairs from 16 candidates). With an
-// odd count the middle candidate belongs to neither half. Fewer than two
-// candidates give no pairs.
-func ActorPairs(advantages []float64, n int, r *rand.Rand) []Pair {
+// PairsByAdvantage forms the actor's pairs for one turn, as indices, from
+// its candidates' advantages: candidates are ranked by advantage (ties by
+// index), and each of n pairs sets a uniformly drawn candidate of the top
+// half against one of the bottom half (the reference forms 4 pairs from 16
+// candidates). With an odd count the middle candidate belongs to neither
+// half. Fewer than two candidates give no pairs. rl.ActorPairs turns them
+// into the actor's sequence pairs.
+func PairsByAdvantage(advantages []float64, n int, r *rand.Rand) []Pair {
 	if len(advantages) < 2 || n <= 0 {
 		return nil
 	}

@@ -57,8 +57,8 @@ func TestCriticPairs(t *testing.T) {
 		{nil, nil},
 	}
 	for _, c := range cases {
-		if got := CriticPairs(c.rewards); !reflect.DeepEqual(got, c.want) {
-			t.Errorf("CriticPairs(%v) = %v, want %v", c.rewards, got, c.want)
+		if got := PairsByReward(c.rewards); !reflect.DeepEqual(got, c.want) {
+			t.Errorf("PairsByReward(%v) = %v, want %v", c.rewards, got, c.want)
 		}
 	}
 }
@@ -69,7 +69,7 @@ func TestActorPairs(t *testing.T) {
 		adv[i] = float64((i * 7) % 16) // a permutation of 0…15
 	}
 	r := rand.New(rand.NewPCG(1, 2))
-	pairs := ActorPairs(adv, 4, r)
+	pairs := PairsByAdvantage(adv, 4, r)
 	if len(pairs) != 4 {
 		t.Fatalf("%d pairs, want 4", len(pairs))
 	}
@@ -78,17 +78,17 @@ func TestActorPairs(t *testing.T) {
 			t.Errorf("pair %v: advantages %v vs %v cross the halves", p, adv[p.Chosen], adv[p.Rejected])
 		}
 	}
-	again := ActorPairs(adv, 4, rand.New(rand.NewPCG(1, 2)))
+	again := PairsByAdvantage(adv, 4, rand.New(rand.NewPCG(1, 2)))
 	if !reflect.DeepEqual(pairs, again) {
 		t.Error("the same seed formed different pairs")
 	}
 	// Odd count: the median is in neither half.
-	for _, p := range ActorPairs([]float64{3, 1, 2}, 20, r) {
+	for _, p := range PairsByAdvantage([]float64{3, 1, 2}, 20, r) {
 		if p.Chosen != 0 || p.Rejected != 1 {
 			t.Errorf("3 candidates: pair %v, want {0 1}", p)
 		}
 	}
-	if ActorPairs([]float64{1}, 4, r) != nil {
+	if PairsByAdvantage([]float64{1}, 4, r) != nil {
 		t.Error("one candidate formed pairs")
 	}
 	if got := TurnAdvantage(-1.5, -2); got != 0.5 {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/turnwise/turnwise/internal/jsonl"
 	"github.com/turnwise/turnwise/internal/outfile"
+	"github.com/turnwise/turnwise/internal/zstdfile"
 )
 
 // PartialTrajectories is a trajectory file written in steps: it grows as
@@ -63,10 +64,10 @@ func ResumePartialTrajectories(path string, keep func([]Trajectory) (int, error)
 			break
 		}
 		cut := !jr.Terminated() && jr.Offset() == st.Size()
-		var je *jsonl.Error
+		var je *LineError
 		if rerr != nil && !(cut && errors.As(rerr, &je)) {
 			f.Close()
-			return nil, nil, 0, lineErr(rerr)
+			return nil, nil, 0, rerr
 		}
 		if cut { // the line the previous run was writing when it stopped
 			dropped++
@@ -122,11 +123,11 @@ func (w *PartialTrajectories) Append(trajs ...Trajectory) error {
 // Commit completes the file: PATH.partial becomes PATH (compressed with
 // zstd when PATH ends in ".zst").
 func (w *PartialTrajectories) Commit() error {
-	if !isZstd(w.p.Path()) {
+	if !zstdfile.Compressed(w.p.Path()) {
 		return w.p.Commit()
 	}
 	return w.p.CommitAs(func(dst io.Writer, src io.Reader) error {
-		return compress(dst, func(zw io.Writer) error {
+		return zstdfile.Compress(dst, func(zw io.Writer) error {
 			_, err := io.Copy(zw, src)
 			return err
 		})

@@ -168,7 +168,7 @@ func ReadBackendTasks(r io.Reader, name string) ([]Task, error) {
 			return tasks, nil
 		}
 		if err != nil {
-			return tasks, lineErr(err)
+			return tasks, err
 		}
 		t, err := parseBackendTask(line)
 		if err != nil {

@@ -7,13 +7,10 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
-	"strings"
-
-	"github.com/klauspost/compress/zstd"
 
 	"github.com/turnwise/turnwise/internal/jsonl"
 	"github.com/turnwise/turnwise/internal/outfile"
+	"github.com/turnwise/turnwise/internal/zstdfile"
 )
 
 // Roles of dialogue turns.
@@ -210,7 +207,7 @@ func ScanTrajectories(r io.Reader, name string, fn func(tr Trajectory, line int)
 			return nil
 		}
 		if err != nil {
-			return lineErr(err)
+			return err
 		}
 		var tr Trajectory
 		if err := tr.UnmarshalJSON(line); err != nil {
@@ -241,37 +238,10 @@ func WriteTrajectories(w io.Writer, trajs ...Trajectory) error {
 	return nil
 }
 
-// isZstd reports whether path names a zstd-compressed file.
-func isZstd(path string) bool { return strings.HasSuffix(path, ".zst") }
-
-// zstdReadCloser closes the decoder and the file beneath it.
-type zstdReadCloser struct {
-	*zstd.Decoder
-	f *os.File
-}
-
-// Close releases the decoder and closes the file.
-func (z zstdReadCloser) Close() error {
-	z.Decoder.Close()
-	return z.f.Close()
-}
-
 // OpenTrajectories opens the trajectory file at path for reading,
 // decompressing it when its name ends in ".zst".
 func OpenTrajectories(path string) (io.ReadCloser, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("opening trajectories: %w", err)
-	}
-	if !isZstd(path) {
-		return f, nil
-	}
-	d, err := zstd.NewReader(f)
-	if err != nil {
-		f.Close()
-		return nil, fmt.Errorf("opening trajectories %s: %w", path, err)
-	}
-	return zstdReadCloser{d, f}, nil
+	return zstdfile.Open(path, "trajectories")
 }
 
 // LoadTrajectories reads every trajectory of the file at path (compressed
@@ -294,22 +264,29 @@ func LoadTrajectories(path string) ([]Trajectory, error) {
 // path never holds part of the trajectories. Errors name the file.
 func SaveTrajectories(path string, trajs []Trajectory) error {
 	return outfile.Write(path, 0o644, func(w io.Writer) error {
-		if !isZstd(path) {
+		if !zstdfile.Compressed(path) {
 			return WriteTrajectories(w, trajs...)
 		}
-		return compress(w, func(zw io.Writer) error { return WriteTrajectories(zw, trajs...) })
+		return zstdfile.Compress(w, func(zw io.Writer) error { return WriteTrajectories(zw, trajs...) })
 	})
 }
 
-// compress writes, zstd-compressed to w, what fill writes.
-func compress(w io.Writer, fill func(io.Writer) error) error {
-	zw, err := zstd.NewWriter(w)
-	if err != nil {
-		return err
+// MeanReward returns the mean reward of trajs (0 for none).
+func MeanReward(trajs []Trajectory) float64 {
+	var s float64
+	for _, t := range trajs {
+		s += t.Reward
 	}
-	if err := fill(zw); err != nil {
-		zw.Close()
-		return err
+	return s / float64(max(len(trajs), 1))
+}
+
+// SuccessRate returns the fraction of trajs with reward 1 (0 for none).
+func SuccessRate(trajs []Trajectory) float64 {
+	var s float64
+	for _, t := range trajs {
+		if t.Reward == 1 {
+			s++
+		}
 	}
-	return zw.Close()
+	return s / float64(max(len(trajs), 1))
 }

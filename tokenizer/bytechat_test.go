@@ -215,3 +215,42 @@ func TestByteChatErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestRenderChatFor checks that the rendering follows the format EncodeChat
+// encodes in, for the byte tokenizer by value and by pointer alike.
+func TestRenderChatFor(t *testing.T) {
+	msgs := []Message{{Role: "user", Content: "hi"}, {Role: "assistant", Content: "yo"}}
+	opts := ChatOptions{AddGenerationPrompt: false}
+	wantBytes, err := RenderByteChat(msgs, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantLlama, err := RenderChat(msgs, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		tok  Tokenizer
+		byte bool
+	}{
+		{"Bytes", Bytes{}, true},
+		{"*Bytes", &Bytes{}, true},
+		{"BPE", smallBPE(t), false},
+	} {
+		if got := ByteChat(c.tok); got != c.byte {
+			t.Errorf("%s: ByteChat = %v, want %v", c.name, got, c.byte)
+		}
+		got, err := RenderChatFor(c.tok, msgs, opts)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		want := wantLlama
+		if c.byte {
+			want = wantBytes
+		}
+		if got != want {
+			t.Errorf("%s: RenderChatFor = %q, want %q", c.name, got, want)
+		}
+	}
+}

@@ -124,6 +124,28 @@ func RenderChat(msgs []Message, opts ChatOptions) (string, error) {
 	return b.String(), nil
 }
 
+// ByteChat reports whether conversations encoded with tok use the byte chat
+// format (RenderByteChat) rather than the Llama 3.1 format (RenderChat):
+// whether tok is the byte tokenizer, which has no chat special tokens. It
+// is the one place the format is chosen; EncodeChat and RenderChatFor ask it.
+func ByteChat(tok Tokenizer) bool {
+	switch tok.(type) {
+	case Bytes, *Bytes:
+		return true
+	}
+	return false
+}
+
+// RenderChatFor renders a conversation as text in the chat format EncodeChat
+// encodes it in for tok: the byte chat format for the byte tokenizer, the
+// Llama 3.1 format otherwise.
+func RenderChatFor(tok Tokenizer, msgs []Message, opts ChatOptions) (string, error) {
+	if ByteChat(tok) {
+		return RenderByteChat(msgs, opts)
+	}
+	return RenderChat(msgs, opts)
+}
+
 // EncodeChat renders a conversation as RenderChat does and encodes it with
 // tok. When tok is the byte tokenizer (Bytes), which has no chat special
 // tokens, it renders the compact byte chat format instead (see
@@ -145,8 +167,7 @@ func RenderChat(msgs []Message, opts ChatOptions) (string, error) {
 // BytesEOS, the same rule as the Llama format's. Roles are checked as for
 // the Llama format.
 func EncodeChat(tok Tokenizer, msgs []Message, opts ChatOptions) (ids []int32, assistantMask []bool, err error) {
-	switch tok.(type) {
-	case Bytes, *Bytes:
+	if ByteChat(tok) {
 		return encodeByteChat(msgs, opts)
 	}
 	segs, err := chatSegments(msgs, opts)

@@ -1,8 +1,16 @@
-// Package trainer is supervised fine-tuning: it feeds packed batches to a
-// model, steps an optimizer over its weights or its LoRA adapter, evaluates
-// on held-out batches, writes metrics and a progress line, and checkpoints
-// so that a killed run resumes exactly where it was. With Config.Comm it is
-// one rank of a data-parallel job (dataparallel.go).
+// Package trainer trains a model's weights or its LoRA adapter. It holds
+//
+//   - Params (params.go): what every trainer of the project trains — the
+//     parameters registered with one AdamW, the model's gradient buffers
+//     as views of the optimizer's, and the one place a loss gradient is
+//     uploaded to the device — used by the supervised Trainer here and by
+//     sweetrl/rl's preference and value-head trainers;
+//   - Trainer (trainer.go): supervised fine-tuning, which feeds packed
+//     batches (data.Packer) to the model, accumulates micro-batches into one
+//     optimizer step, evaluates on held-out batches, writes metrics and a
+//     progress line, and checkpoints so that a killed run resumes exactly
+//     where it was. With Config.Comm it is one rank of a data-parallel job
+//     (dataparallel.go).
 package trainer
 
 import (
@@ -53,17 +61,13 @@ type Trainer struct {
 	cfg        Config
 	m          *llama.Model
 	ad         *llama.Adapter // nil: full fine-tuning
-	g          *llama.Weights // base gradients (nil with an adapter)
-	ga         *llama.Adapter // adapter gradients
-	opt        *optim.AdamW
+	p          *Params        // the trained parameters, their optimizer and gradients
 	train      *data.Packer
 	eval       *data.Packer
 	st         state
 	progress   *metrics.Progress
 	metricsOut *metrics.Writer
 	log        io.Writer
-	dLogP      *engine.Tensor // [N] f32, resized per batch
-	params     checkpoint.Tensors
 }
 
 // New prepares a run of model m (with adapter ad, or nil for full
@@ -83,15 +87,9 @@ func New(m *llama.Model, ad *llama.Adapter, train, eval *data.Packer, cfg Config
 	if cfg.KeepCheckpoints <= 0 {
 		cfg.KeepCheckpoints = 1
 	}
-	b := m.Backend()
-	t := &Trainer{cfg: cfg, m: m, ad: ad, train: train, eval: eval, log: out, params: checkpoint.Tensors{}}
-	if ad != nil {
-		ad.Each(func(name string, w *engine.Tensor) { t.params[name] = w })
-	} else {
-		m.Weights.Each(func(name string, w *engine.Tensor) { t.params[name] = w })
-	}
+	t := &Trainer{cfg: cfg, m: m, ad: ad, train: train, eval: eval, log: out}
 	if cfg.Comm != nil && cfg.Comm.Size() > 1 {
-		if err := broadcastParams(cfg.Comm, t.params); err != nil {
+		if err := broadcastParams(cfg.Comm, trainedTensors(m, ad, nil)); err != nil {
 			return nil, err
 		}
 		if cfg.Comm.Rank() != 0 {
@@ -99,17 +97,11 @@ func New(m *llama.Model, ad *llama.Adapter, train, eval *data.Packer, cfg Config
 			out = io.Discard
 		}
 	}
-	opt, err := optim.NewAdamW(b, cfg.AdamW, t.params)
+	p, err := NewParams(m, ad, cfg.AdamW, nil)
 	if err != nil {
 		return nil, err
 	}
-	t.opt = opt
-	// The model accumulates its gradients straight into the optimizer's.
-	if ad != nil {
-		t.ga = ad.Map(opt.Grad)
-	} else {
-		t.g = m.Weights.Map(opt.Grad)
-	}
+	t.p = p
 	t.progress = metrics.NewProgress(out, metrics.ProgressOptions{Total: int64(cfg.Steps)})
 	return t, nil
 }
@@ -133,7 +125,7 @@ func (t *Trainer) Resume() (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	if err := checkpoint.Load(dir, t.m.Backend(), map[string]checkpoint.Tensors{"model": t.params}, t.opt, &t.st); err != nil {
+	if err := checkpoint.Load(dir, t.m.Backend(), map[string]checkpoint.Tensors{"model": t.p.Tensors}, t.p.Opt, &t.st); err != nil {
 		return 0, err
 	}
 	if err := t.train.Seek(t.st.Position); err != nil {
@@ -158,10 +150,9 @@ func (t *Trainer) truncateMetrics() error {
 	return nil
 }
 
-// lossGrad fills dLogP for a mean over batch bt's supervised tokens and
-// returns their count.
-func (t *Trainer) lossGrad(bt llama.Batch, scale float32) (int, error) {
-	n := len(bt.IDs)
+// lossGrad returns dLogP [N], the gradient of scale times the mean NLL over
+// batch bt's supervised tokens with respect to each log-probability.
+func lossGrad(bt llama.Batch, scale float32) ([]float32, error) {
 	count := 0
 	for _, g := range bt.Targets {
 		if g >= 0 {
@@ -169,25 +160,15 @@ func (t *Trainer) lossGrad(bt llama.Batch, scale float32) (int, error) {
 		}
 	}
 	if count == 0 {
-		return 0, errors.New("trainer: a batch without supervised tokens")
+		return nil, errors.New("trainer: a batch without supervised tokens")
 	}
-	if t.dLogP == nil || t.dLogP.Numel() != n {
-		if t.dLogP != nil {
-			t.m.Backend().FreeBuffer(t.dLogP.Buffer())
-		}
-		var err error
-		if t.dLogP, err = engine.Alloc(t.m.Backend(), engine.F32, n); err != nil {
-			return 0, err
-		}
-	}
-	vals := make([]float32, n)
+	vals := make([]float32, len(bt.IDs))
 	for i, g := range bt.Targets {
 		if g >= 0 {
 			vals[i] = -scale / float32(count)
 		}
 	}
-	engine.SetF32(t.m.Backend(), t.dLogP, vals)
-	return count, nil
+	return vals, nil
 }
 
 // meanNLL returns −mean logp over the supervised tokens of a pass.
@@ -218,15 +199,16 @@ func (t *Trainer) Run() error {
 	}
 	for t.st.Step < t.cfg.Steps {
 		start := time.Now()
-		t.opt.ZeroGrad()
+		t.p.Opt.ZeroGrad()
 		var loss float64
 		var tokens int
 		for mb := 0; mb < t.cfg.MicroBatches; mb++ {
 			bt := dp.next(t.train)
-			if _, err := t.lossGrad(bt, 1); err != nil {
+			dlogp, err := lossGrad(bt, 1)
+			if err != nil {
 				return err
 			}
-			p, err := t.m.ForwardBackward(bt, t.ad, t.dLogP, t.g, t.ga)
+			p, err := t.p.ForwardBackward(bt, dlogp)
 			if err != nil {
 				return err
 			}
@@ -235,11 +217,11 @@ func (t *Trainer) Run() error {
 			p.Release()
 		}
 		var err error
-		if loss, tokens, err = dp.reduce(t.opt.FlatGrad(), loss, tokens); err != nil {
+		if loss, tokens, err = dp.reduce(t.p.Opt.FlatGrad(), loss, tokens); err != nil {
 			return err
 		}
 		lr := t.cfg.Schedule.LR(t.st.Step)
-		res := t.opt.Step(float32(lr), 1/float32(t.cfg.MicroBatches*dp.size))
+		res := t.p.Opt.Step(float32(lr), 1/float32(t.cfg.MicroBatches*dp.size))
 		t.st.Step++
 		t.st.Tokens += int64(tokens)
 		t.st.Position = t.train.Position()
@@ -299,7 +281,7 @@ func (t *Trainer) Evaluate() (float64, error) {
 // Save writes a checkpoint of the current step and prunes old ones.
 func (t *Trainer) Save() error {
 	dir := checkpoint.Dir(t.cfg.RunDir, t.st.Step)
-	if err := checkpoint.Save(dir, t.m.Backend(), map[string]checkpoint.Tensors{"model": t.params}, t.opt, t.st, t.cfg.Compress); err != nil {
+	if err := checkpoint.Save(dir, t.m.Backend(), map[string]checkpoint.Tensors{"model": t.p.Tensors}, t.p.Opt, t.st, t.cfg.Compress); err != nil {
 		return err
 	}
 	return checkpoint.Prune(t.cfg.RunDir, t.cfg.KeepCheckpoints)
@@ -309,4 +291,4 @@ func (t *Trainer) Save() error {
 func (t *Trainer) Step() int { return t.st.Step }
 
 // Optimizer returns the run's optimizer (for its counters).
-func (t *Trainer) Optimizer() *optim.AdamW { return t.opt }
+func (t *Trainer) Optimizer() *optim.AdamW { return t.p.Opt }

@@ -116,7 +116,7 @@ func run() error {
 		params = append(params, st)
 	}
 	if *rank > 0 {
-		if ad, err = m.NewAdapter(llama.LoRAConfig{Rank: *rank, Alpha: 2 * float32(*rank), Targets: llama.AllProjections}, 1); err != nil {
+		if ad, err = m.NewAdapter(llama.LoRAEvery(*rank), 1); err != nil {
 			return err
 		}
 		if ga, err = m.NewAdapterGrads(ad, engine.F32); err != nil {

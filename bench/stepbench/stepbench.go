@@ -16,6 +16,7 @@ import (
 	"github.com/turnwise/turnwise/engine"
 	"github.com/turnwise/turnwise/model/llama"
 	"github.com/turnwise/turnwise/optim"
+	"github.com/turnwise/turnwise/trainer"
 )
 
 // Options say what to measure.
@@ -102,17 +103,17 @@ func Run(b engine.Backend, memInfo func() (free, total int64, err error), peak P
 	if err != nil {
 		return nil, nil, fmt.Errorf("random %s weights: %w", o.Model, err)
 	}
-	ad, err := m.NewAdapter(llama.LoRAConfig{Rank: o.LoRARank, Alpha: 2 * float32(o.LoRARank), Targets: llama.AllProjections}, o.Seed)
+	ad, err := m.NewAdapter(llama.LoRAEvery(o.LoRARank), o.Seed)
 	if err != nil {
 		return nil, nil, err
 	}
-	params := map[string]*engine.Tensor{}
-	ad.Each(func(name string, w *engine.Tensor) { params[name] = w })
-	opt, err := optim.NewAdamW(tr, optim.AdamWConfig{Beta1: 0.9, Beta2: 0.95, Eps: 1e-8, WeightDecay: 0.1, MaxGradNorm: 1}, params)
+	// The adapter's parameters with AdamW, its gradients views of the
+	// optimizer's, as every trainer registers them.
+	tp, err := trainer.NewParams(m, ad, optim.AdamWConfig{Beta1: 0.9, Beta2: 0.95, Eps: 1e-8, WeightDecay: 0.1, MaxGradNorm: 1}, nil)
 	if err != nil {
 		return nil, nil, err
 	}
-	ga := ad.Map(opt.Grad) // the adapter's gradients: views of the optimizer's
+	defer tp.Free()
 	if err := b.Sync(); err != nil {
 		return nil, nil, err
 	}
@@ -130,7 +131,7 @@ func Run(b engine.Backend, memInfo func() (free, total int64, err error), peak P
 			m.Recompute = rc
 			m.TrimPool()
 			tr.ResetPeak()
-			runs, err := trainSteps(m, ad, ga, opt, randomBatch(rng, c.Vocab, seq), o.Steps)
+			runs, err := trainSteps(m, ad, tp, randomBatch(rng, c.Vocab, seq), o.Steps)
 			if err != nil {
 				s.Error = err.Error()
 				logf("%s: %v", s.Name, err)
@@ -186,7 +187,7 @@ func randomBatch(r *rand.Rand, vocab, n int) llama.Batch {
 // adapter gradients, forward and backward of the mean cross-entropy, AdamW
 // with the global norm clipped to 1 — as trainer does — and wait for the
 // device. It returns the seconds of each timed step.
-func trainSteps(m *llama.Model, ad, ga *llama.Adapter, opt *optim.AdamW, bt llama.Batch, timed int) (runs []float64, err error) {
+func trainSteps(m *llama.Model, ad *llama.Adapter, tp *trainer.Params, bt llama.Batch, timed int) (runs []float64, err error) {
 	b := m.Backend()
 	defer func() {
 		if r := recover(); r != nil {
@@ -194,16 +195,19 @@ func trainSteps(m *llama.Model, ad, ga *llama.Adapter, opt *optim.AdamW, bt llam
 		}
 	}()
 	n := len(bt.IDs)
-	dl, err := engine.Alloc(b, engine.F32, n)
+	g := make([]float32, n) // the mean cross-entropy's gradient in each log-probability
+	for i := range g {
+		g[i] = -1 / float32(n)
+	}
+	dl, err := tp.LossGrad(g) // uploaded once, outside the timed steps
 	if err != nil {
 		return nil, err
 	}
-	defer b.FreeBuffer(dl.Buffer())
-	b.Fill(dl, -1/float32(n)) // the mean cross-entropy's gradient in each log-probability
+	opt := tp.Opt
 	for i := 0; i <= timed; i++ {
 		t0 := time.Now()
 		opt.ZeroGrad()
-		p, err := m.ForwardBackward(bt, ad, dl, nil, ga)
+		p, err := m.ForwardBackward(bt, ad, dl, nil, tp.AdapterGrads)
 		if err != nil {
 			return nil, err
 		}

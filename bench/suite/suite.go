@@ -262,3 +262,32 @@ func Gate(t *target.Target, base *bench.Result, maxSlowdown float64, o Options) 
 	}
 	return bench.Gate(base, cur, maxSlowdown), cur, nil
 }
+
+// GateFile is Gate against the result file at baseline, allowing the
+// slowdown maxSlowdown as written ("5%"): it writes the verdict to w and
+// the new measurement to jsonOut (when named), and fails naming every
+// kernel slower than allowed.
+func GateFile(t *target.Target, baseline, maxSlowdown, jsonOut string, o Options, w io.Writer) error {
+	frac, err := bench.ParseFraction(maxSlowdown)
+	if err != nil {
+		return fmt.Errorf("maximum slowdown: %w", err)
+	}
+	base, err := bench.Read(baseline)
+	if err != nil {
+		return err
+	}
+	g, cur, err := Gate(t, base, frac, o)
+	if err != nil {
+		return err
+	}
+	g.Write(w)
+	if jsonOut != "" {
+		if err := cur.Write(jsonOut); err != nil {
+			return err
+		}
+	}
+	if f := g.Failed(); len(f) > 0 {
+		return fmt.Errorf("%d kernels slower than %s by more than allowed: %v", len(f), baseline, f)
+	}
+	return nil
+}

@@ -23,16 +23,13 @@
 package main
 
 import (
-	"bytes"
 	"fmt"
 	"io"
-	"path/filepath"
 	"time"
 
 	"github.com/turnwise/turnwise/bench"
 	"github.com/turnwise/turnwise/bench/suite"
 	"github.com/turnwise/turnwise/bench/target"
-	"github.com/turnwise/turnwise/internal/outfile"
 )
 
 // runBench measures (suite.Measure), gates (--baseline) or, as
@@ -93,7 +90,7 @@ flags:`)
 	defer t.Close()
 	start := time.Now()
 	if *baseline != "" {
-		return benchGate(t, o, *baseline, *maxSlow, *jsonOut, stdout)
+		return suite.GateFile(t, *baseline, *maxSlow, *jsonOut, o, stdout)
 	}
 	r, err := suite.Measure(t, o)
 	if err != nil {
@@ -102,57 +99,7 @@ flags:`)
 	if o.Log != nil {
 		fmt.Fprintf(o.Log, "measured in %s\n", time.Since(start).Round(time.Second))
 	}
-	return writeResults(r, *jsonOut, *mdOut, stdout)
-}
-
-// benchGate re-measures a baseline's kernels and fails naming the slower ones.
-func benchGate(t *target.Target, o suite.Options, baseline, maxSlow, jsonOut string, stdout io.Writer) error {
-	frac, err := bench.ParseFraction(maxSlow)
-	if err != nil {
-		return fmt.Errorf("--max-slowdown: %w", err)
-	}
-	base, err := bench.Read(baseline)
-	if err != nil {
-		return err
-	}
-	g, cur, err := suite.Gate(t, base, frac, o)
-	if err != nil {
-		return err
-	}
-	g.Write(stdout)
-	if jsonOut != "" {
-		if err := cur.Write(jsonOut); err != nil {
-			return err
-		}
-	}
-	if f := g.Failed(); len(f) > 0 {
-		return fmt.Errorf("%d kernels slower than %s by more than allowed: %v", len(f), baseline, f)
-	}
-	return nil
-}
-
-// writeResults writes r as JSON and markdown where asked, and the markdown
-// to stdout when neither file is.
-func writeResults(r *bench.Result, jsonOut, mdOut string, stdout io.Writer) error {
-	if jsonOut != "" {
-		if err := r.Write(jsonOut); err != nil {
-			return err
-		}
-	}
-	var md bytes.Buffer
-	if err := bench.WriteMarkdown(&md, []string{"this run"}, []*bench.Result{r}); err != nil {
-		return err
-	}
-	if mdOut != "" {
-		if err := outfile.WriteFile(mdOut, md.Bytes(), 0o644); err != nil {
-			return fmt.Errorf("writing --md: %w", err)
-		}
-	}
-	if jsonOut == "" && mdOut == "" {
-		_, err := stdout.Write(md.Bytes())
-		return err
-	}
-	return nil
+	return bench.WriteResult(r, *jsonOut, *mdOut, stdout)
 }
 
 // runBenchReport merges result files (ours and the peers') into one
@@ -167,28 +114,5 @@ func runBenchReport(args []string, _ io.Reader, stdout, stderr io.Writer) error 
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if fs.NArg() == 0 {
-		return fmt.Errorf("no result files given")
-	}
-	var results []*bench.Result
-	var names []string
-	for _, path := range fs.Args() {
-		r, err := bench.Read(path)
-		if err != nil {
-			return err
-		}
-		results, names = append(results, r), append(names, filepath.Base(path))
-	}
-	var md bytes.Buffer
-	if err := bench.WriteMarkdown(&md, names, results); err != nil {
-		return err
-	}
-	if *out == "" {
-		_, err := stdout.Write(md.Bytes())
-		return err
-	}
-	if err := outfile.WriteFile(*out, md.Bytes(), 0o644); err != nil {
-		return fmt.Errorf("writing --out: %w", err)
-	}
-	return nil
+	return bench.ReportFiles(fs.Args(), *out, stdout)
 }

@@ -45,14 +45,6 @@ CPUs).
 flags:
 `
 
-// The demo's default task counts: the family's tasks in seeded order are
-// the SFT tasks, then the RL tasks (the last of them the validation split),
-// then the held-out tasks.
-const (
-	demoSFTTasks = 3000
-	demoRLTasks  = 200
-)
-
 // runDemo implements "train demo".
 func runDemo(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	fs := newFlags("demo", stderr)
@@ -68,9 +60,9 @@ func runDemo(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	fs.StringVar(&c.Family, "family", "keys", "task family: "+strings.Join(pipeline.Families, " or "))
 	fs.StringVar(&c.From, "from", "", "reuse this earlier run's supervised model and rollouts (same family, seed and counts)")
 	fs.Uint64Var(&c.Seed, "seed", 1, "seed of the tasks, the model and every sampling")
-	fs.IntVar(&c.SFTTasks, "sft-tasks", demoSFTTasks, "tasks of scripted dialogues for the supervised start")
+	fs.IntVar(&c.SFTTasks, "sft-tasks", pipeline.DefaultSFTTasks, "tasks of scripted dialogues for the supervised start")
 	fs.IntVar(&c.SFTSteps, "sft-steps", 1200, "supervised steps")
-	fs.IntVar(&c.RLTasks, "rl-tasks", demoRLTasks, "tasks the policy plays for RL, the validation tasks included")
+	fs.IntVar(&c.RLTasks, "rl-tasks", pipeline.DefaultRLTasks, "tasks the policy plays for RL, the validation tasks included")
 	fs.IntVar(&c.ValTasks, "val-tasks", 40, "of the RL tasks, how many are held out as the validation split")
 	fs.IntVar(&c.K, "k", 8, "episodes per RL task")
 	fs.IntVar(&c.TestTasks, "test-tasks", 200, "held-out tasks of the evaluation")

@@ -56,7 +56,7 @@ func TestDemoMiniature(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ad, err := newLoRA(m, 2, 1)
+	ad, err := m.NewAdapter(llama.LoRAEvery(2), 1)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/turnwise/turnwise/engine"
@@ -14,19 +13,14 @@ import (
 	"github.com/turnwise/turnwise/tokenizer"
 )
 
-// modelTokenizer finds the tokenizer of a model: --tokenizer when given,
-// else the GGUF file's metadata, else tokenizer.json in the Hugging Face
-// directory.
+// modelTokenizer finds the tokenizer of the model the flags name
+// (llama.Source.Tokenizer), --tokenizer when given.
 func modelTokenizer(mf *modelFlags, path string) (tokenizer.Tokenizer, error) {
-	switch {
-	case path != "":
-		return loadTokenizer(path)
-	case mf.gguf != "":
-		return loadTokenizer(mf.gguf)
-	case mf.hf != "":
-		return loadTokenizer(filepath.Join(mf.hf, "tokenizer.json"))
+	tok, err := mf.Tokenizer(path)
+	if errors.Is(err, llama.ErrNoTokenizer) {
+		return nil, errors.New("no tokenizer: pass --tokenizer PATH (or use --ids)")
 	}
-	return nil, errors.New("no tokenizer: pass --tokenizer PATH (or use --ids)")
+	return tok, err
 }
 
 // runGenerate implements "train generate": continue a prompt.

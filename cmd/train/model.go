@@ -1,27 +1,24 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"path/filepath"
 	"strings"
 
 	"github.com/spf13/pflag"
 
 	"github.com/turnwise/turnwise/engine"
-	"github.com/turnwise/turnwise/gguf"
 	"github.com/turnwise/turnwise/model/llama"
 )
 
 // modelFlags are the flags that say which model to load and where to run it,
 // shared by the subcommands that need a model.
 type modelFlags struct {
-	gguf, hf, preset string
-	adapter          string
-	dtype            string
-	seed             uint64
+	llama.Source
+	adapter string
+	dtype   string
+	seed    uint64
 	backendFlags
 }
 
@@ -39,37 +36,20 @@ func (m *modelFlags) register(fs *pflag.FlagSet) {
 // registerSource adds the flags that name a model, for the subcommands
 // that read its architecture only.
 func (m *modelFlags) registerSource(fs *pflag.FlagSet) {
-	fs.StringVar(&m.gguf, "gguf", "", "load a llama-architecture GGUF checkpoint (F32, F16 or BF16)")
-	fs.StringVar(&m.hf, "hf", "", "load a Hugging Face checkpoint directory (config.json + safetensors)")
-	fs.StringVar(&m.preset, "preset", "", "build a preset architecture with random weights: "+strings.Join(llama.PresetNames(), ", "))
+	fs.StringVar(&m.GGUF, "gguf", "", "load a llama-architecture GGUF checkpoint (F32, F16 or BF16)")
+	fs.StringVar(&m.HF, "hf", "", "load a Hugging Face checkpoint directory (config.json + safetensors)")
+	fs.StringVar(&m.Preset, "preset", "", "build a preset architecture with random weights: "+strings.Join(llama.PresetNames(), ", "))
 }
+
+// errOneModel is the error of flags that name no model or several.
+var errOneModel = errors.New("name exactly one model: --gguf FILE, --hf DIR or --preset NAME")
 
 // config returns the architecture the flags name without loading weights.
 func (m *modelFlags) config() (llama.Config, error) {
-	switch {
-	case m.count() != 1:
-		return llama.Config{}, errors.New("name exactly one model: --gguf FILE, --hf DIR or --preset NAME")
-	case m.preset != "":
-		return llama.Preset(m.preset)
-	case m.hf != "":
-		return llama.LoadHFConfig(filepath.Join(m.hf, "config.json"))
+	if m.Named() != 1 {
+		return llama.Config{}, errOneModel
 	}
-	f, err := gguf.Open(m.gguf)
-	if err != nil {
-		return llama.Config{}, err
-	}
-	defer f.Close()
-	return llama.ConfigFromGGUF(f)
-}
-
-func (m *modelFlags) count() int {
-	n := 0
-	for _, s := range []string{m.gguf, m.hf, m.preset} {
-		if s != "" {
-			n++
-		}
-	}
-	return n
+	return m.Config()
 }
 
 // load opens the backend, loads (or builds) the model and, with --adapter,
@@ -89,8 +69,8 @@ func (m *modelFlags) load() (*llama.Model, *llama.Adapter, error) {
 // loadBase opens the backend and loads (or builds) the model, with the
 // backend flags' model options set.
 func (m *modelFlags) loadBase() (*llama.Model, error) {
-	if m.count() != 1 {
-		return nil, errors.New("name exactly one model: --gguf FILE, --hf DIR or --preset NAME")
+	if m.Named() != 1 {
+		return nil, errOneModel
 	}
 	dt, err := engine.ParseDType(m.dtype)
 	if err != nil || (dt != engine.F32 && dt != engine.BF16) {
@@ -100,18 +80,7 @@ func (m *modelFlags) loadBase() (*llama.Model, error) {
 	if err != nil {
 		return nil, err
 	}
-	var mod *llama.Model
-	switch {
-	case m.gguf != "":
-		mod, err = llama.LoadGGUF(b, m.gguf, dt)
-	case m.hf != "":
-		mod, err = llama.LoadHF(b, m.hf, dt)
-	default:
-		var c llama.Config
-		if c, err = llama.Preset(m.preset); err == nil {
-			mod, err = llama.NewRandom(b, c, dt, 0.02, m.seed)
-		}
-	}
+	mod, err := m.Load(b, dt, m.seed)
 	if err != nil {
 		return nil, err
 	}
@@ -132,23 +101,7 @@ func runInfo(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	w := stdout
-	fmt.Fprintf(w, "dim %d, layers %d, heads %d, kv heads %d (GQA %d:1), head dim %d, ffn %d, vocab %d\n",
-		c.Dim, c.Layers, c.Heads, c.KVHeads, c.Heads/c.KVHeads, c.HeadDim, c.FFN, c.Vocab)
-	fmt.Fprintf(w, "RMSNorm eps %g, RoPE θ %g", c.NormEps, c.RopeTheta)
-	if s := c.RopeScale; s != nil {
-		fmt.Fprintf(w, " with llama3 scaling (factor %g, low %g, high %g, original context %d)", s.Factor, s.LowFreqFactor, s.HighFreqFactor, s.OriginalContext)
-	}
-	fmt.Fprintf(w, ", tied embeddings %v, max sequence %d\n", c.TiedEmbed, c.MaxSeqLen)
-	fmt.Fprintf(w, "parameters: %d (%.2f B); %.2f GB in bf16\n", c.Params(), float64(c.Params())/1e9, float64(2*c.Params())/1e9)
-	for _, r := range []int{8, 16, 64} {
-		n, err := c.LoRAParams(llama.LoRAConfig{Rank: r, Targets: llama.AllProjections})
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(w, "LoRA r=%d on %s: %d parameters (%.2f M)\n", r, strings.Join(llama.AllProjections, ","), n, float64(n)/1e6)
-	}
-	return nil
+	return c.Describe(stdout)
 }
 
 const planUsage = `usage: train plan [flags]
@@ -174,26 +127,6 @@ With --json it prints the same as one JSON object:
 
 flags:
 `
-
-// planJSON is train plan --json's output (planUsage documents it).
-type planJSON struct {
-	Model struct {
-		Dim     int `json:"dim"`
-		Layers  int `json:"layers"`
-		Heads   int `json:"heads"`
-		KVHeads int `json:"kv_heads"`
-		HeadDim int `json:"head_dim"`
-		FFN     int `json:"ffn"`
-		Vocab   int `json:"vocab"`
-	} `json:"model"`
-	Mode        string `json:"mode"`
-	LoRARank    int    `json:"lora_rank"`
-	Batch       int    `json:"batch"`
-	Seq         int    `json:"seq"`
-	WeightDType string `json:"weight_dtype"`
-	Recompute   bool   `json:"recompute"`
-	llama.Plan
-}
 
 // runPlan implements "train plan": the memory a training or inference job
 // needs.
@@ -225,13 +158,13 @@ func runPlan(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 		return fmt.Errorf("--lora-rank %d: want a positive rank, or 0 for full fine-tuning", *rank)
 	}
 	o := llama.PlanOptions{Batch: *batch, SeqLen: *seq, WeightBytes: dt.Size(), Recompute: *recompute && !*infer, Inference: *infer}
-	mode, title := "full", "full fine-tuning"
+	title := "full fine-tuning"
 	if *rank > 0 {
 		o.LoRA = &llama.LoRAConfig{Rank: *rank, Targets: strings.Split(*targets, ",")}
-		mode, title = "lora", fmt.Sprintf("LoRA r=%d", *rank)
+		title = fmt.Sprintf("LoRA r=%d", *rank)
 	}
 	if *infer {
-		mode, title = "inference", "inference"
+		title = "inference"
 		if *rank > 0 {
 			title += fmt.Sprintf(" with a LoRA adapter of rank %d", *rank)
 		}
@@ -241,12 +174,7 @@ func runPlan(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 		return err
 	}
 	if *asJSON {
-		out := planJSON{Mode: mode, LoRARank: *rank, Batch: *batch, Seq: *seq, WeightDType: dt.String(), Recompute: o.Recompute, Plan: p}
-		out.Model.Dim, out.Model.Layers, out.Model.Heads, out.Model.KVHeads = c.Dim, c.Layers, c.Heads, c.KVHeads
-		out.Model.HeadDim, out.Model.FFN, out.Model.Vocab = c.HeadDim, c.FFN, c.Vocab
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(out)
+		return p.WriteJSON(stdout, c, o)
 	}
 	fmt.Fprintf(stdout, "%s, %d × %d tokens, %v weights%s\n\n", title, *batch, *seq, dt, map[bool]string{true: ", recomputation"}[o.Recompute])
 	return p.Write(stdout)

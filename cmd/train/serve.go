@@ -74,7 +74,7 @@ func runServe(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	}
 	base := *baseName
 	if base == "" {
-		base = modelName(&p.modelFlags)
+		base = p.Name()
 	}
 	models := []serve.Served{{ID: base}}
 	if ad != nil {
@@ -127,16 +127,4 @@ func runServe(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 		fmt.Fprintln(stdout, "stopped: the requests in flight finished")
 	}
 	return err
-}
-
-// modelName is the id of the model the flags name: its directory's or
-// file's name, or the preset's.
-func modelName(mf *modelFlags) string {
-	switch {
-	case mf.hf != "":
-		return filepath.Base(filepath.Clean(mf.hf))
-	case mf.gguf != "":
-		return strings.TrimSuffix(filepath.Base(mf.gguf), filepath.Ext(mf.gguf))
-	}
-	return mf.preset
 }

@@ -74,8 +74,8 @@ func runSFT(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if mf.count() == 0 {
-		mf.preset = "builtin"
+	if mf.Named() == 0 {
+		mf.Preset = "builtin"
 	}
 	// One rank of a data-parallel job (train launch, torchrun, Slurm) uses
 	// the GPU of its LOCAL_RANK; rank 0 reports.
@@ -94,7 +94,7 @@ func runSFT(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 		ad  *llama.Adapter
 		tok tokenizer.Tokenizer
 	)
-	if mf.preset == "builtin" {
+	if mf.Preset == "builtin" {
 		b, err := mf.open()
 		if err != nil {
 			return err
@@ -109,17 +109,17 @@ func runSFT(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 			return err
 		}
 		if tok, err = modelTokenizer(&mf, *tokPath); err != nil {
-			if mf.preset == "" {
+			if mf.Preset == "" {
 				return err
 			}
 			tok = tokenizer.Bytes{} // a preset trained from scratch
 		}
 	}
-	if tok.VocabSize() > m.Config.Vocab {
-		return fmt.Errorf("the tokenizer has %d tokens, the model's vocabulary %d", tok.VocabSize(), m.Config.Vocab)
+	if err := m.Config.CheckVocab(tok.VocabSize()); err != nil {
+		return err
 	}
 	if *rank > 0 && ad == nil {
-		if ad, err = m.NewAdapter(llama.LoRAConfig{Rank: *rank, Alpha: 2 * float32(*rank), Targets: llama.AllProjections}, mf.seed); err != nil {
+		if ad, err = m.NewAdapter(llama.LoRAEvery(*rank), mf.seed); err != nil {
 			return err
 		}
 	}
@@ -214,49 +214,15 @@ func runSFT(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 }
 
 // loadExamples reads and tokenizes the training data: the built-in corpus,
-// a chat JSONL file (.jsonl) or a plain-text file.
+// or the file at path (data.LoadExamples).
 func loadExamples(path string, skipBad bool, tok tokenizer.Tokenizer, stderr io.Writer) ([]data.Example, error) {
-	var ex []data.Example
-	addText := func(docs []string) { // each document ends with EOS, which is learned too
-		for _, d := range docs {
-			ids, loss := data.TokenizeText(tok, d, true)
-			ex = append(ex, data.Example{IDs: append(ids, tok.EOS()[0]), Loss: append(loss, true)})
-		}
-	}
 	if path == "" {
 		docs, err := data.ReadText(strings.NewReader(tinyCorpus), "built-in corpus")
-		if err != nil {
-			return nil, err
-		}
-		addText(docs)
-		return ex, nil
+		return data.TextExamples(tok, docs), err
 	}
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	if !strings.HasSuffix(path, ".jsonl") {
-		docs, err := data.ReadText(f, path)
-		if err != nil {
-			return nil, err
-		}
-		addText(docs)
-		return ex, nil
-	}
-	chats, skipped, err := data.ReadChatJSONL(f, path, data.ReadOptions{SkipBadLines: skipBad})
-	if err != nil {
-		return nil, err
-	}
+	ex, skipped, err := data.LoadExamples(path, tok, data.ReadOptions{SkipBadLines: skipBad})
 	if len(skipped) > 0 {
 		fmt.Fprintf(stderr, "skipped %d malformed lines (first: %v)\n", len(skipped), &skipped[0])
 	}
-	for _, c := range chats {
-		ids, loss, err := data.TokenizeChat(tok, c)
-		if err != nil {
-			return nil, fmt.Errorf("%s:%d: %w", path, c.Line, err)
-		}
-		ex = append(ex, data.Example{IDs: ids, Loss: loss})
-	}
-	return ex, nil
+	return ex, err
 }

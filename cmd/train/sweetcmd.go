@@ -13,7 +13,6 @@ import (
 	"github.com/turnwise/turnwise/engine"
 	"github.com/turnwise/turnwise/internal/outfile"
 	"github.com/turnwise/turnwise/model/llama"
-	"github.com/turnwise/turnwise/optim"
 	"github.com/turnwise/turnwise/sweetrl"
 	"github.com/turnwise/turnwise/sweetrl/rl"
 	"github.com/turnwise/turnwise/tokenizer"
@@ -41,19 +40,11 @@ func (p *policyFlags) load() (*llama.Model, *llama.Adapter, tokenizer.Tokenizer,
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	var tok tokenizer.Tokenizer
-	switch {
-	case p.tok == "bytes" || (p.tok == "" && p.hf != "" && m.Config.Vocab == (tokenizer.Bytes{}).VocabSize() && !exists(filepath.Join(p.hf, "tokenizer.json"))):
-		tok = tokenizer.Bytes{}
-	default:
-		if tok, err = modelTokenizer(&p.modelFlags, p.tok); err != nil {
-			return nil, nil, nil, err
-		}
+	tok, err := modelTokenizer(&p.modelFlags, p.tok)
+	if err != nil {
+		return nil, nil, nil, err
 	}
-	if tok.VocabSize() > m.Config.Vocab {
-		return nil, nil, nil, fmt.Errorf("the tokenizer has %d tokens, the model's vocabulary %d", tok.VocabSize(), m.Config.Vocab)
-	}
-	return m, ad, tok, nil
+	return m, ad, tok, m.Config.CheckVocab(tok.VocabSize())
 }
 
 func exists(path string) bool { _, err := os.Stat(path); return err == nil }
@@ -71,23 +62,24 @@ type trainFlags struct {
 }
 
 // register adds the flags with the given defaults of epochs and NLL
-// coefficient (negative: no --nll flag).
+// coefficient (negative: no --nll flag); every other default is the
+// reference's (sweetrl/rl/reference.go).
 func (t *trainFlags) register(fs *pflag.FlagSet, epochs int, nll float64) {
 	fs.IntVar(&t.rank, "lora-rank", 16, "rank of the trained LoRA adapter (alpha = 2·rank, every projection)")
 	fs.BoolVar(&t.full, "full", false, "fine-tune every weight instead of a LoRA adapter (the reference's setting)")
-	fs.Float64Var(&t.lr, "lr", 0, "peak learning rate (0: the reference's 2e-7 with --full, 1e-4 for LoRA)")
+	fs.Float64Var(&t.lr, "lr", 0, fmt.Sprintf("peak learning rate (0: the reference's %g with --full, %g for LoRA)", rl.RefLR, rl.LoRALR))
 	fs.IntVar(&t.epochs, "epochs", epochs, "passes over the data")
-	fs.IntVar(&t.batch, "batch", 8, "pairs per optimizer step")
-	fs.Float64Var(&t.beta, "beta", 0.1, "β of the preference loss")
+	fs.IntVar(&t.batch, "batch", rl.RefPairsPerStep, "pairs per optimizer step")
+	fs.Float64Var(&t.beta, "beta", rl.RefBeta, "β of the preference loss")
 	if nll >= 0 {
 		fs.Float64Var(&t.nll, "nll", nll, "coefficient of the NLL term on the chosen side")
 	}
 	fs.IntVar(&t.batchTokens, "batch-tokens", 8192, "tokens per forward pass at most (whole pairs)")
 	fs.IntVar(&t.maxLen, "max-len", 8192, "drop pairs with a side longer than this many tokens")
-	fs.Float64Var(&t.warmup, "warmup", 0.03, "fraction of the steps spent warming up")
-	fs.Float64Var(&t.minRatio, "min-lr-ratio", 0.1, "the cosine schedule's floor, as a fraction of --lr")
-	fs.Float64Var(&t.wd, "weight-decay", 0, "AdamW weight decay")
-	fs.Float64Var(&t.clip, "clip", 1, "clip the global gradient norm to this (0: off)")
+	fs.Float64Var(&t.warmup, "warmup", rl.RefWarmupFrac, "fraction of the steps spent warming up")
+	fs.Float64Var(&t.minRatio, "min-lr-ratio", rl.RefMinLRRatio, "the cosine schedule's floor, as a fraction of --lr")
+	fs.Float64Var(&t.wd, "weight-decay", rl.RefWeightDecay, "AdamW weight decay")
+	fs.Float64Var(&t.clip, "clip", rl.RefMaxGradNorm, "clip the global gradient norm to this (0: off)")
 }
 
 func (t *trainFlags) learningRate() float64 {
@@ -95,15 +87,19 @@ func (t *trainFlags) learningRate() float64 {
 	case t.lr > 0:
 		return t.lr
 	case t.full:
-		return 2e-7
+		return rl.RefLR
 	}
-	return 1e-4
+	return rl.LoRALR
 }
 
+// prefOptions are the reference's preference options (rl.ReferencePrefOptions)
+// as the flags change them.
 func (t *trainFlags) prefOptions(seed uint64, out io.Writer, label string) rl.PrefOptions {
-	return rl.PrefOptions{Beta: t.beta, NLLCoef: t.nll, Epochs: t.epochs, PairsPerStep: t.batch, BatchTokens: t.batchTokens,
-		LR: t.learningRate(), WarmupFrac: t.warmup, MinLRRatio: t.minRatio, Seed: seed, Progress: out, Label: label,
-		AdamW: optim.AdamWConfig{Beta1: 0.9, Beta2: 0.95, Eps: 1e-8, WeightDecay: float32(t.wd), MaxGradNorm: float32(t.clip)}}
+	o := rl.ReferencePrefOptions()
+	o.Beta, o.NLLCoef, o.Epochs, o.PairsPerStep, o.BatchTokens = t.beta, t.nll, t.epochs, t.batch, t.batchTokens
+	o.LR, o.WarmupFrac, o.MinLRRatio, o.Seed, o.Progress, o.Label = t.learningRate(), t.warmup, t.minRatio, seed, out, label
+	o.AdamW.WeightDecay, o.AdamW.MaxGradNorm = float32(t.wd), float32(t.clip)
+	return o
 }
 
 // trained returns what a trainer updates: the adapter given with --adapter,
@@ -119,32 +115,21 @@ func (t *trainFlags) trained(m *llama.Model, ad *llama.Adapter, seed uint64) (*l
 	case t.rank <= 0:
 		return nil, fmt.Errorf("--lora-rank %d: want a positive rank (or --full)", t.rank)
 	}
-	return newLoRA(m, t.rank, seed)
+	return m.NewAdapter(llama.LoRAEvery(t.rank), seed)
 }
 
-// filterPairs drops pairs with a side longer than maxLen tokens.
+// filterPairs drops pairs with a side longer than maxLen tokens, saying so.
 func filterPairs(pairs []rl.PrefPair, maxLen int, out io.Writer) []rl.PrefPair {
-	kept := pairs[:0]
-	for _, p := range pairs {
-		if len(p.Chosen.IDs) <= maxLen && len(p.Rejected.IDs) <= maxLen {
-			kept = append(kept, p)
-		}
-	}
-	if d := len(pairs) - len(kept); d > 0 {
-		fmt.Fprintf(out, "dropped %d pairs longer than %d tokens\n", d, maxLen)
+	kept, dropped := rl.DropLong(pairs, maxLen)
+	if dropped > 0 {
+		fmt.Fprintf(out, "dropped %d pairs longer than %d tokens\n", dropped, maxLen)
 	}
 	return kept
 }
 
-// save writes the trained adapter in PEFT's layout, or the whole model as
-// a Hugging Face checkpoint when ad is nil.
+// save writes what was trained (llama.Model.Save) and says where.
 func save(m *llama.Model, ad *llama.Adapter, dir string, out io.Writer) error {
-	var err error
-	if ad != nil {
-		err = m.SavePEFT(ad, dir)
-	} else {
-		err = m.SaveHF(dir)
-	}
+	err := m.Save(ad, dir)
 	if err == nil {
 		fmt.Fprintf(out, "saved to %s\n", dir)
 	}
@@ -161,7 +146,7 @@ func loadTrajectories(path string, out io.Writer) ([]sweetrl.Trajectory, error) 
 		return nil, err
 	}
 	fmt.Fprintf(out, "%s: %d trajectories of %d tasks, mean reward %.3f, success %.3f\n",
-		path, len(trajs), len(rl.GroupByTask(trajs)), meanReward(trajs), successRate(trajs))
+		path, len(trajs), len(rl.GroupByTask(trajs)), sweetrl.MeanReward(trajs), sweetrl.SuccessRate(trajs))
 	return trajs, nil
 }
 
@@ -215,9 +200,15 @@ func (j *trajJob) load(args []string, stdout io.Writer) error {
 	return err
 }
 
-// episodeSetup is what playing episodes needs: the agent's model, the
-// family's rules and tasks, the simulator and the scorer.
-type episodeSetup struct {
+// episodeJob is what the subcommands that play episodes (rollout, eval)
+// share: the agent's and the episodes' flags and, once loaded, the agent's
+// model, the family's rules and tasks, the simulator and the scorer.
+type episodeJob struct {
+	fs     *pflag.FlagSet
+	pf     policyFlags
+	ef     envFlags
+	temp   float64
+	maxNew int
 	m      *llama.Model
 	ad     *llama.Adapter
 	tok    tokenizer.Tokenizer
@@ -229,71 +220,81 @@ type episodeSetup struct {
 	desc   string // which scorer, in words
 }
 
-// episodes loads everything playing episodes needs (heldOut: the demo
-// family's held-out tasks).
-func (ef *envFlags) episodes(pf *policyFlags, heldOut bool) (e episodeSetup, err error) {
-	if e.proto, err = ef.protocol(); err != nil {
-		return e, err
+// newEpisodeJob registers the shared flags of subcommand name.
+func newEpisodeJob(name string, stderr io.Writer) *episodeJob {
+	j := &episodeJob{fs: newFlags(name, stderr)}
+	j.pf.register(j.fs)
+	j.ef.register(j.fs)
+	j.fs.Float64Var(&j.temp, "temperature", rl.RefTemperature, "the agent's sampling temperature")
+	j.fs.IntVar(&j.maxNew, "max-new", rl.RefMaxNew, "tokens per agent turn at most")
+	return j
+}
+
+// load parses args, runs check (the subcommand's own flag checks), and
+// loads everything playing episodes needs (heldOut: the demo family's
+// held-out tasks).
+func (j *episodeJob) load(args []string, heldOut bool, check func() error, stdout io.Writer) (err error) {
+	if err := j.fs.Parse(args); err != nil {
+		return err
 	}
-	if e.tasks, err = ef.loadTasks(heldOut); err != nil {
-		return e, err
+	if err := check(); err != nil {
+		return err
 	}
-	if e.m, e.ad, e.tok, err = pf.load(); err != nil {
-		return e, err
+	if j.proto, err = j.ef.protocol(); err != nil {
+		return err
 	}
-	if e.sim, e.hs, err = ef.newSimulator(pf, e.m, e.tok); err != nil {
-		return e, err
+	if j.tasks, err = j.ef.tasks(heldOut); err != nil {
+		return err
 	}
-	e.scorer, e.desc, err = ef.newScorer()
-	return e, err
+	if j.m, j.ad, j.tok, err = j.pf.load(); err != nil {
+		return err
+	}
+	if j.sim, j.hs, err = j.ef.newSimulator(&j.pf, j.m, j.tok); err != nil {
+		return err
+	}
+	if j.scorer, j.desc, err = j.ef.newScorer(); err != nil {
+		return err
+	}
+	j.maxNew, err = fitMaxNew(j.m.Config, 0, j.maxNew, stdout)
+	return err
 }
 
 // runRollout implements "train rollout".
 func runRollout(args []string, _ io.Reader, stdout, stderr io.Writer) error {
-	fs := newFlags("rollout", stderr)
-	var pf policyFlags
-	pf.register(fs)
-	var ef envFlags
-	ef.register(fs)
-	k := fs.Int("k", 8, "episodes per task")
-	temp := fs.Float32("temperature", 1, "the agent's sampling temperature (the reference: 1)")
-	maxNew := fs.Int("max-new", 1024, "tokens per agent turn at most")
-	maxBatch := fs.Int("max-batch", 64, "agent turns generated together at most")
-	out := fs.String("out", "", "trajectories file to write (.jsonl, or .jsonl.zst); it grows as FILE.partial until every episode is in")
-	cont := fs.Bool("continue", false, "continue the FILE.partial an interrupted run with the same flags left")
-	chunk := fs.Int("chunk", 256, "episodes played, scored and appended to the file at a time (keep it when continuing)")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	if *out == "" || *k <= 0 {
-		return fmt.Errorf("want --out FILE and a positive --k (got %q, %d)", *out, *k)
-	}
-	e, err := ef.episodes(&pf, false)
+	j := newEpisodeJob("rollout", stderr)
+	k := j.fs.Int("k", 8, "episodes per task")
+	maxBatch := j.fs.Int("max-batch", 64, "agent turns generated together at most")
+	out := j.fs.String("out", "", "trajectories file to write (.jsonl, or .jsonl.zst); it grows as FILE.partial until every episode is in")
+	cont := j.fs.Bool("continue", false, "continue the FILE.partial an interrupted run with the same flags left")
+	chunk := j.fs.Int("chunk", 256, "episodes played, scored and appended to the file at a time (keep it when continuing)")
+	err := j.load(args, false, func() error {
+		if *out == "" || *k <= 0 {
+			return fmt.Errorf("want --out FILE and a positive --k (got %q, %d)", *out, *k)
+		}
+		return nil
+	}, stdout)
 	if err != nil {
 		return err
 	}
-	m, ad, tok, proto, tasks, sim, hs, scorer, desc := e.m, e.ad, e.tok, e.proto, e.tasks, e.sim, e.hs, e.scorer, e.desc
-	if *maxNew, err = fitMaxNew(m.Config, 0, *maxNew, stdout); err != nil {
-		return err
-	}
 	var all []sweetrl.Task
-	for _, t := range tasks {
+	for _, t := range j.tasks {
 		for range *k {
 			all = append(all, t)
 		}
 	}
-	fmt.Fprintf(stdout, "%d episodes (%d tasks × %d); scoring with %s\n", len(all), len(tasks), *k, desc)
+	fmt.Fprintf(stdout, "%d episodes (%d tasks × %d); scoring with %s\n", len(all), len(j.tasks), *k, j.desc)
 	agent := func(c int) rl.BatchAgent {
-		return &rl.Sampler{Model: m, Adapter: ad, Tok: tok, Sample: engine.SampleParams{Temperature: *temp, TopP: 1}, MaxNew: *maxNew, MaxBatch: *maxBatch, Seed: rl.ChunkSeed(pf.seed, c)}
+		return &rl.Sampler{Model: j.m, Adapter: j.ad, Tok: j.tok, Sample: engine.SampleParams{Temperature: float32(j.temp), TopP: 1},
+			MaxNew: j.maxNew, MaxBatch: *maxBatch, Seed: rl.ChunkSeed(j.pf.seed, c)}
 	}
-	trajs, err := rl.RolloutToFile(context.Background(), all, agent, sim, scorer,
-		rl.RolloutOptions{Protocol: proto, SimWorkers: ef.simWorkers, Progress: stdout, Label: "episodes"},
+	trajs, err := rl.RolloutToFile(context.Background(), all, agent, j.sim, j.scorer,
+		rl.RolloutOptions{Protocol: j.proto, SimWorkers: j.ef.simWorkers, Progress: stdout, Label: "episodes"},
 		rl.FileRolloutOptions{Path: *out, Continue: *cont, Chunk: *chunk, Log: stdout})
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "wrote %s: mean reward %.3f, success %.3f\n", *out, meanReward(trajs), successRate(trajs))
-	reportSimulator(stdout, hs)
+	fmt.Fprintf(stdout, "wrote %s: mean reward %.3f, success %.3f\n", *out, sweetrl.MeanReward(trajs), sweetrl.SuccessRate(trajs))
+	reportSimulator(stdout, j.hs)
 	return nil
 }
 
@@ -306,7 +307,7 @@ func reportSimulator(w io.Writer, hs *sweetrl.HTTPSimulator) {
 
 // runCritic implements "train critic".
 func runCritic(args []string, _ io.Reader, stdout, stderr io.Writer) error {
-	j := newTrajJob("critic", stderr, 4, -1, "scored trajectories (train rollout)",
+	j := newTrajJob("critic", stderr, rl.RefCriticEpochs, -1, "scored trajectories (train rollout)",
 		"directory for the critic (a PEFT adapter, or a Hugging Face checkpoint with --full)")
 	head := j.fs.String("head", "logprob", "logprob: the reference's critic, mean log-probability of the agent's turns against a frozen reference; scalar: the value-head ablation, a scalar head on the last hidden state")
 	scoreFlag := j.fs.String("critic-score", "turn", "turn: the paper's score (Eq. 2–3), the sum over agent turns of each turn's mean log-ratio; trajectory: the released code's, one mean over all agent tokens")
@@ -363,16 +364,16 @@ func what(ad *llama.Adapter, tf trainFlags) string {
 
 // runActor implements "train actor".
 func runActor(args []string, _ io.Reader, stdout, stderr io.Writer) error {
-	j := newTrajJob("actor", stderr, 1, 0.01, "scored trajectories (train rollout) whose agent turns are the training states",
+	j := newTrajJob("actor", stderr, rl.RefActorEpochs, rl.RefActorNLL, "scored trajectories (train rollout) whose agent turns are the training states",
 		"directory for the actor (a PEFT adapter, or a Hugging Face checkpoint with --full)")
 	fs := j.fs
 	criticAd := fs.String("critic", "", "the critic: a PEFT adapter directory over the same base model (train critic)")
 	criticHF := fs.String("critic-hf", "", "the critic: a whole Hugging Face checkpoint (train critic --full)")
-	candidates := fs.Int("candidates", 16, "candidates sampled per turn")
-	perTurn := fs.Int("pairs-per-turn", 4, "pairs formed per turn")
-	fraction := fs.Float64("data-fraction", 0.1, "fraction of the agent turns used (the reference: 10%)")
-	temp := fs.Float32("temperature", 1, "sampling temperature of the candidates")
-	maxNew := fs.Int("max-new", 1024, "tokens per candidate at most")
+	candidates := fs.Int("candidates", rl.RefCandidates, "candidates sampled per turn")
+	perTurn := fs.Int("pairs-per-turn", rl.RefPairsPerTurn, "pairs formed per turn")
+	fraction := fs.Float64("data-fraction", rl.RefDataFraction, "fraction of the agent turns used")
+	temp := fs.Float32("temperature", rl.RefTemperature, "sampling temperature of the candidates")
+	maxNew := fs.Int("max-new", rl.RefMaxNew, "tokens per candidate at most")
 	baseline := fs.String("advantage-baseline", "reference", "what a candidate's critic score is compared with: reference (the paper's Eq. 3: the critic's frozen reference, with the ground truth) or policy (the released code: the sampling policy, without it)")
 	nllScope := fs.String("nll-scope", "sequence", "the NLL term's tokens: sequence (the reference: the whole chosen sequence, context included) or reply")
 	if err := fs.Parse(args); err != nil {
@@ -407,15 +408,14 @@ func runActor(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	} else {
 		criticDir = *criticHF
 		cf := pf.modelFlags
-		cf.gguf, cf.preset, cf.adapter, cf.hf = "", "", "", *criticHF
+		cf.Source, cf.adapter = llama.Source{HF: *criticHF}, ""
 		if critic.Model, err = cf.loadBase(); err != nil {
 			return fmt.Errorf("critic: %w", err)
 		}
 	}
-	if hp := filepath.Join(criticDir, rl.ValueHeadFile); exists(hp) {
-		if critic.Head, err = rl.LoadValueHead(critic.Model, hp); err != nil {
-			return err
-		}
+	if hp, err := critic.LoadHead(criticDir); err != nil {
+		return err
+	} else if hp != "" {
 		fmt.Fprintf(stdout, "the critic has a scalar value head (%s): candidates are ranked by its value\n", hp)
 	}
 	pol := &rl.Sampler{Model: m, Adapter: ad, Tok: tok, Sample: engine.SampleParams{Temperature: *temp, TopP: 1}, MaxNew: *maxNew, Seed: pf.seed}
@@ -492,8 +492,8 @@ func runRFT(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	tf := j.tf
 	steps := max(1, tf.epochs*tokens/tf.batchTokens)
 	fmt.Fprintf(stdout, "rejection fine-tuning on %d successful trajectories (%d tokens), %d steps, %s\n", len(ex), tokens, steps, what(pol, tf))
-	o := sftOptions{Steps: steps, BatchTokens: tf.batchTokens, MaxLen: min(tf.maxLen, j.m.Config.MaxSeqLen), LR: tf.learningRate(), Seed: j.pf.seed}
-	if err := supervisedFT(j.m, pol, ex, o, stdout); err != nil {
+	o := rl.SFTOptions{Steps: steps, BatchTokens: tf.batchTokens, MaxLen: min(tf.maxLen, j.m.Config.MaxSeqLen), LR: tf.learningRate(), Seed: j.pf.seed}
+	if err := rl.SupervisedFT(j.m, pol, ex, o, stdout); err != nil {
 		return err
 	}
 	return save(j.m, pol, *j.out, stdout)
@@ -511,44 +511,25 @@ func parseNLLScope(v string) (bool, error) {
 }
 
 // reportPref prints how a preference run went.
-func reportPref(w io.Writer, st rl.PrefStats) {
-	fmt.Fprintf(w, "loss %.4f → %.4f, pair accuracy %.3f → %.3f over %d steps", st.FirstLoss, st.LastLoss, st.FirstAcc, st.LastAcc, st.Steps)
-	if st.Skipped > 0 {
-		fmt.Fprintf(w, " (%d skipped for a non-finite gradient)", st.Skipped)
-	}
-	fmt.Fprintln(w)
-}
+func reportPref(w io.Writer, st rl.PrefStats) { fmt.Fprintln(w, st) }
 
 // runEval implements "train eval".
 func runEval(args []string, _ io.Reader, stdout, stderr io.Writer) error {
-	fs := newFlags("eval", stderr)
-	var pf policyFlags
-	pf.register(fs)
-	var ef envFlags
-	ef.register(fs)
-	seeds := fs.Int("seeds", 1, "episodes per task, each with its own sampling seed")
-	temp := fs.Float64("temperature", 1, "the agent's sampling temperature")
-	maxNew := fs.Int("max-new", 1024, "tokens per agent turn at most")
-	out := fs.String("out", "", "also write the episodes to this trajectories file")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	if *out != "" {
-		if err := outfile.CheckDir(filepath.Dir(*out)); err != nil {
-			return err
+	j := newEpisodeJob("eval", stderr)
+	seeds := j.fs.Int("seeds", 1, "episodes per task, each with its own sampling seed")
+	out := j.fs.String("out", "", "also write the episodes to this trajectories file")
+	err := j.load(args, true, func() error {
+		if *out == "" {
+			return nil
 		}
-	}
-	e, err := ef.episodes(&pf, true)
+		return outfile.CheckDir(filepath.Dir(*out))
+	}, stdout)
 	if err != nil {
 		return err
 	}
-	m, ad, tok, proto, tasks, sim, hs, scorer, desc := e.m, e.ad, e.tok, e.proto, e.tasks, e.sim, e.hs, e.scorer, e.desc
-	if *maxNew, err = fitMaxNew(m.Config, 0, *maxNew, stdout); err != nil {
-		return err
-	}
-	fmt.Fprintf(stdout, "%d tasks × %d seeds; scoring with %s\n", len(tasks), *seeds, desc)
-	s, eps, err := evaluate(context.Background(), m, ad, tok, proto, tasks, sim, scorer,
-		evalOptions{Seeds: *seeds, Temperature: *temp, MaxNew: *maxNew, Seed: pf.seed, SimWorkers: ef.simWorkers, Label: "eval"}, stdout)
+	fmt.Fprintf(stdout, "%d tasks × %d seeds; scoring with %s\n", len(j.tasks), *seeds, j.desc)
+	s, eps, err := rl.Evaluate(context.Background(), j.m, j.ad, j.tok, j.proto, j.tasks, j.sim, j.scorer,
+		rl.EvalOptions{Seeds: *seeds, Temperature: j.temp, MaxNew: j.maxNew, Seed: j.pf.seed, SimWorkers: j.ef.simWorkers, Label: "eval"}, stdout)
 	if err != nil {
 		return err
 	}
@@ -558,6 +539,6 @@ func runEval(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 		}
 	}
 	fmt.Fprintln(stdout, s)
-	reportSimulator(stdout, hs)
+	reportSimulator(stdout, j.hs)
 	return nil
 }

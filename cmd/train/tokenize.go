@@ -1,17 +1,13 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"math"
-	"os"
-	"strconv"
 	"strings"
 
-	"github.com/turnwise/turnwise/gguf"
+	"github.com/turnwise/turnwise/model/llama"
 	"github.com/turnwise/turnwise/tokenizer"
 )
 
@@ -61,7 +57,7 @@ func runTokenize(args []string, stdin io.Reader, stdout, stderr io.Writer) error
 	if *tokPath == "" {
 		return errors.New("no tokenizer: pass --tokenizer PATH (a tokenizer.json, a tokenizer.model or a .gguf file)")
 	}
-	tok, err := loadTokenizer(*tokPath)
+	tok, err := llama.LoadTokenizer(*tokPath)
 	if err != nil {
 		return err
 	}
@@ -82,7 +78,7 @@ func runTokenize(args []string, stdin io.Reader, stdout, stderr io.Writer) error
 		if err != nil {
 			return err
 		}
-		ids, err := parseIDs(in)
+		ids, err := tokenizer.ParseIDs(in)
 		if err != nil {
 			return err
 		}
@@ -105,12 +101,12 @@ func runTokenize(args []string, stdin io.Reader, stdout, stderr io.Writer) error
 		if err != nil {
 			return err
 		}
-		msgs, err := parseConversation([]byte(in))
+		msgs, err := tokenizer.ParseConversation([]byte(in))
 		if err != nil {
 			return err
 		}
 		opts := tokenizer.ChatOptions{AddGenerationPrompt: *genPrompt, Date: *date}
-		rendered, err := tokenizer.RenderChat(msgs, opts)
+		rendered, err := tokenizer.RenderChatFor(tok, msgs, opts)
 		if err != nil {
 			return err
 		}
@@ -149,125 +145,4 @@ func writeJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false)
 	return enc.Encode(v)
-}
-
-// parseIDs reads token ids written as a JSON array or as numbers separated
-// by whitespace.
-func parseIDs(s string) ([]int32, error) {
-	s = strings.TrimSpace(s)
-	var nums []int64
-	if strings.HasPrefix(s, "[") {
-		dec := json.NewDecoder(strings.NewReader(s))
-		dec.UseNumber()
-		var raw []json.Number
-		if err := dec.Decode(&raw); err != nil {
-			return nil, fmt.Errorf("parsing ids as a JSON array of integers: %w", err)
-		}
-		if dec.More() {
-			return nil, errors.New("parsing ids: text after the JSON array")
-		}
-		for i, n := range raw {
-			v, err := strconv.ParseInt(string(n), 10, 64)
-			if err != nil {
-				return nil, fmt.Errorf("id %d (%s) is not an integer", i, n)
-			}
-			nums = append(nums, v)
-		}
-	} else {
-		for i, f := range strings.Fields(s) {
-			v, err := strconv.ParseInt(f, 10, 64)
-			if err != nil {
-				return nil, fmt.Errorf("id %d (%q) is not an integer", i, f)
-			}
-			nums = append(nums, v)
-		}
-	}
-	ids := make([]int32, len(nums))
-	for i, v := range nums {
-		if v < 0 || v > math.MaxInt32 {
-			return nil, fmt.Errorf("id %d (%d) is out of range", i, v)
-		}
-		ids[i] = int32(v)
-	}
-	return ids, nil
-}
-
-// chatMessage is a message as written in conversation JSON; fields beyond
-// role and content are read only to reject what the renderer cannot do.
-type chatMessage struct {
-	Role      string          `json:"role"`
-	Content   json.RawMessage `json:"content"`
-	ToolCalls json.RawMessage `json:"tool_calls"`
-}
-
-// parseConversation reads [{"role": ..., "content": ...}, ...] or
-// {"messages": [...]}.
-func parseConversation(data []byte) ([]tokenizer.Message, error) {
-	data = bytes.TrimSpace(data)
-	var raw []chatMessage
-	var err error
-	if bytes.HasPrefix(data, []byte("{")) {
-		var obj struct {
-			Messages *[]chatMessage `json:"messages"`
-		}
-		if err = json.Unmarshal(data, &obj); err == nil && obj.Messages == nil {
-			return nil, errors.New(`parsing the conversation: the object has no "messages" array`)
-		}
-		if obj.Messages != nil {
-			raw = *obj.Messages
-		}
-	} else {
-		err = json.Unmarshal(data, &raw)
-	}
-	if err != nil {
-		return nil, fmt.Errorf(`parsing the conversation (want [{"role": ..., "content": ...}, ...] or {"messages": [...]}): %w`, err)
-	}
-	msgs := make([]tokenizer.Message, len(raw))
-	for i, m := range raw {
-		if len(m.ToolCalls) > 0 && string(m.ToolCalls) != "null" {
-			return nil, fmt.Errorf("message %d has tool_calls: tool calls are not supported", i)
-		}
-		if m.Role == "" {
-			return nil, fmt.Errorf("message %d has no role", i)
-		}
-		var content string
-		if err := json.Unmarshal(m.Content, &content); err != nil {
-			return nil, fmt.Errorf("message %d: content must be a string", i)
-		}
-		msgs[i] = tokenizer.Message{Role: m.Role, Content: content}
-	}
-	return msgs, nil
-}
-
-// loadTokenizer opens a tokenizer.json, a tokenizer.model or a GGUF file
-// (told apart by its magic bytes).
-func loadTokenizer(path string) (tokenizer.Tokenizer, error) {
-	isGGUF, err := hasGGUFMagic(path)
-	if err != nil {
-		return nil, err
-	}
-	if !isGGUF {
-		return tokenizer.Load(path)
-	}
-	f, err := gguf.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	tok, err := tokenizer.FromGGUFMetadata(f.Meta)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return tok, nil
-}
-
-func hasGGUFMagic(path string) (bool, error) {
-	fd, err := os.Open(path)
-	if err != nil {
-		return false, fmt.Errorf("opening tokenizer: %w", err)
-	}
-	defer fd.Close()
-	var magic [4]byte
-	n, _ := io.ReadFull(fd, magic[:])
-	return n == 4 && string(magic[:]) == gguf.Magic, nil
 }

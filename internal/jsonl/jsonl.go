@@ -20,25 +20,30 @@ import (
 // small enough that decoding one cannot exhaust memory.
 const DefaultMaxLine = 16 << 20
 
-// ErrLineTooLong and ErrInvalidUTF8 are what an *Error wraps when a line is
+// ErrLineTooLong and ErrInvalidUTF8 are what a *LineError wraps when a line is
 // longer than the cap or is not valid UTF-8.
 var (
 	ErrLineTooLong = errors.New("line too long")
 	ErrInvalidUTF8 = errors.New("invalid UTF-8")
 )
 
-// Error is a problem with one line of an input.
-type Error struct {
-	Name string // the input
-	Line int    // 1-based line number
-	Err  error  // what is wrong
+// LineError is a problem with one line of an input file: the one type of
+// every file:line error of the project (data.LineError and
+// sweetrl.LineError are this type under the names their readers document).
+type LineError struct {
+	// Name names the file.
+	Name string
+	// Line is the 1-based line number.
+	Line int
+	// Err says what is wrong.
+	Err error
 }
 
 // Error returns "name:line: what is wrong".
-func (e *Error) Error() string { return fmt.Sprintf("%s:%d: %v", e.Name, e.Line, e.Err) }
+func (e *LineError) Error() string { return fmt.Sprintf("%s:%d: %v", e.Name, e.Line, e.Err) }
 
 // Unwrap returns what is wrong.
-func (e *Error) Unwrap() error { return e.Err }
+func (e *LineError) Unwrap() error { return e.Err }
 
 // Reader reads the lines of a JSONL input. It is not safe for concurrent
 // use.
@@ -69,9 +74,9 @@ func (r *Reader) SetMaxLine(n int) {
 
 // Next returns the next line that is not blank (without its line ending)
 // and its 1-based number; after the last line the error is io.EOF. A line
-// longer than the cap is an *Error wrapping ErrLineTooLong, which names the
+// longer than the cap is a *LineError wrapping ErrLineTooLong, which names the
 // cap; its bytes are skipped without being held, so that reading may go on.
-// A line that is not valid UTF-8 is an *Error wrapping ErrInvalidUTF8,
+// A line that is not valid UTF-8 is a *LineError wrapping ErrInvalidUTF8,
 // naming the offset of the first bad byte. A failure of the input itself
 // is returned wrapped, naming the line. The returned slice is valid until
 // the next call.
@@ -88,7 +93,7 @@ func (r *Reader) Next() (line []byte, lineNo int, err error) {
 			continue
 		}
 		if !utf8.Valid(line) {
-			return nil, r.line, &Error{Name: r.name, Line: r.line,
+			return nil, r.line, &LineError{Name: r.name, Line: r.line,
 				Err: fmt.Errorf("%w at byte %d of the line", ErrInvalidUTF8, firstInvalid(line)+1)}
 		}
 		return line, r.line, nil
@@ -163,7 +168,7 @@ func (r *Reader) trim() ([]byte, error) {
 
 // tooLong is the error of a line over the cap.
 func (r *Reader) tooLong() error {
-	return &Error{Name: r.name, Line: r.line,
+	return &LineError{Name: r.name, Line: r.line,
 		Err: fmt.Errorf("%w: longer than the cap of %d bytes", ErrLineTooLong, r.max)}
 }
 

@@ -123,9 +123,9 @@ func FuzzReader(f *testing.F) {
 				t.Fatalf("Next gave line %d (err %v), want line %d", n, err, i+1)
 			}
 			if wantErr != nil {
-				var le *Error
+				var le *LineError
 				if !errors.Is(err, wantErr) || !errors.As(err, &le) || le.Line != i+1 {
-					t.Fatalf("line %d: err %v, want an *Error wrapping %v", i+1, err, wantErr)
+					t.Fatalf("line %d: err %v, want a *LineError wrapping %v", i+1, err, wantErr)
 				}
 				continue
 			}

@@ -1,12 +1,10 @@
-// Package llama is the Llama model family (Llama 2 tiny checkpoints through
-// Llama 3.1/3.2) written against engine.Backend alone: configuration, weights,
-// the forward pass with a KV cache, and generation. The same code runs on the
-// CPU backend, on the CUDA kernel emulator and on a GPU.
 package llama
 
 import (
 	"errors"
 	"fmt"
+	"io"
+	"strings"
 
 	"github.com/turnwise/turnwise/engine"
 )
@@ -107,6 +105,15 @@ func (c Config) validate(n fieldNames) error {
 	return errors.Join(errs...)
 }
 
+// CheckVocab returns an error when a tokenizer of n tokens has ids outside
+// the model's vocabulary.
+func (c Config) CheckVocab(n int) error {
+	if n > c.Vocab {
+		return fmt.Errorf("the tokenizer has %d tokens, the model's vocabulary %d", n, c.Vocab)
+	}
+	return nil
+}
+
 // Params returns the number of parameters.
 func (c Config) Params() int64 {
 	d := int64(c.Dim)
@@ -123,4 +130,66 @@ func (c Config) Params() int64 {
 		n += int64(c.Vocab) * d
 	}
 	return n
+}
+
+// PresetNames lists the names Preset knows.
+func PresetNames() []string {
+	return []string{"llama-3.1-8b", "llama-3.2-1b", "ref24M", "tiny"}
+}
+
+// Preset returns a named architecture: "llama-3.1-8b" and "llama-3.2-1b"
+// (Meta's released shapes, 8.03 B and 1.24 B parameters), "ref24M" (the
+// 24.4 M-parameter reference configuration of the CPU speed comparisons)
+// and "tiny" (156 k parameters, for tests).
+func Preset(name string) (Config, error) {
+	llama3 := func(factor float64) *engine.RoPEScaling {
+		return &engine.RoPEScaling{Factor: factor, LowFreqFactor: 1, HighFreqFactor: 4, OriginalContext: 8192}
+	}
+	llama3EOS := []int32{128001, 128008, 128009}
+	switch name {
+	case "llama-3.1-8b":
+		return Config{
+			Dim: 4096, Layers: 32, Heads: 32, KVHeads: 8, HeadDim: 128, FFN: 14336, Vocab: 128256,
+			NormEps: 1e-5, RopeTheta: 500000, RopeScale: llama3(8), MaxSeqLen: 131072,
+			BOS: 128000, EOS: llama3EOS,
+		}, nil
+	case "llama-3.2-1b":
+		return Config{
+			Dim: 2048, Layers: 16, Heads: 32, KVHeads: 8, HeadDim: 64, FFN: 8192, Vocab: 128256,
+			NormEps: 1e-5, RopeTheta: 500000, RopeScale: llama3(32), TiedEmbed: true, MaxSeqLen: 131072,
+			BOS: 128000, EOS: llama3EOS,
+		}, nil
+	case "ref24M":
+		return Config{
+			Dim: 288, Layers: 6, Heads: 6, KVHeads: 6, HeadDim: 48, FFN: 768, Vocab: 32000,
+			NormEps: 1e-5, RopeTheta: 10000, MaxSeqLen: 256, BOS: 1, EOS: []int32{2},
+		}, nil
+	case "tiny":
+		return Config{
+			Dim: 64, Layers: 2, Heads: 4, KVHeads: 2, HeadDim: 16, FFN: 172, Vocab: 512,
+			NormEps: 1e-5, RopeTheta: 10000, MaxSeqLen: 256, BOS: 1, EOS: []int32{2},
+		}, nil
+	}
+	return Config{}, fmt.Errorf("unknown preset %q (known: %v)", name, PresetNames())
+}
+
+// Describe writes the architecture and its parameter counts, with those of
+// LoRA adapters of rank 8, 16 and 64 on every projection, as lines of text.
+func (c Config) Describe(w io.Writer) error {
+	fmt.Fprintf(w, "dim %d, layers %d, heads %d, kv heads %d (GQA %d:1), head dim %d, ffn %d, vocab %d\n",
+		c.Dim, c.Layers, c.Heads, c.KVHeads, c.Heads/c.KVHeads, c.HeadDim, c.FFN, c.Vocab)
+	fmt.Fprintf(w, "RMSNorm eps %g, RoPE θ %g", c.NormEps, c.RopeTheta)
+	if s := c.RopeScale; s != nil {
+		fmt.Fprintf(w, " with llama3 scaling (factor %g, low %g, high %g, original context %d)", s.Factor, s.LowFreqFactor, s.HighFreqFactor, s.OriginalContext)
+	}
+	fmt.Fprintf(w, ", tied embeddings %v, max sequence %d\n", c.TiedEmbed, c.MaxSeqLen)
+	fmt.Fprintf(w, "parameters: %d (%.2f B); %.2f GB in bf16\n", c.Params(), float64(c.Params())/1e9, float64(2*c.Params())/1e9)
+	for _, r := range []int{8, 16, 64} {
+		n, err := c.LoRAParams(LoRAConfig{Rank: r, Targets: AllProjections})
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "LoRA r=%d on %s: %d parameters (%.2f M)\n", r, strings.Join(AllProjections, ","), n, float64(n)/1e6)
+	}
+	return nil
 }

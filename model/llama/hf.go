@@ -641,6 +641,16 @@ func parallelFor(n int, fn func(lo, hi int)) {
 	wg.Wait()
 }
 
+// Save writes what a run trained to the directory dir: adapter ad in
+// PEFT's layout (SavePEFT), or, when ad is nil, the whole model as a
+// Hugging Face checkpoint (SaveHF).
+func (m *Model) Save(ad *Adapter, dir string) error {
+	if ad != nil {
+		return m.SavePEFT(ad, dir)
+	}
+	return m.SaveHF(dir)
+}
+
 // SaveHF writes the model to dir (created if needed) as a Hugging Face
 // checkpoint: config.json and the weights in the model's dtype, as
 // model.safetensors, or as 5 GB shards with an index when larger, as
@@ -678,45 +688,4 @@ func (m *Model) SaveHF(dir string) error {
 		return err
 	}
 	return outfile.WriteFile(filepath.Join(dir, HFConfigName), cfg, 0o644)
-}
-
-// PresetNames lists the names Preset knows.
-func PresetNames() []string {
-	return []string{"llama-3.1-8b", "llama-3.2-1b", "ref24M", "tiny"}
-}
-
-// Preset returns a named architecture: "llama-3.1-8b" and "llama-3.2-1b"
-// (Meta's released shapes, 8.03 B and 1.24 B parameters), "ref24M" (the
-// 24.4 M-parameter reference configuration of the CPU speed comparisons)
-// and "tiny" (156 k parameters, for tests).
-func Preset(name string) (Config, error) {
-	llama3 := func(factor float64) *engine.RoPEScaling {
-		return &engine.RoPEScaling{Factor: factor, LowFreqFactor: 1, HighFreqFactor: 4, OriginalContext: 8192}
-	}
-	llama3EOS := []int32{128001, 128008, 128009}
-	switch name {
-	case "llama-3.1-8b":
-		return Config{
-			Dim: 4096, Layers: 32, Heads: 32, KVHeads: 8, HeadDim: 128, FFN: 14336, Vocab: 128256,
-			NormEps: 1e-5, RopeTheta: 500000, RopeScale: llama3(8), MaxSeqLen: 131072,
-			BOS: 128000, EOS: llama3EOS,
-		}, nil
-	case "llama-3.2-1b":
-		return Config{
-			Dim: 2048, Layers: 16, Heads: 32, KVHeads: 8, HeadDim: 64, FFN: 8192, Vocab: 128256,
-			NormEps: 1e-5, RopeTheta: 500000, RopeScale: llama3(32), TiedEmbed: true, MaxSeqLen: 131072,
-			BOS: 128000, EOS: llama3EOS,
-		}, nil
-	case "ref24M":
-		return Config{
-			Dim: 288, Layers: 6, Heads: 6, KVHeads: 6, HeadDim: 48, FFN: 768, Vocab: 32000,
-			NormEps: 1e-5, RopeTheta: 10000, MaxSeqLen: 256, BOS: 1, EOS: []int32{2},
-		}, nil
-	case "tiny":
-		return Config{
-			Dim: 64, Layers: 2, Heads: 4, KVHeads: 2, HeadDim: 16, FFN: 172, Vocab: 512,
-			NormEps: 1e-5, RopeTheta: 10000, MaxSeqLen: 256, BOS: 1, EOS: []int32{2},
-		}, nil
-	}
-	return Config{}, fmt.Errorf("unknown preset %q (known: %v)", name, PresetNames())
 }

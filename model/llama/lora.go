@@ -13,6 +13,34 @@ import (
 	"github.com/turnwise/turnwise/safetensors"
 )
 
+// LoRAConfig describes low-rank adapters: for each targeted projection
+// W [out, in], A [r, in] and B [out, r], adding (α/r)·x·Aᵀ·Bᵀ to x·Wᵀ.
+type LoRAConfig struct {
+	Rank    int
+	Alpha   float32
+	Targets []string // projection names: q, k, v, o, gate, up, down
+	RSLoRA  bool     // rank-stabilised: the update is scaled by α/√r instead of α/r
+}
+
+// LoRAParams returns the number of adapter parameters of l on c.
+func (c Config) LoRAParams(l LoRAConfig) (int64, error) {
+	var n int64
+	for _, t := range l.Targets {
+		out, in, ok := c.projDims(t)
+		if !ok {
+			return 0, fmt.Errorf("unknown LoRA target %q (want one of %v)", t, AllProjections)
+		}
+		n += int64(l.Rank) * int64(in+out)
+	}
+	return n * int64(c.Layers), nil
+}
+
+// LoRAEvery is the adapter the project's trainers add unless told
+// otherwise: rank r, α = 2r, on every projection.
+func LoRAEvery(r int) LoRAConfig {
+	return LoRAConfig{Rank: r, Alpha: 2 * float32(r), Targets: AllProjections}
+}
+
 // LoRAPair is the adapter of one projection W [out, in]: the projection
 // becomes y = x·Wᵀ + s·(x·Aᵀ)·Bᵀ with s = α/r.
 type LoRAPair struct {

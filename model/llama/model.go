@@ -92,14 +92,11 @@ func (m *Model) NewCache(slots, maxLen int) (*Cache, error) {
 func (m *Model) Forward(kc *Cache, tokens [][]int32, ad *Adapter) (logitsOut *engine.Tensor, err error) {
 	c, b := m.Config, m.b
 	defer func() {
-		if r := recover(); r != nil {
-			oom, ok := r.(forwardOOM)
-			if !ok {
-				panic(r)
-			}
-			logitsOut, err = nil, fmt.Errorf("forward of %d slots: %w", len(tokens), oom.err)
+		if err != nil {
+			logitsOut = nil
 		}
 	}()
+	defer catchOOM(&err, fmt.Sprintf("forward of %d slots", len(tokens)))
 	if len(tokens) != len(kc.Len) {
 		return nil, fmt.Errorf("forward: %d token lists for a cache of %d slots", len(tokens), len(kc.Len))
 	}
@@ -127,21 +124,9 @@ func (m *Model) Forward(kc *Cache, tokens [][]int32, ad *Adapter) (logitsOut *en
 	if n == 0 {
 		return nil, fmt.Errorf("forward: no tokens")
 	}
-	p := m.pool
-	var tmp []*engine.Tensor
-	take := func(dt engine.DType, shape ...int) *engine.Tensor {
-		t, err := p.Get(dt, shape...)
-		if err != nil {
-			panic(forwardOOM{err})
-		}
-		tmp = append(tmp, t)
-		return t
-	}
-	defer func() {
-		for _, t := range tmp {
-			p.Put(t)
-		}
-	}()
+	scratch := arena{pool: m.pool} // one step's activations
+	defer scratch.release()
+	take := scratch.take
 
 	d, hd := c.Dim, c.HeadDim
 	idT := take(engine.I32, n)
@@ -222,6 +207,3 @@ func (m *Model) Forward(kc *Cache, tokens [][]int32, ad *Adapter) (logitsOut *en
 	}
 	return out, nil
 }
-
-// forwardOOM carries an allocation failure out of Forward's helpers.
-type forwardOOM struct{ err error }

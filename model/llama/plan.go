@@ -1,32 +1,13 @@
 package llama
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"text/tabwriter"
+
+	"github.com/turnwise/turnwise/engine"
 )
-
-// LoRAConfig describes low-rank adapters: for each targeted projection
-// W [out, in], A [r, in] and B [out, r], adding (α/r)·x·Aᵀ·Bᵀ to x·Wᵀ.
-type LoRAConfig struct {
-	Rank    int
-	Alpha   float32
-	Targets []string // projection names: q, k, v, o, gate, up, down
-	RSLoRA  bool     // rank-stabilised: the update is scaled by α/√r instead of α/r
-}
-
-// LoRAParams returns the number of adapter parameters of l on c.
-func (c Config) LoRAParams(l LoRAConfig) (int64, error) {
-	var n int64
-	for _, t := range l.Targets {
-		out, in, ok := c.projDims(t)
-		if !ok {
-			return 0, fmt.Errorf("unknown LoRA target %q (want one of %v)", t, AllProjections)
-		}
-		n += int64(l.Rank) * int64(in+out)
-	}
-	return n * int64(c.Layers), nil
-}
 
 // PlanOptions describe a training or inference job to plan memory for.
 type PlanOptions struct {
@@ -211,4 +192,47 @@ func (p Plan) Write(w io.Writer) error {
 		return err
 	}
 	return nil
+}
+
+// planJSON is a plan as WriteJSON writes it.
+type planJSON struct {
+	Model struct {
+		Dim     int `json:"dim"`
+		Layers  int `json:"layers"`
+		Heads   int `json:"heads"`
+		KVHeads int `json:"kv_heads"`
+		HeadDim int `json:"head_dim"`
+		FFN     int `json:"ffn"`
+		Vocab   int `json:"vocab"`
+	} `json:"model"`
+	Mode        string `json:"mode"`
+	LoRARank    int    `json:"lora_rank"`
+	Batch       int    `json:"batch"`
+	Seq         int    `json:"seq"`
+	WeightDType string `json:"weight_dtype"`
+	Recompute   bool   `json:"recompute"`
+	Plan
+}
+
+// WriteJSON writes the plan of architecture c for the job o as one
+// indented JSON object: model (dim, layers, heads, kv_heads, head_dim, ffn,
+// vocab), mode ("full", "lora" or "inference"), lora_rank (0: none), batch,
+// seq, weight_dtype ("bf16" or "f32"), recompute, and the plan's items,
+// total_bytes and pooled_bytes.
+func (p Plan) WriteJSON(w io.Writer, c Config, o PlanOptions) error {
+	out := planJSON{Mode: "full", Batch: o.Batch, Seq: o.SeqLen, WeightDType: engine.F32.String(), Recompute: o.Recompute, Plan: p}
+	if o.WeightBytes == 2 {
+		out.WeightDType = engine.BF16.String()
+	}
+	if o.LoRA != nil {
+		out.Mode, out.LoRARank = "lora", o.LoRA.Rank
+	}
+	if o.Inference {
+		out.Mode = "inference"
+	}
+	out.Model.Dim, out.Model.Layers, out.Model.Heads, out.Model.KVHeads = c.Dim, c.Layers, c.Heads, c.KVHeads
+	out.Model.HeadDim, out.Model.FFN, out.Model.Vocab = c.HeadDim, c.FFN, c.Vocab
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(out)
 }

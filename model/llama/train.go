@@ -14,6 +14,23 @@ type Batch struct {
 	Lens    []int   // tokens per sequence, summing to N
 }
 
+// Append adds the sequence ids [L] to the batch as a sequence of its own:
+// the target of its position i is the next token, ids[i+1], when
+// predicted(i+1) holds, and −1 otherwise; its last position has target −1.
+// It is the one place where inputs and targets are shifted, for supervised
+// and preference training alike.
+func (b *Batch) Append(ids []int32, predicted func(i int) bool) {
+	b.IDs = append(b.IDs, ids...)
+	for i := range ids {
+		t := int32(-1)
+		if i+1 < len(ids) && predicted(i+1) {
+			t = ids[i+1]
+		}
+		b.Targets = append(b.Targets, t)
+	}
+	b.Lens = append(b.Lens, len(ids))
+}
+
 // Pass is a forward pass kept for its backward: the activations, and the
 // per-token log-probabilities of the targets.
 type Pass struct {
@@ -25,8 +42,8 @@ type Pass struct {
 	LogP           *engine.Tensor // [N] f32: log π(target | prefix); 0 where target < 0
 	dhF            *engine.Tensor // [N, D]: the classifier's input gradient, when fused
 	lseT           *engine.Tensor // [N] f32: log-sum-exp of each position's logits
-	held           []*engine.Tensor
-	scratch        *layerActs // with Recompute: the one layer's activations
+	mem            arena          // the activations, held until Release
+	scratch        *layerActs     // with Recompute: the one layer's activations
 }
 
 // LogitChunk is how many tokens' logits exist at once: peak logits memory is
@@ -35,20 +52,11 @@ const LogitChunk = 256
 
 // HeldBytes returns the bytes of activations the pass holds.
 func (p *Pass) HeldBytes() int {
-	n := 0
-	for _, t := range p.held {
-		n += t.Bytes()
-	}
-	return n
+	return p.mem.bytes()
 }
 
 // Release returns the pass's activations to the model's pool.
-func (p *Pass) Release() {
-	for _, t := range p.held {
-		p.m.pool.Put(t)
-	}
-	p.held = nil
-}
+func (p *Pass) Release() { p.mem.release() }
 
 // ForwardTrain runs a batch through the model, with adapter ad (nil: the
 // base alone), keeping every activation the backward needs, and computes the
@@ -111,25 +119,15 @@ func (m *Model) forwardTrain(bt Batch, ad *Adapter, dLogP, gHead *engine.Tensor)
 			return nil, fmt.Errorf("forward: target %d = %d is outside the vocabulary of %d", i, g, c.Vocab)
 		}
 	}
-	p := &Pass{layerRun: layerRun{m: m, ad: ad, n: n}}
+	p := &Pass{layerRun: layerRun{m: m, ad: ad, n: n}, mem: arena{pool: m.pool}}
 	defer func() {
-		if r := recover(); r != nil {
-			oom, ok := r.(forwardOOM)
-			if !ok {
-				panic(r)
-			}
+		if err != nil {
 			p.Release()
-			pass, err = nil, fmt.Errorf("forward of %d tokens: %w", n, oom.err)
+			pass = nil
 		}
 	}()
-	take := func(dt engine.DType, shape ...int) *engine.Tensor {
-		t, err := m.pool.Get(dt, shape...)
-		if err != nil {
-			panic(forwardOOM{err})
-		}
-		p.held = append(p.held, t)
-		return t
-	}
+	defer catchOOM(&err, fmt.Sprintf("forward of %d tokens", n))
+	take := p.mem.take
 	d := c.Dim
 	p.ids, p.tgt, p.pos = take(engine.I32, n), take(engine.I32, n), take(engine.I32, n)
 	p.seqs = take(engine.I32, len(bt.Lens), 4)
@@ -176,7 +174,7 @@ func (m *Model) forwardTrain(bt Batch, ad *Adapter, dLogP, gHead *engine.Tensor)
 		err = engine.TokenLogProbs(b, m.pool, p.LogP, p.lseT, p.hF, m.Weights.Head, p.tgt, LogitChunk)
 	}
 	if err != nil {
-		panic(forwardOOM{err})
+		panic(outOfMemory{err})
 	}
 	return p, nil
 }
@@ -217,27 +215,10 @@ func (p *Pass) Backward(dLogP *engine.Tensor, g *Weights, ga *Adapter) (err erro
 	if (dLogP == nil) != (p.dhF != nil) {
 		panic("llama: Backward needs dLogP unless the pass came from ForwardBackward, and then not")
 	}
-	var tmp []*engine.Tensor
-	defer func() {
-		for _, t := range tmp {
-			m.pool.Put(t)
-		}
-		if r := recover(); r != nil {
-			oom, ok := r.(forwardOOM)
-			if !ok {
-				panic(r)
-			}
-			err = fmt.Errorf("backward of %d tokens: %w", n, oom.err)
-		}
-	}()
-	take := func(dt engine.DType, shape ...int) *engine.Tensor {
-		t, err := m.pool.Get(dt, shape...)
-		if err != nil {
-			panic(forwardOOM{err})
-		}
-		tmp = append(tmp, t)
-		return t
-	}
+	scratch := arena{pool: m.pool} // the gradients of activations, for this backward only
+	defer scratch.release()
+	defer catchOOM(&err, fmt.Sprintf("backward of %d tokens", n))
+	take := scratch.take
 	d, hd, nh, ng, f := c.Dim, c.HeadDim, c.Heads, c.KVHeads, c.FFN
 	var head, finalNorm, embed *engine.Tensor
 	if g != nil {
@@ -250,7 +231,7 @@ func (p *Pass) Backward(dLogP *engine.Tensor, g *Weights, ga *Adapter) (err erro
 	if dh == nil {
 		dh = take(m.dt, n, d)
 		if err := engine.TokenLogProbsBackward(b, m.pool, dh, head, dLogP, p.hF, m.Weights.Head, p.lseT, p.tgt, LogitChunk); err != nil {
-			panic(forwardOOM{err})
+			panic(outOfMemory{err})
 		}
 	}
 	dres := take(m.dt, n, d)

@@ -31,11 +31,7 @@ func ReadTasks(r io.Reader, name string) ([]sweetrl.Task, error) {
 			return tasks, nil
 		}
 		if err != nil {
-			var je *jsonl.Error
-			if errors.As(err, &je) {
-				return tasks, &sweetrl.LineError{Name: je.Name, Line: je.Line, Err: je.Err}
-			}
-			return tasks, err
+			return tasks, err // a line too long or not UTF-8 is a *sweetrl.LineError already
 		}
 		t, err := parseTask(line)
 		if err != nil {

@@ -235,7 +235,7 @@ func (r *runner) prepare(train []sweetrl.Task) ([]sweetrl.Trajectory, error) {
 			return nil, fmt.Errorf("--from %s: %w", c.From, err)
 		}
 		r.newSampler()
-		r.logf("rollouts: %d episodes, mean reward %.3f, success %.3f", len(trajs), meanReward(trajs), successRate(trajs))
+		r.logf("rollouts: %d episodes, mean reward %.3f, success %.3f", len(trajs), sweetrl.MeanReward(trajs), sweetrl.SuccessRate(trajs))
 		if filepath.Clean(c.From) != filepath.Clean(c.OutDir) { // the run's directory holds every stage it used
 			if err := m.SaveHF(filepath.Join(c.OutDir, "sft")); err != nil {
 				return nil, err
@@ -249,7 +249,7 @@ func (r *runner) prepare(train []sweetrl.Task) ([]sweetrl.Trajectory, error) {
 
 	scripted := r.f.Scripted(train[:c.SFTTasks], 1, c.Seed)
 	r.header("supervised start: %d scripted dialogues of the %s family (mean reward %.2f), a byte-level model from scratch",
-		len(scripted), r.f.Name, meanReward(scripted))
+		len(scripted), r.f.Name, sweetrl.MeanReward(scripted))
 	m, err := llama.NewRandom(c.Backend, c.Model, engine.F32, 0.02, c.Seed)
 	if err != nil {
 		return nil, err
@@ -260,7 +260,7 @@ func (r *runner) prepare(train []sweetrl.Task) ([]sweetrl.Trajectory, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := SupervisedFT(m, nil, ex, SFTOptions{Steps: c.SFTSteps, BatchTokens: 2048, MaxLen: 256, LR: 3e-3, Seed: c.Seed}, c.Log); err != nil {
+	if err := rl.SupervisedFT(m, nil, ex, rl.SFTOptions{Steps: c.SFTSteps, BatchTokens: 2048, MaxLen: 256, LR: 3e-3, Seed: c.Seed}, c.Log); err != nil {
 		return nil, err
 	}
 	if err := m.SaveHF(filepath.Join(c.OutDir, "sft")); err != nil {
@@ -285,7 +285,7 @@ func (r *runner) prepare(train []sweetrl.Task) ([]sweetrl.Trajectory, error) {
 	if err := sweetrl.SaveTrajectories(filepath.Join(c.OutDir, "rollouts.jsonl.zst"), trajs); err != nil {
 		return nil, err
 	}
-	r.logf("rollouts: mean reward %.3f, success %.3f", meanReward(trajs), successRate(trajs))
+	r.logf("rollouts: mean reward %.3f, success %.3f", sweetrl.MeanReward(trajs), sweetrl.SuccessRate(trajs))
 	return trajs, r.writeManifest(want)
 }
 
@@ -302,24 +302,6 @@ func (r *runner) writeManifest(mf manifest) error {
 // or reused.
 func (r *runner) newSampler() {
 	r.pol = &rl.Sampler{Model: r.m, Tok: r.tok, Sample: engine.SampleParams{Temperature: rl.RefTemperature, TopP: 1}, MaxNew: maxNew, MaxBatch: 256, Seed: r.c.Seed}
-}
-
-func meanReward(trajs []sweetrl.Trajectory) float64 {
-	var s float64
-	for _, t := range trajs {
-		s += t.Reward
-	}
-	return s / float64(max(len(trajs), 1))
-}
-
-func successRate(trajs []sweetrl.Trajectory) float64 {
-	var s float64
-	for _, t := range trajs {
-		if t.Reward == 1 {
-			s++
-		}
-	}
-	return s / float64(max(len(trajs), 1))
 }
 
 // prefOptions are the reference's preference options at learning rate lr.

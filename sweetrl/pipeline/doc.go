@@ -1,6 +1,16 @@
 // Package pipeline runs SWEET-RL and its baselines end to end on a built-in
-// task family: the steps the train subcommands share (supervised
-// fine-tuning, LoRA adapters, evaluation with confidence intervals), the
-// critic check, validation on a split carved from the training tasks, and
-// the demo (Run), whose stages can be reused from an earlier run.
+// task family, from the steps sweetrl/rl provides. It holds
+//
+//   - demo.go, methods.go: the demo (Run): a supervised start, rollouts,
+//     a validation split carved from the training tasks, every method
+//     trained and evaluated on held-out tasks, and the table (PrintTable);
+//     its stages can be reused from an earlier run;
+//   - family.go: the built-in task families (LookupFamily) with their
+//     scripted dialogues, simulator, scorer and critic-check cases;
+//   - check.go, checkrun.go: the critic check (CriticCheck, and CheckRun on
+//     a demo run's directory);
+//   - env.go: Env, where the episode subcommands play — the task family,
+//     the human simulator and the scorer;
+//   - health.go: signs of over-optimisation in a policy's episodes
+//     (EpisodeHealth).
 package pipeline

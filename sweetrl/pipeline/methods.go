@@ -114,8 +114,8 @@ func (r *runner) methods() error {
 		if rw.pol != nil {
 			ad, out.LR, out.TrainLoss = rw.pol.ad, rw.pol.lr, rw.pol.trainLoss
 		}
-		s, eps, err := Evaluate(r.ctx, r.m, ad, r.tok, r.f.Protocol, r.test, r.f.Sim, r.f.Scorer,
-			EvalOptions{Seeds: c.EvalSeeds, Temperature: 1, MaxNew: maxNew, Seed: c.Seed + 7777, Label: rw.name}, c.Log)
+		s, eps, err := rl.Evaluate(r.ctx, r.m, ad, r.tok, r.f.Protocol, r.test, r.f.Sim, r.f.Scorer,
+			rl.EvalOptions{Seeds: c.EvalSeeds, Temperature: 1, MaxNew: maxNew, Seed: c.Seed + 7777, Label: rw.name}, c.Log)
 		if err != nil {
 			return fmt.Errorf("evaluating %s: %w", rw.name, err)
 		}
@@ -211,7 +211,7 @@ func (r *runner) trainCritic(sp criticSpec) (*rl.Critic, error) {
 		return a.Accuracy > b.Accuracy || (a.Accuracy == b.Accuracy && a.Loss < b.Loss)
 	}
 	for _, lr := range r.lrs("critic", c.LR.Critic) {
-		ad, err := NewLoRA(r.m, c.Rank, r.adapterSeed(sp.key))
+		ad, err := r.m.NewAdapter(llama.LoRAEvery(c.Rank), r.adapterSeed(sp.key))
 		if err != nil {
 			return nil, err
 		}
@@ -302,8 +302,8 @@ func (r *runner) trainCritic(sp criticSpec) (*rl.Critic, error) {
 
 // validate plays the validation tasks with adapter ad and summarises them.
 func (r *runner) validate(label string, ad *llama.Adapter) (rl.Summary, Health, error) {
-	s, eps, err := Evaluate(r.ctx, r.m, ad, r.tok, r.f.Protocol, r.val, r.f.Sim, r.f.Scorer,
-		EvalOptions{Seeds: r.c.ValSeeds, Temperature: 1, MaxNew: maxNew, Seed: r.c.Seed + 5555, Label: label}, nil)
+	s, eps, err := rl.Evaluate(r.ctx, r.m, ad, r.tok, r.f.Protocol, r.val, r.f.Sim, r.f.Scorer,
+		rl.EvalOptions{Seeds: r.c.ValSeeds, Temperature: 1, MaxNew: maxNew, Seed: r.c.Seed + 5555, Label: label}, nil)
 	return s, EpisodeHealth(eps), err
 }
 
@@ -315,7 +315,7 @@ func (r *runner) choosePolicy(grid, method, name string, configured float64, fit
 	var best *policy
 	var bestS rl.Summary
 	for _, lr := range r.lrs(grid, configured) {
-		ad, err := NewLoRA(r.m, r.c.Rank, r.adapterSeed(method))
+		ad, err := r.m.NewAdapter(llama.LoRAEvery(r.c.Rank), r.adapterSeed(method))
 		if err != nil {
 			return nil, err
 		}
@@ -363,7 +363,7 @@ func (r *runner) trainRFT() (*policy, error) {
 	}
 	return r.choosePolicy("rft", "rft", "rejection fine-tuning", r.c.LR.RFT, func(ad *llama.Adapter, lr float64) (float64, error) {
 		steps := max(20, 2*len(ex)*100/2048)
-		return math.NaN(), SupervisedFT(r.m, ad, ex, SFTOptions{Steps: steps, BatchTokens: 2048, MaxLen: 256, LR: lr, Seed: r.c.Seed}, nil)
+		return math.NaN(), rl.SupervisedFT(r.m, ad, ex, rl.SFTOptions{Steps: steps, BatchTokens: 2048, MaxLen: 256, LR: lr, Seed: r.c.Seed}, nil)
 	})
 }
 

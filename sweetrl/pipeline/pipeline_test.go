@@ -216,7 +216,7 @@ func TestChecks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ad, err := NewLoRA(m, 2, 1)
+	ad, err := m.NewAdapter(llama.LoRAEvery(2), 1)
 	if err != nil {
 		t.Fatal(err)
 	}

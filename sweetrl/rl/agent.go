@@ -105,10 +105,7 @@ func replyText(tok tokenizer.Tokenizer, g llama.Generation) (string, error) {
 // renderPrompt is the text of the prompt the agent continues, as stored in
 // a trajectory's "input".
 func renderPrompt(tok tokenizer.Tokenizer, msgs []tokenizer.Message) (string, error) {
-	if _, ok := tok.(tokenizer.Bytes); ok {
-		return tokenizer.RenderByteChat(msgs, tokenizer.ChatOptions{AddGenerationPrompt: true})
-	}
-	return tokenizer.RenderChat(msgs, tokenizer.ChatOptions{AddGenerationPrompt: true})
+	return tokenizer.RenderChatFor(tok, msgs, tokenizer.ChatOptions{AddGenerationPrompt: true})
 }
 
 // ModelSimulator is a human simulator played by a local model: it is

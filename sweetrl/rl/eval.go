@@ -1,8 +1,14 @@
 package rl
 
 import (
+	"context"
 	"fmt"
+	"io"
 	"math"
+
+	"github.com/turnwise/turnwise/engine"
+	"github.com/turnwise/turnwise/model/llama"
+	"github.com/turnwise/turnwise/tokenizer"
 
 	"github.com/turnwise/turnwise/sweetrl"
 )
@@ -83,4 +89,42 @@ func meanCI(xs []float64) (m, half float64) {
 	}
 	sd := math.Sqrt(ss / float64(len(xs)-1))
 	return m, 1.96 * sd / math.Sqrt(float64(len(xs)))
+}
+
+// EvalOptions control Evaluate.
+type EvalOptions struct {
+	Seeds       int     // episodes per task, each with its own sampling seed
+	Temperature float64 // of the agent's sampling
+	MaxNew      int     // tokens per agent turn
+	Seed        uint64
+	SimWorkers  int
+	Label       string
+}
+
+// Evaluate plays Seeds episodes of every task with the agent m + ad against
+// sim, scores them, and summarises pass rate and success with 95%
+// confidence intervals over tasks.
+func Evaluate(ctx context.Context, m *llama.Model, ad *llama.Adapter, tok tokenizer.Tokenizer, proto sweetrl.Protocol,
+	tasks []sweetrl.Task, sim sweetrl.Simulator, scorer sweetrl.Scorer, o EvalOptions, out io.Writer) (Summary, []sweetrl.Trajectory, error) {
+	var all []sweetrl.Trajectory
+	var ids []int
+	var scores []sweetrl.Score
+	for s := 0; s < max(o.Seeds, 1); s++ {
+		agent := &Sampler{Model: m, Adapter: ad, Tok: tok, MaxNew: o.MaxNew, Seed: o.Seed + uint64(s)*1000003,
+			Sample: engine.SampleParams{Temperature: float32(o.Temperature), TopP: 1}}
+		trajs, err := RunEpisodes(ctx, tasks, agent, sim, RolloutOptions{Protocol: proto, SimWorkers: o.SimWorkers,
+			Progress: out, Label: fmt.Sprintf("%s episodes (seed %d/%d)", o.Label, s+1, max(o.Seeds, 1))})
+		if err != nil {
+			return Summary{}, nil, err
+		}
+		sc, err := Score(ctx, scorer, trajs)
+		if err != nil {
+			return Summary{}, nil, err
+		}
+		for i := range trajs {
+			ids = append(ids, i)
+		}
+		all, scores = append(all, trajs...), append(scores, sc...)
+	}
+	return Summarize(ids, scores), all, nil
 }

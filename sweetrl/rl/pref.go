@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"math"
 	"math/rand/v2"
 	"time"
@@ -14,6 +13,7 @@ import (
 	"github.com/turnwise/turnwise/model/llama"
 	"github.com/turnwise/turnwise/optim"
 	"github.com/turnwise/turnwise/sweetrl"
+	"github.com/turnwise/turnwise/trainer"
 )
 
 // PrefPair is a preference of one sequence over another.
@@ -54,6 +54,29 @@ type PrefStats struct {
 	FirstLoss, LastLoss, FirstAcc, LastAcc float64
 }
 
+// String says how a run went: "loss 0.6931 → 0.4012, pair accuracy 0.500
+// → 0.812 over 40 steps", and how many steps were skipped for a
+// non-finite gradient, if any.
+func (st PrefStats) String() string {
+	s := fmt.Sprintf("loss %.4f → %.4f, pair accuracy %.3f → %.3f over %d steps", st.FirstLoss, st.LastLoss, st.FirstAcc, st.LastAcc, st.Steps)
+	if st.Skipped > 0 {
+		s += fmt.Sprintf(" (%d skipped for a non-finite gradient)", st.Skipped)
+	}
+	return s
+}
+
+// DropLong returns the pairs whose sides are both at most maxLen tokens
+// long, reusing pairs' storage, and the number of pairs dropped.
+func DropLong(pairs []PrefPair, maxLen int) (kept []PrefPair, dropped int) {
+	kept = pairs[:0]
+	for _, p := range pairs {
+		if len(p.Chosen.IDs) <= maxLen && len(p.Rejected.IDs) <= maxLen {
+			kept = append(kept, p)
+		}
+	}
+	return kept, len(pairs) - len(kept)
+}
+
 // TrainPreferences trains model m — its adapter ad, or every weight when ad
 // is nil — on preference pairs with the loss
 //
@@ -82,13 +105,13 @@ func TrainPreferences(m *llama.Model, ad *llama.Adapter, pairs []PrefPair, o Pre
 		return st, fmt.Errorf("reference scores: %w", err)
 	}
 
-	opt, g, ga, err := newOptimizer(m, ad, o.AdamW, nil)
+	tp, err := trainer.NewParams(m, ad, o.AdamW, nil)
 	if err != nil {
 		return st, err
 	}
-	defer opt.Free()
-	return pairLoop(pairs, opt, o, 0x70726566, func(idx []int, scale float64) (float64, float64, int, error) {
-		return prefMicroBatch(m, ad, g, ga, pairs, ref, idx, o, scale)
+	defer tp.Free()
+	return pairLoop(pairs, tp.Opt, o, 0x70726566, func(idx []int, scale float64) (float64, float64, int, error) {
+		return prefMicroBatch(m, ad, tp, pairs, ref, idx, o, scale)
 	})
 }
 
@@ -165,9 +188,9 @@ func pairBatches(pairs []PrefPair, step []int, maxTokens int) [][2]int {
 }
 
 // prefMicroBatch runs one forward and backward over the pairs idx, adding
-// scale times their loss gradient to the gradient buffers. It returns the
-// scaled loss, the number of pairs with a positive margin, and the tokens.
-func prefMicroBatch(m *llama.Model, ad *llama.Adapter, g *llama.Weights, ga *llama.Adapter,
+// scale times their loss gradient to tp's gradients. It returns the scaled
+// loss, the number of pairs with a positive margin, and the tokens.
+func prefMicroBatch(m *llama.Model, ad *llama.Adapter, tp *trainer.Params,
 	pairs []PrefPair, ref []float64, idx []int, o PrefOptions, scale float64) (loss, acc float64, tokens int, err error) {
 	b := m.Backend()
 	seqs := make([]Seq, 0, 2*len(idx))
@@ -205,13 +228,7 @@ func prefMicroBatch(m *llama.Model, ad *llama.Adapter, g *llama.Weights, ga *lla
 		}
 		loss += l * scale
 	}
-	d, err := engine.Alloc(b, engine.F32, len(dlogp))
-	if err != nil {
-		return 0, 0, 0, err
-	}
-	defer b.FreeBuffer(d.Buffer())
-	engine.SetF32(b, d, dlogp)
-	if err := pass.Backward(d, g, ga); err != nil {
+	if err := tp.Backward(pass, dlogp); err != nil {
 		return 0, 0, 0, err
 	}
 	return loss, acc, len(p.bt.IDs), nil
@@ -245,30 +262,4 @@ func addUnit(dlogp []float32, s Seq, g float64) {
 			dlogp[i-1] += float32(g)
 		}
 	}
-}
-
-// newOptimizer makes an AdamW over the trained parameters — adapter ad's, or
-// every weight of m when ad is nil — and extra (further parameters, by
-// name; nil: none), and returns it with the model's gradient buffers: views
-// of the optimizer's, for m's backward to accumulate into. opt.Free
-// releases them with the optimizer's state.
-func newOptimizer(m *llama.Model, ad *llama.Adapter, c optim.AdamWConfig, extra map[string]*engine.Tensor) (opt *optim.AdamW, g *llama.Weights, ga *llama.Adapter, err error) {
-	params := maps.Clone(extra)
-	if params == nil {
-		params = map[string]*engine.Tensor{}
-	}
-	if ad != nil {
-		ad.Each(func(n string, t *engine.Tensor) { params[n] = t })
-	} else {
-		m.Weights.Each(func(n string, t *engine.Tensor) { params[n] = t })
-	}
-	if opt, err = optim.NewAdamW(m.Backend(), c, params); err != nil {
-		return nil, nil, nil, err
-	}
-	if ad != nil {
-		ga = ad.Map(opt.Grad)
-	} else {
-		g = m.Weights.Map(opt.Grad)
-	}
-	return opt, g, ga, nil
 }

@@ -19,12 +19,18 @@ const (
 	RefPairsPerTurn = 4    // pairs formed per turn (num_pairs)
 	RefDataFraction = 0.1  // fraction of the agent turns the actor trains on
 	RefTemperature  = 1.0  // the agent's sampling temperature
+	RefMaxNew       = 1024 // tokens per agent turn at most
 	RefMaxGradNorm  = 1.0  // gradient clipping
 	RefAdamBeta1    = 0.9  // Adam β₁
 	RefAdamBeta2    = 0.95 // Adam β₂
 	RefAdamEps      = 1e-8 // Adam ε
 	RefWeightDecay  = 0.0  // no weight decay
 )
+
+// LoRALR is the peak learning rate the trainers use for a LoRA adapter
+// unless told otherwise: the reference trains every weight (RefLR), and an
+// adapter's low-rank update needs a far larger step.
+const LoRALR = 1e-4
 
 // ReferenceAdamW returns the reference's optimizer settings.
 func ReferenceAdamW() optim.AdamWConfig {

@@ -13,6 +13,7 @@ import (
 	"github.com/turnwise/turnwise/optim"
 	"github.com/turnwise/turnwise/sweetrl"
 	"github.com/turnwise/turnwise/tokenizer"
+	"github.com/turnwise/turnwise/trainer"
 )
 
 // byteConfig is a small model over the byte tokenizer's 258 ids.
@@ -129,11 +130,14 @@ func TestPreferenceGradient(t *testing.T) {
 		}
 		return l
 	}
-	ga, err := m.NewAdapterGrads(ad, engine.F32)
+	tp, err := trainer.NewParams(m, ad, ReferenceAdamW(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	l0, _, _, err := prefMicroBatch(m, ad, nil, ga, pairs, ref, []int{0, 1}, o, 0.5)
+	defer tp.Free()
+	tp.Opt.ZeroGrad()
+	ga := tp.AdapterGrads
+	l0, _, _, err := prefMicroBatch(m, ad, tp, pairs, ref, []int{0, 1}, o, 0.5)
 	if err != nil {
 		t.Fatal(err)
 	}

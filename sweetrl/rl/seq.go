@@ -42,22 +42,15 @@ type packed struct {
 	off []int // start of each sequence in the batch
 }
 
-// pack packs seqs into one batch. The target of position off+i is
-// IDs[i+1] where W[i+1] ≠ 0 and −1 (no log-probability) elsewhere.
+// pack packs seqs into one batch (llama.Batch.Append): the target of
+// position off+i is IDs[i+1] where W[i+1] ≠ 0 and −1 (no log-probability)
+// elsewhere.
 func pack(seqs []Seq) packed {
 	var p packed
 	for _, s := range seqs {
 		s.check()
 		p.off = append(p.off, len(p.bt.IDs))
-		p.bt.IDs = append(p.bt.IDs, s.IDs...)
-		for i := range s.IDs {
-			t := int32(-1)
-			if i+1 < len(s.IDs) && s.W[i+1] != 0 {
-				t = s.IDs[i+1]
-			}
-			p.bt.Targets = append(p.bt.Targets, t)
-		}
-		p.bt.Lens = append(p.bt.Lens, len(s.IDs))
+		p.bt.Append(s.IDs, func(i int) bool { return s.W[i] != 0 })
 	}
 	return p
 }
@@ -118,7 +111,22 @@ func splitTokens(n int, tokens func(i int) int, maxTokens int) [][2]int {
 // Scores returns the score of each sequence under model m with adapter ad
 // (nil: the base), forward only, packing about batchTokens tokens per pass.
 func Scores(m *llama.Model, ad *llama.Adapter, seqs []Seq, batchTokens int) ([]float64, error) {
+	lps, err := tokenLogps(m, ad, seqs, batchTokens)
+	if err != nil {
+		return nil, err
+	}
 	out := make([]float64, len(seqs))
+	for k, s := range seqs {
+		out[k] = weightedSum(s, lps[k][1:])
+	}
+	return out, nil
+}
+
+// tokenLogps returns, for each sequence, the log-probability of each of its
+// tokens under m with adapter ad (index i: token i, 0 for the first), forward
+// only, packing about batchTokens tokens per pass.
+func tokenLogps(m *llama.Model, ad *llama.Adapter, seqs []Seq, batchTokens int) ([][]float32, error) {
+	out := make([][]float32, len(seqs))
 	for _, r := range batches(seqs, batchTokens) {
 		group := seqs[r[0]:r[1]]
 		p := pack(group)
@@ -128,8 +136,10 @@ func Scores(m *llama.Model, ad *llama.Adapter, seqs []Seq, batchTokens int) ([]f
 		}
 		logp := engine.ToF32(m.Backend(), pass.LogP)
 		pass.Release()
-		for k := range group {
-			out[r[0]+k] = p.score(group, k, logp)
+		for k, s := range group {
+			lp := make([]float32, len(s.IDs))
+			copy(lp[1:], logp[p.off[k]:p.off[k]+len(s.IDs)-1])
+			out[r[0]+k] = lp
 		}
 	}
 	return out, nil

@@ -3,7 +3,6 @@ package rl
 import (
 	"math"
 
-	"github.com/turnwise/turnwise/engine"
 	"github.com/turnwise/turnwise/model/llama"
 	"github.com/turnwise/turnwise/sweetrl"
 )
@@ -19,28 +18,6 @@ type PairEval struct {
 	// |log π_θ(token) − log π_ref(token)|: how far the model moved from its
 	// reference, in nats per token.
 	Drift float64
-}
-
-// tokenLogps returns, for each sequence, the log-probability of each of its
-// tokens under m with adapter ad (index i: token i, 0 for the first).
-func tokenLogps(m *llama.Model, ad *llama.Adapter, seqs []Seq, batchTokens int) ([][]float32, error) {
-	out := make([][]float32, len(seqs))
-	for _, r := range batches(seqs, batchTokens) {
-		group := seqs[r[0]:r[1]]
-		p := pack(group)
-		pass, err := m.ForwardTrain(p.bt, ad)
-		if err != nil {
-			return nil, err
-		}
-		logp := engine.ToF32(m.Backend(), pass.LogP)
-		pass.Release()
-		for k, s := range group {
-			lp := make([]float32, len(s.IDs))
-			copy(lp[1:], logp[p.off[k]:p.off[k]+len(s.IDs)-1])
-			out[r[0]+k] = lp
-		}
-	}
-	return out, nil
 }
 
 // EvalPairs evaluates model m with adapter ad against its frozen reference

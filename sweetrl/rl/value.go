@@ -3,11 +3,15 @@ package rl
 import (
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
 
 	"github.com/turnwise/turnwise/engine"
 	"github.com/turnwise/turnwise/model/llama"
 	"github.com/turnwise/turnwise/safetensors"
 	"github.com/turnwise/turnwise/sweetrl"
+	"github.com/turnwise/turnwise/trainer"
 )
 
 // ValueHead is the critic of SWEET-RL's value-head ablation: a scalar
@@ -75,6 +79,25 @@ func LoadValueHead(m *llama.Model, path string) (*ValueHead, error) {
 	return v, nil
 }
 
+// LoadHead loads the value head a critic directory holds
+// (dir/ValueHeadFile), if it holds one, making c the value-head critic;
+// it returns the head's path, or "" when there is none.
+func (c *Critic) LoadHead(dir string) (string, error) {
+	path := filepath.Join(dir, ValueHeadFile)
+	if _, err := os.Stat(path); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return "", nil
+		}
+		return "", err
+	}
+	h, err := LoadValueHead(c.Model, path)
+	if err != nil {
+		return "", err
+	}
+	c.Head = h
+	return path, nil
+}
+
 // lastHidden runs a forward pass over seqs packed and returns the pass and
 // each sequence's final hidden state, [len(seqs)][D].
 func lastHidden(m *llama.Model, ad *llama.Adapter, seqs []Seq) (*llama.Pass, packed, [][]float32, error) {
@@ -136,14 +159,14 @@ func TrainValueCritic(m *llama.Model, ad *llama.Adapter, v *ValueHead, pairs []P
 		return st, fmt.Errorf("value critic: %d epochs, %d pairs per step, %d tokens per batch", o.Epochs, o.PairsPerStep, o.BatchTokens)
 	}
 	b := m.Backend()
-	opt, g, ga, err := newOptimizer(m, ad, o.AdamW, map[string]*engine.Tensor{"value_head.weight": v.W, "value_head.bias": v.B})
+	tp, err := trainer.NewParams(m, ad, o.AdamW, map[string]*engine.Tensor{"value_head.weight": v.W, "value_head.bias": v.B})
 	if err != nil {
 		return st, err
 	}
-	defer opt.Free()
-	gw, gb := opt.Grad(v.W), opt.Grad(v.B)
+	defer tp.Free()
+	gw, gb := tp.Opt.Grad(v.W), tp.Opt.Grad(v.B)
 	d := m.Config.Dim
-	return pairLoop(pairs, opt, o, 0x76616c7565, func(idx []int, scale float64) (loss, acc float64, tokens int, err error) {
+	return pairLoop(pairs, tp.Opt, o, 0x76616c7565, func(idx []int, scale float64) (loss, acc float64, tokens int, err error) {
 		var seqs []Seq
 		for _, k := range idx {
 			seqs = append(seqs, pairs[k].Chosen, pairs[k].Rejected)
@@ -181,7 +204,7 @@ func TrainValueCritic(m *llama.Model, ad *llama.Adapter, v *ValueHead, pairs []P
 		}
 		defer b.FreeBuffer(dht.Buffer())
 		engine.SetF32(b, dht, dh)
-		if err := pass.BackwardHidden(dht, g, ga); err != nil {
+		if err := pass.BackwardHidden(dht, tp.Grads, tp.AdapterGrads); err != nil {
 			return 0, 0, 0, err
 		}
 		return loss, acc, len(p.bt.IDs), nil

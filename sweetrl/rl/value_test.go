@@ -82,3 +82,47 @@ func TestValueCritic(t *testing.T) {
 		t.Error("a corrupt head file was accepted")
 	}
 }
+
+// TestCriticLoadHead checks that a critic directory with a value head makes
+// the value-head critic, and one without leaves the log-probability critic.
+func TestCriticLoadHead(t *testing.T) {
+	m := newModel(t, 0.3)
+	v, err := NewValueHead(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	c := Critic{Model: m}
+	if path, err := c.LoadHead(dir); err != nil || path != "" || c.Head != nil {
+		t.Fatalf("a directory without a head: %q, %v, head %v", path, err, c.Head)
+	}
+	if err := v.Save(m.Backend(), filepath.Join(dir, ValueHeadFile)); err != nil {
+		t.Fatal(err)
+	}
+	if path, err := c.LoadHead(dir); err != nil || path != filepath.Join(dir, ValueHeadFile) || c.Head == nil {
+		t.Fatalf("a directory with a head: %q, %v, head %v", path, err, c.Head)
+	}
+	if err := os.WriteFile(filepath.Join(dir, ValueHeadFile), []byte("not safetensors"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := (&Critic{Model: m}).LoadHead(dir); err == nil || !strings.Contains(err.Error(), ValueHeadFile) {
+		t.Errorf("a damaged head gave %v, want an error naming it", err)
+	}
+}
+
+func TestDropLongAndStats(t *testing.T) {
+	seq := func(n int) Seq { return Seq{IDs: make([]int32, n), W: make([]float32, n)} }
+	pairs := []PrefPair{{seq(3), seq(4)}, {seq(5), seq(2)}, {seq(2), seq(6)}, {seq(4), seq(4)}}
+	kept, dropped := DropLong(pairs, 4)
+	if dropped != 2 || len(kept) != 2 || len(kept[0].Rejected.IDs) != 4 || len(kept[1].Chosen.IDs) != 4 {
+		t.Errorf("DropLong kept %d (dropped %d)", len(kept), dropped)
+	}
+	st := PrefStats{Steps: 3, FirstLoss: 0.69, LastLoss: 0.4, FirstAcc: 0.5, LastAcc: 0.75}
+	if got, want := st.String(), "loss 0.6900 → 0.4000, pair accuracy 0.500 → 0.750 over 3 steps"; got != want {
+		t.Errorf("String() = %q, want %q", got, want)
+	}
+	st.Skipped = 2
+	if !strings.Contains(st.String(), "(2 skipped for a non-finite gradient)") {
+		t.Errorf("String() = %q does not count the skipped steps", st.String())
+	}
+}

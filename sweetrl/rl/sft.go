@@ -1,0 +1,47 @@
+package rl
+
+import (
+	"errors"
+	"io"
+
+	"github.com/turnwise/turnwise/data"
+	"github.com/turnwise/turnwise/model/llama"
+	"github.com/turnwise/turnwise/optim"
+	"github.com/turnwise/turnwise/trainer"
+)
+
+// SFTOptions control SupervisedFT.
+type SFTOptions struct {
+	Steps       int     // optimizer steps
+	BatchTokens int     // tokens per packed batch
+	MaxLen      int     // tokens an example keeps at most (data.PackOptions)
+	LR          float64 // peak learning rate
+	Seed        uint64  // the order the examples are visited in
+}
+
+// SupervisedFT trains m's adapter ad (nil: every weight) on examples with
+// the supervised trainer (trainer.Trainer) and the reference's optimizer
+// settings (reference.go): AdamW (0.9, 0.95), 3% warm-up then cosine to
+// 0.1·LR, clipping at 1, no weight decay, no checkpoints. out gets the
+// progress lines (nil: none).
+func SupervisedFT(m *llama.Model, ad *llama.Adapter, examples []data.Example, o SFTOptions, out io.Writer) error {
+	if out == nil {
+		out = io.Discard
+	}
+	if len(examples) == 0 {
+		return errors.New("no training examples")
+	}
+	train, err := data.NewPacker(examples, data.PackOptions{TokensPerBatch: o.BatchTokens, MaxLen: o.MaxLen, Seed: o.Seed})
+	if err != nil {
+		return err
+	}
+	tr, err := trainer.New(m, ad, train, nil, trainer.Config{
+		Steps: o.Steps, MicroBatches: 1,
+		Schedule: optim.Schedule{Peak: o.LR, Warmup: max(1, o.Steps*3/100), Total: o.Steps, Cosine: true, MinRatio: RefMinLRRatio},
+		AdamW:    ReferenceAdamW(),
+	}, out)
+	if err != nil {
+		return err
+	}
+	return tr.Run()
+}
