@@ -98,8 +98,11 @@ type CriticReport struct {
 
 // Result is what Run measured.
 type Result struct {
-	Family  string         `json:"family"`
-	Seed    uint64         `json:"seed"`
+	Family string `json:"family"`
+	Seed   uint64 `json:"seed"`
+	// Machine is what the numbers depend on beyond the seed and the
+	// commit: the backend, its thread count and OpenBLAS's GEMM kernels.
+	Machine string         `json:"machine"`
 	Rows    []Row          `json:"rows"`
 	Critics []CriticReport `json:"critics"`
 	Choices []string       `json:"choices"` // what was chosen on validation, and why
@@ -153,7 +156,7 @@ func Run(ctx context.Context, c Config) (*Result, error) {
 	if c.Log == nil {
 		c.Log = io.Discard
 	}
-	r := &runner{c: c, f: f, ctx: ctx, tok: tokenizer.Bytes{}, start: time.Now(), res: Result{Family: f.Name, Seed: c.Seed}}
+	r := &runner{c: c, f: f, ctx: ctx, tok: tokenizer.Bytes{}, start: time.Now(), res: Result{Family: f.Name, Seed: c.Seed, Machine: Machine(c.Backend)}}
 	if err := outfile.CheckDir(c.OutDir); err != nil {
 		return nil, err
 	}
@@ -176,6 +179,7 @@ func Run(ctx context.Context, c Config) (*Result, error) {
 			r.rlTrain = append(r.rlTrain, t)
 		}
 	}
+	r.logf("machine: %s (the table repeats where these, the seed and the code agree)", r.res.Machine)
 	r.logf("validation split: %d of the %d RL tasks (%d rollouts) held out from training; %d test tasks never used for a choice",
 		len(r.val), len(rlSet), len(r.rlVal), len(test))
 	if err := r.methods(); err != nil {
@@ -195,6 +199,21 @@ func (r *runner) header(format string, a ...any) {
 func clock(d time.Duration) string {
 	s := int(d.Round(time.Second) / time.Second)
 	return fmt.Sprintf("%d:%02d", s/60, s%60)
+}
+
+// Machine describes what a run's numbers depend on beyond its seed and
+// the code: the backend, and for the CPU backend its thread count and the
+// CPU core whose kernels OpenBLAS chose (GEMM sums differ in their last bits
+// between cores, and between one OpenBLAS thread and several).
+func Machine(b engine.Backend) string {
+	s := b.Name()
+	if t, ok := b.(interface{ Threads() int }); ok {
+		s += fmt.Sprintf(", %d threads", t.Threads())
+	}
+	if k, ok := b.(interface{ BLASCore() string }); ok {
+		s += ", OpenBLAS core " + k.BLASCore()
+	}
+	return s
 }
 
 func (r *runner) manifest() manifest {

@@ -126,7 +126,7 @@ func (r *runner) methods() error {
 		out.Summary, out.Health = &s, &h
 		r.res.Rows = append(r.res.Rows, out)
 	}
-	r.header("results on %d held-out tasks of the %s family (seed %d)", len(r.test), r.f.Name, c.Seed)
+	r.header("results on %d held-out tasks of the %s family (seed %d; %s)", len(r.test), r.f.Name, c.Seed, r.res.Machine)
 	PrintTable(c.Log, &r.res)
 	fmt.Fprintf(c.Log, "(total time %s)\n", clock(timeSince(r.start)))
 	js, err := json.MarshalIndent(r.res, "", "  ")

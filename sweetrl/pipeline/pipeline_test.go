@@ -252,3 +252,13 @@ func TestEpisodeHealth(t *testing.T) {
 		t.Errorf("health %+v, want degenerate 0.5, no answer 0.75, 1.5 turns", h)
 	}
 }
+
+// TestMachine checks that a run names what its numbers depend on beyond the
+// seed: the backend, its threads and OpenBLAS's core.
+func TestMachine(t *testing.T) {
+	got := Machine(cpu.New(cpu.Options{Threads: 3}))
+	core, ok := strings.CutPrefix(got, "cpu, 3 threads, OpenBLAS core ")
+	if !ok || core == "" {
+		t.Errorf("Machine = %q, want \"cpu, 3 threads, OpenBLAS core NAME\"", got)
+	}
+}
