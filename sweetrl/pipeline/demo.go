@@ -69,7 +69,11 @@ type Config struct {
 
 	LR     LRs
 	Select bool // choose each method's learning rate on the validation split from Grid
-	Full   bool // add the ablation rows: SWEET-RL with the released code's score, and the value-head critic
+	// SelectCritic chooses only the critics' learning rates from Grid (by
+	// validation pair accuracy, which costs no episodes); the policies keep
+	// LR.
+	SelectCritic bool
+	Full         bool // add the ablation rows: SWEET-RL with the released code's score, and the value-head critic
 
 	Log io.Writer
 }
@@ -350,9 +354,9 @@ func (r *runner) prefOptions(label string, epochs int, nll float64, lr float64) 
 }
 
 // lrs returns the learning rates to try for a method: the grid with
-// Select, else the configured one.
+// Select (or, for the critic, SelectCritic), else the configured one.
 func (r *runner) lrs(method string, configured float64) []float64 {
-	if r.c.Select {
+	if r.c.Select || (method == "critic" && r.c.SelectCritic) {
 		return Grid()[method]
 	}
 	return []float64{configured}

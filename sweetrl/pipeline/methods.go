@@ -264,7 +264,7 @@ func (r *runner) trainCritic(sp criticSpec) (*rl.Critic, error) {
 		}
 	}
 	why := fmt.Sprintf("critic (%s): lr %.0e, epoch %d of %d — the best validation pair accuracy (then loss) %.3f", sp.name, best.lr, best.epoch, c.CriticEpochs, best.ev.Accuracy)
-	if !c.Select {
+	if !c.Select && !c.SelectCritic {
 		why = fmt.Sprintf("critic (%s): lr %.0e (configured), epoch %d of %d — the best validation pair accuracy (then loss) %.3f", sp.name, best.lr, best.epoch, c.CriticEpochs, best.ev.Accuracy)
 	}
 	r.res.Choices = append(r.res.Choices, why)

@@ -262,3 +262,31 @@ func TestMachine(t *testing.T) {
 		t.Errorf("Machine = %q, want \"cpu, 3 threads, OpenBLAS core NAME\"", got)
 	}
 }
+
+// TestSelectCritic chooses the critic's learning rate from the grid and
+// leaves every policy at its configured one.
+func TestSelectCritic(t *testing.T) {
+	c := tiny(t, "keys", t.TempDir())
+	c.From, c.K, c.RLTasks, c.ValTasks, c.SelectCritic = t.TempDir(), 4, 8, 3, true
+	fixture(t, c)
+	var log strings.Builder
+	c.Log = &log
+	res, err := Run(context.Background(), c)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, log.String())
+	}
+	for _, lr := range Grid()["critic"] {
+		if !strings.Contains(log.String(), fmt.Sprintf("critic lr %.0e epoch 1:", lr)) {
+			t.Errorf("the grid's critic lr %g was not tried", lr)
+		}
+	}
+	want := map[string]float64{"rejection fine-tuning": c.LR.RFT, "multi-turn DPO": c.LR.DPO, "SWEET-RL (paper's score)": c.LR.Actor}
+	for _, rw := range res.Rows[1:] {
+		if rw.LR != want[rw.Method] {
+			t.Errorf("%s: lr %g, want the configured %g", rw.Method, rw.LR, want[rw.Method])
+		}
+	}
+	if len(res.Choices) != 4 || !strings.Contains(res.Choices[2], "validation pair accuracy") || strings.Contains(res.Choices[2], "configured") {
+		t.Errorf("choices %q: want the critic's chosen on validation pair accuracy", res.Choices)
+	}
+}
