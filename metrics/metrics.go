@@ -23,6 +23,7 @@ import (
 
 	"github.com/turnwise/turnwise/internal/jsonl"
 	"github.com/turnwise/turnwise/internal/outfile"
+	"github.com/turnwise/turnwise/metrics/tfevents"
 )
 
 // Keys of the values a training run records.
@@ -142,13 +143,24 @@ type WriterOptions struct {
 	// destination has a Sync method, as *os.File does), so that a crash
 	// loses no recorded step.
 	Sync bool
+
+	// EventsDir, when not empty, makes Create also write every record to
+	// a TensorBoard event file there (see package tfevents).
+	EventsDir string
+
+	// FromStep is the last step a resumed run keeps (0: a new run): the
+	// event file begins with a session start at the step after it, so
+	// that TensorBoard drops what an earlier process recorded past it.
+	FromStep int64
 }
 
-// Writer writes records as JSON lines. It is not safe for concurrent use.
+// Writer writes records as JSON lines, and to a TensorBoard event file
+// when asked. It is not safe for concurrent use.
 type Writer struct {
-	w    io.Writer
-	opts WriterOptions
-	name string
+	w      io.Writer
+	opts   WriterOptions
+	name   string
+	events *tfevents.Writer // nil: none
 }
 
 // NewWriter returns a Writer that writes to w; name names w in errors.
@@ -157,13 +169,25 @@ func NewWriter(w io.Writer, name string, opts WriterOptions) *Writer {
 }
 
 // Create opens the file at path for appending, creating it if needed, and
-// returns a Writer to it. Close closes the file.
+// returns a Writer to it (and to a new event file in opts.EventsDir, if
+// set). Close closes the files.
 func Create(path string, opts WriterOptions) (*Writer, error) {
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("metrics: %w", err)
 	}
-	return NewWriter(f, path, opts), nil
+	w := NewWriter(f, path, opts)
+	if opts.EventsDir != "" {
+		first := int64(0)
+		if opts.FromStep > 0 {
+			first = opts.FromStep + 1
+		}
+		if w.events, err = tfevents.Create(opts.EventsDir, first); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("metrics: %w", err)
+		}
+	}
+	return w, nil
 }
 
 // Write writes r as one line.
@@ -180,11 +204,24 @@ func (w *Writer) Write(r Record) error {
 			return fmt.Errorf("metrics: %s: %w", w.name, err)
 		}
 	}
+	if w.events != nil {
+		if err := w.events.Scalars(r.Step, r.Values); err != nil {
+			return fmt.Errorf("metrics: %w", err)
+		}
+		if err := w.events.Flush(); err != nil {
+			return fmt.Errorf("metrics: %w", err)
+		}
+	}
 	return nil
 }
 
-// Close closes the destination if it is an io.Closer.
+// Close closes the destination if it is an io.Closer, and the event file.
 func (w *Writer) Close() error {
+	if w.events != nil {
+		if err := w.events.Close(); err != nil {
+			return fmt.Errorf("metrics: %w", err)
+		}
+	}
 	if c, ok := w.w.(io.Closer); ok {
 		if err := c.Close(); err != nil {
 			return fmt.Errorf("metrics: %s: %w", w.name, err)

@@ -195,7 +195,8 @@ func meanNLL(b engine.Backend, p *llama.Pass, bt llama.Batch) float64 {
 func (t *Trainer) Run() error {
 	b := t.m.Backend()
 	if t.cfg.RunDir != "" && t.metricsOut == nil {
-		w, err := metrics.Create(filepath.Join(t.cfg.RunDir, MetricsName), metrics.WriterOptions{})
+		w, err := metrics.Create(filepath.Join(t.cfg.RunDir, MetricsName),
+			metrics.WriterOptions{EventsDir: t.cfg.RunDir, FromStep: int64(t.st.Step)})
 		if err != nil {
 			return err
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/turnwise/turnwise/engine"
 	"github.com/turnwise/turnwise/engine/cpu"
 	"github.com/turnwise/turnwise/metrics"
+	"github.com/turnwise/turnwise/metrics/tfevents"
 	"github.com/turnwise/turnwise/model/llama"
 	"github.com/turnwise/turnwise/optim"
 	"github.com/turnwise/turnwise/tokenizer"
@@ -157,6 +158,22 @@ func TestResumeTruncatesMetrics(t *testing.T) {
 	}
 	if want := []int64{1, 2, 3, 4, 5, 6, 7, 8}; !slices.Equal(steps, want) {
 		t.Errorf("metrics steps %v, want %v", steps, want)
+	}
+
+	// TensorBoard, reading both runs' event files, shows each step once,
+	// with the loss metrics.jsonl holds.
+	series, err := tfevents.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	loss := series[metrics.Loss]
+	if len(loss) != len(recs) {
+		t.Fatalf("the event files hold %d losses after the resume, want %d: %v", len(loss), len(recs), loss)
+	}
+	for i, p := range loss {
+		if v, _ := recs[i].Get(metrics.Loss); p.Step != recs[i].Step || p.Value != float32(v) {
+			t.Errorf("event %d: step %d loss %v; metrics.jsonl has step %d loss %v", i, p.Step, p.Value, recs[i].Step, v)
+		}
 	}
 }
 

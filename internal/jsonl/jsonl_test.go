@@ -5,6 +5,7 @@ import (
 	"io"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // readAll returns the lines and numbers Next gives until the end or the
@@ -86,4 +87,60 @@ func TestReaderGoesOnAfterOverlong(t *testing.T) {
 	if r.Offset() != int64(len(in)) {
 		t.Errorf("Offset %d, want %d", r.Offset(), len(in))
 	}
+}
+
+// FuzzReader checks the Reader against a plain model of it — split the
+// input at newlines, drop one "\r" before each, skip blank lines, refuse
+// lines over the cap and lines that are not UTF-8 — at caps small enough
+// that the fuzzer reaches them, and that Offset ends at the input's length.
+func FuzzReader(f *testing.F) {
+	for _, seed := range []string{
+		"", "\n", "{}\n", "{\"a\":1}\r\n\n  \n{}", "abcdef\nab\n", "\xe2\x82\n\xff\n", "x\r\r\n", strings.Repeat("y", 70) + "\nz",
+	} {
+		f.Add(seed, uint8(4))
+	}
+	f.Fuzz(func(t *testing.T, in string, capb uint8) {
+		max := int(capb%64) + 1
+		r := NewReader(strings.NewReader(in), "in.jsonl")
+		r.SetMaxLine(max)
+		segs := strings.Split(in, "\n")
+		if segs[len(segs)-1] == "" {
+			segs = segs[:len(segs)-1]
+		}
+		for i, seg := range segs {
+			want := strings.TrimSuffix(seg, "\r")
+			var wantErr error
+			switch {
+			case len(want) > max:
+				wantErr = ErrLineTooLong
+			case strings.TrimSpace(want) == "":
+				continue
+			case !utf8.ValidString(want):
+				wantErr = ErrInvalidUTF8
+			}
+			line, n, err := r.Next()
+			if n != i+1 {
+				t.Fatalf("Next gave line %d (err %v), want line %d", n, err, i+1)
+			}
+			if wantErr != nil {
+				var le *Error
+				if !errors.Is(err, wantErr) || !errors.As(err, &le) || le.Line != i+1 {
+					t.Fatalf("line %d: err %v, want an *Error wrapping %v", i+1, err, wantErr)
+				}
+				continue
+			}
+			if err != nil || string(line) != want {
+				t.Fatalf("line %d: %q, %v; want %q", i+1, line, err, want)
+			}
+			if r.Terminated() != (i < len(segs)-1 || strings.HasSuffix(in, "\n")) {
+				t.Fatalf("line %d: Terminated %v", i+1, r.Terminated())
+			}
+		}
+		if _, _, err := r.Next(); err != io.EOF {
+			t.Fatalf("after the last line: %v, want io.EOF", err)
+		}
+		if r.Offset() != int64(len(in)) {
+			t.Fatalf("Offset %d at the end of %d bytes", r.Offset(), len(in))
+		}
+	})
 }

@@ -185,7 +185,7 @@ func LoadGGUF(b engine.Backend, path string, dt engine.DType) (*Model, error) {
 	if err != nil {
 		return nil, err
 	}
-	return newModel(b, c, w, dt)
+	return newModel(b, c, w, dt, path)
 }
 
 // ggufShape returns t's row-major shape, the reverse of GGUF's dims.

@@ -445,7 +445,7 @@ func LoadHF(b engine.Backend, dir string, dt engine.DType) (*Model, error) {
 		w.Each(func(_ string, t *engine.Tensor) { b.FreeBuffer(t.Buffer()) })
 		return nil, err
 	}
-	return newModel(b, c, w, dt)
+	return newModel(b, c, w, dt, dir)
 }
 
 // loadHFTensor checks tensor name of r against the shape the configuration

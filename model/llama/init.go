@@ -43,7 +43,7 @@ func NewRandom(b engine.Backend, c Config, dt engine.DType, std float64, seed ui
 		}
 		engine.SetF32(b, *t, vals)
 	})
-	return newModel(b, c, w, dt)
+	return newModel(b, c, w, dt, "")
 }
 
 // normalFill fills vals with N(0, std²) draws in parallel: fixed chunks of

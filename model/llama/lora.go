@@ -1,7 +1,6 @@
 package llama
 
 import (
-	"encoding/json"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -11,7 +10,6 @@ import (
 	"strings"
 
 	"github.com/turnwise/turnwise/engine"
-	"github.com/turnwise/turnwise/internal/outfile"
 	"github.com/turnwise/turnwise/safetensors"
 )
 
@@ -28,10 +26,8 @@ type LoRAPair struct {
 type Adapter struct {
 	Config LoRAConfig
 	Layers []map[string]*LoRAPair // per layer, by projection name (q, k, v, o, gate, up, down)
+	Base   string                 // the base model's name or directory, for adapter_config.json
 }
-
-// Scale returns s = α/r.
-func (a *Adapter) Scale() float32 { return a.Config.Alpha / float32(a.Config.Rank) }
 
 // scale is Scale for a possibly nil adapter.
 func (a *Adapter) scale() float32 {
@@ -143,56 +139,6 @@ func (m *Model) NewAdapterGrads(a *Adapter, dt engine.DType) (*Adapter, error) {
 	return m.newAdapter(a.Config, dt)
 }
 
-// peftConfig is adapter_config.json, in the fields PEFT reads.
-type peftConfig struct {
-	PeftType      string   `json:"peft_type"`
-	TaskType      string   `json:"task_type"`
-	R             int      `json:"r"`
-	LoraAlpha     float32  `json:"lora_alpha"`
-	LoraDropout   float32  `json:"lora_dropout"`
-	Bias          string   `json:"bias"`
-	TargetModules []string `json:"target_modules"`
-	FanInFanOut   bool     `json:"fan_in_fan_out"`
-	InferenceMode bool     `json:"inference_mode"`
-	BaseModel     string   `json:"base_model_name_or_path"`
-}
-
-// SavePEFT writes a in PEFT's layout: dir/adapter_config.json and
-// dir/adapter_model.safetensors, in the adapter's dtype.
-func (m *Model) SavePEFT(a *Adapter, dir string) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	var tensors []safetensors.Tensor
-	var err error
-	a.Each(func(name string, t *engine.Tensor) {
-		st, ok := hfDType(t.DType())
-		if !ok {
-			err = fmt.Errorf("save adapter: no safetensors dtype for %v", t.DType())
-			return
-		}
-		raw := make([]byte, t.Bytes())
-		m.b.Download(raw, t)
-		shape := []int64{int64(t.Dim(0)), int64(t.Dim(1))}
-		tensors = append(tensors, safetensors.Tensor{Name: name, DType: st, Shape: shape, Data: raw})
-	})
-	if err != nil {
-		return err
-	}
-	if err := safetensors.WriteFile(filepath.Join(dir, "adapter_model.safetensors"), tensors, map[string]string{"format": "pt"}); err != nil {
-		return err
-	}
-	pc := peftConfig{PeftType: "LORA", TaskType: "CAUSAL_LM", R: a.Config.Rank, LoraAlpha: a.Config.Alpha, Bias: "none"}
-	for _, p := range a.Config.Targets {
-		pc.TargetModules = append(pc.TargetModules, peftTarget(p))
-	}
-	raw, err := json.MarshalIndent(pc, "", "  ")
-	if err != nil {
-		return err
-	}
-	return outfile.WriteFile(filepath.Join(dir, "adapter_config.json"), append(raw, '\n'), 0o644)
-}
-
 // LoadPEFT reads a PEFT LoRA adapter (adapter_config.json and
 // adapter_model.safetensors) for this model, converting it to the model's
 // dtype. Every tensor is checked against the model's shapes.
@@ -202,30 +148,9 @@ func (m *Model) LoadPEFT(dir string) (*Adapter, error) {
 	if err != nil {
 		return nil, err
 	}
-	var pc peftConfig
-	if err := json.Unmarshal(raw, &pc); err != nil {
-		return nil, fmt.Errorf("%s: %w", cfgPath, err)
-	}
-	if pc.PeftType != "LORA" {
-		return nil, fmt.Errorf("%s: peft_type %q, want LORA", cfgPath, pc.PeftType)
-	}
-	if pc.Bias != "" && pc.Bias != "none" {
-		return nil, fmt.Errorf("%s: bias %q is not supported (want none)", cfgPath, pc.Bias)
-	}
-	if pc.FanInFanOut {
-		return nil, fmt.Errorf("%s: fan_in_fan_out adapters are not supported", cfgPath)
-	}
-	lc := LoRAConfig{Rank: pc.R, Alpha: pc.LoraAlpha}
-	for _, p := range AllProjections {
-		if slices.Contains(pc.TargetModules, peftTarget(p)) {
-			lc.Targets = append(lc.Targets, p)
-		}
-	}
-	if len(lc.Targets) != len(pc.TargetModules) {
-		return nil, fmt.Errorf("%s: target_modules %v include modules other than %v", cfgPath, pc.TargetModules, AllProjections)
-	}
-	if lc.Rank <= 0 || lc.Rank > maxLoRARank {
-		return nil, fmt.Errorf("%s: r = %d, want 1 to %d", cfgPath, lc.Rank, maxLoRARank)
+	lc, err := m.parsePEFTConfig(raw, cfgPath)
+	if err != nil {
+		return nil, err
 	}
 	wPath := filepath.Join(dir, "adapter_model.safetensors")
 	f, err := safetensors.Open(wPath)

@@ -2,6 +2,7 @@ package llama
 
 import (
 	"fmt"
+	"path/filepath"
 
 	"github.com/turnwise/turnwise/engine"
 )
@@ -22,16 +23,28 @@ type Model struct {
 	// falls from layers × (a layer's activations) to layers × [N, D] plus
 	// one layer's, for about one more forward pass of compute.
 	Recompute bool
+
+	// Source is where the weights were read from (a Hugging Face directory
+	// or a GGUF file, as an absolute path; "" for a model made here). An
+	// adapter saved without a base of its own names it as its base.
+	Source string
 }
 
-func newModel(b engine.Backend, c Config, w *Weights, dt engine.DType) (*Model, error) {
+// newModel returns the model of weights w, read from source ("" for none;
+// see Model.Source).
+func newModel(b engine.Backend, c Config, w *Weights, dt engine.DType, source string) (*Model, error) {
 	freqs := engine.RoPEFreqs(c.HeadDim, c.RopeTheta, c.RopeScale)
 	inv, err := engine.Alloc(b, engine.F32, len(freqs))
 	if err != nil {
 		return nil, err
 	}
 	engine.SetF32(b, inv, freqs)
-	return &Model{Config: c, Weights: w, b: b, dt: dt, invFreq: inv, pool: engine.NewPool(b)}, nil
+	if source != "" {
+		if abs, err := filepath.Abs(source); err == nil {
+			source = abs
+		}
+	}
+	return &Model{Config: c, Weights: w, b: b, dt: dt, invFreq: inv, pool: engine.NewPool(b), Source: source}, nil
 }
 
 // Backend returns the backend the model runs on.

@@ -12,6 +12,7 @@ type LoRAConfig struct {
 	Rank    int
 	Alpha   float32
 	Targets []string // projection names: q, k, v, o, gate, up, down
+	RSLoRA  bool     // rank-stabilised: the update is scaled by α/√r instead of α/r
 }
 
 // LoRAParams returns the number of adapter parameters of l on c.

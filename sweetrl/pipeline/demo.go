@@ -317,7 +317,7 @@ func (r *runner) writeManifest(mf manifest) error {
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(filepath.Join(r.c.OutDir, manifestFile), append(js, '\n'), 0o644)
+	return outfile.WriteFile(filepath.Join(r.c.OutDir, manifestFile), append(js, '\n'), 0o644)
 }
 
 // newSampler makes the SFT policy's sampler (temperature 1), seeded afresh
@@ -371,11 +371,11 @@ func (r *runner) adapterSeed(method string) uint64 {
 	return r.c.Seed ^ h
 }
 
-// copyFile copies the file src to dst.
+// copyFile copies the file src to dst (written whole, see outfile).
 func copyFile(src, dst string) error {
 	b, err := os.ReadFile(src)
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(dst, b, 0o644)
+	return outfile.WriteFile(dst, b, 0o644)
 }

@@ -4,9 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"os"
 	"path/filepath"
 
+	"github.com/turnwise/turnwise/internal/outfile"
 	"github.com/turnwise/turnwise/model/llama"
 	"github.com/turnwise/turnwise/sweetrl"
 	"github.com/turnwise/turnwise/sweetrl/rl"
@@ -133,7 +133,7 @@ func (r *runner) methods() error {
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(filepath.Join(c.OutDir, "results.json"), append(js, '\n'), 0o644)
+	return outfile.WriteFile(filepath.Join(c.OutDir, "results.json"), append(js, '\n'), 0o644)
 }
 
 func skipIf(p *policy, why string) string {
