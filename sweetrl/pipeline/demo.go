@@ -309,6 +309,7 @@ func (r *runner) prepare(train []sweetrl.Task) ([]sweetrl.Trajectory, error) {
 		return nil, err
 	}
 	r.logf("rollouts: mean reward %.3f, success %.3f", meanReward(trajs), successRate(trajs))
+	r.newSampler() // the rollouts advanced it; what follows starts as a run with --from does
 	return trajs, r.writeManifest(want)
 }
 

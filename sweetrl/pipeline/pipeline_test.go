@@ -5,10 +5,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/turnwise/turnwise/engine"
 	"github.com/turnwise/turnwise/engine/cpu"
@@ -57,8 +60,8 @@ func TestFirstStagesBitIdentical(t *testing.T) {
 }
 
 // TestFromReuse reuses a run's supervised model and rollouts: nothing is
-// retrained, the new directory gets the same stages, and a run that asks
-// for other stages is refused.
+// retrained, the new directory gets the same stages and the same results,
+// and a run that asks for other stages is refused.
 func TestFromReuse(t *testing.T) {
 	first := t.TempDir()
 	if _, err := Run(context.Background(), tiny(t, "keys", first)); err != nil {
@@ -80,6 +83,9 @@ func TestFromReuse(t *testing.T) {
 			t.Errorf("%s is not the reused one", f)
 		}
 	}
+	if a, b := readFile(t, filepath.Join(first, "results.json")), readFile(t, filepath.Join(second, "results.json")); !bytes.Equal(a, b) {
+		t.Errorf("a run reusing the stages printed another table:\n%s\nagainst\n%s", b, a)
+	}
 	c.Seed++
 	if _, err := Run(context.Background(), c); err == nil || !strings.Contains(err.Error(), "made with") {
 		t.Errorf("reusing stages of another seed: %v", err)
@@ -87,6 +93,41 @@ func TestFromReuse(t *testing.T) {
 	c.From = t.TempDir()
 	if _, err := Run(context.Background(), c); err == nil || !strings.Contains(err.Error(), "stages.json") {
 		t.Errorf("reusing a directory with no stages: %v", err)
+	}
+}
+
+// TestStagesLeaveAFreshSampler checks that what follows the first stages
+// does not depend on whether they were made or reused: the policy's sampler
+// after them draws the same candidates either way (the rollouts' draws must
+// not advance it).
+func TestStagesLeaveAFreshSampler(t *testing.T) {
+	ctx := context.Background()
+	first := t.TempDir()
+	var pols [2]*rl.Sampler
+	for k, from := range []string{"", first} {
+		c := tiny(t, "keys", first)
+		if from != "" {
+			c.OutDir, c.From = t.TempDir(), from
+		}
+		f, _ := LookupFamily(c.Family)
+		r := &runner{c: c, f: f, ctx: ctx, tok: tokenizer.Bytes{}, start: time.Now()}
+		r.c.Log = io.Discard
+		train, _ := f.Split(c.Seed, c.SFTTasks+c.RLTasks, c.TestTasks)
+		if _, err := r.prepare(train); err != nil {
+			t.Fatal(err)
+		}
+		pols[k] = r.pol
+	}
+	msgs := []tokenizer.Message{{Role: sweetrl.RoleUser, Content: "Need digits for b d g."}}
+	var cands [2][]string
+	for k, p := range pols {
+		var err error
+		if cands[k], err = p.Candidates(msgs, 8); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !slices.Equal(cands[0], cands[1]) {
+		t.Errorf("after made stages the sampler drew %q first, after reused ones %q", cands[0][0], cands[1][0])
 	}
 }
 
