@@ -2,7 +2,26 @@
 // the complete set of operations the Llama model and the trainers are written
 // against. Concrete backends live in engine/cpu (the reference, default
 // everywhere) and engine/cuda (hand-written CUDA kernels, or the same kernels
-// under the CPU emulator).
+// under the CPU emulator); engine/ref holds float64 references of the ops and
+// engine/enginetest the conformance suite every backend passes.
+//
+// The package holds, by file:
+//
+//	backend.go     Backend, every op's contract, and the op parameters
+//	               (GemmParams, AdamWParams, SampleParams)
+//	tensor.go      Tensor, Shape, Buffer, Device, and the MustShape,
+//	               MustDType, MustSameShape checks
+//	dtype.go       DType and its conversions and rounding (bf16, f16)
+//	check.go       the shape checks every backend runs before an op
+//	               (GemmShape, NormShape, AttentionShape, …)
+//	paramtable.go  ParamTable, the parameter table of AdamWMulti
+//	rope.go        RoPEFreqs, RoPE's frequencies with Llama 3.1 scaling
+//	compose.go     ops composed of Backend ops, with no kernels of their own:
+//	               TokenLogProbs (and its backward, and the fused pair),
+//	               GlobalNorm, ClipScale
+//	pool.go        Pool, a caching allocator of tensors
+//	host.go        moving values between the host and tensors (FromF32,
+//	               ToF32, EncodeF32, …) and Alloc
 //
 // Every op's contract is written once, here, on its Backend method: shapes,
 // dtypes, what is overwritten and what is accumulated into. Shapes use these

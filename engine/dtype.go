@@ -11,7 +11,7 @@ import (
 type DType uint8
 
 // The element types. F32, BF16 and F16 are floating point; I32 holds token
-// ids, positions and segment indices.
+// ids, positions, targets and sequence tables.
 const (
 	F32  DType = iota // IEEE-754 binary32
 	BF16              // bfloat16: the top 16 bits of a binary32

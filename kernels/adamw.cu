@@ -1,36 +1,28 @@
 // adamw.cu — the AdamW update, in place: of one parameter tensor (tw_adamw),
 // or of a whole table of them in one launch (tw_adamw_multi).
 //
-// Contract (launcher tw_adamw in kernels.h; engine.Backend.AdamW):
-//   param [n] pdt, grad [n] gdt (f32, bf16 or f16 each), m, v [n] f32,
-//   master [n] f32 or NULL (required unless pdt is f32). With
-//   decay = 1 − lr·wd and step = lr/bc1 (both f32, formed by the launcher as
-//   the CPU forms them; bc1 = 1 − β1^t and bc2 = sqrt(1 − β2^t) come from the
-//   caller), for every i, in f32:
-//       g = grad[i]·grad_scale
+// Contract: engine.Backend.AdamW and AdamWMulti (engine/backend.go); the
+// launchers' arguments are listed in kernels.h. What the kernels add to it:
+//   The update is engine/cpu's f32 formula (vec.c twcpu_adamw), operation
+//   for operation. With decay = 1 − lr·wd and step = lr/bc1 (both f32,
+//   formed by the launcher as the CPU forms them; bc1 = 1 − β1^t and
+//   bc2 = sqrt(1 − β2^t) come from the caller), for every element, in f32:
+//       g = grad·grad_scale
 //       m = β1·m + (1−β1)·g
 //       v = β2·v + (1−β2)·(g·g)
 //       w = w·decay − (step·m) / (sqrt(v)/bc2 + eps)
-//   where w is master[i] when master is given (param[i] then receives w
-//   rounded to pdt) and param[i] otherwise. This is engine/cpu's f32 formula
-//   (vec.c twcpu_adamw), operation for operation. Every operation is an
-//   explicitly rounded intrinsic (__fmul_rn, __fadd_rn, __fdiv_rn,
-//   __fsqrt_rn), so nvcc contracts nothing into FMAs, and vec.c turns
-//   contraction off: the GPU, the emulator and the CPU compute the same bits.
-//   A non-float dtype, or a bf16/f16 param without a master, is
+//   where w is the master element when there is one (the parameter then
+//   receives w rounded to its dtype) and the parameter's otherwise. Every
+//   operation is an explicitly rounded intrinsic (__fmul_rn, __fadd_rn,
+//   __fdiv_rn, __fsqrt_rn), so nvcc contracts nothing into FMAs, and vec.c
+//   turns contraction off: the GPU, the emulator and the CPU compute the
+//   same bits, and tw_adamw_multi the same bits as tw_adamw.
+//   tw_adamw: a non-float dtype, or a bf16/f16 param without a master, is
 //   cudaErrorInvalidValue (checked first); otherwise n ≤ 0 launches nothing.
-//
-// Contract (launcher tw_adamw_multi; engine.Backend.AdamWMulti):
-//   spans [nspans] tw_adamw_span in device memory, in increasing order of off
-//   and not overlapping (engine.NewParamTable checks this, and that every
-//   span's dtype is a float type with a master unless f32: the launcher does
-//   not read device memory); grad [end] gdt, m, v [end] f32, master f32 (NULL
-//   when no span has one). For every span s and i < s.n, element i of the
-//   parameter at s.param gets tw_adamw's update with grad, m and v element
-//   s.off + i and master element s.master_off + i (none when
-//   s.master_off < 0) — the same bits as tw_adamw. Elements of grad, m and v
-//   no span covers are not touched. A non-float gdt is cudaErrorInvalidValue;
-//   end ≤ 0 or nspans ≤ 0 launches nothing.
+//   tw_adamw_multi: the table of spans is in device memory, which a launcher
+//   does not read, so engine.NewParamTable is what checks it (increasing,
+//   non-overlapping offsets; float dtypes; a master unless f32). A non-float
+//   gdt is cudaErrorInvalidValue; end ≤ 0 or nspans ≤ 0 launches nothing.
 //
 // Design.
 //

@@ -1,38 +1,25 @@
 // attention.cu — causal grouped-query flash attention over packed
 // variable-length sequences: forward and backward.
 //
-// Contracts (launchers in kernels.h; the ops engine.Backend.Attention and
-// AttentionBackward):
-//
-//   tw_attention(out, lse, q, k, v, seqs, nseq, dt, nq, nk, h, g, dh, scale)
-//     q, out [nq, h, dh] dt; k, v [nk, g, dh] dt; lse [nq, h] f32;
-//     seqs [nseq, 4] i32, row b = (qStart, qLen, kStart, kLen), qLen ≤ kLen.
-//     Query t of sequence b (row qStart+t of q), head hq, reads key/value
-//     head hq/(h/g) and sees the keys 0 … t+kLen−qLen of the sequence (rows
-//     kStart… of k and v). With the scaled scores s = scale·q·kᵀ:
-//       out = softmax(s)·v,  lse = log Σ exp(s)   (f32 math, out rounded once)
-//     Rows of out and lse that no sequence covers are not written.
-//   tw_attention_backward(dq, dk, dv, dout, out, lse, q, k, v, seqs, nseq, dt,
-//                         nq, nk, h, g, dh, scale, workspace)
-//     dq, dout [nq, h, dh]; dk, dv [nk, g, dh]; all dt. dq, dk, dv are
-//     overwritten; rows no sequence covers are zeroed; dk and dv sum over the
-//     h/g query heads that share their key/value head. Deterministic: no
-//     float atomics; every element is summed by one thread (or one warp's
-//     mma sequence) in a fixed order, so reruns give the same bits.
-//   tw_attention_backward_workspace(nq, nk, h, g, dh)
-//     nq·h·4 bytes: D = rowsum(dout∘out) [nq, h] f32.
-//
+// Contract: engine.Backend.Attention and AttentionBackward
+// (engine/backend.go); the launchers' arguments are listed in kernels.h.
+// What the kernels add to it:
+//   Workspace of the backward: tw_attention_backward_workspace gives
+//   nq·h·4 bytes, for D = rowsum(dout∘out) [nq, h] f32.
 //   dt is f32 or bf16 (q, k, v, out and the gradients share it); dh is a
 //   multiple of 8 up to 128; h is a multiple of g ≥ 1. Anything else gives
-//   cudaErrorInvalidValue. The query ranges of the sequences must not overlap,
-//   and in the backward neither may their key ranges; seqs is trusted, not
-//   checked (a launcher does not read device memory). Extents with nothing to
-//   compute (nq·h = 0 or nseq = 0 in the forward; every gradient empty in the
-//   backward) launch nothing and succeed.
-//   A precondition tighter than kernels.h's: q, k, v, out, dout, dq, dk and dv
-//   are 16-byte aligned (whole allocations are, and so are views of whole
-//   rows, dh being a multiple of 8), for 16-byte vector loads and stores;
-//   otherwise cudaErrorInvalidValue.
+//   cudaErrorInvalidValue. seqs is trusted, not checked (a launcher does not
+//   read device memory). Extents with nothing to compute (nq·h = 0 or
+//   nseq = 0 in the forward; every gradient empty in the backward) launch
+//   nothing and succeed.
+//   Alignment, tighter than kernels.h's conventions: q, k, v, out, dout, dq,
+//   dk and dv are 16-byte aligned (whole allocations are, and so are views
+//   of whole rows, dh being a multiple of 8), for 16-byte vector loads and
+//   stores; otherwise cudaErrorInvalidValue.
+//   Numerics: softmax in f32, out rounded once. The backward is
+//   deterministic: no float atomics; every element is summed by one thread
+//   (or one warp's mma sequence) in a fixed order, so reruns give the same
+//   bits.
 //
 // Design
 //

@@ -1,12 +1,13 @@
 // elementwise.cu — element-wise kernels over flat arrays of any float dtype.
 //
-// Contracts (launchers in kernels.h; the ops of engine.Backend):
-//   tw_fill(x, dt, n, v):               x[i] = round_dt(v)
-//   tw_cast(dst, ddt, src, sdt, n):     dst[i] = round_ddt(src[i])
-//   tw_add(out, a, b, dt, n):           out[i] = round(a[i] + b[i]); out may alias a or b
-// Arithmetic is f32; each result is rounded once (nearest even) to its
-// dtype. n ≤ 0 launches nothing. Grid-stride loops: any n, any grid.
-// Deterministic: every element is computed by one thread.
+// Contract: engine.Backend.Fill, Cast and Add (engine/backend.go); the
+// launchers' arguments are listed in kernels.h (Copy is a device-to-device
+// copy, no kernel). What the kernels add to it: arithmetic is f32 and each
+// result is rounded once (nearest even, NaN kept) to its dtype; n ≤ 0
+// launches nothing.
+//
+// Design: grid-stride loops, so any n runs on any grid. Deterministic: every
+// element is computed by one thread.
 #include <type_traits>
 
 #include "common.cuh"

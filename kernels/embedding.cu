@@ -1,16 +1,12 @@
 // embedding.cu — token embedding lookup and its scatter-add backward.
 //
-// Contracts (launchers in kernels.h; engine.Backend.Embedding and
-// EmbeddingBackward):
-//   tw_embedding(out, odt, table, tdt, ids, n, d):
-//       out[i, :] = table[ids[i], :]             out [n, d] odt, table [v, d] tdt
-//   tw_embedding_backward(dtable, tdt, dout, odt, ids, n, v, d):
-//       dtable[ids[i], :] += dout[i, :]           dtable [v, d] tdt, dout [n, d] odt
-//       accumulated in token order, rounding to tdt after each addition as the
-//       CPU backend does, so repeated ids give the same bits on every run.
-// ids [n] i32 in [0, v). Any pair of float dtypes. The forward is not told v
-// and trusts the ids; the backward skips ids outside [0, v). n ≤ 0 or d ≤ 0
-// launches nothing.
+// Contract: engine.Backend.Embedding and EmbeddingBackward
+// (engine/backend.go); the launchers' arguments are listed in kernels.h.
+// What the kernels add to it: any pair of float dtypes for the table and the
+// rows; the backward rounds to the table's dtype after each addition, as the
+// CPU backend does, so repeated ids give the same bits on every run. The
+// forward is not told v and trusts the ids; the backward skips ids outside
+// [0, v). n ≤ 0 or d ≤ 0 launches nothing.
 //
 // Design.
 //   Forward: one block per token; its threads copy the row in packs of 16

@@ -1,19 +1,19 @@
 // gemm.cu — C = alpha·op(A)·op(B) + beta·C: tensor-core tiles (wmma) for bf16
 // operands, SIMT tiles for f32 operands.
 //
-// Contract (tw_gemm in kernels.h; engine.Backend.Gemm). Row-major and
-// strided-batched: for every batch entry z < batch,
+// Contract: engine.Backend.Gemm (engine/backend.go); the launcher's
+// arguments are listed in kernels.h. engine/cuda turns the tensors into
+// extents and element strides: for every batch entry z < batch,
 //   A_z = a + z·stride_a   [m, k], or stored [k, m] when transa (op(A) = Aᵀ)
 //   B_z = b + z·stride_b   [k, n], or stored [n, k] when transb (op(B) = Bᵀ)
 //   C_z = c + z·stride_c   [m, n]
-// with strides in elements (0: the operand is shared by every entry). The
-// matrices are dense: a stored row of A is k wide (m when transa), of B n wide
-// (k when transb), of C n wide.
+// (stride 0: the operand is shared by every entry), dense row-major: a stored
+// row of A is k wide (m when transa), of B n wide (k when transb), of C n
+// wide. What the kernels add to the contract:
 //   dtypes: abdt f32 with cdt f32; abdt bf16 with cdt f32 or bf16. Any other
 //   combination (f16 included) is cudaErrorInvalidValue.
 //   C = round_cdt(alpha·acc + beta·C_old), acc = Σ_k op(A)·op(B) in f32; one
-//   rounding per element. beta == 0 never reads C (NaN there does not
-//   propagate). k == 0 gives beta·C_old (0 when beta == 0).
+//   rounding per element. k == 0 gives beta·C_old (0 when beta == 0).
 //   m, n or batch == 0 launches nothing and succeeds; negative extents, or
 //   extents past what the grid can address (m, n, k ≥ 2³¹, more than 2³¹−1
 //   output tiles), are cudaErrorInvalidValue.

@@ -1,19 +1,14 @@
 // logsoftmax.cu — per-row log-sum-exp with the target's log-probability, and
 // its backward: the loss head over vocabulary-wide logits (V up to 128256).
 //
-// Contracts (launchers in kernels.h; engine.Backend.LogSoftmaxGather and
-// LogSoftmaxGatherBackward). logits, dlogits [n, v] dt (any float dtype);
-// logp, lse, dlogp [n] f32; targets [n] i32.
-//   tw_logsoftmax_gather: lse[i] = log Σ_v exp(logits[i, v]),
-//       logp[i] = logits[i, t] − lse[i] with t = targets[i]; 0 when t < 0
-//       (an ignored row). All in f32. As the CPU backend: a NaN in the row
-//       gives lse NaN; an infinite maximum m gives lse = m. A target ≥ v
-//       (outside the contract) gives logp NaN rather than a stray read.
-//   tw_logsoftmax_gather_backward: dlogits[i, v] =
-//       round(dlogp[i]·(1[v == t] − exp(logits[i, v] − lse[i]))), 0 on ignored
-//       rows. dlogits may alias logits (each element is read, then written, by
-//       one thread).
-//   n ≤ 0 or v ≤ 0 launches nothing.
+// Contract: engine.Backend.LogSoftmaxGather and LogSoftmaxGatherBackward
+// (engine/backend.go); the launchers' arguments are listed in kernels.h.
+// What the kernels add to it: logits of any float dtype; the gradient is
+// rounded once to it. As the CPU backend: a NaN in the row gives lse NaN; an
+// infinite maximum m gives lse = m. A target ≥ v (outside the contract)
+// gives logp NaN rather than a stray read. The backward may run in place
+// because each element is read, then written, by one thread. n ≤ 0 or v ≤ 0
+// launches nothing.
 //
 // Design: one block per row (up to 512 threads), 16-byte packs when v and the
 // pointers allow. The forward reads the row once, with an online

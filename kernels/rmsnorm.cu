@@ -1,20 +1,13 @@
 // rmsnorm.cu — RMSNorm, RMSNorm fused with the residual add, and the backward.
 //
-// Contracts (launchers in kernels.h; engine.Backend.RMSNorm, AddRMSNorm,
-// RMSNormBackward). x, out, resid, delta, dx, dout [n, d] dt; w, dw [d] wdt;
-// rstd [n] f32. dt is any float dtype; wdt is dt or f32 (other pairs:
-// cudaErrorInvalidValue).
-//   tw_rmsnorm:      rstd[i] = 1/sqrt(mean_j x[i,j]² + eps)
-//                    out[i,j] = round(w[j] · round(x[i,j]·rstd[i]))
-//                    (HF: normalise in f32, cast to dt, multiply by the weight)
-//   tw_add_rmsnorm:  resid = round(x + delta), then RMSNorm of resid into out
-//                    and rstd; resid may alias x (in-place residual stream).
-//   tw_rmsnorm_backward (accumulates): with n = x·rstd and g = dout·w,
-//                    dx += rstd·(g − n·mean_j(g·n))
-//                    dw += Σ_i dout·n    (dw may be NULL: frozen weight)
-//                    dw is summed in a fixed order: see below.
-//   round() is rounding to dt (nearest even; none for f32). All arithmetic is
-//   f32. n ≤ 0 or d ≤ 0 launches nothing.
+// Contract: engine.Backend.RMSNorm, AddRMSNorm and RMSNormBackward
+// (engine/backend.go); the launchers' arguments are listed in kernels.h.
+// What the kernels add to it: the activations (dt) are any float dtype, the
+// weight (wdt) dt or f32 (other pairs: cudaErrorInvalidValue). Arithmetic is
+// f32; every value the contract materialises in the activation dtype (the
+// normalised row, out, resid, dx) and the new dw is rounded once, to nearest
+// even. dw is summed in a fixed order (see below). n ≤ 0 or d ≤ 0 launches
+// nothing.
 //
 // Design.
 //   Forward: one block per row (up to 256 threads; 16-byte packs when d and

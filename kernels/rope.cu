@@ -1,14 +1,11 @@
 // rope.cu — rotary position embedding, rotate-half layout, in place.
 //
-// Contract (launcher in kernels.h; engine.Backend.RoPE and RoPEBackward):
-//   tw_rope(x, dt, pos, inv_freq, n, h, dh, sign)
-//   x [n, h, dh] dt (any float dtype), pos [n] i32, inv_freq [dh/2] f32.
-//   For token i, every head, and pair (j, j + dh/2) with angle
-//   a = float(pos[i]) · inv_freq[j] (an f32 product), c = cos a, s = sign·sin a
-//   (sign +1 forward, −1 for the backward's inverse rotation):
-//       (x1, x2) ← (x1·c − x2·s, x2·c + x1·s), rounded to dt.
-//   dh must be even and at most 12288 (else cudaErrorInvalidValue: the
-//   angles' table lives in shared memory). n, h or dh ≤ 0 launches nothing.
+// Contract: engine.Backend.RoPE and RoPEBackward (engine/backend.go); one
+// launcher, tw_rope in kernels.h, whose sign argument is +1 for the forward
+// and −1 for the backward's inverse rotation (sin a negated). What the
+// kernel adds to it: x of any float dtype, each rotated pair rounded once to
+// it. dh must be even and at most 12288 (else cudaErrorInvalidValue: the
+// angles' table lives in shared memory). n, h or dh ≤ 0 launches nothing.
 //
 // Design: one block per token. Its threads first compute the token's dh/2
 // cos/sin pairs with the precise sincosf (angles reach 1e5 rad, far outside

@@ -1,22 +1,16 @@
 // sample.cu — draw one token per row of logits: greedy, temperature, top-p.
 //
-// Contract (launchers in kernels.h; engine.Backend.Sample, engine.SampleParams):
-//   tw_sample(ids, logits, dt, u, b, v, temperature, top_p, workspace)
-//       ids [b] i32 (overwritten), logits [b, v] f32|bf16|f16 (not written),
-//       u [b] f32 uniforms in [0, 1), one per row.
-//     temperature ≤ 0: ids[i] = argmax of row i, the lowest index on ties
-//       (NaN logits never win; a NaN at index 0 gives 0, as engine/cpu).
-//     otherwise: weights e_j = (float)exp((double)((x_j − max)·(1/T))), with
-//       the difference and the product in f32 and 1/T formed in f32 as
-//       engine/cpu does. With 0 < top_p < 1 the candidates are the nucleus:
-//       the smallest set of heaviest tokens (ranked by weight, descending;
-//       ties: lower index first) whose weights sum to ≥ top_p·Σe; otherwise
-//       every token. The token drawn is the first candidate in index order
-//       at which the running sum of candidate weights exceeds u·M, M the
-//       candidates' total (when rounding leaves no such candidate: the last
-//       candidate with a positive weight). Logits must be finite for T > 0.
+// Contract: engine.Backend.Sample and the rule on engine.SampleParams
+// (engine/backend.go); the launchers' arguments are listed in kernels.h.
+// What the kernels add to it:
+//   Greedy: NaN logits never win; a NaN at index 0 gives 0, as engine/cpu.
+//   Weights: e_j = (float)exp((double)((x_j − max)·(1/T))), with the
+//   difference and the product in f32 and 1/T formed in f32 as engine/cpu
+//   does. When rounding leaves no candidate whose running sum exceeds u·M,
+//   the draw is the last candidate with a positive weight. Logits must be
+//   finite for T > 0.
 //   tw_sample_workspace(b, v): b·round_up(v, 4)·4 bytes (16-byte aligned, as
-//       cudaMalloc gives): the weights, [b, round_up(v, 4)] f32.
+//   cudaMalloc gives): the weights, [b, round_up(v, 4)] f32.
 //   b ≤ 0 or v ≤ 0 launches nothing; an integer dtype, v ≥ 2^29 (the exact
 //   mantissa sums below need V·2^24 < 2^53) is cudaErrorInvalidValue.
 //

@@ -1,15 +1,12 @@
 // swiglu.cu — the SwiGLU gate of the Llama MLP and its backward.
 //
-// Contracts (launchers in kernels.h; engine.Backend.SwiGLU and
-// SwiGLUBackward). All tensors [n] of one float dtype dt, flat.
-//   tw_swiglu(out, gate, up):   out = round(round(silu(gate)) · up)
-//   tw_swiglu_backward(dgate, dup, dout, gate, up), both overwritten:
-//       dgate = round(dout · up · silu'(gate))
-//       dup   = round(dout · round(silu(gate)))
-//   with s = sigmoid(g) = 1/(1 + exp(−g)) (precise expf), silu(g) = g·s,
-//   silu'(g) = s·(1 + g·(1 − s)). round() is rounding to dt (nearest even;
-//   none for f32): silu is materialised in the activation dtype, as PyTorch
-//   does, before it multiplies up. Arithmetic is f32. n ≤ 0 launches nothing.
+// Contract: engine.Backend.SwiGLU and SwiGLUBackward (engine/backend.go);
+// the launchers' arguments are listed in kernels.h. What the kernels add to
+// it: all tensors flat, of one float dtype dt; s = sigmoid(g) = 1/(1 + exp(−g))
+// with the precise expf, silu'(g) = s·(1 + g·(1 − s)); arithmetic is f32 and
+// silu(gate), out, dgate and dup are each rounded once to dt (nearest even;
+// none for f32), so dup = round(dout · round(silu(gate))). n ≤ 0 launches
+// nothing.
 //
 // Design: element-wise, grid-stride loops over 16-byte packs (8 bf16/f16 or 4
 // f32) when every pointer is 16-byte aligned, then the n mod 8 (or 4)

@@ -21,8 +21,7 @@ func TestEveryOpHasACase(t *testing.T) {
 		"RoPE": "rope/", "RoPEBackward": "rope_backward/", "Attention": "attention/fwd/",
 		"AttentionBackward": "attention/bwd/", "SwiGLU": "swiglu/", "SwiGLUBackward": "swiglu_backward/",
 		"LogSoftmaxGather": "logsoftmax_gather/", "LogSoftmaxGatherBackward": "logsoftmax_gather_backward/",
-		"SumSquares": "sum_squares/",
-		"AdamW": "adamw/", "AdamWMulti": "adamw_multi/", "Sample": "sample_",
+		"SumSquares": "sum_squares/", "AdamW": "adamw/", "AdamWMulti": "adamw_multi/", "Sample": "sample_",
 	}
 	cases := append(Cases(Small, engine.BF16), CopyCase(1<<20))
 	bt := reflect.TypeOf((*engine.Backend)(nil)).Elem()

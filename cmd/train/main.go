@@ -43,6 +43,7 @@ func commands() map[string]command {
 		"rollout":       {"play K episodes per task with a local model and score them", runRollout},
 		"score":         {"per-token log-probabilities of sequences, as JSON lines", runScore},
 		"score-answers": {"score final answers of ColBench backend tasks with the sandboxed Python evaluator", runScoreAnswers},
+		"serve":         {"serve a model and adapter behind the OpenAI API (chat and text completions, streaming, batching)", runServe},
 		"sft":           {"supervised fine-tuning, or training from scratch on the built-in corpus", runSFT},
 		"tokenize":      {"encode text to token ids, decode ids, or render a chat", runTokenize},
 	}

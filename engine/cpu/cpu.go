@@ -1,11 +1,18 @@
 // Package cpu is turnwise's CPU backend and the reference every other backend
 // is tested against. GEMMs go to OpenBLAS through cgo; every other op is Go,
-// split across goroutines. Each op is written so that every output element is
-// produced by one goroutine in a fixed order, which makes results independent
-// of scheduling and, for the GEMMs, deterministic for a fixed thread count.
+// split across goroutines, with its inner loops in C (vec.c). Each op is
+// written so that every output element is produced by one goroutine in a
+// fixed order, which makes results independent of scheduling and, for the
+// GEMMs, deterministic for a fixed thread count.
 //
-// The op contracts are on engine.Backend; each file here implements one op
-// family and names the contract it implements.
+// The op contracts are on engine.Backend. cpu.go holds the Backend, its
+// buffers and the goroutine split; every op family has one file, named as
+// its kernel file in kernels/ and its wrappers in engine/cuda are:
+// elementwise.go, gemm.go, embedding.go, rmsnorm.go, rope.go, attention.go,
+// swiglu.go, logsoftmax.go, sumsquares.go, adamw.go, sample.go. Beside them:
+// blas.go (OpenBLAS's sgemm and sbgemm), vec.c with vec.h and vec.go (the C
+// inner loops and their Go wrappers) and mathf.go (a float32 exp for loops
+// that stay in Go).
 package cpu
 
 import (

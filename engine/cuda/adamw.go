@@ -5,7 +5,6 @@ package cuda
 // #include <stdint.h>
 // #include "kernels.h"
 //
-// static inline void *ws_at(uintptr_t a) { return (void *)a; }
 // static inline const tw_adamw_span *spans_at(uintptr_t a) { return (const tw_adamw_span *)a; }
 import "C"
 
@@ -16,20 +15,6 @@ import (
 
 	"github.com/turnwise/turnwise/engine"
 )
-
-// The optimizer's ops: the sum of squares behind the global gradient norm
-// (kernels/reduce.cu) and AdamW, per tensor and over a whole parameter table
-// (kernels/adamw.cu).
-
-// SumSquares implements engine.Backend.SumSquares.
-func (b *Backend) SumSquares(out, x *engine.Tensor) {
-	engine.MustShape("SumSquares", "out", out, 1)
-	engine.MustDType("SumSquares", "out", out, engine.F32)
-	b.launch("SumSquares", func(str C.cudaStream_t) C.cudaError_t {
-		ws := b.workspace(int(C.tw_sum_squares_workspace(i64(x.Numel()))))
-		return C.tw_sum_squares(fptr(out), ptr(x), dt(x), i64(x.Numel()), C.ws_at(C.uintptr_t(ws)), str)
-	})
-}
 
 // biasCorrections returns bc1 = 1 − β1^t and bc2 = sqrt(1 − β2^t), formed in
 // float64 as engine/cpu forms them.

@@ -3,6 +3,7 @@
 package cuda
 
 import (
+	"fmt"
 	"math"
 	"testing"
 
@@ -203,4 +204,27 @@ func TestOptimizerMatchesCPU(t *testing.T) {
 		t.Fatalf("%d weights here, %d on the CPU", len(gw), len(cw))
 	}
 	enginetest.Close(t, "weights", gw, enginetest.F64(cw), 1e-6)
+}
+
+// TestAdamWAlignment: AdamW takes vector loads only when its pointers are
+// aligned; a misaligned view must give the same bits.
+func TestAdamWAlignment(t *testing.T) {
+	g := newBackend(t)
+	r := enginetest.Rand(6)
+	for _, dt := range []engine.DType{engine.F32, engine.BF16, engine.F16} {
+		const m = 1003
+		pv, gv := enginetest.Values(r, engine.F32, m, 1), enginetest.Values(r, dt, m, 1)
+		sq := make([]float32, m) // a valid second moment
+		for i, x := range pv {
+			sq[i] = x * x
+		}
+		p := engine.AdamWParams{LR: 1e-2, Beta1: 0.9, Beta2: 0.95, Eps: 1e-8, WeightDecay: 0.1, GradScale: 0.5, Step: 3}
+		var outs [2][]float32
+		for k, off := range []int{0, 4} {
+			param, mt, vt := at(g, engine.F32, off, pv), at(g, engine.F32, off, gv), at(g, engine.F32, off, sq)
+			g.AdamW(param, at(g, dt, off, gv), mt, vt, nil, p)
+			outs[k] = append(append(engine.ToF32(g, param), engine.ToF32(g, mt)...), engine.ToF32(g, vt)...)
+		}
+		sameBits(t, fmt.Sprintf("%v AdamW misaligned (param, m, v)", dt), outs[1], outs[0])
+	}
 }

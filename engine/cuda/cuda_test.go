@@ -3,8 +3,10 @@
 package cuda
 
 import (
+	"math"
 	"testing"
 
+	"github.com/turnwise/turnwise/engine"
 	"github.com/turnwise/turnwise/engine/enginetest"
 )
 
@@ -35,4 +37,36 @@ func TestConformanceCUBLAS(t *testing.T) {
 	}
 	t.Logf("GEMM: %s", b.GEMMName())
 	enginetest.Run(t, b)
+}
+
+// at returns a tensor of n elements of dt at byte offset off of a fresh
+// buffer, holding vals.
+func at(b engine.Backend, dt engine.DType, off int, vals []float32) *engine.Tensor {
+	buf, err := b.NewBuffer(off + len(vals)*dt.Size())
+	if err != nil {
+		panic(err)
+	}
+	x := engine.NewTensor(buf, off, dt, len(vals))
+	engine.SetF32(b, x, vals)
+	return x
+}
+
+// newBackend opens a backend on device 0 with the default options.
+func newBackend(t *testing.T) *Backend {
+	t.Helper()
+	b, err := New(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// sameBits fails unless got and want are identical.
+func sameBits(t *testing.T, what string, got, want []float32) {
+	t.Helper()
+	for i := range got {
+		if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+			t.Fatalf("%s[%d] = %v, want %v", what, i, got[i], want[i])
+		}
+	}
 }

@@ -6,7 +6,6 @@ package cuda
 import "C"
 
 import (
-	"errors"
 	"fmt"
 	"runtime"
 	"unsafe"
@@ -125,32 +124,4 @@ func (b *Backend) workspace(n int) uintptr {
 	}
 	b.ws, b.wsSize = a, size
 	return b.ws
-}
-
-// Close releases what the backend holds on the device: its timers, cuBLASLt
-// handle, plans and workspace, its own workspace, its stream and its
-// reference to the device's primary context. Buffers from NewBuffer must be
-// freed before. The backend cannot be used afterwards; closing it again does
-// nothing.
-func (b *Backend) Close() error {
-	if b.dev == nil {
-		return nil
-	}
-	b.enter()
-	defer b.exit()
-	var errs []error
-	for t := range b.timers {
-		errs = append(errs, t.destroy())
-	}
-	errs = append(errs, b.closeCUBLAS())
-	if b.ws != 0 {
-		b.dev.free(b.ws)
-		b.ws, b.wsSize = 0, 0
-	}
-	errs = append(errs, b.dev.close())
-	b.dev = nil
-	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("cuda: closing the backend: %w", err)
-	}
-	return nil
 }

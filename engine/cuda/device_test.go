@@ -2,11 +2,11 @@
 
 package cuda
 
-// Tests of the host layer (device.go, timer.go) under the emulator, which
-// models what host code can get wrong on a GPU: contexts per OS thread,
-// streams that belong to a context, a failed call's error left for the next
-// launch, faults that surface at the next synchronisation, and what is left
-// alive.
+// Tests of the host layer (device.go, backend.go, buffer.go, timer.go) under
+// the emulator, which models what host code can get wrong on a GPU: contexts
+// per OS thread, streams that belong to a context, a failed call's error left
+// for the next launch, faults that surface at the next synchronisation, and
+// what is left alive.
 
 import (
 	"fmt"

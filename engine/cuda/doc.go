@@ -15,10 +15,23 @@
 //     memory behind the same runtime API. This is how CI, which has no GPU,
 //     runs every kernel.
 //
-// All op code is shared by both tags; only device.go's two variants differ.
-// device.go holds the host discipline every op follows: lock the goroutine
-// to its OS thread, make the backend's context current, launch, check (and,
-// with TW_CUDA_SYNC=1, wait), unlock.
+// All op code is shared by both tags; only device.go's two variants
+// (device_cuda.go, device_emu.go) differ. The package holds, by file:
+//
+//	backend.go   Backend and Options: construction, Name, Device, Close
+//	buffer.go    device memory (NewBuffer, FreeBuffer, Upload, Download,
+//	             Sync) and the conversions of tensors to launcher arguments
+//	device.go    the host discipline every op follows: lock the goroutine
+//	             to its OS thread, make the backend's context current,
+//	             launch, check (and, with TW_CUDA_SYNC=1, wait), unlock;
+//	             and the shared workspace (bind.h: making a context current)
+//	X.go         the ops of family X, launching the kernels of kernels/X.cu:
+//	             elementwise, gemm, embedding, rmsnorm, rope, attention,
+//	             swiglu, logsoftmax, sumsquares, adamw, sample
+//	cublaslt.go  GEMM "cublas": cuBLASLt opened at run time (real GPUs),
+//	             declared in cublaslt.h
+//	timer.go     Timer: device time between two points of the stream
+//
 // Build the library first, then test:
 //
 //	make kernels-emu && go test -tags cudaemu ./engine/cuda/

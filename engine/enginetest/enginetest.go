@@ -9,6 +9,13 @@
 // in f32 and in bf16. The CPU backend runs it in its tests; the CUDA backend
 // and the kernel emulator run the same suite.
 //
+// Run is the whole suite; each op family's tests are in the file of the
+// family's name (elementwise.go, gemm.go, embedding.go, rmsnorm.go, rope.go,
+// attention.go, swiglu.go, logsoftmax.go, sumsquares.go, adamw.go,
+// sample.go). RunShapes (shapes.go) runs the ops at a model's real shapes
+// against a second backend. enginetest.go holds Run, the tolerances and the
+// helpers the families share (Rand, Values, Close, GradCheck, …).
+//
 // Errors are measured relative to the largest reference magnitude of the
 // tensor compared: err = max_i |got_i − want_i| / max_i |want_i|. This is
 // scale-free and is not fooled by cancellation in single elements.
@@ -240,3 +247,9 @@ func Dot(a, b []float64) float64 {
 
 // FloatDTypes are the activation dtypes every float op is tested in.
 var FloatDTypes = []engine.DType{engine.F32, engine.BF16}
+
+// rounder returns the float64 rounding function of dtype dt, used where the
+// contract rounds an intermediate to the activation dtype.
+func rounder(dt engine.DType) func(float64) float64 {
+	return func(x float64) float64 { return float64(dt.Round(float32(x))) }
+}

@@ -13,22 +13,9 @@ import (
 	"github.com/turnwise/turnwise/engine/ref"
 )
 
-// Checks of the reduce, adamw and sample kernels beyond the conformance
-// suite: draws that must equal the CPU backend's exactly (ties at the nucleus
-// boundary, several draw tiles, every float dtype), and results that must
-// not depend on the alignment that selects vector loads.
-
-// at returns a tensor of n elements of dt at byte offset off of a fresh
-// buffer, holding vals.
-func at(b engine.Backend, dt engine.DType, off int, vals []float32) *engine.Tensor {
-	buf, err := b.NewBuffer(off + len(vals)*dt.Size())
-	if err != nil {
-		panic(err)
-	}
-	x := engine.NewTensor(buf, off, dt, len(vals))
-	engine.SetF32(b, x, vals)
-	return x
-}
+// Checks of the sample kernels beyond the conformance suite: draws that must
+// equal the CPU backend's exactly (ties at the nucleus boundary, several draw
+// tiles, every float dtype).
 
 // TestSampleMatchesCPU draws from rows with many tied weights (logits on a
 // coarse grid), over several draw tiles, in every float dtype, and requires
@@ -104,40 +91,5 @@ func TestSampleTies(t *testing.T) {
 		if got[i] != want[i] {
 			t.Errorf("greedy row %v: %d, want %d", rows[i], got[i], want[i])
 		}
-	}
-}
-
-// TestAlignmentInvariance: SumSquares and AdamW take vector loads only when
-// their pointers are aligned; a misaligned view must give the same bits.
-func TestAlignmentInvariance(t *testing.T) {
-	g := newBackend(t)
-	r := enginetest.Rand(5)
-	for _, dt := range []engine.DType{engine.F32, engine.BF16, engine.F16} {
-		const n = 70001 // two chunks, and a tail
-		xv := enginetest.Values(r, dt, n, 3)
-		var sums [2]float32
-		for k, off := range []int{0, 2 * dt.Size()} {
-			acc := engine.FromF32(g, engine.F32, []float32{0.25}, 1)
-			g.SumSquares(acc, at(g, dt, off, xv))
-			sums[k] = engine.ToF32(g, acc)[0]
-		}
-		if sums[0] != sums[1] {
-			t.Errorf("%v SumSquares: %v aligned, %v misaligned", dt, sums[0], sums[1])
-		}
-
-		const m = 1003
-		pv, gv := enginetest.Values(r, engine.F32, m, 1), enginetest.Values(r, dt, m, 1)
-		sq := make([]float32, m) // a valid second moment
-		for i, x := range pv {
-			sq[i] = x * x
-		}
-		p := engine.AdamWParams{LR: 1e-2, Beta1: 0.9, Beta2: 0.95, Eps: 1e-8, WeightDecay: 0.1, GradScale: 0.5, Step: 3}
-		var outs [2][]float32
-		for k, off := range []int{0, 4} {
-			param, mt, vt := at(g, engine.F32, off, pv), at(g, engine.F32, off, gv), at(g, engine.F32, off, sq)
-			g.AdamW(param, at(g, dt, off, gv), mt, vt, nil, p)
-			outs[k] = append(append(engine.ToF32(g, param), engine.ToF32(g, mt)...), engine.ToF32(g, vt)...)
-		}
-		sameBits(t, fmt.Sprintf("%v AdamW misaligned (param, m, v)", dt), outs[1], outs[0])
 	}
 }

@@ -1,11 +1,10 @@
-// reduce.cu — the deterministic sum of squares behind the global gradient
-// norm.
+// sumsquares.cu — the deterministic sum of squares behind the global
+// gradient norm.
 //
-// Contract (launchers in kernels.h; engine.Backend.SumSquares):
-//   tw_sum_squares(out, x, dt, n, workspace) + tw_sum_squares_workspace(n):
-//       out[0] += (float)Σ x[i]², x [n] f32|bf16|f16, squares and sums in
-//       f64. workspace: tw_sum_squares_workspace(n) bytes, 8-byte aligned.
-// n ≤ 0 launches nothing; an integer dtype for x is cudaErrorInvalidValue.
+// Contract: engine.Backend.SumSquares (engine/backend.go); the launcher's
+// arguments are listed in kernels.h. What the kernels add to it: x is f32,
+// bf16 or f16 (an integer dtype is cudaErrorInvalidValue); the workspace is
+// tw_sum_squares_workspace(n) bytes, 8-byte aligned. n ≤ 0 launches nothing.
 //
 // Design.
 //

@@ -2,13 +2,14 @@ package enginetest
 
 import (
 	"fmt"
-	"math"
 	"testing"
 
 	"github.com/turnwise/turnwise/engine"
 	"github.com/turnwise/turnwise/engine/ref"
 )
 
+// randTargets returns n targets in [0, v), every ignoreEvery-th one −1
+// (ignored) when ignoreEvery > 0.
 func randTargets(r interface{ IntN(int) int }, n, v int, ignoreEvery int) []int32 {
 	tg := make([]int32, n)
 	for i := range tg {
@@ -20,6 +21,9 @@ func randTargets(r interface{ IntN(int) int }, n, v int, ignoreEvery int) []int3
 	return tg
 }
 
+// testLogSoftmax checks LogSoftmaxGather against ref.LogSoftmaxGather and
+// LogSoftmaxGatherBackward against finite differences, out of place and in
+// place.
 func testLogSoftmax(t *testing.T, b engine.Backend) {
 	cases := []struct{ n, v int }{{1, 1}, {3, 13}, {7, 512}, {2, 32000}, {1, 128256}}
 	for _, dt := range FloatDTypes {
@@ -123,78 +127,6 @@ func testTokenLogProbs(t *testing.T, b engine.Backend) {
 				if st := pool.Stats(); st.NewBuffers != 1 {
 					t.Errorf("logits chunk buffers allocated: %d, want 1 (reused across chunks and calls)", st.NewBuffers)
 				}
-			})
-		}
-	}
-}
-
-func testSumSquares(t *testing.T, b engine.Backend) {
-	for _, dt := range FloatDTypes {
-		for _, n := range []int{1, 3, 65537, 300001} {
-			t.Run(fmt.Sprintf("%v/n=%d", dt, n), func(t *testing.T) {
-				r := Rand(uint64(n) + 31)
-				xv := Values(r, dt, n, 2)
-				acc := engine.FromF32(b, engine.F32, []float32{1.5}, 1)
-				b.SumSquares(acc, engine.FromF32(b, dt, xv, n))
-				want := 1.5
-				for _, x := range xv {
-					want += float64(x) * float64(x)
-				}
-				Close(t, "sum", engine.ToF32(b, acc), []float64{want}, TolF32)
-			})
-		}
-	}
-	t.Run("global_norm", func(t *testing.T) {
-		r := Rand(37)
-		av, bv := Values(r, engine.F32, 100, 1), Values(r, engine.BF16, 33, 1)
-		acc := engine.MustAlloc(b, engine.F32, 1)
-		norm := engine.GlobalNorm(b, acc, []*engine.Tensor{engine.FromF32(b, engine.F32, av, 100), engine.FromF32(b, engine.BF16, bv, 33)})
-		var ss float64
-		for _, x := range append(av, bv...) {
-			ss += float64(x) * float64(x)
-		}
-		Close(t, "norm", []float32{norm}, []float64{math.Sqrt(ss)}, TolF32)
-		if s := engine.ClipScale(norm, norm/2); math.Abs(float64(s)-0.5) > 1e-5 {
-			t.Errorf("ClipScale(n, n/2) = %g, want 0.5", s)
-		}
-		if s := engine.ClipScale(norm, 2*norm); s != 1 {
-			t.Errorf("ClipScale(n, 2n) = %g, want 1", s)
-		}
-		if s := engine.ClipScale(float32(math.Inf(1)), 1); !math.IsNaN(float64(s)) {
-			t.Errorf("ClipScale(Inf) = %g, want NaN", s)
-		}
-	})
-}
-
-func testSample(t *testing.T, b engine.Backend) {
-	const rows, v = 64, 50
-	for _, dt := range FloatDTypes {
-		for _, sp := range []engine.SampleParams{{}, {Temperature: 1}, {Temperature: 0.7, TopP: 0.9}, {Temperature: 1.3, TopP: 0.5}} {
-			t.Run(fmt.Sprintf("%v/T=%g_p=%g", dt, sp.Temperature, sp.TopP), func(t *testing.T) {
-				r := Rand(uint64(43 + 10*sp.Temperature))
-				// Distinct logits (a shuffled ramp) so no draw hinges on a tie.
-				lv := make([]float32, rows*v)
-				for i := 0; i < rows; i++ {
-					for j, k := range r.Perm(v) {
-						lv[i*v+j] = dt.Round(float32(k)*0.125 - 3)
-					}
-				}
-				uv := make([]float32, rows)
-				for i := range uv {
-					uv[i] = float32(r.Float64())
-				}
-				logits := engine.FromF32(b, dt, lv, rows, v)
-				ids := engine.MustAlloc(b, engine.I32, rows)
-				b.Sample(ids, logits, engine.FromF32(b, engine.F32, uv, rows), sp)
-				got := engine.ToI32(b, ids)
-				for i := range got {
-					want := ref.Sample(F64(lv[i*v:(i+1)*v]), float64(uv[i]), float64(sp.Temperature), float64(sp.TopP))
-					if int(got[i]) != want {
-						t.Fatalf("row %d (u=%g): sampled %d, want %d", i, uv[i], got[i], want)
-					}
-				}
-				// The logits are an input: they must be left intact.
-				Close(t, "logits unchanged", engine.ToF32(b, logits), F64(lv), 0)
 			})
 		}
 	}

@@ -1,0 +1,142 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/turnwise/turnwise/serve"
+)
+
+const serveUsage = `usage: train serve [flags]
+
+Serves a model, and with --adapter its LoRA adapter, behind the OpenAI API:
+POST /v1/chat/completions (the Llama 3.1 chat template), POST
+/v1/completions and GET /v1/models, streamed or not. Concurrent requests
+for the same model id with the same sampler (temperature and top_p) are
+decoded together, up to --max-batch, collected for --batch-window after the
+first arrives. SIGINT or SIGTERM stops
+accepting connections and lets the requests in flight finish.
+
+With --load-test N it instead serves on a loopback port, sends N requests
+from --load-concurrency clients, and prints requests/s, latency
+percentiles, and goroutines and heap before and after.
+
+flags:
+`
+
+// runServe implements "train serve".
+func runServe(args []string, _ io.Reader, stdout, stderr io.Writer) error {
+	fs := newFlags("serve", stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, serveUsage); fs.PrintDefaults() }
+	var p policyFlags
+	p.register(fs)
+	addr := fs.String("addr", "127.0.0.1:8000", "address to listen on")
+	name := fs.String("name", "", "model id clients request (default: the adapter's, else the model's directory or file name)")
+	baseName := fs.String("base-name", "", "with --adapter, the id under which the base model is served too (default: the model's name)")
+	maxBatch := fs.Int("max-batch", serve.DefaultMaxBatch, "requests decoded together at most")
+	window := fs.Duration("batch-window", serve.DefaultBatchWindow, "how long to wait for more requests once one arrives (0: none)")
+	maxTokens := fs.Int("max-tokens", 1024, "max_tokens of a request that gives none (0: what the context leaves); capped at the context")
+	grace := fs.Duration("grace", time.Minute, "on SIGINT or SIGTERM, how long requests in flight may take to finish")
+	logBatches := fs.Bool("log-batches", false, "print a line per batch decoded")
+	loadN := fs.Int("load-test", 0, "run a load test of this many requests on loopback instead of serving")
+	loadC := fs.Int("load-concurrency", 8, "load test: clients sending at once")
+	loadTokens := fs.Int("load-max-tokens", 32, "load test: max_tokens of each request")
+	loadPrompt := fs.String("load-prompt", "Once upon a time", "load test: the prompt of each request")
+	loadChat := fs.Bool("load-chat", false, "load test: send chat requests instead of completions")
+	loadStream := fs.Bool("load-stream", false, "load test: ask for streamed replies")
+	loadRounds := fs.Int("load-rounds", 3, "load test: rounds of --load-test requests, each reported (the first also warms the model's buffer pool)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	switch {
+	case fs.NArg() > 0:
+		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	case *maxBatch < 1:
+		return fmt.Errorf("--max-batch %d: want a positive count", *maxBatch)
+	case *maxTokens < 0:
+		return fmt.Errorf("--max-tokens %d: want a count ≥ 0", *maxTokens)
+	case *window < 0:
+		return fmt.Errorf("--batch-window %v: want a duration ≥ 0", *window)
+	case *loadN < 0 || *loadC < 1 || *loadTokens < 1 || *loadRounds < 1:
+		return fmt.Errorf("--load-test %d, --load-concurrency %d, --load-max-tokens %d, --load-rounds %d: want counts ≥ 0, ≥ 1, ≥ 1, ≥ 1", *loadN, *loadC, *loadTokens, *loadRounds)
+	}
+	m, ad, tok, err := p.load()
+	if err != nil {
+		return err
+	}
+	base := *baseName
+	if base == "" {
+		base = modelName(&p.modelFlags)
+	}
+	models := []serve.Served{{ID: base}}
+	if ad != nil {
+		id := *name
+		if id == "" {
+			id = filepath.Base(filepath.Clean(p.adapter))
+		}
+		models = []serve.Served{{ID: id, Adapter: ad}, {ID: base}}
+	} else if *name != "" {
+		models[0].ID = *name
+	}
+	bw := *window
+	if bw == 0 {
+		bw = -1 // serve.Config's "none"
+	}
+	cfg := serve.Config{Model: m, Tokenizer: tok, Models: models, MaxBatch: *maxBatch, BatchWindow: bw, DefaultMaxTokens: *maxTokens, Seed: p.seed}
+	if *logBatches {
+		cfg.Log = stderr
+	}
+	s, err := serve.New(cfg)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if *loadN > 0 {
+		defer s.Close()
+		fmt.Fprintf(stdout, "load test: %d requests from %d clients, max_tokens %d, temperature 1, max batch %d, window %v\n", *loadN, *loadC, *loadTokens, *maxBatch, *window)
+		for round := 1; round <= *loadRounds; round++ {
+			r, err := serve.LoadTest(ctx, s, serve.LoadConfig{Model: models[0].ID, Requests: *loadN, Concurrency: *loadC, Prompt: *loadPrompt,
+				Chat: *loadChat, Stream: *loadStream, MaxTokens: *loadTokens, Temperature: 1})
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(stdout, "round %d: ", round)
+			if err := r.Write(stdout); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	ids := make([]string, len(models))
+	for i, sm := range models {
+		ids[i] = sm.ID
+	}
+	err = serve.ListenAndServe(ctx, s, *addr, *grace, func(a net.Addr) {
+		fmt.Fprintf(stdout, "serving %s on http://%s/v1 (max batch %d, window %v); SIGINT or SIGTERM stops\n", strings.Join(ids, ", "), a, *maxBatch, *window)
+	})
+	if err == nil {
+		fmt.Fprintln(stdout, "stopped: the requests in flight finished")
+	}
+	return err
+}
+
+// modelName is the id of the model the flags name: its directory's or
+// file's name, or the preset's.
+func modelName(mf *modelFlags) string {
+	switch {
+	case mf.hf != "":
+		return filepath.Base(filepath.Clean(mf.hf))
+	case mf.gguf != "":
+		return strings.TrimSuffix(filepath.Base(mf.gguf), filepath.Ext(mf.gguf))
+	}
+	return mf.preset
+}
