@@ -92,12 +92,15 @@ type Row struct {
 
 // CriticReport is what the demo measured of one critic.
 type CriticReport struct {
-	Name   string        `json:"name"`
-	LR     float64       `json:"lr"`
-	Epoch  int           `json:"epoch"` // the epoch kept
-	Val    rl.PairEval   `json:"validation"`
-	Check  []CheckResult `json:"check"` // on held-out (test) tasks
-	Chosen string        `json:"chosen"`
+	Name  string        `json:"name"`
+	LR    float64       `json:"lr"`
+	Epoch int           `json:"epoch"` // the epoch kept
+	Val   rl.PairEval   `json:"validation"`
+	Check []CheckResult `json:"check"` // on held-out (test) tasks
+	// Baseline is the advantage baseline of Check (that of the actor the
+	// critic ranks for); "" for the value head.
+	Baseline string `json:"baseline,omitempty"`
+	Chosen   string `json:"chosen"`
 }
 
 // Result is what Run measured.

@@ -191,9 +191,10 @@ func TestEveryMethod(t *testing.T) {
 				t.Errorf("%d critic reports, want 3", len(res.Critics))
 			}
 			nChecks := map[string]int{"keys": 3, "budget": 4}[family]
-			for _, cr := range res.Critics {
-				if cr.Val.Pairs == 0 || len(cr.Check) != nChecks || cr.Epoch < 1 || cr.Epoch > c.CriticEpochs {
-					t.Errorf("critic %s: %+v", cr.Name, cr)
+			wantBaseline := []string{"reference", "policy", ""} // the paper's, the released code's, the value head
+			for i, cr := range res.Critics {
+				if cr.Val.Pairs == 0 || len(cr.Check) != nChecks || cr.Epoch < 1 || cr.Epoch > c.CriticEpochs || cr.Baseline != wantBaseline[i] {
+					t.Errorf("critic %s: %+v, want the check with baseline %q", cr.Name, cr, wantBaseline[i])
 				}
 			}
 			// a choice per method and critic: rft, mtdpo, 3 critics, 4 actors
