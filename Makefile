@@ -60,7 +60,7 @@ test-emu: setup emu-test
 # declarations must agree with the toolkit's headers; every -tags cuda
 # package must link (against the driver stub; nothing runs without a GPU);
 # and the binaries must need nothing from CUDA but the driver: the CUDA
-# runtime is linked statically and cuBLASLt opened at run time.
+# runtime is linked statically, cuBLASLt and NCCL opened at run time.
 test-cuda-build: setup
 	@if command -v nvcc >/dev/null 2>&1; then \
 		mkdir -p build; \
@@ -71,7 +71,7 @@ test-cuda-build: setup
 		CGO_LDFLAGS="-L$(CUDA_STUBS)" $(GO) build -tags cuda -o build/cuda/train ./cmd/train && \
 		CGO_LDFLAGS="-L$(CUDA_STUBS)" $(GO) test -tags cuda -c -o build/cuda/engine-cuda.test ./engine/cuda/ || exit 1; \
 		for b in build/cuda/train build/cuda/engine-cuda.test; do \
-			if ldd $$b | grep -E 'libcudart|libcublas'; then echo "$$b: links the CUDA runtime or cuBLAS dynamically" >&2; exit 1; fi; \
+			if ldd $$b | grep -E 'libcudart|libcublas|libnccl'; then echo "$$b: links the CUDA runtime, cuBLAS or NCCL dynamically" >&2; exit 1; fi; \
 			ldd $$b | grep -q 'libcuda\.so\.1' || { echo "$$b: does not load libcuda.so.1" >&2; exit 1; }; \
 		done; \
 		echo "real CUDA build: kernels for sm_80 and sm_90 built, -tags cuda linked, needing only libcuda.so.1 from CUDA"; \
@@ -110,6 +110,11 @@ test-bundles: setup
 
 bench: setup
 	$(GO) test -run '^$$' -bench . ./engine/cpu/
+
+# Renders the 1000 ColBench frontend test ground truths in chromium with 1, 2
+# and 4 tabs (README, "Rendering frontend pages offline"); needs ../shared.
+bench-render: setup
+	nice -n 10 $(GO) test -run '^$$' -bench GroundTruths -benchtime=1x -timeout 60m ./sweetrl/frontend/render/
 
 # train bench on a GPU: every kernel at Llama-3.1-8B's shapes beside cuBLASLt
 # and the ceilings, the 8B LoRA step and generation; build/bench-gpu.{json,md}.

@@ -140,6 +140,11 @@ func (o *AdamW) Grad(w *engine.Tensor) *engine.Tensor {
 	return p.G
 }
 
+// FlatGrad returns the flat f32 buffer every parameter's gradient is a view
+// of (Grad), in the optimizer's fixed parameter order: what data-parallel
+// training all-reduces.
+func (o *AdamW) FlatGrad() *engine.Tensor { return o.grad }
+
 // ZeroGrad clears every gradient (one op over the flat gradient buffer).
 func (o *AdamW) ZeroGrad() { o.b.Fill(o.grad, 0) }
 

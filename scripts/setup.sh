@@ -1,10 +1,13 @@
 #!/bin/bash
 # Installs what building and testing turnwise needs on a fresh Debian
 # machine: C and C++ compilers for cgo and the kernel emulator, CMake,
-# OpenBLAS, and Python 3 (the ColBench answer evaluator runs answers under
-# it). Safe to run again: it installs only what is missing. Needs root
-# (or sudo) when something is missing. The CUDA toolkit, for the real kernel
-# build, is scripts/setup-cuda.sh.
+# OpenBLAS, Gloo (the collectives of CPU ranks), Python 3 (the ColBench
+# answer evaluator runs answers under it), Debian's chromium, the DejaVu
+# fonts and npm (sweetrl/frontend/render renders pages in chromium, with
+# Tailwind compiled by the npm tailwindcss CLI that scripts/setup-render.sh
+# installs in build/node/). Safe to run again: it installs only what is
+# missing. Needs root (or sudo) when something is missing. The CUDA toolkit,
+# for the real kernel build, is scripts/setup-cuda.sh.
 set -euo pipefail
 
 need=()
@@ -12,8 +15,12 @@ command -v gcc >/dev/null 2>&1 || need+=(gcc libc6-dev)
 command -v g++ >/dev/null 2>&1 || need+=(g++)
 command -v cmake >/dev/null 2>&1 || need+=(cmake)
 [ -e /usr/include/x86_64-linux-gnu/cblas.h ] || [ -e /usr/include/cblas.h ] || need+=(libopenblas-dev)
+[ -e /usr/include/gloo/allreduce.h ] || need+=(libgloo-dev)
 command -v make >/dev/null 2>&1 || need+=(make)
 command -v python3 >/dev/null 2>&1 || need+=(python3)
+command -v chromium >/dev/null 2>&1 || need+=(chromium)
+[ -e /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || need+=(fonts-dejavu-core)
+command -v npm >/dev/null 2>&1 || need+=(npm)
 
 if [ ${#need[@]} -gt 0 ]; then
 	echo "setup: installing ${need[*]}"
@@ -27,4 +34,5 @@ if ! command -v go >/dev/null 2>&1; then
 	echo "setup: no Go toolchain on PATH; install Go 1.26 or newer" >&2
 	exit 1
 fi
-echo "setup: $(go version), gcc $(gcc -dumpversion), $(cmake --version | head -1), $(python3 --version), OpenBLAS present"
+"$(dirname "$0")/setup-render.sh"
+echo "setup: $(go version), gcc $(gcc -dumpversion), $(cmake --version | head -1), $(python3 --version), OpenBLAS and Gloo present"

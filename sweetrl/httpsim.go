@@ -3,6 +3,7 @@ package sweetrl
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -213,12 +214,58 @@ func (s *HTTPSimulator) LastError() error {
 // When every attempt failed it returns NoResponse and a nil error; when
 // ctx is done it returns ctx.Err().
 func (s *HTTPSimulator) Respond(ctx context.Context, task Task, history []tokenizer.Message) (string, error) {
+	return s.complete(ctx, SimulatorMessages(task, history))
+}
+
+// ContentPart is one part of a chat message whose content is a list of
+// parts, as OpenAI-compatible vision models take it: a text part or an
+// image part.
+type ContentPart struct {
+	// Type is "text" or "image_url".
+	Type string `json:"type"`
+	// Text is the text of a "text" part.
+	Text string `json:"text,omitempty"`
+	// ImageURL holds the image of an "image_url" part.
+	ImageURL *ImageURL `json:"image_url,omitempty"`
+}
+
+// ImageURL is the image of an "image_url" content part.
+type ImageURL struct {
+	// URL is the image's address, such as a data URL.
+	URL string `json:"url"`
+}
+
+// TextPart returns a text content part.
+func TextPart(text string) ContentPart { return ContentPart{Type: "text", Text: text} }
+
+// PNGPart returns an image content part carrying the PNG image png inline,
+// as a data URL ("data:image/png;base64,…").
+func PNGPart(png []byte) ContentPart {
+	return ContentPart{Type: "image_url", ImageURL: &ImageURL{URL: "data:image/png;base64," + base64.StdEncoding.EncodeToString(png)}}
+}
+
+// partsMessage is a chat message whose content is a list of parts.
+type partsMessage struct {
+	Role    string        `json:"role"`
+	Content []ContentPart `json:"content"`
+}
+
+// RespondParts sends one user message made of parts (text and images) to
+// the endpoint and returns the content of the first choice as it is, with
+// the same retries, failure counting and NoResponse as Respond.
+func (s *HTTPSimulator) RespondParts(ctx context.Context, parts []ContentPart) (string, error) {
+	return s.complete(ctx, []partsMessage{{Role: RoleUser, Content: parts}})
+}
+
+// complete sends messages (a slice of chat messages, marshalled as the
+// request's "messages") with retries; see Respond.
+func (s *HTTPSimulator) complete(ctx context.Context, messages any) (string, error) {
 	if err := ctx.Err(); err != nil {
 		return "", err
 	}
 	body, err := json.Marshal(chatRequest{
 		Model:       s.model,
-		Messages:    SimulatorMessages(task, history),
+		Messages:    messages,
 		Temperature: s.temperature,
 		MaxTokens:   s.maxTokens,
 	})
@@ -251,10 +298,10 @@ func (s *HTTPSimulator) Respond(ctx context.Context, task Task, history []tokeni
 
 // chatRequest is the body of a chat completions request.
 type chatRequest struct {
-	Model       string              `json:"model"`
-	Messages    []tokenizer.Message `json:"messages"`
-	Temperature float64             `json:"temperature"`
-	MaxTokens   int                 `json:"max_tokens,omitempty"`
+	Model       string  `json:"model"`
+	Messages    any     `json:"messages"` // []tokenizer.Message or []partsMessage
+	Temperature float64 `json:"temperature"`
+	MaxTokens   int     `json:"max_tokens,omitempty"`
 }
 
 // chatResponse is the part of a chat completions reply Respond reads.

@@ -631,3 +631,31 @@ func TestHTTPSimulatorBackoff(t *testing.T) {
 		t.Errorf("wait %v with a huge cap", d)
 	}
 }
+
+// TestRespondPartsBody checks the request RespondParts sends: one user
+// message whose content is the parts in order, a PNG as a base64 data URL.
+func TestRespondPartsBody(t *testing.T) {
+	var got map[string]any
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := json.NewDecoder(r.Body).Decode(&got); err != nil {
+			t.Errorf("decoding the request: %v", err)
+		}
+		io.WriteString(w, okBody("Make the header green."))
+	}))
+	defer srv.Close()
+	sim, err := NewHTTPSimulator(HTTPSimulatorConfig{BaseURL: srv.URL, Model: "vision"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reply, err := sim.RespondParts(context.Background(), []ContentPart{TextPart("compare"), PNGPart([]byte{0x89, 'P', 'N', 'G'})})
+	if err != nil || reply != "Make the header green." {
+		t.Fatalf("RespondParts = %q, %v", reply, err)
+	}
+	want := []any{map[string]any{"role": "user", "content": []any{
+		map[string]any{"type": "text", "text": "compare"},
+		map[string]any{"type": "image_url", "image_url": map[string]any{"url": "data:image/png;base64,iVBORw=="}},
+	}}}
+	if !reflect.DeepEqual(got["messages"], want) {
+		t.Errorf("messages = %v, want %v", got["messages"], want)
+	}
+}

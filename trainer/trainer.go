@@ -1,9 +1,8 @@
 // Package trainer is supervised fine-tuning: it feeds packed batches to a
 // model, steps an optimizer over its weights or its LoRA adapter, evaluates
 // on held-out batches, writes metrics and a progress line, and checkpoints
-// so that a killed run resumes exactly where it was. The data parallelism a
-// later issue adds slots in at ranks feeding one optimizer step: every
-// micro-batch's gradient accumulates into the same buffers before Step.
+// so that a killed run resumes exactly where it was. With Config.Comm it is
+// one rank of a data-parallel job (dataparallel.go).
 package trainer
 
 import (
@@ -35,6 +34,10 @@ type Config struct {
 	KeepCheckpoints int    // checkpoints kept (≥ 1)
 	RunDir          string // checkpoints and metrics.jsonl go here ("" : none)
 	Compress        bool   // zstd-compress optimizer state in checkpoints
+
+	// Comm, when not nil, makes the run one rank of a data-parallel job
+	// (see dataParallel): nil or a job of one is a single process.
+	Comm engine.Communicator
 }
 
 // state is what trainer.json holds: enough, with the weights and the
@@ -86,6 +89,15 @@ func New(m *llama.Model, ad *llama.Adapter, train, eval *data.Packer, cfg Config
 		ad.Each(func(name string, w *engine.Tensor) { t.params[name] = w })
 	} else {
 		m.Weights.Each(func(name string, w *engine.Tensor) { t.params[name] = w })
+	}
+	if cfg.Comm != nil && cfg.Comm.Size() > 1 {
+		if err := broadcastParams(cfg.Comm, t.params); err != nil {
+			return nil, err
+		}
+		if cfg.Comm.Rank() != 0 {
+			t.log = io.Discard // rank 0 reports
+			out = io.Discard
+		}
 	}
 	opt, err := optim.NewAdamW(b, cfg.AdamW, t.params)
 	if err != nil {
@@ -194,7 +206,8 @@ func meanNLL(b engine.Backend, p *llama.Pass, bt llama.Batch) float64 {
 // Run trains from the current step to cfg.Steps.
 func (t *Trainer) Run() error {
 	b := t.m.Backend()
-	if t.cfg.RunDir != "" && t.metricsOut == nil {
+	dp := newDataParallel(t.cfg.Comm, b)
+	if t.cfg.RunDir != "" && t.metricsOut == nil && dp.writes() {
 		w, err := metrics.Create(filepath.Join(t.cfg.RunDir, MetricsName),
 			metrics.WriterOptions{EventsDir: t.cfg.RunDir, FromStep: int64(t.st.Step)})
 		if err != nil {
@@ -209,7 +222,7 @@ func (t *Trainer) Run() error {
 		var loss float64
 		var tokens int
 		for mb := 0; mb < t.cfg.MicroBatches; mb++ {
-			bt := t.train.Next()
+			bt := dp.next(t.train)
 			if _, err := t.lossGrad(bt, 1); err != nil {
 				return err
 			}
@@ -221,8 +234,12 @@ func (t *Trainer) Run() error {
 			tokens += len(bt.IDs)
 			p.Release()
 		}
+		var err error
+		if loss, tokens, err = dp.reduce(t.opt.FlatGrad(), loss, tokens); err != nil {
+			return err
+		}
 		lr := t.cfg.Schedule.LR(t.st.Step)
-		res := t.opt.Step(float32(lr), 1/float32(t.cfg.MicroBatches))
+		res := t.opt.Step(float32(lr), 1/float32(t.cfg.MicroBatches*dp.size))
 		t.st.Step++
 		t.st.Tokens += int64(tokens)
 		t.st.Position = t.train.Position()
@@ -233,7 +250,7 @@ func (t *Trainer) Run() error {
 		if res.Skipped {
 			rec.Values["skipped"] = 1
 		}
-		if t.eval != nil && t.cfg.EvalEvery > 0 && (t.st.Step%t.cfg.EvalEvery == 0 || t.st.Step == t.cfg.Steps) {
+		if t.eval != nil && dp.writes() && t.cfg.EvalEvery > 0 && (t.st.Step%t.cfg.EvalEvery == 0 || t.st.Step == t.cfg.Steps) {
 			ev, err := t.Evaluate()
 			if err != nil {
 				return err
@@ -246,7 +263,7 @@ func (t *Trainer) Run() error {
 			}
 		}
 		t.progress.Update(int64(t.st.Step), loss, lr, tps)
-		if t.cfg.RunDir != "" && ((t.cfg.CheckpointEvery > 0 && t.st.Step%t.cfg.CheckpointEvery == 0) || t.st.Step == t.cfg.Steps) {
+		if t.cfg.RunDir != "" && dp.writes() && ((t.cfg.CheckpointEvery > 0 && t.st.Step%t.cfg.CheckpointEvery == 0) || t.st.Step == t.cfg.Steps) {
 			if err := t.Save(); err != nil {
 				return err
 			}

@@ -17,6 +17,7 @@ type backendFlags struct {
 	backend   string // cpu or cuda
 	gemm      string // cuda: own or cublas ("": the backend's default)
 	threads   int    // cpu: worker threads (0: one per core)
+	device    int    // cuda: the GPU ordinal (not a flag: a rank's LOCAL_RANK)
 	recompute bool   // trainers: llama.Model.Recompute
 }
 
@@ -56,7 +57,7 @@ func (f *backendFlags) open() (engine.Backend, error) {
 	case "cuda":
 		switch f.gemm {
 		case "", "own", "cublas":
-			return openCUDA(f.gemm)
+			return openCUDA(f.gemm, f.device)
 		}
 		return nil, fmt.Errorf("unknown --gemm %q (want own or cublas)", f.gemm)
 	}

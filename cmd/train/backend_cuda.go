@@ -4,18 +4,33 @@ package main
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/turnwise/turnwise/engine"
 	"github.com/turnwise/turnwise/engine/cuda"
 )
 
+// openNCCL joins an NCCL communicator on b, a cuda backend, through the
+// job's store.
+func openNCCL(b engine.Backend, store engine.Store, rank, size int, timeout time.Duration) (engine.Communicator, string, error) {
+	cb, ok := b.(*cuda.Backend)
+	if !ok {
+		return nil, "", fmt.Errorf("NCCL needs the cuda backend, not %s", b.Name())
+	}
+	c, err := cuda.NewNCCL(cb, store, rank, size, "nccl/id", timeout)
+	if err != nil {
+		return nil, "", err
+	}
+	return c, c.Library(), nil
+}
+
 // cudaGEMM maps --gemm to cuda.Options.GEMM.
 var cudaGEMM = map[string]string{"": "", "own": "wmma", "cublas": "cublas"}
 
-// openCUDA opens the cuda backend with the GEMM named by --gemm ("", own or
-// cublas).
-func openCUDA(gemm string) (engine.Backend, error) {
-	b, err := cuda.New(cuda.Options{GEMM: cudaGEMM[gemm]})
+// openCUDA opens the cuda backend on GPU device with the GEMM named by
+// --gemm ("", own or cublas).
+func openCUDA(gemm string, device int) (engine.Backend, error) {
+	b, err := cuda.New(cuda.Options{GEMM: cudaGEMM[gemm], Device: device})
 	if err != nil {
 		return nil, fmt.Errorf("--backend cuda: %w", err)
 	}

@@ -4,10 +4,15 @@ package main
 
 import (
 	"errors"
+	"time"
 
 	"github.com/turnwise/turnwise/engine"
 )
 
-func openCUDA(string) (engine.Backend, error) {
+func openCUDA(string, int) (engine.Backend, error) {
 	return nil, errors.New("--backend cuda: this binary has no CUDA backend: build it with -tags cuda (GPU) or -tags cudaemu (kernel emulator)")
+}
+
+func openNCCL(engine.Backend, engine.Store, int, int, time.Duration) (engine.Communicator, string, error) {
+	return nil, "", errors.New("NCCL: this binary has no CUDA backend: build it with -tags cuda")
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/turnwise/turnwise/internal/jsonl"
 	"github.com/turnwise/turnwise/sweetrl"
+	"github.com/turnwise/turnwise/sweetrl/pyeval"
 )
 
 // scoreTasks are three small backend tasks, one per line.
@@ -50,12 +51,12 @@ func scoreAnswers(t *testing.T, args ...string) (string, string, error) {
 }
 
 // decodeRecords parses --json output.
-func decodeRecords(t *testing.T, out string) []answerRecord {
+func decodeRecords(t *testing.T, out string) []pyeval.Record {
 	t.Helper()
-	var recs []answerRecord
+	var recs []pyeval.Record
 	dec := json.NewDecoder(strings.NewReader(out))
 	for dec.More() {
-		var r answerRecord
+		var r pyeval.Record
 		if err := dec.Decode(&r); err != nil {
 			t.Fatalf("output %q: %v", out, err)
 		}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/turnwise/turnwise/checkpoint"
 	"github.com/turnwise/turnwise/data"
+	"github.com/turnwise/turnwise/dist"
 	"github.com/turnwise/turnwise/engine"
 	"github.com/turnwise/turnwise/internal/outfile"
 	"github.com/turnwise/turnwise/model/llama"
@@ -76,13 +77,22 @@ func runSFT(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	if mf.count() == 0 {
 		mf.preset = "builtin"
 	}
+	// One rank of a data-parallel job (train launch, torchrun, Slurm) uses
+	// the GPU of its LOCAL_RANK; rank 0 reports.
+	job, err := dist.FromEnv(os.Getenv)
+	if err != nil {
+		return err
+	}
+	mf.device = job.LocalRank
+	if job.Rank != 0 {
+		stdout = io.Discard
+	}
 
 	// The model and its tokenizer.
 	var (
 		m   *llama.Model
 		ad  *llama.Adapter
 		tok tokenizer.Tokenizer
-		err error
 	)
 	if mf.preset == "builtin" {
 		b, err := mf.open()
@@ -144,9 +154,14 @@ func runSFT(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	if err := outfile.CheckDir(*runDir); err != nil {
 		return err
 	}
+	comm, leave, err := joinJob(m.Backend(), job)
+	if err != nil {
+		return err
+	}
+	defer leave()
 	tr, err := trainer.New(m, ad, train, eval, trainer.Config{
 		Steps: *steps, MicroBatches: *micro, EvalEvery: *evalEvery, EvalBatches: 2,
-		CheckpointEvery: *ckEvery, KeepCheckpoints: *keep, RunDir: *runDir, Compress: true,
+		CheckpointEvery: *ckEvery, KeepCheckpoints: *keep, RunDir: *runDir, Compress: true, Comm: comm,
 		Schedule: optim.Schedule{Peak: *lr, Warmup: *warmup, Total: *steps, Cosine: true, MinRatio: *minRatio},
 		AdamW:    optim.AdamWConfig{Beta1: 0.9, Beta2: 0.95, Eps: 1e-8, WeightDecay: float32(*wd), MaxGradNorm: float32(*clip)},
 	}, stdout)
@@ -167,6 +182,13 @@ func runSFT(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	}
 	if err := tr.Run(); err != nil {
 		return err
+	}
+	if comm != nil {
+		// Rank 0 has written the last checkpoint and serves the store:
+		// the ranks leave together.
+		if err := comm.Barrier(); err != nil {
+			return err
+		}
 	}
 	if o := tr.Optimizer(); o.Skipped > 0 {
 		fmt.Fprintf(stdout, "%d steps were skipped for a non-finite gradient\n", o.Skipped)

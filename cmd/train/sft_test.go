@@ -15,10 +15,15 @@ import (
 )
 
 // TestMain lets a test run the train binary's main in a child process: the
-// kill test below starts this test binary with TW_TRAIN_MAIN set.
+// kill test below starts this test binary with TW_TRAIN_MAIN set (the
+// arguments), train launch's tests with TW_TRAIN_ARGV=1 (the arguments are
+// the command line's, as the launcher passes them to its ranks).
 func TestMain(m *testing.M) {
 	if args := os.Getenv("TW_TRAIN_MAIN"); args != "" {
 		os.Exit(run(strings.Fields(args), os.Stdin, os.Stdout, os.Stderr))
+	}
+	if os.Getenv("TW_TRAIN_ARGV") == "1" {
+		os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 	}
 	os.Exit(m.Run())
 }

@@ -8,8 +8,9 @@
 // The op contracts are on engine.Backend. cpu.go holds the Backend, its
 // buffers and the goroutine split; every op family has one file, named as
 // its kernel file in kernels/ and its wrappers in engine/cuda are:
-// elementwise.go, gemm.go, embedding.go, rmsnorm.go, rope.go, attention.go,
-// swiglu.go, logsoftmax.go, sumsquares.go, adamw.go, sample.go. Beside them:
+// elementwise.go, gemm.go, embedding.go, rmsnorm.go, layernorm.go, bias.go,
+// rope.go, attention.go, swiglu.go, gelu.go, logsoftmax.go, sumsquares.go,
+// adamw.go, sample.go. Beside them:
 // blas.go (OpenBLAS's sgemm and sbgemm), vec.c with vec.h and vec.go (the C
 // inner loops and their Go wrappers) and mathf.go (a float32 exp for loops
 // that stay in Go).
@@ -114,6 +115,11 @@ func (b *Backend) Download(dst []byte, src *engine.Tensor) {
 
 // Sync returns nil: CPU ops complete before they return.
 func (b *Backend) Sync() error { return nil }
+
+// Bytes returns the memory of a tensor on a CPU backend's buffer: its
+// elements in little-endian layout, read and written in place (what a
+// communicator hands to a library). It panics if t lives elsewhere.
+func Bytes(t *engine.Tensor) []byte { return bytesOf(t) }
 
 // bytesOf returns the bytes of a host tensor.
 func bytesOf(t *engine.Tensor) []byte {

@@ -12,15 +12,10 @@ package cuda
 // proper (libcublas) is not needed: cuBLASLt does every GEMM we ask for.
 //
 // Where it looks (the first library that opens and exports every entry
-// point wins):
-//  1. TW_CUBLAS_PATH: a colon-separated list of directories (searched for
-//     libcublasLt.so.N, newest N first) or library files, in that order;
-//  2. then, newest major version first (13, 12, 11, and any newer found): the
-//     dynamic loader's search for libcublasLt.so.N (LD_LIBRARY_PATH, the
-//     ldconfig cache), then the CUDA toolkit directories ($CUDA_HOME,
-//     $CUDA_PATH, /usr/local/cuda*) and Python environments' NVIDIA wheels
-//     (site-packages/nvidia/*/lib under $VIRTUAL_ENV, $CONDA_PREFIX,
-//     ~/.local, /usr/local, /usr, /opt/conda and /opt/*/.venv).
+// point wins): TW_CUBLAS_PATH (a colon-separated list of directories or
+// library files), then libcublasLt.so.N, newest N first, through the dynamic
+// loader and in the CUDA toolkits and Python wheels (runtimeLib, shared with
+// NCCL, says where).
 //
 // The shapes of a run are few, so each gets a plan (descriptors, layouts and
 // the chosen algorithm), made on first use and kept until Close.
@@ -35,10 +30,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
-	"regexp"
-	"slices"
-	"strconv"
 	"strings"
 	"unsafe"
 
@@ -75,115 +66,14 @@ type ltKey struct {
 	alignA, alignB, alignC int
 }
 
-// ltSoname matches a cuBLASLt file name and captures its major version.
-var ltSoname = regexp.MustCompile(`^libcublasLt\.so\.([0-9]+)(\.[0-9]+)*$`)
+// cublasLtLib is where cuBLASLt is looked for (runtimeLib): TW_CUBLAS_PATH,
+// then versions 13, 12 and 11 and any newer found.
+var cublasLtLib = newRuntimeLib("libcublasLt.so", "TW_CUBLAS_PATH", 11, 13, 12, 11)
 
 // cublasLtCandidates lists, in the order to try them, the cuBLASLt files and
-// sonames to open: getenv reads the environment, roots are the directories
-// under which the well-known locations are looked for ("/" on a machine;
-// tests pass a temporary directory).
+// sonames to open (runtimeLib.candidates).
 func cublasLtCandidates(getenv func(string) string, roots []string) []string {
-	var out []string
-	seen := map[string]bool{}
-	add := func(p string) {
-		if !seen[p] {
-			seen[p] = true
-			out = append(out, p)
-		}
-	}
-	for _, p := range filepath.SplitList(getenv("TW_CUBLAS_PATH")) {
-		if st, err := os.Stat(p); err == nil && st.IsDir() {
-			for _, f := range ltFilesIn([]string{p}) {
-				add(f)
-			}
-		} else if p != "" {
-			add(p)
-		}
-	}
-	var dirs []string
-	for _, env := range []string{"CUDA_HOME", "CUDA_PATH"} {
-		if v := getenv(env); v != "" {
-			dirs = append(dirs, filepath.Join(v, "lib64"), filepath.Join(v, "lib"))
-		}
-	}
-	var pyPrefixes []string
-	for _, env := range []string{"VIRTUAL_ENV", "CONDA_PREFIX"} {
-		if v := getenv(env); v != "" {
-			pyPrefixes = append(pyPrefixes, v)
-		}
-	}
-	if home := getenv("HOME"); home != "" {
-		pyPrefixes = append(pyPrefixes, filepath.Join(home, ".local"))
-	}
-	for _, r := range roots {
-		for _, pat := range []string{"usr/local/cuda/lib64", "usr/local/cuda-*/lib64",
-			"usr/local/cuda-*/targets/x86_64-linux/lib"} {
-			dirs = append(dirs, glob(filepath.Join(r, pat))...)
-		}
-		for _, pat := range []string{"usr/local", "usr", "opt/conda", "opt/*/.venv", "opt/*/venv"} {
-			pyPrefixes = append(pyPrefixes, glob(filepath.Join(r, pat))...)
-		}
-	}
-	for _, p := range pyPrefixes {
-		for _, pat := range []string{"lib/python3*/site-packages/nvidia/*/lib", "lib/python3*/dist-packages/nvidia/*/lib",
-			"lib/python3/dist-packages/nvidia/*/lib"} {
-			dirs = append(dirs, glob(filepath.Join(p, pat))...)
-		}
-	}
-	files := ltFilesIn(dirs)
-	majors := []int{13, 12, 11}
-	for _, f := range files {
-		if v := ltMajor(f); !slices.Contains(majors, v) {
-			majors = append(majors, v)
-		}
-	}
-	slices.SortFunc(majors, func(a, b int) int { return b - a })
-	for _, v := range majors {
-		add(fmt.Sprintf("libcublasLt.so.%d", v)) // the dynamic loader's search
-		for _, f := range files {
-			if ltMajor(f) == v {
-				add(f)
-			}
-		}
-	}
-	return out
-}
-
-func glob(pattern string) []string {
-	m, _ := filepath.Glob(pattern) // the only error is a malformed pattern
-	return m
-}
-
-// ltFilesIn returns the cuBLASLt ≥ 11 files in dirs: directory by directory,
-// newest major version first, shortest name (the soname link) first.
-func ltFilesIn(dirs []string) []string {
-	var out []string
-	for _, d := range dirs {
-		var fs []string
-		for _, f := range glob(filepath.Join(d, "libcublasLt.so.*")) {
-			if ltMajor(f) >= 11 {
-				fs = append(fs, f)
-			}
-		}
-		slices.SortStableFunc(fs, func(a, b string) int {
-			if va, vb := ltMajor(a), ltMajor(b); va != vb {
-				return vb - va
-			}
-			return len(a) - len(b)
-		})
-		out = append(out, fs...)
-	}
-	return out
-}
-
-// ltMajor returns the major version in a cuBLASLt file name, or 0.
-func ltMajor(path string) int {
-	m := ltSoname.FindStringSubmatch(filepath.Base(path))
-	if m == nil {
-		return 0
-	}
-	v, _ := strconv.Atoi(m[1])
-	return v
+	return cublasLtLib.candidates(getenv, roots)
 }
 
 // openCUBLASLt opens the first candidate that is a cuBLASLt ≥ 11 exporting

@@ -20,6 +20,13 @@
 #   model             the model's GPU tests (stories260K decoded on the GPU)
 #   stories           `train generate` greedy text of stories260K on the GPU
 #                     must be the documented text
+#   collectives       one GPU rank over NCCL (PyTorch's, found by the torch
+#                     step), started by `train launch`: `train collectives`
+#                     checks every collective and times the all-reduce (with
+#                     one rank nothing crosses a link: the time is NCCL's
+#                     per-call cost)
+#   collectives-cpu   two CPU ranks over Gloo, started by `train launch`: the
+#                     same checks and timings
 #   memcheck, racecheck, synccheck
 #                     compute-sanitizer over the GEMM and attention tests
 #   bench-kernels     the per-kernel table (CUDA events, ceilings measured in
@@ -82,11 +89,15 @@ export OURS_LD_PATH=$B/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 # ours runs one of the bundle's binaries with the bundle's libraries and,
 # when the torch step found one, PyTorch's cuBLASLt on the search paths
 # (after the user's own TW_CUBLAS_PATH).
+# NCCL, where the torch step found one, is passed the same way.
 ours() {
+	local nccl=${TW_NCCL_PATH:-}
+	[ -z "${NCCL_DIR:-}" ] || nccl=${nccl:+$nccl:}$NCCL_DIR
 	if [ -n "${CUBLAS_DIR:-}" ]; then
-		LD_LIBRARY_PATH=$OURS_LD_PATH:$CUBLAS_DIR TW_CUBLAS_PATH=${TW_CUBLAS_PATH:+$TW_CUBLAS_PATH:}$CUBLAS_DIR "$@"
+		LD_LIBRARY_PATH=$OURS_LD_PATH:$CUBLAS_DIR TW_CUBLAS_PATH=${TW_CUBLAS_PATH:+$TW_CUBLAS_PATH:}$CUBLAS_DIR \
+			TW_NCCL_PATH=$nccl "$@"
 	else
-		LD_LIBRARY_PATH=$OURS_LD_PATH "$@"
+		LD_LIBRARY_PATH=$OURS_LD_PATH TW_NCCL_PATH=$nccl "$@"
 	fi
 }
 
@@ -143,13 +154,18 @@ site = os.path.dirname(os.path.dirname(torch.__file__))
 libs = sorted(glob.glob(os.path.join(site, "nvidia", "**", "libcublasLt.so*"), recursive=True)
         + glob.glob(os.path.join(os.path.dirname(torch.__file__), "lib", "libcublasLt.so*")))
 print("cublasLt:", libs)
+nccl = sorted(glob.glob(os.path.join(site, "nvidia", "**", "libnccl.so*"), recursive=True)
+        + glob.glob(os.path.join(os.path.dirname(torch.__file__), "lib", "libnccl.so*")))
+print("nccl:", nccl)
 with open(os.path.join(os.environ["WORK"], "torch.env"), "w") as f:
     f.write("TORCH_PY=%s\n" % sys.executable)
     if libs:
         f.write("CUBLAS_DIR=%s\n" % os.path.dirname(libs[0]))
+    if nccl:
+        f.write("NCCL_DIR=%s\n" % os.path.dirname(nccl[0]))
 EOF
 	load_torch
-	note "$("$TORCH_PY" -c 'import torch; print("torch", torch.__version__)'), cuBLAS in ${CUBLAS_DIR:-(none found)}"
+	note "$("$TORCH_PY" -c 'import torch; print("torch", torch.__version__)'), cuBLAS in ${CUBLAS_DIR:-(none found)}, NCCL in ${NCCL_DIR:-(none found)}"
 }
 
 # conformance runs the suite's test binary with the given arguments, and
@@ -224,6 +240,33 @@ step_stories() {
 	esac
 }
 
+# collectives NPROC FLAGS… runs `train collectives` under `train launch`
+# with NPROC ranks, and notes which library ran it and the all-reduce
+# bandwidth at the largest size.
+collectives() {
+	local nproc=$1 port=$2
+	shift 2
+	load_torch
+	cd "$B" || exit 1
+	ours bin/train launch --nproc-per-node "$nproc" --master-port "$port" -- collectives "$@" >"$WORK/coll.out" 2>&1
+	rc=$?
+	cat "$WORK/coll.out"
+	lib=$(grep -m1 -o 'through .*' "$WORK/coll.out")
+	bw=$(grep 'all-reduce f32' "$WORK/coll.out" | tail -1 | sed 's/^\[rank 0\] //; s/  */ /g')
+	if [ "$rc" -ne 0 ]; then
+		note "failed: $(grep -m1 -E 'failed|error' "$WORK/coll.out")"
+		exit 1
+	fi
+	note "$nproc rank(s) ${lib:-?}: every collective matches; ${bw:-no bandwidth line}"
+}
+
+step_collectives() {
+	gpu_only "has no NCCL (the GPU bundle runs this step)"
+	collectives 1 29531 --backend cuda --sizes 1,16,64,256
+}
+
+step_collectives_cpu() { collectives 2 29532 --backend cpu --threads 1 --sizes 1,16,64; }
+
 # sanitize TOOL runs compute-sanitizer's TOOL over the GEMM and attention
 # tests at their small shapes.
 sanitize() {
@@ -290,9 +333,9 @@ step_bench_report() {
 	note "$# result files: $(cd "$WORK/bench" && ls ./*.json | xargs -n1 basename | tr '\n' ' ')"
 }
 
-export -f ours note skip gpu_only load_torch conformance no_data sanitize
+export -f ours note skip gpu_only load_torch conformance no_data sanitize collectives
 export -f step_device step_torch step_conformance step_conformance_8b step_conformance_8b_cublas \
-	step_model step_stories step_memcheck step_racecheck step_synccheck step_bench_kernels \
+	step_model step_stories step_collectives step_collectives_cpu step_memcheck step_racecheck step_synccheck step_bench_kernels \
 	step_bench_step step_peers step_bench_report
 
 # ---- running and recording ----
@@ -429,6 +472,8 @@ step torch 60
 step conformance 150
 step model 60
 step stories 45
+step collectives 60
+step collectives-cpu 60
 step conformance-8b 150
 step conformance-8b-cublas 60
 step memcheck 60

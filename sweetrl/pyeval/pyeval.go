@@ -10,11 +10,36 @@
 // the ground truth and then the answer are executed and the test's call
 // expression evaluated; the answer's part runs under a one-shot alarm of
 // Options.TestTimeout (1 s, the reference's), the ground truth's under none
-// (but within the answer's wall-clock limit). The test passes when the
-// ground truth's value is not None and equals (==) the answer's; an
-// exception on either side, or a time-out, fails it. The reward is the
-// fraction of tests passed. The ground truth is neither checked nor
-// stripped.
+// (but within the wall-clock limit). The test passes when the ground
+// truth's value is not None and equals the answer's; an exception on either
+// side, or a time-out, fails it. The reward is the fraction of tests
+// passed. The ground truth is neither checked nor stripped.
+//
+// # Comparing
+//
+// Options.Compare says where the outputs meet. CompareIsolated (the
+// default) runs the ground truth in one process and then the answer in
+// another, under different user ids; neither sees the other's source.
+// Each sends its output for every test out as data: tagged JSON for None,
+// bool, int, float (NaN and infinities included), complex, str, bytes,
+// list, tuple, set, frozenset, dict, type objects and the datetime types
+// (see encode in harness.py; a subclass of these goes as its base type's
+// value). The evaluator compares the two with Python's == on those types
+// (see pyEqual) without running any of the answer's code, so an answer
+// whose objects equal anything, that writes result lines of its own, that
+// patches builtins or that walks the stack to the harness gets no pass it
+// did not compute. An output of any other type cannot cross: a test whose
+// ground truth returns one fails ("cannot be compared as data"), as does
+// an answer that returns one. On the 1000 public backend tasks no ground
+// truth does (their outputs are ints, strs, dicts, floats, lists, bools,
+// tuples, sets, Nones, type objects in one task and datetimes in another),
+// so the 994 of 1000 hold. Where the two modes can differ: a NaN equals
+// nothing here, while in one process a container holding the very same
+// NaN object equals itself; module state such as random's is not shared
+// between ground truth and answer; an OrderedDict compares as a plain
+// dict. CompareInProcess keeps the reference's behaviour exactly — both
+// programs in one process, compared with == there — for reproducing its
+// numbers; it is as forgeable as the reference.
 //
 // By default the programs run as the reference runs them: exec and eval
 // inside a function, with that function's locals dictionary as the
@@ -35,10 +60,33 @@
 //
 // # Sandbox
 //
-// Each answer runs in its own Python process (all its tests in it), started
-// with a harness script embedded in the package. The process gets:
+// Each program runs in its own Python process (all its tests in it),
+// started with a harness script embedded in the package. The process gets:
 //
-//   - resource limits, set by the harness before it reads the answer:
+//   - when the evaluator runs as root, a user id of its own from a small
+//     pool without accounts (Options.FirstUID, 60200 by default, and up):
+//     each worker runs its answers under one id and their ground truths
+//     under the next, so answers running at once cannot reach each other's
+//     files or processes, and a process limit counts each apart;
+//   - as root, where the kernel allows, its own mount namespace with a
+//     fresh tmpfs of Options.TmpSize bytes (and 4096 files) on each of /tmp,
+//     /var/tmp, /dev/shm and /run/lock, gone when the process ends, /tmp
+//     being its working directory, HOME and TMPDIR; a fresh /proc showing
+//     only its own processes; and the files named in Options.Hide (the
+//     tasks and answers files, which hold the ground truths) covered by an
+//     empty file. The harness starts as root to mount these, then drops to
+//     its id before it reads anything it is given. Without a mount
+//     namespace (not root, or refused) it gets a private directory in the
+//     evaluator's temporary directory instead, and what it writes in /tmp
+//     or /dev/shm stays;
+//   - no_new_privs, so that nothing it executes gains privileges;
+//   - the interpreter started with -s -B -P (no user site-packages, no
+//     bytecode files, no current directory on the import path; the harness
+//     drops the current directory itself under a Python without -P) and,
+//     with Options.StdlibOnly, -S. Not -I: it implies -E, which ignores
+//     PYTHONHASHSEED, and the hash seed must be fixed for set iteration
+//     order (and so scores) to repeat;
+//   - resource limits, set by the harness before it reads the program:
 //     address space Options.Memory (1 GiB by default: an attempt to
 //     allocate more raises MemoryError), CPU time (the wall-clock limit,
 //     rounded up), file size Options.FileSize, Options.Processes processes
@@ -46,29 +94,28 @@
 //     dumps;
 //   - a wall-clock limit (Options.Timeout) enforced from Go, after which it
 //     is killed;
-//   - a private temporary directory as its working directory, HOME and
-//     TMPDIR, removed afterwards, and a clean environment;
+//   - a clean environment;
 //   - standard input, output and error on /dev/null while the code runs:
 //     the results travel on a descriptor of their own, read in bounded
 //     lines, so that output cannot flood them (an answer that writes to
 //     that descriptor on purpose loses its remaining tests);
-//   - its own process group, killed when the answer is done, whatever
+//   - its own process group, killed when the program is done, whatever
 //     happened;
-//   - when the evaluator runs as root, the account nobody, so that it cannot
-//     write where root can and the process limit applies;
 //   - new network, PID and IPC namespaces where the kernel allows them (for
 //     an evaluator that is not root, inside a new user namespace): no
-//     network at all, and every process the answer starts dies with it.
-//     Where the kernel refuses, answers run without them and
-//     Evaluator.Isolation says so.
+//     network at all, and every process the program starts dies with it.
 //
-// What the sandbox does not do: it does not limit total disk use (only each
-// file's size, and the time to write); without a PID namespace, a process
-// an answer starts that leaves its process group can outlive it; and it
-// does not make the score tamper-proof — an answer runs in the same process
-// as the harness and can forge its result, as it can in the reference by
-// returning an object that equals anything. It protects the machine, not
-// the score.
+// Where the kernel refuses a namespace, or the evaluator is not root,
+// programs run without what it would give, and Evaluator.Isolation says
+// what was obtained. The evaluator's own temporary directory (made only
+// without a mount namespace) is locked while it runs; at start-up, New
+// removes those of earlier evaluators that were killed (see
+// Isolation.StaleRemoved).
+//
+// What the sandbox does not do: it does not limit total disk use outside
+// the tmpfs (only each file's size, and the time to write); without a PID
+// namespace, a process a program starts that leaves its process group can
+// outlive it.
 //
 // Scores do not depend on the order or the parallelism of the run, except
 // through the time limits on a machine too loaded to meet them; processes
@@ -112,6 +159,12 @@ const (
 	// DefaultProcesses is the default limit on the processes of the user an
 	// answer runs as.
 	DefaultProcesses = 64
+	// DefaultFirstUID is the first of the user ids answers run under when
+	// the evaluator runs as root.
+	DefaultFirstUID = 60200
+	// DefaultTmpSize is the default size of each private tmpfs an answer
+	// gets (/tmp, /var/tmp, /dev/shm, /run/lock), in bytes.
+	DefaultTmpSize = 32 << 20
 	// TimeoutMargin is added to the number of tests times the test timeout
 	// to make the default wall-clock limit of an answer: time for the
 	// interpreter to start and for the ground truth to run.
@@ -120,6 +173,44 @@ const (
 
 // openFiles is the limit on an answer's open file descriptors.
 const openFiles = 256
+
+// tmpInodes is the limit on the files in each private tmpfs.
+const tmpInodes = 4096
+
+// Compare says where an answer's outputs are compared with the ground
+// truth's.
+type Compare int
+
+const (
+	// CompareIsolated runs the ground truth and the answer in two separate
+	// processes, under different user ids, each sending its outputs as
+	// data; the evaluator compares them. Nothing the answer does can make
+	// a test pass except returning the right values.
+	CompareIsolated Compare = iota
+	// CompareInProcess runs both in one process and compares with == there,
+	// exactly as the reference does (and as forgeably: an answer can return
+	// an object equal to anything, or reach the harness).
+	CompareInProcess
+)
+
+// String names the mode as the --compare flag spells it.
+func (c Compare) String() string {
+	if c == CompareInProcess {
+		return "in-process"
+	}
+	return "isolated"
+}
+
+// ParseCompare parses "isolated" or "in-process".
+func ParseCompare(s string) (Compare, error) {
+	switch s {
+	case "isolated":
+		return CompareIsolated, nil
+	case "in-process":
+		return CompareInProcess, nil
+	}
+	return 0, fmt.Errorf("compare mode %q: want isolated or in-process", s)
+}
 
 // Options configure an Evaluator. The zero value scores as the reference
 // does, with the defaults above.
@@ -156,6 +247,23 @@ type Options struct {
 	// Processes is the limit on the number of processes of the user an
 	// answer runs as (DefaultProcesses when 0 or less).
 	Processes int
+	// Compare is where outputs are compared (CompareIsolated, the zero
+	// value, by default).
+	Compare Compare
+	// FirstUID is the first of the user ids programs run under when the
+	// evaluator runs as root (DefaultFirstUID when 0 or less): worker w
+	// runs answers as FirstUID+2w and ground truths as FirstUID+2w+1. No
+	// account may own an id of the pool.
+	FirstUID int
+	// TmpSize is the size in bytes of each private tmpfs a program gets
+	// (DefaultTmpSize when 0 or less).
+	TmpSize int64
+	// Hide lists files and directories that programs must not read (the
+	// tasks and answers files, which hold the ground truths): in a
+	// program's mount namespace each is covered by an empty file or an
+	// empty read-only directory. Without a mount namespace they stay
+	// visible, and Isolation says so.
+	Hide []string
 }
 
 // withDefaults fills in the zero fields.
@@ -181,6 +289,12 @@ func (o Options) withDefaults() Options {
 	if o.Processes <= 0 {
 		o.Processes = DefaultProcesses
 	}
+	if o.FirstUID <= 0 {
+		o.FirstUID = DefaultFirstUID
+	}
+	if o.TmpSize <= 0 {
+		o.TmpSize = DefaultTmpSize
+	}
 	return o
 }
 
@@ -202,6 +316,25 @@ type Isolation struct {
 	// Refused, when namespaces are missing, is why: the kernel's answer to
 	// the request for them.
 	Refused string
+	// TmpDirs are the directories on which each program gets a fresh,
+	// private tmpfs of TmpSize bytes in its own mount namespace; empty when
+	// it has none (then it gets a private directory of the evaluator's, and
+	// what it writes elsewhere, e.g. in /tmp or /dev/shm, stays).
+	TmpDirs []string
+	// TmpSize is the size of each of those tmpfs.
+	TmpSize int64
+	// MountRefused, when there is no mount namespace as root, is why.
+	MountRefused string
+	// Proc reports a fresh /proc showing only the program's own processes.
+	Proc bool
+	// NoNewPrivs reports that programs run with no_new_privs set.
+	NoNewPrivs bool
+	// Hidden is the number of files (Options.Hide) covered in programs'
+	// mount namespaces.
+	Hidden int
+	// StaleRemoved lists the temporary directories of earlier, killed
+	// evaluators removed at start-up.
+	StaleRemoved []string
 }
 
 // Lines describes the isolation in a few lines of text, e.g.
@@ -222,12 +355,40 @@ func (iso Isolation) Lines() []string {
 		}
 		return what + ": NOT isolated (" + why + ")"
 	}
-	return []string{
+	files := "temporary files: NOT private (not root: a private directory each, but /tmp and /dev/shm are shared and what is written there stays)"
+	switch {
+	case len(iso.TmpDirs) > 0:
+		files = fmt.Sprintf("temporary files: private (own mount namespace, a fresh tmpfs of %d MiB on each of %s, gone with the program)",
+			iso.TmpSize>>20, strings.Join(iso.TmpDirs, ", "))
+	case iso.MountRefused != "":
+		files = "temporary files: NOT private (" + iso.MountRefused + "): a private directory each, but /tmp and /dev/shm are shared and what is written there stays"
+	}
+	proc := "/proc: the machine's (no PID namespace of its own)"
+	switch {
+	case iso.Proc:
+		proc = "/proc: fresh, showing only the program's own processes"
+	case iso.PID:
+		proc = "/proc: the machine's, but other processes cannot be signalled (own PID namespace)"
+	}
+	hidden := "input files: readable by answers where their permissions allow (no mount namespace to hide them in)"
+	if len(iso.TmpDirs) > 0 {
+		hidden = fmt.Sprintf("input files: %d hidden from programs (tasks and answers files covered in their mount namespace)", iso.Hidden)
+	}
+	priv := "privileges: no_new_privs NOT set; current directory not on the import path"
+	if iso.NoNewPrivs {
+		priv = "privileges: no_new_privs set; current directory not on the import path"
+	}
+	lines := []string{
 		user,
 		ns("network", "network", "own network namespace, no interfaces", iso.Network),
 		ns("processes", "PID", "own PID namespace: every process an answer starts dies with it", iso.PID),
 		ns("IPC", "IPC", "own IPC namespace", iso.IPC),
+		files, proc, hidden, priv,
 	}
+	if n := len(iso.StaleRemoved); n > 0 {
+		lines = append(lines, fmt.Sprintf("removed at start-up: %d temporary directories of an earlier evaluator that was killed", n))
+	}
+	return lines
 }
 
 // String joins Lines with "; ".
@@ -265,6 +426,9 @@ type Evaluator struct {
 
 	opts Options
 	sb   *sandbox
+	// slots hands each running answer a worker number, which fixes its
+	// user ids; it holds Options.Workers numbers.
+	slots chan int
 }
 
 // New finds the interpreter, checks that it runs in the sandbox and which
@@ -276,17 +440,35 @@ func New(ctx context.Context, opts Options) (*Evaluator, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Evaluator{
+	e := &Evaluator{
 		Python:    info.executable,
 		Version:   info.version,
 		Isolation: sb.isolation,
 		opts:      opts,
 		sb:        sb,
-	}, nil
+		slots:     make(chan int, opts.Workers),
+	}
+	for w := range opts.Workers {
+		e.slots <- w
+	}
+	return e, nil
 }
+
+// Close removes the evaluator's temporary directory. An evaluator killed
+// before it closes leaves the directory to the next one's start-up, which
+// removes it.
+func (e *Evaluator) Close() error { return e.sb.close() }
 
 // Options returns the options the evaluator runs with, defaults filled in.
 func (e *Evaluator) Options() Options { return e.opts }
+
+// CompareMode describes where outputs are compared.
+func (e *Evaluator) CompareMode() string {
+	if e.opts.Compare == CompareInProcess {
+		return "in-process (as the reference: the answer's objects are compared with ==, which an answer can forge)"
+	}
+	return "isolated (ground truth and answer in separate processes under different ids; outputs compared as data by the evaluator)"
+}
 
 // Scope names how programs run: "function (as the reference)" or "module".
 func (e *Evaluator) Scope() string {
@@ -411,6 +593,17 @@ func (e *Evaluator) evaluateOne(ctx context.Context, task sweetrl.Task, answer s
 		}
 		return res, nil
 	}
+	var w int
+	select {
+	case w = <-e.slots:
+	case <-ctx.Done():
+		return Result{}, ctx.Err()
+	}
+	defer func() { e.slots <- w }()
+	answerUID, truthUID := e.opts.FirstUID+2*w, e.opts.FirstUID+2*w+1
+	if e.opts.Compare == CompareIsolated {
+		return e.evaluateIsolated(ctx, task, StripFences(answer), res, answerUID, truthUID)
+	}
 	in := harnessInput{
 		Answer:      StripFences(answer),
 		GroundTruth: task.GroundTruth,
@@ -426,11 +619,202 @@ func (e *Evaluator) evaluateOne(ctx context.Context, task sweetrl.Task, answer s
 		return Result{}, fmt.Errorf("encoding the harness input: %w", err)
 	}
 	wall := e.wallLimit(n)
-	out, err := e.sb.run(ctx, "run", data, wall)
+	out, err := e.sb.run(ctx, "run", data, wall, answerUID)
 	if err != nil {
 		return Result{}, err
 	}
 	return interpret(out, res, wall)
+}
+
+// outputsInput is what the harness reads in "outputs" mode.
+type outputsInput struct {
+	Program     string      `json:"program"`
+	Role        string      `json:"role"`
+	Tests       [][2]string `json:"tests"`
+	Skip        []int       `json:"skip"`
+	ModuleScope bool        `json:"module_scope"`
+	TestTimeout float64     `json:"test_timeout"`
+}
+
+// outputLine is one test's line in "outputs" mode.
+type outputLine struct {
+	Test  *int            `json:"test"`
+	Value json.RawMessage `json:"value"`
+	Error *string         `json:"error"`
+}
+
+// evaluateIsolated scores an answer (fences stripped) by running the ground
+// truth under truthUID and then the answer under answerUID, each alone in
+// its own process, and comparing the outputs they send as data. The answer
+// does not run the tests on which the ground truth failed, as in the
+// reference.
+func (e *Evaluator) evaluateIsolated(ctx context.Context, task sweetrl.Task, answer string, res Result, answerUID, truthUID int) (Result, error) {
+	n := len(task.TestCases)
+	wall := e.wallLimit(n)
+	in := outputsInput{Program: task.GroundTruth, Role: "ground truth", Tests: make([][2]string, n), ModuleScope: e.opts.ModuleScope}
+	for i, tc := range task.TestCases {
+		in.Tests[i] = [2]string{tc.Name, tc.Call}
+	}
+	run := func(in outputsInput, uid int) (outcome, error) {
+		data, err := json.Marshal(in)
+		if err != nil {
+			return outcome{}, fmt.Errorf("encoding the harness input: %w", err)
+		}
+		return e.sb.run(ctx, "outputs", data, wall, uid)
+	}
+	truthOut, err := run(in, truthUID)
+	if err != nil {
+		return Result{}, err
+	}
+	truth, truthStop, err := readOutputs(truthOut, n, wall, "ground truth")
+	if err != nil {
+		return Result{}, err
+	}
+	want := make([]value, n)
+	for i, t := range truth {
+		switch {
+		case t.err != "":
+			continue
+		case t.missing:
+			truth[i].err = "not run: " + truthStop
+			continue
+		}
+		v, err := decodeValue(t.value)
+		switch {
+		case err != nil:
+			truth[i].err = "ground truth's output is not data: " + err.Error()
+		case v.kind == kindNone:
+			truth[i].err = "ground truth returned None"
+		case firstOther(&v) != "":
+			truth[i].err = fmt.Sprintf("ground truth's output holds a %s, which cannot be compared as data", firstOther(&v))
+		}
+		want[i] = v
+	}
+	in.Program, in.Role, in.TestTimeout = answer, "answer", e.opts.TestTimeout.Seconds()
+	for i, t := range truth {
+		if t.err != "" {
+			in.Skip = append(in.Skip, i)
+		}
+	}
+	var got []programOutput
+	answerStop := ""
+	if len(in.Skip) < n {
+		answerOut, err := run(in, answerUID)
+		if err != nil {
+			return Result{}, err
+		}
+		got, answerStop, err = readOutputs(answerOut, n, wall, "answer")
+		if err != nil {
+			return Result{}, err
+		}
+	}
+	next := n // the first test the answer did not report
+	for i := range res.Tests {
+		t := &res.Tests[i]
+		if truth[i].err != "" {
+			t.Error = truth[i].err
+			continue
+		}
+		a := got[i]
+		switch {
+		case a.missing:
+			t.Error = "not run: " + answerStop
+			next = min(next, i)
+		case a.err != "":
+			t.Error = a.err
+		default:
+			v, err := decodeValue(a.value)
+			switch {
+			case err != nil:
+				t.Error = "answer's output is not data: " + clip(err.Error())
+			case firstOther(&v) != "":
+				t.Error = fmt.Sprintf("answer's output holds a %s, which cannot be compared as data", clip(firstOther(&v)))
+			case pyEqual(&want[i], &v):
+				t.Passed = true
+				res.Passed++
+			default:
+				t.Error = "outputs differ"
+			}
+		}
+	}
+	res.Reward = float64(res.Passed) / float64(n)
+	switch {
+	case next < n:
+		res.Note = fmt.Sprintf("%s after %d of %d tests", answerStop, next, n)
+	case res.Passed == 0:
+		res.Note = commonError(res.Tests)
+	}
+	return res, nil
+}
+
+// programOutput is what one program reported for one test.
+type programOutput struct {
+	value   json.RawMessage
+	err     string
+	missing bool // no report: the process stopped before
+}
+
+// readOutputs reads an "outputs" process's lines: one output or error per
+// test. Tests it did not report are marked missing, and stop says why it
+// stopped. The error is for a process that stopped before taking its
+// program, which is the evaluator's fault.
+func readOutputs(out outcome, n int, wall time.Duration, role string) ([]programOutput, string, error) {
+	res := make([]programOutput, n)
+	for i := range res {
+		res[i].missing = true
+	}
+	ready, done, next := false, false, 0
+	var stop string
+lines:
+	for _, line := range out.lines {
+		var m harnessLine
+		var o outputLine
+		if json.Unmarshal(line, &m) != nil || json.Unmarshal(line, &o) != nil {
+			stop = fmt.Sprintf("the result channel carried %q (not a result)", clip(string(line)))
+			break
+		}
+		switch {
+		case m.Fatal != nil:
+			stop = "the harness failed: " + *m.Fatal
+			if !ready {
+				stop = "the harness could not take the " + role + ": " + *m.Fatal
+			}
+			break lines
+		case m.Ready != nil && !ready:
+			ready = true
+		case o.Test != nil && ready && *o.Test == next && next < n && (o.Error != nil) != (o.Value != nil):
+			if o.Error != nil {
+				res[next].err = *o.Error
+				if res[next].err == "" {
+					res[next].err = role + " failed"
+				}
+			} else {
+				res[next].value = o.Value
+			}
+			res[next].missing = false
+			next++
+		case m.Done != nil && ready && next == n:
+			done = true
+			break lines
+		default:
+			stop = fmt.Sprintf("the result channel carried %q out of turn", clip(string(line)))
+			break lines
+		}
+	}
+	if !ready && stop == "" {
+		msg := "the Python process stopped before taking the " + role + ": " + out.describeEnd(wall)
+		if s := strings.TrimSpace(out.stderr); s != "" {
+			msg += ": " + clip(s)
+		}
+		return nil, "", errors.New(msg)
+	}
+	if !done && stop == "" {
+		stop = out.describeEnd(wall)
+	}
+	if role != "answer" && stop != "" {
+		stop = role + ": " + stop
+	}
+	return res, stop, nil
 }
 
 // outcome is what one harness process left behind.

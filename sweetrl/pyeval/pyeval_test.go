@@ -27,6 +27,11 @@ func newEvaluator(t *testing.T, opts Options) *Evaluator {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() {
+		if err := e.Close(); err != nil {
+			t.Errorf("closing the evaluator: %v", err)
+		}
+	})
 	t.Logf("python %s (%s); %s", e.Python, e.Version, e.Isolation)
 	return e
 }
@@ -56,8 +61,9 @@ func TestSemantics(t *testing.T) {
 		// want is the reward in the reference's function scope and in
 		// module scope.
 		want, wantModule float64
-		// note, when set, must appear in the Note in function scope.
-		note string
+		// note, when set, must appear in the Note in function scope;
+		// isolatedNote replaces it with CompareIsolated.
+		note, isolatedNote string
 	}
 	cases := []tc{
 		{name: "correct", task: doubleTask(), answer: "def f(x):\n    return x + x", want: 1, wantModule: 1},
@@ -95,7 +101,7 @@ func TestSemantics(t *testing.T) {
 			answer: "def f(x):\n    pass", want: 0, wantModule: 0, note: "ground truth returned None"},
 		{name: "comparison raises", task: doubleTask(),
 			answer: "def f(x):\n    class E:\n        def __eq__(self, o):\n            raise ValueError('ambiguous')\n    return E()",
-			want:   0, wantModule: 0, note: "comparing the outputs raised"},
+			want:   0, wantModule: 0, note: "comparing the outputs raised", isolatedNote: "answer's output holds a colbench_answer.f.<locals>.E, which cannot be compared as data"},
 		{name: "under the time limit", task: doubleTask(),
 			answer: "def f(x):\n    import time\n    time.sleep(0.2)\n    return 2 * x", want: 1, wantModule: 1},
 		{name: "over the time limit", task: task(doubleGT, "f(1)", "f(2)"),
@@ -117,14 +123,22 @@ func TestSemantics(t *testing.T) {
 	for i, c := range cases {
 		tasks[i], answers[i] = c.task, c.answer
 	}
-	for _, module := range []bool{false, true} {
-		e := newEvaluator(t, Options{ModuleScope: module})
+	for _, mode := range []struct {
+		module  bool
+		compare Compare
+	}{{false, CompareIsolated}, {true, CompareIsolated}, {false, CompareInProcess}, {true, CompareInProcess}} {
+		module := mode.module
+		e := newEvaluator(t, Options{ModuleScope: module, Compare: mode.compare})
 		res, err := e.Evaluate(context.Background(), tasks, answers)
 		if err != nil {
 			t.Fatal(err)
 		}
 		for i, c := range cases {
-			t.Run(fmt.Sprintf("%s/module=%v", c.name, module), func(t *testing.T) {
+			c := c
+			if mode.compare == CompareIsolated && c.isolatedNote != "" {
+				c.note = c.isolatedNote
+			}
+			t.Run(fmt.Sprintf("%s/module=%v/compare=%v", c.name, module, mode.compare), func(t *testing.T) {
 				r := res[i]
 				want := c.want
 				if module {
@@ -328,5 +342,32 @@ func TestFrameEmulation(t *testing.T) {
 		if l != "same" {
 			t.Error(l)
 		}
+	}
+}
+
+// BenchmarkEvaluate scores one correct three-test answer per iteration, in
+// each comparison mode: isolated starts two processes per answer,
+// in-process one.
+func BenchmarkEvaluate(b *testing.B) {
+	if _, err := exec.LookPath(DefaultPython); err != nil {
+		b.Skipf("no %s on PATH: %v", DefaultPython, err)
+	}
+	for _, mode := range []Compare{CompareIsolated, CompareInProcess} {
+		b.Run(mode.String(), func(b *testing.B) {
+			e, err := New(context.Background(), Options{Workers: 1, StdlibOnly: true, Compare: mode})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer e.Close()
+			tasks := []sweetrl.Task{doubleTask()}
+			answers := []string{doubleGT}
+			b.ResetTimer()
+			for range b.N {
+				r, err := e.Evaluate(context.Background(), tasks, answers)
+				if err != nil || !r[0].Success() {
+					b.Fatalf("%+v, %v", r, err)
+				}
+			}
+		})
 	}
 }

@@ -22,47 +22,100 @@ import (
 	"unsafe"
 )
 
-// Bounds on what is read back from a harness process.
+// Bounds on what is read back from a harness process, and other constants
+// of the sandbox.
 const (
-	maxLineBytes = 64 << 10 // one result line
-	stderrBytes  = 4 << 10  // the start of its standard error
-	probeTimeout = 30 * time.Second
-	waitDelay    = 2 * time.Second
-	exitGrace    = time.Second // for a process whose result channel closed early
-	nsFlags      = syscall.CLONE_NEWNET | syscall.CLONE_NEWPID | syscall.CLONE_NEWIPC
+	maxLineBytes  = 64 << 10 // one result line in "run" and "probe" modes
+	maxValueBytes = 8 << 20  // one result line in "outputs" mode: an output as data
+	stderrBytes   = 4 << 10  // the start of its standard error
+	probeTimeout  = 30 * time.Second
+	waitDelay     = 2 * time.Second
+	exitGrace     = time.Second // for a process whose result channel closed early
+	nsFlags       = syscall.CLONE_NEWNET | syscall.CLONE_NEWPID | syscall.CLONE_NEWIPC
+	// staleAge is how old a directory of the evaluator's without a lock
+	// must be before start-up cleanup removes it.
+	staleAge = time.Minute
+	// rootPrefix starts the name of the evaluator's temporary directory.
+	rootPrefix = "turnwise-pyeval-"
+	lockName   = ".lock"
 )
 
-// sandbox starts harness processes with the interpreter, account,
-// namespaces and limits New settled on.
+// tmpDirs are the directories that get a private tmpfs in an answer's mount
+// namespace; the first is its working directory, HOME and TMPDIR.
+var tmpDirs = []string{"/tmp", "/var/tmp", "/dev/shm", "/run/lock"}
+
+// sandbox starts harness processes with the interpreter, ids, namespaces
+// and limits New settled on.
 type sandbox struct {
 	python    string   // the interpreter's executable
 	flags     []string // interpreter flags before -c
 	opts      Options
-	cred      *syscall.Credential // nil: run as ourselves
-	uid, gid  int                 // the sandbox account, to own the temporary directory
-	clone     uintptr             // namespace flags
-	userns    bool                // map our own ids into a new user namespace
+	root      bool    // the evaluator runs as root: programs run under pool ids
+	mount     bool    // programs get their own mount namespace (root only)
+	clone     uintptr // namespace flags
+	userns    bool    // map our own ids into a new user namespace
 	isolation Isolation
+	dir       string   // the evaluator's temporary directory
+	lock      *os.File // held open and locked while the evaluator lives
+	hide      []string // absolute paths covered in a program's mount namespace
+}
+
+// setup is the confinement the harness applies to itself (see harness.py).
+type setup struct {
+	Mount   bool     `json:"mount"`
+	Proc    bool     `json:"proc"`
+	Tmpfs   string   `json:"tmpfs"`
+	TmpDirs []string `json:"tmp_dirs"`
+	Hide    []string `json:"hide"`
+	UID     int      `json:"uid"`
+	GID     int      `json:"gid"`
+}
+
+// confined is what the harness reports of its confinement in probe mode.
+type confined struct {
+	Tmpfs      []string `json:"tmpfs"`
+	Proc       bool     `json:"proc"`
+	NoNewPrivs bool     `json:"no_new_privs"`
+	UID        int      `json:"uid"`
 }
 
 // probeInfo is what the harness says about its interpreter.
 type probeInfo struct {
 	executable string
 	version    string
+	confined   confined
 }
 
-// newSandbox finds an interpreter that runs in the sandbox and settles the
-// isolation.
-func newSandbox(ctx context.Context, opts Options) (*sandbox, probeInfo, error) {
-	base := sandbox{opts: opts, flags: []string{"-B"}, uid: -1, gid: -1}
+// newSandbox removes the stale temporary directories of earlier runs, makes
+// and locks its own, finds an interpreter that runs in the sandbox and
+// settles the isolation.
+func newSandbox(ctx context.Context, opts Options) (_ *sandbox, _ probeInfo, err error) {
+	base := sandbox{opts: opts, flags: []string{"-s", "-B", "-P"}}
 	if opts.StdlibOnly {
 		base.flags = append(base.flags, "-S")
 	}
+	for _, h := range opts.Hide {
+		abs, err := filepath.Abs(h)
+		if err == nil {
+			abs, err = filepath.EvalSymlinks(abs)
+		}
+		if err != nil {
+			return nil, probeInfo{}, fmt.Errorf("hiding %s from answers: %w", h, err)
+		}
+		base.hide = append(base.hide, abs)
+	}
 	if os.Geteuid() == 0 {
-		uid, gid, name := nobody()
-		base.cred = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: []uint32{}}
-		base.uid, base.gid = uid, gid
-		base.isolation.User = fmt.Sprintf("%s (uid %d, gid %d)", name, uid, gid)
+		base.root = true
+		last := opts.FirstUID + 2*opts.Workers - 1
+		if opts.FirstUID <= 0 || last >= 65534 {
+			return nil, probeInfo{}, fmt.Errorf("user ids %d to %d for %d workers: want ids from 1 to 65533", opts.FirstUID, last, opts.Workers)
+		}
+		for id := opts.FirstUID; id <= last; id++ {
+			if u, err := user.LookupId(strconv.Itoa(id)); err == nil {
+				return nil, probeInfo{}, fmt.Errorf("user id %d, in the pool from %d for %d workers, belongs to the account %s: choose another first id", id, opts.FirstUID, opts.Workers, u.Username)
+			}
+		}
+		base.isolation.User = fmt.Sprintf("uids %d–%d, no account: one per running answer, another for its ground truth", opts.FirstUID, last)
 		base.isolation.Dropped = true
 	} else {
 		name := strconv.Itoa(os.Geteuid())
@@ -71,6 +124,15 @@ func newSandbox(ctx context.Context, opts Options) (*sandbox, probeInfo, error) 
 		}
 		base.isolation.User = fmt.Sprintf("%s (uid %d)", name, os.Geteuid())
 	}
+	base.isolation.StaleRemoved = removeStale(os.TempDir())
+	if base.dir, base.lock, err = makeRoot(); err != nil {
+		return nil, probeInfo{}, err
+	}
+	defer func() {
+		if err != nil {
+			base.close()
+		}
+	}()
 
 	candidates, err := pythonCandidates(opts.Python)
 	if err != nil {
@@ -80,6 +142,13 @@ func newSandbox(ctx context.Context, opts Options) (*sandbox, probeInfo, error) 
 	for _, cand := range candidates {
 		sb, info, err := base.settle(ctx, cand)
 		if err == nil {
+			if sb.mount {
+				// Programs make their files in their own tmpfs: the
+				// evaluator needs no directory of its own.
+				if err := sb.close(); err != nil {
+					return nil, probeInfo{}, fmt.Errorf("removing the evaluator's temporary directory: %w", err)
+				}
+			}
 			return sb, info, nil
 		}
 		if ctx.Err() != nil {
@@ -88,25 +157,80 @@ func newSandbox(ctx context.Context, opts Options) (*sandbox, probeInfo, error) 
 		failures = append(failures, err.Error())
 	}
 	who := ""
-	if base.cred != nil {
-		who = " as " + base.isolation.User
+	if base.root {
+		who = " as uid " + strconv.Itoa(opts.FirstUID)
 	}
 	return nil, probeInfo{}, fmt.Errorf("no Python interpreter runs%s: %s", who, strings.Join(failures, "; "))
 }
 
-// nobody returns the ids and name of the unprivileged account answers run
-// as under root.
-func nobody() (uid, gid int, name string) {
-	uid, gid, name = 65534, 65534, "nobody"
-	if u, err := user.Lookup("nobody"); err == nil {
-		if v, err := strconv.Atoi(u.Uid); err == nil {
-			uid = v
-		}
-		if v, err := strconv.Atoi(u.Gid); err == nil {
-			gid = v
+// makeRoot makes the evaluator's temporary directory and locks it: the
+// lock, held while the evaluator lives, tells start-up cleanup that the
+// directory is in use.
+func makeRoot() (string, *os.File, error) {
+	dir, err := os.MkdirTemp("", rootPrefix)
+	if err != nil {
+		return "", nil, fmt.Errorf("making the evaluator's temporary directory: %w", err)
+	}
+	lock, err := os.OpenFile(filepath.Join(dir, lockName), os.O_CREATE|os.O_RDWR, 0o600)
+	if err == nil {
+		if err = syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+			lock.Close()
 		}
 	}
-	return uid, gid, name
+	if err == nil {
+		if err = os.Chmod(dir, 0o711); err != nil { // programs enter their own directories, list none
+			lock.Close()
+		}
+	}
+	if err != nil {
+		os.RemoveAll(dir)
+		return "", nil, fmt.Errorf("locking the evaluator's temporary directory %s: %w", dir, err)
+	}
+	return dir, lock, nil
+}
+
+// removeStale removes from tmp the directories of evaluators that are no
+// longer running (killed before they could clean up) and returns their
+// paths. A directory is stale when its lock can be taken or, lacking a
+// lock, when it is older than staleAge.
+func removeStale(tmp string) []string {
+	entries, err := os.ReadDir(tmp)
+	if err != nil {
+		return nil
+	}
+	var removed []string
+	for _, e := range entries {
+		if !e.IsDir() || !strings.HasPrefix(e.Name(), rootPrefix) {
+			continue
+		}
+		dir := filepath.Join(tmp, e.Name())
+		if stale(dir) && removeAll(dir) == nil {
+			removed = append(removed, dir)
+		}
+	}
+	return removed
+}
+
+// stale reports whether dir belongs to an evaluator that is gone.
+func stale(dir string) bool {
+	lock, err := os.Open(filepath.Join(dir, lockName))
+	if err != nil {
+		fi, err := os.Stat(dir)
+		return err == nil && time.Since(fi.ModTime()) > staleAge
+	}
+	defer lock.Close()
+	return syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) == nil
+}
+
+// close removes the evaluator's temporary directory and releases its lock.
+func (sb *sandbox) close() error {
+	if sb.lock == nil {
+		return nil
+	}
+	err := removeAll(sb.dir)
+	sb.lock.Close()
+	sb.lock = nil
+	return err
 }
 
 // pythonCandidates lists the executables python may mean: itself when it
@@ -140,22 +264,37 @@ func pythonCandidates(python string) ([]string, error) {
 	return out, nil
 }
 
-// settle probes one candidate interpreter, first with namespaces and then,
-// if the kernel refuses them, without; then probes the executable the
-// interpreter reports, which is what answers run under.
+// settle probes one candidate interpreter: first with namespaces and, as
+// root, its own mounts; then without the mounts if they fail, and without
+// namespaces if the kernel refuses them; without -P if the interpreter does
+// not know it. Then it probes the executable the interpreter reports, which
+// is what programs run under.
 func (base sandbox) settle(ctx context.Context, cand string) (*sandbox, probeInfo, error) {
 	sb := base
+	sb.flags = append([]string{}, base.flags...)
 	sb.python = cand
 	sb.clone = nsFlags
-	sb.userns = sb.cred == nil
+	sb.userns = !sb.root
+	sb.mount = sb.root
 	info, err := sb.probe(ctx)
+	if err != nil && strings.Contains(err.Error(), "Unknown option") {
+		// Python before 3.11: the harness drops the current directory from
+		// the import path itself.
+		sb.flags = slicesDelete(sb.flags, "-P")
+		info, err = sb.probe(ctx)
+	}
+	if err != nil && sb.mount && strings.Contains(err.Error(), "mounting") {
+		sb.isolation.MountRefused = err.Error()
+		sb.mount = false
+		info, err = sb.probe(ctx)
+	}
 	if err != nil && nsRefused(err) {
 		sb.isolation.Refused = err.Error()
 		var errno syscall.Errno
 		if errors.As(err, &errno) {
 			sb.isolation.Refused = errno.Error()
 		}
-		sb.clone, sb.userns = 0, false
+		sb.clone, sb.userns, sb.mount = 0, false, false
 		info, err = sb.probe(ctx)
 	}
 	if err != nil {
@@ -176,7 +315,26 @@ func (base sandbox) settle(ctx context.Context, cand string) (*sandbox, probeInf
 	if info.executable == "" {
 		info.executable = sb.python
 	}
+	sb.isolation.TmpDirs = info.confined.Tmpfs
+	sb.isolation.TmpSize = sb.opts.TmpSize
+	sb.isolation.Proc = info.confined.Proc
+	sb.isolation.NoNewPrivs = info.confined.NoNewPrivs
+	sb.isolation.Hidden = len(sb.hide)
+	if !sb.mount {
+		sb.isolation.Hidden = 0
+	}
 	return &sb, info, nil
+}
+
+// slicesDelete returns s without the elements equal to v.
+func slicesDelete(s []string, v string) []string {
+	out := s[:0]
+	for _, x := range s {
+		if x != v {
+			out = append(out, x)
+		}
+	}
+	return out
 }
 
 // nsRefused reports whether a start failure is the kernel refusing the
@@ -187,9 +345,9 @@ func nsRefused(err error) bool {
 		errors.Is(err, syscall.ENOSYS)
 }
 
-// probe runs the harness in probe mode.
+// probe runs the harness in probe mode, under the first id of the pool.
 func (sb *sandbox) probe(ctx context.Context) (probeInfo, error) {
-	out, err := sb.run(ctx, "probe", nil, probeTimeout)
+	out, err := sb.run(ctx, "probe", nil, probeTimeout, sb.opts.FirstUID)
 	if err != nil {
 		return probeInfo{}, err
 	}
@@ -201,9 +359,10 @@ func (sb *sandbox) probe(ctx context.Context) (probeInfo, error) {
 		return probeInfo{}, errors.New(msg)
 	}
 	var p struct {
-		Executable string  `json:"executable"`
-		Version    string  `json:"version"`
-		Fatal      *string `json:"fatal"`
+		Executable string   `json:"executable"`
+		Version    string   `json:"version"`
+		Confined   confined `json:"confined"`
+		Fatal      *string  `json:"fatal"`
 	}
 	if err := json.Unmarshal(out.lines[0], &p); err != nil || p.Fatal != nil || p.Version == "" {
 		if p.Fatal != nil {
@@ -211,11 +370,12 @@ func (sb *sandbox) probe(ctx context.Context) (probeInfo, error) {
 		}
 		return probeInfo{}, fmt.Errorf("the harness reported %q", clip(string(out.lines[0])))
 	}
-	return probeInfo{executable: p.Executable, version: strings.Join(strings.Fields(p.Version), " ")}, nil
+	return probeInfo{executable: p.Executable, version: strings.Join(strings.Fields(p.Version), " "), confined: p.Confined}, nil
 }
 
-// env is the environment of a harness process whose private directory is
-// dir.
+// env is the environment of a harness process whose working directory is
+// dir. PYTHONHASHSEED is why the interpreter does not run with -I, which
+// would ignore it.
 func env(dir string) []string {
 	return []string{
 		"PATH=/usr/local/bin:/usr/bin:/bin",
@@ -227,32 +387,45 @@ func env(dir string) []string {
 		"PYTHONDONTWRITEBYTECODE=1",
 		"PYTHONIOENCODING=utf-8",
 		"PYTHONNOUSERSITE=1",
+		"PYTHONSAFEPATH=1",
 	}
 }
 
-// run starts one harness process in mode ("run" or "probe") with input on
-// its standard input and collects its result lines until it reports done,
-// closes the channel, or wall passes. The process group (and, with a PID
-// namespace, everything the process started) is killed before run returns.
-// The error is for failures to start the process or to make its directory,
-// and for ctx being done.
-func (sb *sandbox) run(ctx context.Context, mode string, input []byte, wall time.Duration) (out outcome, err error) {
+// run starts one harness process in mode ("run", "outputs" or "probe")
+// under uid (as root; ignored otherwise) with input on its standard input
+// and collects its result lines until it reports done, closes the channel,
+// or wall passes. The process group (and, with a PID namespace, everything
+// the process started) is killed before run returns. The error is for
+// failures to start the process or to make its directory, and for ctx being
+// done.
+func (sb *sandbox) run(ctx context.Context, mode string, input []byte, wall time.Duration, uid int) (out outcome, err error) {
 	if err := ctx.Err(); err != nil {
 		return outcome{}, err
 	}
-	dir, err := os.MkdirTemp("", "turnwise-pyeval-")
-	if err != nil {
-		return outcome{}, fmt.Errorf("making the answer's temporary directory: %w", err)
+	conf := setup{Mount: sb.mount, Proc: sb.mount && sb.clone&syscall.CLONE_NEWPID != 0,
+		Tmpfs:   fmt.Sprintf("size=%d,nr_inodes=%d", sb.opts.TmpSize, tmpInodes),
+		TmpDirs: tmpDirs, Hide: sb.hide, UID: uid, GID: uid}
+	dir := tmpDirs[0]
+	if !sb.mount {
+		// No mount namespace: a private directory in the evaluator's own,
+		// owned by the program's id.
+		if dir, err = os.MkdirTemp(sb.dir, "run-"); err != nil {
+			return outcome{}, fmt.Errorf("making the program's temporary directory: %w", err)
+		}
+		defer func() {
+			if rerr := removeAll(dir); rerr != nil && err == nil {
+				err = fmt.Errorf("removing the program's temporary directory: %w", rerr)
+			}
+		}()
+		if sb.root {
+			if err := os.Chown(dir, uid, uid); err != nil {
+				return outcome{}, fmt.Errorf("handing the temporary directory %s to uid %d: %w", dir, uid, err)
+			}
+		}
 	}
-	defer func() {
-		if rerr := removeAll(dir); rerr != nil && err == nil {
-			err = fmt.Errorf("removing the answer's temporary directory: %w", rerr)
-		}
-	}()
-	if sb.uid >= 0 {
-		if err := os.Chown(dir, sb.uid, sb.gid); err != nil {
-			return outcome{}, fmt.Errorf("handing the temporary directory %s to the sandbox user: %w", dir, err)
-		}
+	setupJSON, err := json.Marshal(conf)
+	if err != nil {
+		return outcome{}, fmt.Errorf("encoding the sandbox setup: %w", err)
 	}
 
 	inR, inW, err := os.Pipe()
@@ -273,9 +446,13 @@ func (sb *sandbox) run(ctx context.Context, mode string, input []byte, wall time
 		strconv.Itoa(cpuSeconds(wall)),
 		strconv.FormatInt(m.FileSize, 10),
 		strconv.Itoa(m.Processes),
-		strconv.Itoa(openFiles))
+		strconv.Itoa(openFiles),
+		string(setupJSON))
 	cmd := exec.Command(sb.python, args...)
 	cmd.Dir = dir
+	if sb.mount {
+		cmd.Dir = "/" // the harness moves to its own /tmp once mounted
+	}
 	cmd.Env = env(dir)
 	cmd.Stdin = inR
 	stderr := &headWriter{limit: stderrBytes}
@@ -285,8 +462,15 @@ func (sb *sandbox) run(ctx context.Context, mode string, input []byte, wall time
 	attr := &syscall.SysProcAttr{
 		Setpgid:    true,
 		Pdeathsig:  syscall.SIGKILL,
-		Credential: sb.cred,
 		Cloneflags: sb.clone,
+	}
+	switch {
+	case sb.mount:
+		// The harness starts as root in its own mount namespace (made
+		// private before it runs), mounts, then changes to uid itself.
+		attr.Unshareflags = syscall.CLONE_NEWNS
+	case sb.root:
+		attr.Credential = &syscall.Credential{Uid: uint32(uid), Gid: uint32(uid), Groups: []uint32{}}
 	}
 	if sb.userns {
 		attr.Cloneflags |= syscall.CLONE_NEWUSER
@@ -313,7 +497,11 @@ func (sb *sandbox) run(ctx context.Context, mode string, input []byte, wall time
 	}
 	resR.SetReadDeadline(start.Add(wall))
 	stopWatch := context.AfterFunc(ctx, func() { resR.SetReadDeadline(time.Unix(1, 0)) })
-	out.lines, out.readErr = readLines(resR, mode)
+	limit := maxLineBytes
+	if mode == "outputs" {
+		limit = maxValueBytes
+	}
+	out.lines, out.readErr = readLines(resR, mode, limit)
 	stopWatch()
 	if errors.Is(out.readErr, os.ErrDeadlineExceeded) {
 		out.readErr = nil
@@ -381,19 +569,28 @@ func waitExit(pid int, timeout time.Duration) bool {
 	}
 }
 
-// readLines reads result lines until the harness says it is done (or, in
-// probe mode, after the first line), the channel closes, or its deadline
-// passes.
-func readLines(r io.Reader, mode string) ([][]byte, error) {
-	br := bufio.NewReaderSize(r, maxLineBytes)
+// readLines reads result lines, each at most limit bytes and all together
+// at most maxTotal(limit), until the harness says it is done (or, in probe
+// mode, after the first line), the channel closes, or its deadline passes.
+func readLines(r io.Reader, mode string, limit int) ([][]byte, error) {
+	br := bufio.NewReaderSize(r, 64<<10)
 	var lines [][]byte
 	// ready, one line per test and done; tasks have ten tests, but allow
 	// for many more.
 	const maxLines = 10000
+	total := 0
+	var pending []byte
 	for len(lines) < maxLines {
-		line, err := br.ReadSlice('\n')
-		if err == bufio.ErrBufferFull {
-			return lines, fmt.Errorf("a result line longer than %d bytes", maxLineBytes)
+		chunk, err := br.ReadSlice('\n')
+		if err == bufio.ErrBufferFull || (err == nil && len(pending) > 0) {
+			pending = append(pending, chunk...)
+			if len(pending) > limit {
+				return lines, fmt.Errorf("a result line longer than %d bytes", limit)
+			}
+			if err == bufio.ErrBufferFull {
+				continue
+			}
+			chunk, pending = pending, nil
 		}
 		if err != nil {
 			if err == io.EOF {
@@ -401,9 +598,12 @@ func readLines(r io.Reader, mode string) ([][]byte, error) {
 			}
 			return lines, err
 		}
-		line = bytes.TrimSpace(line)
+		line := bytes.TrimSpace(chunk)
 		if len(line) == 0 {
 			continue
+		}
+		if total += len(line); total > maxTotal(limit) {
+			return lines, fmt.Errorf("more than %d bytes of results", maxTotal(limit))
 		}
 		lines = append(lines, bytes.Clone(line))
 		if mode == "probe" || isDone(line) {
@@ -412,6 +612,10 @@ func readLines(r io.Reader, mode string) ([][]byte, error) {
 	}
 	return lines, fmt.Errorf("more than %d result lines", maxLines)
 }
+
+// maxTotal is the most a harness process may report in all, given the limit
+// on one line.
+func maxTotal(limit int) int { return 8 * limit }
 
 // isDone reports whether a result line is the harness's last.
 func isDone(line []byte) bool {

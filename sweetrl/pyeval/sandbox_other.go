@@ -29,6 +29,9 @@ func newSandbox(ctx context.Context, opts Options) (*sandbox, probeInfo, error) 
 }
 
 // run fails: the sandbox needs Linux.
-func (sb *sandbox) run(ctx context.Context, mode string, input []byte, wall time.Duration) (outcome, error) {
+func (sb *sandbox) run(ctx context.Context, mode string, input []byte, wall time.Duration, uid int) (outcome, error) {
 	return outcome{}, errors.New(notLinux)
 }
+
+// close does nothing: there is nothing to release.
+func (sb *sandbox) close() error { return nil }

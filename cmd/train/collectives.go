@@ -1,0 +1,119 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/turnwise/turnwise/dist"
+	"github.com/turnwise/turnwise/engine"
+	"github.com/turnwise/turnwise/engine/commtest"
+	"github.com/turnwise/turnwise/engine/gloo"
+)
+
+// openComm joins the communicator of g's job on b: Gloo for the cpu
+// backend, NCCL for cuda. It returns the communicator and a line saying
+// which library runs it.
+func openComm(b engine.Backend, g *dist.Group) (engine.Communicator, string, error) {
+	if b.Name() == "cpu" {
+		c, err := gloo.New(g.Store, g.Rank.Rank, g.WorldSize, gloo.Options{MasterAddr: g.MasterAddr})
+		if err != nil {
+			return nil, "", err
+		}
+		return c, "Gloo (TCP)", nil
+	}
+	return openNCCL(b, g.Store, g.Rank.Rank, g.WorldSize, g.Timeout)
+}
+
+// joinJob joins the data-parallel job r belongs to (started by train launch,
+// torchrun or Slurm) with a communicator on b. A process alone gets a nil
+// communicator. leave closes what was opened.
+func joinJob(b engine.Backend, r dist.Rank) (c engine.Communicator, leave func(), err error) {
+	if r.WorldSize == 1 {
+		return nil, func() {}, nil
+	}
+	g, err := dist.Rendezvous(r, dist.DefaultTimeout)
+	if err != nil {
+		return nil, nil, err
+	}
+	c, _, err = openComm(b, g)
+	if err != nil {
+		g.Close()
+		return nil, nil, err
+	}
+	return c, func() { c.Close(); g.Close() }, nil
+}
+
+// runCollectives is `train collectives`: every rank (started by train
+// launch, torchrun or Slurm, or alone) joins the job, checks each collective
+// against plain sums, and rank 0 prints the all-reduce bandwidth.
+func runCollectives(args []string, _ io.Reader, stdout, stderr io.Writer) error {
+	fs := newFlags("collectives", stderr)
+	var bf backendFlags
+	bf.register(fs)
+	sizes := fs.String("sizes", "1,16,64", "all-reduce sizes to time, in MiB (comma-separated; empty: none)")
+	reps := fs.Int("reps", 5, "timed all-reduces per size (the median is reported)")
+	n := fs.Int("n", 100003, "elements per rank in the correctness checks")
+	timeout := fs.Duration("timeout", dist.DefaultTimeout, "how long the rendezvous waits for every rank")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	var mibs []float64
+	for _, s := range strings.Split(*sizes, ",") {
+		if s = strings.TrimSpace(s); s == "" {
+			continue
+		}
+		v, err := strconv.ParseFloat(s, 64)
+		if err != nil || v <= 0 {
+			return fmt.Errorf("--sizes: %q is not a positive number of MiB", s)
+		}
+		mibs = append(mibs, v)
+	}
+	if *reps < 1 || *n < 1 {
+		return errors.New("--reps and --n must be at least 1")
+	}
+
+	r, err := dist.FromEnv(os.Getenv)
+	if err != nil {
+		return err
+	}
+	bf.device = r.LocalRank
+	b, err := bf.open()
+	if err != nil {
+		return err
+	}
+	g, err := dist.Rendezvous(r, *timeout)
+	if err != nil {
+		return err
+	}
+	defer g.Close()
+	c, lib, err := openComm(b, g)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	fmt.Fprintf(stdout, "collectives: %v on %s through %s\n", r, b.Device(), lib)
+	if err := commtest.Check(b, c, *n); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "collectives: AllReduce, ReduceScatter (f32, bf16), AllGather, Broadcast (f32, bf16, i32) and Barrier match plain sums over %d ranks (%d elements per rank)\n", c.Size(), *n)
+	for _, mib := range mibs {
+		bw, err := commtest.MeasureAllReduce(b, c, int(mib*(1<<20)), *reps)
+		if err != nil {
+			return err
+		}
+		if r.Rank == 0 {
+			fmt.Fprintf(stdout, "all-reduce f32 %8.2f MiB over %d ranks: %10.3f ms  algbw %8.3f GB/s  busbw %8.3f GB/s\n",
+				float64(bw.Bytes)/(1<<20), bw.Ranks, float64(bw.Time)/float64(time.Millisecond), bw.AlgGBps, bw.BusGBps)
+		}
+	}
+	// Rank 0 serves the store: nobody leaves before everyone is done.
+	return c.Barrier()
+}

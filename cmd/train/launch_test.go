@@ -1,0 +1,157 @@
+package main
+
+import (
+	"bytes"
+	"math"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/turnwise/turnwise/checkpoint"
+	"github.com/turnwise/turnwise/metrics"
+)
+
+// freePort returns a TCP port nothing listens on now.
+func freePort(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+}
+
+// launchRun runs train launch with args; its ranks are this test binary
+// running train's main.
+func launchRun(t *testing.T, args ...string) (stdout, stderr string, err error) {
+	t.Setenv("TW_TRAIN_ARGV", "1")
+	var out, errOut bytes.Buffer
+	err = runLaunch(args, strings.NewReader(""), &out, &errOut)
+	return out.String(), errOut.String(), err
+}
+
+// TestLaunchCollectives: two CPU ranks, started by train launch, check
+// every collective over Gloo and rank 0 prints the bandwidth.
+func TestLaunchCollectives(t *testing.T) {
+	out, errOut, err := launchRun(t, "--nproc-per-node", "2", "--master-port", freePort(t), "--",
+		"collectives", "--threads", "1", "--sizes", "0.25", "--reps", "2", "--n", "1001")
+	if err != nil {
+		t.Fatalf("%v\n%s\n%s", err, out, errOut)
+	}
+	for _, want := range []string{
+		"[rank 0] collectives: rank 0 of 2 (local 0 of 2",
+		"[rank 1] collectives: rank 1 of 2 (local 1 of 2",
+		"[rank 0] collectives: AllReduce, ReduceScatter (f32, bf16), AllGather, Broadcast (f32, bf16, i32) and Barrier match plain sums over 2 ranks",
+		"[rank 1] collectives: AllReduce",
+		"[rank 0] all-reduce f32     0.25 MiB over 2 ranks:",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "[rank 1] all-reduce") {
+		t.Errorf("rank 1 printed the bandwidth too:\n%s", out)
+	}
+}
+
+// TestLaunchMissingNode: the second node of a 2-node job never starts; the
+// first node's ranks fail their rendezvous within its timeout, naming the
+// missing ranks, and train launch reports it.
+func TestLaunchMissingNode(t *testing.T) {
+	start := time.Now()
+	_, errOut, err := launchRun(t, "--nproc-per-node", "1", "--nnodes", "2", "--master-addr", "127.0.0.1",
+		"--master-port", freePort(t), "--", "collectives", "--threads", "1", "--timeout", "1s")
+	if err == nil || !strings.Contains(err.Error(), "rank 0 failed (exit status 1): train collectives: rendezvous at 127.0.0.1:") ||
+		!strings.Contains(err.Error(), "rank 1 of 2 never arrived within 1s") {
+		t.Fatalf("error %v, want rank 0's rendezvous error naming rank 1\n%s", err, errOut)
+	}
+	t.Logf("failed after %v: %v", time.Since(start), err)
+}
+
+func TestLaunchUsage(t *testing.T) {
+	for _, args := range [][]string{
+		{"--nproc-per-node", "2"},
+		{"--nproc-per-node", "2", "--", "nosuch"},
+		{"--nproc-per-node", "2", "--", "launch"},
+		{"--nproc-per-node", "2", "sft", "--", "sft"},
+	} {
+		if _, _, err := launchRun(t, args...); err == nil {
+			t.Errorf("train launch %q: no error", args)
+		}
+	}
+}
+
+// TestLaunchSFTDataParallel: two ranks with one packed batch of B tokens
+// each give the per-step losses and gradient norms of one process
+// accumulating two batches of B (relative 1e-6), and only rank 0 writes.
+func TestLaunchSFTDataParallel(t *testing.T) {
+	if testing.Short() {
+		t.Skip("trains twice")
+	}
+	common := []string{"--steps", "4", "--batch-tokens", "256", "--eval-every", "0", "--prompt", "",
+		"--threads", "1", "--checkpoint-every", "2"}
+	one, two := t.TempDir(), t.TempDir()
+	if out, err := runCmd(t, runSFT, "", append([]string{"--run-dir", one, "--micro-batches", "2"}, common...)...); err != nil {
+		t.Fatalf("one process: %v\n%s", err, out)
+	}
+	out, errOut, err := launchRun(t, append([]string{"--nproc-per-node", "2", "--master-port", freePort(t), "--",
+		"sft", "--run-dir", two, "--micro-batches", "1"}, common...)...)
+	if err != nil {
+		t.Fatalf("two ranks: %v\n%s\n%s", err, out, errOut)
+	}
+	if strings.Contains(out, "[rank 1]") {
+		t.Errorf("rank 1 reported too:\n%s", out)
+	}
+	want, got := metricsByStep(t, one), metricsByStep(t, two)
+	if len(want) != 4 || len(got) != 4 {
+		t.Fatalf("%d and %d steps recorded, want 4 and 4", len(want), len(got))
+	}
+	sameMetrics(t, "two ranks", got, want)
+
+	// Resuming the two ranks' run at its step-2 checkpoint with one
+	// process (of 2B) continues it: steps 3 and 4 are the same again.
+	if err := os.RemoveAll(checkpoint.Dir(two, 4)); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := runCmd(t, runSFT, "", append([]string{"--run-dir", two, "--micro-batches", "2"}, common...)...); err != nil ||
+		!strings.Contains(out, "resuming from step 2") {
+		t.Fatalf("resuming with one process: %v\n%s", err, out)
+	}
+	sameMetrics(t, "two ranks, then one process from step 2", metricsByStep(t, two), want)
+}
+
+// sameMetrics compares each step's loss and gradient norm (relative 1e-6).
+func sameMetrics(t *testing.T, what string, got, want map[int64]map[string]float64) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Errorf("%s: %d steps recorded, want %d", what, len(got), len(want))
+	}
+	for step, w := range want {
+		for _, k := range []string{metrics.Loss, metrics.GradNorm} {
+			if rel := math.Abs(got[step][k]-w[k]) / math.Abs(w[k]); !(rel <= 1e-6) {
+				t.Errorf("%s: step %d %s %.10g, one process %.10g (relative %.2g)", what, step, k, got[step][k], w[k], rel)
+			}
+		}
+	}
+}
+
+// metricsByStep returns each step's loss and gradient norm from a run's
+// metrics.jsonl.
+func metricsByStep(t *testing.T, dir string) map[int64]map[string]float64 {
+	recs, err := metrics.Read(filepath.Join(dir, "metrics.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[int64]map[string]float64{}
+	for _, r := range recs {
+		out[r.Step] = map[string]float64{}
+		for _, k := range []string{metrics.Loss, metrics.GradNorm} {
+			out[r.Step][k], _ = r.Get(k)
+		}
+	}
+	return out
+}

@@ -1,0 +1,110 @@
+package trainer
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/turnwise/turnwise/checkpoint"
+	"github.com/turnwise/turnwise/data"
+	"github.com/turnwise/turnwise/engine"
+	"github.com/turnwise/turnwise/model/llama"
+)
+
+// Data parallelism: W ranks, each with the whole model and optimizer, run
+// one step together.
+//   - Data: every rank packs the same batches in the same order; of each W
+//     consecutive batches rank r trains on the r-th. A step of M
+//     micro-batches on W ranks thus sees the W·M batches one process with
+//     M·W micro-batches would, and the data position saved in a checkpoint
+//     is the same on every rank.
+//   - Gradients: after the micro-batches, the flat gradient buffer is
+//     summed across ranks in buckets of bucketElems, in buffer order (a
+//     fixed order: runs repeat), and the update averages over M·W.
+//   - The loss and token count of the step are gathered from every rank and
+//     summed in rank order in float64.
+//   - Rank 0 evaluates and writes metrics and checkpoints; every rank
+//     resumes from the run directory, which all must see.
+//   - The weights are broadcast from rank 0 when the trainer is made, so
+//     every rank starts from the same ones.
+type dataParallel struct {
+	c          engine.Communicator // nil: one process
+	b          engine.Backend
+	rank, size int
+}
+
+// bucketElems is the size of one gradient all-reduce: 4 Mi f32 (16 MiB),
+// large enough that a collective's fixed cost is small beside it.
+const bucketElems = 4 << 20
+
+func newDataParallel(c engine.Communicator, b engine.Backend) *dataParallel {
+	if c == nil || c.Size() == 1 {
+		return &dataParallel{b: b, size: 1}
+	}
+	return &dataParallel{c: c, b: b, rank: c.Rank(), size: c.Size()}
+}
+
+// writes reports whether this rank writes metrics and checkpoints.
+func (d *dataParallel) writes() bool { return d.rank == 0 }
+
+// next returns this rank's next batch: the rank-th of the next size.
+func (d *dataParallel) next(p *data.Packer) llama.Batch {
+	var mine llama.Batch
+	for r := range d.size {
+		if bt := p.Next(); r == d.rank {
+			mine = bt
+		}
+	}
+	return mine
+}
+
+// reduce sums the flat gradient across the ranks and returns the step's
+// loss (the mean of the ranks' losses) and token count (their sum).
+func (d *dataParallel) reduce(grad *engine.Tensor, loss float64, tokens int) (float64, int, error) {
+	if d.c == nil {
+		return loss, tokens, nil
+	}
+	for off := 0; off < grad.Numel(); off += bucketElems {
+		n := min(bucketElems, grad.Numel()-off)
+		bucket := engine.NewTensor(grad.Buffer(), grad.Offset()+4*off, engine.F32, n)
+		if err := d.c.AllReduce(bucket); err != nil {
+			return 0, 0, fmt.Errorf("trainer: all-reducing gradients: %w", err)
+		}
+	}
+	// [loss as float64 bits, tokens as int64] per rank, moved as i32 pairs.
+	mine := binary.LittleEndian.AppendUint64(nil, math.Float64bits(loss))
+	mine = binary.LittleEndian.AppendUint64(mine, uint64(tokens))
+	in := engine.MustAlloc(d.b, engine.I32, 4)
+	all := engine.MustAlloc(d.b, engine.I32, 4*d.size)
+	defer d.b.FreeBuffer(in.Buffer())
+	defer d.b.FreeBuffer(all.Buffer())
+	d.b.Upload(in, mine)
+	if err := d.c.AllGather(all, in); err != nil {
+		return 0, 0, fmt.Errorf("trainer: gathering the ranks' losses: %w", err)
+	}
+	got := make([]byte, all.Bytes())
+	d.b.Download(got, all)
+	var sum float64
+	tokens = 0
+	for r := range d.size {
+		sum += math.Float64frombits(binary.LittleEndian.Uint64(got[16*r:]))
+		tokens += int(binary.LittleEndian.Uint64(got[16*r+8:]))
+	}
+	return sum / float64(d.size), tokens, nil
+}
+
+// broadcastParams gives every rank rank 0's weights, in name order.
+func broadcastParams(c engine.Communicator, params checkpoint.Tensors) error {
+	names := make([]string, 0, len(params))
+	for n := range params {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	for _, n := range names {
+		if err := c.Broadcast(params[n], 0); err != nil {
+			return fmt.Errorf("trainer: broadcasting %s from rank 0: %w", n, err)
+		}
+	}
+	return nil
+}
