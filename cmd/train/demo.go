@@ -33,7 +33,8 @@ tasks, and a table of pass rate and success with 95%% confidence intervals
 is printed, with the critic check of each critic.
 
 With --select each method's learning rate is chosen on the validation split
-from a small grid; --full adds the ablation rows (SWEET-RL with the other
+from a small grid (--select-critic: only the critics', by validation pair
+accuracy); --full adds the ablation rows (SWEET-RL with the other
 critic score, with the other advantage baseline, and the value-head critic)
 and, on the keys family, runs the budget family too (in OUT/budget).
 --from DIR reuses DIR's supervised model and rollouts.
@@ -81,6 +82,7 @@ func runDemo(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	fs.Float64Var(&c.LR.DPO, "mtdpo-lr", c.LR.DPO, "multi-turn DPO learning rate (without --select)")
 	fs.Float64Var(&c.LR.RFT, "rft-lr", c.LR.RFT, "rejection fine-tuning learning rate (without --select)")
 	fs.BoolVar(&c.Select, "select", false, "choose each method's learning rate on the validation split from a small grid")
+	fs.BoolVar(&c.SelectCritic, "select-critic", false, "choose only the critics' learning rates on the validation split (pair accuracy; no episodes)")
 	fs.BoolVar(&c.Full, "full", false, "add the ablation rows, and on the keys family run the budget family too")
 	if err := fs.Parse(args); err != nil {
 		return err

@@ -27,6 +27,12 @@ import "unsafe"
 // library).
 func setBLASThreads(n int) { C.openblas_set_num_threads(C.int(n)) }
 
+// BLASCore returns the name of the CPU core whose kernels the loaded
+// OpenBLAS chose (its runtime dispatch, or OPENBLAS_CORETYPE): GEMM results
+// differ in their last bits between cores, and between one OpenBLAS thread
+// and several, so a seeded run repeats its numbers only where both agree.
+func (b *Backend) BLASCore() string { return C.GoString(C.openblas_get_corename()) }
+
 // sgemm is row-major cblas_sgemm: C = alpha·op(A)·op(B) + beta·C with
 // leading dimensions lda, ldb, ldc.
 func sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {

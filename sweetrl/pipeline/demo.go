@@ -69,7 +69,11 @@ type Config struct {
 
 	LR     LRs
 	Select bool // choose each method's learning rate on the validation split from Grid
-	Full   bool // add the ablation rows: SWEET-RL with the released code's score, and the value-head critic
+	// SelectCritic chooses only the critics' learning rates from Grid (by
+	// validation pair accuracy, which costs no episodes); the policies keep
+	// LR.
+	SelectCritic bool
+	Full         bool // add the ablation rows: SWEET-RL with the released code's score, and the value-head critic
 
 	Log io.Writer
 }
@@ -88,18 +92,24 @@ type Row struct {
 
 // CriticReport is what the demo measured of one critic.
 type CriticReport struct {
-	Name   string        `json:"name"`
-	LR     float64       `json:"lr"`
-	Epoch  int           `json:"epoch"` // the epoch kept
-	Val    rl.PairEval   `json:"validation"`
-	Check  []CheckResult `json:"check"` // on held-out (test) tasks
-	Chosen string        `json:"chosen"`
+	Name  string        `json:"name"`
+	LR    float64       `json:"lr"`
+	Epoch int           `json:"epoch"` // the epoch kept
+	Val   rl.PairEval   `json:"validation"`
+	Check []CheckResult `json:"check"` // on held-out (test) tasks
+	// Baseline is the advantage baseline of Check (that of the actor the
+	// critic ranks for); "" for the value head.
+	Baseline string `json:"baseline,omitempty"`
+	Chosen   string `json:"chosen"`
 }
 
 // Result is what Run measured.
 type Result struct {
-	Family  string         `json:"family"`
-	Seed    uint64         `json:"seed"`
+	Family string `json:"family"`
+	Seed   uint64 `json:"seed"`
+	// Machine is what the numbers depend on beyond the seed and the
+	// commit: the backend, its thread count and OpenBLAS's GEMM kernels.
+	Machine string         `json:"machine"`
 	Rows    []Row          `json:"rows"`
 	Critics []CriticReport `json:"critics"`
 	Choices []string       `json:"choices"` // what was chosen on validation, and why
@@ -153,7 +163,7 @@ func Run(ctx context.Context, c Config) (*Result, error) {
 	if c.Log == nil {
 		c.Log = io.Discard
 	}
-	r := &runner{c: c, f: f, ctx: ctx, tok: tokenizer.Bytes{}, start: time.Now(), res: Result{Family: f.Name, Seed: c.Seed}}
+	r := &runner{c: c, f: f, ctx: ctx, tok: tokenizer.Bytes{}, start: time.Now(), res: Result{Family: f.Name, Seed: c.Seed, Machine: Machine(c.Backend)}}
 	if err := outfile.CheckDir(c.OutDir); err != nil {
 		return nil, err
 	}
@@ -176,6 +186,7 @@ func Run(ctx context.Context, c Config) (*Result, error) {
 			r.rlTrain = append(r.rlTrain, t)
 		}
 	}
+	r.logf("machine: %s (the table repeats where these, the seed and the code agree)", r.res.Machine)
 	r.logf("validation split: %d of the %d RL tasks (%d rollouts) held out from training; %d test tasks never used for a choice",
 		len(r.val), len(rlSet), len(r.rlVal), len(test))
 	if err := r.methods(); err != nil {
@@ -195,6 +206,21 @@ func (r *runner) header(format string, a ...any) {
 func clock(d time.Duration) string {
 	s := int(d.Round(time.Second) / time.Second)
 	return fmt.Sprintf("%d:%02d", s/60, s%60)
+}
+
+// Machine describes what a run's numbers depend on beyond its seed and
+// the code: the backend, and for the CPU backend its thread count and the
+// CPU core whose kernels OpenBLAS chose (GEMM sums differ in their last bits
+// between cores, and between one OpenBLAS thread and several).
+func Machine(b engine.Backend) string {
+	s := b.Name()
+	if t, ok := b.(interface{ Threads() int }); ok {
+		s += fmt.Sprintf(", %d threads", t.Threads())
+	}
+	if k, ok := b.(interface{ BLASCore() string }); ok {
+		s += ", OpenBLAS core " + k.BLASCore()
+	}
+	return s
 }
 
 func (r *runner) manifest() manifest {
@@ -286,6 +312,7 @@ func (r *runner) prepare(train []sweetrl.Task) ([]sweetrl.Trajectory, error) {
 		return nil, err
 	}
 	r.logf("rollouts: mean reward %.3f, success %.3f", sweetrl.MeanReward(trajs), sweetrl.SuccessRate(trajs))
+	r.newSampler() // the rollouts advanced it; what follows starts as a run with --from does
 	return trajs, r.writeManifest(want)
 }
 
@@ -313,9 +340,9 @@ func (r *runner) prefOptions(label string, epochs int, nll float64, lr float64) 
 }
 
 // lrs returns the learning rates to try for a method: the grid with
-// Select, else the configured one.
+// Select (or, for the critic, SelectCritic), else the configured one.
 func (r *runner) lrs(method string, configured float64) []float64 {
-	if r.c.Select {
+	if r.c.Select || (method == "critic" && r.c.SelectCritic) {
 		return Grid()[method]
 	}
 	return []float64{configured}

@@ -126,7 +126,7 @@ func (r *runner) methods() error {
 		out.Summary, out.Health = &s, &h
 		r.res.Rows = append(r.res.Rows, out)
 	}
-	r.header("results on %d held-out tasks of the %s family (seed %d)", len(r.test), r.f.Name, c.Seed)
+	r.header("results on %d held-out tasks of the %s family (seed %d; %s)", len(r.test), r.f.Name, c.Seed, r.res.Machine)
 	PrintTable(c.Log, &r.res)
 	fmt.Fprintf(c.Log, "(total time %s)\n", clock(timeSince(r.start)))
 	js, err := json.MarshalIndent(r.res, "", "  ")
@@ -169,8 +169,12 @@ func PrintTable(w interface{ Write([]byte) (int, error) }, res *Result) {
 			res.Rows[0].Summary.Tasks, res.Rows[0].Summary.Episodes)
 	}
 	for _, cr := range res.Critics {
-		fmt.Fprintf(w, "critic %-28s lr %.0e, epoch %d: validation pair accuracy %.3f, loss %.4f, drift %.3f nats/token; check on held-out tasks %s%%\n",
-			cr.Name, cr.LR, cr.Epoch, cr.Val.Accuracy, cr.Val.Loss, cr.Val.Drift, CheckSummary(cr.Check))
+		bl := ""
+		if cr.Baseline != "" {
+			bl = " (" + cr.Baseline + " baseline)"
+		}
+		fmt.Fprintf(w, "critic %-28s lr %.0e, epoch %d: validation pair accuracy %.3f, loss %.4f, drift %.3f nats/token; check on held-out tasks%s %s%%\n",
+			cr.Name, cr.LR, cr.Epoch, cr.Val.Accuracy, cr.Val.Loss, cr.Val.Drift, bl, CheckSummary(cr.Check))
 	}
 	for _, ch := range res.Choices {
 		fmt.Fprintf(w, "chosen: %s\n", ch)
@@ -264,7 +268,7 @@ func (r *runner) trainCritic(sp criticSpec) (*rl.Critic, error) {
 		}
 	}
 	why := fmt.Sprintf("critic (%s): lr %.0e, epoch %d of %d — the best validation pair accuracy (then loss) %.3f", sp.name, best.lr, best.epoch, c.CriticEpochs, best.ev.Accuracy)
-	if !c.Select {
+	if !c.Select && !c.SelectCritic {
 		why = fmt.Sprintf("critic (%s): lr %.0e (configured), epoch %d of %d — the best validation pair accuracy (then loss) %.3f", sp.name, best.lr, best.epoch, c.CriticEpochs, best.ev.Accuracy)
 	}
 	r.res.Choices = append(r.res.Choices, why)
@@ -279,10 +283,16 @@ func (r *runner) trainCritic(sp criticSpec) (*rl.Critic, error) {
 	}
 	// The check on held-out tasks, with each baseline for a log-probability
 	// critic (the paper's and the released code's).
+	// The report keeps the check with the baseline this critic's actor
+	// ranks by: the released code's score goes with its policy baseline.
 	rep := CriticReport{Name: sp.name, LR: best.lr, Epoch: best.epoch, Val: best.ev}
 	bls := []rl.AdvantageBaseline{c.Baseline}
+	if sp.score == rl.ScoreTrajectory && !sp.value {
+		bls[0] = rl.BaselinePolicy
+	}
 	if !sp.value {
-		bls = append(bls, 1-c.Baseline)
+		bls = append(bls, 1-bls[0])
+		rep.Baseline = bls[0].String()
 	}
 	for k, bl := range bls {
 		crit := best.crit

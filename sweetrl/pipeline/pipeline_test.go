@@ -5,10 +5,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/turnwise/turnwise/engine"
 	"github.com/turnwise/turnwise/engine/cpu"
@@ -57,8 +60,8 @@ func TestFirstStagesBitIdentical(t *testing.T) {
 }
 
 // TestFromReuse reuses a run's supervised model and rollouts: nothing is
-// retrained, the new directory gets the same stages, and a run that asks
-// for other stages is refused.
+// retrained, the new directory gets the same stages and the same results,
+// and a run that asks for other stages is refused.
 func TestFromReuse(t *testing.T) {
 	first := t.TempDir()
 	if _, err := Run(context.Background(), tiny(t, "keys", first)); err != nil {
@@ -80,6 +83,9 @@ func TestFromReuse(t *testing.T) {
 			t.Errorf("%s is not the reused one", f)
 		}
 	}
+	if a, b := readFile(t, filepath.Join(first, "results.json")), readFile(t, filepath.Join(second, "results.json")); !bytes.Equal(a, b) {
+		t.Errorf("a run reusing the stages printed another table:\n%s\nagainst\n%s", b, a)
+	}
 	c.Seed++
 	if _, err := Run(context.Background(), c); err == nil || !strings.Contains(err.Error(), "made with") {
 		t.Errorf("reusing stages of another seed: %v", err)
@@ -87,6 +93,41 @@ func TestFromReuse(t *testing.T) {
 	c.From = t.TempDir()
 	if _, err := Run(context.Background(), c); err == nil || !strings.Contains(err.Error(), "stages.json") {
 		t.Errorf("reusing a directory with no stages: %v", err)
+	}
+}
+
+// TestStagesLeaveAFreshSampler checks that what follows the first stages
+// does not depend on whether they were made or reused: the policy's sampler
+// after them draws the same candidates either way (the rollouts' draws must
+// not advance it).
+func TestStagesLeaveAFreshSampler(t *testing.T) {
+	ctx := context.Background()
+	first := t.TempDir()
+	var pols [2]*rl.Sampler
+	for k, from := range []string{"", first} {
+		c := tiny(t, "keys", first)
+		if from != "" {
+			c.OutDir, c.From = t.TempDir(), from
+		}
+		f, _ := LookupFamily(c.Family)
+		r := &runner{c: c, f: f, ctx: ctx, tok: tokenizer.Bytes{}, start: time.Now()}
+		r.c.Log = io.Discard
+		train, _ := f.Split(c.Seed, c.SFTTasks+c.RLTasks, c.TestTasks)
+		if _, err := r.prepare(train); err != nil {
+			t.Fatal(err)
+		}
+		pols[k] = r.pol
+	}
+	msgs := []tokenizer.Message{{Role: sweetrl.RoleUser, Content: "Need digits for b d g."}}
+	var cands [2][]string
+	for k, p := range pols {
+		var err error
+		if cands[k], err = p.Candidates(msgs, 8); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !slices.Equal(cands[0], cands[1]) {
+		t.Errorf("after made stages the sampler drew %q first, after reused ones %q", cands[0][0], cands[1][0])
 	}
 }
 
@@ -150,9 +191,10 @@ func TestEveryMethod(t *testing.T) {
 				t.Errorf("%d critic reports, want 3", len(res.Critics))
 			}
 			nChecks := map[string]int{"keys": 3, "budget": 4}[family]
-			for _, cr := range res.Critics {
-				if cr.Val.Pairs == 0 || len(cr.Check) != nChecks || cr.Epoch < 1 || cr.Epoch > c.CriticEpochs {
-					t.Errorf("critic %s: %+v", cr.Name, cr)
+			wantBaseline := []string{"reference", "policy", ""} // the paper's, the released code's, the value head
+			for i, cr := range res.Critics {
+				if cr.Val.Pairs == 0 || len(cr.Check) != nChecks || cr.Epoch < 1 || cr.Epoch > c.CriticEpochs || cr.Baseline != wantBaseline[i] {
+					t.Errorf("critic %s: %+v, want the check with baseline %q", cr.Name, cr, wantBaseline[i])
 				}
 			}
 			// a choice per method and critic: rft, mtdpo, 3 critics, 4 actors
@@ -250,5 +292,43 @@ func TestEpisodeHealth(t *testing.T) {
 	h := EpisodeHealth(eps)
 	if h.Degenerate != 0.5 || h.NoAnswer != 0.75 || h.MeanTurns != 1.5 {
 		t.Errorf("health %+v, want degenerate 0.5, no answer 0.75, 1.5 turns", h)
+	}
+}
+
+// TestMachine checks that a run names what its numbers depend on beyond the
+// seed: the backend, its threads and OpenBLAS's core.
+func TestMachine(t *testing.T) {
+	got := Machine(cpu.New(cpu.Options{Threads: 3}))
+	core, ok := strings.CutPrefix(got, "cpu, 3 threads, OpenBLAS core ")
+	if !ok || core == "" {
+		t.Errorf("Machine = %q, want \"cpu, 3 threads, OpenBLAS core NAME\"", got)
+	}
+}
+
+// TestSelectCritic chooses the critic's learning rate from the grid and
+// leaves every policy at its configured one.
+func TestSelectCritic(t *testing.T) {
+	c := tiny(t, "keys", t.TempDir())
+	c.From, c.K, c.RLTasks, c.ValTasks, c.SelectCritic = t.TempDir(), 4, 8, 3, true
+	fixture(t, c)
+	var log strings.Builder
+	c.Log = &log
+	res, err := Run(context.Background(), c)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, log.String())
+	}
+	for _, lr := range Grid()["critic"] {
+		if !strings.Contains(log.String(), fmt.Sprintf("critic lr %.0e epoch 1:", lr)) {
+			t.Errorf("the grid's critic lr %g was not tried", lr)
+		}
+	}
+	want := map[string]float64{"rejection fine-tuning": c.LR.RFT, "multi-turn DPO": c.LR.DPO, "SWEET-RL (paper's score)": c.LR.Actor}
+	for _, rw := range res.Rows[1:] {
+		if rw.LR != want[rw.Method] {
+			t.Errorf("%s: lr %g, want the configured %g", rw.Method, rw.LR, want[rw.Method])
+		}
+	}
+	if len(res.Choices) != 4 || !strings.Contains(res.Choices[2], "validation pair accuracy") || strings.Contains(res.Choices[2], "configured") {
+		t.Errorf("choices %q: want the critic's chosen on validation pair accuracy", res.Choices)
 	}
 }
