@@ -80,6 +80,9 @@ func Load(dir string, b engine.Backend, groups map[string]Tensors, opt *optim.Ad
 
 	var steps, skipped int
 	if opt != nil {
+		if opt.Sharded() {
+			return fmt.Errorf("checkpoint %s: a sharded optimizer holds one rank's state; load into an unsharded one and take the shard (LoadShard)", dir)
+		}
 		f, name, err := openOptimizer(dir, m)
 		if err != nil {
 			return err

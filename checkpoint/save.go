@@ -298,6 +298,9 @@ const (
 // parameter's moments and master weights, in parameter order, and the step
 // counts as metadata.
 func optimizerTensors(b engine.Backend, opt *optim.AdamW) ([]safetensors.Tensor, map[string]string, error) {
+	if opt.Sharded() {
+		return nil, nil, fmt.Errorf("a sharded optimizer holds one rank's state; save its Gather")
+	}
 	var ts []safetensors.Tensor
 	for _, p := range opt.Params {
 		for _, s := range paramState(p) {

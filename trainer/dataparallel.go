@@ -10,6 +10,7 @@ import (
 	"github.com/turnwise/turnwise/data"
 	"github.com/turnwise/turnwise/engine"
 	"github.com/turnwise/turnwise/model/llama"
+	"github.com/turnwise/turnwise/optim"
 )
 
 // Data parallelism: W ranks, each with the whole model and optimizer, run
@@ -26,6 +27,13 @@ import (
 //     summed in rank order in float64.
 //   - Rank 0 evaluates and writes metrics and checkpoints; every rank
 //     resumes from the run directory, which all must see.
+//   - ZeRO-1 (Config.Zero 1): the optimizer is sharded (optim.NewShardedAdamW);
+//     its step reduce-scatters the gradient instead of all-reducing it and
+//     all-gathers the weights. A checkpoint holds the whole, unsharded
+//     optimizer state, gathered from the ranks (optim.AdamW.Gather) and
+//     written by rank 0 — the same files as without ZeRO, so any world size,
+//     sharded or not, resumes from it; each rank takes its shard on resume.
+//     Saving thus needs the whole state's memory for a moment.
 //   - The weights are broadcast from rank 0 when the trainer is made, so
 //     every rank starts from the same ones.
 type dataParallel struct {
@@ -59,13 +67,77 @@ func (d *dataParallel) next(p *data.Packer) llama.Batch {
 	return mine
 }
 
-// reduce sums the flat gradient across the ranks and returns the step's
-// loss (the mean of the ranks' losses) and token count (their sum).
-func (d *dataParallel) reduce(grad *engine.Tensor, loss float64, tokens int) (float64, int, error) {
+// newOptimizer returns the run's optimizer over params: sharded across the
+// ranks for ZeRO-1 in a job of several ranks, else whole.
+func newOptimizer(b engine.Backend, cfg Config, params checkpoint.Tensors) (*optim.AdamW, error) {
+	switch {
+	case cfg.Zero < 0 || cfg.Zero > 1:
+		return nil, fmt.Errorf("trainer: ZeRO stage %d; want 0 or 1", cfg.Zero)
+	case cfg.Zero == 1 && cfg.Comm != nil && cfg.Comm.Size() > 1:
+		return optim.NewShardedAdamW(b, cfg.AdamW, params, cfg.Comm)
+	}
+	return optim.NewAdamW(b, cfg.AdamW, params)
+}
+
+// step applies the optimizer step (with a sharded optimizer, a collective).
+func (d *dataParallel) step(opt *optim.AdamW, lr, gradScale float32) (optim.StepResult, error) {
+	if opt.Sharded() {
+		return opt.StepSharded(lr, gradScale)
+	}
+	return opt.Step(lr, gradScale), nil
+}
+
+// savedOptimizer returns the optimizer a checkpoint saves and a function
+// that releases it; nil on the ranks that do not write. A sharded
+// optimizer's state is gathered from every rank first (a collective).
+func (t *Trainer) savedOptimizer() (*optim.AdamW, func(), error) {
+	writes := t.cfg.Comm == nil || t.cfg.Comm.Rank() == 0
+	if !t.opt.Sharded() {
+		if !writes {
+			return nil, nil, nil
+		}
+		return t.opt, func() {}, nil
+	}
+	full, err := t.opt.Gather()
+	if err != nil {
+		return nil, nil, fmt.Errorf("trainer: saving step %d: %w", t.st.Step, err)
+	}
+	if !writes {
+		full.Free()
+		return nil, nil, nil
+	}
+	return full, full.Free, nil
+}
+
+// load restores the checkpoint in dir; a sharded optimizer takes its shard
+// of the whole state the checkpoint holds.
+func (t *Trainer) load(dir string) error {
+	b := t.m.Backend()
+	model := map[string]checkpoint.Tensors{"model": t.params}
+	if !t.opt.Sharded() {
+		return checkpoint.Load(dir, b, model, t.opt, &t.st)
+	}
+	full, err := optim.NewAdamW(b, t.cfg.AdamW, t.params)
+	if err != nil {
+		return fmt.Errorf("checkpoint %s: %w", dir, err)
+	}
+	defer full.Free()
+	if err := checkpoint.Load(dir, b, model, full, &t.st); err != nil {
+		return err
+	}
+	t.opt.LoadShard(full)
+	return nil
+}
+
+// reduce sums the flat gradient across the ranks — unless opt is sharded,
+// whose step reduces it — and returns the step's loss (the mean of the
+// ranks' losses) and token count (their sum).
+func (d *dataParallel) reduce(opt *optim.AdamW, loss float64, tokens int) (float64, int, error) {
 	if d.c == nil {
 		return loss, tokens, nil
 	}
-	for off := 0; off < grad.Numel(); off += bucketElems {
+	grad := opt.FlatGrad()
+	for off := 0; off < grad.Numel() && !opt.Sharded(); off += bucketElems {
 		n := min(bucketElems, grad.Numel()-off)
 		bucket := engine.NewTensor(grad.Buffer(), grad.Offset()+4*off, engine.F32, n)
 		if err := d.c.AllReduce(bucket); err != nil {

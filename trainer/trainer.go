@@ -38,6 +38,10 @@ type Config struct {
 	// Comm, when not nil, makes the run one rank of a data-parallel job
 	// (see dataParallel): nil or a job of one is a single process.
 	Comm engine.Communicator
+	// Zero is the ZeRO stage: 1 shards the optimizer's moments and f32
+	// master weights across Comm's ranks (see optim.NewShardedAdamW); 0
+	// keeps the whole optimizer on every rank.
+	Zero int
 }
 
 // state is what trainer.json holds: enough, with the weights and the
@@ -99,7 +103,7 @@ func New(m *llama.Model, ad *llama.Adapter, train, eval *data.Packer, cfg Config
 			out = io.Discard
 		}
 	}
-	opt, err := optim.NewAdamW(b, cfg.AdamW, t.params)
+	opt, err := newOptimizer(b, cfg, t.params)
 	if err != nil {
 		return nil, err
 	}
@@ -133,7 +137,7 @@ func (t *Trainer) Resume() (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	if err := checkpoint.Load(dir, t.m.Backend(), map[string]checkpoint.Tensors{"model": t.params}, t.opt, &t.st); err != nil {
+	if err := t.load(dir); err != nil {
 		return 0, err
 	}
 	if err := t.train.Seek(t.st.Position); err != nil {
@@ -235,11 +239,14 @@ func (t *Trainer) Run() error {
 			p.Release()
 		}
 		var err error
-		if loss, tokens, err = dp.reduce(t.opt.FlatGrad(), loss, tokens); err != nil {
+		if loss, tokens, err = dp.reduce(t.opt, loss, tokens); err != nil {
 			return err
 		}
 		lr := t.cfg.Schedule.LR(t.st.Step)
-		res := t.opt.Step(float32(lr), 1/float32(t.cfg.MicroBatches*dp.size))
+		res, err := dp.step(t.opt, float32(lr), 1/float32(t.cfg.MicroBatches*dp.size))
+		if err != nil {
+			return err
+		}
 		t.st.Step++
 		t.st.Tokens += int64(tokens)
 		t.st.Position = t.train.Position()
@@ -263,7 +270,7 @@ func (t *Trainer) Run() error {
 			}
 		}
 		t.progress.Update(int64(t.st.Step), loss, lr, tps)
-		if t.cfg.RunDir != "" && dp.writes() && ((t.cfg.CheckpointEvery > 0 && t.st.Step%t.cfg.CheckpointEvery == 0) || t.st.Step == t.cfg.Steps) {
+		if t.cfg.RunDir != "" && (dp.writes() || t.opt.Sharded()) && ((t.cfg.CheckpointEvery > 0 && t.st.Step%t.cfg.CheckpointEvery == 0) || t.st.Step == t.cfg.Steps) {
 			if err := t.Save(); err != nil {
 				return err
 			}
@@ -296,10 +303,16 @@ func (t *Trainer) Evaluate() (float64, error) {
 	return sum / float64(n), nil
 }
 
-// Save writes a checkpoint of the current step and prunes old ones.
+// Save writes a checkpoint of the current step and prunes old ones. With a
+// sharded optimizer it is a collective: every rank calls it, rank 0 writes.
 func (t *Trainer) Save() error {
+	opt, done, err := t.savedOptimizer()
+	if err != nil || opt == nil {
+		return err
+	}
+	defer done()
 	dir := checkpoint.Dir(t.cfg.RunDir, t.st.Step)
-	if err := checkpoint.Save(dir, t.m.Backend(), map[string]checkpoint.Tensors{"model": t.params}, t.opt, t.st, t.cfg.Compress); err != nil {
+	if err := checkpoint.Save(dir, t.m.Backend(), map[string]checkpoint.Tensors{"model": t.params}, opt, t.st, t.cfg.Compress); err != nil {
 		return err
 	}
 	return checkpoint.Prune(t.cfg.RunDir, t.cfg.KeepCheckpoints)
