@@ -37,8 +37,8 @@ type Param struct {
 	Name   string
 	W      *engine.Tensor // the weights, float
 	G      *engine.Tensor // [W's shape] f32: the accumulated gradient
-	M, V   *engine.Tensor // [W's shape] f32: Adam's moments
-	Master *engine.Tensor // [W's shape] f32 copy of W when W is not f32, else nil
+	M, V   *engine.Tensor // [W's shape] f32: Adam's moments; nil when sharded (NewShardedAdamW)
+	Master *engine.Tensor // [W's shape] f32 copy of W when W is not f32, else nil; nil when sharded
 }
 
 // AdamW steps a fixed set of parameters. It owns their gradients, moments
@@ -159,7 +159,8 @@ func (o *AdamW) Grad(w *engine.Tensor) *engine.Tensor {
 
 // FlatGrad returns the flat f32 buffer every parameter's gradient is a view
 // of (Grad), in the optimizer's fixed parameter order: what data-parallel
-// training all-reduces.
+// training all-reduces. A sharded optimizer pads it to a multiple of its
+// shards, and its step leaves the gathered weights in it.
 func (o *AdamW) FlatGrad() *engine.Tensor { return o.grad }
 
 // ZeroGrad clears every gradient (one op over the flat gradient buffer).
