@@ -303,8 +303,9 @@ func (t *Trainer) Evaluate() (float64, error) {
 	return sum / float64(n), nil
 }
 
-// Save writes a checkpoint of the current step and prunes old ones. With a
-// sharded optimizer it is a collective: every rank calls it, rank 0 writes.
+// Save writes a checkpoint of the current step and prunes old ones. In a
+// job of several ranks only rank 0 writes; with a sharded optimizer Save is
+// a collective (it gathers the state), which every rank calls.
 func (t *Trainer) Save() error {
 	opt, done, err := t.savedOptimizer()
 	if err != nil || opt == nil {
