@@ -27,6 +27,7 @@ var ErrNoCheckpoint = errors.New("no valid checkpoint")
 type upload struct {
 	dst  *engine.Tensor
 	data []byte
+	b    engine.Backend // dst's backend; nil: Load's
 }
 
 // Load restores the checkpoint in dir, after verifying every file against
@@ -100,6 +101,9 @@ func Load(dir string, b engine.Backend, groups map[string]Tensors, opt *optim.Ad
 		if err != nil {
 			return fmt.Errorf("checkpoint %s: %s: %w", dir, name, err)
 		}
+		for i := range u {
+			u[i].b = opt.Backend() // the optimizer's state may live elsewhere (optim.AdamW.GatherTo)
+		}
 		ups = append(ups, u...)
 		if steps, err = metaInt(f, metaSteps); err != nil {
 			return fmt.Errorf("checkpoint %s: %s: %w", dir, name, err)
@@ -123,10 +127,19 @@ func Load(dir string, b engine.Backend, groups map[string]Tensors, opt *optim.Ad
 	}
 
 	for _, u := range ups {
-		b.Upload(u.dst, u.data)
+		if u.b != nil {
+			u.b.Upload(u.dst, u.data)
+		} else {
+			b.Upload(u.dst, u.data)
+		}
 	}
 	if err := b.Sync(); err != nil {
 		return fmt.Errorf("checkpoint %s: uploading: %w", dir, err)
+	}
+	if opt != nil && opt.Backend() != b {
+		if err := opt.Backend().Sync(); err != nil {
+			return fmt.Errorf("checkpoint %s: uploading the optimizer state: %w", dir, err)
+		}
 	}
 	if opt != nil {
 		opt.Steps, opt.Skipped = steps, skipped
@@ -198,7 +211,7 @@ func match(f *safetensors.File, want Tensors) ([]upload, error) {
 		if info.DType != dt || !slices.Equal(info.Shape, shape) {
 			return nil, fmt.Errorf("tensor %q: the file holds %s%v, the destination is %s%v", name, info.DType, info.Shape, dt, shape)
 		}
-		ups = append(ups, upload{t, data})
+		ups = append(ups, upload{dst: t, data: data})
 	}
 	for _, name := range f.Names() {
 		if _, ok := want[name]; !ok {

@@ -171,7 +171,7 @@ func Save(dir string, b engine.Backend, groups map[string]Tensors, opt *optim.Ad
 		}
 	}
 	if opt != nil {
-		ts, meta, err := optimizerTensors(b, opt)
+		ts, meta, err := optimizerTensors(opt.Backend(), opt) // its state may live elsewhere (optim.AdamW.GatherTo)
 		if err != nil {
 			return fmt.Errorf("checkpoint: save %s: %s: %w", dir, OptimizerName, err)
 		}

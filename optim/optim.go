@@ -67,6 +67,8 @@ type AdamW struct {
 	shardLen int                // elements of a shard, S: m, v and master are [S]
 	gshard   *engine.Tensor     // [S] f32: the summed gradient of the shard
 	spans    []engine.AdamWSpan // every parameter's span in the flat gradient
+	owned    []*engine.Tensor   // parameters the optimizer allocated (Twin), freed with it
+	window   int                // elements per rank of one all-gather of GatherTo
 }
 
 // NewAdamW returns an optimizer over params (by name; the optimizer keeps
@@ -157,6 +159,9 @@ func (o *AdamW) Grad(w *engine.Tensor) *engine.Tensor {
 	return p.G
 }
 
+// Backend returns the backend the optimizer's buffers live on.
+func (o *AdamW) Backend() engine.Backend { return o.b }
+
 // FlatGrad returns the flat f32 buffer every parameter's gradient is a view
 // of (Grad), in the optimizer's fixed parameter order: what data-parallel
 // training all-reduces. A sharded optimizer pads it to a multiple of its
@@ -205,6 +210,10 @@ func (o *AdamW) Free() {
 		}
 	}
 	o.grad, o.m, o.v, o.master, o.acc, o.gshard = nil, nil, nil, nil, nil, nil
+	for _, t := range o.owned {
+		o.b.FreeBuffer(t.Buffer())
+	}
+	o.owned = nil
 	if o.table != nil {
 		o.table.Free(o.b)
 	}

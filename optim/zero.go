@@ -40,7 +40,7 @@ func NewShardedAdamW(b engine.Backend, c AdamWConfig, params map[string]*engine.
 	n = roundUp(n, align*w)
 	s := n / w
 	lo, hi := comm.Rank()*s, (comm.Rank()+1)*s
-	o.comm, o.shardOff, o.shardLen = comm, lo, s
+	o.comm, o.shardOff, o.shardLen, o.window = comm, lo, s, gatherWindow
 	var shard []engine.AdamWSpan // the spans cut to [lo, hi), offsets from lo
 	for _, sp := range spans {
 		a, e := max(sp.Off, lo), min(sp.Off+sp.W.Numel(), hi)
@@ -121,24 +121,74 @@ func (o *AdamW) StepSharded(lr, gradScale float32) (StepResult, error) {
 	return StepResult{GradNorm: norm, Clip: clip}, nil
 }
 
-// Gather returns an unsharded optimizer over the same parameters holding the
-// whole state of the sharded o — every rank's moments and masters — and its
-// step counts: what a checkpoint saves, so that any world size can resume.
-// It is a collective (every rank calls it and gets the whole state); the
-// caller frees the result. Its gradients are zero.
-func (o *AdamW) Gather() (*AdamW, error) {
-	if o.comm == nil {
-		panic("optim: Gather of an optimizer made by NewAdamW")
+// gatherWindow is the most elements of each rank's shard one all-gather of
+// GatherTo moves: the device scratch is gatherWindow × ranks f32 (32 MiB
+// on 8 ranks).
+const gatherWindow = 1 << 20
+
+// Twin returns an unsharded optimizer on hb — the host, say — over zeroed
+// copies of o's parameters there (same names, dtypes and shapes): what a
+// checkpoint's optimizer state is loaded into for LoadShard, and what
+// GatherTo fills. Its weights are not the model's. Free releases them with
+// the rest.
+func (o *AdamW) Twin(hb engine.Backend) (*AdamW, error) {
+	hp := make(map[string]*engine.Tensor, len(o.Params))
+	free := func() {
+		for _, t := range hp {
+			hb.FreeBuffer(t.Buffer())
+		}
 	}
-	full, err := NewAdamW(o.b, o.Config, o.params())
+	for _, p := range o.Params {
+		t, err := engine.Alloc(hb, p.W.DType(), p.W.Shape()...)
+		if err != nil {
+			free()
+			return nil, fmt.Errorf("optim: a copy of %s: %w", p.Name, err)
+		}
+		hp[p.Name] = t
+	}
+	full, err := NewAdamW(hb, o.Config, hp)
 	if err != nil {
+		free()
 		return nil, err
 	}
-	full.Steps, full.Skipped = o.Steps, o.Skipped
-	tmp, err := engine.Alloc(o.b, engine.F32, o.grad.Numel()) // [padded n] f32
-	if err != nil {
-		full.Free()
+	for _, t := range hp {
+		full.owned = append(full.owned, t)
+	}
+	return full, nil
+}
+
+// GatherTo collects the whole state of the sharded o — every rank's moments
+// and masters, and its step counts — into an unsharded optimizer on hb (a
+// Twin): what a checkpoint saves, so that any world size resumes it. It is a
+// collective, which every rank calls; only where keep is set does it build
+// and return the result (the caller frees it), elsewhere nil. The state
+// moves in windows of gatherWindow elements per rank, so the device needs
+// no more than one window's scratch; hb holds the whole state.
+func (o *AdamW) GatherTo(hb engine.Backend, keep bool) (*AdamW, error) {
+	if o.comm == nil {
+		panic("optim: GatherTo of an optimizer made by NewAdamW")
+	}
+	w, s := o.comm.Size(), o.shardLen
+	var full *AdamW
+	var stage []float32 // [padded n]: one kind of state, flat, on the host
+	if keep {
+		var err error
+		if full, err = o.Twin(hb); err != nil {
+			return nil, err
+		}
+		full.Steps, full.Skipped = o.Steps, o.Skipped
+		stage = make([]float32, o.grad.Numel())
+	}
+	fail := func(err error) (*AdamW, error) {
+		if full != nil {
+			full.Free()
+		}
 		return nil, fmt.Errorf("optim: gathering the optimizer state: %w", err)
+	}
+	window := min(s, o.window)
+	tmp, err := engine.Alloc(o.b, engine.F32, w*window) // [W·window] f32
+	if err != nil {
+		return fail(err)
 	}
 	defer o.b.FreeBuffer(tmp.Buffer())
 	for _, k := range []struct {
@@ -146,13 +196,26 @@ func (o *AdamW) Gather() (*AdamW, error) {
 		dst   func(p *Param) *engine.Tensor
 	}{{o.m, func(p *Param) *engine.Tensor { return p.M }}, {o.v, func(p *Param) *engine.Tensor { return p.V }},
 		{o.master, func(p *Param) *engine.Tensor { return p.Master }}} {
-		if err := o.comm.AllGather(tmp, k.shard); err != nil {
-			full.Free()
-			return nil, fmt.Errorf("optim: gathering the optimizer state: %w", err)
+		for j := 0; j < s; j += window {
+			c := min(window, s-j)
+			out := engine.NewTensor(tmp.Buffer(), tmp.Offset(), engine.F32, w*c)
+			if err := o.comm.AllGather(out, engine.NewTensor(k.shard.Buffer(), k.shard.Offset()+4*j, engine.F32, c)); err != nil {
+				return fail(err)
+			}
+			if keep {
+				vals := engine.ToF32(o.b, out)
+				for r := range w {
+					copy(stage[r*s+j:r*s+j+c], vals[r*c:(r+1)*c])
+				}
+			}
+		}
+		if !keep {
+			continue
 		}
 		for i, p := range full.Params {
 			if d := k.dst(p); d != nil {
-				o.b.Copy(d, view(tmp, o.spans[i].Off, p.W))
+				off := o.spans[i].Off
+				engine.SetF32(hb, d, stage[off:off+p.W.Numel()])
 			}
 		}
 	}
@@ -160,9 +223,10 @@ func (o *AdamW) Gather() (*AdamW, error) {
 }
 
 // LoadShard sets the sharded o's moments, masters and step counts to this
-// rank's shard of full's, an unsharded optimizer over the same parameters
-// (as a checkpoint restores it). The masters of f32 parameters, which full
-// does not keep, are their weights.
+// rank's shard of full's, an unsharded optimizer over parameters of the
+// same names and shapes (a Twin, as a checkpoint restores it), on any
+// backend. The masters of f32 parameters, which full does not keep, are
+// o's weights.
 func (o *AdamW) LoadShard(full *AdamW) {
 	if o.comm == nil || full.comm != nil || len(full.Params) != len(o.Params) {
 		panic(fmt.Sprintf("optim: LoadShard wants a sharded optimizer and an unsharded one over the same %d parameters", len(o.Params)))
@@ -170,7 +234,10 @@ func (o *AdamW) LoadShard(full *AdamW) {
 	o.Steps, o.Skipped = full.Steps, full.Skipped
 	lo, hi := o.shardOff, o.shardOff+o.shardLen
 	for i, p := range full.Params {
-		off := o.spans[i].Off
+		q, off := o.Params[i], o.spans[i].Off
+		if p.Name != q.Name || p.W.Numel() != q.W.Numel() {
+			panic(fmt.Sprintf("optim: LoadShard: parameter %d is %s %v here, %s %v in the state loaded", i, q.Name, q.W, p.Name, p.W))
+		}
 		a, e := max(off, lo), min(off+p.W.Numel(), hi)
 		if a >= e {
 			continue
@@ -181,21 +248,12 @@ func (o *AdamW) LoadShard(full *AdamW) {
 		mine := func(t *engine.Tensor) *engine.Tensor {
 			return engine.NewTensor(t.Buffer(), t.Offset()+4*(a-lo), engine.F32, e-a)
 		}
-		o.b.Copy(mine(o.m), part(p.M))
-		o.b.Copy(mine(o.v), part(p.V))
-		src := p.Master
-		if src == nil {
-			src = p.W
+		engine.SetF32(o.b, mine(o.m), engine.ToF32(full.b, part(p.M)))
+		engine.SetF32(o.b, mine(o.v), engine.ToF32(full.b, part(p.V)))
+		if p.Master != nil {
+			engine.SetF32(o.b, mine(o.master), engine.ToF32(full.b, part(p.Master)))
+		} else {
+			o.b.Cast(mine(o.master), part(q.W))
 		}
-		o.b.Cast(mine(o.master), part(src))
 	}
-}
-
-// params returns the optimizer's parameters by name.
-func (o *AdamW) params() map[string]*engine.Tensor {
-	m := make(map[string]*engine.Tensor, len(o.Params))
-	for _, p := range o.Params {
-		m[p.Name] = p.W
-	}
-	return m
 }

@@ -139,7 +139,7 @@ func rankGrads(rank, s int) map[string][]float32 {
 // (goroutines over memComm) and one unsharded optimizer given the ranks'
 // summed gradients, with clipping on, in f32 and bf16: every rank ends with
 // the reference's weights (relative 1e-6: only the norm is summed in another
-// order); Gather gives the reference's moments and masters; and sharded
+// order); GatherTo gives the reference's moments and masters; and sharded
 // optimizers made afresh and loaded from that state (LoadShard) take the
 // next step as the reference does.
 func TestShardedMatchesUnsharded(t *testing.T) {
@@ -207,7 +207,7 @@ func snapshot(o *AdamW) map[string]map[string][]float32 {
 }
 
 // runRank is one rank of TestShardedMatchesUnsharded: it steps a sharded
-// optimizer `steps` times, checks Gather against the reference's state
+// optimizer `steps` times, checks GatherTo against the reference's state
 // then, and steps a fresh optimizer loaded from the gathered state once
 // more, checking the weights against ref's, which has taken that step too.
 func runRank(rank int, dt engine.DType, c AdamWConfig, comm *memComm, steps int, scale float32, state map[string]map[string][]float32, ref *AdamW) error {
@@ -232,11 +232,16 @@ func runRank(rank int, dt engine.DType, c AdamWConfig, comm *memComm, steps int,
 			return err
 		}
 	}
-	full, err := o.Gather()
+	o.window = 7 // several windows per shard, the last one short
+	hb := cpu.New(cpu.Options{Threads: 1})
+	full, err := o.GatherTo(hb, true)
 	if err != nil {
 		return err
 	}
 	defer full.Free()
+	if full.Backend() != hb {
+		return fmt.Errorf("gathered onto %v, want the host backend given", full.Backend())
+	}
 	if full.Steps != steps {
 		return fmt.Errorf("gathered %d steps, want %d", full.Steps, steps)
 	}
@@ -247,7 +252,7 @@ func runRank(rank int, dt engine.DType, c AdamWConfig, comm *memComm, steps int,
 				return fmt.Errorf("%s.%s: gathered %v, the reference has %d elements", p.Name, what, got, len(want))
 			}
 			if got != nil {
-				if err := near(engine.ToF32(b, got), want, 1e-6); err != nil {
+				if err := near(engine.ToF32(hb, got), want, 1e-6); err != nil {
 					return fmt.Errorf("gathered %s.%s: %w", p.Name, what, err)
 				}
 			}

@@ -9,6 +9,7 @@ import (
 	"github.com/turnwise/turnwise/checkpoint"
 	"github.com/turnwise/turnwise/data"
 	"github.com/turnwise/turnwise/engine"
+	"github.com/turnwise/turnwise/engine/cpu"
 	"github.com/turnwise/turnwise/model/llama"
 	"github.com/turnwise/turnwise/optim"
 )
@@ -30,10 +31,11 @@ import (
 //   - ZeRO-1 (Config.Zero 1): the optimizer is sharded (optim.NewShardedAdamW);
 //     its step reduce-scatters the gradient instead of all-reducing it and
 //     all-gathers the weights. A checkpoint holds the whole, unsharded
-//     optimizer state, gathered from the ranks (optim.AdamW.Gather) and
-//     written by rank 0 — the same files as without ZeRO, so any world size,
-//     sharded or not, resumes from it; each rank takes its shard on resume.
-//     Saving thus needs the whole state's memory for a moment.
+//     optimizer state, gathered from the ranks into host memory
+//     (optim.AdamW.GatherTo, a window at a time) and written by rank 0 — the
+//     same files as without ZeRO, so any world size, sharded or not, resumes
+//     from it; on resume each rank loads the whole state into host memory
+//     and takes its shard. The device needs no more than its shard.
 //   - The weights are broadcast from rank 0 when the trainer is made, so
 //     every rank starts from the same ones.
 type dataParallel struct {
@@ -98,15 +100,24 @@ func (t *Trainer) savedOptimizer() (*optim.AdamW, func(), error) {
 		}
 		return t.opt, func() {}, nil
 	}
-	full, err := t.opt.Gather()
+	full, err := t.opt.GatherTo(hostBackend(t.m.Backend()), writes)
 	if err != nil {
 		return nil, nil, fmt.Errorf("trainer: saving step %d: %w", t.st.Step, err)
 	}
 	if !writes {
-		full.Free()
 		return nil, nil, nil
 	}
 	return full, full.Free, nil
+}
+
+// hostBackend returns the backend in host memory that a sharded
+// optimizer's whole state passes through on its way to and from a
+// checkpoint: b itself on the CPU, else a CPU backend.
+func hostBackend(b engine.Backend) engine.Backend {
+	if c, ok := b.(*cpu.Backend); ok {
+		return c
+	}
+	return cpu.New(cpu.Options{})
 }
 
 // load restores the checkpoint in dir; a sharded optimizer takes its shard
@@ -117,7 +128,7 @@ func (t *Trainer) load(dir string) error {
 	if !t.opt.Sharded() {
 		return checkpoint.Load(dir, b, model, t.opt, &t.st)
 	}
-	full, err := optim.NewAdamW(b, t.cfg.AdamW, t.params)
+	full, err := t.opt.Twin(hostBackend(b))
 	if err != nil {
 		return fmt.Errorf("checkpoint %s: %w", dir, err)
 	}
