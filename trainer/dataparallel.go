@@ -121,23 +121,37 @@ func hostBackend(b engine.Backend) engine.Backend {
 }
 
 // load restores the checkpoint in dir; a sharded optimizer takes its shard
-// of the whole state the checkpoint holds.
+// of the whole state the checkpoint holds, which each rank loads into host
+// memory in turn (a collective), so that a node's host holds one whole
+// state at a time.
 func (t *Trainer) load(dir string) error {
 	b := t.m.Backend()
 	model := map[string]checkpoint.Tensors{"model": t.params}
 	if !t.opt.Sharded() {
 		return checkpoint.Load(dir, b, model, t.opt, &t.st)
 	}
-	full, err := t.opt.Twin(hostBackend(b))
-	if err != nil {
-		return fmt.Errorf("checkpoint %s: %w", dir, err)
+	mine := func() error {
+		full, err := t.opt.Twin(hostBackend(b))
+		if err != nil {
+			return fmt.Errorf("checkpoint %s: %w", dir, err)
+		}
+		defer full.Free()
+		if err := checkpoint.Load(dir, b, model, full, &t.st); err != nil {
+			return err
+		}
+		t.opt.LoadShard(full)
+		return nil
 	}
-	defer full.Free()
-	if err := checkpoint.Load(dir, b, model, full, &t.st); err != nil {
-		return err
+	var err error
+	for r := range t.cfg.Comm.Size() {
+		if r == t.cfg.Comm.Rank() {
+			err = mine()
+		}
+		if berr := t.cfg.Comm.Barrier(); berr != nil && err == nil {
+			err = fmt.Errorf("checkpoint %s: waiting for rank %d to load: %w", dir, r, berr)
+		}
 	}
-	t.opt.LoadShard(full)
-	return nil
+	return err
 }
 
 // reduce sums the flat gradient across the ranks — unless opt is sharded,
