@@ -299,7 +299,7 @@ const (
 // counts as metadata.
 func optimizerTensors(b engine.Backend, opt *optim.AdamW) ([]safetensors.Tensor, map[string]string, error) {
 	if opt.Sharded() {
-		return nil, nil, fmt.Errorf("a sharded optimizer holds one rank's state; save its Gather")
+		return nil, nil, fmt.Errorf("a sharded optimizer holds one rank's state; save its GatherTo")
 	}
 	var ts []safetensors.Tensor
 	for _, p := range opt.Params {

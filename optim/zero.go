@@ -25,7 +25,8 @@ import (
 //     so that every rank holds the whole model again.
 // Every element sees the same sums and the same update as unsharded data
 // parallelism; only the gradient norm is summed in another order (it
-// matters when clipping).
+// matters when clipping). A checkpoint holds the whole, unsharded state:
+// GatherTo collects it, LoadShard takes a rank's shard of it.
 
 // NewShardedAdamW returns an optimizer over params in the sharded mode
 // above, for one rank of comm: the moments and masters of this rank's shard,
