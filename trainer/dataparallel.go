@@ -114,8 +114,8 @@ func (t *Trainer) savedOptimizer() (*optim.AdamW, func(), error) {
 // optimizer's whole state passes through on its way to and from a
 // checkpoint: b itself on the CPU, else a CPU backend.
 func hostBackend(b engine.Backend) engine.Backend {
-	if c, ok := b.(*cpu.Backend); ok {
-		return c
+	if b.Device() == engine.CPU {
+		return b
 	}
 	return cpu.New(cpu.Options{})
 }
