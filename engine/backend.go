@@ -8,7 +8,8 @@
 // The package holds, by file:
 //
 //	backend.go     Backend, every op's contract, and the op parameters
-//	               (GemmParams, AdamWParams, SampleParams)
+//	               (GemmParams, AttentionParams, GELUKind, AdamWParams,
+//	               SampleParams)
 //	tensor.go      Tensor, Shape, Buffer, Device, and the MustShape,
 //	               MustDType, MustSameShape checks
 //	dtype.go       DType and its conversions and rounding (bf16, f16)
@@ -42,12 +43,51 @@
 // per value that PyTorch would materialise in bf16.
 package engine
 
+import "fmt"
+
 // GemmParams selects the variant of a GEMM: C = Alpha·op(A)·op(B) + Beta·C.
 type GemmParams struct {
 	TransA bool    // op(A) = Aᵀ
 	TransB bool    // op(B) = Bᵀ
 	Alpha  float32 // scale of the product
 	Beta   float32 // scale of the previous C (0: C is overwritten, never read)
+}
+
+// AttentionParams select the variant of Attention and AttentionBackward.
+type AttentionParams struct {
+	// Scale multiplies every score q·k before the softmax (1/√Dh as a rule).
+	Scale float32
+	// NonCausal lets every query of a sequence see all kLen keys of its
+	// sequence (a vision transformer's attention). The zero value is causal
+	// attention: query t sees keys 0 … t+kLen−qLen.
+	NonCausal bool
+}
+
+// GELUKind selects the GELU of GELU and GELUBackward.
+type GELUKind int
+
+// The GELUs. Φ is the standard normal CDF, σ the logistic sigmoid.
+const (
+	// GELUErf is the exact GELU: x·Φ(x) = x·(1 + erf(x/√2))/2.
+	GELUErf GELUKind = iota
+	// GELUTanh is the tanh approximation:
+	// x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))/2.
+	GELUTanh
+	// GELUQuick is CLIP's quick_gelu: x·σ(1.702·x).
+	GELUQuick
+)
+
+// String returns the kind's name: "erf", "tanh" or "quick".
+func (k GELUKind) String() string {
+	switch k {
+	case GELUErf:
+		return "erf"
+	case GELUTanh:
+		return "tanh"
+	case GELUQuick:
+		return "quick"
+	}
+	return fmt.Sprintf("GELUKind(%d)", int(k))
 }
 
 // AdamWParams are the hyper-parameters of one AdamW update. Step is the
@@ -113,6 +153,16 @@ type Backend interface {
 	// Add: out = a + b, all float of one shape and dtype; out may alias a
 	// or b.
 	Add(out, a, b *Tensor)
+	// AddBias adds a bias to every row, in place: x[i, :] += b.
+	//   x [N, D] float, b [D] of x's dtype
+	// The sum is rounded once to x's dtype.
+	AddBias(x, b *Tensor)
+	// AddBiasBackward accumulates the bias gradient: db += Σ_i dOut[i, :],
+	// summed in f32 or wider in a fixed order (the same bits whatever the
+	// thread count), as RMSNormBackward accumulates dw. The gradient of x is
+	// dOut itself (the caller keeps using it).
+	//   db [D] f32 (or dOut's dtype), dOut [N, D] float
+	AddBiasBackward(db, dOut *Tensor)
 
 	// Gemm: C = Alpha·op(A)·op(B) + Beta·C with f32 accumulation.
 	//   A [batch…, M, K] (or [batch…, K, M] if TransA) float
@@ -148,6 +198,35 @@ type Backend interface {
 	// through unchanged: the caller passes the residual gradient as dx.
 	RMSNormBackward(dx, dw, dOut, x, w, rstd *Tensor)
 
+	// LayerNorm, with a weight and a bias: per row i (f32 arithmetic)
+	//   mean[i] = Σ_j x[i,j]/D,
+	//   rstd[i] = 1/sqrt(Σ_j (x[i,j]−mean[i])²/D + eps),
+	//   out[i,j] = (x[i,j]−mean[i])·rstd[i]·w[j] + b[j], rounded once to
+	//   out's dtype (as PyTorch's layer_norm computes a bf16 input).
+	//   out, x [N, D] float of one dtype; w, b [D] of x's dtype (or both
+	//   f32); mean, rstd [N] f32
+	LayerNorm(out, mean, rstd, x, w, b *Tensor, eps float32)
+	// LayerNormBackward, with n = (x − mean)·rstd and g = dOut·w:
+	//   dx = rstd·(g − mean_j(g) − n·mean_j(g·n))   (overwritten),
+	//   dw += Σ_i dOut·n,  db += Σ_i dOut           (accumulated),
+	// dw and db as RMSNormBackward treats dw: accumulated over the rows in a
+	// fixed order, rounded once to their dtype, nil for a frozen weight or
+	// bias. Unlike RMSNormBackward, dx is overwritten: a pre-norm block adds
+	// it to the residual gradient itself.
+	//   dx, dOut [N, D] of x's dtype; dw, db [D] of w's dtype (or nil);
+	//   other arguments as in LayerNorm (mean and rstd from the forward).
+	LayerNormBackward(dx, dw, db, dOut, x, w, mean, rstd *Tensor)
+
+	// GELU: out = gelu_k(x) element-wise, computed in f32 and rounded once,
+	// except GELUQuick, which rounds as PyTorch's x·sigmoid(1.702·x) does
+	// in bf16: out = round(x·round(σ(round(1.702·x)))).
+	//   out, x any shape of one element count, float of one dtype
+	GELU(out, x *Tensor, k GELUKind)
+	// GELUBackward: dx = dOut·gelu_k'(x), computed in f32 from x (for
+	// GELUQuick the derivative of the exact x·σ(1.702·x)) and rounded once;
+	// dx overwritten, shapes and dtypes as for GELU.
+	GELUBackward(dx, dOut, x *Tensor, k GELUKind)
+
 	// RoPE rotates, in place, each head of x by its token's position in the
 	// rotate-half layout: for pair (j, j+Dh/2) and angle a = pos[i]·invFreq[j]
 	// (f32 product; cos and sin in f32), (x1, x2) ← (x1·cos a − x2·sin a,
@@ -157,26 +236,29 @@ type Backend interface {
 	// RoPEBackward applies the inverse rotation to a gradient, in place.
 	RoPEBackward(dx, pos, invFreq *Tensor)
 
-	// Attention is causal scaled-dot-product attention with grouped-query
-	// heads over packed variable-length sequences. Query head h reads
-	// key/value head h/(H/G). seqs[b] = (qStart, qLen, kStart, kLen), with
-	// qLen ≤ kLen: the sequence's queries are rows qStart… of q and its keys
-	// rows kStart… of k and v, and query t (0-based) sees keys
-	// 0 … t+kLen−qLen — so training (qLen == kLen), prefill and decoding with
-	// a KV cache are the same op. Scores are scaled by scale, softmax in f32.
+	// Attention is scaled-dot-product attention with grouped-query heads
+	// over packed variable-length sequences, causal unless p.NonCausal.
+	// Query head h reads key/value head h/(H/G). seqs[b] = (qStart, qLen,
+	// kStart, kLen), with qLen ≤ kLen: the sequence's queries are rows
+	// qStart… of q and its keys rows kStart… of k and v. Causal, query t
+	// (0-based) sees keys 0 … t+kLen−qLen — so training (qLen == kLen),
+	// prefill and decoding with a KV cache are the same op; non-causal, every
+	// query sees all kLen keys of its sequence. Scores are scaled by p.Scale,
+	// softmax in f32.
 	//   out [Nq, H, Dh] float (q's dtype), lse [Nq, H] f32 (log-sum-exp of the
 	//   scaled scores, saved for the backward), q [Nq, H, Dh], k, v
 	//   [Nk, G, Dh] float, seqs [B, 4] i32
 	// Sequences' query ranges must not overlap (each output row has one
 	// owner); their key ranges may, in the forward. Rows of out and lse that
 	// no sequence covers are left untouched.
-	Attention(out, lse, q, k, v, seqs *Tensor, scale float32)
+	Attention(out, lse, q, k, v, seqs *Tensor, p AttentionParams)
 	// AttentionBackward computes dq, dk, dv from dOut and the forward's
 	// out and lse. dq, dk and dv are overwritten (rows no sequence covers
 	// are zeroed); dk and dv sum over the H/G query heads that share them.
-	// Here the sequences' key ranges must not overlap either.
+	// Here the sequences' key ranges must not overlap either. p as in the
+	// forward.
 	//   dq [Nq, H, Dh], dk, dv [Nk, G, Dh], dOut [Nq, H, Dh], all float
-	AttentionBackward(dq, dk, dv, dOut, out, lse, q, k, v, seqs *Tensor, scale float32)
+	AttentionBackward(dq, dk, dv, dOut, out, lse, q, k, v, seqs *Tensor, p AttentionParams)
 
 	// SwiGLU: out = round(silu(gate)) · up, silu(g) = g·sigmoid(g).
 	//   out, gate, up [N, F] float of one dtype

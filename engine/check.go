@@ -93,6 +93,63 @@ func NormShape(op string, out, rstd, x, w *Tensor) (n, d int) {
 	return n, d
 }
 
+// LayerNormShape checks the arguments shared by LayerNorm and
+// LayerNormBackward (rows = out or dOut) and returns N, D: x [N, D] float,
+// rows [N, D] of x's dtype, w and b [D] of one dtype, x's or f32, mean and
+// rstd [N] f32. b may be nil (the backward has none).
+func LayerNormShape(op string, rows, mean, rstd, x, w, b *Tensor) (n, d int) {
+	if x.Rank() != 2 {
+		panic(fmt.Sprintf("engine: %s: x has shape %v, want [N, D]", op, x.Shape()))
+	}
+	n, d = x.Dim(0), x.Dim(1)
+	MustDType(op, "x", x, F32, BF16, F16)
+	MustShape(op, "out", rows, n, d)
+	MustDType(op, "out", rows, x.DType())
+	MustShape(op, "mean", mean, n)
+	MustShape(op, "rstd", rstd, n)
+	MustDType(op, "mean", mean, F32)
+	MustDType(op, "rstd", rstd, F32)
+	MustShape(op, "w", w, d)
+	MustDType(op, "w", w, x.DType(), F32)
+	if b != nil {
+		MustShape(op, "b", b, d)
+		MustDType(op, "b", b, w.DType())
+	}
+	return n, d
+}
+
+// GELUShape checks that out and x of GELU (or dx, dOut and x of its
+// backward) agree in element count and dtype, and that k is a GELUKind.
+func GELUShape(op string, k GELUKind, out, x *Tensor, more ...*Tensor) {
+	if k < GELUErf || k > GELUQuick {
+		panic(fmt.Sprintf("engine: %s: unknown GELU kind %v", op, k))
+	}
+	MustDType(op, "x", x, F32, BF16, F16)
+	for _, t := range append([]*Tensor{out}, more...) {
+		if t.Numel() != x.Numel() || t.DType() != x.DType() {
+			panic(fmt.Sprintf("engine: %s: %v and x %v differ in element count or dtype", op, t, x))
+		}
+	}
+}
+
+// BiasShape checks AddBias (rows = x, bias = b) and AddBiasBackward (rows =
+// dOut, bias = db) and returns N, D: rows [N, D] float, bias [D] of rows'
+// dtype, or f32 when f32 is allowed.
+func BiasShape(op string, rows, bias *Tensor, f32OK bool) (n, d int) {
+	if rows.Rank() != 2 {
+		panic(fmt.Sprintf("engine: %s: rows have shape %v, want [N, D]", op, rows.Shape()))
+	}
+	n, d = rows.Dim(0), rows.Dim(1)
+	MustDType(op, "rows", rows, F32, BF16, F16)
+	MustShape(op, "bias", bias, d)
+	if f32OK {
+		MustDType(op, "bias", bias, rows.DType(), F32)
+	} else {
+		MustDType(op, "bias", bias, rows.DType())
+	}
+	return n, d
+}
+
 // RoPEShape checks RoPE and RoPEBackward and returns N, H, Dh.
 func RoPEShape(op string, x, pos, invFreq *Tensor) (n, h, dh int) {
 	if x.Rank() != 3 || x.Dim(2)%2 != 0 {

@@ -1,4 +1,4 @@
-// attention.cu — causal grouped-query flash attention over packed
+// attention.cu — grouped-query flash attention, causal or not, over packed
 // variable-length sequences: forward and backward.
 //
 // Contract: engine.Backend.Attention and AttentionBackward
@@ -16,6 +16,9 @@
 //   dk and dv are 16-byte aligned (whole allocations are, and so are views
 //   of whole rows, dh being a multiple of 8), for 16-byte vector loads and
 //   stores; otherwise cudaErrorInvalidValue.
+//   Causality: query t of a sequence sees keys 0 … t+off, off = kLen − qLen
+//   (causal) or kLen (noncausal ≠ 0: every key), and never key kLen or
+//   beyond; every kernel below bounds its keys by that one rule.
 //   Numerics: softmax in f32, out rounded once. The backward is
 //   deterministic: no float atomics; every element is summed by one thread
 //   (or one warp's mma sequence) in a fixed order, so reruns give the same
@@ -440,7 +443,7 @@ template <class T, int D, int N>
 __global__ void __launch_bounds__(kThreads, 2)
     attn_fwd_kernel(T *__restrict__ out, float *__restrict__ lse, const T *__restrict__ q, const T *__restrict__ k,
                     const T *__restrict__ v, const int32_t *__restrict__ seqs, int nseq, int h, int g, int dh,
-                    float sl2) {
+                    float sl2, int noncausal) {
 	typedef FwdSmem<T, D, N> L;
 	constexpr int LT = L::LT, LS = padded<float>(N);
 	extern __shared__ __align__(128) unsigned char smem[]; // wmma needs 32-byte aligned tiles
@@ -456,10 +459,10 @@ __global__ void __launch_bounds__(kThreads, 2)
 	int s, tile;
 	if (find_tile(seqs, nseq, false, rep, blockIdx.x / g, &s, &tile)) {
 		const int qs = seqs[4 * s], ql = seqs[4 * s + 1], ks = seqs[4 * s + 2], kl = seqs[4 * s + 3];
-		const int off = kl - ql, rows = ql * rep;
+		const int off = noncausal ? kl : kl - ql, rows = ql * rep;
 		const int r0 = (ceil_div(rows, kRows) - 1 - tile) * kRows; // last tile first
 		const int r1 = min(r0 + kRows, rows);
-		const int kEnd = (r1 - 1) / rep + off + 1; // keys any row of the tile sees
+		const int kEnd = min((r1 - 1) / rep + off + 1, kl); // keys any row of the tile sees
 		auto qrow = [=](int r) -> int64_t { return r0 + r < r1 ? qrow_offset(qs, r0 + r, rep, h, kvh, dh) : -1; };
 		load_rows<T, D, kRows>(Qs, q, dh, qrow);
 
@@ -467,7 +470,7 @@ __global__ void __launch_bounds__(kThreads, 2)
 		// lane taking the keys of its parity.
 		const int r = lane / 2, half = lane % 2, rho = r0 + warp * kStrip + r;
 		const bool valid = rho < r1;
-		const int last = (valid ? rho : r1 - 1) / rep + off; // the last key the row sees
+		const int last = min((valid ? rho : r1 - 1) / rep + off, kl - 1); // the last key the row sees
 		float m = -INFINITY, l = 0.0f; // running maximum (base 2, scaled) and sum
 		typename AccOf<T, D>::type o;  // Σ P·V, rescaled as m moves
 		o.zero();
@@ -581,7 +584,7 @@ __global__ void __launch_bounds__(kThreads, 2)
     attn_dq_kernel(T *__restrict__ dq, const T *__restrict__ dout, const float *__restrict__ lse,
                    const float *__restrict__ Dl, const T *__restrict__ q, const T *__restrict__ k,
                    const T *__restrict__ v, const int32_t *__restrict__ seqs, int nseq, int h, int g, int dh,
-                   float scale, float sl2) {
+                   float scale, float sl2, int noncausal) {
 	typedef DqSmem<T, D, N> L;
 	constexpr int LT = L::LT, LS = padded<float>(N);
 	extern __shared__ __align__(128) unsigned char smem[]; // wmma needs 32-byte aligned tiles
@@ -598,10 +601,10 @@ __global__ void __launch_bounds__(kThreads, 2)
 	int s, tile;
 	if (find_tile(seqs, nseq, false, rep, blockIdx.x / g, &s, &tile)) {
 		const int qs = seqs[4 * s], ql = seqs[4 * s + 1], ks = seqs[4 * s + 2], kl = seqs[4 * s + 3];
-		const int off = kl - ql, rows = ql * rep;
+		const int off = noncausal ? kl : kl - ql, rows = ql * rep;
 		const int r0 = (ceil_div(rows, kRows) - 1 - tile) * kRows;
 		const int r1 = min(r0 + kRows, rows);
-		const int kEnd = (r1 - 1) / rep + off + 1;
+		const int kEnd = min((r1 - 1) / rep + off + 1, kl);
 		auto qrow = [=](int r) -> int64_t { return r0 + r < r1 ? qrow_offset(qs, r0 + r, rep, h, kvh, dh) : -1; };
 		load_rows<T, D, kRows>(Qs, q, dh, qrow);
 		load_rows<T, D, kRows>(dOs, dout, dh, qrow);
@@ -610,7 +613,7 @@ __global__ void __launch_bounds__(kThreads, 2)
 		// taking the keys of its parity.
 		const int r = lane / 2, half = lane % 2, rho = r0 + warp * kStrip + r;
 		const bool valid = rho < r1;
-		const int last = valid ? rho / rep + off : -1; // the last key the row sees
+		const int last = valid ? min(rho / rep + off, kl - 1) : -1; // the last key the row sees
 		const int64_t li = valid ? qrow_index(qs, rho, rep, h, kvh) : 0;
 		const float lse2 = valid ? lse[li] * kLog2e : 0.0f, Dr = valid ? Dl[li] : 0.0f;
 		typename AccOf<T, D>::type a; // Σ dS·K
@@ -670,7 +673,7 @@ __global__ void __launch_bounds__(kThreads, 2)
     attn_dkdv_kernel(T *__restrict__ dk, T *__restrict__ dv, const T *__restrict__ dout,
                      const float *__restrict__ lse, const float *__restrict__ Dl, const T *__restrict__ q,
                      const T *__restrict__ k, const T *__restrict__ v, const int32_t *__restrict__ seqs, int nseq,
-                     int h, int g, int dh, float scale, float sl2) {
+                     int h, int g, int dh, float scale, float sl2, int noncausal) {
 	typedef DkvSmem<T, D, N> L;
 	constexpr int LT = L::LT, LS = padded<float>(N);
 	extern __shared__ __align__(128) unsigned char smem[]; // wmma needs 32-byte aligned tiles
@@ -691,7 +694,7 @@ __global__ void __launch_bounds__(kThreads, 2)
 	int s, tile;
 	if (find_tile(seqs, nseq, true, rep, blockIdx.x / g, &s, &tile)) {
 		const int qs = seqs[4 * s], ql = seqs[4 * s + 1], ks = seqs[4 * s + 2], kl = seqs[4 * s + 3];
-		const int off = kl - ql, rows = ql * rep;
+		const int off = noncausal ? kl : kl - ql, rows = ql * rep;
 		const int j0 = tile * kRows, j1 = min(j0 + kRows, kl);
 		auto krow = [=](int r) -> int64_t { return j0 + r < j1 ? ((int64_t)(ks + j0 + r) * g + kvh) * dh : -1; };
 		load_rows<T, D, kRows>(Ks, k, dh, krow);
@@ -704,7 +707,7 @@ __global__ void __launch_bounds__(kThreads, 2)
 		typename AccOf<T, D>::type adk, adv; // Σ dSᵀ·Q, Σ Pᵀ·dO
 		adk.zero();
 		adv.zero();
-		// Query t sees key j0 when t ≥ j0 − off.
+		// Query t sees key j0 when t ≥ j0 − off (every query, non-causal).
 		for (int p0 = max(0, j0 - off) * rep; p0 < rows; p0 += N) {
 			__syncthreads();
 			auto qrow = [=](int c) -> int64_t { return p0 + c < rows ? qrow_offset(qs, p0 + c, rep, h, kvh, dh) : -1; };
@@ -716,7 +719,7 @@ __global__ void __launch_bounds__(kThreads, 2)
 				const int64_t li = ok ? qrow_index(qs, rho, rep, h, kvh) : 0;
 				lse2s[c] = ok ? lse[li] * kLog2e : 0.0f;
 				Ds[c] = ok ? Dl[li] : 0.0f;
-				lims[c] = ok ? rho / rep + off : -1;
+				lims[c] = ok ? min(rho / rep + off, kl - 1) : -1;
 			}
 			__syncthreads();
 			warp_nt<D, N>(Sw, Ks + warp * kStrip * LT, Qs);
@@ -791,7 +794,7 @@ template <class K> cudaError_t allow_smem(K kernel, size_t bytes) {
 
 extern "C" cudaError_t tw_attention(void *out, float *lse, const void *q, const void *k, const void *v,
                                     const int32_t *seqs, int64_t nseq, tw_dtype dt, int64_t nq, int64_t nk, int64_t h,
-                                    int64_t g, int64_t dh, float scale, cudaStream_t stream) {
+                                    int64_t g, int64_t dh, float scale, int noncausal, cudaStream_t stream) {
 	if (nseq < 0 || nq < 0 || nk < 0 || h < 0 || g < 0 || dh < 0) return cudaErrorInvalidValue;
 	if (nq == 0 || h == 0 || nseq == 0) return cudaSuccess;
 	if (!shapes_ok(nq, nk, h, g, dh, {out, q, k, v})) return cudaErrorInvalidValue;
@@ -805,7 +808,8 @@ extern "C" cudaError_t tw_attention(void *out, float *lse, const void *q, const 
 		cudaError_t e = allow_smem(attn_fwd_kernel<T, D, N>, bytes);
 		if (e != cudaSuccess) return e;
 		LAUNCH(grid, kThreads, bytes, stream, attn_fwd_kernel<T, D, N>)(
-		    (T *)out, lse, (const T *)q, (const T *)k, (const T *)v, seqs, (int)nseq, (int)h, (int)g, (int)dh, sl2);
+		    (T *)out, lse, (const T *)q, (const T *)k, (const T *)v, seqs, (int)nseq, (int)h, (int)g, (int)dh, sl2,
+		    noncausal);
 		return cudaGetLastError();
 	});
 }
@@ -818,8 +822,8 @@ extern "C" size_t tw_attention_backward_workspace(int64_t nq, int64_t nk, int64_
 extern "C" cudaError_t tw_attention_backward(void *dq, void *dk, void *dv, const void *dout, const void *out,
                                              const float *lse, const void *q, const void *k, const void *v,
                                              const int32_t *seqs, int64_t nseq, tw_dtype dt, int64_t nq, int64_t nk,
-                                             int64_t h, int64_t g, int64_t dh, float scale, void *workspace,
-                                             cudaStream_t stream) {
+                                             int64_t h, int64_t g, int64_t dh, float scale, int noncausal,
+                                             void *workspace, cudaStream_t stream) {
 	if (nseq < 0 || nq < 0 || nk < 0 || h < 0 || g < 0 || dh < 0) return cudaErrorInvalidValue;
 	if (dh == 0 || (nq * h == 0 && nk * g == 0)) return cudaSuccess; // every gradient is empty
 	if (!shapes_ok(nq, nk, h, g, dh, {dq, dk, dv, dout, out, q, k, v})) return cudaErrorInvalidValue;
@@ -841,7 +845,7 @@ extern "C" cudaError_t tw_attention_backward(void *dq, void *dk, void *dv, const
 			if ((e = allow_smem(attn_dq_kernel<T, D, NQ>, bytes)) != cudaSuccess) return e;
 			LAUNCH(gq, kThreads, bytes, stream, attn_dq_kernel<T, D, NQ>)(
 			    (T *)dq, (const T *)dout, lse, Dl, (const T *)q, (const T *)k, (const T *)v, seqs, (int)nseq, (int)h,
-			    (int)g, (int)dh, scale, sl2);
+			    (int)g, (int)dh, scale, sl2, noncausal);
 			if ((e = cudaGetLastError()) != cudaSuccess) return e;
 		}
 		if (nk * g > 0) {
@@ -849,7 +853,7 @@ extern "C" cudaError_t tw_attention_backward(void *dq, void *dk, void *dv, const
 			if ((e = allow_smem(attn_dkdv_kernel<T, D, NK>, bytes)) != cudaSuccess) return e;
 			LAUNCH(gk, kThreads, bytes, stream, attn_dkdv_kernel<T, D, NK>)(
 			    (T *)dk, (T *)dv, (const T *)dout, lse, Dl, (const T *)q, (const T *)k, (const T *)v, seqs, (int)nseq,
-			    (int)h, (int)g, (int)dh, scale, sl2);
+			    (int)h, (int)g, (int)dh, scale, sl2, noncausal);
 			e = cudaGetLastError();
 		}
 		return e;

@@ -84,6 +84,37 @@ cudaError_t tw_rmsnorm_backward(void *dx, void *dw, const void *dout, const void
                                 void *workspace, cudaStream_t stream);
 size_t tw_rmsnorm_backward_workspace(int64_t n, int64_t d);
 
+/* ---- layernorm.cu -------------------------------------------------------- */
+
+/* engine.Backend.LayerNorm: out, x [n, d] dt; w, b [d] wdt; mean, rstd [n]. */
+cudaError_t tw_layernorm(void *out, float *mean, float *rstd, const void *x, const void *w, const void *b,
+                         tw_dtype dt, tw_dtype wdt, int64_t n, int64_t d, float eps, cudaStream_t stream);
+/* engine.Backend.LayerNormBackward: dx, dout, x [n, d] dt; w, dw, db [d] wdt
+ * (dw, db NULL: frozen); mean, rstd [n]; workspace:
+ * tw_layernorm_backward_workspace(n, d) bytes. */
+cudaError_t tw_layernorm_backward(void *dx, void *dw, void *db, const void *dout, const void *x, const void *w,
+                                  const float *mean, const float *rstd, tw_dtype dt, tw_dtype wdt, int64_t n,
+                                  int64_t d, void *workspace, cudaStream_t stream);
+size_t tw_layernorm_backward_workspace(int64_t n, int64_t d);
+
+/* ---- gelu.cu ------------------------------------------------------------- */
+
+/* engine.Backend.GELU: out, x [n] dt (flat); kind: engine.GELUKind. */
+cudaError_t tw_gelu(void *out, const void *x, tw_dtype dt, int64_t n, int kind, cudaStream_t stream);
+/* engine.Backend.GELUBackward: dx, dout, x [n] dt. */
+cudaError_t tw_gelu_backward(void *dx, const void *dout, const void *x, tw_dtype dt, int64_t n, int kind,
+                             cudaStream_t stream);
+
+/* ---- bias.cu ------------------------------------------------------------- */
+
+/* engine.Backend.AddBias: x [n, d] dt, b [d] dt. */
+cudaError_t tw_add_bias(void *x, const void *b, tw_dtype dt, int64_t n, int64_t d, cudaStream_t stream);
+/* engine.Backend.AddBiasBackward: db [d] bdt (f32 or dt), dout [n, d] dt;
+ * workspace: tw_add_bias_backward_workspace(n, d) bytes. */
+cudaError_t tw_add_bias_backward(void *db, tw_dtype bdt, const void *dout, tw_dtype dt, int64_t n, int64_t d,
+                                 void *workspace, cudaStream_t stream);
+size_t tw_add_bias_backward_workspace(int64_t n, int64_t d);
+
 /* ---- rope.cu ------------------------------------------------------------- */
 
 /* engine.Backend.RoPE (sign +1) and RoPEBackward (sign −1): x [n, h, dh] dt,
@@ -94,17 +125,18 @@ cudaError_t tw_rope(void *x, tw_dtype dt, const int32_t *pos, const float *inv_f
 /* ---- attention.cu -------------------------------------------------------- */
 
 /* engine.Backend.Attention: out, q [nq, h, dh] dt; k, v [nk, g, dh] dt;
- * lse [nq, h]; seqs [nseq, 4]. Every dt tensor here and below must be
- * 16-byte aligned (see attention.cu). */
+ * lse [nq, h]; seqs [nseq, 4]; noncausal: AttentionParams.NonCausal (0:
+ * causal). Every dt tensor here and below must be 16-byte aligned (see
+ * attention.cu). */
 cudaError_t tw_attention(void *out, float *lse, const void *q, const void *k, const void *v, const int32_t *seqs,
                          int64_t nseq, tw_dtype dt, int64_t nq, int64_t nk, int64_t h, int64_t g, int64_t dh,
-                         float scale, cudaStream_t stream);
+                         float scale, int noncausal, cudaStream_t stream);
 /* engine.Backend.AttentionBackward: gradients shaped as their tensors above;
  * workspace: tw_attention_backward_workspace(nq, nk, h, g, dh) bytes. */
 cudaError_t tw_attention_backward(void *dq, void *dk, void *dv, const void *dout, const void *out, const float *lse,
                                   const void *q, const void *k, const void *v, const int32_t *seqs, int64_t nseq,
                                   tw_dtype dt, int64_t nq, int64_t nk, int64_t h, int64_t g, int64_t dh, float scale,
-                                  void *workspace, cudaStream_t stream);
+                                  int noncausal, void *workspace, cudaStream_t stream);
 size_t tw_attention_backward_workspace(int64_t nq, int64_t nk, int64_t h, int64_t g, int64_t dh);
 
 /* ---- swiglu.cu ----------------------------------------------------------- */

@@ -1,6 +1,6 @@
 // pack.cuh — helpers shared by the row-wise kernel families (embedding,
-// rmsnorm, rope, swiglu, logsoftmax): packed loads and stores, and dtype
-// dispatch. Include after common.cuh.
+// rmsnorm, layernorm, bias, rope, swiglu, gelu, logsoftmax): packed loads and
+// stores, and dtype dispatch. Include after common.cuh.
 //
 // Pack<T, N> is N consecutive elements moved by one access: 16 bytes (8 bf16
 // or f16, 4 f32) becomes a single 128-bit load or store, 32 bytes two. The

@@ -18,30 +18,23 @@
 //   and re-reads it in pass 2; each thread touches the same elements in both
 //   passes, so aliasing x is safe and needs no barrier.
 //   Backward: one kernel for dx and the partial sums of dw, then one that
-//   sums the partials. The rows are cut into nblk = ceil(n / rows) groups of
-//   `rows` consecutive rows, rows = ceil(n / kMaxGroups) (so the grid fills a
-//   GPU and the partition depends on n alone, never on the device). A block
-//   per group walks its rows: pass 1 reduces Σ g·n over the row, pass 2
-//   updates dx and adds dout·n into a [d] f32 partial of dw in shared memory,
-//   each thread always owning the same columns (no races, no atomics). The
-//   partial goes to workspace [nblk, d] f32. Then dw_sum_kernel adds, for
-//   each column, the nblk partials in group order (in f64, split over 16
-//   lanes of fixed strides, combined in a fixed order) and rounds the new dw
-//   once. Deterministic: the same bits on every run and every GPU.
+//   sums the partials. The rows are cut into the row groups of colsum.cuh
+//   (at most 1024 groups of consecutive rows, a partition that depends on n
+//   alone, never on the device). A block per group walks its rows: pass 1
+//   reduces Σ g·n over the row, pass 2 updates dx and adds dout·n into a [d]
+//   f32 partial of dw in shared memory, each thread always owning the same
+//   columns (no races, no atomics). The partial goes to workspace
+//   [groups, d] f32. Then colsum_kernel adds, for each column, the partials
+//   in group order (in f64, in a fixed order) and rounds the new dw once.
+//   Deterministic: the same bits on every run and every GPU.
 //   Shared memory for the dw partial is 4·d bytes (over 48 KiB for d > 12288
 //   raises the kernel's limit; d ≤ 58112 with dw).
+#include "colsum.cuh"
 #include "common.cuh"
 #include "kernels.h"
 #include "pack.cuh"
 
 static constexpr int kRowThreads = 256; // most threads per row
-static constexpr int kMaxGroups = 1024; // most row groups (blocks) in the backward
-static constexpr int kSumCols = 32;     // dw_sum_kernel: columns per block …
-static constexpr int kSumLanes = 16;    // … and lanes splitting the groups of each column
-
-// Rows of one backward group, and the number of groups, for n rows.
-static int64_t group_rows(int64_t n) { return ceil_div<int64_t>(n, kMaxGroups); }
-static int64_t groups(int64_t n) { return ceil_div<int64_t>(n, group_rows(n)); }
 
 // Pass 2 of both forward kernels: out = round(w · round(xs·r)) over one row,
 // each thread on the packs it read in pass 1.
@@ -150,26 +143,6 @@ __global__ void __launch_bounds__(kRowThreads)
 			for (int e = 0; e < V; e++) dw_part[blockIdx.x * d + j + e] = dws[j + e];
 }
 
-// dw[j] = round(dw[j] + Σ_b part[b, j]), b in group order. Block (kSumCols,
-// kSumLanes): lane y sums groups y, y + kSumLanes, … of column x in f64; lane
-// 0 then adds the kSumLanes sums in order.
-template <class W>
-__global__ void __launch_bounds__(kSumCols * kSumLanes)
-	dw_sum_kernel(W *__restrict__ dw, const float *__restrict__ part, int64_t nblk, int64_t d) {
-	__shared__ double sums[kSumLanes][kSumCols];
-	const int64_t j = (int64_t)blockIdx.x * kSumCols + threadIdx.x;
-	double s = 0.0;
-	if (j < d)
-		for (int64_t b = threadIdx.y; b < nblk; b += kSumLanes) s += (double)part[b * d + j];
-	sums[threadIdx.y][threadIdx.x] = s;
-	__syncthreads();
-	if (threadIdx.y == 0 && j < d) {
-		double t = (double)to_float(dw[j]);
-		for (int y = 0; y < kSumLanes; y++) t += sums[y][threadIdx.x];
-		dw[j] = from_float<W>((float)t);
-	}
-}
-
 // Calls f with a null W* for the weight dtype wdt, which must be T's or f32.
 template <class T, class F> static cudaError_t dispatch_weight(tw_dtype dt, tw_dtype wdt, F f) {
 	if (wdt == dt) return f((T *)nullptr);
@@ -221,7 +194,7 @@ extern "C" cudaError_t tw_add_rmsnorm(void *resid, void *out, float *rstd, const
 
 extern "C" size_t tw_rmsnorm_backward_workspace(int64_t n, int64_t d) {
 	if (n <= 0 || d <= 0) return 0;
-	return (size_t)groups(n) * (size_t)d * sizeof(float);
+	return (size_t)colsum_groups(n) * (size_t)d * sizeof(float);
 }
 
 // Launches the backward kernel with pack width V, raising its shared-memory
@@ -235,8 +208,8 @@ static cudaError_t launch_backward(T *dx, float *part, const T *dout, const T *x
 		                                     cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
 		if (e != cudaSuccess) return e;
 	}
-	LAUNCH((unsigned)groups(n), row_threads(ceil_div<int64_t>(d, V), kRowThreads), smem, stream,
-	       rmsnorm_backward_kernel<T, W, V>)(dx, part, dout, x, w, rstd, n, d, group_rows(n));
+	LAUNCH((unsigned)colsum_groups(n), row_threads(ceil_div<int64_t>(d, V), kRowThreads), smem, stream,
+	       rmsnorm_backward_kernel<T, W, V>)(dx, part, dout, x, w, rstd, n, d, colsum_group_rows(n));
 	return cudaGetLastError();
 }
 
@@ -250,7 +223,7 @@ extern "C" cudaError_t tw_rmsnorm_backward(void *dx, void *dw, const void *dout,
 		return dispatch_weight<T>(dt, wdt, [&](auto *wt) {
 			using W = elem_t<decltype(wt)>;
 			constexpr int V = pack_width<T>();
-			float *part = dw ? (float *)workspace : nullptr; // [groups(n), d]
+			float *part = dw ? (float *)workspace : nullptr; // [colsum_groups(n), d]
 			cudaError_t e;
 			if (d % V == 0 && pack_aligned<T, V>(dx) && pack_aligned<T, V>(dout) && pack_aligned<T, V>(x) &&
 			    pack_aligned<W, V>(w))
@@ -260,9 +233,7 @@ extern "C" cudaError_t tw_rmsnorm_backward(void *dx, void *dw, const void *dout,
 				e = launch_backward<T, W, 1>((T *)dx, part, (const T *)dout, (const T *)x, (const W *)w, rstd, n, d,
 				                             stream);
 			if (e != cudaSuccess || !dw) return e;
-			LAUNCH((unsigned)ceil_div<int64_t>(d, kSumCols), dim3(kSumCols, kSumLanes), 0, stream, dw_sum_kernel<W>)(
-				(W *)dw, part, groups(n), d);
-			return cudaGetLastError();
+			return launch_colsum<W>((W *)dw, part, colsum_groups(n), d, stream);
 		});
 	});
 }

@@ -12,6 +12,7 @@ package opbench
 import (
 	"fmt"
 	"math"
+	"strings"
 
 	"github.com/turnwise/turnwise/bench"
 	"github.com/turnwise/turnwise/engine"
@@ -66,6 +67,12 @@ var (
 		SeqLen: 8192, LogitChunk: 256, LoRARank: 16, DecodeSeqs: 16, DecodeLen: 8192}
 )
 
+// ClipViTB32 is CLIP ViT-B/32's image tower at 8 images of 50 tokens (49
+// patches and the class token): width 768, 12 heads of 64, MLP 3072. It has
+// no vocabulary: only its attention (non-causal), LayerNorm, bias and GELU
+// cases are meaningful (VisionCases).
+var ClipViTB32 = Config{Name: "clip-vit-b32", Tokens: 400, Dim: 768, Heads: 12, KVHeads: 12, FFN: 3072, SeqLen: 50}
+
 // Small is a shape set small enough for the kernel emulator: every case of
 // it, emulated, takes well under a second.
 var Small = Config{Name: "small", Tokens: 64, Dim: 128, Heads: 4, KVHeads: 2, FFN: 256, Vocab: 512,
@@ -78,11 +85,13 @@ var ShapeSets = map[string][]Config{
 	"small":   {Small},
 }
 
-// Cases are all cases of c in dtype dt: GEMMs, attention, memory-bound ops.
+// Cases are all cases of c in dtype dt: GEMMs, attention (causal and
+// non-causal), memory-bound ops.
 func Cases(c Config, dt engine.DType) []Case {
 	cases := GemmCases(c, dt)
 	cases = append(cases, LoRACases(c, dt)...)
 	cases = append(cases, AttentionCases(c, dt)...)
+	cases = append(cases, NonCausalAttentionCases(c, dt)...)
 	return append(cases, MemoryCases(c, dt)...)
 }
 
@@ -359,6 +368,38 @@ func MemoryCases(c Config, dt engine.DType) []Case {
 			dg, du := engine.MustAlloc(b, dt, n, f), engine.MustAlloc(b, dt, n, f)
 			return func() { b.SwiGLUBackward(dg, du, do, g, u) }
 		}},
+		{Name: name("layernorm"), Bytes: 2*nd*es + 2*int64(d)*es + int64(8*n), Setup: func(b engine.Backend) func() {
+			x, w, bi := filled(b, dt, 1, n, d), filled(b, dt, 1, d), filled(b, dt, 1, d)
+			o, m, r := engine.MustAlloc(b, dt, n, d), engine.MustAlloc(b, engine.F32, n), engine.MustAlloc(b, engine.F32, n)
+			return func() { b.LayerNorm(o, m, r, x, w, bi, 1e-5) }
+		}},
+		{Name: name("layernorm_backward"), Bytes: 3*nd*es + 5*int64(d)*es + int64(8*n), Setup: func(b engine.Backend) func() {
+			x, w, bi, g := filled(b, dt, 1, n, d), filled(b, dt, 1, d), filled(b, dt, 1, d), filled(b, dt, 1, n, d)
+			m, r := engine.MustAlloc(b, engine.F32, n), engine.MustAlloc(b, engine.F32, n)
+			dx, dw, db := engine.MustAlloc(b, dt, n, d), engine.MustAlloc(b, dt, d), engine.MustAlloc(b, dt, d)
+			b.LayerNorm(engine.MustAlloc(b, dt, n, d), m, r, x, w, bi, 1e-5)
+			return func() { b.LayerNormBackward(dx, dw, db, g, x, w, m, r) }
+		}},
+		{Name: name("add_bias"), Bytes: 2*nd*es + int64(d)*es, Setup: func(b engine.Backend) func() {
+			x, bi := filled(b, dt, 1, n, d), filled(b, dt, 1e-3, d)
+			return func() { b.AddBias(x, bi) }
+		}},
+		{Name: name("add_bias_backward"), Bytes: nd*es + 8*int64(d), Setup: func(b engine.Backend) func() {
+			g, db := filled(b, dt, 1, n, d), engine.MustAlloc(b, engine.F32, d)
+			return func() { b.AddBiasBackward(db, g) }
+		}},
+		{Name: name("gelu_quick"), Bytes: 2 * int64(n*f) * es, Setup: func(b engine.Backend) func() {
+			x, o := filled(b, dt, 2, n, f), engine.MustAlloc(b, dt, n, f)
+			return func() { b.GELU(o, x, engine.GELUQuick) }
+		}},
+		{Name: name("gelu_erf"), Bytes: 2 * int64(n*f) * es, Setup: func(b engine.Backend) func() {
+			x, o := filled(b, dt, 2, n, f), engine.MustAlloc(b, dt, n, f)
+			return func() { b.GELU(o, x, engine.GELUErf) }
+		}},
+		{Name: name("gelu_quick_backward"), Bytes: 3 * int64(n*f) * es, Setup: func(b engine.Backend) func() {
+			x, g, dx := filled(b, dt, 2, n, f), filled(b, dt, 1, n, f), engine.MustAlloc(b, dt, n, f)
+			return func() { b.GELUBackward(dx, g, x, engine.GELUQuick) }
+		}},
 		{Name: name("logsoftmax_gather"), Bytes: int64(chunk*v)*es + int64(12*chunk), Setup: func(b engine.Backend) func() {
 			l, t := filled(b, dt, 4, chunk, v), ids(b, chunk, v)
 			lp, ls := engine.MustAlloc(b, engine.F32, chunk), engine.MustAlloc(b, engine.F32, chunk)
@@ -441,7 +482,7 @@ func AttentionCases(c Config, dt engine.DType) []Case {
 		seqs = engine.FromI32(b, s, nseq, 4)
 		return
 	}
-	scale := float32(1 / math.Sqrt(float64(hd)))
+	scale := engine.AttentionParams{Scale: float32(1 / math.Sqrt(float64(hd)))}
 	es := int64(dt.Size())
 	qBytes, kvBytes := int64(c.Tokens*c.Heads*hd)*es, int64(c.Tokens*c.KVHeads*hd)*es
 	return []Case{
@@ -458,6 +499,63 @@ func AttentionCases(c Config, dt engine.DType) []Case {
 				b.Attention(o, lse, q, k, v, seqs, scale)
 				dq, dk, dv := engine.MustAlloc(b, dt, q.Shape()...), engine.MustAlloc(b, dt, k.Shape()...), engine.MustAlloc(b, dt, v.Shape()...)
 				return func() { b.AttentionBackward(dq, dk, dv, o, o, lse, q, k, v, seqs, scale) }
+			}},
+	}
+}
+
+// VisionCases are the ops a vision transformer adds to a Llama layer's, at
+// the shapes of c in dtype dt: non-causal attention, LayerNorm, the bias and
+// the GELUs (the cases of MemoryCases whose names start with layernorm,
+// add_bias or gelu).
+func VisionCases(c Config, dt engine.DType) []Case {
+	cases := NonCausalAttentionCases(c, dt)
+	for _, k := range MemoryCases(c, dt) { // the others are dropped, never set up
+		for _, p := range []string{"layernorm", "add_bias", "gelu"} {
+			if strings.HasPrefix(k.Name, p) {
+				cases = append(cases, k)
+				break
+			}
+		}
+	}
+	return cases
+}
+
+// NonCausalAttentionCases are AttentionCases' sequences attended
+// non-causally (a vision transformer's attention): every query meets every
+// key of its sequence, twice the causal half's arithmetic.
+func NonCausalAttentionCases(c Config, dt engine.DType) []Case {
+	hd := c.Dim / c.Heads
+	nseq := c.Tokens / c.SeqLen
+	fwd := 2 * AttentionFLOPs(nseq, c.SeqLen, c.Heads, hd)
+	p := engine.AttentionParams{Scale: float32(1 / math.Sqrt(float64(hd))), NonCausal: true}
+	setup := func(b engine.Backend) (q, k, v, o, lse, seqs *engine.Tensor) {
+		q = filled(b, dt, 1, c.Tokens, c.Heads, hd)
+		k = filled(b, dt, 1, c.Tokens, c.KVHeads, hd)
+		v = filled(b, dt, 1, c.Tokens, c.KVHeads, hd)
+		o = engine.MustAlloc(b, dt, c.Tokens, c.Heads, hd)
+		lse = engine.MustAlloc(b, engine.F32, c.Tokens, c.Heads)
+		s := make([]int32, 0, 4*nseq)
+		for i := 0; i < nseq; i++ {
+			s = append(s, int32(i*c.SeqLen), int32(c.SeqLen), int32(i*c.SeqLen), int32(c.SeqLen))
+		}
+		return q, k, v, o, lse, engine.FromI32(b, s, nseq, 4)
+	}
+	es := int64(dt.Size())
+	qBytes, kvBytes := int64(c.Tokens*c.Heads*hd)*es, int64(c.Tokens*c.KVHeads*hd)*es
+	return []Case{
+		{Name: AttentionName("fwd_noncausal", dt, nseq, c.SeqLen, c.Heads, c.KVHeads, hd), FLOPs: fwd,
+			Bound: bench.Compute, Bytes: 2*qBytes + 2*kvBytes + int64(4*c.Tokens*c.Heads),
+			Setup: func(b engine.Backend) func() {
+				q, k, v, o, lse, seqs := setup(b)
+				return func() { b.Attention(o, lse, q, k, v, seqs, p) }
+			}},
+		{Name: AttentionName("bwd_noncausal", dt, nseq, c.SeqLen, c.Heads, c.KVHeads, hd), FLOPs: 2.5 * fwd,
+			Bound: bench.Compute, Bytes: 4*qBytes + 4*kvBytes + int64(4*c.Tokens*c.Heads),
+			Setup: func(b engine.Backend) func() {
+				q, k, v, o, lse, seqs := setup(b)
+				b.Attention(o, lse, q, k, v, seqs, p)
+				dq, dk, dv := engine.MustAlloc(b, dt, q.Shape()...), engine.MustAlloc(b, dt, k.Shape()...), engine.MustAlloc(b, dt, v.Shape()...)
+				return func() { b.AttentionBackward(dq, dk, dv, o, o, lse, q, k, v, seqs, p) }
 			}},
 	}
 }
@@ -482,7 +580,7 @@ func decodeAttention(c Config, dt engine.DType) Case {
 				rows = append(rows, int32(i), 1, int32(i*kl), int32(kl))
 			}
 			seqs := engine.FromI32(b, rows, s, 4)
-			scale := float32(1 / math.Sqrt(float64(hd)))
+			scale := engine.AttentionParams{Scale: float32(1 / math.Sqrt(float64(hd)))}
 			return func() { b.Attention(o, lse, q, k, v, seqs, scale) }
 		},
 	}

@@ -1,11 +1,13 @@
 package cpu
 
 // Attention and AttentionBackward implement the contracts of
-// engine.Backend.Attention and engine.Backend.AttentionBackward: causal
+// engine.Backend.Attention and engine.Backend.AttentionBackward:
 // scaled-dot-product attention with grouped-query heads (query head h reads
 // key/value head h/(H/G)) over packed variable-length sequences. Row b of
-// seqs is (qStart, qLen, kStart, kLen) with qLen ≤ kLen, and query t of the
-// sequence sees its keys 0 … t+kLen−qLen.
+// seqs is (qStart, qLen, kStart, kLen) with qLen ≤ kLen; causal, query t of
+// the sequence sees its keys 0 … t+kLen−qLen, non-causal all kLen of them.
+// Both are one rule: query t sees keys 0 … t+off, off = kLen−qLen when
+// causal and kLen when not (see attnOff), key blocks ending at kLen.
 //
 //	out [Nq, H, Dh], lse [Nq, H] f32, q [Nq, H, Dh], k, v [Nk, G, Dh],
 //	seqs [B, 4] i32; q, k, v, out (and dq, dk, dv, dOut) share one dtype,
@@ -160,7 +162,7 @@ func (b *Backend) attnItems(n int, fn func(worker, item int)) {
 }
 
 // Attention implements engine.Backend.Attention.
-func (b *Backend) Attention(out, lse, q, k, v, seqs *engine.Tensor, scale float32) {
+func (b *Backend) Attention(out, lse, q, k, v, seqs *engine.Tensor, p engine.AttentionParams) {
 	const op = "Attention"
 	d, ss := attnCheck(op, lse, q, k, v, seqs)
 	engine.MustShape(op, "out", out, d.nq, d.h, d.dh)
@@ -174,7 +176,7 @@ func (b *Backend) Attention(out, lse, q, k, v, seqs *engine.Tensor, scale float3
 		first[i+1] = first[i] + (s.ql+attnBQ-1)/attnBQ*d.h
 	}
 	a := attnFwd{
-		attnDims: d, scale: scale,
+		attnDims: d, scale: p.Scale, nonCausal: p.NonCausal,
 		q: floatsOf(q), k: floatsOf(k), v: floatsOf(v), out: floatsOf(out), lse: f32s(lse),
 	}
 	b.attnItems(first[len(ss)], func(w, item int) {
@@ -191,6 +193,7 @@ func (b *Backend) Attention(out, lse, q, k, v, seqs *engine.Tensor, scale float3
 type attnFwd struct {
 	attnDims
 	scale        float32
+	nonCausal    bool
 	q, k, v, out floats
 	lse          []float32 // [Nq, H] f32
 }
@@ -221,8 +224,8 @@ func (a *attnFwd) block(sc []float32, s attnSeq, h, t0, t1 int) {
 	}
 	clear(ob[:bq*dh])
 
-	off := s.kl - s.ql // query t sees keys 0 … t+off
-	kEnd := t1 + off   // keys any query of the block sees
+	off := attnOff(s, a.nonCausal) // query t sees keys 0 … t+off
+	kEnd := min(t1+off, s.kl)      // keys any query of the block sees
 	for j0 := 0; j0 < kEnd; j0 += attnBK {
 		bk := min(attnBK, kEnd-j0)
 		for j := range bk {
@@ -271,6 +274,16 @@ func (a *attnFwd) block(sc []float32, s attnSeq, h, t0, t1 int) {
 	}
 }
 
+// attnOff returns off such that query t of s sees keys 0 … min(t+off,
+// kLen−1): kLen−qLen for causal attention, kLen (every key) for
+// non-causal.
+func attnOff(s attnSeq, nonCausal bool) int {
+	if nonCausal {
+		return s.kl
+	}
+	return s.kl - s.ql
+}
+
 // onlineSoftmax folds the first n scores of s, a query row's scores against
 // one key block, into the row's running maximum m, sum l and unnormalised
 // output o: o and l are rescaled to the new maximum, and s is replaced by
@@ -293,7 +306,7 @@ func onlineSoftmax(s []float32, n int, m, l *float32, o []float32) {
 }
 
 // AttentionBackward implements engine.Backend.AttentionBackward.
-func (b *Backend) AttentionBackward(dq, dk, dv, dOut, out, lse, q, k, v, seqs *engine.Tensor, scale float32) {
+func (b *Backend) AttentionBackward(dq, dk, dv, dOut, out, lse, q, k, v, seqs *engine.Tensor, p engine.AttentionParams) {
 	const op = "AttentionBackward"
 	d, ss := attnCheck(op, lse, q, k, v, seqs)
 	for _, t := range []struct {
@@ -309,7 +322,7 @@ func (b *Backend) AttentionBackward(dq, dk, dv, dOut, out, lse, q, k, v, seqs *e
 	engine.MustDType(op, "dv", dv, q.DType())
 
 	a := attnBwd{
-		attnDims: d, scale: scale,
+		attnDims: d, scale: p.Scale, nonCausal: p.NonCausal,
 		q: floatsOf(q), k: floatsOf(k), v: floatsOf(v), out: floatsOf(out), dOut: floatsOf(dOut),
 		dq: floatsOf(dq), dk: floatsOf(dk), dv: floatsOf(dv), lse: f32s(lse),
 	}
@@ -329,7 +342,10 @@ func (b *Backend) AttentionBackward(dq, dk, dv, dOut, out, lse, q, k, v, seqs *e
 		order[i] = i
 		maxKL = max(maxKL, s.kl)
 	}
-	cost := func(s attnSeq) int { return s.ql * (2*s.kl - s.ql + 1) } // 2 × visible pairs
+	cost := func(s attnSeq) int { return s.ql * (2*s.kl - s.ql + 1) } // 2 × visible pairs (causal)
+	if p.NonCausal {
+		cost = func(s attnSeq) int { return s.ql * s.kl }
+	}
 	slices.SortStableFunc(order, func(x, y int) int { return cost(ss[y]) - cost(ss[x]) })
 	n := a.scratchLen(maxKL)
 	b.attnItems(len(ss)*d.g, func(w, item int) {
@@ -341,6 +357,7 @@ func (b *Backend) AttentionBackward(dq, dk, dv, dOut, out, lse, q, k, v, seqs *e
 type attnBwd struct {
 	attnDims
 	scale                          float32
+	nonCausal                      bool
 	q, k, v, out, dOut, dq, dk, dv floats
 	lse                            []float32 // [Nq, H] f32
 }
@@ -377,7 +394,7 @@ func (a *attnBwd) item(sc []float32, s attnSeq, g int) {
 	clear(dkAll)
 	clear(dvAll)
 
-	off := s.kl - s.ql
+	off := attnOff(s, a.nonCausal)
 	for h := g * a.rep; h < (g+1)*a.rep; h++ {
 		for t0 := 0; t0 < s.ql; t0 += attnBQ {
 			t1 := min(t0+attnBQ, s.ql)
@@ -397,7 +414,7 @@ func (a *attnBwd) item(sc []float32, s attnSeq, g int) {
 			}
 			clear(dqb[:bq*dh])
 
-			kEnd := t1 + off
+			kEnd := min(t1+off, s.kl)
 			for j0 := 0; j0 < kEnd; j0 += attnBK {
 				bk := min(attnBK, kEnd-j0)
 				kb := kAll[j0*dh : (j0+bk)*dh]

@@ -37,7 +37,7 @@ func BenchmarkAttention(b *testing.B) {
 				rows = append(rows, int32(i*c.t), int32(c.t), int32(i*c.t), int32(c.t))
 			}
 			seqs := engine.FromI32(be, rows, c.seqs, 4)
-			scale := float32(1 / math.Sqrt(float64(c.dh)))
+			scale := engine.AttentionParams{Scale: float32(1 / math.Sqrt(float64(c.dh)))}
 			b.Run(name+"/forward", func(b *testing.B) {
 				for b.Loop() {
 					be.Attention(out, lse, q, k, v, seqs, scale)
@@ -64,7 +64,9 @@ func TestAttentionRejectsBadSeqs(t *testing.T) {
 	dk := engine.MustAlloc(be, engine.F32, 8, 1, 4)
 	dv := engine.MustAlloc(be, engine.F32, 8, 1, 4)
 	forward := func(rows []int32) func() {
-		return func() { be.Attention(out, lse, q, k, k, engine.FromI32(be, rows, len(rows)/4, 4), 0.5) }
+		return func() {
+			be.Attention(out, lse, q, k, k, engine.FromI32(be, rows, len(rows)/4, 4), engine.AttentionParams{Scale: 0.5})
+		}
 	}
 	for _, c := range []struct {
 		name string
@@ -78,11 +80,11 @@ func TestAttentionRejectsBadSeqs(t *testing.T) {
 		{"overlapping queries", forward([]int32{0, 4, 0, 4, 3, 3, 4, 3}), "seqs row 1"},
 		{"overlapping keys in the backward", func() {
 			seqs := engine.FromI32(be, []int32{0, 4, 0, 4, 4, 3, 2, 3}, 2, 4)
-			be.AttentionBackward(out, dk, dv, out, out, lse, q, k, k, seqs, 0.5)
+			be.AttentionBackward(out, dk, dv, out, out, lse, q, k, k, seqs, engine.AttentionParams{Scale: 0.5})
 		}, "seqs row 1"},
 		{"out shape", func() {
 			seqs := engine.FromI32(be, []int32{0, 4, 0, 4}, 1, 4)
-			be.Attention(engine.MustAlloc(be, engine.F32, 8, 1, 4), lse, q, k, k, seqs, 0.5)
+			be.Attention(engine.MustAlloc(be, engine.F32, 8, 1, 4), lse, q, k, k, seqs, engine.AttentionParams{Scale: 0.5})
 		}, "[8, 1, 4]"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -120,8 +122,8 @@ func TestAttentionThreadCountInvariance(t *testing.T) {
 			out, lse := engine.MustAlloc(be, dt, nq, h, dh), engine.MustAlloc(be, engine.F32, nq, h)
 			dq := engine.MustAlloc(be, dt, nq, h, dh)
 			dk, dv := engine.MustAlloc(be, dt, nk, g, dh), engine.MustAlloc(be, dt, nk, g, dh)
-			be.Attention(out, lse, q, k, v, seqs, 0.25)
-			be.AttentionBackward(dq, dk, dv, dOut, out, lse, q, k, v, seqs, 0.25)
+			be.Attention(out, lse, q, k, v, seqs, engine.AttentionParams{Scale: 0.25})
+			be.AttentionBackward(dq, dk, dv, dOut, out, lse, q, k, v, seqs, engine.AttentionParams{Scale: 0.25})
 			return [][]float32{engine.ToF32(be, out), engine.ToF32(be, lse), engine.ToF32(be, dq), engine.ToF32(be, dk), engine.ToF32(be, dv)}
 		}
 		one, three := run(1), run(3)

@@ -85,3 +85,12 @@ func BenchmarkSgemm512(b *testing.B) {
 		})
 	}
 }
+
+func BenchmarkVisionOps(b *testing.B) {
+	be := New(Options{})
+	for _, dt := range []engine.DType{engine.F32, engine.BF16} {
+		for _, c := range opbench.VisionCases(opbench.ClipViTB32, dt) {
+			b.Run(c.Name, func(b *testing.B) { runCase(b, be, c) })
+		}
+	}
+}

@@ -8,8 +8,9 @@
 // The op contracts are on engine.Backend. cpu.go holds the Backend, its
 // buffers and the goroutine split; every op family has one file, named as
 // its kernel file in kernels/ and its wrappers in engine/cuda are:
-// elementwise.go, gemm.go, embedding.go, rmsnorm.go, rope.go, attention.go,
-// swiglu.go, logsoftmax.go, sumsquares.go, adamw.go, sample.go. Beside them:
+// elementwise.go, gemm.go, embedding.go, rmsnorm.go, layernorm.go, bias.go,
+// rope.go, attention.go, swiglu.go, gelu.go, logsoftmax.go, sumsquares.go,
+// adamw.go, sample.go. Beside them:
 // blas.go (OpenBLAS's sgemm and sbgemm), vec.c with vec.h and vec.go (the C
 // inner loops and their Go wrappers) and mathf.go (a float32 exp for loops
 // that stay in Go).

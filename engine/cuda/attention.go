@@ -10,18 +10,18 @@ import "github.com/turnwise/turnwise/engine"
 // Attention implements engine.Backend.Attention. The rows of seqs are not
 // validated here (that would need reading device memory); the kernels trust
 // them.
-func (b *Backend) Attention(out, lse, q, k, v, seqs *engine.Tensor, scale float32) {
+func (b *Backend) Attention(out, lse, q, k, v, seqs *engine.Tensor, p engine.AttentionParams) {
 	d := engine.AttentionShape("Attention", lse, q, k, v, seqs)
 	engine.MustShape("Attention", "out", out, d.NQ, d.H, d.Dh)
 	engine.MustDType("Attention", "out", out, q.DType())
 	b.launch("Attention", func(str C.cudaStream_t) C.cudaError_t {
 		return C.tw_attention(ptr(out), fptr(lse), ptr(q), ptr(k), ptr(v), iptr(seqs), i64(d.Seqs), dt(q),
-			i64(d.NQ), i64(d.NK), i64(d.H), i64(d.G), i64(d.Dh), C.float(scale), str)
+			i64(d.NQ), i64(d.NK), i64(d.H), i64(d.G), i64(d.Dh), C.float(p.Scale), cbool(p.NonCausal), str)
 	})
 }
 
 // AttentionBackward implements engine.Backend.AttentionBackward.
-func (b *Backend) AttentionBackward(dq, dk, dv, dOut, out, lse, q, k, v, seqs *engine.Tensor, scale float32) {
+func (b *Backend) AttentionBackward(dq, dk, dv, dOut, out, lse, q, k, v, seqs *engine.Tensor, p engine.AttentionParams) {
 	d := engine.AttentionShape("AttentionBackward", lse, q, k, v, seqs)
 	for _, t := range []*engine.Tensor{dq, dOut, out} {
 		engine.MustShape("AttentionBackward", "query-side tensor", t, d.NQ, d.H, d.Dh)
@@ -35,6 +35,6 @@ func (b *Backend) AttentionBackward(dq, dk, dv, dOut, out, lse, q, k, v, seqs *e
 		ws := b.workspace(int(C.tw_attention_backward_workspace(i64(d.NQ), i64(d.NK), i64(d.H), i64(d.G), i64(d.Dh))))
 		return C.tw_attention_backward(ptr(dq), ptr(dk), ptr(dv), ptr(dOut), ptr(out), fptr(lse),
 			ptr(q), ptr(k), ptr(v), iptr(seqs), i64(d.Seqs), dt(q), i64(d.NQ), i64(d.NK), i64(d.H), i64(d.G), i64(d.Dh),
-			C.float(scale), devPtr(ws), str)
+			C.float(p.Scale), cbool(p.NonCausal), devPtr(ws), str)
 	})
 }

@@ -71,6 +71,9 @@ func BenchmarkKernels(b *testing.B) {
 		for _, dt := range []engine.DType{engine.BF16, engine.F32} {
 			cases := append(opbench.GemmCases(cfg, dt), opbench.AttentionCases(cfg, dt)...)
 			cases = append(cases, opbench.MemoryCases(cfg, dt)...)
+			if cfg.Name == opbench.Reference24M.Name {
+				cases = append(cases, opbench.VisionCases(opbench.ClipViTB32, dt)...)
+			}
 			for _, c := range cases {
 				b.Run(c.Name, func(b *testing.B) { runGPUCase(b, be, c) })
 			}

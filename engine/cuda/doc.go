@@ -26,8 +26,9 @@
 //	             launch, check (and, with TW_CUDA_SYNC=1, wait), unlock;
 //	             and the shared workspace (bind.h: making a context current)
 //	X.go         the ops of family X, launching the kernels of kernels/X.cu:
-//	             elementwise, gemm, embedding, rmsnorm, rope, attention,
-//	             swiglu, logsoftmax, sumsquares, adamw, sample
+//	             elementwise, gemm, embedding, rmsnorm, layernorm, bias,
+//	             rope, attention, swiglu, gelu, logsoftmax, sumsquares,
+//	             adamw, sample
 //	cublaslt.go  GEMM "cublas": cuBLASLt opened at run time (real GPUs),
 //	             declared in cublaslt.h
 //	timer.go     Timer: device time between two points of the stream

@@ -12,14 +12,15 @@ import (
 // attnCase is one attention configuration: heads, head width and the
 // sequences, each (qStart, qLen, kStart, kLen).
 type attnCase struct {
-	name    string
-	h, g    int // query heads, key/value heads
-	dh      int
-	nq, nk  int // rows of q and k; 0: the end of the furthest sequence
-	seqs    [][4]int
-	scale   float64 // 0: 1/sqrt(dh)
-	grad    bool    // also check the backward against finite differences
-	f32Only bool
+	name      string
+	h, g      int // query heads, key/value heads
+	dh        int
+	nq, nk    int // rows of q and k; 0: the end of the furthest sequence
+	seqs      [][4]int
+	scale     float64 // 0: 1/sqrt(dh)
+	nonCausal bool    // every query sees all its sequence's keys
+	grad      bool    // also check the backward against finite differences
+	f32Only   bool
 }
 
 // packed lays training sequences (qLen == kLen) of the given lengths end to
@@ -52,7 +53,8 @@ func decodeBatch(n int) [][4]int {
 // the dtype) within TolF32. Gradient checks sample 48 coordinates of each of
 // q, k and v on the small cases, which cover every GQA ratio, head widths 8,
 // 64 and 128, several query and key blocks, decoding and prefill over a
-// cache, and uncovered rows. The flash-style implementations keep O(T·block)
+// cache, and uncovered rows, causal and non-causal (a vision transformer's
+// 50-token sequences among them). The flash-style implementations keep O(T·block)
 // memory, which the interface cannot observe; the long case at least runs
 // a sequence far past any block size against the reference.
 func testAttention(t *testing.T, b engine.Backend) {
@@ -74,6 +76,16 @@ func testAttention(t *testing.T, b engine.Backend) {
 			seqs: [][4]int{{0, 1, 0, 300}, {1, 1, 300, 77}, {2, 100, 377, 203}}},
 		{name: "long T=1030 H2/G1 dh64", h: 2, g: 1, dh: 64, seqs: packed(1030), f32Only: true},
 		{name: "decode batch of 40 H4/G1 dh16", h: 4, g: 1, dh: 16, seqs: decodeBatch(40)},
+		{name: "non-causal one seq T=7 H=G=2 dh8", h: 2, g: 2, dh: 8, seqs: packed(7), nonCausal: true, grad: true},
+		{name: "non-causal packed 50,50,3 H4/G4 dh64", h: 4, g: 4, dh: 64, seqs: packed(50, 50, 3),
+			nonCausal: true, grad: true},
+		{name: "non-causal packed 1,37,70 H4/G2 dh8", h: 4, g: 2, dh: 8, seqs: packed(1, 37, 70), scale: 0.5,
+			nonCausal: true, grad: true},
+		{name: "non-causal queries over more keys H4/G2 dh8", h: 4, g: 2, dh: 8, nonCausal: true, grad: true,
+			seqs: [][4]int{{0, 5, 0, 12}, {5, 70, 12, 100}, {75, 1, 112, 9}}},
+		{name: "non-causal uncovered rows H4/G1 dh8", h: 4, g: 1, dh: 8, nq: 20, nk: 30, nonCausal: true, grad: true,
+			seqs: [][4]int{{10, 6, 12, 9}, {2, 5, 3, 5}, {16, 0, 22, 4}}},
+		{name: "non-causal packed 37,130,1 H8/G2 dh128", h: 8, g: 2, dh: 128, seqs: packed(37, 130, 1), nonCausal: true},
 	}
 	for ci, c := range cases {
 		for _, dt := range FloatDTypes {
@@ -140,7 +152,8 @@ func attentionCase(t *testing.T, b engine.Backend, c attnCase, dt engine.DType, 
 	v := engine.FromF32(b, dt, vv, nk, g, dh)
 	seqs := engine.FromI32(b, flat, len(c.seqs), 4)
 	q64, k64, v64 := F64(qv), F64(kv), F64(vv)
-	wantOut, wantLSE := ref.Attention(q64, k64, v64, c.seqs, nq, nk, h, g, dh, scale)
+	wantOut, wantLSE := ref.Attention(q64, k64, v64, c.seqs, nq, nk, h, g, dh, scale, c.nonCausal)
+	p := engine.AttentionParams{Scale: float32(scale), NonCausal: c.nonCausal}
 	qCov := attnCovered(c.seqs, nq, 0)
 	kCov := attnCovered(c.seqs, nk, 2)
 
@@ -150,7 +163,7 @@ func attentionCase(t *testing.T, b engine.Backend, c attnCase, dt engine.DType, 
 	forward := func(fill float32) (outT, lseT *engine.Tensor, out, lse []float32) {
 		outT = engine.FromF32(b, dt, filled(nq*h*dh, fill), nq, h, dh)
 		lseT = engine.FromF32(b, engine.F32, filled(nq*h, fill), nq, h)
-		b.Attention(outT, lseT, q, k, v, seqs, float32(scale))
+		b.Attention(outT, lseT, q, k, v, seqs, p)
 		return outT, lseT, engine.ToF32(b, outT), engine.ToF32(b, lseT)
 	}
 	outT, lseT, out, lse := forward(fillA)
@@ -181,7 +194,7 @@ func attentionCase(t *testing.T, b engine.Backend, c attnCase, dt engine.DType, 
 		dqT := engine.FromF32(b, dt, filled(nq*h*dh, fill), nq, h, dh)
 		dkT := engine.FromF32(b, dt, filled(nk*g*dh, fill), nk, g, dh)
 		dvT := engine.FromF32(b, dt, filled(nk*g*dh, fill), nk, g, dh)
-		b.AttentionBackward(dqT, dkT, dvT, gOut, outT, lseT, q, k, v, seqs, float32(scale))
+		b.AttentionBackward(dqT, dkT, dvT, gOut, outT, lseT, q, k, v, seqs, p)
 		return engine.ToF32(b, dqT), engine.ToF32(b, dkT), engine.ToF32(b, dvT)
 	}
 	dq, dk, dv := backward(fillA)
@@ -204,7 +217,7 @@ func attentionCase(t *testing.T, b engine.Backend, c attnCase, dt engine.DType, 
 	}
 	g64 := F64(gv)
 	loss := func() float64 {
-		o, _ := ref.Attention(q64, k64, v64, c.seqs, nq, nk, h, g, dh, scale)
+		o, _ := ref.Attention(q64, k64, v64, c.seqs, nq, nk, h, g, dh, scale, c.nonCausal)
 		return Dot(g64, o)
 	}
 	GradCheck(t, "dq", r, q64, dq, loss, 48, GradTol(dt))

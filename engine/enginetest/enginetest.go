@@ -10,9 +10,9 @@
 // and the kernel emulator run the same suite.
 //
 // Run is the whole suite; each op family's tests are in the file of the
-// family's name (elementwise.go, gemm.go, embedding.go, rmsnorm.go, rope.go,
-// attention.go, swiglu.go, logsoftmax.go, sumsquares.go, adamw.go,
-// sample.go). RunShapes (shapes.go) runs the ops at a model's real shapes
+// family's name (elementwise.go, gemm.go, embedding.go, rmsnorm.go,
+// layernorm.go, bias.go, rope.go, attention.go, swiglu.go, gelu.go,
+// logsoftmax.go, sumsquares.go, adamw.go, sample.go). RunShapes (shapes.go) runs the ops at a model's real shapes
 // against a second backend. enginetest.go holds Run, the tolerances and the
 // helpers the families share (Rand, Values, Close, GradCheck, …).
 //
@@ -77,9 +77,12 @@ func Run(t *testing.T, b engine.Backend) {
 		{"gemm", testGemm},
 		{"embedding", testEmbedding},
 		{"rmsnorm", testRMSNorm},
+		{"layernorm", testLayerNorm},
+		{"bias", testBias},
 		{"rope", testRoPE},
 		{"attention", testAttention},
 		{"swiglu", testSwiGLU},
+		{"gelu", testGELU},
 		{"logsoftmax", testLogSoftmax},
 		{"tokenlogprobs", testTokenLogProbs},
 		{"sumsquares", testSumSquares},

@@ -3,7 +3,8 @@ package enginetest
 // Model-shape conformance. The op tables of this package use small, awkward
 // shapes and compare with the float64 reference. RunShapes instead runs the
 // ops at the shapes one model gives them — the projections, the attention of
-// its sequence lengths, a chunk of its vocabulary — and compares the backend
+// its sequence lengths (non-causal too), LayerNorm, the bias and the GELUs
+// at its widths, a chunk of its vocabulary — and compares the backend
 // under test with a second backend (the CPU backend) on identical inputs:
 // at Llama-3.1-8B's sizes the float64 reference would take hours, while the
 // CPU backend, itself checked against that reference, takes seconds.
@@ -94,6 +95,9 @@ func RunShapes(t *testing.T, b, ref engine.Backend, s ModelShapes) {
 		{"rmsnorm", shapeRMSNorm},
 		{"rope", shapeRoPE},
 		{"swiglu", shapeSwiGLU},
+		{"layernorm", shapeLayerNorm},
+		{"bias", shapeBias},
+		{"gelu", shapeGELU},
 		{"logsoftmax", shapeLogSoftmax},
 		{"embedding", shapeEmbedding},
 		{"adamw_lora", shapeAdamWLoRA},
@@ -264,7 +268,7 @@ func shapeGemms(t *testing.T, p pairRun, s ModelShapes) {
 // caches of the longest length (forward only, as in generation).
 func shapeAttention(t *testing.T, p pairRun, s ModelShapes) {
 	h, g, dh := s.Heads, s.KVHeads, s.HeadDim
-	scale := float32(1 / math.Sqrt(float64(dh)))
+	scale := engine.AttentionParams{Scale: float32(1 / math.Sqrt(float64(dh)))}
 	for _, n := range s.SeqLens {
 		t.Run(fmt.Sprintf("train_T%d", n), func(t *testing.T) {
 			p := p.in(t)
@@ -281,6 +285,28 @@ func shapeAttention(t *testing.T, p pairRun, s ModelShapes) {
 			dq, dk, dv := p.zeros(p.dt, n, h, dh), p.zeros(p.dt, n, g, dh), p.zeros(p.dt, n, g, dh)
 			p.b.AttentionBackward(dq.b, dk.b, dv.b, dOut.b, out.b, lse.b, q.b, k.b, v.b, seqs.b, scale)
 			p.ref.AttentionBackward(dq.ref, dk.ref, dv.ref, dOut.ref, out.ref, lse.ref, q.ref, k.ref, v.ref, seqs.ref, scale)
+			p.agree(t, "dq", dq, bwdTol(p.dt))
+			p.agree(t, "dk", dk, bwdTol(p.dt))
+			p.agree(t, "dv", dv, bwdTol(p.dt))
+		})
+	}
+	// Non-causal (a vision transformer's) at the shortest length, forward
+	// and backward.
+	if n := s.SeqLens[0]; n > 0 {
+		t.Run(fmt.Sprintf("noncausal_T%d", n), func(t *testing.T) {
+			p := p.in(t)
+			nc := engine.AttentionParams{Scale: scale.Scale, NonCausal: true}
+			q, k, v := p.values(p.dt, 1, n, h, dh), p.values(p.dt, 1, n, g, dh), p.values(p.dt, 1, n, g, dh)
+			seqs := p.ints([]int32{0, int32(n), 0, int32(n)}, 1, 4)
+			out, lse := p.zeros(p.dt, n, h, dh), p.zeros(engine.F32, n, h)
+			p.b.Attention(out.b, lse.b, q.b, k.b, v.b, seqs.b, nc)
+			p.ref.Attention(out.ref, lse.ref, q.ref, k.ref, v.ref, seqs.ref, nc)
+			p.agree(t, "out", out, fwdTol(p.dt))
+			p.agree(t, "lse", lse, fwdTol(engine.F32))
+			dOut := p.values(p.dt, 1, n, h, dh)
+			dq, dk, dv := p.zeros(p.dt, n, h, dh), p.zeros(p.dt, n, g, dh), p.zeros(p.dt, n, g, dh)
+			p.b.AttentionBackward(dq.b, dk.b, dv.b, dOut.b, out.b, lse.b, q.b, k.b, v.b, seqs.b, nc)
+			p.ref.AttentionBackward(dq.ref, dk.ref, dv.ref, dOut.ref, out.ref, lse.ref, q.ref, k.ref, v.ref, seqs.ref, nc)
 			p.agree(t, "dq", dq, bwdTol(p.dt))
 			p.agree(t, "dk", dk, bwdTol(p.dt))
 			p.agree(t, "dv", dv, bwdTol(p.dt))
@@ -369,6 +395,56 @@ func shapeSwiGLU(t *testing.T, p pairRun, s ModelShapes) {
 	p.ref.SwiGLUBackward(dGate.ref, dUp.ref, dOut.ref, gate.ref, up.ref)
 	p.agree(t, "dGate", dGate, bwdTol(p.dt))
 	p.agree(t, "dUp", dUp, bwdTol(p.dt))
+}
+
+// shapeLayerNorm runs LayerNorm and its backward (dx, dw, db) on the
+// longest sequence's rows at the model's width.
+func shapeLayerNorm(t *testing.T, p pairRun, s ModelShapes) {
+	const eps = 1e-5
+	n, d := s.SeqLens[len(s.SeqLens)-1], s.Dim
+	x, w, bias := p.values(p.dt, 2, n, d), p.values(p.dt, 1, d), p.values(p.dt, 1, d)
+	out, mean, rstd := p.zeros(p.dt, n, d), p.zeros(engine.F32, n), p.zeros(engine.F32, n)
+	p.b.LayerNorm(out.b, mean.b, rstd.b, x.b, w.b, bias.b, eps)
+	p.ref.LayerNorm(out.ref, mean.ref, rstd.ref, x.ref, w.ref, bias.ref, eps)
+	p.agree(t, "out", out, fwdTol(p.dt))
+	p.agree(t, "mean", mean, fwdTol(engine.F32))
+	p.agree(t, "rstd", rstd, fwdTol(engine.F32))
+
+	dOut, dx, dw, db := p.values(p.dt, 1, n, d), p.zeros(p.dt, n, d), p.zeros(p.dt, d), p.zeros(p.dt, d)
+	p.b.LayerNormBackward(dx.b, dw.b, db.b, dOut.b, x.b, w.b, mean.b, rstd.b)
+	p.ref.LayerNormBackward(dx.ref, dw.ref, db.ref, dOut.ref, x.ref, w.ref, mean.ref, rstd.ref)
+	p.agree(t, "dx", dx, bwdTol(p.dt))
+	p.agree(t, "dw", dw, bwdTol(p.dt))
+	p.agree(t, "db", db, bwdTol(p.dt))
+}
+
+// shapeBias adds a bias to the MLP's rows and sums their gradient into an
+// f32 db.
+func shapeBias(t *testing.T, p pairRun, s ModelShapes) {
+	n, f := s.Tokens, s.FFN
+	x, bias := p.values(p.dt, 2, n, f), p.values(p.dt, 1, f)
+	p.b.AddBias(x.b, bias.b)
+	p.ref.AddBias(x.ref, bias.ref)
+	p.agree(t, "x + b", x, fwdTol(p.dt))
+	dOut, db := p.values(p.dt, 1, n, f), p.zeros(engine.F32, f)
+	p.b.AddBiasBackward(db.b, dOut.b)
+	p.ref.AddBiasBackward(db.ref, dOut.ref)
+	p.agree(t, "db", db, bwdTol(engine.F32))
+}
+
+// shapeGELU runs each GELU and its backward over the MLP's activations.
+func shapeGELU(t *testing.T, p pairRun, s ModelShapes) {
+	n, f := s.Tokens, s.FFN
+	x, dOut := p.values(p.dt, 5, n, f), p.values(p.dt, 1, n, f)
+	for _, k := range []engine.GELUKind{engine.GELUErf, engine.GELUTanh, engine.GELUQuick} {
+		out, dx := p.zeros(p.dt, n, f), p.zeros(p.dt, n, f)
+		p.b.GELU(out.b, x.b, k)
+		p.ref.GELU(out.ref, x.ref, k)
+		p.agree(t, fmt.Sprintf("%v out", k), out, fwdTol(p.dt))
+		p.b.GELUBackward(dx.b, dOut.b, x.b, k)
+		p.ref.GELUBackward(dx.ref, dOut.ref, x.ref, k)
+		p.agree(t, fmt.Sprintf("%v dx", k), dx, bwdTol(p.dt))
+	}
 }
 
 // shapeLogSoftmax runs the loss's log-softmax over one chunk of rows of the

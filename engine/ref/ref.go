@@ -5,10 +5,11 @@
 // finite differences of them to check every backward.
 //
 // One file per op family, named as in the backends: Gemm (gemm.go), RMSNorm
-// (rmsnorm.go), RoPE (rope.go), Attention (attention.go), SwiGLU
-// (swiglu.go), LogSoftmaxGather (logsoftmax.go), AdamW and AdamWMulti
-// (adamw.go), Sample (sample.go). The element-wise ops, the embedding and
-// the sum of squares need none: the suite writes their few lines inline.
+// (rmsnorm.go), LayerNorm (layernorm.go), RoPE (rope.go), Attention
+// (attention.go), SwiGLU (swiglu.go), the GELUs (gelu.go),
+// LogSoftmaxGather (logsoftmax.go), AdamW and AdamWMulti (adamw.go), Sample
+// (sample.go). The element-wise ops, the bias, the embedding and the sum of
+// squares need none: the suite writes their few lines inline.
 //
 // Where a backend rounds an intermediate to the activation dtype (as Hugging
 // Face's Llama does in bf16), the reference takes a round function so that

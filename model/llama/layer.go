@@ -115,7 +115,7 @@ func (r *layerRun) attentionForward(l int, a *layerActs, x, delta *engine.Tensor
 	keys, values, seqs := r.kv(l, a.k, a.v)
 	r.buf(&a.att, m.dt, n, nh, hd)
 	r.buf(&a.lse, engine.F32, n, nh)
-	b.Attention(a.att, a.lse, a.q, keys, values, seqs, attentionScale(hd))
+	b.Attention(a.att, a.lse, a.q, keys, values, seqs, engine.AttentionParams{Scale: attentionScale(hd)})
 	r.buf(&a.o, m.dt, n, d)
 	r.proj(l, a, "o", a.o, a.att.Reshape(n, nh*hd))
 }
@@ -204,7 +204,7 @@ func (r *layerRun) attentionBackward(l int, a *layerActs, gr *layerGrads, seqs *
 		gNorm = gr.g.AttnNorm
 	}
 	r.projBackward(l, a, gr, "o", gr.datt.Reshape(n, nh*hd), false, gr.dres, a.att.Reshape(n, nh*hd))
-	b.AttentionBackward(gr.dq, gr.dk, gr.dv, gr.datt, a.att, a.lse, a.q, a.k, a.v, seqs, attentionScale(hd))
+	b.AttentionBackward(gr.dq, gr.dk, gr.dv, gr.datt, a.att, a.lse, a.q, a.k, a.v, seqs, engine.AttentionParams{Scale: attentionScale(hd)})
 	b.RoPEBackward(gr.dq, r.pos, m.invFreq)
 	b.RoPEBackward(gr.dk, r.pos, m.invFreq)
 	r.projBackward(l, a, gr, "q", gr.dh, false, gr.dq.Reshape(n, nh*hd), a.h1)
