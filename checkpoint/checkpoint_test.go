@@ -644,3 +644,89 @@ func TestSaveCreatesRunDir(t *testing.T) {
 		t.Errorf("checkpoint holds %v", names)
 	}
 }
+
+// twoRanks is rank 0 of a job of two for building a sharded optimizer,
+// which asks only for these; its collectives fail.
+type twoRanks struct{}
+
+func (twoRanks) Rank() int                               { return 0 }
+func (twoRanks) Size() int                               { return 2 }
+func (twoRanks) AllReduce(*engine.Tensor) error          { return errors.New("no collectives") }
+func (twoRanks) ReduceScatter(_, _ *engine.Tensor) error { return errors.New("no collectives") }
+func (twoRanks) AllGather(_, _ *engine.Tensor) error     { return errors.New("no collectives") }
+func (twoRanks) Broadcast(*engine.Tensor, int) error     { return errors.New("no collectives") }
+func (twoRanks) Barrier() error                          { return errors.New("no collectives") }
+func (twoRanks) Close() error                            { return nil }
+
+// countingIO counts a backend's uploads and downloads.
+type countingIO struct {
+	engine.Backend
+	uploads, downloads int
+}
+
+func (c *countingIO) Upload(dst *engine.Tensor, src []byte) { c.uploads++; c.Backend.Upload(dst, src) }
+func (c *countingIO) Download(dst []byte, src *engine.Tensor) {
+	c.downloads++
+	c.Backend.Download(dst, src)
+}
+
+// TestOptimizerBackends checks that the optimizer's state moves through the
+// optimizer's own backend — a sharded run's whole state lives on the host,
+// its model on the device — and that a sharded optimizer, which holds one
+// rank's state, is refused.
+func TestOptimizerBackends(t *testing.T) {
+	model := cpu.New(cpu.Options{Threads: 1})
+	host := &countingIO{Backend: cpu.New(cpu.Options{Threads: 1})}
+	src := trained(t, host, mixed, 7) // weights and state on the host
+	w := Tensors{}                    // the weights on the model's backend
+	for name, t := range src.w {
+		w[name] = engine.FromF32(model, t.DType(), engine.ToF32(host, t), t.Shape()...)
+	}
+	dir := Dir(t.TempDir(), 3)
+	down := host.downloads
+	if err := Save(dir, model, map[string]Tensors{"model": w}, src.opt, struct{}{}, true); err != nil {
+		t.Fatal(err)
+	}
+	if host.downloads == down {
+		t.Error("Save did not read the optimizer's state through its backend")
+	}
+	dst := newRig(t, host, mixed)
+	w2 := Tensors{}
+	for name, t := range src.w {
+		w2[name] = engine.MustAlloc(model, t.DType(), t.Shape()...)
+	}
+	up := host.uploads
+	if err := Load(dir, model, map[string]Tensors{"model": w2}, dst.opt, nil); err != nil {
+		t.Fatal(err)
+	}
+	if host.uploads == up {
+		t.Error("Load did not write the optimizer's state through its backend")
+	}
+	for i, p := range dst.opt.Params {
+		q := src.opt.Params[i]
+		for _, k := range []struct {
+			what      string
+			got, want *engine.Tensor
+		}{{"m", p.M, q.M}, {"v", p.V, q.V}, {"master", p.Master, q.Master}} {
+			if k.want != nil && !slices.Equal(engine.ToF32(host, k.got), engine.ToF32(host, k.want)) {
+				t.Errorf("%s.%s differs after a round trip", p.Name, k.what)
+			}
+		}
+		if !slices.Equal(engine.ToF32(model, w2[p.Name]), engine.ToF32(host, q.W)) {
+			t.Errorf("weights of %s differ after a round trip", p.Name)
+		}
+	}
+
+	sharded, err := optim.NewShardedAdamW(host, optim.AdamWConfig{}, src.w, twoRanks{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sharded.Free()
+	if err := Save(Dir(t.TempDir(), 1), host, map[string]Tensors{"model": src.w}, sharded, struct{}{}, false); err == nil ||
+		!strings.Contains(err.Error(), "sharded") {
+		t.Errorf("saving a sharded optimizer: %v, want an error naming it", err)
+	}
+	if err := Load(dir, host, map[string]Tensors{"model": src.w}, sharded, nil); err == nil || !strings.Contains(err.Error(), "sharded") {
+		t.Errorf("loading into a sharded optimizer: %v, want an error naming it", err)
+	}
+}

@@ -27,6 +27,7 @@ var ErrNoCheckpoint = errors.New("no valid checkpoint")
 type upload struct {
 	dst  *engine.Tensor
 	data []byte
+	b    engine.Backend // dst's backend; nil: Load's
 }
 
 // Load restores the checkpoint in dir, after verifying every file against
@@ -80,6 +81,9 @@ func Load(dir string, b engine.Backend, groups map[string]Tensors, opt *optim.Ad
 
 	var steps, skipped int
 	if opt != nil {
+		if opt.Sharded() {
+			return fmt.Errorf("checkpoint %s: a sharded optimizer holds one rank's state; load into an unsharded one and take the shard (LoadShard)", dir)
+		}
 		f, name, err := openOptimizer(dir, m)
 		if err != nil {
 			return err
@@ -96,6 +100,9 @@ func Load(dir string, b engine.Backend, groups map[string]Tensors, opt *optim.Ad
 		u, err := match(f, want)
 		if err != nil {
 			return fmt.Errorf("checkpoint %s: %s: %w", dir, name, err)
+		}
+		for i := range u {
+			u[i].b = opt.Backend() // the optimizer's state may live elsewhere (optim.AdamW.GatherTo)
 		}
 		ups = append(ups, u...)
 		if steps, err = metaInt(f, metaSteps); err != nil {
@@ -120,10 +127,19 @@ func Load(dir string, b engine.Backend, groups map[string]Tensors, opt *optim.Ad
 	}
 
 	for _, u := range ups {
-		b.Upload(u.dst, u.data)
+		if u.b != nil {
+			u.b.Upload(u.dst, u.data)
+		} else {
+			b.Upload(u.dst, u.data)
+		}
 	}
 	if err := b.Sync(); err != nil {
 		return fmt.Errorf("checkpoint %s: uploading: %w", dir, err)
+	}
+	if opt != nil && opt.Backend() != b {
+		if err := opt.Backend().Sync(); err != nil {
+			return fmt.Errorf("checkpoint %s: uploading the optimizer state: %w", dir, err)
+		}
 	}
 	if opt != nil {
 		opt.Steps, opt.Skipped = steps, skipped
@@ -195,7 +211,7 @@ func match(f *safetensors.File, want Tensors) ([]upload, error) {
 		if info.DType != dt || !slices.Equal(info.Shape, shape) {
 			return nil, fmt.Errorf("tensor %q: the file holds %s%v, the destination is %s%v", name, info.DType, info.Shape, dt, shape)
 		}
-		ups = append(ups, upload{t, data})
+		ups = append(ups, upload{dst: t, data: data})
 	}
 	for _, name := range f.Names() {
 		if _, ok := want[name]; !ok {

@@ -171,7 +171,7 @@ func Save(dir string, b engine.Backend, groups map[string]Tensors, opt *optim.Ad
 		}
 	}
 	if opt != nil {
-		ts, meta, err := optimizerTensors(b, opt)
+		ts, meta, err := optimizerTensors(opt.Backend(), opt) // its state may live elsewhere (optim.AdamW.GatherTo)
 		if err != nil {
 			return fmt.Errorf("checkpoint: save %s: %s: %w", dir, OptimizerName, err)
 		}
@@ -298,6 +298,9 @@ const (
 // parameter's moments and master weights, in parameter order, and the step
 // counts as metadata.
 func optimizerTensors(b engine.Backend, opt *optim.AdamW) ([]safetensors.Tensor, map[string]string, error) {
+	if opt.Sharded() {
+		return nil, nil, fmt.Errorf("a sharded optimizer holds one rank's state; save its GatherTo")
+	}
 	var ts []safetensors.Tensor
 	for _, p := range opt.Params {
 		for _, s := range paramState(p) {

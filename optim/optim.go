@@ -37,8 +37,8 @@ type Param struct {
 	Name   string
 	W      *engine.Tensor // the weights, float
 	G      *engine.Tensor // [W's shape] f32: the accumulated gradient
-	M, V   *engine.Tensor // [W's shape] f32: Adam's moments
-	Master *engine.Tensor // [W's shape] f32 copy of W when W is not f32, else nil
+	M, V   *engine.Tensor // [W's shape] f32: Adam's moments; nil when sharded (NewShardedAdamW)
+	Master *engine.Tensor // [W's shape] f32 copy of W when W is not f32, else nil; nil when sharded
 }
 
 // AdamW steps a fixed set of parameters. It owns their gradients, moments
@@ -60,39 +60,27 @@ type AdamW struct {
 	table   *engine.ParamTable
 	acc     *engine.Tensor // [1] f32: the sum of squares of the gradients
 	byW     map[*engine.Tensor]*Param
+
+	// The sharded mode (NewShardedAdamW); comm is nil otherwise.
+	comm     engine.Communicator
+	shardOff int                // this rank's first element of the flat gradient
+	shardLen int                // elements of a shard, S: m, v and master are [S]
+	gshard   *engine.Tensor     // [S] f32: the summed gradient of the shard
+	spans    []engine.AdamWSpan // every parameter's span in the flat gradient
+	owned    []*engine.Tensor   // parameters the optimizer allocated (Twin), freed with it
+	window   int                // elements per rank of one all-gather of GatherTo
 }
 
 // NewAdamW returns an optimizer over params (by name; the optimizer keeps
 // them in name order), with zeroed gradients and moments and, for every
 // non-f32 parameter, an f32 master copy of its current weights.
 func NewAdamW(b engine.Backend, c AdamWConfig, params map[string]*engine.Tensor) (*AdamW, error) {
-	if len(params) == 0 {
-		return nil, fmt.Errorf("optim: no parameters to optimize")
-	}
-	o := &AdamW{Config: c, b: b, byW: map[*engine.Tensor]*Param{}}
-	spans := make([]engine.AdamWSpan, 0, len(params))
-	n, nm := 0, 0 // flat elements so far
-	for _, name := range slices.Sorted(maps.Keys(params)) {
-		w := params[name]
-		if !w.DType().IsFloat() {
-			return nil, fmt.Errorf("optim: parameter %s is %v, not a float tensor", name, w)
-		}
-		if q, dup := o.byW[w]; dup {
-			return nil, fmt.Errorf("optim: parameters %s and %s are the same tensor", q.Name, name)
-		}
-		p := &Param{Name: name, W: w}
-		o.Params = append(o.Params, p)
-		o.byW[w] = p
-		s := engine.AdamWSpan{W: w, Off: n, MasterOff: -1}
-		n = roundUp(n+w.Numel(), align)
-		if w.DType() != engine.F32 {
-			s.MasterOff = nm
-			nm = roundUp(nm+w.Numel(), align)
-		}
-		spans = append(spans, s)
+	o, spans, n, nm, err := layout(b, c, params)
+	if err != nil {
+		return nil, err
 	}
 	o.table = engine.NewParamTable(spans)
-	var err error
+	o.spans = spans
 	for _, buf := range []**engine.Tensor{&o.grad, &o.m, &o.v} {
 		if *buf, err = engine.Alloc(b, engine.F32, n); err != nil {
 			o.Free()
@@ -120,6 +108,37 @@ func NewAdamW(b engine.Backend, c AdamWConfig, params map[string]*engine.Tensor)
 	return o, nil
 }
 
+// layout returns an optimizer over params with no buffers yet, the spans of
+// its parameters in the flat buffers (in name order), and the flat lengths
+// of the gradients and moments (n) and of the masters (nm).
+func layout(b engine.Backend, c AdamWConfig, params map[string]*engine.Tensor) (o *AdamW, spans []engine.AdamWSpan, n, nm int, err error) {
+	if len(params) == 0 {
+		return nil, nil, 0, 0, fmt.Errorf("optim: no parameters to optimize")
+	}
+	o = &AdamW{Config: c, b: b, byW: map[*engine.Tensor]*Param{}}
+	spans = make([]engine.AdamWSpan, 0, len(params))
+	for _, name := range slices.Sorted(maps.Keys(params)) {
+		w := params[name]
+		if !w.DType().IsFloat() {
+			return nil, nil, 0, 0, fmt.Errorf("optim: parameter %s is %v, not a float tensor", name, w)
+		}
+		if q, dup := o.byW[w]; dup {
+			return nil, nil, 0, 0, fmt.Errorf("optim: parameters %s and %s are the same tensor", q.Name, name)
+		}
+		p := &Param{Name: name, W: w}
+		o.Params = append(o.Params, p)
+		o.byW[w] = p
+		s := engine.AdamWSpan{W: w, Off: n, MasterOff: -1}
+		n = roundUp(n+w.Numel(), align)
+		if w.DType() != engine.F32 {
+			s.MasterOff = nm
+			nm = roundUp(nm+w.Numel(), align)
+		}
+		spans = append(spans, s)
+	}
+	return o, spans, n, nm, nil
+}
+
 // roundUp returns x rounded up to a multiple of k.
 func roundUp(x, k int) int { return (x + k - 1) / k * k }
 
@@ -140,9 +159,13 @@ func (o *AdamW) Grad(w *engine.Tensor) *engine.Tensor {
 	return p.G
 }
 
+// Backend returns the backend the optimizer's buffers live on.
+func (o *AdamW) Backend() engine.Backend { return o.b }
+
 // FlatGrad returns the flat f32 buffer every parameter's gradient is a view
 // of (Grad), in the optimizer's fixed parameter order: what data-parallel
-// training all-reduces.
+// training all-reduces. A sharded optimizer pads it to a multiple of its
+// shards, and its step leaves the gathered weights in it.
 func (o *AdamW) FlatGrad() *engine.Tensor { return o.grad }
 
 // ZeroGrad clears every gradient (one op over the flat gradient buffer).
@@ -161,6 +184,9 @@ type StepResult struct {
 // is NaN or infinite is not applied: the step is counted in Skipped and the
 // weights and moments stay as they were.
 func (o *AdamW) Step(lr, gradScale float32) StepResult {
+	if o.comm != nil {
+		panic("optim: Step of a sharded optimizer; use StepSharded")
+	}
 	norm := engine.GlobalNorm(o.b, o.acc, []*engine.Tensor{o.grad}) * gradScale
 	clip := engine.ClipScale(norm, o.Config.MaxGradNorm)
 	if math.IsNaN(float64(clip)) || math.IsNaN(float64(norm)) {
@@ -178,12 +204,16 @@ func (o *AdamW) Step(lr, gradScale float32) StepResult {
 // of every parameter — and the backend's copy of its parameter table. The
 // parameters themselves stay. The optimizer must not be used afterwards.
 func (o *AdamW) Free() {
-	for _, t := range []*engine.Tensor{o.grad, o.m, o.v, o.master, o.acc} {
+	for _, t := range []*engine.Tensor{o.grad, o.m, o.v, o.master, o.acc, o.gshard} {
 		if t != nil {
 			o.b.FreeBuffer(t.Buffer())
 		}
 	}
-	o.grad, o.m, o.v, o.master, o.acc = nil, nil, nil, nil, nil
+	o.grad, o.m, o.v, o.master, o.acc, o.gshard = nil, nil, nil, nil, nil, nil
+	for _, t := range o.owned {
+		o.b.FreeBuffer(t.Buffer())
+	}
+	o.owned = nil
 	if o.table != nil {
 		o.table.Free(o.b)
 	}

@@ -9,7 +9,9 @@ import (
 	"github.com/turnwise/turnwise/checkpoint"
 	"github.com/turnwise/turnwise/data"
 	"github.com/turnwise/turnwise/engine"
+	"github.com/turnwise/turnwise/engine/cpu"
 	"github.com/turnwise/turnwise/model/llama"
+	"github.com/turnwise/turnwise/optim"
 )
 
 // Data parallelism: W ranks, each with the whole model and optimizer, run
@@ -26,6 +28,14 @@ import (
 //     summed in rank order in float64.
 //   - Rank 0 evaluates and writes metrics and checkpoints; every rank
 //     resumes from the run directory, which all must see.
+//   - ZeRO-1 (Config.Zero 1): the optimizer is sharded (optim.NewShardedAdamW);
+//     its step reduce-scatters the gradient instead of all-reducing it and
+//     all-gathers the weights. A checkpoint holds the whole, unsharded
+//     optimizer state, gathered from the ranks into host memory
+//     (optim.AdamW.GatherTo, a window at a time) and written by rank 0 — the
+//     same files as without ZeRO, so any world size, sharded or not, resumes
+//     from it; on resume each rank loads the whole state into host memory
+//     and takes its shard. The device needs no more than its shard.
 //   - The weights are broadcast from rank 0 when the trainer is made, so
 //     every rank starts from the same ones.
 type dataParallel struct {
@@ -59,13 +69,100 @@ func (d *dataParallel) next(p *data.Packer) llama.Batch {
 	return mine
 }
 
-// reduce sums the flat gradient across the ranks and returns the step's
-// loss (the mean of the ranks' losses) and token count (their sum).
-func (d *dataParallel) reduce(grad *engine.Tensor, loss float64, tokens int) (float64, int, error) {
+// newOptimizer returns the run's optimizer over params: sharded across the
+// ranks for ZeRO-1 in a job of several ranks, else whole.
+func newOptimizer(b engine.Backend, cfg Config, params checkpoint.Tensors) (*optim.AdamW, error) {
+	switch {
+	case cfg.Zero < 0 || cfg.Zero > 1:
+		return nil, fmt.Errorf("trainer: ZeRO stage %d; want 0 or 1", cfg.Zero)
+	case cfg.Zero == 1 && cfg.Comm != nil && cfg.Comm.Size() > 1:
+		return optim.NewShardedAdamW(b, cfg.AdamW, params, cfg.Comm)
+	}
+	return optim.NewAdamW(b, cfg.AdamW, params)
+}
+
+// step applies the optimizer step (with a sharded optimizer, a collective).
+func (d *dataParallel) step(opt *optim.AdamW, lr, gradScale float32) (optim.StepResult, error) {
+	if opt.Sharded() {
+		return opt.StepSharded(lr, gradScale)
+	}
+	return opt.Step(lr, gradScale), nil
+}
+
+// savedOptimizer returns the optimizer a checkpoint saves and a function
+// that releases it; nil on the ranks that do not write. A sharded
+// optimizer's state is gathered from every rank first (a collective).
+func (t *Trainer) savedOptimizer() (*optim.AdamW, func(), error) {
+	writes := t.cfg.Comm == nil || t.cfg.Comm.Rank() == 0
+	if !t.p.Opt.Sharded() {
+		if !writes {
+			return nil, nil, nil
+		}
+		return t.p.Opt, func() {}, nil
+	}
+	full, err := t.p.Opt.GatherTo(hostBackend(t.m.Backend()), writes)
+	if err != nil {
+		return nil, nil, fmt.Errorf("trainer: saving step %d: %w", t.st.Step, err)
+	}
+	if !writes {
+		return nil, nil, nil
+	}
+	return full, full.Free, nil
+}
+
+// hostBackend returns the backend in host memory that a sharded
+// optimizer's whole state passes through on its way to and from a
+// checkpoint: b itself on the CPU, else a CPU backend.
+func hostBackend(b engine.Backend) engine.Backend {
+	if b.Device() == engine.CPU {
+		return b
+	}
+	return cpu.New(cpu.Options{})
+}
+
+// load restores the checkpoint in dir; a sharded optimizer takes its shard
+// of the whole state the checkpoint holds, which each rank loads into host
+// memory in turn (a collective), so that a node's host holds one whole
+// state at a time.
+func (t *Trainer) load(dir string) error {
+	b := t.m.Backend()
+	model := map[string]checkpoint.Tensors{"model": t.p.Tensors}
+	if !t.p.Opt.Sharded() {
+		return checkpoint.Load(dir, b, model, t.p.Opt, &t.st)
+	}
+	mine := func() error {
+		full, err := t.p.Opt.Twin(hostBackend(b))
+		if err != nil {
+			return fmt.Errorf("checkpoint %s: %w", dir, err)
+		}
+		defer full.Free()
+		if err := checkpoint.Load(dir, b, model, full, &t.st); err != nil {
+			return err
+		}
+		t.p.Opt.LoadShard(full)
+		return nil
+	}
+	var err error
+	for r := range t.cfg.Comm.Size() {
+		if r == t.cfg.Comm.Rank() {
+			err = mine()
+		}
+		if berr := t.cfg.Comm.Barrier(); berr != nil && err == nil {
+			err = fmt.Errorf("checkpoint %s: waiting for rank %d to load: %w", dir, r, berr)
+		}
+	}
+	return err
+}
+
+// reduce sums the flat gradient across the ranks — unless opt is sharded,
+// whose step reduces it — and returns the step's loss (the mean of the
+// ranks' losses) and token count (their sum).
+func (d *dataParallel) reduce(opt *optim.AdamW, loss float64, tokens int) (float64, int, error) {
 	if d.c == nil {
 		return loss, tokens, nil
 	}
-	for off := 0; off < grad.Numel(); off += bucketElems {
+	grad := opt.FlatGrad()
+	for off := 0; off < grad.Numel() && !opt.Sharded(); off += bucketElems {
 		n := min(bucketElems, grad.Numel()-off)
 		bucket := engine.NewTensor(grad.Buffer(), grad.Offset()+4*off, engine.F32, n)
 		if err := d.c.AllReduce(bucket); err != nil {

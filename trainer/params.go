@@ -35,8 +35,16 @@ type Params struct {
 // every weight of m when ad is nil — and extra (further parameters by name;
 // nil: none) with one AdamW configured by c.
 func NewParams(m *llama.Model, ad *llama.Adapter, c optim.AdamWConfig, extra map[string]*engine.Tensor) (*Params, error) {
+	return newParams(m, ad, extra, func(ts checkpoint.Tensors) (*optim.AdamW, error) {
+		return optim.NewAdamW(m.Backend(), c, ts)
+	})
+}
+
+// newParams is NewParams with the optimizer that newOpt makes for the
+// trained tensors (a sharded one, under ZeRO-1).
+func newParams(m *llama.Model, ad *llama.Adapter, extra map[string]*engine.Tensor, newOpt func(checkpoint.Tensors) (*optim.AdamW, error)) (*Params, error) {
 	p := &Params{Tensors: trainedTensors(m, ad, extra), m: m, ad: ad}
-	opt, err := optim.NewAdamW(m.Backend(), c, p.Tensors)
+	opt, err := newOpt(p.Tensors)
 	if err != nil {
 		return nil, err
 	}

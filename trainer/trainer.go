@@ -46,6 +46,10 @@ type Config struct {
 	// Comm, when not nil, makes the run one rank of a data-parallel job
 	// (see dataParallel): nil or a job of one is a single process.
 	Comm engine.Communicator
+	// Zero is the ZeRO stage: 1 shards the optimizer's moments and f32
+	// master weights across Comm's ranks (see optim.NewShardedAdamW); 0
+	// keeps the whole optimizer on every rank.
+	Zero int
 }
 
 // state is what trainer.json holds: enough, with the weights and the
@@ -97,7 +101,9 @@ func New(m *llama.Model, ad *llama.Adapter, train, eval *data.Packer, cfg Config
 			out = io.Discard
 		}
 	}
-	p, err := NewParams(m, ad, cfg.AdamW, nil)
+	p, err := newParams(m, ad, nil, func(ts checkpoint.Tensors) (*optim.AdamW, error) {
+		return newOptimizer(m.Backend(), cfg, ts)
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -125,7 +131,7 @@ func (t *Trainer) Resume() (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	if err := checkpoint.Load(dir, t.m.Backend(), map[string]checkpoint.Tensors{"model": t.p.Tensors}, t.p.Opt, &t.st); err != nil {
+	if err := t.load(dir); err != nil {
 		return 0, err
 	}
 	if err := t.train.Seek(t.st.Position); err != nil {
@@ -217,11 +223,14 @@ func (t *Trainer) Run() error {
 			p.Release()
 		}
 		var err error
-		if loss, tokens, err = dp.reduce(t.p.Opt.FlatGrad(), loss, tokens); err != nil {
+		if loss, tokens, err = dp.reduce(t.p.Opt, loss, tokens); err != nil {
 			return err
 		}
 		lr := t.cfg.Schedule.LR(t.st.Step)
-		res := t.p.Opt.Step(float32(lr), 1/float32(t.cfg.MicroBatches*dp.size))
+		res, err := dp.step(t.p.Opt, float32(lr), 1/float32(t.cfg.MicroBatches*dp.size))
+		if err != nil {
+			return err
+		}
 		t.st.Step++
 		t.st.Tokens += int64(tokens)
 		t.st.Position = t.train.Position()
@@ -245,7 +254,7 @@ func (t *Trainer) Run() error {
 			}
 		}
 		t.progress.Update(int64(t.st.Step), loss, lr, tps)
-		if t.cfg.RunDir != "" && dp.writes() && ((t.cfg.CheckpointEvery > 0 && t.st.Step%t.cfg.CheckpointEvery == 0) || t.st.Step == t.cfg.Steps) {
+		if t.cfg.RunDir != "" && (dp.writes() || t.p.Opt.Sharded()) && ((t.cfg.CheckpointEvery > 0 && t.st.Step%t.cfg.CheckpointEvery == 0) || t.st.Step == t.cfg.Steps) {
 			if err := t.Save(); err != nil {
 				return err
 			}
@@ -278,10 +287,17 @@ func (t *Trainer) Evaluate() (float64, error) {
 	return sum / float64(n), nil
 }
 
-// Save writes a checkpoint of the current step and prunes old ones.
+// Save writes a checkpoint of the current step and prunes old ones. In a
+// job of several ranks only rank 0 writes; with a sharded optimizer Save is
+// a collective (it gathers the state), which every rank calls.
 func (t *Trainer) Save() error {
+	opt, done, err := t.savedOptimizer()
+	if err != nil || opt == nil {
+		return err
+	}
+	defer done()
 	dir := checkpoint.Dir(t.cfg.RunDir, t.st.Step)
-	if err := checkpoint.Save(dir, t.m.Backend(), map[string]checkpoint.Tensors{"model": t.p.Tensors}, t.p.Opt, t.st, t.cfg.Compress); err != nil {
+	if err := checkpoint.Save(dir, t.m.Backend(), map[string]checkpoint.Tensors{"model": t.p.Tensors}, opt, t.st, t.cfg.Compress); err != nil {
 		return err
 	}
 	return checkpoint.Prune(t.cfg.RunDir, t.cfg.KeepCheckpoints)

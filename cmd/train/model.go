@@ -120,6 +120,7 @@ With --json it prints the same as one JSON object:
   batch, seq    sequences and tokens per sequence
   weight_dtype  "bf16" or "f32"
   recompute     whether layers are recomputed in the backward
+  ranks, zero   data-parallel ranks and the ZeRO stage (the plan is per rank)
   items         the lines: key (stable name), what (in words), bytes,
                 note (how the bytes are made up), transient (starred)
   total_bytes   the peak
@@ -143,8 +144,13 @@ func runPlan(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	infer := fs.Bool("inference", false, "plan generation (weights, KV cache, a prefill of every token) instead of training")
 	wdt := fs.String("weight-dtype", "bf16", "dtype of the weights and activations: bf16 or f32")
 	asJSON := fs.Bool("json", false, "print the plan as JSON (see --help)")
+	ranks := fs.Int("ranks", 1, "data-parallel ranks (GPUs) the job runs on; the plan is per rank")
+	zero := fs.Int("zero", 0, "ZeRO stage: 1 shards the f32 master weights and Adam moments across --ranks (sft --zero 1)")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *ranks < 1 || *zero < 0 || *zero > 1 {
+		return fmt.Errorf("--ranks %d --zero %d: want ≥ 1 ranks and stage 0 or 1", *ranks, *zero)
 	}
 	c, err := mf.config()
 	if err != nil {
@@ -157,7 +163,7 @@ func runPlan(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	if *rank < 0 {
 		return fmt.Errorf("--lora-rank %d: want a positive rank, or 0 for full fine-tuning", *rank)
 	}
-	o := llama.PlanOptions{Batch: *batch, SeqLen: *seq, WeightBytes: dt.Size(), Recompute: *recompute && !*infer, Inference: *infer}
+	o := llama.PlanOptions{Batch: *batch, SeqLen: *seq, WeightBytes: dt.Size(), Recompute: *recompute && !*infer, Inference: *infer, Ranks: *ranks, Zero: *zero}
 	title := "full fine-tuning"
 	if *rank > 0 {
 		o.LoRA = &llama.LoRAConfig{Rank: *rank, Targets: strings.Split(*targets, ",")}
@@ -176,6 +182,10 @@ func runPlan(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	if *asJSON {
 		return p.WriteJSON(stdout, c, o)
 	}
-	fmt.Fprintf(stdout, "%s, %d × %d tokens, %v weights%s\n\n", title, *batch, *seq, dt, map[bool]string{true: ", recomputation"}[o.Recompute])
+	per := ""
+	if *ranks > 1 {
+		per = fmt.Sprintf(", per rank of %d, ZeRO-%d", *ranks, *zero)
+	}
+	fmt.Fprintf(stdout, "%s, %d × %d tokens, %v weights%s%s\n\n", title, *batch, *seq, dt, map[bool]string{true: ", recomputation"}[o.Recompute], per)
 	return p.Write(stdout)
 }

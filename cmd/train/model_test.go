@@ -188,3 +188,35 @@ func TestScoreWithAdapter(t *testing.T) {
 		t.Error("an empty adapter directory was accepted")
 	}
 }
+
+// TestPlanZeRO1Llama8B checks train plan's verdict on full fine-tuning of
+// Llama-3.1-8B (bf16 weights, one sequence of 8192 tokens, recomputation)
+// on 8 GPUs of 80 GB: each rank fits with --zero 1, and not without.
+func TestPlanZeRO1Llama8B(t *testing.T) {
+	const gpu = 80e9
+	for _, c := range []struct {
+		zero string
+		fits bool
+	}{{"0", false}, {"1", true}} {
+		out, err := runCmd(t, runPlan, "", "--preset", "llama-3.1-8b", "--seq", "8192", "--recompute", "--ranks", "8", "--zero", c.zero, "--json")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var p struct {
+			llama.Plan
+			Ranks int `json:"ranks"`
+			Zero  int `json:"zero"`
+		}
+		if err := json.Unmarshal([]byte(out), &p); err != nil {
+			t.Fatalf("--zero %s: %v\n%s", c.zero, err, out)
+		}
+		if fits := p.Total <= gpu; fits != c.fits || p.Ranks != 8 || p.Zero != int(c.zero[0]-'0') {
+			t.Errorf("--zero %s: %.2f GB per rank (ranks %d, zero %d); fits 80 GB: %v, want %v", c.zero, float64(p.Total)/1e9, p.Ranks, p.Zero, fits, c.fits)
+		}
+	}
+	for _, bad := range [][]string{{"--ranks", "0"}, {"--zero", "2"}, {"--zero", "-1"}} {
+		if _, err := runCmd(t, runPlan, "", append([]string{"--preset", "tiny"}, bad...)...); err == nil {
+			t.Errorf("plan %q succeeded", bad)
+		}
+	}
+}

@@ -17,6 +17,12 @@ type PlanOptions struct {
 	Recompute     bool        // Model.Recompute: keep each layer's input, recompute the rest in the backward
 	LogitChunk    int         // tokens whose logits exist at once (0: LogitChunk)
 	Inference     bool        // a prefill of every token and a KV cache instead of training
+	// Ranks is the number of data-parallel ranks (0 or 1: one process) and
+	// Zero the ZeRO stage: with Zero 1 on several ranks the f32 master
+	// weights (of every parameter, f32 ones too) and Adam's moments are
+	// sharded, each rank keeping 1/Ranks of them, plus the summed gradient
+	// of its shard (optim.NewShardedAdamW). The plan is per rank.
+	Ranks, Zero int
 }
 
 // PlanItem is one line of a memory plan.
@@ -67,6 +73,9 @@ func (p Plan) Item(key string) (PlanItem, bool) {
 func (c Config) Plan(o PlanOptions) (Plan, error) {
 	if o.Batch <= 0 || o.SeqLen <= 0 {
 		return Plan{}, fmt.Errorf("plan: batch %d and sequence length %d must be positive", o.Batch, o.SeqLen)
+	}
+	if o.Zero < 0 || o.Zero > 1 || o.Ranks < 0 {
+		return Plan{}, fmt.Errorf("plan: ZeRO stage %d on %d ranks; want stage 0 or 1 on ≥ 1 ranks", o.Zero, o.Ranks)
 	}
 	if o.WeightBytes == 0 {
 		o.WeightBytes = 2
@@ -122,18 +131,21 @@ func (c Config) Plan(o PlanOptions) (Plan, error) {
 		add(false, "sampling", "logits and sampling", b*v*f32+4*b*4, "f32 logits [%d, %d], the sampler's ids, uniforms, log-probabilities, log-sum-exps", b, v)
 		return p, nil
 	}
+	trained, what := np, "" // the optimized parameters
 	if o.LoRA != nil {
-		add(false, "gradients", "adapter gradients", la*f32, "f32")
-		if wb != f32 {
-			add(false, "master_weights", "adapter master weights", la*f32, "f32")
-		}
-		add(false, "optimizer_state", "optimizer state", la*8, "Adam m, v in f32")
+		trained, what = la, "adapter "
+	}
+	if ranks := int64(o.Ranks); o.Zero == 1 && ranks > 1 {
+		shard := (trained + ranks - 1) / ranks
+		add(false, "gradients", what+"gradients", (trained+shard)*f32, "f32, and the summed gradient of this rank's shard of %d", shard)
+		add(false, "master_weights", what+"master weights", shard*f32, "f32, ZeRO-1: this rank's shard, 1/%d", ranks)
+		add(false, "optimizer_state", "optimizer state", shard*8, "Adam m, v in f32, ZeRO-1: this rank's shard, 1/%d", ranks)
 	} else {
-		add(false, "gradients", "gradients", np*f32, "f32")
+		add(false, "gradients", what+"gradients", trained*f32, "f32")
 		if wb != f32 {
-			add(false, "master_weights", "master weights", np*f32, "f32")
+			add(false, "master_weights", what+"master weights", trained*f32, "f32")
 		}
-		add(false, "optimizer_state", "optimizer state", np*8, "Adam m, v in f32")
+		add(false, "optimizer_state", "optimizer state", trained*8, "Adam m, v in f32")
 	}
 
 	// The forward keeps, for the backward (ForwardTrain): token ids,
@@ -211,16 +223,19 @@ type planJSON struct {
 	Seq         int    `json:"seq"`
 	WeightDType string `json:"weight_dtype"`
 	Recompute   bool   `json:"recompute"`
+	Ranks       int    `json:"ranks"`
+	Zero        int    `json:"zero"`
 	Plan
 }
 
 // WriteJSON writes the plan of architecture c for the job o as one
 // indented JSON object: model (dim, layers, heads, kv_heads, head_dim, ffn,
 // vocab), mode ("full", "lora" or "inference"), lora_rank (0: none), batch,
-// seq, weight_dtype ("bf16" or "f32"), recompute, and the plan's items,
+// seq, weight_dtype ("bf16" or "f32"), recompute, ranks, zero, and the plan's items,
 // total_bytes and pooled_bytes.
 func (p Plan) WriteJSON(w io.Writer, c Config, o PlanOptions) error {
-	out := planJSON{Mode: "full", Batch: o.Batch, Seq: o.SeqLen, WeightDType: engine.F32.String(), Recompute: o.Recompute, Plan: p}
+	out := planJSON{Mode: "full", Batch: o.Batch, Seq: o.SeqLen, WeightDType: engine.F32.String(), Recompute: o.Recompute,
+		Ranks: max(o.Ranks, 1), Zero: o.Zero, Plan: p}
 	if o.WeightBytes == 2 {
 		out.WeightDType = engine.BF16.String()
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/turnwise/turnwise/engine"
 	"github.com/turnwise/turnwise/engine/cpu"
+	"github.com/turnwise/turnwise/optim"
 )
 
 // llama31_8B is Llama-3.1-8B's architecture (DESIGN §4).
@@ -328,5 +329,83 @@ func TestPlanJSON(t *testing.T) {
 	}
 	if transient != 2 {
 		t.Errorf("%d transient items, want the logits chunk and the backward buffers: %s", transient, data)
+	}
+}
+
+// rankOf is the rank and world size of a job for building a sharded
+// optimizer, which asks only for these; its collectives fail.
+type rankOf struct{ rank, size int }
+
+func (c rankOf) Rank() int                               { return c.rank }
+func (c rankOf) Size() int                               { return c.size }
+func (c rankOf) AllReduce(*engine.Tensor) error          { return errNoCollectives }
+func (c rankOf) ReduceScatter(_, _ *engine.Tensor) error { return errNoCollectives }
+func (c rankOf) AllGather(_, _ *engine.Tensor) error     { return errNoCollectives }
+func (c rankOf) Broadcast(*engine.Tensor, int) error     { return errNoCollectives }
+func (c rankOf) Barrier() error                          { return errNoCollectives }
+func (c rankOf) Close() error                            { return nil }
+
+var errNoCollectives = fmt.Errorf("rankOf: no collectives")
+
+// TestPlanZeRO1MatchesAllocated checks the plan's optimizer lines — the
+// gradients, master weights and Adam moments — against the bytes the
+// optimizer allocates on each rank, counted by the backend, in f32 and bf16
+// with and without ZeRO-1 on 1, 2 and 3 ranks. The optimizer pads every
+// parameter to 64 elements and, sharded, the flat buffer to 64 × ranks, so
+// the allocation may exceed the plan by that padding and nothing more.
+func TestPlanZeRO1MatchesAllocated(t *testing.T) {
+	c := planTestConfig
+	np := c.Params()
+	for _, dt := range []engine.DType{engine.F32, engine.BF16} {
+		for _, ranks := range []int{1, 2, 3} {
+			plan, err := c.Plan(PlanOptions{Batch: 1, SeqLen: 8, WeightBytes: dt.Size(), Ranks: ranks, Zero: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := item(t, plan, "gradients") + item(t, plan, "optimizer_state")
+			if it, ok := plan.Item("master_weights"); ok {
+				want += it.Bytes
+			}
+			for rank := range ranks {
+				cb := &countingBackend{Backend: cpu.New(cpu.Options{Threads: 1})}
+				m, err := NewRandom(cb, c, dt, 0.1, 5)
+				if err != nil {
+					t.Fatal(err)
+				}
+				params := map[string]*engine.Tensor{}
+				m.Weights.Each(func(name string, w *engine.Tensor) { params[name] = w })
+				before := cb.live
+				var o *optim.AdamW
+				if ranks == 1 {
+					o, err = optim.NewAdamW(cb, optim.AdamWConfig{}, params)
+				} else {
+					o, err = optim.NewShardedAdamW(cb, optim.AdamWConfig{}, params, rankOf{rank, ranks})
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				got := cb.live - before
+				t.Logf("%v, rank %d of %d: the optimizer allocated %d bytes (%d of masters and moments), the plan says %d", dt, rank, ranks, got, 4*o.StateElems(), want)
+				// Padding: ≤ 63 elements per parameter and, sharded, ≤ 64 × ranks
+				// for the shards, in the gradient (4 B) and, on each rank, its
+				// 1/ranks in the summed shard, the master and the moments (16 B);
+				// plus the 4 B of the norm's accumulator.
+				pad := int64(64 * (len(params) + ranks))
+				slack := 4*pad + 16*pad/int64(ranks) + 4
+				if dt == engine.F32 && ranks == 1 {
+					slack = 12*pad + 4
+				}
+				if got < want || got > want+slack {
+					t.Errorf("%v, rank %d of %d: the optimizer allocated %d bytes, the plan says %d (+ up to %d of padding)", dt, rank, ranks, got, want, slack)
+				}
+				if st := int64(o.StateElems()) * 4; ranks > 1 && (st < 12*np/int64(ranks) || st > 12*(np+pad)/int64(ranks)+12) {
+					t.Errorf("%v, rank %d of %d: %d bytes of masters and moments, want 12 B × %d parameters / %d", dt, rank, ranks, st, np, ranks)
+				}
+				o.Free()
+				if cb.live != before {
+					t.Errorf("%v, rank %d of %d: %d bytes still allocated after Free", dt, rank, ranks, cb.live-before)
+				}
+			}
+		}
 	}
 }

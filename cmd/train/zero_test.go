@@ -1,0 +1,135 @@
+package main
+
+import (
+	"encoding/binary"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/turnwise/turnwise/checkpoint"
+	"github.com/turnwise/turnwise/safetensors"
+)
+
+// TestLaunchSFTZeRO1 checks ZeRO-1 against plain data parallelism: two
+// ranks with --zero 1 record the same losses and gradient norms (relative
+// 1e-6) as two ranks without it and as one process of twice the batch, end
+// with the same weights (within 1e-5 of each tensor's largest weight; bit
+// for bit without clipping), and their checkpoint — the whole optimizer
+// state, gathered — resumes in one process, as one process's resumes on two
+// ZeRO-1 ranks.
+func TestLaunchSFTZeRO1(t *testing.T) {
+	if testing.Short() {
+		t.Skip("trains seven times")
+	}
+	common := []string{"--steps", "4", "--batch-tokens", "256", "--eval-every", "0", "--prompt", "",
+		"--threads", "1", "--checkpoint-every", "2"}
+	one, dp, zero := t.TempDir(), t.TempDir(), t.TempDir()
+	if out, err := runCmd(t, runSFT, "", append([]string{"--run-dir", one, "--micro-batches", "2"}, common...)...); err != nil {
+		t.Fatalf("one process: %v\n%s", err, out)
+	}
+	for _, r := range []struct {
+		dir   string
+		extra []string
+	}{{dp, nil}, {zero, []string{"--zero", "1"}}} {
+		args := append([]string{"--nproc-per-node", "2", "--master-port", freePort(t), "--",
+			"sft", "--run-dir", r.dir, "--micro-batches", "1"}, common...)
+		if out, errOut, err := launchRun(t, append(args, r.extra...)...); err != nil {
+			t.Fatalf("two ranks %v: %v\n%s\n%s", r.extra, err, out, errOut)
+		}
+	}
+	want := metricsByStep(t, one)
+	if len(want) != 4 {
+		t.Fatalf("one process recorded %d steps, want 4", len(want))
+	}
+	sameMetrics(t, "two ranks, ZeRO-1", metricsByStep(t, zero), want)
+	sameMetrics(t, "two ranks, ZeRO-1 against plain data parallel", metricsByStep(t, zero), metricsByStep(t, dp))
+	sameWeights(t, checkpoint.Dir(zero, 4), checkpoint.Dir(dp, 4), 1e-5)
+
+	// The ZeRO-1 run's step-2 checkpoint resumes in one process (of 2B).
+	if err := os.RemoveAll(checkpoint.Dir(zero, 4)); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := runCmd(t, runSFT, "", append([]string{"--run-dir", zero, "--micro-batches", "2"}, common...)...); err != nil ||
+		!strings.Contains(out, "resuming from step 2") {
+		t.Fatalf("resuming with one process: %v\n%s", err, out)
+	}
+	sameMetrics(t, "ZeRO-1 on two ranks, then one process from step 2", metricsByStep(t, zero), want)
+	sameWeights(t, checkpoint.Dir(zero, 4), checkpoint.Dir(dp, 4), 1e-5)
+
+	// And the other way: two ZeRO-1 ranks, each taking its shard of the
+	// one process's step-2 checkpoint, continue it.
+	if err := os.RemoveAll(checkpoint.Dir(one, 4)); err != nil {
+		t.Fatal(err)
+	}
+	args := append([]string{"--nproc-per-node", "2", "--master-port", freePort(t), "--",
+		"sft", "--run-dir", one, "--micro-batches", "1", "--zero", "1"}, common...)
+	if out, errOut, err := launchRun(t, args...); err != nil || !strings.Contains(out, "resuming from step 2") {
+		t.Fatalf("resuming with two ZeRO-1 ranks: %v\n%s\n%s", err, out, errOut)
+	}
+	sameMetrics(t, "one process, then ZeRO-1 on two ranks from step 2", metricsByStep(t, one), want)
+	sameWeights(t, checkpoint.Dir(one, 4), checkpoint.Dir(dp, 4), 1e-5)
+
+	// Without clipping — the gradient norm, summed from the shards in
+	// another order, is then unused — ZeRO-1 gives plain data parallelism's
+	// weights bit for bit.
+	dp, zero = t.TempDir(), t.TempDir()
+	for _, r := range []struct {
+		dir   string
+		extra []string
+	}{{dp, []string{"--clip", "0"}}, {zero, []string{"--clip", "0", "--zero", "1"}}} {
+		args := append([]string{"--nproc-per-node", "2", "--master-port", freePort(t), "--",
+			"sft", "--run-dir", r.dir, "--micro-batches", "1"}, common...)
+		if out, errOut, err := launchRun(t, append(args, r.extra...)...); err != nil {
+			t.Fatalf("two ranks %v: %v\n%s\n%s", r.extra, err, out, errOut)
+		}
+	}
+	sameWeights(t, checkpoint.Dir(zero, 4), checkpoint.Dir(dp, 4), 0)
+}
+
+// sameWeights compares the f32 tensors of two checkpoints' model files: every
+// element within tol of the tensor's largest magnitude.
+func sameWeights(t *testing.T, gotDir, wantDir string, tol float64) {
+	t.Helper()
+	open := func(dir string) *safetensors.File {
+		f, err := safetensors.Open(filepath.Join(dir, "model.safetensors"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { f.Close() })
+		return f
+	}
+	got, want := open(gotDir), open(wantDir)
+	names := want.Names()
+	if len(names) == 0 || len(got.Names()) != len(names) {
+		t.Fatalf("%s has %d tensors, %s %d", gotDir, len(got.Names()), wantDir, len(names))
+	}
+	var largest float64 // the largest difference relative to its tensor's scale
+	defer func() {
+		t.Logf("%s against %s: weights differ by up to %.3g of their tensor's largest", gotDir, wantDir, largest)
+	}()
+	for _, name := range names {
+		w, info, err := want.Data(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		g, _, err := got.Data(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.DType != safetensors.F32 || len(g) != len(w) {
+			t.Fatalf("%s: %v, %d and %d bytes; want F32 of one size", name, info.DType, len(g), len(w))
+		}
+		var scale, worst float64
+		for i := 0; i < len(w); i += 4 {
+			a := float64(math.Float32frombits(binary.LittleEndian.Uint32(g[i:])))
+			b := float64(math.Float32frombits(binary.LittleEndian.Uint32(w[i:])))
+			scale, worst = max(scale, math.Abs(b)), max(worst, math.Abs(a-b))
+		}
+		largest = max(largest, worst/scale)
+		if !(worst <= tol*scale) {
+			t.Errorf("%s: weights differ by up to %.3g (largest weight %.3g, tolerance %g of it)", name, worst, scale, tol)
+		}
+	}
+}
