@@ -42,8 +42,8 @@ func SupervisedFT(m *llama.Model, ad *llama.Adapter, examples []data.Example, o 
 	}
 	tr, err := trainer.New(m, ad, train, nil, trainer.Config{
 		Steps: o.Steps, MicroBatches: 1,
-		Schedule: optim.Schedule{Peak: o.LR, Warmup: max(1, o.Steps*3/100), Total: o.Steps, Cosine: true, MinRatio: RefMinLRRatio},
-		AdamW:    ReferenceAdamW(),
+		Schedule:   optim.Schedule{Peak: o.LR, Warmup: max(1, o.Steps*3/100), Total: o.Steps, Cosine: true, MinRatio: RefMinLRRatio},
+		AdamW:      ReferenceAdamW(),
 		MetricsDir: o.MetricsDir, PeakFLOPS: o.PeakFLOPS,
 	}, out)
 	if err != nil {
