@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -205,6 +206,9 @@ func (t *Trainer) Run() error {
 		mdir = t.cfg.MetricsDir
 	}
 	if mdir != "" && t.metricsOut == nil && dp.writes() {
+		if err := os.MkdirAll(mdir, 0o755); err != nil {
+			return err
+		}
 		w, err := metrics.Create(filepath.Join(mdir, MetricsName),
 			metrics.WriterOptions{EventsDir: mdir, FromStep: int64(t.st.Step)})
 		if err != nil {

@@ -59,6 +59,7 @@ type trainFlags struct {
 	batchTokens, maxLen  int
 	warmup, minRatio, wd float64
 	clip                 float64
+	peakTFLOPS           float64
 }
 
 // register adds the flags with the given defaults of epochs and NLL
@@ -80,6 +81,7 @@ func (t *trainFlags) register(fs *pflag.FlagSet, epochs int, nll float64) {
 	fs.Float64Var(&t.minRatio, "min-lr-ratio", rl.RefMinLRRatio, "the cosine schedule's floor, as a fraction of --lr")
 	fs.Float64Var(&t.wd, "weight-decay", rl.RefWeightDecay, "AdamW weight decay")
 	fs.Float64Var(&t.clip, "clip", rl.RefMaxGradNorm, "clip the global gradient norm to this (0: off)")
+	fs.Float64Var(&t.peakTFLOPS, "peak-tflops", 0, "the device's peak TFLOP/s, for the MFU in --out's metrics.jsonl (0: no MFU)")
 }
 
 func (t *trainFlags) learningRate() float64 {
@@ -94,11 +96,12 @@ func (t *trainFlags) learningRate() float64 {
 
 // prefOptions are the reference's preference options (rl.ReferencePrefOptions)
 // as the flags change them.
-func (t *trainFlags) prefOptions(seed uint64, out io.Writer, label string) rl.PrefOptions {
+func (t *trainFlags) prefOptions(seed uint64, out io.Writer, label, metricsDir string) rl.PrefOptions {
 	o := rl.ReferencePrefOptions()
 	o.Beta, o.NLLCoef, o.Epochs, o.PairsPerStep, o.BatchTokens = t.beta, t.nll, t.epochs, t.batch, t.batchTokens
 	o.LR, o.WarmupFrac, o.MinLRRatio, o.Seed, o.Progress, o.Label = t.learningRate(), t.warmup, t.minRatio, seed, out, label
 	o.AdamW.WeightDecay, o.AdamW.MaxGradNorm = float32(t.wd), float32(t.clip)
+	o.MetricsDir, o.PeakFLOPS = metricsDir, t.peakTFLOPS*1e12
 	return o
 }
 
@@ -338,9 +341,9 @@ func runCritic(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 		if v, err = rl.NewValueHead(m); err != nil {
 			return err
 		}
-		st, err = rl.TrainValueCritic(m, critic, v, pairs, tf.prefOptions(pf.seed, stdout, "critic step"))
+		st, err = rl.TrainValueCritic(m, critic, v, pairs, tf.prefOptions(pf.seed, stdout, "critic step", *out))
 	} else {
-		st, err = rl.TrainPreferences(m, critic, pairs, tf.prefOptions(pf.seed, stdout, "critic step"))
+		st, err = rl.TrainPreferences(m, critic, pairs, tf.prefOptions(pf.seed, stdout, "critic step", *out))
 	}
 	if err != nil {
 		return err
@@ -432,7 +435,7 @@ func runActor(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(stdout, "actor: turn-wise DPO with NLL %g over the %s, %s\n", tf.nll, *nllScope, what(actor, tf))
-	po := tf.prefOptions(pf.seed, stdout, "actor step")
+	po := tf.prefOptions(pf.seed, stdout, "actor step", *out)
 	po.NLLSequence = seqNLL
 	ps, err := rl.TrainPreferences(m, actor, pairs, po)
 	if err != nil {
@@ -459,7 +462,7 @@ func runMTDPO(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(stdout, "multi-turn DPO on %d trajectory pairs, %s\n", len(pairs), what(pol, j.tf))
-	st, err := rl.TrainPreferences(j.m, pol, pairs, j.tf.prefOptions(j.pf.seed, stdout, "DPO step"))
+	st, err := rl.TrainPreferences(j.m, pol, pairs, j.tf.prefOptions(j.pf.seed, stdout, "DPO step", *j.out))
 	if err != nil {
 		return err
 	}
@@ -492,7 +495,8 @@ func runRFT(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	tf := j.tf
 	steps := max(1, tf.epochs*tokens/tf.batchTokens)
 	fmt.Fprintf(stdout, "rejection fine-tuning on %d successful trajectories (%d tokens), %d steps, %s\n", len(ex), tokens, steps, what(pol, tf))
-	o := rl.SFTOptions{Steps: steps, BatchTokens: tf.batchTokens, MaxLen: min(tf.maxLen, j.m.Config.MaxSeqLen), LR: tf.learningRate(), Seed: j.pf.seed}
+	o := rl.SFTOptions{Steps: steps, BatchTokens: tf.batchTokens, MaxLen: min(tf.maxLen, j.m.Config.MaxSeqLen), LR: tf.learningRate(), Seed: j.pf.seed,
+		MetricsDir: *j.out, PeakFLOPS: tf.peakTFLOPS * 1e12}
 	if err := rl.SupervisedFT(j.m, pol, ex, o, stdout); err != nil {
 		return err
 	}

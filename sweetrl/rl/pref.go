@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -174,6 +175,9 @@ func pairLoop(pairs []PrefPair, opt *optim.AdamW, o PrefOptions, stream uint64, 
 	}
 	var mw *metrics.Writer
 	if o.MetricsDir != "" {
+		if err := os.MkdirAll(o.MetricsDir, 0o755); err != nil {
+			return st, err
+		}
 		if mw, err = metrics.Create(filepath.Join(o.MetricsDir, trainer.MetricsName), metrics.WriterOptions{EventsDir: o.MetricsDir}); err != nil {
 			return st, err
 		}
