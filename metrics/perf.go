@@ -2,7 +2,6 @@ package metrics
 
 import (
 	"runtime"
-	"strings"
 	"time"
 )
 
@@ -43,42 +42,15 @@ func MFUOf(tokens int, seconds, flopsPerToken, peakFLOPS float64) float64 {
 	return float64(tokens) * flopsPerToken / (seconds * peakFLOPS)
 }
 
-// peakBF16 are dense (not sparse) bf16 tensor-core peaks in TFLOP/s, from
-// the vendor's data sheets, most specific name first.
-var peakBF16 = []struct {
-	name   string
-	tflops float64
-}{
-	{"h100 pcie", 756},
-	{"h100", 989.4}, // SXM
-	{"h200", 989.4},
-	{"a100", 312},
-	{"l40s", 362.05},
-	{"a10g", 70},
-	{"l4", 121},
-}
-
-// PeakBF16 returns the dense bf16 peak in FLOP/s of the GPU whose name
-// (as the driver reports it, such as "NVIDIA H100 80GB HBM3") contains a
-// known model, and false for an unknown one, whose MFU is then left out
-// rather than guessed.
-func PeakBF16(device string) (float64, bool) {
-	d := strings.ToLower(device)
-	for _, p := range peakBF16 {
-		if strings.Contains(d, p.name) {
-			return p.tflops * 1e12, true
-		}
-	}
-	return 0, false
-}
-
 // MeterOptions control a Meter.
 type MeterOptions struct {
 	// FLOPsPerToken is the model FLOPs a training token costs
 	// (TrainFLOPsPerToken); 0 leaves MFU out.
 	FLOPsPerToken float64
-	// PeakFLOPS is the hardware's peak FLOP/s (PeakBF16 for a GPU, a
-	// measured matrix-multiplication peak for the CPU); 0 leaves MFU out.
+	// PeakFLOPS is the hardware's peak FLOP/s: for a GPU its data-sheet
+	// dense bf16 peak (bench.SpecPeak lists the known ones), for the CPU
+	// the matrix-multiplication rate `train bench` measures. 0, as for a
+	// device whose peak is unknown, leaves MFU out rather than guess it.
 	PeakFLOPS float64
 	// Pool returns the engine pool's peak bytes (in use plus cached) and
 	// high-water mark of requested bytes; nil leaves them out.

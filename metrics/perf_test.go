@@ -32,26 +32,6 @@ func TestTrainFLOPsAndMFU(t *testing.T) {
 	}
 }
 
-func TestPeakBF16(t *testing.T) {
-	tests := []struct {
-		device string
-		want   float64
-		ok     bool
-	}{
-		{"NVIDIA H100 80GB HBM3", 989.4e12, true},
-		{"NVIDIA H100 PCIe", 756e12, true},
-		{"NVIDIA H200", 989.4e12, true},
-		{"NVIDIA A100-SXM4-80GB", 312e12, true},
-		{"cpu", 0, false},
-	}
-	for _, tc := range tests {
-		got, ok := PeakBF16(tc.device)
-		if got != tc.want || ok != tc.ok {
-			t.Errorf("PeakBF16(%q) = %g, %v; want %g, %v", tc.device, got, ok, tc.want, tc.ok)
-		}
-	}
-}
-
 // TestMeter checks the values a Meter adds against a hand-computed step:
 // 1200 tokens in 0.4 s at 5e6 FLOPs a token, against a 1e11 peak, 3 s
 // after the start.

@@ -47,7 +47,7 @@ type Config struct {
 	// TensorBoard event file go without checkpoints ("": none).
 	MetricsDir string
 	// PeakFLOPS is one device's peak FLOP/s for the MFU the metrics record
-	// (metrics.PeakBF16, or a measured CPU peak); 0 leaves MFU out.
+	// (see metrics.MeterOptions.PeakFLOPS); 0 leaves MFU out.
 	PeakFLOPS float64
 
 	// Comm, when not nil, makes the run one rank of a data-parallel job

@@ -46,7 +46,7 @@ type PrefOptions struct {
 	// TensorBoard event file, a record per step (see pairLoop).
 	MetricsDir string
 	// PeakFLOPS is the device's peak FLOP/s for the MFU the metrics
-	// record (metrics.PeakBF16); 0 leaves MFU out.
+	// record (see metrics.MeterOptions.PeakFLOPS); 0 leaves MFU out.
 	PeakFLOPS float64
 	// AfterEpoch, when set, is called after each epoch (1, 2, …) with the
 	// statistics so far: to validate, and keep the best epoch's weights.
