@@ -150,8 +150,14 @@ func (t *Trainer) Resume() (int, error) {
 // MetricsName is the name of the metrics file in the run directory.
 const MetricsName = "metrics.jsonl"
 
-// truncateMetrics cuts the metrics file back to the current step.
+// truncateMetrics cuts the metrics file back to the current step. Only
+// the rank that writes the file (rank 0 of a data-parallel job) cuts it:
+// another rank's rewrite, renamed into place after rank 0 had reopened the
+// file, would leave rank 0 appending to a file no longer in the directory.
 func (t *Trainer) truncateMetrics() error {
+	if t.cfg.Comm != nil && t.cfg.Comm.Rank() != 0 {
+		return nil
+	}
 	path := filepath.Join(t.cfg.RunDir, MetricsName)
 	n, err := metrics.Truncate(path, int64(t.st.Step))
 	if err != nil {
