@@ -212,3 +212,20 @@ func loadRequest(ctx context.Context, c *http.Client, url string, cfg LoadConfig
 	}
 	return r.Usage.CompletionTokens, nil
 }
+
+// LoadRounds runs rounds load tests of cfg against s one after the other
+// (the first also warms the model's buffer pool), writing each result on w
+// after "round N: ".
+func LoadRounds(ctx context.Context, s *Server, cfg LoadConfig, rounds int, w io.Writer) error {
+	for round := 1; round <= rounds; round++ {
+		r, err := LoadTest(ctx, s, cfg)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "round %d: ", round)
+		if err := r.Write(w); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -496,4 +497,21 @@ func ListenAndServe(ctx context.Context, s *Server, addr string, grace time.Dura
 		return fmt.Errorf("serve: shutting down: %w", err)
 	}
 	return nil
+}
+
+// ServedModels names what a server of one model serves: the base model as
+// base and, with an adapter ad, the adapter first as name (default: the
+// base name of its directory adapterDir); without one, the base model as
+// name when it is given.
+func ServedModels(base, name string, ad *llama.Adapter, adapterDir string) []Served {
+	if ad == nil {
+		if name != "" {
+			base = name
+		}
+		return []Served{{ID: base}}
+	}
+	if name == "" {
+		name = filepath.Base(filepath.Clean(adapterDir))
+	}
+	return []Served{{ID: name, Adapter: ad}, {ID: base}}
 }

@@ -5,9 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strconv"
-	"strings"
-	"time"
 
 	"github.com/turnwise/turnwise/dist"
 	"github.com/turnwise/turnwise/engine"
@@ -65,16 +62,9 @@ func runCollectives(args []string, _ io.Reader, stdout, stderr io.Writer) error 
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	var mibs []float64
-	for _, s := range strings.Split(*sizes, ",") {
-		if s = strings.TrimSpace(s); s == "" {
-			continue
-		}
-		v, err := strconv.ParseFloat(s, 64)
-		if err != nil || v <= 0 {
-			return fmt.Errorf("--sizes: %q is not a positive number of MiB", s)
-		}
-		mibs = append(mibs, v)
+	mibs, err := commtest.ParseSizes(*sizes)
+	if err != nil {
+		return err
 	}
 	if *reps < 1 || *n < 1 {
 		return errors.New("--reps and --n must be at least 1")
@@ -100,20 +90,5 @@ func runCollectives(args []string, _ io.Reader, stdout, stderr io.Writer) error 
 	}
 	defer c.Close()
 	fmt.Fprintf(stdout, "collectives: %v on %s through %s\n", r, b.Device(), lib)
-	if err := commtest.Check(b, c, *n); err != nil {
-		return err
-	}
-	fmt.Fprintf(stdout, "collectives: AllReduce, ReduceScatter (f32, bf16), AllGather, Broadcast (f32, bf16, i32) and Barrier match plain sums over %d ranks (%d elements per rank)\n", c.Size(), *n)
-	for _, mib := range mibs {
-		bw, err := commtest.MeasureAllReduce(b, c, int(mib*(1<<20)), *reps)
-		if err != nil {
-			return err
-		}
-		if r.Rank == 0 {
-			fmt.Fprintf(stdout, "all-reduce f32 %8.2f MiB over %d ranks: %10.3f ms  algbw %8.3f GB/s  busbw %8.3f GB/s\n",
-				float64(bw.Bytes)/(1<<20), bw.Ranks, float64(bw.Time)/float64(time.Millisecond), bw.AlgGBps, bw.BusGBps)
-		}
-	}
-	// Rank 0 serves the store: nobody leaves before everyone is done.
-	return c.Barrier()
+	return commtest.Run(b, c, *n, mibs, *reps, r.Rank == 0, stdout)
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"path/filepath"
 	"strings"
 
 	"github.com/turnwise/turnwise/sweetrl/pipeline"
@@ -108,22 +107,7 @@ func runDemo(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 		return err
 	}
 	c.Recompute = bf.recompute
-	ctx := context.Background()
-	if _, err := pipeline.Run(ctx, c); err != nil {
-		return err
-	}
-	if c.Full && c.Family == "keys" {
-		fmt.Fprintf(stdout, "\n=== the budget family ===\n")
-		c.Family, c.OutDir = "budget", filepath.Join(c.OutDir, "budget")
-		if c.From != "" {
-			c.From = filepath.Join(c.From, "budget")
-			if !exists(filepath.Join(c.From, "stages.json")) {
-				c.From = "" // that run had no budget family: make its stages
-			}
-		}
-		_, err = pipeline.Run(ctx, c)
-	}
-	return err
+	return pipeline.RunFamilies(context.Background(), c)
 }
 
 // runCriticCheck implements "train critic-check".

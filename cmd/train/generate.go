@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 
 	"github.com/turnwise/turnwise/engine"
 	"github.com/turnwise/turnwise/model/llama"
@@ -70,13 +69,8 @@ func runGenerate(args []string, stdin io.Reader, stdout, stderr io.Writer) error
 		if tok == nil {
 			return errors.New("no tokenizer for a text prompt: pass --tokenizer PATH, or --ids")
 		}
-		if *chat {
-			ids, _, err = tokenizer.EncodeChat(tok, []tokenizer.Message{{Role: "user", Content: text}}, tokenizer.ChatOptions{AddGenerationPrompt: true})
-			if err != nil {
-				return err
-			}
-		} else {
-			ids = append([]int32{m.Config.BOS}, tok.Encode(text, tokenizer.EncodeOptions{})...)
+		if ids, err = m.PromptIDs(tok, text, *chat); err != nil {
+			return err
 		}
 	}
 	if len(ids) == 0 {
@@ -91,25 +85,7 @@ func runGenerate(args []string, stdin io.Reader, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	g := gen[0]
-	text := ""
-	if tok != nil {
-		body := g.Tokens
-		if g.Stopped {
-			body = body[:len(body)-1]
-		}
-		if text, err = tok.Decode(body); err != nil {
-			return err
-		}
-	}
-	if *asJSON {
-		return json.NewEncoder(stdout).Encode(map[string]any{"text": text, "prompt_ids": ids, "ids": g.Tokens, "logprobs": g.LogProb, "stopped": g.Stopped})
-	}
-	if tok == nil {
-		return json.NewEncoder(stdout).Encode(g.Tokens)
-	}
-	_, err = fmt.Fprintln(stdout, text)
-	return err
+	return llama.WriteGeneration(stdout, tok, ids, gen[0], *asJSON)
 }
 
 // runScore implements "train score": per-token log-probabilities of given
@@ -137,55 +113,5 @@ func runScore(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 		defer f.Close()
 		r, name = f, *input
 	}
-	data, err := io.ReadAll(r)
-	if err != nil {
-		return fmt.Errorf("reading %s: %w", name, err)
-	}
-	enc := json.NewEncoder(stdout)
-	for i, line := range strings.Split(string(data), "\n") {
-		if strings.TrimSpace(line) == "" {
-			continue
-		}
-		var rec struct {
-			IDs  []int32 `json:"ids"`
-			Text *string `json:"text"`
-		}
-		if err := json.Unmarshal([]byte(line), &rec); err != nil {
-			return fmt.Errorf("%s:%d: %w", name, i+1, err)
-		}
-		ids := rec.IDs
-		if rec.Text != nil {
-			if tok == nil {
-				return fmt.Errorf("%s:%d: a text line needs a tokenizer (--tokenizer PATH)", name, i+1)
-			}
-			ids = append([]int32{m.Config.BOS}, tok.Encode(*rec.Text, tokenizer.EncodeOptions{})...)
-		}
-		if len(ids) < 2 {
-			return fmt.Errorf("%s:%d: a sequence needs at least two tokens to score", name, i+1)
-		}
-		lp, err := scoreSequence(m, ad, ids)
-		if err != nil {
-			return fmt.Errorf("%s:%d: %w", name, i+1, err)
-		}
-		var sum float64
-		for _, v := range lp {
-			sum += float64(v)
-		}
-		if err := enc.Encode(map[string]any{"line": i + 1, "ids": ids, "logprobs": lp, "sum": sum, "mean": sum / float64(len(lp))}); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// scoreSequence returns log π(ids[t] | ids[:t]) for t ≥ 1, under adapter ad
-// (nil: the base model).
-func scoreSequence(m *llama.Model, ad *llama.Adapter, ids []int32) ([]float32, error) {
-	n := len(ids) - 1
-	p, err := m.ForwardTrain(llama.Batch{IDs: ids[:n], Targets: ids[1:], Lens: []int{n}}, ad)
-	if err != nil {
-		return nil, err
-	}
-	defer p.Release()
-	return engine.ToF32(m.Backend(), p.LogP), nil
+	return m.ScoreLines(r, name, tok, ad, stdout)
 }

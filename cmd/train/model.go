@@ -164,16 +164,8 @@ func runPlan(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 		return fmt.Errorf("--lora-rank %d: want a positive rank, or 0 for full fine-tuning", *rank)
 	}
 	o := llama.PlanOptions{Batch: *batch, SeqLen: *seq, WeightBytes: dt.Size(), Recompute: *recompute && !*infer, Inference: *infer, Ranks: *ranks, Zero: *zero}
-	title := "full fine-tuning"
 	if *rank > 0 {
 		o.LoRA = &llama.LoRAConfig{Rank: *rank, Targets: strings.Split(*targets, ",")}
-		title = fmt.Sprintf("LoRA r=%d", *rank)
-	}
-	if *infer {
-		title = "inference"
-		if *rank > 0 {
-			title += fmt.Sprintf(" with a LoRA adapter of rank %d", *rank)
-		}
 	}
 	p, err := c.Plan(o)
 	if err != nil {
@@ -182,10 +174,6 @@ func runPlan(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	if *asJSON {
 		return p.WriteJSON(stdout, c, o)
 	}
-	per := ""
-	if *ranks > 1 {
-		per = fmt.Sprintf(", per rank of %d, ZeRO-%d", *ranks, *zero)
-	}
-	fmt.Fprintf(stdout, "%s, %d × %d tokens, %v weights%s%s\n\n", title, *batch, *seq, dt, map[bool]string{true: ", recomputation"}[o.Recompute], per)
+	fmt.Fprintf(stdout, "%s, %d × %d tokens, %v weights%s%s\n\n", o.Title(), *batch, *seq, dt, map[bool]string{true: ", recomputation"}[o.Recompute], o.PerRank())
 	return p.Write(stdout)
 }

@@ -8,9 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
-	"time"
 
-	"github.com/turnwise/turnwise/sweetrl"
 	"github.com/turnwise/turnwise/sweetrl/pyeval"
 )
 
@@ -97,34 +95,14 @@ func runScoreAnswers(args []string, _ io.Reader, stdout, stderr io.Writer) error
 		return fmt.Errorf("--first-uid %d: want a positive user id", *firstUID)
 	}
 
-	var tasks []sweetrl.Task
-	var hide []string
-	if *tasksPath != "" {
-		if tasks, err = sweetrl.LoadBackendTasks(*tasksPath); err != nil {
-			return err
-		}
-		hide = append(hide, *tasksPath)
-	}
-	var items []pyeval.Item
-	if *groundTruth {
-		items = pyeval.GroundTruthItems(tasks)
-	} else {
-		if items, err = pyeval.LoadAnswers(*answersPath, tasks, *tasksPath); err != nil {
-			return err
-		}
-		hide = append(hide, *answersPath)
-	}
-	if len(items) == 0 {
-		src := *answersPath
-		if *groundTruth {
-			src = *tasksPath
-		}
-		return fmt.Errorf("%s: no answers to score", src)
+	items, hide, err := pyeval.LoadItems(*tasksPath, *answersPath, *groundTruth)
+	if err != nil {
+		return err
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	ev, err := pyeval.New(ctx, pyeval.Options{
+	return pyeval.ScoreItems(ctx, pyeval.Options{
 		Python:      *python,
 		StdlibOnly:  *stdlibOnly,
 		ModuleScope: *moduleScope,
@@ -135,23 +113,5 @@ func runScoreAnswers(args []string, _ io.Reader, stdout, stderr io.Writer) error
 		Compare:     mode,
 		FirstUID:    *firstUID,
 		Hide:        hide,
-	})
-	if err != nil {
-		return err
-	}
-	defer ev.Close()
-	ts := make([]sweetrl.Task, len(items))
-	answers := make([]string, len(items))
-	for i, it := range items {
-		ts[i], answers[i] = it.Task, it.Answer
-	}
-	start := time.Now()
-	results, err := ev.Evaluate(ctx, ts, answers)
-	if err != nil {
-		return err
-	}
-	if err := ev.Report(stdout, stderr, items, results, time.Since(start), *asJSON); err != nil {
-		return err
-	}
-	return ev.Close()
+	}, items, stdout, stderr, *asJSON)
 }

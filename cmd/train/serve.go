@@ -7,7 +7,6 @@ import (
 	"net"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -76,16 +75,7 @@ func runServe(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	if base == "" {
 		base = p.Name()
 	}
-	models := []serve.Served{{ID: base}}
-	if ad != nil {
-		id := *name
-		if id == "" {
-			id = filepath.Base(filepath.Clean(p.adapter))
-		}
-		models = []serve.Served{{ID: id, Adapter: ad}, {ID: base}}
-	} else if *name != "" {
-		models[0].ID = *name
-	}
+	models := serve.ServedModels(base, *name, ad, p.adapter)
 	bw := *window
 	if bw == 0 {
 		bw = -1 // serve.Config's "none"
@@ -103,18 +93,8 @@ func runServe(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	if *loadN > 0 {
 		defer s.Close()
 		fmt.Fprintf(stdout, "load test: %d requests from %d clients, max_tokens %d, temperature 1, max batch %d, window %v\n", *loadN, *loadC, *loadTokens, *maxBatch, *window)
-		for round := 1; round <= *loadRounds; round++ {
-			r, err := serve.LoadTest(ctx, s, serve.LoadConfig{Model: models[0].ID, Requests: *loadN, Concurrency: *loadC, Prompt: *loadPrompt,
-				Chat: *loadChat, Stream: *loadStream, MaxTokens: *loadTokens, Temperature: 1})
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(stdout, "round %d: ", round)
-			if err := r.Write(stdout); err != nil {
-				return err
-			}
-		}
-		return nil
+		return serve.LoadRounds(ctx, s, serve.LoadConfig{Model: models[0].ID, Requests: *loadN, Concurrency: *loadC, Prompt: *loadPrompt,
+			Chat: *loadChat, Stream: *loadStream, MaxTokens: *loadTokens, Temperature: 1}, *loadRounds, stdout)
 	}
 	ids := make([]string, len(models))
 	for i, sm := range models {

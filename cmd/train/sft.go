@@ -2,18 +2,14 @@ package main
 
 import (
 	_ "embed"
-	"errors"
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 
-	"github.com/turnwise/turnwise/checkpoint"
 	"github.com/turnwise/turnwise/data"
 	"github.com/turnwise/turnwise/dist"
 	"github.com/turnwise/turnwise/engine"
-	"github.com/turnwise/turnwise/internal/outfile"
 	"github.com/turnwise/turnwise/model/llama"
 	"github.com/turnwise/turnwise/optim"
 	"github.com/turnwise/turnwise/tokenizer"
@@ -131,71 +127,18 @@ func runSFT(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	trainEx, evalEx, err := data.Split(examples, *evalFrac, mf.seed)
+	err = trainer.RunSFT(trainer.SFTJob{Model: m, Adapter: ad, Rank: *rank, Examples: examples, EvalFraction: *evalFrac,
+		BatchTokens: *batchTokens, Seed: mf.seed, Resume: *resume, Log: stdout,
+		Join: func(b engine.Backend) (engine.Communicator, func(), error) { return joinJob(b, job) },
+		Config: trainer.Config{
+			Steps: *steps, MicroBatches: *micro, EvalEvery: *evalEvery, EvalBatches: 2,
+			CheckpointEvery: *ckEvery, KeepCheckpoints: *keep, RunDir: *runDir, Compress: true, Zero: *zero, PeakFLOPS: *peak * 1e12,
+			Schedule: optim.Schedule{Peak: *lr, Warmup: *warmup, Total: *steps, Cosine: true, MinRatio: *minRatio},
+			AdamW:    optim.AdamWConfig{Beta1: 0.9, Beta2: 0.95, Eps: 1e-8, WeightDecay: float32(*wd), MaxGradNorm: float32(*clip)},
+		}})
 	if err != nil {
 		return err
 	}
-	if len(trainEx) == 0 {
-		return errors.New("no training examples")
-	}
-	maxLen := min(*batchTokens, m.Config.MaxSeqLen)
-	train, err := data.NewPacker(trainEx, data.PackOptions{TokensPerBatch: *batchTokens, MaxLen: maxLen, Seed: mf.seed})
-	if err != nil {
-		return err
-	}
-	var eval *data.Packer
-	if len(evalEx) > 0 && *evalEvery > 0 {
-		if eval, err = data.NewPacker(evalEx, data.PackOptions{TokensPerBatch: *batchTokens, MaxLen: maxLen, NoShuffle: true}); err != nil {
-			return err
-		}
-	}
-	st := train.Stats()
-	fmt.Fprintf(stdout, "model: %d parameters%s; data: %d training examples (%d truncated, %d dropped), %d held out\n",
-		m.Config.Params(), map[bool]string{true: fmt.Sprintf(", LoRA r=%d", *rank)}[ad != nil], st.Examples, st.Truncated, st.Dropped, len(evalEx))
-
-	if err := outfile.CheckDir(*runDir); err != nil {
-		return err
-	}
-	comm, leave, err := joinJob(m.Backend(), job)
-	if err != nil {
-		return err
-	}
-	defer leave()
-	tr, err := trainer.New(m, ad, train, eval, trainer.Config{
-		Steps: *steps, MicroBatches: *micro, EvalEvery: *evalEvery, EvalBatches: 2,
-		CheckpointEvery: *ckEvery, KeepCheckpoints: *keep, RunDir: *runDir, Compress: true, Comm: comm, Zero: *zero, PeakFLOPS: *peak * 1e12,
-		Schedule: optim.Schedule{Peak: *lr, Warmup: *warmup, Total: *steps, Cosine: true, MinRatio: *minRatio},
-		AdamW:    optim.AdamWConfig{Beta1: 0.9, Beta2: 0.95, Eps: 1e-8, WeightDecay: float32(*wd), MaxGradNorm: float32(*clip)},
-	}, stdout)
-	if err != nil {
-		return err
-	}
-	if !*resume {
-		if d, _, err := checkpoint.Latest(*runDir); err == nil {
-			return fmt.Errorf("%s holds checkpoint %s: pass --resume or choose another --run-dir", *runDir, filepath.Base(d))
-		}
-	}
-	from, err := tr.Resume()
-	if err != nil {
-		return err
-	}
-	if from > 0 {
-		fmt.Fprintf(stdout, "resuming from step %d\n", from)
-	}
-	if err := tr.Run(); err != nil {
-		return err
-	}
-	if comm != nil {
-		// Rank 0 has written the last checkpoint and serves the store:
-		// the ranks leave together.
-		if err := comm.Barrier(); err != nil {
-			return err
-		}
-	}
-	if o := tr.Optimizer(); o.Skipped > 0 {
-		fmt.Fprintf(stdout, "%d steps were skipped for a non-finite gradient\n", o.Skipped)
-	}
-	fmt.Fprintf(stdout, "checkpoints and metrics: %s (draw them: train plot %s -o loss.svg)\n", *runDir, filepath.Join(*runDir, "metrics.jsonl"))
 	if *prompt == "" {
 		return nil
 	}

@@ -5,12 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 
 	"github.com/spf13/pflag"
 
-	"github.com/turnwise/turnwise/engine"
 	"github.com/turnwise/turnwise/internal/outfile"
 	"github.com/turnwise/turnwise/model/llama"
 	"github.com/turnwise/turnwise/sweetrl"
@@ -47,8 +45,6 @@ func (p *policyFlags) load() (*llama.Model, *llama.Adapter, tokenizer.Tokenizer,
 	return m, ad, tok, m.Config.CheckVocab(tok.VocabSize())
 }
 
-func exists(path string) bool { _, err := os.Stat(path); return err == nil }
-
 // trainFlags are the optimisation flags of the trainers.
 type trainFlags struct {
 	rank                 int
@@ -84,59 +80,18 @@ func (t *trainFlags) register(fs *pflag.FlagSet, epochs int, nll float64) {
 	fs.Float64Var(&t.peakTFLOPS, "peak-tflops", 0, "the device's peak TFLOP/s, for the MFU in --out's metrics.jsonl: the GPU's bf16 data-sheet peak (989.4 for an H100 SXM), or the CPU GEMM rate train bench measures (0: no MFU)")
 }
 
-func (t *trainFlags) learningRate() float64 {
-	switch {
-	case t.lr > 0:
-		return t.lr
-	case t.full:
-		return rl.RefLR
-	}
-	return rl.LoRALR
-}
+// target says what the flags train.
+func (t *trainFlags) target() rl.Target { return rl.Target{Full: t.full, Rank: t.rank, LR: t.lr} }
 
 // prefOptions are the reference's preference options (rl.ReferencePrefOptions)
 // as the flags change them.
-func (t *trainFlags) prefOptions(seed uint64, out io.Writer, label, metricsDir string) rl.PrefOptions {
+func (t *trainFlags) prefOptions(seed uint64, out io.Writer) rl.PrefOptions {
 	o := rl.ReferencePrefOptions()
 	o.Beta, o.NLLCoef, o.Epochs, o.PairsPerStep, o.BatchTokens = t.beta, t.nll, t.epochs, t.batch, t.batchTokens
-	o.LR, o.WarmupFrac, o.MinLRRatio, o.Seed, o.Progress, o.Label = t.learningRate(), t.warmup, t.minRatio, seed, out, label
+	o.LR, o.WarmupFrac, o.MinLRRatio, o.Seed, o.Progress = t.target().LearningRate(), t.warmup, t.minRatio, seed, out
 	o.AdamW.WeightDecay, o.AdamW.MaxGradNorm = float32(t.wd), float32(t.clip)
-	o.MetricsDir, o.PeakFLOPS = metricsDir, t.peakTFLOPS*1e12
+	o.PeakFLOPS = t.peakTFLOPS * 1e12
 	return o
-}
-
-// trained returns what a trainer updates: the adapter given with --adapter,
-// a fresh one of --lora-rank, or nil (every weight) with --full.
-func (t *trainFlags) trained(m *llama.Model, ad *llama.Adapter, seed uint64) (*llama.Adapter, error) {
-	switch {
-	case t.full && ad != nil:
-		return nil, errors.New("--full fine-tunes the base model: merge the --adapter first or drop --full")
-	case t.full:
-		return nil, nil
-	case ad != nil:
-		return ad, nil
-	case t.rank <= 0:
-		return nil, fmt.Errorf("--lora-rank %d: want a positive rank (or --full)", t.rank)
-	}
-	return m.NewAdapter(llama.LoRAEvery(t.rank), seed)
-}
-
-// filterPairs drops pairs with a side longer than maxLen tokens, saying so.
-func filterPairs(pairs []rl.PrefPair, maxLen int, out io.Writer) []rl.PrefPair {
-	kept, dropped := rl.DropLong(pairs, maxLen)
-	if dropped > 0 {
-		fmt.Fprintf(out, "dropped %d pairs longer than %d tokens\n", dropped, maxLen)
-	}
-	return kept
-}
-
-// save writes what was trained (llama.Model.Save) and says where.
-func save(m *llama.Model, ad *llama.Adapter, dir string, out io.Writer) error {
-	err := m.Save(ad, dir)
-	if err == nil {
-		fmt.Fprintf(out, "saved to %s\n", dir)
-	}
-	return err
 }
 
 // loadTrajectories reads a trajectory file and says what it holds.
@@ -144,13 +99,7 @@ func loadTrajectories(path string, out io.Writer) ([]sweetrl.Trajectory, error) 
 	if path == "" {
 		return nil, errors.New("name the trajectories with --trajectories FILE (train rollout writes them)")
 	}
-	trajs, err := sweetrl.LoadTrajectories(path)
-	if err != nil {
-		return nil, err
-	}
-	fmt.Fprintf(out, "%s: %d trajectories of %d tasks, mean reward %.3f, success %.3f\n",
-		path, len(trajs), len(rl.GroupByTask(trajs)), sweetrl.MeanReward(trajs), sweetrl.SuccessRate(trajs))
-	return trajs, nil
+	return rl.LoadJobTrajectories(path, out)
 }
 
 // trajJob is what the trainers on a trajectory file share: their flags,
@@ -201,6 +150,12 @@ func (j *trajJob) load(args []string, stdout io.Writer) error {
 	}
 	j.m, j.ad, j.tok, err = j.pf.load()
 	return err
+}
+
+// job is the library's view of the loaded job (rl.Job).
+func (j *trajJob) job(stdout io.Writer) rl.Job {
+	return rl.Job{Model: j.m, Adapter: j.ad, Tok: j.tok, Protocol: j.proto, Trajs: j.trajs, Path: *j.path, Target: j.tf.target(),
+		MaxLen: j.tf.maxLen, Seed: j.pf.seed, Pref: j.tf.prefOptions(j.pf.seed, stdout), Out: *j.out, Log: stdout}
 }
 
 // episodeJob is what the subcommands that play episodes (rollout, eval)
@@ -262,6 +217,12 @@ func (j *episodeJob) load(args []string, heldOut bool, check func() error, stdou
 	return err
 }
 
+// episodes is the library's view of the loaded job (rl.Episodes).
+func (j *episodeJob) episodes(stdout io.Writer) rl.Episodes {
+	return rl.Episodes{Model: j.m, Adapter: j.ad, Tok: j.tok, Protocol: j.proto, Tasks: j.tasks, Sim: j.sim, HTTP: j.hs, Scorer: j.scorer,
+		ScorerName: j.desc, Temperature: j.temp, MaxNew: j.maxNew, Seed: j.pf.seed, SimWorkers: j.ef.simWorkers, Log: stdout}
+}
+
 // runRollout implements "train rollout".
 func runRollout(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	j := newEpisodeJob("rollout", stderr)
@@ -279,33 +240,7 @@ func runRollout(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	var all []sweetrl.Task
-	for _, t := range j.tasks {
-		for range *k {
-			all = append(all, t)
-		}
-	}
-	fmt.Fprintf(stdout, "%d episodes (%d tasks × %d); scoring with %s\n", len(all), len(j.tasks), *k, j.desc)
-	agent := func(c int) rl.BatchAgent {
-		return &rl.Sampler{Model: j.m, Adapter: j.ad, Tok: j.tok, Sample: engine.SampleParams{Temperature: float32(j.temp), TopP: 1},
-			MaxNew: j.maxNew, MaxBatch: *maxBatch, Seed: rl.ChunkSeed(j.pf.seed, c)}
-	}
-	trajs, err := rl.RolloutToFile(context.Background(), all, agent, j.sim, j.scorer,
-		rl.RolloutOptions{Protocol: j.proto, SimWorkers: j.ef.simWorkers, Progress: stdout, Label: "episodes"},
-		rl.FileRolloutOptions{Path: *out, Continue: *cont, Chunk: *chunk, Log: stdout})
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(stdout, "wrote %s: mean reward %.3f, success %.3f\n", *out, sweetrl.MeanReward(trajs), sweetrl.SuccessRate(trajs))
-	reportSimulator(stdout, j.hs)
-	return nil
-}
-
-// reportSimulator says how many simulator calls failed, if any.
-func reportSimulator(w io.Writer, hs *sweetrl.HTTPSimulator) {
-	if hs != nil && hs.Failures() > 0 {
-		fmt.Fprintf(w, "the simulator failed %d times (replied %q); last error: %v\n", hs.Failures(), sweetrl.NoResponse, hs.LastError())
-	}
+	return rl.RolloutJob(context.Background(), j.episodes(stdout), *k, *maxBatch, rl.FileRolloutOptions{Path: *out, Continue: *cont, Chunk: *chunk})
 }
 
 // runCritic implements "train critic".
@@ -324,45 +259,7 @@ func runCritic(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("--critic-score: %w", err)
 	}
-	m, ad, tf, pf, path, out := j.m, j.ad, j.tf, j.pf, j.path, j.out
-	pairs, err := rl.CriticPairs(j.tok, j.proto.System, j.trajs, kind)
-	if err != nil {
-		return fmt.Errorf("%s: %w", *path, err)
-	}
-	pairs = filterPairs(pairs, tf.maxLen, stdout)
-	critic, err := tf.trained(m, ad, pf.seed)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(stdout, "critic (%s head, %s score): Bradley–Terry on %d trajectory pairs, %s\n", *head, kind, len(pairs), what(critic, tf))
-	var st rl.PrefStats
-	var v *rl.ValueHead
-	if *head == "scalar" {
-		if v, err = rl.NewValueHead(m); err != nil {
-			return err
-		}
-		st, err = rl.TrainValueCritic(m, critic, v, pairs, tf.prefOptions(pf.seed, stdout, "critic step", *out))
-	} else {
-		st, err = rl.TrainPreferences(m, critic, pairs, tf.prefOptions(pf.seed, stdout, "critic step", *out))
-	}
-	if err != nil {
-		return err
-	}
-	reportPref(stdout, st)
-	if err := save(m, critic, *out, stdout); err != nil {
-		return err
-	}
-	if v != nil {
-		return v.Save(m.Backend(), filepath.Join(*out, rl.ValueHeadFile))
-	}
-	return nil
-}
-
-func what(ad *llama.Adapter, tf trainFlags) string {
-	if ad == nil {
-		return fmt.Sprintf("every weight, lr %g", tf.learningRate())
-	}
-	return fmt.Sprintf("LoRA r=%d, lr %g", ad.Config.Rank, tf.learningRate())
+	return rl.TrainCritic(j.job(stdout), *head, kind)
 }
 
 // runActor implements "train actor".
@@ -396,7 +293,7 @@ func runActor(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	if err := j.load(nil, stdout); err != nil {
 		return err
 	}
-	m, ad, tok, tf, pf, proto, trajs, out := j.m, j.ad, j.tok, j.tf, j.pf, j.proto, j.trajs, j.out
+	m, ad, pf := j.m, j.ad, j.pf
 	if *maxNew, err = fitMaxNew(m.Config, 0, *maxNew, stdout); err != nil {
 		return err
 	}
@@ -421,28 +318,8 @@ func runActor(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	} else if hp != "" {
 		fmt.Fprintf(stdout, "the critic has a scalar value head (%s): candidates are ranked by its value\n", hp)
 	}
-	pol := &rl.Sampler{Model: m, Adapter: ad, Tok: tok, Sample: engine.SampleParams{Temperature: *temp, TopP: 1}, MaxNew: *maxNew, Seed: pf.seed}
-	pairs, st, err := rl.ActorPairs(trajs, pol, critic, rl.ActorOptions{Protocol: proto, Candidates: *candidates, PairsPerTurn: *perTurn,
-		DataFraction: *fraction, BatchTokens: tf.batchTokens, Seed: pf.seed, Progress: stdout})
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(stdout, "%d turns, %d candidates, %d pairs (%d identical pairs dropped), mean advantage spread %.4f\n",
-		st.Turns, st.Candidates, st.Pairs, st.TiedPairs, st.MeanSpread)
-	pairs = filterPairs(pairs, tf.maxLen, stdout)
-	actor, err := tf.trained(m, ad, pf.seed+1)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(stdout, "actor: turn-wise DPO with NLL %g over the %s, %s\n", tf.nll, *nllScope, what(actor, tf))
-	po := tf.prefOptions(pf.seed, stdout, "actor step", *out)
-	po.NLLSequence = seqNLL
-	ps, err := rl.TrainPreferences(m, actor, pairs, po)
-	if err != nil {
-		return err
-	}
-	reportPref(stdout, ps)
-	return save(m, actor, *out, stdout)
+	return rl.TrainActor(j.job(stdout), rl.ActorJob{Critic: critic, Temperature: *temp, MaxNew: *maxNew, Candidates: *candidates,
+		PairsPerTurn: *perTurn, DataFraction: *fraction, NLLSequence: seqNLL})
 }
 
 // runMTDPO implements "train mtdpo".
@@ -452,22 +329,7 @@ func runMTDPO(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	if err := j.load(args, stdout); err != nil {
 		return err
 	}
-	pairs, err := rl.TrajectoryPairs(j.tok, j.proto.System, j.trajs)
-	if err != nil {
-		return fmt.Errorf("%s: %w", *j.path, err)
-	}
-	pairs = filterPairs(pairs, j.tf.maxLen, stdout)
-	pol, err := j.tf.trained(j.m, j.ad, j.pf.seed)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(stdout, "multi-turn DPO on %d trajectory pairs, %s\n", len(pairs), what(pol, j.tf))
-	st, err := rl.TrainPreferences(j.m, pol, pairs, j.tf.prefOptions(j.pf.seed, stdout, "DPO step", *j.out))
-	if err != nil {
-		return err
-	}
-	reportPref(stdout, st)
-	return save(j.m, pol, *j.out, stdout)
+	return rl.TrainMTDPO(j.job(stdout))
 }
 
 // runRFT implements "train rft".
@@ -477,30 +339,7 @@ func runRFT(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	if err := j.load(args, stdout); err != nil {
 		return err
 	}
-	ex, err := rl.RFTExamples(j.tok, j.proto.System, j.trajs)
-	if err != nil {
-		return fmt.Errorf("%s: %w", *j.path, err)
-	}
-	if len(ex) == 0 {
-		return fmt.Errorf("%s: no successful trajectory (reward 1) to train on", *j.path)
-	}
-	pol, err := j.tf.trained(j.m, j.ad, j.pf.seed)
-	if err != nil {
-		return err
-	}
-	tokens := 0
-	for _, e := range ex {
-		tokens += len(e.IDs)
-	}
-	tf := j.tf
-	steps := max(1, tf.epochs*tokens/tf.batchTokens)
-	fmt.Fprintf(stdout, "rejection fine-tuning on %d successful trajectories (%d tokens), %d steps, %s\n", len(ex), tokens, steps, what(pol, tf))
-	o := rl.SFTOptions{Steps: steps, BatchTokens: tf.batchTokens, MaxLen: min(tf.maxLen, j.m.Config.MaxSeqLen), LR: tf.learningRate(), Seed: j.pf.seed,
-		MetricsDir: *j.out, PeakFLOPS: tf.peakTFLOPS * 1e12}
-	if err := rl.SupervisedFT(j.m, pol, ex, o, stdout); err != nil {
-		return err
-	}
-	return save(j.m, pol, *j.out, stdout)
+	return rl.TrainRFT(j.job(stdout), j.tf.epochs)
 }
 
 // parseNLLScope parses --nll-scope: sequence (true) or reply (false).
@@ -513,9 +352,6 @@ func parseNLLScope(v string) (bool, error) {
 	}
 	return false, fmt.Errorf("--nll-scope %q: want sequence (the reference's) or reply", v)
 }
-
-// reportPref prints how a preference run went.
-func reportPref(w io.Writer, st rl.PrefStats) { fmt.Fprintln(w, st) }
 
 // runEval implements "train eval".
 func runEval(args []string, _ io.Reader, stdout, stderr io.Writer) error {
@@ -531,18 +367,5 @@ func runEval(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "%d tasks × %d seeds; scoring with %s\n", len(j.tasks), *seeds, j.desc)
-	s, eps, err := rl.Evaluate(context.Background(), j.m, j.ad, j.tok, j.proto, j.tasks, j.sim, j.scorer,
-		rl.EvalOptions{Seeds: *seeds, Temperature: j.temp, MaxNew: j.maxNew, Seed: j.pf.seed, SimWorkers: j.ef.simWorkers, Label: "eval"}, stdout)
-	if err != nil {
-		return err
-	}
-	if *out != "" {
-		if err := sweetrl.SaveTrajectories(*out, eps); err != nil {
-			return err
-		}
-	}
-	fmt.Fprintln(stdout, s)
-	reportSimulator(stdout, j.hs)
-	return nil
+	return rl.EvalJob(context.Background(), j.episodes(stdout), *seeds, *out)
 }

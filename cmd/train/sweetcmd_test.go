@@ -158,3 +158,6 @@ func TestSweetRLCommands(t *testing.T) {
 		}
 	}
 }
+
+// exists says whether path exists.
+func exists(path string) bool { _, err := os.Stat(path); return err == nil }

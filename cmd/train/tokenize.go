@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 
 	"github.com/turnwise/turnwise/model/llama"
 	"github.com/turnwise/turnwise/tokenizer"
@@ -82,18 +81,11 @@ func runTokenize(args []string, stdin io.Reader, stdout, stderr io.Writer) error
 		if err != nil {
 			return err
 		}
-		d := tokenizer.NewStreamDecoder(tok)
-		d.SkipSpecial = *skipSpecial
-		var out strings.Builder
-		for i, id := range ids {
-			s, err := d.Next(id)
-			if err != nil {
-				return fmt.Errorf("id %d (position %d): %w", id, i, err)
-			}
-			out.WriteString(s)
+		out, err := tokenizer.DecodeStream(tok, ids, *skipSpecial)
+		if err != nil {
+			return err
 		}
-		out.WriteString(d.Flush())
-		_, err = io.WriteString(stdout, out.String())
+		_, err = io.WriteString(stdout, out)
 		return err
 
 	case *chat:
@@ -105,26 +97,11 @@ func runTokenize(args []string, stdin io.Reader, stdout, stderr io.Writer) error
 		if err != nil {
 			return err
 		}
-		opts := tokenizer.ChatOptions{AddGenerationPrompt: *genPrompt, Date: *date}
-		rendered, err := tokenizer.RenderChatFor(tok, msgs, opts)
+		r, err := tokenizer.RenderChatIDs(tok, msgs, tokenizer.ChatOptions{AddGenerationPrompt: *genPrompt, Date: *date})
 		if err != nil {
 			return err
 		}
-		ids, mask, err := tokenizer.EncodeChat(tok, msgs, opts)
-		if err != nil {
-			return err
-		}
-		bits := make([]int, len(mask))
-		for i, m := range mask {
-			if m {
-				bits[i] = 1
-			}
-		}
-		return writeJSON(stdout, struct {
-			Text          string  `json:"text"`
-			IDs           []int32 `json:"ids"`
-			AssistantMask []int   `json:"assistant_mask"`
-		}{rendered, ids, bits})
+		return writeJSON(stdout, r)
 
 	default:
 		in, err := input("text", *text)

@@ -2,16 +2,20 @@
 // job and measures its all-reduce bandwidth. Every rank runs the same calls;
 // each rank knows what every other rank contributed (a value is a function
 // of its rank and index), so each computes the expected results by plain
-// summation and compares. The Gloo tests, `train collectives` and the GPU
+// summation and compares. The Gloo tests, `train collectives` (Run: the
+// checks, then the bandwidth of each size ParseSizes read) and the GPU
 // bundle's NCCL step run it.
 package commtest
 
 import (
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/turnwise/turnwise/engine"
@@ -219,4 +223,44 @@ func MeasureAllReduce(b engine.Backend, c engine.Communicator, nbytes, reps int)
 	bw.AlgGBps = float64(bw.Bytes) / bw.Time.Seconds() / 1e9
 	bw.BusGBps = bw.AlgGBps * 2 * float64(bw.Ranks-1) / float64(bw.Ranks)
 	return bw, nil
+}
+
+// ParseSizes reads a comma-separated list of sizes in MiB (blank entries
+// skipped), as `train collectives --sizes` takes them.
+func ParseSizes(s string) ([]float64, error) {
+	var mibs []float64
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		v, err := strconv.ParseFloat(f, 64)
+		if err != nil || v <= 0 {
+			return nil, fmt.Errorf("--sizes: %q is not a positive number of MiB", f)
+		}
+		mibs = append(mibs, v)
+	}
+	return mibs, nil
+}
+
+// Run checks c on b with n elements per rank (Check), says so on w, then
+// times an all-reduce of each size in mibs (MiB, the median of reps) and,
+// when print is set (rank 0), writes each one's bandwidth on w. It ends
+// with a barrier, so that no rank leaves (and the store's server stops)
+// before every rank is done.
+func Run(b engine.Backend, c engine.Communicator, n int, mibs []float64, reps int, print bool, w io.Writer) error {
+	if err := Check(b, c, n); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "collectives: AllReduce, ReduceScatter (f32, bf16), AllGather, Broadcast (f32, bf16, i32) and Barrier match plain sums over %d ranks (%d elements per rank)\n", c.Size(), n)
+	for _, mib := range mibs {
+		bw, err := MeasureAllReduce(b, c, int(mib*(1<<20)), reps)
+		if err != nil {
+			return err
+		}
+		if print {
+			fmt.Fprintf(w, "all-reduce f32 %8.2f MiB over %d ranks: %10.3f ms  algbw %8.3f GB/s  busbw %8.3f GB/s\n",
+				float64(bw.Bytes)/(1<<20), bw.Ranks, float64(bw.Time)/float64(time.Millisecond), bw.AlgGBps, bw.BusGBps)
+		}
+	}
+	return c.Barrier()
 }

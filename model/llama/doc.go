@@ -30,5 +30,8 @@
 //   - plan.go, context.go: the memory a job needs (Config.Plan) and how many
 //     tokens fit the context (FitNew);
 //   - views.go: gradient buffers as views of an optimizer's (Weights.Map,
-//     Adapter.Map).
+//     Adapter.Map);
+//   - score.go: per-token log-probabilities of a sequence (LogProbs) and of
+//     a JSONL file of them (ScoreLines), a text prompt's ids (PromptIDs)
+//     and a generation written as text or JSON (WriteGeneration).
 package llama

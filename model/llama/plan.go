@@ -228,6 +228,29 @@ type planJSON struct {
 	Plan
 }
 
+// Title says in words what job o plans: full fine-tuning, LoRA of its
+// rank, or inference (with a LoRA adapter of its rank).
+func (o PlanOptions) Title() string {
+	switch {
+	case o.Inference && o.LoRA != nil:
+		return fmt.Sprintf("inference with a LoRA adapter of rank %d", o.LoRA.Rank)
+	case o.Inference:
+		return "inference"
+	case o.LoRA != nil:
+		return fmt.Sprintf("LoRA r=%d", o.LoRA.Rank)
+	}
+	return "full fine-tuning"
+}
+
+// PerRank says, for a job of several ranks, that the plan is each rank's
+// (", per rank of 8, ZeRO-1"); "" for one rank.
+func (o PlanOptions) PerRank() string {
+	if o.Ranks <= 1 {
+		return ""
+	}
+	return fmt.Sprintf(", per rank of %d, ZeRO-%d", o.Ranks, o.Zero)
+}
+
 // WriteJSON writes the plan of architecture c for the job o as one
 // indented JSON object: model (dim, layers, heads, kv_heads, head_dim, ffn,
 // vocab), mode ("full", "lora" or "inference"), lora_rank (0: none), batch,

@@ -409,3 +409,21 @@ func TestPlanZeRO1MatchesAllocated(t *testing.T) {
 		}
 	}
 }
+
+func TestPlanTitle(t *testing.T) {
+	lora := &LoRAConfig{Rank: 16, Targets: AllProjections}
+	cases := []struct {
+		o    PlanOptions
+		want string
+	}{
+		{PlanOptions{}, "full fine-tuning"},
+		{PlanOptions{LoRA: lora}, "LoRA r=16"},
+		{PlanOptions{Inference: true}, "inference"},
+		{PlanOptions{Inference: true, LoRA: lora}, "inference with a LoRA adapter of rank 16"},
+	}
+	for _, c := range cases {
+		if got := c.o.Title(); got != c.want {
+			t.Errorf("%+v: title %q, want %q", c.o, got, c.want)
+		}
+	}
+}

@@ -8,8 +8,8 @@ import (
 	"image/color"
 	"image/draw"
 	"image/png"
-	"math"
 
+	"github.com/turnwise/turnwise/model/clip"
 	"github.com/turnwise/turnwise/sweetrl"
 )
 
@@ -22,25 +22,6 @@ type Embedder interface {
 // NoAnswerSize is the side of the black square that stands for the answer
 // of a trajectory whose agent never wrote a page, as in the reference.
 const NoAnswerSize = 224
-
-// Cosine returns the cosine similarity of a and b, computed in float64; 0
-// when either is all zeros. It panics if their lengths differ.
-func Cosine(a, b []float32) float64 {
-	if len(a) != len(b) {
-		panic(fmt.Sprintf("frontend: cosine of vectors of lengths %d and %d", len(a), len(b)))
-	}
-	var ab, aa, bb float64
-	for i := range a {
-		x, y := float64(a[i]), float64(b[i])
-		ab += x * y
-		aa += x * x
-		bb += y * y
-	}
-	if aa == 0 || bb == 0 {
-		return 0
-	}
-	return ab / (math.Sqrt(aa) * math.Sqrt(bb))
-}
 
 // Reward maps a cosine to a trajectory reward, which must lie in [0, 1]:
 // a negative cosine counts as 0.
@@ -143,7 +124,7 @@ func (s Scorer) cosines(ctx context.Context, answers, targets []string, first in
 		if len(a) != len(t) {
 			return nil, fmt.Errorf("frontend: embeddings of lengths %d and %d for answer %d", len(a), len(t), first+i)
 		}
-		cos[i] = Cosine(a, t)
+		cos[i] = clip.Cosine(a, t)
 	}
 	return cos, nil
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/turnwise/turnwise/model/clip"
 	"github.com/turnwise/turnwise/sweetrl"
 )
 
@@ -23,7 +24,7 @@ func TestCosine(t *testing.T) {
 		{"zero vector", []float32{0, 0}, []float32{1, 1}, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := Cosine(tc.a, tc.b); math.Abs(got-tc.want) > 1e-12 {
+			if got := clip.Cosine(tc.a, tc.b); math.Abs(got-tc.want) > 1e-12 {
 				t.Errorf("Cosine = %v, want %v", got, tc.want)
 			}
 		})

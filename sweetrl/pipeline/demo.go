@@ -365,3 +365,22 @@ func copyFile(src, dst string) error {
 	}
 	return outfile.WriteFile(dst, b, 0o644)
 }
+
+// RunFamilies runs the demo (Run) and, with c.Full on the keys family, the
+// budget family too, in OutDir/budget after a heading on c.Log (reusing
+// From/budget when that earlier run made one).
+func RunFamilies(ctx context.Context, c Config) error {
+	if _, err := Run(ctx, c); err != nil || !c.Full || c.Family != "keys" {
+		return err
+	}
+	fmt.Fprintf(c.Log, "\n=== the budget family ===\n")
+	c.Family, c.OutDir = "budget", filepath.Join(c.OutDir, "budget")
+	if c.From != "" {
+		c.From = filepath.Join(c.From, "budget")
+		if !fileExists(filepath.Join(c.From, "stages.json")) {
+			c.From = "" // that run had no budget family: make its stages
+		}
+	}
+	_, err := Run(ctx, c)
+	return err
+}

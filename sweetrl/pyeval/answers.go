@@ -3,6 +3,7 @@ package pyeval
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -294,4 +295,55 @@ func (e *Evaluator) Report(out, summary io.Writer, items []Item, results []Resul
 		fmt.Fprintf(bw, "  %s\n", l)
 	}
 	return bw.Flush()
+}
+
+// LoadItems reads what is to be scored: the tasks of tasksPath ("": none)
+// and either each task's own ground truth (groundTruth) or the answers of
+// answersPath (LoadAnswers). hide lists the files read, for Options.Hide;
+// no answer at all is an error naming the file.
+func LoadItems(tasksPath, answersPath string, groundTruth bool) (items []Item, hide []string, err error) {
+	var tasks []sweetrl.Task
+	if tasksPath != "" {
+		if tasks, err = sweetrl.LoadBackendTasks(tasksPath); err != nil {
+			return nil, nil, err
+		}
+		hide = append(hide, tasksPath)
+	}
+	src := tasksPath
+	if groundTruth {
+		items = GroundTruthItems(tasks)
+	} else {
+		if items, err = LoadAnswers(answersPath, tasks, tasksPath); err != nil {
+			return nil, nil, err
+		}
+		hide, src = append(hide, answersPath), answersPath
+	}
+	if len(items) == 0 {
+		return nil, nil, fmt.Errorf("%s: no answers to score", src)
+	}
+	return items, hide, nil
+}
+
+// ScoreItems scores items with an Evaluator of opts and writes its report
+// (Evaluator.Report) on out and summary.
+func ScoreItems(ctx context.Context, opts Options, items []Item, out, summary io.Writer, asJSON bool) error {
+	ev, err := New(ctx, opts)
+	if err != nil {
+		return err
+	}
+	defer ev.Close()
+	ts := make([]sweetrl.Task, len(items))
+	answers := make([]string, len(items))
+	for i, it := range items {
+		ts[i], answers[i] = it.Task, it.Answer
+	}
+	start := time.Now()
+	results, err := ev.Evaluate(ctx, ts, answers)
+	if err != nil {
+		return err
+	}
+	if err := ev.Report(out, summary, items, results, time.Since(start), asJSON); err != nil {
+		return err
+	}
+	return ev.Close()
 }

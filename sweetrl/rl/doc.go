@@ -38,7 +38,12 @@
 //     and evaluation by playing tasks (Evaluate) with confidence intervals
 //     over tasks (Summarize);
 //   - reference.go: the reference implementation's hyper-parameters, the
-//     one place every trainer and subcommand takes them from.
+//     one place every trainer and subcommand takes them from;
+//   - jobs.go: the pipeline's steps as `train` runs them, each from its
+//     options to a saved model or a file, saying what it does: what a
+//     trainer updates (Target), the trainers on a trajectory file (Job:
+//     TrainCritic, TrainActor, TrainMTDPO, TrainRFT) and the jobs that play
+//     episodes (Episodes: RolloutJob, EvalJob).
 //
 // The frozen reference of every preference loss is the model as it is
 // before training: its scores are computed once, before the first update,

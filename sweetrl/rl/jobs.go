@@ -1,0 +1,316 @@
+package rl
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+
+	"github.com/turnwise/turnwise/engine"
+	"github.com/turnwise/turnwise/model/llama"
+	"github.com/turnwise/turnwise/sweetrl"
+	"github.com/turnwise/turnwise/tokenizer"
+)
+
+// The jobs of the pipeline's trainers: each one step of SWEET-RL (critic,
+// actor) or a baseline (multi-turn DPO, rejection fine-tuning) from a
+// trajectory file to a saved model, saying what it does on Log.
+
+// Target says what a trainer updates and at which peak learning rate.
+type Target struct {
+	Full bool    // fine-tune every weight instead of a LoRA adapter
+	Rank int     // rank of a fresh LoRA adapter (alpha = 2·rank, every projection)
+	LR   float64 // peak learning rate; 0: RefLR with Full, LoRALR for LoRA
+}
+
+// LearningRate returns the peak learning rate: LR, or the reference's
+// default for full fine-tuning or LoRA.
+func (t Target) LearningRate() float64 {
+	switch {
+	case t.LR > 0:
+		return t.LR
+	case t.Full:
+		return RefLR
+	}
+	return LoRALR
+}
+
+// Trained returns what a trainer updates: the given adapter ad, a fresh one
+// of Rank (initialised from seed), or nil (every weight) with Full.
+func (t Target) Trained(m *llama.Model, ad *llama.Adapter, seed uint64) (*llama.Adapter, error) {
+	switch {
+	case t.Full && ad != nil:
+		return nil, errors.New("--full fine-tunes the base model: merge the --adapter first or drop --full")
+	case t.Full:
+		return nil, nil
+	case ad != nil:
+		return ad, nil
+	case t.Rank <= 0:
+		return nil, fmt.Errorf("--lora-rank %d: want a positive rank (or --full)", t.Rank)
+	}
+	return m.NewAdapter(llama.LoRAEvery(t.Rank), seed)
+}
+
+// Describe says in words what is trained (ad, as Trained returned it).
+func (t Target) Describe(ad *llama.Adapter) string {
+	if ad == nil {
+		return fmt.Sprintf("every weight, lr %g", t.LearningRate())
+	}
+	return fmt.Sprintf("LoRA r=%d, lr %g", ad.Config.Rank, t.LearningRate())
+}
+
+// Job is what every trainer job shares: the model and the adapter it was
+// given, the trajectories it trains on (read from Path), the episodes'
+// rules, what is trained, and where it goes.
+type Job struct {
+	Model    *llama.Model
+	Adapter  *llama.Adapter // the model's adapter; nil: none
+	Tok      tokenizer.Tokenizer
+	Protocol sweetrl.Protocol
+	Trajs    []sweetrl.Trajectory
+	Path     string // the trajectory file, for errors
+	Target   Target
+	MaxLen   int         // drop pairs with a side longer than this many tokens
+	Seed     uint64      // seed of a fresh adapter
+	Pref     PrefOptions // the preference trainers' options
+	Out      string      // the directory the trained model, metrics.jsonl and the event file go to
+	Log      io.Writer
+}
+
+// filter drops pairs with a side longer than MaxLen tokens, saying so.
+func (j *Job) filter(pairs []PrefPair) []PrefPair {
+	kept, dropped := DropLong(pairs, j.MaxLen)
+	if dropped > 0 {
+		fmt.Fprintf(j.Log, "dropped %d pairs longer than %d tokens\n", dropped, j.MaxLen)
+	}
+	return kept
+}
+
+// prepare takes the pairs a pair former made of the trajectories (err: its
+// error, wrapped with the file's name), drops the long ones (filter) and
+// returns them with what is trained (Target.Trained).
+func (j *Job) prepare(pairs []PrefPair, err error) ([]PrefPair, *llama.Adapter, error) {
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", j.Path, err)
+	}
+	pairs = j.filter(pairs)
+	ad, err := j.Target.Trained(j.Model, j.Adapter, j.Seed)
+	return pairs, ad, err
+}
+
+// save writes what was trained (llama.Model.Save) and says where.
+func (j *Job) save(ad *llama.Adapter) error {
+	err := j.Model.Save(ad, j.Out)
+	if err == nil {
+		fmt.Fprintf(j.Log, "saved to %s\n", j.Out)
+	}
+	return err
+}
+
+// pref trains ad on pairs with Pref (label: the progress lines' label),
+// reports how it went and saves the result.
+func (j *Job) pref(ad *llama.Adapter, pairs []PrefPair, label string, seqNLL bool) error {
+	o := j.Pref
+	o.Label, o.NLLSequence, o.MetricsDir = label, seqNLL, j.Out
+	st, err := TrainPreferences(j.Model, ad, pairs, o)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(j.Log, st)
+	return j.save(ad)
+}
+
+// TrainCritic trains the critic on the job's trajectory pairs: with head
+// "logprob" the reference's critic (CriticPairs scored by kind), with
+// "scalar" the value-head ablation, whose head is saved beside the adapter
+// as ValueHeadFile.
+func TrainCritic(j Job, head string, kind CriticScore) error {
+	if head != "logprob" && head != "scalar" {
+		return fmt.Errorf("--head %q: want logprob or scalar", head)
+	}
+	pairs, critic, err := j.prepare(CriticPairs(j.Tok, j.Protocol.System, j.Trajs, kind))
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(j.Log, "critic (%s head, %s score): Bradley–Terry on %d trajectory pairs, %s\n", head, kind, len(pairs), j.Target.Describe(critic))
+	if head == "logprob" {
+		return j.pref(critic, pairs, "critic step", j.Pref.NLLSequence)
+	}
+	v, err := NewValueHead(j.Model)
+	if err != nil {
+		return err
+	}
+	o := j.Pref
+	o.Label, o.MetricsDir = "critic step", j.Out
+	st, err := TrainValueCritic(j.Model, critic, v, pairs, o)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(j.Log, st)
+	if err := j.save(critic); err != nil {
+		return err
+	}
+	return v.Save(j.Model.Backend(), filepath.Join(j.Out, ValueHeadFile))
+}
+
+// ActorJob is the actor's own part of its job: how candidates are sampled
+// and paired, and the NLL term's scope.
+type ActorJob struct {
+	Critic       Critic
+	Temperature  float32
+	MaxNew       int
+	Candidates   int
+	PairsPerTurn int
+	DataFraction float64
+	NLLSequence  bool // the NLL term over the whole chosen sequence (false: the reply)
+}
+
+// TrainActor samples candidates of every agent turn with the job's model,
+// pairs them by a.Critic's advantage (ActorPairs) and trains the actor on
+// them with turn-wise DPO.
+func TrainActor(j Job, a ActorJob) error {
+	pol := &Sampler{Model: j.Model, Adapter: j.Adapter, Tok: j.Tok, Sample: engine.SampleParams{Temperature: a.Temperature, TopP: 1}, MaxNew: a.MaxNew, Seed: j.Seed}
+	pairs, st, err := ActorPairs(j.Trajs, pol, a.Critic, ActorOptions{Protocol: j.Protocol, Candidates: a.Candidates, PairsPerTurn: a.PairsPerTurn,
+		DataFraction: a.DataFraction, BatchTokens: j.Pref.BatchTokens, Seed: j.Seed, Progress: j.Log})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(j.Log, "%d turns, %d candidates, %d pairs (%d identical pairs dropped), mean advantage spread %.4f\n",
+		st.Turns, st.Candidates, st.Pairs, st.TiedPairs, st.MeanSpread)
+	pairs = j.filter(pairs)
+	actor, err := j.Target.Trained(j.Model, j.Adapter, j.Seed+1)
+	if err != nil {
+		return err
+	}
+	scope := "reply"
+	if a.NLLSequence {
+		scope = "sequence"
+	}
+	fmt.Fprintf(j.Log, "actor: turn-wise DPO with NLL %g over the %s, %s\n", j.Pref.NLLCoef, scope, j.Target.Describe(actor))
+	return j.pref(actor, pairs, "actor step", a.NLLSequence)
+}
+
+// TrainMTDPO trains the multi-turn DPO baseline on the job's trajectory
+// pairs (TrajectoryPairs).
+func TrainMTDPO(j Job) error {
+	pairs, pol, err := j.prepare(TrajectoryPairs(j.Tok, j.Protocol.System, j.Trajs))
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(j.Log, "multi-turn DPO on %d trajectory pairs, %s\n", len(pairs), j.Target.Describe(pol))
+	return j.pref(pol, pairs, "DPO step", j.Pref.NLLSequence)
+}
+
+// TrainRFT fine-tunes on the job's successful trajectories (rejection
+// fine-tuning: RFTExamples, SupervisedFT) for epochs passes over their
+// tokens, Pref.BatchTokens a step.
+func TrainRFT(j Job, epochs int) error {
+	ex, err := RFTExamples(j.Tok, j.Protocol.System, j.Trajs)
+	if err != nil {
+		return fmt.Errorf("%s: %w", j.Path, err)
+	}
+	if len(ex) == 0 {
+		return fmt.Errorf("%s: no successful trajectory (reward 1) to train on", j.Path)
+	}
+	pol, err := j.Target.Trained(j.Model, j.Adapter, j.Seed)
+	if err != nil {
+		return err
+	}
+	tokens := 0
+	for _, e := range ex {
+		tokens += len(e.IDs)
+	}
+	bt := j.Pref.BatchTokens
+	steps := max(1, epochs*tokens/bt)
+	fmt.Fprintf(j.Log, "rejection fine-tuning on %d successful trajectories (%d tokens), %d steps, %s\n", len(ex), tokens, steps, j.Target.Describe(pol))
+	o := SFTOptions{Steps: steps, BatchTokens: bt, MaxLen: min(j.MaxLen, j.Model.Config.MaxSeqLen), LR: j.Target.LearningRate(), Seed: j.Seed,
+		MetricsDir: j.Out, PeakFLOPS: j.Pref.PeakFLOPS}
+	if err := SupervisedFT(j.Model, pol, ex, o, j.Log); err != nil {
+		return err
+	}
+	return j.save(pol)
+}
+
+// Episodes is what playing episodes takes: the agent (a model, its
+// adapter and tokenizer, sampled at Temperature), the tasks, the
+// simulator and the scorer, and where to say what happens.
+type Episodes struct {
+	Model       *llama.Model
+	Adapter     *llama.Adapter // nil: the base model
+	Tok         tokenizer.Tokenizer
+	Protocol    sweetrl.Protocol
+	Tasks       []sweetrl.Task
+	Sim         sweetrl.Simulator
+	HTTP        *sweetrl.HTTPSimulator // Sim, when it is the HTTP one: its failures are reported
+	Scorer      sweetrl.Scorer
+	ScorerName  string // which scorer, in words
+	Temperature float64
+	MaxNew      int // tokens per agent turn at most
+	Seed        uint64
+	SimWorkers  int // simulator replies computed at once
+	Log         io.Writer
+}
+
+// reportSimulator says how many simulator calls failed, if any.
+func (e *Episodes) reportSimulator() {
+	if hs := e.HTTP; hs != nil && hs.Failures() > 0 {
+		fmt.Fprintf(e.Log, "the simulator failed %d times (replied %q); last error: %v\n", hs.Failures(), sweetrl.NoResponse, hs.LastError())
+	}
+}
+
+// RolloutJob plays k episodes of every task, maxBatch agent turns
+// generated together at most, and writes them, scored, to the trajectory
+// file f names (RolloutToFile).
+func RolloutJob(ctx context.Context, e Episodes, k, maxBatch int, f FileRolloutOptions) error {
+	var all []sweetrl.Task
+	for _, t := range e.Tasks {
+		for range k {
+			all = append(all, t)
+		}
+	}
+	fmt.Fprintf(e.Log, "%d episodes (%d tasks × %d); scoring with %s\n", len(all), len(e.Tasks), k, e.ScorerName)
+	agent := func(c int) BatchAgent {
+		return &Sampler{Model: e.Model, Adapter: e.Adapter, Tok: e.Tok, Sample: engine.SampleParams{Temperature: float32(e.Temperature), TopP: 1},
+			MaxNew: e.MaxNew, MaxBatch: maxBatch, Seed: ChunkSeed(e.Seed, c)}
+	}
+	f.Log = e.Log
+	trajs, err := RolloutToFile(ctx, all, agent, e.Sim, e.Scorer,
+		RolloutOptions{Protocol: e.Protocol, SimWorkers: e.SimWorkers, Progress: e.Log, Label: "episodes"}, f)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(e.Log, "wrote %s: mean reward %.3f, success %.3f\n", f.Path, sweetrl.MeanReward(trajs), sweetrl.SuccessRate(trajs))
+	e.reportSimulator()
+	return nil
+}
+
+// EvalJob plays seeds episodes of every task (Evaluate), writes them to
+// the trajectory file out unless it is "", and prints the summary.
+func EvalJob(ctx context.Context, e Episodes, seeds int, out string) error {
+	fmt.Fprintf(e.Log, "%d tasks × %d seeds; scoring with %s\n", len(e.Tasks), seeds, e.ScorerName)
+	s, eps, err := Evaluate(ctx, e.Model, e.Adapter, e.Tok, e.Protocol, e.Tasks, e.Sim, e.Scorer,
+		EvalOptions{Seeds: seeds, Temperature: e.Temperature, MaxNew: e.MaxNew, Seed: e.Seed, SimWorkers: e.SimWorkers, Label: "eval"}, e.Log)
+	if err != nil {
+		return err
+	}
+	if out != "" {
+		if err := sweetrl.SaveTrajectories(out, eps); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintln(e.Log, s)
+	e.reportSimulator()
+	return nil
+}
+
+// LoadJobTrajectories reads a trajectory file and says on w what it holds.
+func LoadJobTrajectories(path string, w io.Writer) ([]sweetrl.Trajectory, error) {
+	trajs, err := sweetrl.LoadTrajectories(path)
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(w, "%s: %d trajectories of %d tasks, mean reward %.3f, success %.3f\n",
+		path, len(trajs), len(GroupByTask(trajs)), sweetrl.MeanReward(trajs), sweetrl.SuccessRate(trajs))
+	return trajs, nil
+}

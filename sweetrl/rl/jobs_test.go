@@ -1,0 +1,61 @@
+package rl
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestTarget(t *testing.T) {
+	m := newModel(t, 0.02)
+	given := newAdapter(t, m)
+	cases := []struct {
+		name    string
+		target  Target
+		given   bool
+		wantLR  float64
+		wantAd  string // "given", "fresh" or "none"
+		wantErr string
+	}{
+		{"lora default", Target{Rank: 4}, false, LoRALR, "fresh", ""},
+		{"full default", Target{Full: true}, false, RefLR, "none", ""},
+		{"lr given", Target{Rank: 4, LR: 0.5}, false, 0.5, "fresh", ""},
+		{"adapter given", Target{Rank: 4}, true, LoRALR, "given", ""},
+		{"full over an adapter", Target{Full: true}, true, RefLR, "", "merge the --adapter"},
+		{"no rank", Target{}, false, LoRALR, "", "--lora-rank 0"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if lr := c.target.LearningRate(); lr != c.wantLR {
+				t.Errorf("learning rate %g, want %g", lr, c.wantLR)
+			}
+			in := given
+			if !c.given {
+				in = nil
+			}
+			ad, err := c.target.Trained(m, in, 3)
+			if c.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), c.wantErr) {
+					t.Fatalf("error %v, want one containing %q", err, c.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			switch desc := c.target.Describe(ad); c.wantAd {
+			case "none":
+				if ad != nil || !strings.HasPrefix(desc, "every weight") {
+					t.Errorf("adapter %v, %q; want none, every weight", ad != nil, desc)
+				}
+			case "given":
+				if ad != given {
+					t.Error("the given adapter is not the one trained")
+				}
+			case "fresh":
+				if ad == nil || ad == given || ad.Config.Rank != c.target.Rank || !strings.HasPrefix(desc, "LoRA r=4") {
+					t.Errorf("adapter %v (%q); want a fresh one of rank %d", ad != nil, desc, c.target.Rank)
+				}
+			}
+		})
+	}
+}

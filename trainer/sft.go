@@ -1,0 +1,102 @@
+package trainer
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+
+	"github.com/turnwise/turnwise/checkpoint"
+	"github.com/turnwise/turnwise/data"
+	"github.com/turnwise/turnwise/engine"
+	"github.com/turnwise/turnwise/internal/outfile"
+	"github.com/turnwise/turnwise/model/llama"
+)
+
+// SFTJob is one supervised run on examples, as `train sft` makes it: the
+// examples split into training and held-out ones, packed, trained on by a
+// Trainer that checkpoints to Config.RunDir and resumes from it.
+type SFTJob struct {
+	Model        *llama.Model
+	Adapter      *llama.Adapter // the adapter trained (nil: every weight)
+	Rank         int            // the LoRA rank the run was asked for, for the opening line
+	Examples     []data.Example
+	EvalFraction float64 // fraction of the examples held out for evaluation
+	BatchTokens  int     // tokens per packed micro-batch
+	Seed         uint64  // seeds the split and the packing order
+	Resume       bool    // continue from the newest valid checkpoint (false: refuse a run directory that has one)
+	Config       Config  // the trainer's configuration; Join sets its Comm
+
+	// Join joins the data-parallel job the process belongs to, returning
+	// its communicator (nil: alone) and what closes it.
+	Join func(engine.Backend) (engine.Communicator, func(), error)
+	Log  io.Writer
+}
+
+// RunSFT runs j to its last step, saying on Log what it trains, where it
+// resumes and where the checkpoints and metrics are.
+func RunSFT(j SFTJob) error {
+	m, cfg := j.Model, j.Config
+	trainEx, evalEx, err := data.Split(j.Examples, j.EvalFraction, j.Seed)
+	if err != nil {
+		return err
+	}
+	if len(trainEx) == 0 {
+		return errors.New("no training examples")
+	}
+	maxLen := min(j.BatchTokens, m.Config.MaxSeqLen)
+	train, err := data.NewPacker(trainEx, data.PackOptions{TokensPerBatch: j.BatchTokens, MaxLen: maxLen, Seed: j.Seed})
+	if err != nil {
+		return err
+	}
+	var eval *data.Packer
+	if len(evalEx) > 0 && cfg.EvalEvery > 0 {
+		if eval, err = data.NewPacker(evalEx, data.PackOptions{TokensPerBatch: j.BatchTokens, MaxLen: maxLen, NoShuffle: true}); err != nil {
+			return err
+		}
+	}
+	st := train.Stats()
+	fmt.Fprintf(j.Log, "model: %d parameters%s; data: %d training examples (%d truncated, %d dropped), %d held out\n",
+		m.Config.Params(), map[bool]string{true: fmt.Sprintf(", LoRA r=%d", j.Rank)}[j.Adapter != nil], st.Examples, st.Truncated, st.Dropped, len(evalEx))
+
+	if err := outfile.CheckDir(cfg.RunDir); err != nil {
+		return err
+	}
+	comm, leave, err := j.Join(m.Backend())
+	if err != nil {
+		return err
+	}
+	defer leave()
+	cfg.Comm = comm
+	tr, err := New(m, j.Adapter, train, eval, cfg, j.Log)
+	if err != nil {
+		return err
+	}
+	if !j.Resume {
+		if d, _, err := checkpoint.Latest(cfg.RunDir); err == nil {
+			return fmt.Errorf("%s holds checkpoint %s: pass --resume or choose another --run-dir", cfg.RunDir, filepath.Base(d))
+		}
+	}
+	from, err := tr.Resume()
+	if err != nil {
+		return err
+	}
+	if from > 0 {
+		fmt.Fprintf(j.Log, "resuming from step %d\n", from)
+	}
+	if err := tr.Run(); err != nil {
+		return err
+	}
+	if comm != nil {
+		// Rank 0 has written the last checkpoint and serves the store:
+		// the ranks leave together.
+		if err := comm.Barrier(); err != nil {
+			return err
+		}
+	}
+	if o := tr.Optimizer(); o.Skipped > 0 {
+		fmt.Fprintf(j.Log, "%d steps were skipped for a non-finite gradient\n", o.Skipped)
+	}
+	fmt.Fprintf(j.Log, "checkpoints and metrics: %s (draw them: train plot %s -o loss.svg)\n", cfg.RunDir, filepath.Join(cfg.RunDir, "metrics.jsonl"))
+	return nil
+}
