@@ -36,8 +36,14 @@ func FLOPsPerToken(m *llama.Model, ad *llama.Adapter) float64 {
 // NewMeter returns a metrics.Meter for training m's adapter ad (nil: every
 // weight) against a peak of peakFLOPS (0: no MFU), reading m's pool.
 func NewMeter(m *llama.Model, ad *llama.Adapter, peakFLOPS float64) *metrics.Meter {
+	return NewMeterFLOPs(m, FLOPsPerToken(m, ad), peakFLOPS)
+}
+
+// NewMeterFLOPs is NewMeter for a trainer whose token costs flopsPerToken
+// FLOPs, such as one whose backward skips the classifier.
+func NewMeterFLOPs(m *llama.Model, flopsPerToken, peakFLOPS float64) *metrics.Meter {
 	return metrics.NewMeter(metrics.MeterOptions{
-		FLOPsPerToken: FLOPsPerToken(m, ad),
+		FLOPsPerToken: flopsPerToken,
 		PeakFLOPS:     peakFLOPS,
 		Pool: func() (int, int) {
 			st := m.PoolStats()

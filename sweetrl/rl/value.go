@@ -166,7 +166,15 @@ func TrainValueCritic(m *llama.Model, ad *llama.Adapter, v *ValueHead, pairs []P
 	defer tp.Free()
 	gw, gb := tp.Opt.Grad(v.W), tp.Opt.Grad(v.B)
 	d := m.Config.Dim
-	meter := trainer.NewMeter(m, ad, o.PeakFLOPS)
+	// The classifier runs forward only: its backward (the input gradient,
+	// and with every weight trained its own) is not taken, so its V·D
+	// weights cost 2 FLOPs a token, not FLOPsPerToken's 4 or 6.
+	vd := float64(m.Config.Vocab) * float64(m.Config.Dim)
+	fpt := trainer.FLOPsPerToken(m, ad) - 2*vd
+	if ad == nil {
+		fpt -= 2 * vd
+	}
+	meter := trainer.NewMeterFLOPs(m, fpt, o.PeakFLOPS)
 	return pairLoop(pairs, tp.Opt, o, 0x76616c7565, meter, func(idx []int, scale float64) (ms microStats, err error) {
 		var seqs []Seq
 		for _, k := range idx {
