@@ -210,15 +210,19 @@ func (t *Trainer) Run() error {
 	b := t.m.Backend()
 	dp := newDataParallel(t.cfg.Comm, b)
 	mdir := t.cfg.RunDir
-	if mdir == "" {
+	if mdir == "" && t.cfg.MetricsDir != "" && dp.writes() {
+		// No checkpoints, so no resume: a new run drops an earlier one's records.
 		mdir = t.cfg.MetricsDir
+		if _, err := metrics.Truncate(filepath.Join(mdir, MetricsName), int64(t.st.Step)); err != nil {
+			return err
+		}
 	}
 	if mdir != "" && t.metricsOut == nil && dp.writes() {
 		if err := os.MkdirAll(mdir, 0o755); err != nil {
 			return err
 		}
 		w, err := metrics.Create(filepath.Join(mdir, MetricsName),
-			metrics.WriterOptions{EventsDir: mdir, FromStep: int64(t.st.Step)})
+			metrics.WriterOptions{EventsDir: mdir, FromStep: int64(t.st.Step), Restart: t.cfg.RunDir == ""})
 		if err != nil {
 			return err
 		}

@@ -73,14 +73,20 @@ func TestStageMetrics(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			m := newModel(t, 0.3)
-			ad, err := m.NewAdapter(llama.LoRAConfig{Rank: 4, Alpha: 8, Targets: llama.AllProjections}, 9)
-			if err != nil {
-				t.Fatal(err)
-			}
 			dir := t.TempDir()
-			if err := tc.run(m, ad, dir); err != nil {
-				t.Fatal(err)
+			// Twice: a stage run again into the same directory replaces
+			// the earlier run's records, in both files.
+			var m *llama.Model
+			var ad *llama.Adapter
+			for range 2 {
+				m = newModel(t, 0.3)
+				var err error
+				if ad, err = m.NewAdapter(llama.LoRAConfig{Rank: 4, Alpha: 8, Targets: llama.AllProjections}, 9); err != nil {
+					t.Fatal(err)
+				}
+				if err := tc.run(m, ad, dir); err != nil {
+					t.Fatal(err)
+				}
 			}
 			recs, err := metrics.Read(filepath.Join(dir, trainer.MetricsName))
 			if err != nil {

@@ -178,7 +178,11 @@ func pairLoop(pairs []PrefPair, opt *optim.AdamW, o PrefOptions, stream uint64, 
 		if err := os.MkdirAll(o.MetricsDir, 0o755); err != nil {
 			return st, err
 		}
-		if mw, err = metrics.Create(filepath.Join(o.MetricsDir, trainer.MetricsName), metrics.WriterOptions{EventsDir: o.MetricsDir}); err != nil {
+		path := filepath.Join(o.MetricsDir, trainer.MetricsName)
+		if _, err := metrics.Truncate(path, 0); err != nil { // a new run: drop an earlier one's records
+			return st, err
+		}
+		if mw, err = metrics.Create(path, metrics.WriterOptions{EventsDir: o.MetricsDir, Restart: true}); err != nil {
 			return st, err
 		}
 		defer func() {
