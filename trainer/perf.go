@@ -12,14 +12,18 @@ import (
 //	full fine-tuning: 6·N
 //	LoRA:             4·N + 6·N_lora
 //
-// with N = Config.Params() less the embedding table when the classifier is
-// a separate matrix (looking a token up costs no multiplication; a tied
-// table is counted once, as the classifier), norm weights included, and
-// N_lora = Config.LoRAParams of the adapter. It returns 0 when the
-// adapter's targets are unknown.
+// with N the weights that multiply activations — Config.Params() less the
+// embedding table when the classifier is a separate matrix (looking a
+// token up costs no multiplication; a tied table is counted once, as the
+// classifier) and less the 2·Layers+1 norm vectors — and N_lora =
+// Config.LoRAParams of the adapter, as the bench's step suite counts them
+// (bench/stepbench). Unlike the bench, which times sequences of one length,
+// attention's 6·L·H·Dh·T a token is left out: the trainers pack sequences
+// of varying lengths, so the MFU they record is a slight underestimate. It
+// returns 0 when the adapter's targets are unknown.
 func FLOPsPerToken(m *llama.Model, ad *llama.Adapter) float64 {
 	c := m.Config
-	n := c.Params()
+	n := c.Params() - int64(2*c.Layers+1)*int64(c.Dim)
 	if !c.TiedEmbed {
 		n -= int64(c.Vocab) * int64(c.Dim)
 	}
