@@ -74,7 +74,7 @@ peak memory); or, with --baseline, gates on kernel regressions.
 flags:`)
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := parse(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
@@ -111,7 +111,7 @@ func runBenchReport(args []string, _ io.Reader, stdout, stderr io.Writer) error 
 		fmt.Fprintln(stderr, "usage: train bench report [--out FILE.md] RESULT.json...\n\nSide-by-side tables of results from train bench and its PyTorch peers, with\nratios (ours over the peer, ours over the ceilings) and the targets' verdicts.\n\nflags:")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := parse(fs, args); err != nil {
 		return err
 	}
 	return bench.ReportFiles(fs.Args(), *out, stdout)

@@ -83,7 +83,7 @@ func runDemo(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	fs.BoolVar(&c.Select, "select", false, "choose each method's learning rate on the validation split from a small grid")
 	fs.BoolVar(&c.SelectCritic, "select-critic", false, "choose only the critics' learning rates on the validation split (pair accuracy; no episodes)")
 	fs.BoolVar(&c.Full, "full", false, "add the ablation rows, and on the keys family run the budget family too")
-	if err := fs.Parse(args); err != nil {
+	if err := parse(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
@@ -121,7 +121,7 @@ func runCriticCheck(args []string, _ io.Reader, stdout, stderr io.Writer) error 
 	baseline := fs.String("advantage-baseline", "reference", "reference (paper Eq. 3) or policy (the released code)")
 	fs.IntVar(&o.TestTasks, "test-tasks", 200, "the run's --test-tasks")
 	fs.IntVar(&o.Tasks, "tasks", 50, "held-out tasks to check on")
-	if err := fs.Parse(args); err != nil {
+	if err := parse(fs, args); err != nil {
 		return err
 	}
 	if o.Run == "" || fs.NArg() > 0 {

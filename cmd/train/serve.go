@@ -52,7 +52,7 @@ func runServe(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	loadChat := fs.Bool("load-chat", false, "load test: send chat requests instead of completions")
 	loadStream := fs.Bool("load-stream", false, "load test: ask for streamed replies")
 	loadRounds := fs.Int("load-rounds", 3, "load test: rounds of --load-test requests, each reported (the first also warms the model's buffer pool)")
-	if err := fs.Parse(args); err != nil {
+	if err := parse(fs, args); err != nil {
 		return err
 	}
 	switch {
