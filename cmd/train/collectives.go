@@ -59,9 +59,6 @@ func runCollectives(args []string, _ io.Reader, stdout, stderr io.Writer) error 
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments %q", fs.Args())
-	}
 	mibs, err := commtest.ParseSizes(*sizes)
 	if err != nil {
 		return err

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -86,9 +87,6 @@ func runDemo(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments %v", fs.Args())
-	}
 	var err error
 	if c.Score, err = rl.ParseCriticScore(*score); err != nil {
 		return fmt.Errorf("--critic-score: %w", err)
@@ -124,8 +122,8 @@ func runCriticCheck(args []string, _ io.Reader, stdout, stderr io.Writer) error 
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	if o.Run == "" || fs.NArg() > 0 {
-		return fmt.Errorf("want --from DIR and no arguments (got %v)", fs.Args())
+	if o.Run == "" {
+		return errors.New("name the demo run with --from DIR")
 	}
 	var err error
 	if o.Baseline, err = rl.ParseAdvantageBaseline(*baseline); err != nil {

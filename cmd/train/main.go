@@ -100,5 +100,15 @@ func newFlags(name string, stderr io.Writer) *pflag.FlagSet {
 	return fs
 }
 
-// parse parses a subcommand's flags, --config's recipe included.
-func parse(fs *pflag.FlagSet, args []string) error { return recipe.Parse(fs, args) }
+// parse parses a subcommand's flags, --config's recipe included; an
+// argument that is not a flag is an error (see parseArgs).
+func parse(fs *pflag.FlagSet, args []string) error {
+	if err := recipe.Parse(fs, args); err != nil || fs.NArg() == 0 {
+		return err
+	}
+	return fmt.Errorf("unexpected arguments %q (%s takes flags only)", fs.Args(), fs.Name())
+}
+
+// parseArgs is parse for the subcommands that take arguments after their
+// flags (files, or a subcommand to launch).
+func parseArgs(fs *pflag.FlagSet, args []string) error { return recipe.Parse(fs, args) }

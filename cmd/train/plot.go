@@ -21,7 +21,7 @@ func runPlot(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	}
 	out := fs.StringP("output", "o", "", `SVG file to write, "-" for standard output (default: the metrics file's name with .svg)`)
 	title := fs.String("title", "", "title of the image (default: the metrics file's name)")
-	if err := parse(fs, args); err != nil {
+	if err := parseArgs(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() != 1 {

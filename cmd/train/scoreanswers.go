@@ -75,8 +75,6 @@ func runScoreAnswers(args []string, _ io.Reader, stdout, stderr io.Writer) error
 	}
 	mode, err := pyeval.ParseCompare(*compare)
 	switch {
-	case fs.NArg() > 0:
-		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	case err != nil:
 		return fmt.Errorf("--compare: %w", err)
 	case *groundTruth && *answersPath != "":

@@ -56,8 +56,6 @@ func runServe(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 		return err
 	}
 	switch {
-	case fs.NArg() > 0:
-		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	case *maxBatch < 1:
 		return fmt.Errorf("--max-batch %d: want a positive count", *maxBatch)
 	case *maxTokens < 0:

@@ -47,9 +47,6 @@ func runTokenize(args []string, stdin io.Reader, stdout, stderr io.Writer) error
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments %q (text goes in --text or on standard input)", fs.Args())
-	}
 	if *decode && *chat {
 		return errors.New("--decode and --chat cannot be combined")
 	}
