@@ -17,6 +17,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/turnwise/turnwise/internal/flagcheck"
 	"github.com/turnwise/turnwise/internal/recipe"
 )
 
@@ -100,15 +101,22 @@ func newFlags(name string, stderr io.Writer) *pflag.FlagSet {
 	return fs
 }
 
-// parse parses a subcommand's flags, --config's recipe included; an
-// argument that is not a flag is an error (see parseArgs).
+// parse parses a subcommand's flags (see parseArgs); an argument that is
+// not a flag is an error.
 func parse(fs *pflag.FlagSet, args []string) error {
-	if err := recipe.Parse(fs, args); err != nil || fs.NArg() == 0 {
+	if err := parseArgs(fs, args); err != nil || fs.NArg() == 0 {
 		return err
 	}
 	return fmt.Errorf("unexpected arguments %q (%s takes flags only)", fs.Args(), fs.Name())
 }
 
-// parseArgs is parse for the subcommands that take arguments after their
-// flags (files, or a subcommand to launch).
-func parseArgs(fs *pflag.FlagSet, args []string) error { return recipe.Parse(fs, args) }
+// parseArgs parses a subcommand's flags, --config's recipe included, and
+// checks the ranges of the numeric ones (flagcheck), leaving the arguments
+// that follow them to the subcommands that take some (files, or a
+// subcommand to launch).
+func parseArgs(fs *pflag.FlagSet, args []string) error {
+	if err := recipe.Parse(fs, args); err != nil {
+		return err
+	}
+	return flagcheck.Check(fs)
+}

@@ -160,9 +160,6 @@ func runPlan(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	if err != nil || (dt != engine.BF16 && dt != engine.F32) {
 		return fmt.Errorf("--weight-dtype %q: want bf16 or f32", *wdt)
 	}
-	if *rank < 0 {
-		return fmt.Errorf("--lora-rank %d: want a positive rank, or 0 for full fine-tuning", *rank)
-	}
 	o := llama.PlanOptions{Batch: *batch, SeqLen: *seq, WeightBytes: dt.Size(), Recompute: *recompute && !*infer, Inference: *infer, Ranks: *ranks, Zero: *zero}
 	if *rank > 0 {
 		o.LoRA = &llama.LoRAConfig{Rank: *rank, Targets: strings.Split(*targets, ",")}
