@@ -10,6 +10,7 @@ import (
 	"github.com/turnwise/turnwise/data"
 	"github.com/turnwise/turnwise/engine"
 	"github.com/turnwise/turnwise/internal/outfile"
+	"github.com/turnwise/turnwise/internal/recipe"
 	"github.com/turnwise/turnwise/model/llama"
 )
 
@@ -27,11 +28,28 @@ type SFTJob struct {
 	Resume       bool    // continue from the newest valid checkpoint (false: refuse a run directory that has one)
 	Config       Config  // the trainer's configuration; Join sets its Comm
 
+	// Flags are the command's resolved flags (recipe.Values), saved in the
+	// run directory as ConfigName; a run directory whose saved flags differ
+	// in a key other than SFTMayChange is refused unless Force. Nil: none.
+	Flags map[string]string
+	Force bool
+
 	// Join joins the data-parallel job the process belongs to, returning
 	// its communicator (nil: alone) and what closes it.
 	Join func(engine.Backend) (engine.Communicator, func(), error)
 	Log  io.Writer
 }
+
+// ConfigName is the file in a run directory that holds the run's resolved
+// flags (see recipe.CheckRun).
+const ConfigName = "config.yaml"
+
+// SFTMayChange are the flags of train sft that a resumed run may change
+// without --force: where and how fast it runs, and what it reports — not
+// what it computes — and the number of steps (training longer; the cosine
+// schedule then follows the new total).
+var SFTMayChange = []string{"steps", "backend", "gemm", "threads", "recompute", "checkpoint-every", "keep", "eval-every",
+	"prompt", "max-new", "resume", "force", "run-dir", "zero", "peak-tflops"}
 
 // RunSFT runs j to its last step, saying on Log what it trains, where it
 // resumes and where the checkpoints and metrics are.
@@ -61,6 +79,11 @@ func RunSFT(j SFTJob) error {
 
 	if err := outfile.CheckDir(cfg.RunDir); err != nil {
 		return err
+	}
+	if j.Flags != nil {
+		if err := recipe.CheckRun(filepath.Join(cfg.RunDir, ConfigName), j.Flags, j.Force, SFTMayChange...); err != nil {
+			return err
+		}
 	}
 	comm, leave, err := j.Join(m.Backend())
 	if err != nil {

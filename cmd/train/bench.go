@@ -74,11 +74,8 @@ peak memory); or, with --baseline, gates on kernel regressions.
 flags:`)
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := parse(fs, args); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	if !*quiet {
 		o.Log = stderr
@@ -111,7 +108,7 @@ func runBenchReport(args []string, _ io.Reader, stdout, stderr io.Writer) error 
 		fmt.Fprintln(stderr, "usage: train bench report [--out FILE.md] RESULT.json...\n\nSide-by-side tables of results from train bench and its PyTorch peers, with\nratios (ours over the peer, ours over the ceilings) and the targets' verdicts.\n\nflags:")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := parseArgs(fs, args); err != nil {
 		return err
 	}
 	return bench.ReportFiles(fs.Args(), *out, stdout)

@@ -56,11 +56,8 @@ func runCollectives(args []string, _ io.Reader, stdout, stderr io.Writer) error 
 	reps := fs.Int("reps", 5, "timed all-reduces per size (the median is reported)")
 	n := fs.Int("n", 100003, "elements per rank in the correctness checks")
 	timeout := fs.Duration("timeout", dist.DefaultTimeout, "how long the rendezvous waits for every rank")
-	if err := fs.Parse(args); err != nil {
+	if err := parse(fs, args); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	mibs, err := commtest.ParseSizes(*sizes)
 	if err != nil {

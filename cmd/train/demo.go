@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -83,11 +84,8 @@ func runDemo(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	fs.BoolVar(&c.Select, "select", false, "choose each method's learning rate on the validation split from a small grid")
 	fs.BoolVar(&c.SelectCritic, "select-critic", false, "choose only the critics' learning rates on the validation split (pair accuracy; no episodes)")
 	fs.BoolVar(&c.Full, "full", false, "add the ablation rows, and on the keys family run the budget family too")
-	if err := fs.Parse(args); err != nil {
+	if err := parse(fs, args); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments %v", fs.Args())
 	}
 	var err error
 	if c.Score, err = rl.ParseCriticScore(*score); err != nil {
@@ -121,11 +119,11 @@ func runCriticCheck(args []string, _ io.Reader, stdout, stderr io.Writer) error 
 	baseline := fs.String("advantage-baseline", "reference", "reference (paper Eq. 3) or policy (the released code)")
 	fs.IntVar(&o.TestTasks, "test-tasks", 200, "the run's --test-tasks")
 	fs.IntVar(&o.Tasks, "tasks", 50, "held-out tasks to check on")
-	if err := fs.Parse(args); err != nil {
+	if err := parse(fs, args); err != nil {
 		return err
 	}
-	if o.Run == "" || fs.NArg() > 0 {
-		return fmt.Errorf("want --from DIR and no arguments (got %v)", fs.Args())
+	if o.Run == "" {
+		return errors.New("name the demo run with --from DIR")
 	}
 	var err error
 	if o.Baseline, err = rl.ParseAdvantageBaseline(*baseline); err != nil {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -81,9 +80,4 @@ func (e *envFlags) newSimulator(pf *policyFlags, m *llama.Model, tok tokenizer.T
 		}
 	}
 	return e.NewSimulator(m, ad, tok)
-}
-
-// newScorer returns the family's scorer and a description of it.
-func (e *envFlags) newScorer() (sweetrl.Scorer, string, error) {
-	return e.NewScorer(context.Background())
 }

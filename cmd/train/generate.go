@@ -36,7 +36,7 @@ func runGenerate(args []string, stdin io.Reader, stdout, stderr io.Writer) error
 	temp := fs.Float32("temperature", 0, "sampling temperature (0: greedy)")
 	topP := fs.Float32("top-p", 1, "nucleus sampling mass (1: off)")
 	asJSON := fs.Bool("json", false, "print {text, ids, logprobs} as JSON instead of the text")
-	if err := fs.Parse(args); err != nil {
+	if err := parse(fs, args); err != nil {
 		return err
 	}
 	if *maxNew <= 0 {
@@ -96,7 +96,7 @@ func runScore(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	mf.register(fs)
 	input := fs.String("input", "", `JSONL file of sequences, one per line: {"ids": [...]} or {"text": "..."} (default: standard input)`)
 	tokPath := fs.String("tokenizer", "", "tokenizer for text lines (default: the model's own)")
-	if err := fs.Parse(args); err != nil {
+	if err := parse(fs, args); err != nil {
 		return err
 	}
 	m, ad, err := mf.load()

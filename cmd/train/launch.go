@@ -29,7 +29,7 @@ func runLaunch(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	fs.StringVar(&cfg.MasterAddr, "master-addr", "", "the host of rank 0 (node 0), reachable from every node (default 127.0.0.1 on one node)")
 	fs.IntVar(&cfg.MasterPort, "master-port", dist.DefaultMasterPort, "the port of rank 0's store")
 	fs.DurationVar(&cfg.Grace, "grace", 5*time.Second, "after one rank fails, how long the others have to exit after SIGTERM before SIGKILL")
-	if err := fs.Parse(args); err != nil {
+	if err := parseArgs(fs, args); err != nil {
 		return err
 	}
 	sub := fs.Args()

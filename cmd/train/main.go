@@ -11,10 +11,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
-	"sort"
+	"slices"
 
 	"github.com/spf13/pflag"
+
+	"github.com/turnwise/turnwise/internal/flagcheck"
+	"github.com/turnwise/turnwise/internal/recipe"
 )
 
 // command is one subcommand: its one-line summary and the function that runs
@@ -82,21 +86,37 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 
 func usage(w io.Writer, cmds map[string]command) {
 	fmt.Fprintln(w, "usage: train <subcommand> [flags]\n\nsubcommands:")
-	names := make([]string, 0, len(cmds))
-	for n := range cmds {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
+	for _, n := range slices.Sorted(maps.Keys(cmds)) {
 		fmt.Fprintf(w, "  %-14s %s\n", n, cmds[n].summary)
 	}
 	fmt.Fprintln(w, "\nRun \"train <subcommand> --help\" for its flags.")
 }
 
 // newFlags returns a flag set for a subcommand that reports errors instead of
-// exiting, so that run decides the exit status.
+// exiting, so that run decides the exit status, with --config (recipe.Parse).
 func newFlags(name string, stderr io.Writer) *pflag.FlagSet {
 	fs := pflag.NewFlagSet("train "+name, pflag.ContinueOnError)
 	fs.SetOutput(stderr)
+	recipe.Register(fs)
 	return fs
+}
+
+// parse parses a subcommand's flags (see parseArgs); an argument that is
+// not a flag is an error.
+func parse(fs *pflag.FlagSet, args []string) error {
+	if err := parseArgs(fs, args); err != nil || fs.NArg() == 0 {
+		return err
+	}
+	return fmt.Errorf("unexpected arguments %q (%s takes flags only)", fs.Args(), fs.Name())
+}
+
+// parseArgs parses a subcommand's flags, --config's recipe included, and
+// checks the ranges of the numeric ones (flagcheck), leaving the arguments
+// that follow them to the subcommands that take some (files, or a
+// subcommand to launch).
+func parseArgs(fs *pflag.FlagSet, args []string) error {
+	if err := recipe.Parse(fs, args); err != nil {
+		return err
+	}
+	return flagcheck.Check(fs)
 }

@@ -94,7 +94,7 @@ func runInfo(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	fs := newFlags("info", stderr)
 	var mf modelFlags
 	mf.registerSource(fs)
-	if err := fs.Parse(args); err != nil {
+	if err := parse(fs, args); err != nil {
 		return err
 	}
 	c, err := mf.config()
@@ -146,7 +146,7 @@ func runPlan(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	asJSON := fs.Bool("json", false, "print the plan as JSON (see --help)")
 	ranks := fs.Int("ranks", 1, "data-parallel ranks (GPUs) the job runs on; the plan is per rank")
 	zero := fs.Int("zero", 0, "ZeRO stage: 1 shards the f32 master weights and Adam moments across --ranks (sft --zero 1)")
-	if err := fs.Parse(args); err != nil {
+	if err := parse(fs, args); err != nil {
 		return err
 	}
 	if *ranks < 1 || *zero < 0 || *zero > 1 {
@@ -159,9 +159,6 @@ func runPlan(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	dt, err := engine.ParseDType(*wdt)
 	if err != nil || (dt != engine.BF16 && dt != engine.F32) {
 		return fmt.Errorf("--weight-dtype %q: want bf16 or f32", *wdt)
-	}
-	if *rank < 0 {
-		return fmt.Errorf("--lora-rank %d: want a positive rank, or 0 for full fine-tuning", *rank)
 	}
 	o := llama.PlanOptions{Batch: *batch, SeqLen: *seq, WeightBytes: dt.Size(), Recompute: *recompute && !*infer, Inference: *infer, Ranks: *ranks, Zero: *zero}
 	if *rank > 0 {

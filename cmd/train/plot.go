@@ -23,7 +23,7 @@ func runPlot(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	title := fs.String("title", "", "title of the image (default: the metrics file's name)")
 	keys := fs.StringSliceP("metric", "y", nil, "metrics to draw, a panel each (such as loss,kl,mfu; default: loss and lr)")
 	logY := fs.Bool("log-y", false, "draw the values on logarithmic axes (default metric: loss)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseArgs(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() != 1 {

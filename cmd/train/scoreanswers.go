@@ -70,13 +70,11 @@ func runScoreAnswers(args []string, _ io.Reader, stdout, stderr io.Writer) error
 	testTimeout := fs.Duration("test-timeout", pyeval.DefaultTestTimeout, "limit on the answer's part of one test (the reference's is 1s)")
 	memory := fs.Int64("memory", pyeval.DefaultMemory>>20, "address-space limit per answer, MiB")
 	asJSON := fs.Bool("json", false, "write one JSON object per answer; the summary goes to standard error")
-	if err := fs.Parse(args); err != nil {
+	if err := parse(fs, args); err != nil {
 		return err
 	}
 	mode, err := pyeval.ParseCompare(*compare)
 	switch {
-	case fs.NArg() > 0:
-		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	case err != nil:
 		return fmt.Errorf("--compare: %w", err)
 	case *groundTruth && *answersPath != "":

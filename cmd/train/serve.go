@@ -52,12 +52,10 @@ func runServe(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	loadChat := fs.Bool("load-chat", false, "load test: send chat requests instead of completions")
 	loadStream := fs.Bool("load-stream", false, "load test: ask for streamed replies")
 	loadRounds := fs.Int("load-rounds", 3, "load test: rounds of --load-test requests, each reported (the first also warms the model's buffer pool)")
-	if err := fs.Parse(args); err != nil {
+	if err := parse(fs, args); err != nil {
 		return err
 	}
 	switch {
-	case fs.NArg() > 0:
-		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	case *maxBatch < 1:
 		return fmt.Errorf("--max-batch %d: want a positive count", *maxBatch)
 	case *maxTokens < 0:

@@ -24,7 +24,7 @@ func TestServeFlags(t *testing.T) {
 		{[]string{"--batch-window", "-1s"}, "--batch-window -1s"},
 		{[]string{"--load-test", "-2"}, "--load-test -2"},
 		{[]string{"--load-concurrency", "0"}, "--load-concurrency 0"},
-		{[]string{"stray"}, `unexpected argument "stray"`},
+		{[]string{"stray"}, `unexpected arguments ["stray"]`},
 	} {
 		_, err := runCmd(t, runServe, "", append([]string{"--hf", "no-such-model"}, tc.args...)...)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -10,6 +10,7 @@ import (
 	"github.com/turnwise/turnwise/data"
 	"github.com/turnwise/turnwise/dist"
 	"github.com/turnwise/turnwise/engine"
+	"github.com/turnwise/turnwise/internal/recipe"
 	"github.com/turnwise/turnwise/model/llama"
 	"github.com/turnwise/turnwise/optim"
 	"github.com/turnwise/turnwise/tokenizer"
@@ -65,11 +66,12 @@ func runSFT(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	ckEvery := fs.Int("checkpoint-every", 100, "steps between checkpoints")
 	keep := fs.Int("keep", 3, "checkpoints kept")
 	resume := fs.Bool("resume", true, "continue from the newest valid checkpoint in --run-dir (false: refuse a run directory that has one)")
+	force := fs.Bool("force", false, "resume even though --run-dir's config.yaml records other settings (it is then replaced)")
 	prompt := fs.String("prompt", "Mia went to", "text to continue after training (empty: no generation)")
 	maxNew := fs.Int("max-new", 120, "tokens to generate after training")
 	peak := fs.Float64("peak-tflops", 0, "one device's peak TFLOP/s, for the MFU in metrics.jsonl (the GPU's bf16 data-sheet peak, or the CPU GEMM rate train bench measures; 0: no MFU)")
 	zero := fs.Int("zero", 0, "ZeRO stage under train launch: 1 shards the optimizer's moments and f32 master weights across the ranks; 0 keeps them whole on every rank")
-	if err := fs.Parse(args); err != nil {
+	if err := parse(fs, args); err != nil {
 		return err
 	}
 	if mf.Named() == 0 {
@@ -128,7 +130,7 @@ func runSFT(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 		return err
 	}
 	err = trainer.RunSFT(trainer.SFTJob{Model: m, Adapter: ad, Rank: *rank, Examples: examples, EvalFraction: *evalFrac,
-		BatchTokens: *batchTokens, Seed: mf.seed, Resume: *resume, Log: stdout,
+		BatchTokens: *batchTokens, Seed: mf.seed, Resume: *resume, Log: stdout, Flags: recipe.Values(fs), Force: *force,
 		Join: func(b engine.Backend) (engine.Communicator, func(), error) { return joinJob(b, job) },
 		Config: trainer.Config{
 			Steps: *steps, MicroBatches: *micro, EvalEvery: *evalEvery, EvalBatches: 2,

@@ -139,3 +139,35 @@ func TestKillAndResume(t *testing.T) {
 		t.Errorf("loss logs cover %d and %d steps, want 30", len(a), len(b))
 	}
 }
+
+// TestSFTConfig checks that a run directory records the run's resolved
+// flags, that a resume with another learning rate is refused naming it
+// unless --force, and that a --config recipe sets flags the command line
+// leaves unset.
+func TestSFTConfig(t *testing.T) {
+	dir := t.TempDir()
+	base := []string{"--run-dir", dir, "--batch-tokens", "256", "--prompt", "", "--checkpoint-every", "2"}
+	if out, err := runCmd(t, runSFT, "", append(base, "--steps", "2", "--lr", "1e-3")...); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	saved, err := os.ReadFile(filepath.Join(dir, "config.yaml"))
+	if err != nil || !strings.Contains(string(saved), `lr: "0.001"`) {
+		t.Fatalf("config.yaml: %v\n%s", err, saved)
+	}
+	_, err = runCmd(t, runSFT, "", append(base, "--steps", "3", "--lr", "2e-3")...)
+	if err == nil || !strings.Contains(err.Error(), `lr: "0.001" → "0.002"`) || !strings.Contains(err.Error(), "--force") {
+		t.Fatalf("a resume with another --lr: %v; want a refusal naming lr and --force", err)
+	}
+	recipePath := filepath.Join(t.TempDir(), "sft.yaml")
+	os.WriteFile(recipePath, []byte("lr: 1e-3\nsteps: 9\n"), 0o644)
+	out, err := runCmd(t, runSFT, "", append(base, "--config", recipePath, "--steps", "3")...)
+	if err != nil || !strings.Contains(out, "resuming from step 2") || !strings.Contains(out, "step 3/3") {
+		t.Fatalf("a resume through the recipe's lr (--steps given on the command line): %v\n%s", err, out)
+	}
+	if out, err := runCmd(t, runSFT, "", append(base, "--steps", "4", "--lr", "2e-3", "--force")...); err != nil || !strings.Contains(out, "resuming from step 3") {
+		t.Fatalf("--force: %v\n%s", err, out)
+	}
+	if saved, _ := os.ReadFile(filepath.Join(dir, "config.yaml")); !strings.Contains(string(saved), `lr: "0.002"`) {
+		t.Errorf("a forced resume did not record its configuration:\n%s", saved)
+	}
+}

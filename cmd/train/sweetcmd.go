@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/turnwise/turnwise/internal/outfile"
+	"github.com/turnwise/turnwise/internal/recipe"
 	"github.com/turnwise/turnwise/model/llama"
 	"github.com/turnwise/turnwise/sweetrl"
 	"github.com/turnwise/turnwise/sweetrl/rl"
@@ -132,7 +133,7 @@ func newTrajJob(name string, stderr io.Writer, epochs int, nll float64, what, ou
 
 // load parses args and loads the trajectories and the model.
 func (j *trajJob) load(args []string, stdout io.Writer) error {
-	if err := j.fs.Parse(args); err != nil {
+	if err := parse(j.fs, args); err != nil {
 		return err
 	}
 	if *j.out == "" {
@@ -155,7 +156,7 @@ func (j *trajJob) load(args []string, stdout io.Writer) error {
 // job is the library's view of the loaded job (rl.Job).
 func (j *trajJob) job(stdout io.Writer) rl.Job {
 	return rl.Job{Model: j.m, Adapter: j.ad, Tok: j.tok, Protocol: j.proto, Trajs: j.trajs, Path: *j.path, Target: j.tf.target(),
-		MaxLen: j.tf.maxLen, Seed: j.pf.seed, Pref: j.tf.prefOptions(j.pf.seed, stdout), Out: *j.out, Log: stdout}
+		MaxLen: j.tf.maxLen, Seed: j.pf.seed, Pref: j.tf.prefOptions(j.pf.seed, stdout), Out: *j.out, Log: stdout, Flags: recipe.Values(j.fs)}
 }
 
 // episodeJob is what the subcommands that play episodes (rollout, eval)
@@ -192,7 +193,7 @@ func newEpisodeJob(name string, stderr io.Writer) *episodeJob {
 // loads everything playing episodes needs (heldOut: the demo family's
 // held-out tasks).
 func (j *episodeJob) load(args []string, heldOut bool, check func() error, stdout io.Writer) (err error) {
-	if err := j.fs.Parse(args); err != nil {
+	if err := parse(j.fs, args); err != nil {
 		return err
 	}
 	if err := check(); err != nil {
@@ -210,7 +211,7 @@ func (j *episodeJob) load(args []string, heldOut bool, check func() error, stdou
 	if j.sim, j.hs, err = j.ef.newSimulator(&j.pf, j.m, j.tok); err != nil {
 		return err
 	}
-	if j.scorer, j.desc, err = j.ef.newScorer(); err != nil {
+	if j.scorer, j.desc, err = j.ef.NewScorer(context.Background()); err != nil {
 		return err
 	}
 	j.maxNew, err = fitMaxNew(j.m.Config, 0, j.maxNew, stdout)
@@ -276,7 +277,7 @@ func runActor(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	maxNew := fs.Int("max-new", rl.RefMaxNew, "tokens per candidate at most")
 	baseline := fs.String("advantage-baseline", "reference", "what a candidate's critic score is compared with: reference (the paper's Eq. 3: the critic's frozen reference, with the ground truth) or policy (the released code: the sampling policy, without it)")
 	nllScope := fs.String("nll-scope", "sequence", "the NLL term's tokens: sequence (the reference: the whole chosen sequence, context included) or reply")
-	if err := fs.Parse(args); err != nil {
+	if err := parse(fs, args); err != nil {
 		return err
 	}
 	if (*criticAd == "") == (*criticHF == "") {

@@ -90,6 +90,9 @@ func TestSweetRLCommands(t *testing.T) {
 		if !exists(filepath.Join(dir, c.name, "adapter_config.json")) {
 			t.Errorf("%s: no adapter written", c.name)
 		}
+		if cfg, err := os.ReadFile(filepath.Join(dir, c.name, "config.yaml")); err != nil || !strings.Contains(string(cfg), `lr: "0.001"`) {
+			t.Errorf("%s: the run's flags were not recorded beside it: %v\n%s", c.name, err, cfg)
+		}
 	}
 	pref := []string{"pair_acc", "margin", "chosen_logratio", "rejected_logratio", "kl"}
 	checkStageMetrics(t, critic, pref...)
@@ -167,3 +170,30 @@ func TestSweetRLCommands(t *testing.T) {
 
 // exists says whether path exists.
 func exists(path string) bool { _, err := os.Stat(path); return err == nil }
+
+// TestRecipes applies each recipe of the repository's recipes/ to its
+// subcommand: every key must be one of its flags and every value one the
+// flag accepts, so that the command goes on to ask for its inputs.
+func TestRecipes(t *testing.T) {
+	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	os.WriteFile(bad, []byte("lr: 2e-7\nlearning-rate: 1\n"), 0o644)
+	tests := []struct {
+		path string
+		run  func([]string, io.Reader, io.Writer, io.Writer) error
+		want string // what the command asks for once its flags are set
+	}{
+		{"../../recipes/colbench-8b-critic.yaml", runCritic, "--out"},
+		{"../../recipes/colbench-8b-actor.yaml", runActor, "--critic"},
+		{"../../recipes/colbench-8b-mtdpo.yaml", runMTDPO, "--out"},
+		{"../../recipes/colbench-8b-rft.yaml", runRFT, "--out"},
+		{bad, runCritic, `bad.yaml:2: unknown key "learning-rate"`},
+	}
+	for _, tc := range tests {
+		t.Run(filepath.Base(tc.path), func(t *testing.T) {
+			_, err := runCmd(t, tc.run, "", "--config", tc.path)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("with %s and no inputs: %v; want an error naming %s", tc.path, err, tc.want)
+			}
+		})
+	}
+}

@@ -44,11 +44,8 @@ func runTokenize(args []string, stdin io.Reader, stdout, stderr io.Writer) error
 	skipSpecial := fs.Bool("skip-special", false, "leave special tokens out when decoding")
 	genPrompt := fs.Bool("add-generation-prompt", false, "end a --chat rendering with an empty assistant header")
 	date := fs.String("date", "", `"Today Date" of a --chat rendering (default "`+tokenizer.DefaultChatDate+`")`)
-	if err := fs.Parse(args); err != nil {
+	if err := parse(fs, args); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments %q (text goes in --text or on standard input)", fs.Args())
 	}
 	if *decode && *chat {
 		return errors.New("--decode and --chat cannot be combined")

@@ -31,6 +31,23 @@ import (
 // FlagName is the flag that names a recipe file, which commands register.
 const FlagName = "config"
 
+// Register adds --config, the flag naming a recipe, to fs.
+func Register(fs *pflag.FlagSet) {
+	fs.String(FlagName, "", "a YAML recipe of this subcommand's flags (flag: value); flags given on the command line override it")
+}
+
+// Parse parses args into fs, then sets from the recipe that --config names,
+// if any, every flag the command line left unset (see Apply).
+func Parse(fs *pflag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if path, _ := fs.GetString(FlagName); path != "" {
+		return Apply(fs, path)
+	}
+	return nil
+}
+
 // Apply reads the recipe at path and sets each flag it names that the
 // command line has not set (call it after fs.Parse). Keys in skip are
 // refused: flags that a recipe must not set (where a run's output goes,

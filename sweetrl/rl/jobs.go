@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 
 	"github.com/turnwise/turnwise/engine"
+	"github.com/turnwise/turnwise/internal/recipe"
 	"github.com/turnwise/turnwise/model/llama"
 	"github.com/turnwise/turnwise/sweetrl"
 	"github.com/turnwise/turnwise/tokenizer"
@@ -76,6 +77,9 @@ type Job struct {
 	Pref     PrefOptions // the preference trainers' options
 	Out      string      // the directory the trained model, metrics.jsonl and the event file go to
 	Log      io.Writer
+	// Flags are the command's resolved flags (recipe.Values), saved beside
+	// the trained model as config.yaml; nil: none.
+	Flags map[string]string
 }
 
 // filter drops pairs with a side longer than MaxLen tokens, saying so.
@@ -102,6 +106,9 @@ func (j *Job) prepare(pairs []PrefPair, err error) ([]PrefPair, *llama.Adapter, 
 // save writes what was trained (llama.Model.Save) and says where.
 func (j *Job) save(ad *llama.Adapter) error {
 	err := j.Model.Save(ad, j.Out)
+	if err == nil && j.Flags != nil {
+		err = recipe.Save(filepath.Join(j.Out, "config.yaml"), j.Flags)
+	}
 	if err == nil {
 		fmt.Fprintf(j.Log, "saved to %s\n", j.Out)
 	}
