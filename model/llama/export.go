@@ -1,0 +1,269 @@
+package llama
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/turnwise/turnwise/engine"
+	"github.com/turnwise/turnwise/gguf"
+	"github.com/turnwise/turnwise/internal/outfile"
+	"github.com/turnwise/turnwise/safetensors"
+)
+
+// SaveHFAs writes the model to dir as SaveHF does, with the weights
+// converted to dtype dt (f32, f16 or bf16; rounding to nearest even when
+// narrowing) and config.json's torch_dtype naming dt.
+func (m *Model) SaveHFAs(dir string, dt engine.DType) error {
+	sdt, ok := hfDType(dt)
+	if !ok {
+		return fmt.Errorf("saving to %s: weights of dtype %v cannot be saved (want f32, f16 or bf16)", dir, dt)
+	}
+	cfg, err := hfConfigJSON(m.Config, dt)
+	if err != nil {
+		return fmt.Errorf("saving to %s: %w", dir, err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	var tensors []safetensors.Tensor
+	m.Weights.Each(func(name string, t *engine.Tensor) {
+		shape := make([]int64, t.Rank())
+		for i := range shape {
+			shape[i] = int64(t.Dim(i))
+		}
+		tensors = append(tensors, safetensors.Tensor{
+			Name: name, DType: sdt, Shape: shape,
+			Load: func() ([]byte, error) { return m.tensorBytes(t, dt), nil },
+		})
+	})
+	if err := safetensors.WriteModel(dir, tensors, map[string]string{"format": "pt"}, safetensors.DefaultMaxShardBytes); err != nil {
+		return err
+	}
+	return outfile.WriteFile(filepath.Join(dir, HFConfigName), cfg, 0o644)
+}
+
+// tensorBytes returns t's values as the little-endian bytes of dtype dt.
+func (m *Model) tensorBytes(t *engine.Tensor, dt engine.DType) []byte {
+	raw := make([]byte, t.Bytes())
+	m.b.Download(raw, t)
+	if t.DType() == dt {
+		return raw
+	}
+	return engine.EncodeF32(dt, engine.DecodeF32(t.DType(), raw))
+}
+
+// ggufType maps the model's float dtypes to GGUF tensor types.
+var ggufType = map[engine.DType]gguf.TensorType{engine.F32: gguf.TypeF32, engine.F16: gguf.TypeF16, engine.BF16: gguf.TypeBF16}
+
+// SaveGGUF writes the model to the file path as a llama-architecture GGUF
+// with tensors of dtype dt (f32, f16 or bf16) and the metadata LoadGGUF
+// reads: the architecture, llama.vocab_size, and the BOS and first EOS
+// ids. Q and K rows are permuted per head from the model's rotate-half
+// RoPE layout to Meta's interleaved one, the inverse of LoadGGUF's, so
+// that LoadGGUF gives back the same weights (rounded to dt). No tokenizer
+// is written into the file; name one when loading it (--tokenizer). A
+// model with RoPE scaling (Llama 3.1's) is refused: LoadGGUF does not read
+// GGUF's scaling, so the file would load as another model.
+func (m *Model) SaveGGUF(path string, dt engine.DType) error {
+	c := m.Config
+	tt, ok := ggufType[dt]
+	if !ok {
+		return fmt.Errorf("saving %s: weights of dtype %v cannot be saved (want f32, f16 or bf16)", path, dt)
+	}
+	if c.RopeScale != nil {
+		return fmt.Errorf("saving %s: the model uses RoPE scaling, which turnwise's GGUF loader does not read; export it as a Hugging Face directory instead", path)
+	}
+	eos := uint32(0)
+	if len(c.EOS) > 0 {
+		eos = uint32(c.EOS[0])
+	}
+	meta := map[string]any{
+		"general.architecture":                   "llama",
+		"general.name":                           filepath.Base(strings.TrimSuffix(path, filepath.Ext(path))),
+		"llama.embedding_length":                 uint32(c.Dim),
+		"llama.block_count":                      uint32(c.Layers),
+		"llama.attention.head_count":             uint32(c.Heads),
+		"llama.attention.head_count_kv":          uint32(c.KVHeads),
+		"llama.feed_forward_length":              uint32(c.FFN),
+		"llama.context_length":                   uint32(c.MaxSeqLen),
+		"llama.rope.dimension_count":             uint32(c.HeadDim),
+		"llama.rope.freq_base":                   float32(c.RopeTheta),
+		"llama.attention.layer_norm_rms_epsilon": c.NormEps,
+		ggufVocabKey:                             uint32(c.Vocab),
+		"tokenizer.ggml.bos_token_id":            uint32(c.BOS),
+		"tokenizer.ggml.eos_token_id":            eos,
+	}
+	if c.HeadDim*c.Heads != c.Dim {
+		return fmt.Errorf("saving %s: head dimension %d × %d heads is not the model dimension %d, which GGUF's llama metadata cannot say", path, c.HeadDim, c.Heads, c.Dim)
+	}
+	var tensors []gguf.Tensor
+	m.Weights.Each(func(name string, t *engine.Tensor) {
+		if name == "lm_head.weight" && c.TiedEmbed {
+			return
+		}
+		data := m.tensorBytes(t, engine.F32)
+		switch {
+		case strings.HasSuffix(name, "q_proj.weight"):
+			data = interleaveRows(data, c.Heads, c.HeadDim, t.Dim(1))
+		case strings.HasSuffix(name, "k_proj.weight"):
+			data = interleaveRows(data, c.KVHeads, c.HeadDim, t.Dim(1))
+		}
+		if dt != engine.F32 {
+			data = engine.EncodeF32(dt, engine.DecodeF32(engine.F32, data))
+		}
+		dims := make([]uint64, t.Rank())
+		for i := range dims {
+			dims[i] = uint64(t.Dim(t.Rank() - 1 - i))
+		}
+		tensors = append(tensors, gguf.Tensor{Name: ggufName(name, c.Layers), Dims: dims, Type: tt, Data: data})
+	})
+	if dir := filepath.Dir(path); dir != "" {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return err
+		}
+	}
+	return outfile.Write(path, 0o644, func(w io.Writer) error { return gguf.Write(w, meta, tensors) })
+}
+
+// interleaveRows permutes the rows of a Q or K projection [heads·dh, in],
+// given as f32 bytes, from the rotate-half RoPE layout (pairs (i, i+dh/2))
+// to the interleaved one (pairs (2i, 2i+1)): within each head, row i goes
+// to 2i and row i+dh/2 to 2i+1 — the inverse of unInterleave.
+func interleaveRows(w []byte, heads, dh, in int) []byte {
+	out := make([]byte, len(w))
+	half, row := dh/2, 4*in
+	for h := 0; h < heads; h++ {
+		for i := 0; i < half; i++ {
+			for k, src := range [2]int{i, i + half} {
+				dst := h*dh + 2*i + k
+				copy(out[dst*row:(dst+1)*row], w[(h*dh+src)*row:(h*dh+src+1)*row])
+			}
+		}
+	}
+	return out
+}
+
+// tokenizerFiles are the files of a Hugging Face directory that describe
+// its tokenizer and generation, copied beside exported weights.
+var tokenizerFiles = []string{"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "generation_config.json"}
+
+// CopyTokenizerFiles copies the tokenizer and generation files of the
+// Hugging Face directory src (tokenizer.json, tokenizer_config.json,
+// special_tokens_map.json, generation_config.json; those it has) to dst,
+// and writes a generation_config.json naming the configuration's BOS and
+// EOS ids when src has none. A model without tokenizer.json whose
+// vocabulary is the byte tokenizer's loads with that tokenizer
+// (Source.Tokenizer), so nothing more is written for it.
+func CopyTokenizerFiles(c Config, src, dst string) error {
+	for _, name := range tokenizerFiles {
+		if src == "" {
+			break
+		}
+		raw, err := os.ReadFile(filepath.Join(src, name))
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if err := outfile.WriteFile(filepath.Join(dst, name), raw, 0o644); err != nil {
+			return err
+		}
+	}
+	gen := filepath.Join(dst, "generation_config.json")
+	if _, err := os.Stat(gen); err == nil {
+		return nil
+	}
+	eos := any(c.EOS)
+	if len(c.EOS) == 1 {
+		eos = c.EOS[0]
+	}
+	js, err := json.MarshalIndent(map[string]any{"bos_token_id": c.BOS, "eos_token_id": eos, "do_sample": false}, "", "  ")
+	if err != nil {
+		return err
+	}
+	return outfile.WriteFile(gen, append(js, '\n'), 0o644)
+}
+
+// ExportOptions says what Export reads and writes.
+type ExportOptions struct {
+	// From is the model: a Hugging Face directory, a GGUF file, or a PEFT
+	// adapter directory (adapter_config.json) whose base_model_name_or_path
+	// names the base unless Base does.
+	From string
+	// Base names the base model of an adapter given as From, overriding
+	// the adapter's own base_model_name_or_path.
+	Base string
+	// Adapter is a PEFT adapter directory merged into From ("": none).
+	Adapter string
+	// Out is the directory (Format "hf") or file (Format "gguf") written.
+	Out string
+	// Format is "hf" or "gguf".
+	Format string
+	// DType is the dtype of the weights written: f32, f16 or bf16.
+	DType engine.DType
+}
+
+// Export reads a model (and an adapter, merged into its weights in f32)
+// onto b and writes it as a Hugging Face directory — config.json,
+// safetensors, and the source directory's tokenizer files or a
+// generation_config.json (CopyTokenizerFiles) — or as a GGUF file
+// (SaveGGUF). Errors name the file at fault.
+func Export(b engine.Backend, o ExportOptions) error {
+	if o.Format != "hf" && o.Format != "gguf" {
+		return fmt.Errorf("export: format %q, want hf or gguf", o.Format)
+	}
+	if o.Out == "" {
+		return errors.New("export: no output named")
+	}
+	from, adapter := o.From, o.Adapter
+	if _, err := os.Stat(filepath.Join(from, "adapter_config.json")); err == nil {
+		if adapter != "" {
+			return fmt.Errorf("export: %s is an adapter and an adapter (%s) is named too", from, adapter)
+		}
+		adapter, from = from, o.Base
+		if from == "" {
+			raw, err := os.ReadFile(filepath.Join(adapter, "adapter_config.json"))
+			if err != nil {
+				return err
+			}
+			var pc peftConfig
+			if err := json.Unmarshal(raw, &pc); err != nil {
+				return fmt.Errorf("%s: %w", filepath.Join(adapter, "adapter_config.json"), err)
+			}
+			if from = pc.BaseModel; from == "" {
+				return fmt.Errorf("%s: base_model_name_or_path is empty; name the base model", filepath.Join(adapter, "adapter_config.json"))
+			}
+		}
+	}
+	src := Source{HF: from}
+	if st, err := os.Stat(from); err != nil {
+		return fmt.Errorf("export: %w", err)
+	} else if !st.IsDir() {
+		src = Source{GGUF: from}
+	}
+	m, err := src.Load(b, engine.F32, 0)
+	if err != nil {
+		return err
+	}
+	if adapter != "" {
+		ad, err := m.LoadPEFT(adapter)
+		if err != nil {
+			return err
+		}
+		m.Merge(ad)
+	}
+	if o.Format == "gguf" {
+		return m.SaveGGUF(o.Out, o.DType)
+	}
+	if err := m.SaveHFAs(o.Out, o.DType); err != nil {
+		return err
+	}
+	return CopyTokenizerFiles(m.Config, src.HF, o.Out)
+}

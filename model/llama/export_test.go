@@ -1,0 +1,174 @@
+package llama_test
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/turnwise/turnwise/engine"
+	"github.com/turnwise/turnwise/engine/cpu"
+	"github.com/turnwise/turnwise/model/llama"
+)
+
+// TestExportRoundTrip exports a model, with and without a LoRA adapter
+// merged, as a Hugging Face directory and as a GGUF file in each dtype,
+// loads the export back and checks that every weight is the original
+// (merged) weight rounded to the dtype, and that the log-probabilities
+// match: exactly in f32, within the dtype's rounding otherwise.
+func TestExportRoundTrip(t *testing.T) {
+	b := cpu.New(cpu.Options{Threads: 2})
+	type want struct {
+		weights map[string][]float32
+		logp    []float32
+	}
+	bt := tinyBatch(rand.New(rand.NewPCG(2, 2)), 37)
+	for _, tied := range []bool{false, true} {
+		base, err := llama.NewRandom(b, tinyConfig(tied), engine.F32, 0.5, 6)
+		if err != nil {
+			t.Fatal(err)
+		}
+		root := t.TempDir()
+		baseDir := filepath.Join(root, "base")
+		if err := base.SaveHF(baseDir); err != nil {
+			t.Fatal(err)
+		}
+		ad, err := base.NewAdapter(llama.LoRAConfig{Rank: 4, Alpha: 8, Targets: []string{"q", "k", "v", "o", "up"}}, 7)
+		if err != nil {
+			t.Fatal(err)
+		}
+		randomizeB(b, ad, rand.New(rand.NewPCG(1, 1)))
+		ad.Base = baseDir
+		adDir := filepath.Join(root, "adapter")
+		if err := base.SavePEFT(ad, adDir); err != nil {
+			t.Fatal(err)
+		}
+		withAdapter := logProbs(t, base, bt, ad)
+		snapshot := func(m *llama.Model) want {
+			w := want{weights: map[string][]float32{}, logp: logProbs(t, m, bt, nil)}
+			m.Weights.Each(func(name string, x *engine.Tensor) { w.weights[name] = engine.ToF32(b, x) })
+			return w
+		}
+		full := snapshot(base)
+		base.Merge(ad)
+		merged := snapshot(base)
+		for i := range withAdapter {
+			if math.Abs(float64(withAdapter[i]-merged.logp[i])) > 1e-4 {
+				t.Fatalf("merging changed token %d: %v with the adapter, %v merged", i, withAdapter[i], merged.logp[i])
+			}
+		}
+		for _, tc := range []struct {
+			name    string
+			opt     llama.ExportOptions
+			want    want
+			changed bool // the adapter changes outputs
+		}{
+			{"full", llama.ExportOptions{From: baseDir}, full, false},
+			{"lora", llama.ExportOptions{From: baseDir, Adapter: adDir}, merged, true},
+			{"adapter-dir", llama.ExportOptions{From: adDir}, merged, true},
+		} {
+			for _, format := range []string{"hf", "gguf"} {
+				for _, dt := range []engine.DType{engine.F32, engine.F16, engine.BF16} {
+					name := fmt.Sprintf("tied=%v/%s/%s/%v", tied, tc.name, format, dt)
+					t.Run(name, func(t *testing.T) {
+						o := tc.opt
+						o.Format, o.DType = format, dt
+						o.Out = filepath.Join(t.TempDir(), "out")
+						if format == "gguf" {
+							o.Out += ".gguf"
+						}
+						if err := llama.Export(b, o); err != nil {
+							t.Fatal(err)
+						}
+						src := llama.Source{HF: o.Out}
+						if format == "gguf" {
+							src = llama.Source{GGUF: o.Out}
+						}
+						m, err := src.Load(b, engine.F32, 0)
+						if err != nil {
+							t.Fatal(err)
+						}
+						m.Weights.Each(func(name string, x *engine.Tensor) {
+							got, orig := engine.ToF32(b, x), tc.want.weights[name]
+							for i := range got {
+								if got[i] != dt.Round(orig[i]) {
+									t.Fatalf("%s[%d] = %v, want %v rounded to %v", name, i, got[i], orig[i], dt)
+								}
+							}
+						})
+						tol := map[engine.DType]float64{engine.F32: 0, engine.F16: 0.01, engine.BF16: 0.1}[dt]
+						got := logProbs(t, m, bt, nil)
+						for i := range got {
+							if d := math.Abs(float64(got[i] - tc.want.logp[i])); d > tol {
+								t.Fatalf("token %d: log-probability %v, want %v (within %v)", i, got[i], tc.want.logp[i], tol)
+							}
+						}
+						if tc.changed && format == "hf" && dt == engine.F32 {
+							if same(got, full.logp) {
+								t.Error("the merged export computes what the base does")
+							}
+						}
+						if format == "hf" {
+							if _, err := os.Stat(filepath.Join(o.Out, "generation_config.json")); err != nil {
+								t.Error(err)
+							}
+						}
+					})
+				}
+			}
+		}
+	}
+}
+
+func same(a, b []float32) bool {
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func TestExportErrors(t *testing.T) {
+	b := cpu.New(cpu.Options{Threads: 1})
+	m, err := llama.NewRandom(b, tinyConfig(false), engine.F32, 0.5, 6)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "base")
+	if err := m.SaveHF(dir); err != nil {
+		t.Fatal(err)
+	}
+	noBase := filepath.Join(t.TempDir(), "adapter")
+	ad, err := m.NewAdapter(llama.LoRAConfig{Rank: 2, Alpha: 4, Targets: []string{"q"}}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.SavePEFT(ad, noBase); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "out")
+	for _, tc := range []struct {
+		opt  llama.ExportOptions
+		want string
+	}{
+		{llama.ExportOptions{From: dir, Out: out, Format: "onnx", DType: engine.F32}, `format "onnx"`},
+		{llama.ExportOptions{From: dir, Format: "hf", DType: engine.F32}, "no output"},
+		{llama.ExportOptions{From: filepath.Join(dir, "absent"), Out: out, Format: "hf", DType: engine.F32}, "absent"},
+		{llama.ExportOptions{From: noBase, Out: out, Format: "hf", DType: engine.F32}, "base_model_name_or_path is empty"},
+		{llama.ExportOptions{From: noBase, Adapter: noBase, Out: out, Format: "hf", DType: engine.F32}, "is an adapter"},
+		{llama.ExportOptions{From: dir, Out: out, Format: "hf", DType: engine.I32}, "cannot be saved"},
+	} {
+		err := llama.Export(b, tc.opt)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Export(%+v) = %v, want an error containing %q", tc.opt, err, tc.want)
+		}
+	}
+	m.Config.RopeScale = &engine.RoPEScaling{Factor: 8, LowFreqFactor: 1, HighFreqFactor: 4, OriginalContext: 8192}
+	if err := m.SaveGGUF(out+".gguf", engine.F32); err == nil || !strings.Contains(err.Error(), "RoPE scaling") {
+		t.Errorf("SaveGGUF of a model with RoPE scaling: %v, want a refusal", err)
+	}
+}
