@@ -191,10 +191,13 @@ func runSFT(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
+	if err := tr.SaveOutput(filepath.Join(*runDir, trainer.FinalDir)); err != nil {
+		return err
+	}
 	if o := tr.Optimizer(); o.Skipped > 0 {
 		fmt.Fprintf(stdout, "%d steps were skipped for a non-finite gradient\n", o.Skipped)
 	}
-	fmt.Fprintf(stdout, "checkpoints and metrics: %s (draw them: train plot %s -o loss.svg)\n", *runDir, filepath.Join(*runDir, "metrics.jsonl"))
+	fmt.Fprintf(stdout, "checkpoints and metrics: %s (draw them: train plot %s -o loss.svg); the trained model: %s\n", *runDir, filepath.Join(*runDir, "metrics.jsonl"), filepath.Join(*runDir, trainer.FinalDir))
 	if *prompt == "" {
 		return nil
 	}

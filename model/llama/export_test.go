@@ -172,3 +172,42 @@ func TestExportErrors(t *testing.T) {
 		t.Errorf("SaveGGUF of a model with RoPE scaling: %v, want a refusal", err)
 	}
 }
+
+// TestSaveCopiesTokenizerFiles checks that Save of a whole model read from
+// a Hugging Face directory carries the directory's tokenizer and
+// generation files along, and writes a generation_config.json of the
+// BOS and EOS ids when the source has none.
+func TestSaveCopiesTokenizerFiles(t *testing.T) {
+	b := cpu.New(cpu.Options{Threads: 1})
+	m, err := llama.NewRandom(b, tinyConfig(false), engine.F32, 0.5, 6)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := filepath.Join(t.TempDir(), "src")
+	if err := m.SaveHF(src); err != nil {
+		t.Fatal(err)
+	}
+	files := map[string]string{"tokenizer.json": `{"model": {}}`, "tokenizer_config.json": `{"chat_template": "{{ x }}"}`}
+	for name, body := range files {
+		if err := os.WriteFile(filepath.Join(src, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	loaded, err := llama.LoadHF(b, src, engine.F32)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "out")
+	if err := loaded.Save(nil, out); err != nil {
+		t.Fatal(err)
+	}
+	for name, body := range files {
+		if got, err := os.ReadFile(filepath.Join(out, name)); err != nil || string(got) != body {
+			t.Errorf("%s: %q, %v; want the source's %q", name, got, err, body)
+		}
+	}
+	gen, err := os.ReadFile(filepath.Join(out, "generation_config.json"))
+	if err != nil || !strings.Contains(string(gen), `"bos_token_id": 1`) || !strings.Contains(string(gen), `"eos_token_id": 2`) {
+		t.Errorf("generation_config.json: %s, %v", gen, err)
+	}
+}
