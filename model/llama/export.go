@@ -66,11 +66,14 @@ var ggufType = map[engine.DType]gguf.TensorType{engine.F32: gguf.TypeF32, engine
 // reads: the architecture, llama.vocab_size, and the BOS and first EOS
 // ids. Q and K rows are permuted per head from the model's rotate-half
 // RoPE layout to Meta's interleaved one, the inverse of LoadGGUF's, so
-// that LoadGGUF gives back the same weights (rounded to dt). No tokenizer
-// is written into the file; name one when loading it (--tokenizer). A
-// model with RoPE scaling (Llama 3.1's) is refused: LoadGGUF does not read
-// GGUF's scaling, so the file would load as another model.
-func (m *Model) SaveGGUF(path string, dt engine.DType) error {
+// that LoadGGUF gives back the same weights (rounded to dt). Keys of extra
+// that the model's own metadata does not set are written too: a GGUF
+// source's tokenizer.ggml.* keys carry its tokenizer over (Export does
+// this); without them the file holds no tokenizer and one is named when
+// loading it (--tokenizer). A model with RoPE scaling (Llama 3.1's) is
+// refused: LoadGGUF does not read GGUF's scaling, so the file would load
+// as another model.
+func (m *Model) SaveGGUF(path string, dt engine.DType, extra map[string]any) error {
 	c := m.Config
 	tt, ok := ggufType[dt]
 	if !ok {
@@ -98,6 +101,11 @@ func (m *Model) SaveGGUF(path string, dt engine.DType) error {
 		ggufVocabKey:                             uint32(c.Vocab),
 		"tokenizer.ggml.bos_token_id":            uint32(c.BOS),
 		"tokenizer.ggml.eos_token_id":            eos,
+	}
+	for k, v := range extra {
+		if _, ok := meta[k]; !ok && k != gguf.AlignmentKey {
+			meta[k] = v
+		}
 	}
 	if c.HeadDim*c.Heads != c.Dim {
 		return fmt.Errorf("saving %s: head dimension %d × %d heads is not the model dimension %d, which GGUF's llama metadata cannot say", path, c.HeadDim, c.Heads, c.Dim)
@@ -214,7 +222,8 @@ type ExportOptions struct {
 // onto b and writes it as a Hugging Face directory — config.json,
 // safetensors, and the source directory's tokenizer files or a
 // generation_config.json (CopyTokenizerFiles) — or as a GGUF file
-// (SaveGGUF). Errors name the file at fault.
+// (SaveGGUF, with a GGUF source's tokenizer metadata). Errors name the
+// file at fault.
 func Export(b engine.Backend, o ExportOptions) error {
 	if o.Format != "hf" && o.Format != "gguf" {
 		return fmt.Errorf("export: format %q, want hf or gguf", o.Format)
@@ -252,6 +261,20 @@ func Export(b engine.Backend, o ExportOptions) error {
 	if err != nil {
 		return err
 	}
+	var tokMeta map[string]any // a GGUF source's tokenizer
+	if src.GGUF != "" {
+		f, err := gguf.Open(src.GGUF)
+		if err != nil {
+			return err
+		}
+		tokMeta = map[string]any{}
+		for k, v := range f.Meta {
+			if strings.HasPrefix(k, "tokenizer.") {
+				tokMeta[k] = v
+			}
+		}
+		f.Close()
+	}
 	if adapter != "" {
 		ad, err := m.LoadPEFT(adapter)
 		if err != nil {
@@ -260,7 +283,7 @@ func Export(b engine.Backend, o ExportOptions) error {
 		m.Merge(ad)
 	}
 	if o.Format == "gguf" {
-		return m.SaveGGUF(o.Out, o.DType)
+		return m.SaveGGUF(o.Out, o.DType, tokMeta)
 	}
 	if err := m.SaveHFAs(o.Out, o.DType); err != nil {
 		return err

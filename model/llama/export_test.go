@@ -11,6 +11,7 @@ import (
 
 	"github.com/turnwise/turnwise/engine"
 	"github.com/turnwise/turnwise/engine/cpu"
+	"github.com/turnwise/turnwise/internal/testdata"
 	"github.com/turnwise/turnwise/model/llama"
 )
 
@@ -168,7 +169,7 @@ func TestExportErrors(t *testing.T) {
 		}
 	}
 	m.Config.RopeScale = &engine.RoPEScaling{Factor: 8, LowFreqFactor: 1, HighFreqFactor: 4, OriginalContext: 8192}
-	if err := m.SaveGGUF(out+".gguf", engine.F32); err == nil || !strings.Contains(err.Error(), "RoPE scaling") {
+	if err := m.SaveGGUF(out+".gguf", engine.F32, nil); err == nil || !strings.Contains(err.Error(), "RoPE scaling") {
 		t.Errorf("SaveGGUF of a model with RoPE scaling: %v, want a refusal", err)
 	}
 }
@@ -210,4 +211,57 @@ func TestSaveCopiesTokenizerFiles(t *testing.T) {
 	if err != nil || !strings.Contains(string(gen), `"bos_token_id": 1`) || !strings.Contains(string(gen), `"eos_token_id": 2`) {
 		t.Errorf("generation_config.json: %s, %v", gen, err)
 	}
+}
+
+// TestExportStories260K exports a released GGUF model (stories260K) as
+// GGUF and as a Hugging Face directory: the GGUF export carries the
+// tokenizer over and, in f32, holds the same weights bit for bit and
+// decodes the documented greedy story; the f16 directory holds every
+// weight rounded to f16.
+func TestExportStories260K(t *testing.T) {
+	path := testdata.Path(t, "stories260K", "stories260K.gguf")
+	b := cpu.New(cpu.Options{Threads: 2})
+	orig, err := llama.LoadGGUF(b, path, engine.F32)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "stories.gguf")
+	if err := llama.Export(b, llama.ExportOptions{From: path, Out: out, Format: "gguf", DType: engine.F32}); err != nil {
+		t.Fatal(err)
+	}
+	back, err := llama.LoadGGUF(b, out, engine.F32)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameWeights(t, orig, back)
+	tok, err := llama.LoadTokenizer(out)
+	if err != nil {
+		t.Fatalf("the export's tokenizer: %v", err)
+	}
+	gen, err := back.Generate([][]int32{{back.Config.BOS}}, llama.GenerateOptions{MaxNew: 80, Stop: back.Config.EOS})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if text, err := tok.Decode(gen[0].Tokens); err != nil || !strings.HasPrefix(text, storiesText) {
+		t.Errorf("greedy decoding of the export: %q, %v; want %q…", text, err, storiesText)
+	}
+
+	dir := filepath.Join(t.TempDir(), "stories-hf")
+	if err := llama.Export(b, llama.ExportOptions{From: path, Out: dir, Format: "hf", DType: engine.F16}); err != nil {
+		t.Fatal(err)
+	}
+	hf, err := llama.LoadHF(b, dir, engine.F32)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string][]float32{}
+	orig.Weights.Each(func(name string, x *engine.Tensor) { want[name] = engine.ToF32(b, x) })
+	hf.Weights.Each(func(name string, x *engine.Tensor) {
+		got := engine.ToF32(b, x)
+		for i := range got {
+			if got[i] != engine.RoundF16(want[name][i]) {
+				t.Fatalf("%s[%d] = %v, want %v rounded to f16", name, i, got[i], want[name][i])
+			}
+		}
+	})
 }
