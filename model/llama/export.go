@@ -14,6 +14,7 @@ import (
 	"github.com/turnwise/turnwise/gguf"
 	"github.com/turnwise/turnwise/internal/outfile"
 	"github.com/turnwise/turnwise/safetensors"
+	"github.com/turnwise/turnwise/tokenizer"
 )
 
 // SaveHFAs writes the model to dir as SaveHF does, with the weights
@@ -164,8 +165,10 @@ var tokenizerFiles = []string{"tokenizer.json", "tokenizer_config.json", "specia
 // CopyTokenizerFiles copies the tokenizer and generation files of the
 // Hugging Face directory src (tokenizer.json, tokenizer_config.json,
 // special_tokens_map.json, generation_config.json; those it has) to dst,
-// and writes a generation_config.json naming the configuration's BOS and
-// EOS ids when src has none. A model without tokenizer.json whose
+// writes a tokenizer_config.json carrying the Llama 3.1 chat template
+// (tokenizer.ChatTemplate) when the tokenizer has the chat tokens and src
+// gives no template, and a generation_config.json naming the
+// configuration's BOS and EOS ids when src has none. A model without tokenizer.json whose
 // vocabulary is the byte tokenizer's loads with that tokenizer
 // (Source.Tokenizer), so nothing more is written for it.
 func CopyTokenizerFiles(c Config, src, dst string) error {
@@ -183,6 +186,9 @@ func CopyTokenizerFiles(c Config, src, dst string) error {
 		if err := outfile.WriteFile(filepath.Join(dst, name), raw, 0o644); err != nil {
 			return err
 		}
+	}
+	if err := writeChatTemplate(dst); err != nil {
+		return err
 	}
 	gen := filepath.Join(dst, "generation_config.json")
 	if _, err := os.Stat(gen); err == nil {
@@ -289,4 +295,46 @@ func Export(b engine.Backend, o ExportOptions) error {
 		return err
 	}
 	return CopyTokenizerFiles(m.Config, src.HF, o.Out)
+}
+
+// writeChatTemplate adds tokenizer.ChatTemplate to dir's
+// tokenizer_config.json (creating it) when dir/tokenizer.json has the
+// Llama 3.1 chat tokens and the file has no chat_template.
+func writeChatTemplate(dir string) error {
+	tokPath := filepath.Join(dir, "tokenizer.json")
+	if _, err := os.Stat(tokPath); errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	tok, err := tokenizer.Load(tokPath)
+	if err != nil {
+		return err
+	}
+	if !tokenizer.HasChatTokens(tok) {
+		return nil
+	}
+	cfgPath := filepath.Join(dir, "tokenizer_config.json")
+	cfg := map[string]any{}
+	raw, err := os.ReadFile(cfgPath)
+	switch {
+	case err == nil:
+		if err := json.Unmarshal(raw, &cfg); err != nil {
+			return fmt.Errorf("%s: %w", cfgPath, err)
+		}
+		if _, ok := cfg["chat_template"]; ok {
+			return nil
+		}
+	case !errors.Is(err, fs.ErrNotExist):
+		return err
+	}
+	cfg["chat_template"] = tokenizer.ChatTemplate
+	for k, v := range map[string]string{"bos_token": tokenizer.BeginOfText, "eos_token": tokenizer.EOTID, "tokenizer_class": "PreTrainedTokenizerFast"} {
+		if _, ok := cfg[k]; !ok {
+			cfg[k] = v
+		}
+	}
+	js, err := json.MarshalIndent(cfg, "", "  ")
+	if err != nil {
+		return err
+	}
+	return outfile.WriteFile(cfgPath, append(js, '\n'), 0o644)
 }

@@ -1,6 +1,8 @@
 package llama_test
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -13,6 +15,7 @@ import (
 	"github.com/turnwise/turnwise/engine/cpu"
 	"github.com/turnwise/turnwise/internal/testdata"
 	"github.com/turnwise/turnwise/model/llama"
+	"github.com/turnwise/turnwise/tokenizer"
 )
 
 // TestExportRoundTrip exports a model, with and without a LoRA adapter
@@ -175,41 +178,75 @@ func TestExportErrors(t *testing.T) {
 }
 
 // TestSaveCopiesTokenizerFiles checks that Save of a whole model read from
-// a Hugging Face directory carries the directory's tokenizer and
-// generation files along, and writes a generation_config.json of the
-// BOS and EOS ids when the source has none.
+// a Hugging Face directory carries the directory's tokenizer files along,
+// adds the Llama 3.1 chat template to a tokenizer_config.json that lacks
+// one (keeping one that has it), and writes a generation_config.json of
+// the BOS and EOS ids when the source has none.
 func TestSaveCopiesTokenizerFiles(t *testing.T) {
+	tokJSON, err := os.ReadFile(testdata.Path(t, "llama3", "tokenizer.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	b := cpu.New(cpu.Options{Threads: 1})
 	m, err := llama.NewRandom(b, tinyConfig(false), engine.F32, 0.5, 6)
 	if err != nil {
 		t.Fatal(err)
 	}
-	src := filepath.Join(t.TempDir(), "src")
-	if err := m.SaveHF(src); err != nil {
-		t.Fatal(err)
-	}
-	files := map[string]string{"tokenizer.json": `{"model": {}}`, "tokenizer_config.json": `{"chat_template": "{{ x }}"}`}
-	for name, body := range files {
-		if err := os.WriteFile(filepath.Join(src, name), []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	loaded, err := llama.LoadHF(b, src, engine.F32)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := filepath.Join(t.TempDir(), "out")
-	if err := loaded.Save(nil, out); err != nil {
-		t.Fatal(err)
-	}
-	for name, body := range files {
-		if got, err := os.ReadFile(filepath.Join(out, name)); err != nil || string(got) != body {
-			t.Errorf("%s: %q, %v; want the source's %q", name, got, err, body)
-		}
-	}
-	gen, err := os.ReadFile(filepath.Join(out, "generation_config.json"))
-	if err != nil || !strings.Contains(string(gen), `"bos_token_id": 1`) || !strings.Contains(string(gen), `"eos_token_id": 2`) {
-		t.Errorf("generation_config.json: %s, %v", gen, err)
+	for _, tc := range []struct {
+		name, config string
+		keeps        bool // the source's tokenizer_config.json is kept as it is
+	}{
+		{"no-config", "", false},
+		{"no-template", `{"model_max_length": 131072}`, false},
+		{"template", `{"chat_template": "{{ x }}"}`, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			src := filepath.Join(t.TempDir(), "src")
+			if err := m.SaveHF(src); err != nil {
+				t.Fatal(err)
+			}
+			files := map[string]string{"tokenizer.json": string(tokJSON)}
+			if tc.config != "" {
+				files["tokenizer_config.json"] = tc.config
+			}
+			for name, body := range files {
+				if err := os.WriteFile(filepath.Join(src, name), []byte(body), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			loaded, err := llama.LoadHF(b, src, engine.F32)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out := filepath.Join(t.TempDir(), "out")
+			if err := loaded.Save(nil, out); err != nil {
+				t.Fatal(err)
+			}
+			if got, err := os.ReadFile(filepath.Join(out, "tokenizer.json")); err != nil || !bytes.Equal(got, tokJSON) {
+				t.Errorf("tokenizer.json not copied: %v", err)
+			}
+			raw, err := os.ReadFile(filepath.Join(out, "tokenizer_config.json"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.keeps {
+				if string(raw) != tc.config {
+					t.Errorf("tokenizer_config.json %s, want the source's %s", raw, tc.config)
+				}
+			} else {
+				var cfg map[string]any
+				if err := json.Unmarshal(raw, &cfg); err != nil || cfg["chat_template"] != tokenizer.ChatTemplate || cfg["eos_token"] != tokenizer.EOTID {
+					t.Errorf("tokenizer_config.json lacks the chat template: %s (%v)", raw, err)
+				}
+				if tc.config != "" && cfg["model_max_length"] != 131072.0 {
+					t.Errorf("tokenizer_config.json lost the source's keys: %s", raw)
+				}
+			}
+			gen, err := os.ReadFile(filepath.Join(out, "generation_config.json"))
+			if err != nil || !strings.Contains(string(gen), `"bos_token_id": 1`) || !strings.Contains(string(gen), `"eos_token_id": 2`) {
+				t.Errorf("generation_config.json: %s, %v", gen, err)
+			}
+		})
 	}
 }
 
