@@ -6,16 +6,16 @@ import (
 
 	"github.com/turnwise/turnwise/engine"
 	"github.com/turnwise/turnwise/engine/cpu"
-	"github.com/turnwise/turnwise/model/llama"
+	"github.com/turnwise/turnwise/export"
 )
 
 // runExport turns a model, or an adapter on its base, into a merged
-// Hugging Face directory or a GGUF file (llama.Export), on the CPU.
+// Hugging Face directory or a GGUF file (export.Write), on the CPU.
 func runExport(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	fs := newFlags("export", stderr)
-	var o llama.ExportOptions
-	fs.StringVar(&o.From, "from", "", "the model: a Hugging Face directory, a GGUF file, or a PEFT adapter directory (its base from adapter_config.json or --base)")
-	fs.StringVar(&o.Base, "base", "", "the base model of an adapter given as --from (default: the adapter's base_model_name_or_path)")
+	var o export.Options
+	fs.StringVar(&o.From, "from", "", "the model: a Hugging Face directory, a GGUF file, a PEFT adapter directory (its base from adapter_config.json or --base), or a full fine-tuning run's step-N checkpoint (with --base)")
+	fs.StringVar(&o.Base, "base", "", "the base model of an adapter given as --from (default: the adapter's base_model_name_or_path), or the model a step checkpoint's run trained")
 	fs.StringVar(&o.Adapter, "adapter", "", "a PEFT adapter directory to merge into --from")
 	fs.StringVar(&o.Out, "out", "", "the directory (--format hf) or file (--format gguf) to write")
 	fs.StringVar(&o.Format, "format", "hf", "hf (config.json, safetensors, tokenizer and generation files) or gguf")
@@ -34,7 +34,7 @@ func runExport(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 		return fmt.Errorf("--dtype %q: want f32, f16 or bf16", *dtype)
 	}
 	o.DType = dt
-	if err := llama.Export(cpu.New(cpu.Options{}), o); err != nil {
+	if err := export.Write(cpu.New(cpu.Options{}), o); err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "wrote %s (%s, %v)\n", o.Out, o.Format, dt)

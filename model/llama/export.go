@@ -205,98 +205,6 @@ func CopyTokenizerFiles(c Config, src, dst string) error {
 	return outfile.WriteFile(gen, append(js, '\n'), 0o644)
 }
 
-// ExportOptions says what Export reads and writes.
-type ExportOptions struct {
-	// From is the model: a Hugging Face directory, a GGUF file, or a PEFT
-	// adapter directory (adapter_config.json) whose base_model_name_or_path
-	// names the base unless Base does.
-	From string
-	// Base names the base model of an adapter given as From, overriding
-	// the adapter's own base_model_name_or_path.
-	Base string
-	// Adapter is a PEFT adapter directory merged into From ("": none).
-	Adapter string
-	// Out is the directory (Format "hf") or file (Format "gguf") written.
-	Out string
-	// Format is "hf" or "gguf".
-	Format string
-	// DType is the dtype of the weights written: f32, f16 or bf16.
-	DType engine.DType
-}
-
-// Export reads a model (and an adapter, merged into its weights in f32)
-// onto b and writes it as a Hugging Face directory — config.json,
-// safetensors, and the source directory's tokenizer files or a
-// generation_config.json (CopyTokenizerFiles) — or as a GGUF file
-// (SaveGGUF, with a GGUF source's tokenizer metadata). Errors name the
-// file at fault.
-func Export(b engine.Backend, o ExportOptions) error {
-	if o.Format != "hf" && o.Format != "gguf" {
-		return fmt.Errorf("export: format %q, want hf or gguf", o.Format)
-	}
-	if o.Out == "" {
-		return errors.New("export: no output named")
-	}
-	from, adapter := o.From, o.Adapter
-	if _, err := os.Stat(filepath.Join(from, "adapter_config.json")); err == nil {
-		if adapter != "" {
-			return fmt.Errorf("export: %s is an adapter and an adapter (%s) is named too", from, adapter)
-		}
-		adapter, from = from, o.Base
-		if from == "" {
-			raw, err := os.ReadFile(filepath.Join(adapter, "adapter_config.json"))
-			if err != nil {
-				return err
-			}
-			var pc peftConfig
-			if err := json.Unmarshal(raw, &pc); err != nil {
-				return fmt.Errorf("%s: %w", filepath.Join(adapter, "adapter_config.json"), err)
-			}
-			if from = pc.BaseModel; from == "" {
-				return fmt.Errorf("%s: base_model_name_or_path is empty; name the base model", filepath.Join(adapter, "adapter_config.json"))
-			}
-		}
-	}
-	src := Source{HF: from}
-	if st, err := os.Stat(from); err != nil {
-		return fmt.Errorf("export: %w", err)
-	} else if !st.IsDir() {
-		src = Source{GGUF: from}
-	}
-	m, err := src.Load(b, engine.F32, 0)
-	if err != nil {
-		return err
-	}
-	var tokMeta map[string]any // a GGUF source's tokenizer
-	if src.GGUF != "" {
-		f, err := gguf.Open(src.GGUF)
-		if err != nil {
-			return err
-		}
-		tokMeta = map[string]any{}
-		for k, v := range f.Meta {
-			if strings.HasPrefix(k, "tokenizer.") {
-				tokMeta[k] = v
-			}
-		}
-		f.Close()
-	}
-	if adapter != "" {
-		ad, err := m.LoadPEFT(adapter)
-		if err != nil {
-			return err
-		}
-		m.Merge(ad)
-	}
-	if o.Format == "gguf" {
-		return m.SaveGGUF(o.Out, o.DType, tokMeta)
-	}
-	if err := m.SaveHFAs(o.Out, o.DType); err != nil {
-		return err
-	}
-	return CopyTokenizerFiles(m.Config, src.HF, o.Out)
-}
-
 // writeChatTemplate adds tokenizer.ChatTemplate to dir's
 // tokenizer_config.json (creating it) when dir/tokenizer.json has the
 // Llama 3.1 chat tokens and the file has no chat_template.
@@ -337,4 +245,19 @@ func writeChatTemplate(dir string) error {
 		return err
 	}
 	return outfile.WriteFile(cfgPath, append(js, '\n'), 0o644)
+}
+
+// AdapterBase returns the base model the PEFT adapter in dir names
+// (adapter_config.json's base_model_name_or_path; "" when it names none).
+func AdapterBase(dir string) (string, error) {
+	path := filepath.Join(dir, "adapter_config.json")
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	var pc peftConfig
+	if err := json.Unmarshal(raw, &pc); err != nil {
+		return "", fmt.Errorf("%s: %w", path, err)
+	}
+	return pc.BaseModel, nil
 }

@@ -13,10 +13,14 @@ import (
 
 	"github.com/turnwise/turnwise/engine"
 	"github.com/turnwise/turnwise/engine/cpu"
+	"github.com/turnwise/turnwise/export"
 	"github.com/turnwise/turnwise/internal/testdata"
 	"github.com/turnwise/turnwise/model/llama"
 	"github.com/turnwise/turnwise/tokenizer"
 )
+
+// The tests of package export are here, beside the model tests whose
+// helpers they share (tinyConfig, logProbs, randomizeB, sameWeights).
 
 // TestExportRoundTrip exports a model, with and without a LoRA adapter
 // merged, as a Hugging Face directory and as a GGUF file in each dtype,
@@ -66,13 +70,13 @@ func TestExportRoundTrip(t *testing.T) {
 		}
 		for _, tc := range []struct {
 			name    string
-			opt     llama.ExportOptions
+			opt     export.Options
 			want    want
 			changed bool // the adapter changes outputs
 		}{
-			{"full", llama.ExportOptions{From: baseDir}, full, false},
-			{"lora", llama.ExportOptions{From: baseDir, Adapter: adDir}, merged, true},
-			{"adapter-dir", llama.ExportOptions{From: adDir}, merged, true},
+			{"full", export.Options{From: baseDir}, full, false},
+			{"lora", export.Options{From: baseDir, Adapter: adDir}, merged, true},
+			{"adapter-dir", export.Options{From: adDir}, merged, true},
 		} {
 			for _, format := range []string{"hf", "gguf"} {
 				for _, dt := range []engine.DType{engine.F32, engine.F16, engine.BF16} {
@@ -84,7 +88,7 @@ func TestExportRoundTrip(t *testing.T) {
 						if format == "gguf" {
 							o.Out += ".gguf"
 						}
-						if err := llama.Export(b, o); err != nil {
+						if err := export.Write(b, o); err != nil {
 							t.Fatal(err)
 						}
 						src := llama.Source{HF: o.Out}
@@ -156,17 +160,17 @@ func TestExportErrors(t *testing.T) {
 	}
 	out := filepath.Join(t.TempDir(), "out")
 	for _, tc := range []struct {
-		opt  llama.ExportOptions
+		opt  export.Options
 		want string
 	}{
-		{llama.ExportOptions{From: dir, Out: out, Format: "onnx", DType: engine.F32}, `format "onnx"`},
-		{llama.ExportOptions{From: dir, Format: "hf", DType: engine.F32}, "no output"},
-		{llama.ExportOptions{From: filepath.Join(dir, "absent"), Out: out, Format: "hf", DType: engine.F32}, "absent"},
-		{llama.ExportOptions{From: noBase, Out: out, Format: "hf", DType: engine.F32}, "base_model_name_or_path is empty"},
-		{llama.ExportOptions{From: noBase, Adapter: noBase, Out: out, Format: "hf", DType: engine.F32}, "is an adapter"},
-		{llama.ExportOptions{From: dir, Out: out, Format: "hf", DType: engine.I32}, "cannot be saved"},
+		{export.Options{From: dir, Out: out, Format: "onnx", DType: engine.F32}, `format "onnx"`},
+		{export.Options{From: dir, Format: "hf", DType: engine.F32}, "no output"},
+		{export.Options{From: filepath.Join(dir, "absent"), Out: out, Format: "hf", DType: engine.F32}, "absent"},
+		{export.Options{From: noBase, Out: out, Format: "hf", DType: engine.F32}, "base_model_name_or_path is empty"},
+		{export.Options{From: noBase, Adapter: noBase, Out: out, Format: "hf", DType: engine.F32}, "is an adapter"},
+		{export.Options{From: dir, Out: out, Format: "hf", DType: engine.I32}, "cannot be saved"},
 	} {
-		err := llama.Export(b, tc.opt)
+		err := export.Write(b, tc.opt)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("Export(%+v) = %v, want an error containing %q", tc.opt, err, tc.want)
 		}
@@ -263,7 +267,7 @@ func TestExportStories260K(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := filepath.Join(t.TempDir(), "stories.gguf")
-	if err := llama.Export(b, llama.ExportOptions{From: path, Out: out, Format: "gguf", DType: engine.F32}); err != nil {
+	if err := export.Write(b, export.Options{From: path, Out: out, Format: "gguf", DType: engine.F32}); err != nil {
 		t.Fatal(err)
 	}
 	back, err := llama.LoadGGUF(b, out, engine.F32)
@@ -284,7 +288,7 @@ func TestExportStories260K(t *testing.T) {
 	}
 
 	dir := filepath.Join(t.TempDir(), "stories-hf")
-	if err := llama.Export(b, llama.ExportOptions{From: path, Out: dir, Format: "hf", DType: engine.F16}); err != nil {
+	if err := export.Write(b, export.Options{From: path, Out: dir, Format: "hf", DType: engine.F16}); err != nil {
 		t.Fatal(err)
 	}
 	hf, err := llama.LoadHF(b, dir, engine.F32)
