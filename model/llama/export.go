@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -40,7 +41,12 @@ func (m *Model) SaveHFAs(dir string, dt engine.DType) error {
 		}
 		tensors = append(tensors, safetensors.Tensor{
 			Name: name, DType: sdt, Shape: shape,
-			Load: func() ([]byte, error) { return m.tensorBytes(t, dt), nil },
+			Load: func() ([]byte, error) {
+				if t.DType() == dt {
+					return m.tensorBytes(t, dt), nil
+				}
+				return narrow(name, engine.DecodeF32(t.DType(), m.tensorBytes(t, t.DType())), dt)
+			},
 		})
 	})
 	if err := safetensors.WriteModel(dir, tensors, map[string]string{"format": "pt"}, safetensors.DefaultMaxShardBytes); err != nil {
@@ -57,6 +63,20 @@ func (m *Model) tensorBytes(t *engine.Tensor, dt engine.DType) []byte {
 		return raw
 	}
 	return engine.EncodeF32(dt, engine.DecodeF32(t.DType(), raw))
+}
+
+// narrow returns vals, the values of tensor name, as the bytes of dtype
+// dt, refusing a finite value that overflows dt (a weight beyond f16's
+// ±65504) rather than writing it as infinity.
+func narrow(name string, vals []float32, dt engine.DType) ([]byte, error) {
+	out := engine.EncodeF32(dt, vals)
+	back := engine.DecodeF32(dt, out)
+	for i, v := range vals {
+		if math.IsInf(float64(back[i]), 0) && !math.IsInf(float64(v), 0) {
+			return nil, fmt.Errorf("tensor %s: value %g at index %d overflows %v; export in a wider dtype", name, v, i, dt)
+		}
+	}
+	return out, nil
 }
 
 // ggufType maps the model's float dtypes to GGUF tensor types.
@@ -112,8 +132,9 @@ func (m *Model) SaveGGUF(path string, dt engine.DType, extra map[string]any) err
 		return fmt.Errorf("saving %s: head dimension %d × %d heads is not the model dimension %d, which GGUF's llama metadata cannot say", path, c.HeadDim, c.Heads, c.Dim)
 	}
 	var tensors []gguf.Tensor
+	var err error
 	m.Weights.Each(func(name string, t *engine.Tensor) {
-		if name == "lm_head.weight" && c.TiedEmbed {
+		if err != nil || (name == "lm_head.weight" && c.TiedEmbed) {
 			return
 		}
 		data := m.tensorBytes(t, engine.F32)
@@ -123,8 +144,8 @@ func (m *Model) SaveGGUF(path string, dt engine.DType, extra map[string]any) err
 		case strings.HasSuffix(name, "k_proj.weight"):
 			data = interleaveRows(data, c.KVHeads, c.HeadDim, t.Dim(1))
 		}
-		if dt != engine.F32 {
-			data = engine.EncodeF32(dt, engine.DecodeF32(engine.F32, data))
+		if dt != engine.F32 && err == nil {
+			data, err = narrow(name, engine.DecodeF32(engine.F32, data), dt)
 		}
 		dims := make([]uint64, t.Rank())
 		for i := range dims {
@@ -132,6 +153,9 @@ func (m *Model) SaveGGUF(path string, dt engine.DType, extra map[string]any) err
 		}
 		tensors = append(tensors, gguf.Tensor{Name: ggufName(name, c.Layers), Dims: dims, Type: tt, Data: data})
 	})
+	if err != nil {
+		return fmt.Errorf("saving %s: %w", path, err)
+	}
 	if dir := filepath.Dir(path); dir != "" {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return err

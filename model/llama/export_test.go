@@ -175,6 +175,22 @@ func TestExportErrors(t *testing.T) {
 			t.Errorf("Export(%+v) = %v, want an error containing %q", tc.opt, err, tc.want)
 		}
 	}
+	m.Weights.Each(func(name string, x *engine.Tensor) {
+		if name == "model.norm.weight" {
+			v := engine.ToF32(b, x)
+			v[3] = 1e5 // beyond f16's range
+			engine.SetF32(b, x, v)
+		}
+	})
+	if err := m.SaveGGUF(filepath.Join(t.TempDir(), "big.gguf"), engine.F16, nil); err == nil || !strings.Contains(err.Error(), "overflows f16") {
+		t.Errorf("SaveGGUF in f16 of a weight of 1e5: %v, want a refusal", err)
+	}
+	if err := m.SaveHFAs(filepath.Join(t.TempDir(), "big"), engine.F16); err == nil || !strings.Contains(err.Error(), "overflows f16") {
+		t.Errorf("SaveHFAs in f16 of a weight of 1e5: %v, want a refusal", err)
+	}
+	if err := m.SaveGGUF(filepath.Join(t.TempDir(), "big.gguf"), engine.BF16, nil); err != nil {
+		t.Errorf("SaveGGUF in bf16 of a weight of 1e5: %v", err)
+	}
 	m.Config.RopeScale = &engine.RoPEScaling{Factor: 8, LowFreqFactor: 1, HighFreqFactor: 4, OriginalContext: 8192}
 	if err := m.SaveGGUF(out+".gguf", engine.F32, nil); err == nil || !strings.Contains(err.Error(), "RoPE scaling") {
 		t.Errorf("SaveGGUF of a model with RoPE scaling: %v, want a refusal", err)
