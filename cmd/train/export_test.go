@@ -33,7 +33,7 @@ func greedyIDs(t *testing.T, args ...string) []int32 {
 // TestExportLoadsBack trains with sft (full and LoRA), checks that each
 // run's final directory is what others load, exports it as a Hugging Face
 // directory and a GGUF file, and checks that generate gives the same
-// greedy continuation from every one of them.
+// greedy continuation from every one of them and that eval plays them.
 func TestExportLoadsBack(t *testing.T) {
 	full := t.TempDir()
 	if out, err := runCmd(t, runSFT, "", "--run-dir", full, "--steps", "2", "--batch-tokens", "256", "--prompt", "", "--threads", "1"); err != nil {
@@ -99,6 +99,17 @@ func TestExportLoadsBack(t *testing.T) {
 		}
 		if got := greedyIDs(t, tc.load...); !reflect.DeepEqual(got, tc.want) {
 			t.Errorf("%s: generate from the export gives %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	for _, args := range [][]string{
+		{"--hf", base},
+		{"--hf", base, "--adapter", adapter},
+		{"--hf", filepath.Join(out, "merged")},
+		{"--gguf", filepath.Join(out, "merged.gguf"), "--tokenizer", "bytes"},
+	} {
+		args = append(args, "--threads", "1", "--env", "demo", "--demo-tasks", "2", "--max-new", "4")
+		if msg, err := runCmd(t, runEval, "", args...); err != nil || !strings.Contains(msg, "(2 tasks, 2 episodes)") {
+			t.Errorf("eval %q: %v\n%s", args, err, msg)
 		}
 	}
 	for _, bad := range []struct {
