@@ -19,12 +19,15 @@ import (
 
 // Options says what Write reads and writes.
 type Options struct {
-	// From is the model: a Hugging Face directory, a GGUF file, or a PEFT
+	// From is the model: a Hugging Face directory, a GGUF file, a PEFT
 	// adapter directory (adapter_config.json) whose base_model_name_or_path
-	// names the base unless Base does.
+	// names the base unless Base does, or a full fine-tuning run's step
+	// checkpoint (manifest.json), whose architecture Base gives.
 	From string
 	// Base names the base model of an adapter given as From, overriding
-	// the adapter's own base_model_name_or_path.
+	// the adapter's own base_model_name_or_path, or the model a step
+	// checkpoint's run trained (its weights are replaced by the
+	// checkpoint's, in the checkpoint's dtype).
 	Base string
 	// Adapter is a PEFT adapter directory merged into From ("": none).
 	Adapter string
