@@ -46,9 +46,10 @@ const ConfigName = "config.yaml"
 
 // SFTMayChange are the flags of train sft that a resumed run may change
 // without --force: where and how fast it runs, and what it reports — not
-// what it computes — and the number of steps (training longer; the cosine
-// schedule then follows the new total).
-var SFTMayChange = []string{"steps", "backend", "gemm", "threads", "recompute", "checkpoint-every", "keep", "eval-every",
+// what it computes — the number of steps (training longer; the cosine
+// schedule then follows the new total), and the micro-batches per step,
+// which a resume with another number of ranks changes to keep the batch.
+var SFTMayChange = []string{"steps", "micro-batches", "backend", "gemm", "threads", "recompute", "checkpoint-every", "keep", "eval-every",
 	"prompt", "max-new", "resume", "force", "run-dir", "zero", "peak-tflops"}
 
 // RunSFT runs j to its last step, saying on Log what it trains, where it
@@ -117,9 +118,13 @@ func RunSFT(j SFTJob) error {
 			return err
 		}
 	}
+	if err := tr.SaveOutput(filepath.Join(cfg.RunDir, FinalDir)); err != nil {
+		return err
+	}
 	if o := tr.Optimizer(); o.Skipped > 0 {
 		fmt.Fprintf(j.Log, "%d steps were skipped for a non-finite gradient\n", o.Skipped)
 	}
-	fmt.Fprintf(j.Log, "checkpoints and metrics: %s (draw them: train plot %s -o loss.svg)\n", cfg.RunDir, filepath.Join(cfg.RunDir, "metrics.jsonl"))
+	fmt.Fprintf(j.Log, "checkpoints and metrics: %s (draw them: train plot %s -o loss.svg); the trained model: %s\n",
+		cfg.RunDir, filepath.Join(cfg.RunDir, "metrics.jsonl"), filepath.Join(cfg.RunDir, FinalDir))
 	return nil
 }

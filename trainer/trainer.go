@@ -338,3 +338,18 @@ func (t *Trainer) Step() int { return t.st.Step }
 
 // Optimizer returns the run's optimizer (for its counters).
 func (t *Trainer) Optimizer() *optim.AdamW { return t.p.Opt }
+
+// FinalDir is the directory of a run directory that holds the trained
+// model as others load it (SaveOutput).
+const FinalDir = "final"
+
+// SaveOutput writes what the run trained to dir so that others load it
+// (llama.Model.Save): the adapter in PEFT's layout naming its base, or
+// the whole model as a Hugging Face directory with its tokenizer and
+// generation files. In a job of several ranks only rank 0 writes.
+func (t *Trainer) SaveOutput(dir string) error {
+	if t.cfg.Comm != nil && t.cfg.Comm.Rank() != 0 {
+		return nil
+	}
+	return t.m.Save(t.ad, dir)
+}

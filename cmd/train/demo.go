@@ -94,7 +94,7 @@ func runDemo(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	if c.Baseline, err = rl.ParseAdvantageBaseline(*baseline); err != nil {
 		return fmt.Errorf("--advantage-baseline: %w", err)
 	}
-	if c.NLLSequence, err = parseNLLScope(*nllScope); err != nil {
+	if c.NLLSequence, err = rl.ParseNLLScope(*nllScope); err != nil {
 		return err
 	}
 	if _, err := pipeline.LookupFamily(c.Family); err != nil {

@@ -45,15 +45,6 @@ func (e *envFlags) register(fs *pflag.FlagSet) {
 	fs.BoolVar(&e.Python.ModuleScope, "module-scope", false, "colbench: run each answer as a module (corrected semantics) instead of the reference's exec inside a function")
 }
 
-// protocol returns the family's episode rules.
-func (e *envFlags) protocol() (sweetrl.Protocol, error) {
-	p, err := e.Protocol()
-	if err != nil {
-		return p, fmt.Errorf("--env: %w", err)
-	}
-	return p, nil
-}
-
 // tasks returns the tasks episodes are played on (pipeline.Env.Tasks).
 func (e *envFlags) tasks(heldOut bool) ([]sweetrl.Task, error) {
 	if e.Family == "colbench" && e.TasksFile == "" {

@@ -39,6 +39,7 @@ func commands() map[string]command {
 		"critic":        {"SWEET-RL critic: Bradley–Terry on trajectory pairs, with the ground truth in its prompt", runCritic},
 		"demo":          {"the whole SWEET-RL pipeline on a built-in task family, with a table of held-out success", runDemo},
 		"eval":          {"play held-out tasks and report pass rate and success with 95% confidence intervals", runEval},
+		"export":        {"turn a model, or an adapter on its base, into a merged Hugging Face directory or a GGUF file (f32, f16, bf16)", runExport},
 		"generate":      {"continue a prompt with a model (greedy, temperature, top-p)", runGenerate},
 		"info":          {"print a model's architecture and parameter counts", runInfo},
 		"launch":        {"start a subcommand once per rank, as torchrun does: train launch --nproc-per-node N -- <subcommand> <flags>", runLaunch},

@@ -148,11 +148,7 @@ func runSFT(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	if *maxNew, err = fitMaxNew(m.Config, len(ids), *maxNew, stdout); err != nil {
 		return err
 	}
-	gen, err := m.Generate([][]int32{ids}, llama.GenerateOptions{MaxNew: *maxNew, Stop: m.Config.EOS, Adapter: ad})
-	if err != nil {
-		return err
-	}
-	text, err := tok.Decode(gen[0].Tokens)
+	text, err := m.Greedy(tok, ids, *maxNew, ad)
 	if err != nil {
 		return err
 	}

@@ -30,7 +30,7 @@ func TestMain(m *testing.M) {
 
 func sftArgs(dir string) []string {
 	return []string{"sft", "--run-dir", dir, "--steps", "30", "--checkpoint-every", "2", "--keep", "20",
-		"--batch-tokens", "256", "--eval-every", "0", "--prompt", "", "--threads", "1"}
+		"--batch-tokens", "256", "--eval-every", "0", "--prompt=", "--threads", "1"}
 }
 
 func TestSFTBuiltin(t *testing.T) {

@@ -143,7 +143,7 @@ func (j *trajJob) load(args []string, stdout io.Writer) error {
 		return err
 	}
 	var err error
-	if j.proto, err = j.ef.protocol(); err != nil {
+	if j.proto, err = j.ef.Protocol(); err != nil {
 		return err
 	}
 	if j.trajs, err = loadTrajectories(*j.path, stdout); err != nil {
@@ -199,7 +199,7 @@ func (j *episodeJob) load(args []string, heldOut bool, check func() error, stdou
 	if err := check(); err != nil {
 		return err
 	}
-	if j.proto, err = j.ef.protocol(); err != nil {
+	if j.proto, err = j.ef.Protocol(); err != nil {
 		return err
 	}
 	if j.tasks, err = j.ef.tasks(heldOut); err != nil {
@@ -287,7 +287,7 @@ func runActor(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("--advantage-baseline: %w", err)
 	}
-	seqNLL, err := parseNLLScope(*nllScope)
+	seqNLL, err := rl.ParseNLLScope(*nllScope)
 	if err != nil {
 		return err
 	}
@@ -298,26 +298,13 @@ func runActor(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	if *maxNew, err = fitMaxNew(m.Config, 0, *maxNew, stdout); err != nil {
 		return err
 	}
-	// The critic was trained over the policy's base model: that base, with
-	// the policy's adapter if any, is its frozen reference.
-	critic := rl.Critic{Model: m, Baseline: bl, RefModel: m, RefAdapter: ad}
-	criticDir := *criticAd
-	if *criticAd != "" {
-		if critic.Adapter, err = m.LoadPEFT(*criticAd); err != nil {
-			return err
-		}
-	} else {
-		criticDir = *criticHF
+	critic, err := rl.LoadCritic(m, ad, *criticAd, *criticHF, bl, func() (*llama.Model, error) {
 		cf := pf.modelFlags
 		cf.Source, cf.adapter = llama.Source{HF: *criticHF}, ""
-		if critic.Model, err = cf.loadBase(); err != nil {
-			return fmt.Errorf("critic: %w", err)
-		}
-	}
-	if hp, err := critic.LoadHead(criticDir); err != nil {
+		return cf.loadBase()
+	}, stdout)
+	if err != nil {
 		return err
-	} else if hp != "" {
-		fmt.Fprintf(stdout, "the critic has a scalar value head (%s): candidates are ranked by its value\n", hp)
 	}
 	return rl.TrainActor(j.job(stdout), rl.ActorJob{Critic: critic, Temperature: *temp, MaxNew: *maxNew, Candidates: *candidates,
 		PairsPerTurn: *perTurn, DataFraction: *fraction, NLLSequence: seqNLL})
@@ -341,17 +328,6 @@ func runRFT(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 		return err
 	}
 	return rl.TrainRFT(j.job(stdout), j.tf.epochs)
-}
-
-// parseNLLScope parses --nll-scope: sequence (true) or reply (false).
-func parseNLLScope(v string) (bool, error) {
-	switch v {
-	case "sequence":
-		return true, nil
-	case "reply":
-		return false, nil
-	}
-	return false, fmt.Errorf("--nll-scope %q: want sequence (the reference's) or reply", v)
 }
 
 // runEval implements "train eval".

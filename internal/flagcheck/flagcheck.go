@@ -33,7 +33,7 @@ var rules = map[string]rule{
 	"data-fraction": fraction, "eval-fraction": share, "min-lr-ratio": unitClosed,
 	"lr": nonNegative, "critic-lr": nonNegative, "actor-lr": nonNegative, "rft-lr": nonNegative, "mtdpo-lr": nonNegative,
 	"weight-decay": nonNegative, "clip": nonNegative, "beta": positive, "nll": nonNegative,
-	"steps": positive, "epochs": positive, "critic-epochs": positive, "sft-steps": positive,
+	"steps": nonNegative, "epochs": positive, "critic-epochs": positive, "sft-steps": positive,
 	"batch": positive, "batch-tokens": positive, "micro-batches": positive, "k": positive,
 	"candidates": positive, "pairs-per-turn": positive, "max-len": positive, "chunk": positive,
 	"max-batch": positive, "sim-max-new": positive,

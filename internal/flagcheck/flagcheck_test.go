@@ -22,7 +22,7 @@ func TestCheck(t *testing.T) {
 		{[]string{"--data-fraction", "1"}, ""},
 		{[]string{"--warmup", "1"}, "--warmup 1: want a value in [0, 1)"},
 		{[]string{"--warmup", "0.03"}, ""},
-		{[]string{"--steps", "0"}, "--steps 0: want a value > 0"},
+		{[]string{"--steps", "-1"}, "--steps -1: want a value ≥ 0"},
 		{[]string{"--beta", "NaN"}, "--beta NaN"},
 	}
 	for _, tc := range tests {

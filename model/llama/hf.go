@@ -641,14 +641,24 @@ func parallelFor(n int, fn func(lo, hi int)) {
 	wg.Wait()
 }
 
-// Save writes what a run trained to the directory dir: adapter ad in
-// PEFT's layout (SavePEFT), or, when ad is nil, the whole model as a
-// Hugging Face checkpoint (SaveHF).
+// Save writes what a run trained to the directory dir so that others load
+// it: adapter ad in PEFT's layout, naming its base (SavePEFT), or, when ad
+// is nil, the whole model as a Hugging Face checkpoint (SaveHF) with the
+// tokenizer and generation files of the directory the model was read from
+// (CopyTokenizerFiles; a generation_config.json of its BOS and EOS ids
+// when it has none).
 func (m *Model) Save(ad *Adapter, dir string) error {
 	if ad != nil {
 		return m.SavePEFT(ad, dir)
 	}
-	return m.SaveHF(dir)
+	if err := m.SaveHF(dir); err != nil {
+		return err
+	}
+	src := ""
+	if st, err := os.Stat(m.Source); m.Source != "" && err == nil && st.IsDir() {
+		src = m.Source
+	}
+	return CopyTokenizerFiles(m.Config, src, dir)
 }
 
 // SaveHF writes the model to dir (created if needed) as a Hugging Face

@@ -104,3 +104,13 @@ func WriteGeneration(w io.Writer, tok tokenizer.Tokenizer, prompt []int32, g Gen
 	_, err := fmt.Fprintln(w, text)
 	return err
 }
+
+// Greedy returns the text of the greedy continuation of prompt by the model
+// with adapter ad (nil: none): up to maxNew tokens, or to an end token.
+func (m *Model) Greedy(tok tokenizer.Tokenizer, prompt []int32, maxNew int, ad *Adapter) (string, error) {
+	gen, err := m.Generate([][]int32{prompt}, GenerateOptions{MaxNew: maxNew, Stop: m.Config.EOS, Adapter: ad})
+	if err != nil {
+		return "", err
+	}
+	return tok.Decode(gen[0].Tokens)
+}

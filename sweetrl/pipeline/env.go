@@ -52,7 +52,7 @@ func (e *Env) Protocol() (sweetrl.Protocol, error) {
 	case "demo":
 		return demotask.Protocol(), nil
 	}
-	return sweetrl.Protocol{}, fmt.Errorf("task family %q: want colbench or demo", e.Family)
+	return sweetrl.Protocol{}, fmt.Errorf("task family (--env) %q: want colbench or demo", e.Family)
 }
 
 // Tasks returns the tasks episodes are played on. For the demo family

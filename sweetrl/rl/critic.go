@@ -3,6 +3,7 @@ package rl
 import (
 	"errors"
 	"fmt"
+	"io"
 
 	"github.com/turnwise/turnwise/model/llama"
 	"github.com/turnwise/turnwise/sweetrl"
@@ -97,6 +98,50 @@ func ParseAdvantageBaseline(v string) (AdvantageBaseline, error) {
 		return BaselinePolicy, nil
 	}
 	return 0, fmt.Errorf("advantage baseline %q: want reference (the paper's) or policy (the released code's)", v)
+}
+
+// LoadCritic loads the critic an actor is trained with, over the policy's
+// base model m: a PEFT adapter directory on m (adapterDir), or else a whole
+// checkpoint in hfDir, which loadHF loads. The base with the policy's
+// adapter ad (nil: none) is its frozen reference; baseline is how its
+// advantages are taken. A scalar value head saved beside it is loaded too,
+// and said on log.
+func LoadCritic(m *llama.Model, ad *llama.Adapter, adapterDir, hfDir string, baseline AdvantageBaseline,
+	loadHF func() (*llama.Model, error), log io.Writer) (Critic, error) {
+	c := Critic{Model: m, Baseline: baseline, RefModel: m, RefAdapter: ad}
+	dir := adapterDir
+	var err error
+	if adapterDir != "" {
+		if c.Adapter, err = m.LoadPEFT(adapterDir); err != nil {
+			return Critic{}, err
+		}
+	} else {
+		dir = hfDir
+		if c.Model, err = loadHF(); err != nil {
+			return Critic{}, fmt.Errorf("critic: %w", err)
+		}
+	}
+	hp, err := c.LoadHead(dir)
+	if err != nil {
+		return Critic{}, err
+	}
+	if hp != "" {
+		fmt.Fprintf(log, "the critic has a scalar value head (%s): candidates are ranked by its value\n", hp)
+	}
+	return c, nil
+}
+
+// ParseNLLScope parses the scope of the actor's NLL term: "sequence" (the
+// reference's: the whole chosen sequence, context included; true) or
+// "reply" (false).
+func ParseNLLScope(v string) (bool, error) {
+	switch v {
+	case "sequence":
+		return true, nil
+	case "reply":
+		return false, nil
+	}
+	return false, fmt.Errorf("--nll-scope %q: want sequence (the reference's) or reply", v)
 }
 
 // Advantages returns the critic's advantage of each candidate reply to the

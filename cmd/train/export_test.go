@@ -1,0 +1,172 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/turnwise/turnwise/sweetrl"
+	"github.com/turnwise/turnwise/sweetrl/demotask"
+)
+
+// greedyIDs runs train generate with args and returns the ids it continues
+// the beginning-of-sequence token with.
+func greedyIDs(t *testing.T, args ...string) []int32 {
+	t.Helper()
+	args = append(args, "--bos-only", "--max-new", "12", "--json", "--threads", "1")
+	out, err := runCmd(t, runGenerate, "", args...)
+	if err != nil {
+		t.Fatalf("generate %q: %v\n%s", args, err, out)
+	}
+	var g struct {
+		IDs []int32 `json:"ids"`
+	}
+	if err := json.Unmarshal([]byte(strings.TrimSpace(out)), &g); err != nil || len(g.IDs) == 0 {
+		t.Fatalf("generate %q printed %q (%v), want JSON with ids", args, out, err)
+	}
+	return g.IDs
+}
+
+// TestExportLoadsBack trains with sft (full and LoRA), checks that each
+// run's final directory is what others load, exports it as a Hugging Face
+// directory and a GGUF file, and checks that generate gives the same
+// greedy continuation from every one of them and that eval plays them.
+func TestExportLoadsBack(t *testing.T) {
+	full := t.TempDir()
+	if out, err := runCmd(t, runSFT, "", "--run-dir", full, "--steps", "2", "--batch-tokens", "256", "--prompt", "", "--threads", "1"); err != nil {
+		t.Fatalf("sft: %v\n%s", err, out)
+	}
+	base := filepath.Join(full, "final")
+	for _, f := range []string{"config.json", "model.safetensors", "generation_config.json"} {
+		if _, err := os.Stat(filepath.Join(base, f)); err != nil {
+			t.Errorf("full fine-tuning's final directory: %v", err)
+		}
+	}
+	want := greedyIDs(t, "--hf", base)
+
+	lora := t.TempDir()
+	if out, err := runCmd(t, runSFT, "", "--run-dir", lora, "--hf", base, "--lora-rank", "2", "--lr", "0.05", "--steps", "2", "--checkpoint-every", "1", "--batch-tokens", "256", "--prompt", "", "--threads", "1"); err != nil {
+		t.Fatalf("sft --lora-rank: %v\n%s", err, out)
+	}
+	adapter := filepath.Join(lora, "final")
+	raw, err := os.ReadFile(filepath.Join(adapter, "adapter_config.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pc struct {
+		Base string `json:"base_model_name_or_path"`
+	}
+	if err := json.Unmarshal(raw, &pc); err != nil || filepath.Clean(pc.Base) != mustAbs(t, base) {
+		t.Errorf("adapter_config.json names base %q (%v), want %q", pc.Base, err, mustAbs(t, base))
+	}
+	withAdapter := greedyIDs(t, "--hf", base, "--adapter", adapter)
+	if reflect.DeepEqual(withAdapter, want) {
+		t.Fatalf("the trained adapter does not change the greedy continuation %v; the merged exports would test nothing", want)
+	}
+
+	// A full fine-tuning run of the base: its last step checkpoint, on
+	// the base it trained, exports as its final directory.
+	tuned := t.TempDir()
+	if out, err := runCmd(t, runSFT, "", "--run-dir", tuned, "--hf", base, "--lr", "0.05", "--steps", "2", "--checkpoint-every", "1", "--batch-tokens", "256", "--prompt", "", "--threads", "1"); err != nil {
+		t.Fatalf("sft --hf: %v\n%s", err, out)
+	}
+	tunedIDs := greedyIDs(t, "--hf", filepath.Join(tuned, "final"))
+	if reflect.DeepEqual(tunedIDs, want) {
+		t.Fatalf("fine-tuning does not change the greedy continuation %v; the step export would test nothing", want)
+	}
+
+	out := t.TempDir()
+	for _, tc := range []struct {
+		name string
+		args []string
+		load []string
+		want []int32
+	}{
+		{"full-hf", []string{"--from", base, "--out", filepath.Join(out, "full")}, []string{"--hf", filepath.Join(out, "full")}, want},
+		{"full-gguf", []string{"--from", base, "--out", filepath.Join(out, "full.gguf"), "--format", "gguf"},
+			[]string{"--gguf", filepath.Join(out, "full.gguf"), "--tokenizer", "bytes"}, want},
+		{"lora-hf", []string{"--from", adapter, "--out", filepath.Join(out, "merged")}, []string{"--hf", filepath.Join(out, "merged")}, withAdapter},
+		{"lora-gguf", []string{"--from", base, "--adapter", adapter, "--out", filepath.Join(out, "merged.gguf"), "--format", "gguf"},
+			[]string{"--gguf", filepath.Join(out, "merged.gguf"), "--tokenizer", "bytes"}, withAdapter},
+		{"step-hf", []string{"--from", filepath.Join(tuned, "step-000002"), "--base", base, "--out", filepath.Join(out, "step")},
+			[]string{"--hf", filepath.Join(out, "step")}, tunedIDs},
+	} {
+		if msg, err := runCmd(t, runExport, "", tc.args...); err != nil {
+			t.Fatalf("%s: export: %v\n%s", tc.name, err, msg)
+		}
+		if got := greedyIDs(t, tc.load...); !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%s: generate from the export gives %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	for _, args := range [][]string{
+		{"--hf", base},
+		{"--hf", base, "--adapter", adapter},
+		{"--hf", filepath.Join(out, "merged")},
+		{"--gguf", filepath.Join(out, "merged.gguf"), "--tokenizer", "bytes"},
+	} {
+		args = append(args, "--threads", "1", "--env", "demo", "--demo-tasks", "2", "--max-new", "4")
+		if msg, err := runCmd(t, runEval, "", args...); err != nil || !strings.Contains(msg, "(2 tasks, 2 episodes)") {
+			t.Errorf("eval %q: %v\n%s", args, err, msg)
+		}
+	}
+	for _, bad := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--out", filepath.Join(out, "x")}, "--from"},
+		{[]string{"--from", base, "--out", filepath.Join(out, "x"), "--dtype", "i32"}, "--dtype"},
+		{[]string{"--from", base, "--out", filepath.Join(out, "x"), "stray"}, "stray"},
+		{[]string{"--from", filepath.Join(tuned, "step-000002"), "--out", filepath.Join(out, "x")}, "--base"},
+		{[]string{"--from", filepath.Join(lora, "step-000002"), "--base", base, "--out", filepath.Join(out, "x")}, "final adapter directory"},
+	} {
+		if _, err := runCmd(t, runExport, "", bad.args...); err == nil || !strings.Contains(err.Error(), bad.want) {
+			t.Errorf("export %q: %v, want an error containing %q", bad.args, err, bad.want)
+		}
+	}
+}
+
+func mustAbs(t *testing.T, p string) string {
+	t.Helper()
+	a, err := filepath.Abs(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+// TestRFTFullOutputLoads checks that rft --full leaves a Hugging Face
+// directory with its source's tokenizer files and a generation config, and
+// that eval and export load it.
+func TestRFTFullOutputLoads(t *testing.T) {
+	dir := t.TempDir()
+	model := byteModel(t)
+	tokCfg := `{"model_max_length": 256}`
+	if err := os.WriteFile(filepath.Join(model, "tokenizer_config.json"), []byte(tokCfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	scripted := filepath.Join(dir, "scripted.jsonl")
+	if err := sweetrl.SaveTrajectories(scripted, demotask.ScriptedTrajectories(demotask.Tasks(4, 9), 4, 9)); err != nil {
+		t.Fatal(err)
+	}
+	rft := filepath.Join(dir, "rft")
+	if out, err := runCmd(t, runRFT, "", "--hf", model, "--threads", "1", "--trajectories", scripted, "--full", "--batch-tokens", "2048", "--lr", "1e-3", "--env", "demo", "--out", rft); err != nil {
+		t.Fatalf("rft --full: %v\n%s", err, out)
+	}
+	for _, f := range []string{"config.json", "model.safetensors", "generation_config.json"} {
+		if _, err := os.Stat(filepath.Join(rft, f)); err != nil {
+			t.Errorf("rft --full output: %v", err)
+		}
+	}
+	if got, err := os.ReadFile(filepath.Join(rft, "tokenizer_config.json")); err != nil || string(got) != tokCfg {
+		t.Errorf("rft --full output's tokenizer_config.json: %q, %v; want the source's", got, err)
+	}
+	if out, err := runCmd(t, runEval, "", "--hf", rft, "--threads", "1", "--env", "demo", "--demo-tasks", "2", "--max-new", "4"); err != nil || !strings.Contains(out, "(2 tasks, 2 episodes)") {
+		t.Errorf("eval of rft --full's output: %v\n%s", err, out)
+	}
+	if out, err := runCmd(t, runExport, "", "--from", rft, "--out", filepath.Join(dir, "rft.gguf"), "--format", "gguf", "--dtype", "bf16"); err != nil {
+		t.Errorf("export of rft --full's output: %v\n%s", err, out)
+	}
+}

@@ -1,0 +1,324 @@
+package llama_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/turnwise/turnwise/engine"
+	"github.com/turnwise/turnwise/engine/cpu"
+	"github.com/turnwise/turnwise/export"
+	"github.com/turnwise/turnwise/internal/testdata"
+	"github.com/turnwise/turnwise/model/llama"
+	"github.com/turnwise/turnwise/tokenizer"
+)
+
+// The tests of package export are here, beside the model tests whose
+// helpers they share (tinyConfig, logProbs, randomizeB, sameWeights).
+
+// TestExportRoundTrip exports a model, with and without a LoRA adapter
+// merged, as a Hugging Face directory and as a GGUF file in each dtype,
+// loads the export back and checks that every weight is the original
+// (merged) weight rounded to the dtype, and that the log-probabilities
+// match: exactly in f32, within the dtype's rounding otherwise.
+func TestExportRoundTrip(t *testing.T) {
+	b := cpu.New(cpu.Options{Threads: 2})
+	type want struct {
+		weights map[string][]float32
+		logp    []float32
+	}
+	bt := tinyBatch(rand.New(rand.NewPCG(2, 2)), 37)
+	for _, tied := range []bool{false, true} {
+		base, err := llama.NewRandom(b, tinyConfig(tied), engine.F32, 0.5, 6)
+		if err != nil {
+			t.Fatal(err)
+		}
+		root := t.TempDir()
+		baseDir := filepath.Join(root, "base")
+		if err := base.SaveHF(baseDir); err != nil {
+			t.Fatal(err)
+		}
+		ad, err := base.NewAdapter(llama.LoRAConfig{Rank: 4, Alpha: 8, Targets: []string{"q", "k", "v", "o", "up"}}, 7)
+		if err != nil {
+			t.Fatal(err)
+		}
+		randomizeB(b, ad, rand.New(rand.NewPCG(1, 1)))
+		ad.Base = baseDir
+		adDir := filepath.Join(root, "adapter")
+		if err := base.SavePEFT(ad, adDir); err != nil {
+			t.Fatal(err)
+		}
+		withAdapter := logProbs(t, base, bt, ad)
+		snapshot := func(m *llama.Model) want {
+			w := want{weights: map[string][]float32{}, logp: logProbs(t, m, bt, nil)}
+			m.Weights.Each(func(name string, x *engine.Tensor) { w.weights[name] = engine.ToF32(b, x) })
+			return w
+		}
+		full := snapshot(base)
+		base.Merge(ad)
+		merged := snapshot(base)
+		for i := range withAdapter {
+			if math.Abs(float64(withAdapter[i]-merged.logp[i])) > 1e-4 {
+				t.Fatalf("merging changed token %d: %v with the adapter, %v merged", i, withAdapter[i], merged.logp[i])
+			}
+		}
+		for _, tc := range []struct {
+			name    string
+			opt     export.Options
+			want    want
+			changed bool // the adapter changes outputs
+		}{
+			{"full", export.Options{From: baseDir}, full, false},
+			{"lora", export.Options{From: baseDir, Adapter: adDir}, merged, true},
+			{"adapter-dir", export.Options{From: adDir}, merged, true},
+		} {
+			for _, format := range []string{"hf", "gguf"} {
+				for _, dt := range []engine.DType{engine.F32, engine.F16, engine.BF16} {
+					name := fmt.Sprintf("tied=%v/%s/%s/%v", tied, tc.name, format, dt)
+					t.Run(name, func(t *testing.T) {
+						o := tc.opt
+						o.Format, o.DType = format, dt
+						o.Out = filepath.Join(t.TempDir(), "out")
+						if format == "gguf" {
+							o.Out += ".gguf"
+						}
+						if err := export.Write(b, o); err != nil {
+							t.Fatal(err)
+						}
+						src := llama.Source{HF: o.Out}
+						if format == "gguf" {
+							src = llama.Source{GGUF: o.Out}
+						}
+						m, err := src.Load(b, engine.F32, 0)
+						if err != nil {
+							t.Fatal(err)
+						}
+						m.Weights.Each(func(name string, x *engine.Tensor) {
+							got, orig := engine.ToF32(b, x), tc.want.weights[name]
+							for i := range got {
+								if got[i] != dt.Round(orig[i]) {
+									t.Fatalf("%s[%d] = %v, want %v rounded to %v", name, i, got[i], orig[i], dt)
+								}
+							}
+						})
+						tol := map[engine.DType]float64{engine.F32: 0, engine.F16: 0.01, engine.BF16: 0.1}[dt]
+						got := logProbs(t, m, bt, nil)
+						for i := range got {
+							if d := math.Abs(float64(got[i] - tc.want.logp[i])); d > tol {
+								t.Fatalf("token %d: log-probability %v, want %v (within %v)", i, got[i], tc.want.logp[i], tol)
+							}
+						}
+						if tc.changed && format == "hf" && dt == engine.F32 {
+							if same(got, full.logp) {
+								t.Error("the merged export computes what the base does")
+							}
+						}
+						if format == "hf" {
+							if _, err := os.Stat(filepath.Join(o.Out, "generation_config.json")); err != nil {
+								t.Error(err)
+							}
+						}
+					})
+				}
+			}
+		}
+	}
+}
+
+func same(a, b []float32) bool {
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func TestExportErrors(t *testing.T) {
+	b := cpu.New(cpu.Options{Threads: 1})
+	m, err := llama.NewRandom(b, tinyConfig(false), engine.F32, 0.5, 6)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "base")
+	if err := m.SaveHF(dir); err != nil {
+		t.Fatal(err)
+	}
+	noBase := filepath.Join(t.TempDir(), "adapter")
+	ad, err := m.NewAdapter(llama.LoRAConfig{Rank: 2, Alpha: 4, Targets: []string{"q"}}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.SavePEFT(ad, noBase); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "out")
+	for _, tc := range []struct {
+		opt  export.Options
+		want string
+	}{
+		{export.Options{From: dir, Out: out, Format: "onnx", DType: engine.F32}, `format "onnx"`},
+		{export.Options{From: dir, Format: "hf", DType: engine.F32}, "no output"},
+		{export.Options{From: filepath.Join(dir, "absent"), Out: out, Format: "hf", DType: engine.F32}, "absent"},
+		{export.Options{From: noBase, Out: out, Format: "hf", DType: engine.F32}, "base_model_name_or_path is empty"},
+		{export.Options{From: noBase, Adapter: noBase, Out: out, Format: "hf", DType: engine.F32}, "is an adapter"},
+		{export.Options{From: dir, Out: out, Format: "hf", DType: engine.I32}, "cannot be saved"},
+	} {
+		err := export.Write(b, tc.opt)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Export(%+v) = %v, want an error containing %q", tc.opt, err, tc.want)
+		}
+	}
+	m.Weights.Each(func(name string, x *engine.Tensor) {
+		if name == "model.norm.weight" {
+			v := engine.ToF32(b, x)
+			v[3] = 1e5 // beyond f16's range
+			engine.SetF32(b, x, v)
+		}
+	})
+	if err := m.SaveGGUF(filepath.Join(t.TempDir(), "big.gguf"), engine.F16, nil); err == nil || !strings.Contains(err.Error(), "overflows f16") {
+		t.Errorf("SaveGGUF in f16 of a weight of 1e5: %v, want a refusal", err)
+	}
+	if err := m.SaveHFAs(filepath.Join(t.TempDir(), "big"), engine.F16); err == nil || !strings.Contains(err.Error(), "overflows f16") {
+		t.Errorf("SaveHFAs in f16 of a weight of 1e5: %v, want a refusal", err)
+	}
+	if err := m.SaveGGUF(filepath.Join(t.TempDir(), "big.gguf"), engine.BF16, nil); err != nil {
+		t.Errorf("SaveGGUF in bf16 of a weight of 1e5: %v", err)
+	}
+	m.Config.RopeScale = &engine.RoPEScaling{Factor: 8, LowFreqFactor: 1, HighFreqFactor: 4, OriginalContext: 8192}
+	if err := m.SaveGGUF(out+".gguf", engine.F32, nil); err == nil || !strings.Contains(err.Error(), "RoPE scaling") {
+		t.Errorf("SaveGGUF of a model with RoPE scaling: %v, want a refusal", err)
+	}
+}
+
+// TestSaveCopiesTokenizerFiles checks that Save of a whole model read from
+// a Hugging Face directory carries the directory's tokenizer files along,
+// adds the Llama 3.1 chat template to a tokenizer_config.json that lacks
+// one (keeping one that has it), and writes a generation_config.json of
+// the BOS and EOS ids when the source has none.
+func TestSaveCopiesTokenizerFiles(t *testing.T) {
+	tokJSON, err := os.ReadFile(testdata.Path(t, "llama3", "tokenizer.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := cpu.New(cpu.Options{Threads: 1})
+	m, err := llama.NewRandom(b, tinyConfig(false), engine.F32, 0.5, 6)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, config string
+		keeps        bool // the source's tokenizer_config.json is kept as it is
+	}{
+		{"no-config", "", false},
+		{"no-template", `{"model_max_length": 131072}`, false},
+		{"template", `{"chat_template": "{{ x }}"}`, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			src := filepath.Join(t.TempDir(), "src")
+			if err := m.SaveHF(src); err != nil {
+				t.Fatal(err)
+			}
+			files := map[string]string{"tokenizer.json": string(tokJSON)}
+			if tc.config != "" {
+				files["tokenizer_config.json"] = tc.config
+			}
+			for name, body := range files {
+				if err := os.WriteFile(filepath.Join(src, name), []byte(body), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			loaded, err := llama.LoadHF(b, src, engine.F32)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out := filepath.Join(t.TempDir(), "out")
+			if err := loaded.Save(nil, out); err != nil {
+				t.Fatal(err)
+			}
+			if got, err := os.ReadFile(filepath.Join(out, "tokenizer.json")); err != nil || !bytes.Equal(got, tokJSON) {
+				t.Errorf("tokenizer.json not copied: %v", err)
+			}
+			raw, err := os.ReadFile(filepath.Join(out, "tokenizer_config.json"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.keeps {
+				if string(raw) != tc.config {
+					t.Errorf("tokenizer_config.json %s, want the source's %s", raw, tc.config)
+				}
+			} else {
+				var cfg map[string]any
+				if err := json.Unmarshal(raw, &cfg); err != nil || cfg["chat_template"] != tokenizer.ChatTemplate || cfg["eos_token"] != tokenizer.EOTID {
+					t.Errorf("tokenizer_config.json lacks the chat template: %s (%v)", raw, err)
+				}
+				if tc.config != "" && cfg["model_max_length"] != 131072.0 {
+					t.Errorf("tokenizer_config.json lost the source's keys: %s", raw)
+				}
+			}
+			gen, err := os.ReadFile(filepath.Join(out, "generation_config.json"))
+			if err != nil || !strings.Contains(string(gen), `"bos_token_id": 1`) || !strings.Contains(string(gen), `"eos_token_id": 2`) {
+				t.Errorf("generation_config.json: %s, %v", gen, err)
+			}
+		})
+	}
+}
+
+// TestExportStories260K exports a released GGUF model (stories260K) as
+// GGUF and as a Hugging Face directory: the GGUF export carries the
+// tokenizer over and, in f32, holds the same weights bit for bit and
+// decodes the documented greedy story; the f16 directory holds every
+// weight rounded to f16.
+func TestExportStories260K(t *testing.T) {
+	path := testdata.Path(t, "stories260K", "stories260K.gguf")
+	b := cpu.New(cpu.Options{Threads: 2})
+	orig, err := llama.LoadGGUF(b, path, engine.F32)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "stories.gguf")
+	if err := export.Write(b, export.Options{From: path, Out: out, Format: "gguf", DType: engine.F32}); err != nil {
+		t.Fatal(err)
+	}
+	back, err := llama.LoadGGUF(b, out, engine.F32)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameWeights(t, orig, back)
+	tok, err := llama.LoadTokenizer(out)
+	if err != nil {
+		t.Fatalf("the export's tokenizer: %v", err)
+	}
+	gen, err := back.Generate([][]int32{{back.Config.BOS}}, llama.GenerateOptions{MaxNew: 80, Stop: back.Config.EOS})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if text, err := tok.Decode(gen[0].Tokens); err != nil || !strings.HasPrefix(text, storiesText) {
+		t.Errorf("greedy decoding of the export: %q, %v; want %q…", text, err, storiesText)
+	}
+
+	dir := filepath.Join(t.TempDir(), "stories-hf")
+	if err := export.Write(b, export.Options{From: path, Out: dir, Format: "hf", DType: engine.F16}); err != nil {
+		t.Fatal(err)
+	}
+	hf, err := llama.LoadHF(b, dir, engine.F32)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string][]float32{}
+	orig.Weights.Each(func(name string, x *engine.Tensor) { want[name] = engine.ToF32(b, x) })
+	hf.Weights.Each(func(name string, x *engine.Tensor) {
+		got := engine.ToF32(b, x)
+		for i := range got {
+			if got[i] != engine.RoundF16(want[name][i]) {
+				t.Fatalf("%s[%d] = %v, want %v rounded to f16", name, i, got[i], want[name][i])
+			}
+		}
+	})
+}
