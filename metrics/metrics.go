@@ -155,6 +155,11 @@ type WriterOptions struct {
 	// event file begins with a session start at the step after it, so
 	// that TensorBoard drops what an earlier process recorded past it.
 	FromStep int64
+
+	// Restart, for a run that starts over in a directory an earlier run
+	// recorded in, begins the event file with a session start at step 1,
+	// so that TensorBoard drops the earlier run's steps.
+	Restart bool
 }
 
 // Writer writes records as JSON lines, and to a TensorBoard event file
@@ -182,7 +187,7 @@ func Create(path string, opts WriterOptions) (*Writer, error) {
 	w := NewWriter(f, path, opts)
 	if opts.EventsDir != "" {
 		first := int64(0)
-		if opts.FromStep > 0 {
+		if opts.FromStep > 0 || opts.Restart {
 			first = opts.FromStep + 1
 		}
 		if w.events, err = tfevents.Create(opts.EventsDir, first); err != nil {

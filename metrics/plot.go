@@ -162,14 +162,33 @@ type panel struct {
 	top, bottom float64
 	x, y        axis
 	ylabel      string
+	logY        bool // y holds decades: log10 of the values
 }
 
 func (p panel) px(x float64) float64 {
 	return plotLeft + (x-p.x.lo)/(p.x.hi-p.x.lo)*(plotRight-plotLeft)
 }
 
+// py returns the image row of value y.
 func (p panel) py(y float64) float64 {
-	return p.bottom - (y-p.y.lo)/(p.y.hi-p.y.lo)*(p.bottom-p.top)
+	if p.logY {
+		y = math.Log10(y)
+	}
+	return p.pa(y)
+}
+
+// pa returns the image row of a position on the y axis (a decade on a
+// logarithmic one).
+func (p panel) pa(a float64) float64 {
+	return p.bottom - (a-p.y.lo)/(p.y.hi-p.y.lo)*(p.bottom-p.top)
+}
+
+// ylabel formats a y tick: a power of ten on a logarithmic axis.
+func (p panel) ytick(t float64) string {
+	if p.logY {
+		return strconv.FormatFloat(math.Pow(10, t), 'g', -1, 64)
+	}
+	return p.y.label(t)
 }
 
 // draw draws the panel's frame, grid, ticks and labels; the step label
@@ -180,7 +199,7 @@ func (p panel) draw(b *bytes.Buffer, xlabel bool) {
 		fmt.Fprintf(b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>\n", p.px(t), p.top, p.px(t), p.bottom)
 	}
 	for _, t := range p.y.ticks() {
-		fmt.Fprintf(b, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\"/>\n", plotLeft, p.py(t), plotRight, p.py(t))
+		fmt.Fprintf(b, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\"/>\n", plotLeft, p.pa(t), plotRight, p.pa(t))
 	}
 	b.WriteString("</g>\n")
 	fmt.Fprintf(b, "<rect x=\"%d\" y=\"%.1f\" width=\"%d\" height=\"%.1f\" fill=\"none\" stroke=\"black\"/>\n",
@@ -190,8 +209,8 @@ func (p panel) draw(b *bytes.Buffer, xlabel bool) {
 		text(b, p.px(t), p.bottom+18, "middle", "", p.x.label(t))
 	}
 	for _, t := range p.y.ticks() {
-		fmt.Fprintf(b, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"black\"/>\n", plotLeft-5, p.py(t), plotLeft, p.py(t))
-		text(b, plotLeft-8, p.py(t)+4, "end", "", p.y.label(t))
+		fmt.Fprintf(b, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"black\"/>\n", plotLeft-5, p.pa(t), plotLeft, p.pa(t))
+		text(b, plotLeft-8, p.pa(t)+4, "end", "", p.ytick(t))
 	}
 	mid := (p.top + p.bottom) / 2
 	text(b, 20, mid, "middle", fmt.Sprintf(`transform="rotate(-90 20 %.1f)"`, mid), p.ylabel)

@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -44,6 +45,12 @@ type Config struct {
 	KeepCheckpoints int    // checkpoints kept (≥ 1)
 	RunDir          string // checkpoints and metrics.jsonl go here ("" : none)
 	Compress        bool   // zstd-compress optimizer state in checkpoints
+	// MetricsDir, when RunDir is empty, is where metrics.jsonl and the
+	// TensorBoard event file go without checkpoints ("": none).
+	MetricsDir string
+	// PeakFLOPS is one device's peak FLOP/s for the MFU the metrics record
+	// (see metrics.MeterOptions.PeakFLOPS); 0 leaves MFU out.
+	PeakFLOPS float64
 
 	// Comm, when not nil, makes the run one rank of a data-parallel job
 	// (see dataParallel): nil or a job of one is a single process.
@@ -145,8 +152,14 @@ func (t *Trainer) Resume() (int, error) {
 // MetricsName is the name of the metrics file in the run directory.
 const MetricsName = "metrics.jsonl"
 
-// truncateMetrics cuts the metrics file back to the current step.
+// truncateMetrics cuts the metrics file back to the current step. Only
+// the rank that writes the file (rank 0 of a data-parallel job) cuts it:
+// another rank's rewrite, renamed into place after rank 0 had reopened the
+// file, would leave rank 0 appending to a file no longer in the directory.
 func (t *Trainer) truncateMetrics() error {
+	if t.cfg.Comm != nil && t.cfg.Comm.Rank() != 0 {
+		return nil
+	}
 	path := filepath.Join(t.cfg.RunDir, MetricsName)
 	n, err := metrics.Truncate(path, int64(t.st.Step))
 	if err != nil {
@@ -196,15 +209,28 @@ func meanNLL(b engine.Backend, p *llama.Pass, bt llama.Batch) float64 {
 func (t *Trainer) Run() error {
 	b := t.m.Backend()
 	dp := newDataParallel(t.cfg.Comm, b)
-	if t.cfg.RunDir != "" && t.metricsOut == nil && dp.writes() {
-		w, err := metrics.Create(filepath.Join(t.cfg.RunDir, MetricsName),
-			metrics.WriterOptions{EventsDir: t.cfg.RunDir, FromStep: int64(t.st.Step)})
+	mdir := t.cfg.RunDir
+	if mdir == "" && t.cfg.MetricsDir != "" && dp.writes() {
+		// No checkpoints, so no resume: a new run drops an earlier one's records.
+		mdir = t.cfg.MetricsDir
+		if _, err := metrics.Truncate(filepath.Join(mdir, MetricsName), int64(t.st.Step)); err != nil {
+			return err
+		}
+	}
+	if mdir != "" && t.metricsOut == nil && dp.writes() {
+		if err := os.MkdirAll(mdir, 0o755); err != nil {
+			return err
+		}
+		w, err := metrics.Create(filepath.Join(mdir, MetricsName),
+			metrics.WriterOptions{EventsDir: mdir, FromStep: int64(t.st.Step), Restart: t.cfg.RunDir == ""})
 		if err != nil {
 			return err
 		}
 		t.metricsOut = w
 		defer func() { w.Close(); t.metricsOut = nil }()
 	}
+	// Tokens are summed over the ranks, so the peak is all of theirs.
+	meter := NewMeter(t.m, t.ad, t.cfg.PeakFLOPS*float64(dp.size))
 	for t.st.Step < t.cfg.Steps {
 		start := time.Now()
 		t.p.Opt.ZeroGrad()
@@ -236,10 +262,12 @@ func (t *Trainer) Run() error {
 		t.st.Step++
 		t.st.Tokens += int64(tokens)
 		t.st.Position = t.train.Position()
-		tps := float64(tokens) / time.Since(start).Seconds()
+		secs := time.Since(start).Seconds()
+		tps := float64(tokens) / secs
 		rec := metrics.Record{Step: int64(t.st.Step), Values: map[string]float64{
-			metrics.Loss: loss, metrics.LR: lr, metrics.TokensPerS: tps, metrics.GradNorm: float64(res.GradNorm),
+			metrics.Loss: loss, metrics.LR: lr, metrics.GradNorm: float64(res.GradNorm),
 		}}
+		meter.Add(rec.Values, tokens, secs)
 		if res.Skipped {
 			rec.Values["skipped"] = 1
 		}

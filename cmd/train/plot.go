@@ -16,11 +16,13 @@ import (
 func runPlot(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs := newFlags("plot", stderr)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: train plot [flags] metrics.jsonl\n\nDraws the training loss (and evaluation loss, when recorded) against the step,\nand the learning rate in a second panel, as a standalone SVG image.\n\nflags:")
+		fmt.Fprintln(stderr, "usage: train plot [flags] metrics.jsonl\n\nDraws the training loss (and evaluation loss, when recorded) against the step,\nand the learning rate in a second panel, as a standalone SVG image; with\n--metric, the metrics named, a panel each (--log-y: on logarithmic axes).\n\nflags:")
 		fs.PrintDefaults()
 	}
 	out := fs.StringP("output", "o", "", `SVG file to write, "-" for standard output (default: the metrics file's name with .svg)`)
 	title := fs.String("title", "", "title of the image (default: the metrics file's name)")
+	keys := fs.StringSliceP("metric", "y", nil, "metrics to draw, a panel each (such as loss,kl,mfu; default: loss and lr)")
+	logY := fs.Bool("log-y", false, "draw the values on logarithmic axes (default metric: loss)")
 	if err := parseArgs(fs, args); err != nil {
 		return err
 	}
@@ -43,7 +45,15 @@ func runPlot(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if *title == "" {
 		*title = "Training curves: " + filepath.Base(in)
 	}
-	svg, err := metrics.PlotSVG(recs, *title)
+	if *logY && len(*keys) == 0 {
+		*keys = []string{metrics.Loss}
+	}
+	var svg []byte
+	if len(*keys) > 0 {
+		svg, err = metrics.PlotMetricsSVG(recs, *title, metrics.PlotOptions{Keys: *keys, LogY: *logY})
+	} else {
+		svg, err = metrics.PlotSVG(recs, *title)
+	}
 	if err != nil {
 		return fmt.Errorf("%s: %w", in, err)
 	}

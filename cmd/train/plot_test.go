@@ -174,3 +174,26 @@ func TestPlotErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestPlotMetricLogY draws chosen metrics on logarithmic axes from the
+// command line.
+func TestPlotMetricLogY(t *testing.T) {
+	in := writeMetrics(t, sampleMetrics)
+	var out, errOut bytes.Buffer
+	if err := runPlot([]string{in, "-o", "-", "-y", "loss,lr", "--log-y"}, nil, &out, &errOut); err != nil {
+		t.Fatalf("%v\n%s", err, errOut.String())
+	}
+	series := svgSeries(t, out.Bytes())
+	if series["loss"] != 1 || series["lr"] != 1 || len(series) != 2 {
+		t.Errorf("series %v, want loss and lr", series)
+	}
+	// The loss spans 6.9 … 10.2 (decades 1 … 100), lr 1e-4 … 3e-4 (1e-4 … 0.001).
+	for _, tick := range []string{">1</text>", ">10</text>", ">100</text>", ">0.0001</text>", ">0.001</text>"} {
+		if !strings.Contains(out.String(), tick) {
+			t.Errorf("the SVG lacks the tick %s", tick)
+		}
+	}
+	if err := runPlot([]string{in, "-o", "-", "-y", "kl"}, nil, &out, &errOut); err == nil || !strings.Contains(err.Error(), `"kl"`) {
+		t.Errorf("an absent metric: error %v, want one naming it", err)
+	}
+}

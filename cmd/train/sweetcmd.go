@@ -56,6 +56,7 @@ type trainFlags struct {
 	batchTokens, maxLen  int
 	warmup, minRatio, wd float64
 	clip                 float64
+	peakTFLOPS           float64
 }
 
 // register adds the flags with the given defaults of epochs and NLL
@@ -77,6 +78,7 @@ func (t *trainFlags) register(fs *pflag.FlagSet, epochs int, nll float64) {
 	fs.Float64Var(&t.minRatio, "min-lr-ratio", rl.RefMinLRRatio, "the cosine schedule's floor, as a fraction of --lr")
 	fs.Float64Var(&t.wd, "weight-decay", rl.RefWeightDecay, "AdamW weight decay")
 	fs.Float64Var(&t.clip, "clip", rl.RefMaxGradNorm, "clip the global gradient norm to this (0: off)")
+	fs.Float64Var(&t.peakTFLOPS, "peak-tflops", 0, "the device's peak TFLOP/s, for the MFU in --out's metrics.jsonl: the GPU's bf16 data-sheet peak (989.4 for an H100 SXM), or the CPU GEMM rate train bench measures (0: no MFU)")
 }
 
 // target says what the flags train.
@@ -89,6 +91,7 @@ func (t *trainFlags) prefOptions(seed uint64, out io.Writer) rl.PrefOptions {
 	o.Beta, o.NLLCoef, o.Epochs, o.PairsPerStep, o.BatchTokens = t.beta, t.nll, t.epochs, t.batch, t.batchTokens
 	o.LR, o.WarmupFrac, o.MinLRRatio, o.Seed, o.Progress = t.target().LearningRate(), t.warmup, t.minRatio, seed, out
 	o.AdamW.WeightDecay, o.AdamW.MaxGradNorm = float32(t.wd), float32(t.clip)
+	o.PeakFLOPS = t.peakTFLOPS * 1e12
 	return o
 }
 

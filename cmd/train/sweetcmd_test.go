@@ -94,6 +94,12 @@ func TestSweetRLCommands(t *testing.T) {
 			t.Errorf("%s: the run's flags were not recorded beside it: %v\n%s", c.name, err, cfg)
 		}
 	}
+	pref := []string{"pair_acc", "margin", "chosen_logratio", "rejected_logratio", "kl"}
+	checkStageMetrics(t, critic, pref...)
+	checkStageMetrics(t, actor, pref...)
+	checkStageMetrics(t, filepath.Join(dir, "mtdpo"), pref...)
+	checkStageMetrics(t, scalar, "pair_acc", "margin")
+	checkStageMetrics(t, filepath.Join(dir, "rft"), "grad_norm")
 	out, err = runCmd(t, runEval, "", append(common, "--env", "demo", "--demo-tasks", "2", "--max-new", "4", "--simulator", "model", "--sim-hf", model, "--sim-max-new", "3")...)
 	if err != nil || !strings.Contains(out, "(2 tasks, 2 episodes)") {
 		t.Fatalf("eval with a model simulator: %v\n%s", err, out)

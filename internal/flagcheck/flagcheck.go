@@ -39,6 +39,7 @@ var rules = map[string]rule{
 	"max-batch": positive, "sim-max-new": positive,
 	"threads": nonNegative, "workers": nonNegative, "sim-workers": nonNegative, "sim-retries": nonNegative,
 	"limit": nonNegative, "keep": nonNegative, "eval-every": nonNegative, "checkpoint-every": nonNegative,
+	"peak-tflops": nonNegative,
 }
 
 // ruleFor returns the range of flag f, if it has one.

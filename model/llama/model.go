@@ -207,3 +207,8 @@ func (m *Model) Forward(kc *Cache, tokens [][]int32, ad *Adapter) (logitsOut *en
 	}
 	return out, nil
 }
+
+// PoolStats returns the counters of the pool the model draws its
+// activations from: its peak bytes and the high-water mark of what its
+// tensors asked for.
+func (m *Model) PoolStats() engine.PoolStats { return m.pool.Stats() }

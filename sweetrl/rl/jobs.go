@@ -75,7 +75,7 @@ type Job struct {
 	MaxLen   int         // drop pairs with a side longer than this many tokens
 	Seed     uint64      // seed of a fresh adapter
 	Pref     PrefOptions // the preference trainers' options
-	Out      string      // the directory the trained model is saved to
+	Out      string      // the directory the trained model, metrics.jsonl and the event file go to
 	Log      io.Writer
 	// Flags are the command's resolved flags (recipe.Values), saved beside
 	// the trained model as config.yaml; nil: none.
@@ -119,7 +119,7 @@ func (j *Job) save(ad *llama.Adapter) error {
 // reports how it went and saves the result.
 func (j *Job) pref(ad *llama.Adapter, pairs []PrefPair, label string, seqNLL bool) error {
 	o := j.Pref
-	o.Label, o.NLLSequence = label, seqNLL
+	o.Label, o.NLLSequence, o.MetricsDir = label, seqNLL, j.Out
 	st, err := TrainPreferences(j.Model, ad, pairs, o)
 	if err != nil {
 		return err
@@ -149,7 +149,7 @@ func TrainCritic(j Job, head string, kind CriticScore) error {
 		return err
 	}
 	o := j.Pref
-	o.Label = "critic step"
+	o.Label, o.MetricsDir = "critic step", j.Out
 	st, err := TrainValueCritic(j.Model, critic, v, pairs, o)
 	if err != nil {
 		return err
@@ -231,7 +231,8 @@ func TrainRFT(j Job, epochs int) error {
 	bt := j.Pref.BatchTokens
 	steps := max(1, epochs*tokens/bt)
 	fmt.Fprintf(j.Log, "rejection fine-tuning on %d successful trajectories (%d tokens), %d steps, %s\n", len(ex), tokens, steps, j.Target.Describe(pol))
-	o := SFTOptions{Steps: steps, BatchTokens: bt, MaxLen: min(j.MaxLen, j.Model.Config.MaxSeqLen), LR: j.Target.LearningRate(), Seed: j.Seed}
+	o := SFTOptions{Steps: steps, BatchTokens: bt, MaxLen: min(j.MaxLen, j.Model.Config.MaxSeqLen), LR: j.Target.LearningRate(), Seed: j.Seed,
+		MetricsDir: j.Out, PeakFLOPS: j.Pref.PeakFLOPS}
 	if err := SupervisedFT(j.Model, pol, ex, o, j.Log); err != nil {
 		return err
 	}

@@ -6,6 +6,8 @@ import (
 	"io"
 	"math"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/turnwise/turnwise/engine"
@@ -40,6 +42,12 @@ type PrefOptions struct {
 	Seed         uint64    // shuffles the pairs each epoch
 	Progress     io.Writer // progress lines (nil: none)
 	Label        string    // what the progress line calls a step
+	// MetricsDir, when not empty, gets the run's metrics.jsonl and a
+	// TensorBoard event file, a record per step (see pairLoop).
+	MetricsDir string
+	// PeakFLOPS is the device's peak FLOP/s for the MFU the metrics
+	// record (see metrics.MeterOptions.PeakFLOPS); 0 leaves MFU out.
+	PeakFLOPS float64
 	// AfterEpoch, when set, is called after each epoch (1, 2, …) with the
 	// statistics so far: to validate, and keep the best epoch's weights.
 	AfterEpoch func(epoch int, st PrefStats) error
@@ -110,19 +118,53 @@ func TrainPreferences(m *llama.Model, ad *llama.Adapter, pairs []PrefPair, o Pre
 		return st, err
 	}
 	defer tp.Free()
-	return pairLoop(pairs, tp.Opt, o, 0x70726566, func(idx []int, scale float64) (float64, float64, int, error) {
+	meter := trainer.NewMeter(m, ad, o.PeakFLOPS)
+	return pairLoop(pairs, tp.Opt, o, 0x70726566, meter, func(idx []int, scale float64) (microStats, error) {
 		return prefMicroBatch(m, ad, tp, pairs, ref, idx, o, scale)
 	})
+}
+
+// Keys of the values a preference run records per step, besides
+// metrics.Loss and metrics.LR (means over the step's pairs).
+const (
+	// PairAcc is the fraction of pairs ranked right: a positive margin.
+	PairAcc = "pair_acc"
+	// Margin is (s_θ⁺ − s_ref⁺) − (s_θ⁻ − s_ref⁻), without β; for the
+	// value critic V(τ⁺) − V(τ⁻).
+	Margin = "margin"
+	// ChosenLogRatio and RejectedLogRatio are s_θ − s_ref of the chosen
+	// and the rejected sequences (not recorded by the value critic).
+	ChosenLogRatio   = "chosen_logratio"
+	RejectedLogRatio = "rejected_logratio"
+	// KL estimates KL(π_ref ‖ π_θ) over the step's sequences, which were
+	// sampled from the policy before training, by Schulman's k3
+	// estimator e^r − 1 − r with r = s_θ − s_ref (non-negative, unbiased
+	// for samples of π_ref); not recorded by the value critic.
+	KL = "kl"
+)
+
+// microStats is what one forward pass over some of a step's pairs adds.
+type microStats struct {
+	loss     float64 // the pairs' loss, times the step's scale
+	right    float64 // pairs with a positive margin
+	margin   float64 // sum of the pairs' margins
+	chosen   float64 // sum of s_θ − s_ref over the chosen sequences
+	rejected float64 // … and over the rejected ones
+	kl       float64 // sum of e^r − 1 − r over both sequences of each pair
+	ratios   bool    // chosen, rejected and kl are measured
+	tokens   int     // tokens of the pass
 }
 
 // pairLoop runs o.Epochs shuffled passes over the pairs, o.PairsPerStep
 // pairs to an optimizer step on the warm-up + cosine schedule. micro adds
 // to the gradients scale times the loss gradient of the pairs idx (one
-// forward pass of about o.BatchTokens tokens), and returns that scaled loss,
-// the number of those pairs ranked right, and the tokens it ran.
-func pairLoop(pairs []PrefPair, opt *optim.AdamW, o PrefOptions, stream uint64,
-	micro func(idx []int, scale float64) (loss, acc float64, tokens int, err error)) (PrefStats, error) {
-	st := PrefStats{Pairs: len(pairs)}
+// forward pass of about o.BatchTokens tokens), and returns its statistics.
+// With o.MetricsDir set it records each step's loss, lr, PairAcc, Margin,
+// ChosenLogRatio, RejectedLogRatio and KL (the last three where micro
+// measures them), and meter's performance values.
+func pairLoop(pairs []PrefPair, opt *optim.AdamW, o PrefOptions, stream uint64, meter *metrics.Meter,
+	micro func(idx []int, scale float64) (microStats, error)) (st PrefStats, err error) {
+	st = PrefStats{Pairs: len(pairs)}
 	perEpoch := (len(pairs) + o.PairsPerStep - 1) / o.PairsPerStep
 	total := perEpoch * o.Epochs
 	sched := optim.Schedule{Peak: o.LR, Warmup: int(math.Ceil(o.WarmupFrac * float64(total))), Total: total, Cosine: true, MinRatio: o.MinLRRatio}
@@ -130,6 +172,24 @@ func pairLoop(pairs []PrefPair, opt *optim.AdamW, o PrefOptions, stream uint64,
 	if o.Progress != nil {
 		prog = metrics.NewProgress(o.Progress, metrics.ProgressOptions{Total: int64(total), Label: o.Label})
 		defer prog.Done()
+	}
+	var mw *metrics.Writer
+	if o.MetricsDir != "" {
+		if err := os.MkdirAll(o.MetricsDir, 0o755); err != nil {
+			return st, err
+		}
+		path := filepath.Join(o.MetricsDir, trainer.MetricsName)
+		if _, err := metrics.Truncate(path, 0); err != nil { // a new run: drop an earlier one's records
+			return st, err
+		}
+		if mw, err = metrics.Create(path, metrics.WriterOptions{EventsDir: o.MetricsDir, Restart: true}); err != nil {
+			return st, err
+		}
+		defer func() {
+			if cerr := mw.Close(); err == nil {
+				err = cerr
+			}
+		}()
 	}
 	rng := rand.New(rand.NewPCG(o.Seed, stream))
 	order := make([]int, len(pairs))
@@ -144,25 +204,46 @@ func pairLoop(pairs []PrefPair, opt *optim.AdamW, o PrefOptions, stream uint64,
 			step := order[s:min(s+o.PairsPerStep, len(order))]
 			opt.ZeroGrad()
 			scale := 1 / float64(len(step))
-			var stepLoss float64
-			var tokens int
+			var sum microStats
 			for _, r := range pairBatches(pairs, step, o.BatchTokens) {
-				l, acc, n, err := micro(step[r[0]:r[1]], scale)
+				ms, err := micro(step[r[0]:r[1]], scale)
 				if err != nil {
 					return st, err
 				}
-				stepLoss += l
-				accSum += acc
-				tokens += n
+				sum.loss += ms.loss
+				sum.right += ms.right
+				sum.margin += ms.margin
+				sum.chosen += ms.chosen
+				sum.rejected += ms.rejected
+				sum.kl += ms.kl
+				sum.ratios = ms.ratios
+				sum.tokens += ms.tokens
 			}
+			accSum += sum.right
 			lr := sched.LR(st.Steps)
 			if res := opt.Step(float32(lr), 1); res.Skipped {
 				st.Skipped++
 			}
 			st.Steps++
-			lossSum += stepLoss * float64(len(step))
+			lossSum += sum.loss * float64(len(step))
+			secs := time.Since(start).Seconds()
+			if mw != nil {
+				rec := metrics.Record{Step: int64(st.Steps), Values: map[string]float64{
+					metrics.Loss: sum.loss, metrics.LR: lr,
+					PairAcc: sum.right * scale, Margin: sum.margin * scale,
+				}}
+				if sum.ratios {
+					rec.Values[ChosenLogRatio] = sum.chosen * scale
+					rec.Values[RejectedLogRatio] = sum.rejected * scale
+					rec.Values[KL] = sum.kl * scale / 2
+				}
+				meter.Add(rec.Values, sum.tokens, secs)
+				if err := mw.Write(rec); err != nil {
+					return st, err
+				}
+			}
 			if prog != nil {
-				prog.Update(int64(st.Steps), stepLoss, lr, float64(tokens)/time.Since(start).Seconds())
+				prog.Update(int64(st.Steps), sum.loss, lr, float64(sum.tokens)/secs)
 			}
 		}
 		n := float64(len(pairs))
@@ -188,10 +269,10 @@ func pairBatches(pairs []PrefPair, step []int, maxTokens int) [][2]int {
 }
 
 // prefMicroBatch runs one forward and backward over the pairs idx, adding
-// scale times their loss gradient to tp's gradients. It returns the scaled
-// loss, the number of pairs with a positive margin, and the tokens.
+// scale times their loss gradient to tp's gradients, and returns its
+// statistics.
 func prefMicroBatch(m *llama.Model, ad *llama.Adapter, tp *trainer.Params,
-	pairs []PrefPair, ref []float64, idx []int, o PrefOptions, scale float64) (loss, acc float64, tokens int, err error) {
+	pairs []PrefPair, ref []float64, idx []int, o PrefOptions, scale float64) (ms microStats, err error) {
 	b := m.Backend()
 	seqs := make([]Seq, 0, 2*len(idx))
 	for _, k := range idx {
@@ -200,7 +281,7 @@ func prefMicroBatch(m *llama.Model, ad *llama.Adapter, tp *trainer.Params,
 	p := pack(seqs)
 	pass, err := m.ForwardTrain(p.bt, ad)
 	if err != nil {
-		return 0, 0, 0, err
+		return ms, err
 	}
 	defer pass.Release()
 	logp := engine.ToF32(b, pass.LogP)
@@ -209,9 +290,14 @@ func prefMicroBatch(m *llama.Model, ad *llama.Adapter, tp *trainer.Params,
 		c, r := 2*j, 2*j+1
 		thetaC, thetaR := p.score(seqs, c, logp), p.score(seqs, r, logp)
 		l, dC, dR := sweetrl.PreferenceLoss(thetaC, ref[2*k], thetaR, ref[2*k+1], o.Beta)
-		if (thetaC-ref[2*k])-(thetaR-ref[2*k+1]) > 0 {
-			acc++
+		rc, rr := thetaC-ref[2*k], thetaR-ref[2*k+1]
+		if rc-rr > 0 {
+			ms.right++
 		}
+		ms.margin += rc - rr
+		ms.chosen += rc
+		ms.rejected += rr
+		ms.kl += klK3(rc) + klK3(rr)
 		p.addGrad(seqs, c, dC*scale, dlogp)
 		p.addGrad(seqs, r, dR*scale, dlogp)
 		if o.NLLCoef != 0 {
@@ -226,13 +312,19 @@ func prefMicroBatch(m *llama.Model, ad *llama.Adapter, tp *trainer.Params,
 			l -= o.NLLCoef * meanC
 			addUnit(dlogp[p.off[c]:], unit, -o.NLLCoef*scale/n)
 		}
-		loss += l * scale
+		ms.loss += l * scale
 	}
 	if err := tp.Backward(pass, dlogp); err != nil {
-		return 0, 0, 0, err
+		return ms, err
 	}
-	return loss, acc, len(p.bt.IDs), nil
+	ms.ratios = true
+	ms.tokens = len(p.bt.IDs)
+	return ms, nil
 }
+
+// klK3 is Schulman's k3 estimate e^r − 1 − r of KL(π_ref ‖ π_θ) from one
+// sample of π_ref with log-ratio r = log π_θ − log π_ref.
+func klK3(r float64) float64 { return math.Expm1(r) - r }
 
 // unitWeights returns s with weight 1 on every token s weighs.
 func unitWeights(s Seq) Seq {

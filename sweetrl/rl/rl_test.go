@@ -137,10 +137,11 @@ func TestPreferenceGradient(t *testing.T) {
 	defer tp.Free()
 	tp.Opt.ZeroGrad()
 	ga := tp.AdapterGrads
-	l0, _, _, err := prefMicroBatch(m, ad, tp, pairs, ref, []int{0, 1}, o, 0.5)
+	ms, err := prefMicroBatch(m, ad, tp, pairs, ref, []int{0, 1}, o, 0.5)
 	if err != nil {
 		t.Fatal(err)
 	}
+	l0 := ms.loss
 	if want := loss(); math.Abs(l0-want) > 1e-4 {
 		t.Fatalf("loss %g, want %g", l0, want)
 	}

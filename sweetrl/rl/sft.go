@@ -17,6 +17,11 @@ type SFTOptions struct {
 	MaxLen      int     // tokens an example keeps at most (data.PackOptions)
 	LR          float64 // peak learning rate
 	Seed        uint64  // the order the examples are visited in
+	// MetricsDir, when not empty, gets the run's metrics.jsonl and a
+	// TensorBoard event file (trainer.Config.MetricsDir): per step the
+	// loss, lr, grad_norm and the performance values of metrics.Meter.
+	MetricsDir string
+	PeakFLOPS  float64 // the device's peak FLOP/s for MFU (0: none)
 }
 
 // SupervisedFT trains m's adapter ad (nil: every weight) on examples with
@@ -37,8 +42,9 @@ func SupervisedFT(m *llama.Model, ad *llama.Adapter, examples []data.Example, o 
 	}
 	tr, err := trainer.New(m, ad, train, nil, trainer.Config{
 		Steps: o.Steps, MicroBatches: 1,
-		Schedule: optim.Schedule{Peak: o.LR, Warmup: max(1, o.Steps*3/100), Total: o.Steps, Cosine: true, MinRatio: RefMinLRRatio},
-		AdamW:    ReferenceAdamW(),
+		Schedule:   optim.Schedule{Peak: o.LR, Warmup: max(1, o.Steps*3/100), Total: o.Steps, Cosine: true, MinRatio: RefMinLRRatio},
+		AdamW:      ReferenceAdamW(),
+		MetricsDir: o.MetricsDir, PeakFLOPS: o.PeakFLOPS,
 	}, out)
 	if err != nil {
 		return err

@@ -166,14 +166,23 @@ func TrainValueCritic(m *llama.Model, ad *llama.Adapter, v *ValueHead, pairs []P
 	defer tp.Free()
 	gw, gb := tp.Opt.Grad(v.W), tp.Opt.Grad(v.B)
 	d := m.Config.Dim
-	return pairLoop(pairs, tp.Opt, o, 0x76616c7565, func(idx []int, scale float64) (loss, acc float64, tokens int, err error) {
+	// The classifier runs forward only: its backward (the input gradient,
+	// and with every weight trained its own) is not taken, so its V·D
+	// weights cost 2 FLOPs a token, not FLOPsPerToken's 4 or 6.
+	vd := float64(m.Config.Vocab) * float64(m.Config.Dim)
+	fpt := trainer.FLOPsPerToken(m, ad) - 2*vd
+	if ad == nil {
+		fpt -= 2 * vd
+	}
+	meter := trainer.NewMeterFLOPs(m, fpt, o.PeakFLOPS)
+	return pairLoop(pairs, tp.Opt, o, 0x76616c7565, meter, func(idx []int, scale float64) (ms microStats, err error) {
 		var seqs []Seq
 		for _, k := range idx {
 			seqs = append(seqs, pairs[k].Chosen, pairs[k].Rejected)
 		}
 		pass, p, hs, err := lastHidden(m, ad, seqs)
 		if err != nil {
-			return 0, 0, 0, err
+			return ms, err
 		}
 		defer pass.Release()
 		w, bias := engine.ToF32(b, v.W), engine.ToF32(b, v.B)[0]
@@ -182,9 +191,10 @@ func TrainValueCritic(m *llama.Model, ad *llama.Adapter, v *ValueHead, pairs []P
 		for j := 0; j < len(seqs); j += 2 {
 			vc, vr := value(w, bias, hs[j]), value(w, bias, hs[j+1])
 			l, dC, dR := sweetrl.PreferenceLoss(vc, 0, vr, 0, 1) // −log σ(V(c) − V(r))
-			loss += scale * l
+			ms.loss += scale * l
+			ms.margin += vc - vr
 			if vc > vr {
-				acc++
+				ms.right++
 			}
 			for side, gv := range [2]float64{scale * dC, scale * dR} {
 				k := j + side
@@ -200,13 +210,14 @@ func TrainValueCritic(m *llama.Model, ad *llama.Adapter, v *ValueHead, pairs []P
 		engine.SetF32(b, gb, dB)
 		dht, err := engine.Alloc(b, m.DType(), len(p.bt.IDs), d)
 		if err != nil {
-			return 0, 0, 0, err
+			return ms, err
 		}
 		defer b.FreeBuffer(dht.Buffer())
 		engine.SetF32(b, dht, dh)
 		if err := pass.BackwardHidden(dht, tp.Grads, tp.AdapterGrads); err != nil {
-			return 0, 0, 0, err
+			return ms, err
 		}
-		return loss, acc, len(p.bt.IDs), nil
+		ms.tokens = len(p.bt.IDs)
+		return ms, nil
 	})
 }
