@@ -31,13 +31,18 @@ var palette = []string{"#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#
 // standalone SVG document titled title, one panel per metric sharing the
 // step axis, on linear or (o.LogY) logarithmic value axes. Values that
 // are not finite, or not positive on a logarithmic axis, are left out; a
-// metric with no value left is an error naming it.
+// metric with no value left is an error naming it. Without Keys it draws
+// what PlotSVG draws (the loss and the learning rate), or, with LogY, the
+// loss alone.
 func PlotMetricsSVG(recs []Record, title string, o PlotOptions) ([]byte, error) {
 	if len(recs) == 0 {
 		return nil, fmt.Errorf("no records: the metrics file is empty")
 	}
+	if len(o.Keys) == 0 && !o.LogY {
+		return PlotSVG(recs, title)
+	}
 	if len(o.Keys) == 0 {
-		return nil, fmt.Errorf("no metrics to draw")
+		o.Keys = []string{Loss}
 	}
 	series := make([]*plotSeries, len(o.Keys))
 	xmin, xmax := math.Inf(1), math.Inf(-1)

@@ -45,15 +45,7 @@ func runPlot(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if *title == "" {
 		*title = "Training curves: " + filepath.Base(in)
 	}
-	if *logY && len(*keys) == 0 {
-		*keys = []string{metrics.Loss}
-	}
-	var svg []byte
-	if len(*keys) > 0 {
-		svg, err = metrics.PlotMetricsSVG(recs, *title, metrics.PlotOptions{Keys: *keys, LogY: *logY})
-	} else {
-		svg, err = metrics.PlotSVG(recs, *title)
-	}
+	svg, err := metrics.PlotMetricsSVG(recs, *title, metrics.PlotOptions{Keys: *keys, LogY: *logY})
 	if err != nil {
 		return fmt.Errorf("%s: %w", in, err)
 	}

@@ -95,14 +95,6 @@ func (t *trainFlags) prefOptions(seed uint64, out io.Writer) rl.PrefOptions {
 	return o
 }
 
-// loadTrajectories reads a trajectory file and says what it holds.
-func loadTrajectories(path string, out io.Writer) ([]sweetrl.Trajectory, error) {
-	if path == "" {
-		return nil, errors.New("name the trajectories with --trajectories FILE (train rollout writes them)")
-	}
-	return rl.LoadJobTrajectories(path, out)
-}
-
 // trajJob is what the trainers on a trajectory file share: their flags,
 // the episode rules, the trajectories and the model.
 type trajJob struct {
@@ -146,7 +138,7 @@ func (j *trajJob) load(args []string, stdout io.Writer) error {
 	if j.proto, err = j.ef.Protocol(); err != nil {
 		return err
 	}
-	if j.trajs, err = loadTrajectories(*j.path, stdout); err != nil {
+	if j.trajs, err = rl.LoadJobTrajectories(*j.path, stdout); err != nil {
 		return err
 	}
 	j.m, j.ad, j.tok, err = j.pf.load()

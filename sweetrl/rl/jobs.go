@@ -311,8 +311,12 @@ func EvalJob(ctx context.Context, e Episodes, seeds int, out string) error {
 	return nil
 }
 
-// LoadJobTrajectories reads a trajectory file and says on w what it holds.
+// LoadJobTrajectories reads a trajectory file and says on w what it holds;
+// an empty path is an error asking for one.
 func LoadJobTrajectories(path string, w io.Writer) ([]sweetrl.Trajectory, error) {
+	if path == "" {
+		return nil, errors.New("name the trajectories with --trajectories FILE (train rollout writes them)")
+	}
 	trajs, err := sweetrl.LoadTrajectories(path)
 	if err != nil {
 		return nil, err
