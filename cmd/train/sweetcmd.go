@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/turnwise/turnwise/dist"
 	"github.com/turnwise/turnwise/engine"
 	"github.com/turnwise/turnwise/internal/outfile"
 	"github.com/turnwise/turnwise/model/llama"
@@ -59,6 +60,8 @@ type trainFlags struct {
 	batchTokens, maxLen  int
 	warmup, minRatio, wd float64
 	clip                 float64
+	losses               string
+	comm                 engine.Communicator // the data-parallel job's (nil: one process)
 }
 
 // register adds the flags with the given defaults of epochs and NLL
@@ -80,6 +83,22 @@ func (t *trainFlags) register(fs *pflag.FlagSet, epochs int, nll float64) {
 	fs.Float64Var(&t.minRatio, "min-lr-ratio", rl.RefMinLRRatio, "the cosine schedule's floor, as a fraction of --lr")
 	fs.Float64Var(&t.wd, "weight-decay", rl.RefWeightDecay, "AdamW weight decay")
 	fs.Float64Var(&t.clip, "clip", rl.RefMaxGradNorm, "clip the global gradient norm to this (0: off)")
+	fs.StringVar(&t.losses, "losses", "", "also write each optimizer step's loss to this file, a line \"step loss\" per step")
+}
+
+// writeLosses writes st's per-step losses to --losses, if named, on rank 0.
+func (t *trainFlags) writeLosses(st rl.PrefStats) error {
+	if t.losses == "" || (t.comm != nil && t.comm.Rank() != 0) {
+		return nil
+	}
+	var b []byte
+	for i, l := range st.Losses {
+		b = fmt.Appendf(b, "%d %.17g\n", i+1, l)
+	}
+	if err := os.WriteFile(t.losses, b, 0o644); err != nil {
+		return fmt.Errorf("--losses: %w", err)
+	}
+	return nil
 }
 
 func (t *trainFlags) learningRate() float64 {
@@ -99,6 +118,7 @@ func (t *trainFlags) prefOptions(seed uint64, out io.Writer, label string) rl.Pr
 	o.Beta, o.NLLCoef, o.Epochs, o.PairsPerStep, o.BatchTokens = t.beta, t.nll, t.epochs, t.batch, t.batchTokens
 	o.LR, o.WarmupFrac, o.MinLRRatio, o.Seed, o.Progress, o.Label = t.learningRate(), t.warmup, t.minRatio, seed, out, label
 	o.AdamW.WeightDecay, o.AdamW.MaxGradNorm = float32(t.wd), float32(t.clip)
+	o.Comm = t.comm
 	return o
 }
 
@@ -163,6 +183,11 @@ type trajJob struct {
 	m         *llama.Model
 	ad        *llama.Adapter
 	tok       tokenizer.Tokenizer
+	// The data-parallel job this process is a rank of (train launch,
+	// torchrun, Slurm): a nil comm when alone.
+	rank  dist.Rank
+	comm  engine.Communicator
+	leave func()
 }
 
 // newTrajJob registers the shared flags of subcommand name, with its
@@ -183,21 +208,55 @@ func (j *trajJob) load(args []string, stdout io.Writer) error {
 	if err := j.fs.Parse(args); err != nil {
 		return err
 	}
+	j.leave = func() {}
+	var err error
+	if j.rank, err = dist.FromEnv(os.Getenv); err != nil {
+		return err
+	}
+	// A rank uses the GPU of its LOCAL_RANK; rank 0 reports.
+	j.pf.device = j.rank.LocalRank
+	stdout = j.report(stdout)
 	if *j.out == "" {
 		return errors.New("name the output directory with --out DIR")
 	}
 	if err := outfile.CheckDir(*j.out); err != nil {
 		return err
 	}
-	var err error
 	if j.proto, err = j.ef.protocol(); err != nil {
 		return err
 	}
 	if j.trajs, err = loadTrajectories(*j.path, stdout); err != nil {
 		return err
 	}
-	j.m, j.ad, j.tok, err = j.pf.load()
+	if j.m, j.ad, j.tok, err = j.pf.load(); err != nil {
+		return err
+	}
+	j.comm, j.leave, err = joinJob(j.m.Backend(), j.rank)
+	j.tf.comm = j.comm
 	return err
+}
+
+// report returns stdout on rank 0, where a job reports, and io.Discard on
+// the other ranks.
+func (j *trajJob) report(stdout io.Writer) io.Writer {
+	if j.rank.Rank != 0 {
+		return io.Discard
+	}
+	return stdout
+}
+
+// save saves ad (nil: every weight of m) to dir on rank 0, and has every
+// rank wait for it, so that the ranks leave together.
+func (j *trajJob) save(m *llama.Model, ad *llama.Adapter, dir string, out io.Writer) error {
+	if j.rank.Rank == 0 {
+		if err := save(m, ad, dir, out); err != nil {
+			return err
+		}
+	}
+	if j.comm != nil {
+		return j.comm.Barrier()
+	}
+	return nil
 }
 
 // episodeJob is what the subcommands that play episodes (rollout, eval)
@@ -314,6 +373,8 @@ func runCritic(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	if err := j.load(args, stdout); err != nil {
 		return err
 	}
+	defer j.leave()
+	stdout = j.report(stdout)
 	if *head != "logprob" && *head != "scalar" {
 		return fmt.Errorf("--head %q: want logprob or scalar", *head)
 	}
@@ -346,10 +407,13 @@ func runCritic(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 		return err
 	}
 	reportPref(stdout, st)
-	if err := save(m, critic, *out, stdout); err != nil {
+	if err := tf.writeLosses(st); err != nil {
 		return err
 	}
-	if v != nil {
+	if err := j.save(m, critic, *out, stdout); err != nil {
+		return err
+	}
+	if v != nil && j.rank.Rank == 0 {
 		return v.Save(m.Backend(), filepath.Join(*out, rl.ValueHeadFile))
 	}
 	return nil
@@ -393,6 +457,8 @@ func runActor(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	if err := j.load(nil, stdout); err != nil {
 		return err
 	}
+	defer j.leave()
+	stdout = j.report(stdout)
 	m, ad, tok, tf, pf, proto, trajs, out := j.m, j.ad, j.tok, j.tf, j.pf, j.proto, j.trajs, j.out
 	if *maxNew, err = fitMaxNew(m.Config, 0, *maxNew, stdout); err != nil {
 		return err
@@ -439,7 +505,10 @@ func runActor(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 		return err
 	}
 	reportPref(stdout, ps)
-	return save(m, actor, *out, stdout)
+	if err := tf.writeLosses(ps); err != nil {
+		return err
+	}
+	return j.save(m, actor, *out, stdout)
 }
 
 // runMTDPO implements "train mtdpo".
@@ -449,6 +518,8 @@ func runMTDPO(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	if err := j.load(args, stdout); err != nil {
 		return err
 	}
+	defer j.leave()
+	stdout = j.report(stdout)
 	pairs, err := rl.TrajectoryPairs(j.tok, j.proto.System, j.trajs)
 	if err != nil {
 		return fmt.Errorf("%s: %w", *j.path, err)
@@ -464,7 +535,10 @@ func runMTDPO(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 		return err
 	}
 	reportPref(stdout, st)
-	return save(j.m, pol, *j.out, stdout)
+	if err := j.tf.writeLosses(st); err != nil {
+		return err
+	}
+	return j.save(j.m, pol, *j.out, stdout)
 }
 
 // runRFT implements "train rft".
@@ -474,6 +548,8 @@ func runRFT(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	if err := j.load(args, stdout); err != nil {
 		return err
 	}
+	defer j.leave()
+	stdout = j.report(stdout)
 	ex, err := rl.RFTExamples(j.tok, j.proto.System, j.trajs)
 	if err != nil {
 		return fmt.Errorf("%s: %w", *j.path, err)
@@ -492,11 +568,11 @@ func runRFT(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	tf := j.tf
 	steps := max(1, tf.epochs*tokens/tf.batchTokens)
 	fmt.Fprintf(stdout, "rejection fine-tuning on %d successful trajectories (%d tokens), %d steps, %s\n", len(ex), tokens, steps, what(pol, tf))
-	o := rl.SFTOptions{Steps: steps, BatchTokens: tf.batchTokens, MaxLen: min(tf.maxLen, j.m.Config.MaxSeqLen), LR: tf.learningRate(), Seed: j.pf.seed}
+	o := rl.SFTOptions{Steps: steps, BatchTokens: tf.batchTokens, MaxLen: min(tf.maxLen, j.m.Config.MaxSeqLen), LR: tf.learningRate(), Seed: j.pf.seed, Comm: j.comm}
 	if err := rl.SupervisedFT(j.m, pol, ex, o, stdout); err != nil {
 		return err
 	}
-	return save(j.m, pol, *j.out, stdout)
+	return j.save(j.m, pol, *j.out, stdout)
 }
 
 // parseNLLScope parses --nll-scope: sequence (true) or reply (false).
