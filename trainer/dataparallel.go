@@ -196,23 +196,14 @@ func allReduceGrad(c engine.Communicator, opt *optim.AdamW) error {
 	return nil
 }
 
-// gatherBytes gathers every rank's mine (the same length on every rank, a
-// multiple of 4 bytes) on every rank, in rank order.
+// gatherBytes gathers every rank's mine (the same length on every rank) on
+// every rank, concatenated in rank order.
 func gatherBytes(c engine.Communicator, b engine.Backend, mine []byte) ([]byte, error) {
-	if len(mine)%4 != 0 {
-		panic(fmt.Sprintf("trainer: gathering %d bytes, not a multiple of 4", len(mine)))
-	}
-	in := engine.MustAlloc(b, engine.I32, len(mine)/4)
-	all := engine.MustAlloc(b, engine.I32, len(mine)/4*c.Size())
-	defer b.FreeBuffer(in.Buffer())
-	defer b.FreeBuffer(all.Buffer())
-	b.Upload(in, mine)
-	if err := c.AllGather(all, in); err != nil {
+	all, err := engine.GatherBytes(c, b, mine)
+	if err != nil {
 		return nil, err
 	}
-	got := make([]byte, all.Bytes())
-	b.Download(got, all)
-	return got, nil
+	return slices.Concat(all...), nil
 }
 
 // Reduce makes one data-parallel step of the ranks of c (nil or of one

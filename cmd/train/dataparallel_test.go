@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"io"
 	"math"
 	"os"
@@ -99,4 +100,43 @@ func readLosses(t *testing.T, path string) []float64 {
 		out = append(out, v)
 	}
 	return out
+}
+
+// TestLaunchRollout: train rollout on two ranks, each playing every other
+// chunk of episodes, writes the file one process writes with the same
+// seeds, byte for byte, with chunks that leave one rank a round short.
+func TestLaunchRollout(t *testing.T) {
+	if testing.Short() {
+		t.Skip("plays the episodes twice")
+	}
+	dir := t.TempDir()
+	common := []string{"--hf", byteModel(t), "--threads", "1", "--env", "demo", "--demo-tasks", "5", "--k", "2",
+		"--max-new", "6", "--chunk", "3", "--temperature", "1", "--seed", "7"}
+	one, two := filepath.Join(dir, "one.jsonl"), filepath.Join(dir, "two.jsonl")
+	if out, err := runCmd(t, runRollout, "", append(common, "--out", one)...); err != nil {
+		t.Fatalf("one process: %v\n%s", err, out)
+	}
+	out, errOut, err := launchRun(t, append([]string{"--nproc-per-node", "2", "--master-port", freePort(t), "--",
+		"rollout", "--out", two}, common...)...)
+	if err != nil {
+		t.Fatalf("two ranks: %v\n%s\n%s", err, out, errOut)
+	}
+	if strings.Contains(out, "[rank 1]") || !strings.Contains(out, "[rank 0] wrote "+two) {
+		t.Errorf("want rank 0 alone to report and write:\n%s", out)
+	}
+	want, err := os.ReadFile(one)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(two)
+	if err != nil {
+		t.Fatal(err)
+	}
+	trajs, err := sweetrl.LoadTrajectories(one)
+	if err != nil || len(trajs) != 10 {
+		t.Fatalf("one process wrote %d trajectories (%v), want 10", len(trajs), err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("two ranks wrote %d bytes, one process %d: the files differ", len(got), len(want))
+	}
 }

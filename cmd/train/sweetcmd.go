@@ -277,6 +277,11 @@ type episodeJob struct {
 	hs     *sweetrl.HTTPSimulator // the simulator, when it is the HTTP one
 	scorer sweetrl.Scorer
 	desc   string // which scorer, in words
+	// The data-parallel job this process is a rank of (train launch,
+	// torchrun, Slurm): a nil comm when alone.
+	rank  dist.Rank
+	comm  engine.Communicator
+	leave func()
 }
 
 // newEpisodeJob registers the shared flags of subcommand name.
@@ -299,6 +304,15 @@ func (j *episodeJob) load(args []string, heldOut bool, check func() error, stdou
 	if err := check(); err != nil {
 		return err
 	}
+	j.leave = func() {}
+	if j.rank, err = dist.FromEnv(os.Getenv); err != nil {
+		return err
+	}
+	// A rank uses the GPU of its LOCAL_RANK; rank 0 reports.
+	j.pf.device = j.rank.LocalRank
+	if j.rank.Rank != 0 {
+		stdout = io.Discard
+	}
 	if j.proto, err = j.ef.protocol(); err != nil {
 		return err
 	}
@@ -306,6 +320,9 @@ func (j *episodeJob) load(args []string, heldOut bool, check func() error, stdou
 		return err
 	}
 	if j.m, j.ad, j.tok, err = j.pf.load(); err != nil {
+		return err
+	}
+	if j.comm, j.leave, err = joinJob(j.m.Backend(), j.rank); err != nil {
 		return err
 	}
 	if j.sim, j.hs, err = j.ef.newSimulator(&j.pf, j.m, j.tok); err != nil {
@@ -335,6 +352,10 @@ func runRollout(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	defer j.leave()
+	if j.rank.Rank != 0 {
+		stdout = io.Discard
+	}
 	var all []sweetrl.Task
 	for _, t := range j.tasks {
 		for range *k {
@@ -348,9 +369,16 @@ func runRollout(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	}
 	trajs, err := rl.RolloutToFile(context.Background(), all, agent, j.sim, j.scorer,
 		rl.RolloutOptions{Protocol: j.proto, SimWorkers: j.ef.simWorkers, Progress: stdout, Label: "episodes"},
-		rl.FileRolloutOptions{Path: *out, Continue: *cont, Chunk: *chunk, Log: stdout})
+		rl.FileRolloutOptions{Path: *out, Continue: *cont, Chunk: *chunk, Log: stdout, Comm: j.comm, Backend: j.m.Backend()})
 	if err != nil {
 		return err
+	}
+	if j.comm != nil {
+		// Rank 0 has written the file and serves the store: the ranks
+		// leave together.
+		if err := j.comm.Barrier(); err != nil {
+			return err
+		}
 	}
 	fmt.Fprintf(stdout, "wrote %s: mean reward %.3f, success %.3f\n", *out, sweetrl.MeanReward(trajs), sweetrl.SuccessRate(trajs))
 	reportSimulator(stdout, j.hs)
@@ -603,13 +631,17 @@ func runEval(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	defer j.leave()
+	if j.rank.Rank != 0 {
+		stdout = io.Discard
+	}
 	fmt.Fprintf(stdout, "%d tasks × %d seeds; scoring with %s\n", len(j.tasks), *seeds, j.desc)
 	s, eps, err := rl.Evaluate(context.Background(), j.m, j.ad, j.tok, j.proto, j.tasks, j.sim, j.scorer,
 		rl.EvalOptions{Seeds: *seeds, Temperature: j.temp, MaxNew: j.maxNew, Seed: j.pf.seed, SimWorkers: j.ef.simWorkers, Label: "eval"}, stdout)
 	if err != nil {
 		return err
 	}
-	if *out != "" {
+	if *out != "" && j.rank.Rank == 0 {
 		if err := sweetrl.SaveTrajectories(*out, eps); err != nil {
 			return err
 		}
