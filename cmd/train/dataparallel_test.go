@@ -140,3 +140,25 @@ func TestLaunchRollout(t *testing.T) {
 		t.Errorf("two ranks wrote %d bytes, one process %d: the files differ", len(got), len(want))
 	}
 }
+
+// TestLaunchRFT: train rft on two ranks trains through the data-parallel
+// supervised trainer and rank 0 alone reports and writes the adapter.
+func TestLaunchRFT(t *testing.T) {
+	dir := t.TempDir()
+	scripted := filepath.Join(dir, "scripted.jsonl")
+	if err := sweetrl.SaveTrajectories(scripted, demotask.ScriptedTrajectories(demotask.Tasks(4, 9), 4, 9)); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "rft")
+	stdout, errOut, err := launchRun(t, "--nproc-per-node", "2", "--master-port", freePort(t), "--", "rft",
+		"--hf", byteModel(t), "--threads", "1", "--env", "demo", "--trajectories", scripted, "--lora-rank", "2", "--batch-tokens", "2048", "--epochs", "1", "--out", out)
+	if err != nil {
+		t.Fatalf("%v\n%s\n%s", err, stdout, errOut)
+	}
+	if strings.Contains(stdout, "[rank 1]") || !strings.Contains(stdout, "[rank 0] saved to "+out) {
+		t.Errorf("want rank 0 alone to report and save:\n%s", stdout)
+	}
+	if _, err := os.Stat(filepath.Join(out, "adapter_model.safetensors")); err != nil {
+		t.Error(err)
+	}
+}
