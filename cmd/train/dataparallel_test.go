@@ -162,3 +162,51 @@ func TestLaunchRFT(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// TestLaunchEval: train eval on two ranks, each playing every other seed,
+// reports the summary one process reports and rank 0 writes the same
+// episodes.
+func TestLaunchEval(t *testing.T) {
+	dir := t.TempDir()
+	common := []string{"--hf", byteModel(t), "--threads", "1", "--env", "demo", "--demo-tasks", "4", "--seeds", "3",
+		"--max-new", "6", "--temperature", "1", "--seed", "5"}
+	one, two := filepath.Join(dir, "one.jsonl"), filepath.Join(dir, "two.jsonl")
+	oneOut, err := runCmd(t, runEval, "", append(common, "--out", one)...)
+	if err != nil {
+		t.Fatalf("one process: %v\n%s", err, oneOut)
+	}
+	out, errOut, err := launchRun(t, append([]string{"--nproc-per-node", "2", "--master-port", freePort(t), "--",
+		"eval", "--out", two}, common...)...)
+	if err != nil {
+		t.Fatalf("two ranks: %v\n%s\n%s", err, out, errOut)
+	}
+	if strings.Contains(out, "[rank 1]") {
+		t.Errorf("rank 1 reported too:\n%s", out)
+	}
+	lines := strings.Split(strings.TrimSpace(oneOut), "\n")
+	summary := lines[len(lines)-1]
+	if !strings.HasSuffix(summary, "(4 tasks, 12 episodes)") {
+		t.Fatalf("one process's last line %q, want its summary of 4 tasks and 12 episodes", summary)
+	}
+	if !strings.Contains(out, "[rank 0] "+summary) {
+		t.Errorf("two ranks' output lacks one process's summary %q:\n%s", summary, out)
+	}
+	want, err := sweetrl.LoadTrajectories(one)
+	if err != nil || len(want) != 12 {
+		t.Fatalf("one process wrote %d episodes (%v), want 12", len(want), err)
+	}
+	got, err := sweetrl.LoadTrajectories(two)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(want) {
+		t.Fatalf("two ranks wrote %d episodes, one process %d", len(got), len(want))
+	}
+	for i := range want {
+		a, _ := want[i].MarshalJSON()
+		b, _ := got[i].MarshalJSON()
+		if !bytes.Equal(a, b) {
+			t.Errorf("episode %d differs between two ranks and one process", i+1)
+		}
+	}
+}

@@ -637,7 +637,8 @@ func runEval(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "%d tasks × %d seeds; scoring with %s\n", len(j.tasks), *seeds, j.desc)
 	s, eps, err := rl.Evaluate(context.Background(), j.m, j.ad, j.tok, j.proto, j.tasks, j.sim, j.scorer,
-		rl.EvalOptions{Seeds: *seeds, Temperature: j.temp, MaxNew: j.maxNew, Seed: j.pf.seed, SimWorkers: j.ef.simWorkers, Label: "eval"}, stdout)
+		rl.EvalOptions{Seeds: *seeds, Temperature: j.temp, MaxNew: j.maxNew, Seed: j.pf.seed, SimWorkers: j.ef.simWorkers, Label: "eval",
+			Comm: j.comm, Backend: j.m.Backend()}, stdout)
 	if err != nil {
 		return err
 	}
