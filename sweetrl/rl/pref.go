@@ -43,6 +43,11 @@ type PrefOptions struct {
 	// AfterEpoch, when set, is called after each epoch (1, 2, …) with the
 	// statistics so far: to validate, and keep the best epoch's weights.
 	AfterEpoch func(epoch int, st PrefStats) error
+	// Comm, when it joins several ranks, trains data parallel: each step's
+	// pairs (PairsPerStep per rank) are split across the ranks in rank
+	// order, the gradients summed across them, and every rank steps alike;
+	// nil trains in one process.
+	Comm engine.Communicator
 }
 
 // PrefStats summarise a preference run.
@@ -52,6 +57,8 @@ type PrefStats struct {
 	// epoch; FirstAcc and LastAcc the fraction of pairs whose margin
 	// (s_θ⁺ − s_ref⁺) − (s_θ⁻ − s_ref⁻) was positive.
 	FirstLoss, LastLoss, FirstAcc, LastAcc float64
+	// Losses are the steps' losses, each the mean over the step's pairs.
+	Losses []float64
 }
 
 // String says how a run went: "loss 0.6931 → 0.4012, pair accuracy 0.500
@@ -95,6 +102,15 @@ func TrainPreferences(m *llama.Model, ad *llama.Adapter, pairs []PrefPair, o Pre
 	if o.Epochs <= 0 || o.PairsPerStep <= 0 || o.BatchTokens <= 0 || o.Beta <= 0 {
 		return st, fmt.Errorf("preference training: %d epochs, %d pairs per step, %d tokens per batch, β %g", o.Epochs, o.PairsPerStep, o.BatchTokens, o.Beta)
 	}
+	tp, err := trainer.NewParams(m, ad, o.AdamW, nil)
+	if err != nil {
+		return st, err
+	}
+	defer tp.Free()
+	// Every rank starts from rank 0's weights, its reference included.
+	if err := tp.Broadcast(o.Comm); err != nil {
+		return st, err
+	}
 	// The frozen reference: every sequence's score before any update.
 	seqs := make([]Seq, 0, 2*len(pairs))
 	for _, p := range pairs {
@@ -104,13 +120,7 @@ func TrainPreferences(m *llama.Model, ad *llama.Adapter, pairs []PrefPair, o Pre
 	if err != nil {
 		return st, fmt.Errorf("reference scores: %w", err)
 	}
-
-	tp, err := trainer.NewParams(m, ad, o.AdamW, nil)
-	if err != nil {
-		return st, err
-	}
-	defer tp.Free()
-	return pairLoop(pairs, tp.Opt, o, 0x70726566, func(idx []int, scale float64) (float64, float64, int, error) {
+	return pairLoop(pairs, tp, o, 0x70726566, func(idx []int, scale float64) (float64, float64, int, error) {
 		return prefMicroBatch(m, ad, tp, pairs, ref, idx, o, scale)
 	})
 }
@@ -119,11 +129,20 @@ func TrainPreferences(m *llama.Model, ad *llama.Adapter, pairs []PrefPair, o Pre
 // pairs to an optimizer step on the warm-up + cosine schedule. micro adds
 // to the gradients scale times the loss gradient of the pairs idx (one
 // forward pass of about o.BatchTokens tokens), and returns that scaled loss,
-// the number of those pairs ranked right, and the tokens it ran.
-func pairLoop(pairs []PrefPair, opt *optim.AdamW, o PrefOptions, stream uint64,
+// the number of those pairs ranked right, and the tokens it ran. With
+// o.Comm of W ranks a step takes W·PairsPerStep pairs, the r-th W-th of
+// them on rank r; the caller has given every rank the same weights
+// (trainer.Params.Broadcast).
+func pairLoop(pairs []PrefPair, tp *trainer.Params, o PrefOptions, stream uint64,
 	micro func(idx []int, scale float64) (loss, acc float64, tokens int, err error)) (PrefStats, error) {
 	st := PrefStats{Pairs: len(pairs)}
-	perEpoch := (len(pairs) + o.PairsPerStep - 1) / o.PairsPerStep
+	opt := tp.Opt
+	rank, size := 0, 1
+	if o.Comm != nil {
+		rank, size = o.Comm.Rank(), o.Comm.Size()
+	}
+	perStep := o.PairsPerStep * size
+	perEpoch := (len(pairs) + perStep - 1) / perStep
 	total := perEpoch * o.Epochs
 	sched := optim.Schedule{Peak: o.LR, Warmup: int(math.Ceil(o.WarmupFrac * float64(total))), Total: total, Cosine: true, MinRatio: o.MinLRRatio}
 	var prog *metrics.Progress
@@ -139,12 +158,13 @@ func pairLoop(pairs []PrefPair, opt *optim.AdamW, o PrefOptions, stream uint64,
 	for ep := 0; ep < o.Epochs; ep++ {
 		rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
 		var lossSum, accSum float64
-		for s := 0; s < len(order); s += o.PairsPerStep {
+		for s := 0; s < len(order); s += perStep {
 			start := time.Now()
-			step := order[s:min(s+o.PairsPerStep, len(order))]
+			all := order[s:min(s+perStep, len(order))]
+			step := all[rank*len(all)/size : (rank+1)*len(all)/size]
 			opt.ZeroGrad()
-			scale := 1 / float64(len(step))
-			var stepLoss float64
+			scale := 1 / float64(len(all))
+			var stepLoss, stepAcc float64
 			var tokens int
 			for _, r := range pairBatches(pairs, step, o.BatchTokens) {
 				l, acc, n, err := micro(step[r[0]:r[1]], scale)
@@ -152,15 +172,22 @@ func pairLoop(pairs []PrefPair, opt *optim.AdamW, o PrefOptions, stream uint64,
 					return st, err
 				}
 				stepLoss += l
-				accSum += acc
+				stepAcc += acc
 				tokens += n
 			}
+			sums := []float64{stepLoss, stepAcc, float64(tokens)}
+			if err := tp.Reduce(o.Comm, sums); err != nil {
+				return st, err
+			}
+			stepLoss, tokens = sums[0], int(sums[2])
+			accSum += sums[1]
+			st.Losses = append(st.Losses, stepLoss)
 			lr := sched.LR(st.Steps)
 			if res := opt.Step(float32(lr), 1); res.Skipped {
 				st.Skipped++
 			}
 			st.Steps++
-			lossSum += stepLoss * float64(len(step))
+			lossSum += stepLoss * float64(len(all))
 			if prog != nil {
 				prog.Update(int64(st.Steps), stepLoss, lr, float64(tokens)/time.Since(start).Seconds())
 			}

@@ -5,6 +5,7 @@ import (
 	"io"
 
 	"github.com/turnwise/turnwise/data"
+	"github.com/turnwise/turnwise/engine"
 	"github.com/turnwise/turnwise/model/llama"
 	"github.com/turnwise/turnwise/optim"
 	"github.com/turnwise/turnwise/trainer"
@@ -17,6 +18,10 @@ type SFTOptions struct {
 	MaxLen      int     // tokens an example keeps at most (data.PackOptions)
 	LR          float64 // peak learning rate
 	Seed        uint64  // the order the examples are visited in
+	// Comm, when it joins several ranks, trains data parallel: each rank
+	// trains on its share of the packed batches (trainer.Config.Comm), so
+	// a step sees W batches; nil trains in one process.
+	Comm engine.Communicator
 }
 
 // SupervisedFT trains m's adapter ad (nil: every weight) on examples with
@@ -36,7 +41,7 @@ func SupervisedFT(m *llama.Model, ad *llama.Adapter, examples []data.Example, o 
 		return err
 	}
 	tr, err := trainer.New(m, ad, train, nil, trainer.Config{
-		Steps: o.Steps, MicroBatches: 1,
+		Steps: o.Steps, MicroBatches: 1, Comm: o.Comm,
 		Schedule: optim.Schedule{Peak: o.LR, Warmup: max(1, o.Steps*3/100), Total: o.Steps, Cosine: true, MinRatio: RefMinLRRatio},
 		AdamW:    ReferenceAdamW(),
 	}, out)

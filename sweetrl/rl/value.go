@@ -164,9 +164,12 @@ func TrainValueCritic(m *llama.Model, ad *llama.Adapter, v *ValueHead, pairs []P
 		return st, err
 	}
 	defer tp.Free()
+	if err := tp.Broadcast(o.Comm); err != nil {
+		return st, err
+	}
 	gw, gb := tp.Opt.Grad(v.W), tp.Opt.Grad(v.B)
 	d := m.Config.Dim
-	return pairLoop(pairs, tp.Opt, o, 0x76616c7565, func(idx []int, scale float64) (loss, acc float64, tokens int, err error) {
+	return pairLoop(pairs, tp, o, 0x76616c7565, func(idx []int, scale float64) (loss, acc float64, tokens int, err error) {
 		var seqs []Seq
 		for _, k := range idx {
 			seqs = append(seqs, pairs[k].Chosen, pairs[k].Rejected)
