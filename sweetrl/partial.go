@@ -120,6 +120,18 @@ func (w *PartialTrajectories) Append(trajs ...Trajectory) error {
 	return nil
 }
 
+// AppendEncoded writes n trajectories already encoded by WriteTrajectories
+// (lines) at the end of the file, as Append does: the bytes Append would
+// write for them, even where a trajectory's text is not valid UTF-8 and
+// would not survive decoding and encoding again.
+func (w *PartialTrajectories) AppendEncoded(lines []byte, n int) error {
+	if err := w.p.Append(lines); err != nil {
+		return err
+	}
+	w.n += n
+	return nil
+}
+
 // Commit completes the file: PATH.partial becomes PATH (compressed with
 // zstd when PATH ends in ".zst").
 func (w *PartialTrajectories) Commit() error {

@@ -161,27 +161,18 @@ func (d *dataParallel) reduce(opt *optim.AdamW, loss float64, tokens int) (float
 	if d.c == nil {
 		return loss, tokens, nil
 	}
-	grad := opt.FlatGrad()
-	for off := 0; off < grad.Numel() && !opt.Sharded(); off += bucketElems {
-		n := min(bucketElems, grad.Numel()-off)
-		bucket := engine.NewTensor(grad.Buffer(), grad.Offset()+4*off, engine.F32, n)
-		if err := d.c.AllReduce(bucket); err != nil {
-			return 0, 0, fmt.Errorf("trainer: all-reducing gradients: %w", err)
+	if !opt.Sharded() {
+		if err := allReduceGrad(d.c, opt); err != nil {
+			return 0, 0, err
 		}
 	}
 	// [loss as float64 bits, tokens as int64] per rank, moved as i32 pairs.
 	mine := binary.LittleEndian.AppendUint64(nil, math.Float64bits(loss))
 	mine = binary.LittleEndian.AppendUint64(mine, uint64(tokens))
-	in := engine.MustAlloc(d.b, engine.I32, 4)
-	all := engine.MustAlloc(d.b, engine.I32, 4*d.size)
-	defer d.b.FreeBuffer(in.Buffer())
-	defer d.b.FreeBuffer(all.Buffer())
-	d.b.Upload(in, mine)
-	if err := d.c.AllGather(all, in); err != nil {
+	got, err := gatherBytes(d.c, d.b, mine)
+	if err != nil {
 		return 0, 0, fmt.Errorf("trainer: gathering the ranks' losses: %w", err)
 	}
-	got := make([]byte, all.Bytes())
-	d.b.Download(got, all)
 	var sum float64
 	tokens = 0
 	for r := range d.size {
@@ -189,6 +180,67 @@ func (d *dataParallel) reduce(opt *optim.AdamW, loss float64, tokens int) (float
 		tokens += int(binary.LittleEndian.Uint64(got[16*r+8:]))
 	}
 	return sum / float64(d.size), tokens, nil
+}
+
+// allReduceGrad sums opt's flat gradient across the ranks of c in buckets
+// of bucketElems, in buffer order (a fixed order: runs repeat).
+func allReduceGrad(c engine.Communicator, opt *optim.AdamW) error {
+	grad := opt.FlatGrad()
+	for off := 0; off < grad.Numel(); off += bucketElems {
+		n := min(bucketElems, grad.Numel()-off)
+		bucket := engine.NewTensor(grad.Buffer(), grad.Offset()+4*off, engine.F32, n)
+		if err := c.AllReduce(bucket); err != nil {
+			return fmt.Errorf("trainer: all-reducing gradients: %w", err)
+		}
+	}
+	return nil
+}
+
+// gatherBytes gathers every rank's mine (the same length on every rank) on
+// every rank, concatenated in rank order.
+func gatherBytes(c engine.Communicator, b engine.Backend, mine []byte) ([]byte, error) {
+	all, err := engine.GatherBytes(c, b, mine)
+	if err != nil {
+		return nil, err
+	}
+	return slices.Concat(all...), nil
+}
+
+// Reduce makes one data-parallel step of the ranks of c (nil or of one
+// rank: one process) out of each rank's gradients and vals: it sums the
+// gradients across the ranks (in buckets, in buffer order) and replaces
+// vals with their sums over the ranks, added in rank order in float64, so
+// every rank holds the same. vals must have the same length on every rank.
+func (p *Params) Reduce(c engine.Communicator, vals []float64) error {
+	if c == nil || c.Size() == 1 {
+		return nil
+	}
+	if err := allReduceGrad(c, p.Opt); err != nil {
+		return err
+	}
+	var mine []byte
+	for _, v := range vals {
+		mine = binary.LittleEndian.AppendUint64(mine, math.Float64bits(v))
+	}
+	got, err := gatherBytes(c, p.m.Backend(), mine)
+	if err != nil {
+		return fmt.Errorf("trainer: gathering the ranks' values: %w", err)
+	}
+	for i := range vals {
+		vals[i] = 0
+		for r := range c.Size() {
+			vals[i] += math.Float64frombits(binary.LittleEndian.Uint64(got[8*(r*len(vals)+i):]))
+		}
+	}
+	return nil
+}
+
+// Broadcast gives every rank of c (nil: one process) rank 0's parameters.
+func (p *Params) Broadcast(c engine.Communicator) error {
+	if c == nil || c.Size() == 1 {
+		return nil
+	}
+	return broadcastParams(c, p.Tensors)
 }
 
 // broadcastParams gives every rank rank 0's weights, in name order.

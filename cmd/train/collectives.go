@@ -45,6 +45,24 @@ func joinJob(b engine.Backend, r dist.Rank) (c engine.Communicator, leave func()
 	return c, func() { c.Close(); g.Close() }, nil
 }
 
+// member is a process's place in the data-parallel job it is a rank of
+// (train launch, torchrun, Slurm; alone, a job of one).
+type member struct {
+	rank  dist.Rank
+	comm  engine.Communicator // joinJob's; nil: alone
+	leave func()              // closes what joinJob opened
+}
+
+// enter reads the rank from the environment, points bf at the GPU of its
+// LOCAL_RANK and silences *stdout on the ranks other than 0: rank 0 reports.
+func (p *member) enter(bf *backendFlags, stdout *io.Writer) (err error) {
+	if p.rank, err = dist.FromEnv(os.Getenv); p.rank.Rank != 0 {
+		*stdout = io.Discard
+	}
+	bf.device = p.rank.LocalRank
+	return err
+}
+
 // runCollectives is `train collectives`: every rank (started by train
 // launch, torchrun or Slurm, or alone) joins the job, checks each collective
 // against plain sums, and rank 0 prints the all-reduce bandwidth.

@@ -76,7 +76,7 @@ func runGenerate(args []string, stdin io.Reader, stdout, stderr io.Writer) error
 	if len(ids) == 0 {
 		return errors.New("empty prompt")
 	}
-	if *maxNew, err = fitMaxNew(m.Config, len(ids), *maxNew, stderr); err != nil {
+	if *maxNew, err = m.Config.FitMaxNew(len(ids), *maxNew, stderr); err != nil {
 		return err
 	}
 	stop := m.Config.EOS

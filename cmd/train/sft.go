@@ -4,11 +4,9 @@ import (
 	_ "embed"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 
 	"github.com/turnwise/turnwise/data"
-	"github.com/turnwise/turnwise/dist"
 	"github.com/turnwise/turnwise/engine"
 	"github.com/turnwise/turnwise/internal/recipe"
 	"github.com/turnwise/turnwise/model/llama"
@@ -77,15 +75,10 @@ func runSFT(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	if mf.Named() == 0 {
 		mf.Preset = "builtin"
 	}
-	// One rank of a data-parallel job (train launch, torchrun, Slurm) uses
-	// the GPU of its LOCAL_RANK; rank 0 reports.
-	job, err := dist.FromEnv(os.Getenv)
+	var job member
+	err := job.enter(&mf.backendFlags, &stdout)
 	if err != nil {
 		return err
-	}
-	mf.device = job.LocalRank
-	if job.Rank != 0 {
-		stdout = io.Discard
 	}
 
 	// The model and its tokenizer.
@@ -131,7 +124,7 @@ func runSFT(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	}
 	err = trainer.RunSFT(trainer.SFTJob{Model: m, Adapter: ad, Rank: *rank, Examples: examples, EvalFraction: *evalFrac,
 		BatchTokens: *batchTokens, Seed: mf.seed, Resume: *resume, Log: stdout, Flags: recipe.Values(fs), Force: *force,
-		Join: func(b engine.Backend) (engine.Communicator, func(), error) { return joinJob(b, job) },
+		Join: func(b engine.Backend) (engine.Communicator, func(), error) { return joinJob(b, job.rank) },
 		Config: trainer.Config{
 			Steps: *steps, MicroBatches: *micro, EvalEvery: *evalEvery, EvalBatches: 2,
 			CheckpointEvery: *ckEvery, KeepCheckpoints: *keep, RunDir: *runDir, Compress: true, Zero: *zero, PeakFLOPS: *peak * 1e12,
@@ -145,7 +138,7 @@ func runSFT(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 		return nil
 	}
 	ids := append([]int32{m.Config.BOS}, tok.Encode(*prompt, tokenizer.EncodeOptions{})...)
-	if *maxNew, err = fitMaxNew(m.Config, len(ids), *maxNew, stdout); err != nil {
+	if *maxNew, err = m.Config.FitMaxNew(len(ids), *maxNew, stdout); err != nil {
 		return err
 	}
 	text, err := m.Greedy(tok, ids, *maxNew, ad)

@@ -48,15 +48,15 @@ func (p *policyFlags) load() (*llama.Model, *llama.Adapter, tokenizer.Tokenizer,
 
 // trainFlags are the optimisation flags of the trainers.
 type trainFlags struct {
-	rank                 int
-	full                 bool
-	lr                   float64
-	epochs, batch        int
-	beta, nll            float64
-	batchTokens, maxLen  int
-	warmup, minRatio, wd float64
-	clip                 float64
-	peakTFLOPS           float64
+	rank                       int
+	full                       bool
+	lr                         float64
+	epochs, batch              int
+	beta, nll                  float64
+	batchTokens, maxLen        int
+	warmup, minRatio, wd, clip float64
+	peakTFLOPS                 float64
+	losses                     string
 }
 
 // register adds the flags with the given defaults of epochs and NLL
@@ -79,6 +79,7 @@ func (t *trainFlags) register(fs *pflag.FlagSet, epochs int, nll float64) {
 	fs.Float64Var(&t.wd, "weight-decay", rl.RefWeightDecay, "AdamW weight decay")
 	fs.Float64Var(&t.clip, "clip", rl.RefMaxGradNorm, "clip the global gradient norm to this (0: off)")
 	fs.Float64Var(&t.peakTFLOPS, "peak-tflops", 0, "the device's peak TFLOP/s, for the MFU in --out's metrics.jsonl: the GPU's bf16 data-sheet peak (989.4 for an H100 SXM), or the CPU GEMM rate train bench measures (0: no MFU)")
+	fs.StringVar(&t.losses, "losses", "", "also write each optimizer step's loss to this file, a line \"step loss\" per step")
 }
 
 // target says what the flags train.
@@ -108,6 +109,7 @@ type trajJob struct {
 	m         *llama.Model
 	ad        *llama.Adapter
 	tok       tokenizer.Tokenizer
+	member
 }
 
 // newTrajJob registers the shared flags of subcommand name, with its
@@ -123,8 +125,9 @@ func newTrajJob(name string, stderr io.Writer, epochs int, nll float64, what, ou
 	return j
 }
 
-// load parses args and loads the trajectories and the model.
-func (j *trajJob) load(args []string, stdout io.Writer) error {
+// load parses args, enters the job (silencing *stdout on ranks other than
+// 0) and loads the trajectories and the model.
+func (j *trajJob) load(args []string, stdout *io.Writer) error {
 	if err := parse(j.fs, args); err != nil {
 		return err
 	}
@@ -134,21 +137,27 @@ func (j *trajJob) load(args []string, stdout io.Writer) error {
 	if err := outfile.CheckDir(*j.out); err != nil {
 		return err
 	}
-	var err error
+	err := j.enter(&j.pf.backendFlags, stdout)
+	if err != nil {
+		return err
+	}
 	if j.proto, err = j.ef.Protocol(); err != nil {
 		return err
 	}
-	if j.trajs, err = rl.LoadJobTrajectories(*j.path, stdout); err != nil {
+	if j.trajs, err = rl.LoadJobTrajectories(*j.path, *stdout); err != nil {
 		return err
 	}
-	j.m, j.ad, j.tok, err = j.pf.load()
+	if j.m, j.ad, j.tok, err = j.pf.load(); err != nil {
+		return err
+	}
+	j.comm, j.leave, err = joinJob(j.m.Backend(), j.rank)
 	return err
 }
 
 // job is the library's view of the loaded job (rl.Job).
 func (j *trajJob) job(stdout io.Writer) rl.Job {
 	return rl.Job{Model: j.m, Adapter: j.ad, Tok: j.tok, Protocol: j.proto, Trajs: j.trajs, Path: *j.path, Target: j.tf.target(),
-		MaxLen: j.tf.maxLen, Seed: j.pf.seed, Pref: j.tf.prefOptions(j.pf.seed, stdout), Out: *j.out, Log: stdout, Flags: recipe.Values(j.fs)}
+		MaxLen: j.tf.maxLen, Seed: j.pf.seed, Pref: j.tf.prefOptions(j.pf.seed, stdout), Out: *j.out, Log: stdout, Flags: recipe.Values(j.fs), Losses: j.tf.losses, Comm: j.comm}
 }
 
 // episodeJob is what the subcommands that play episodes (rollout, eval)
@@ -169,6 +178,7 @@ type episodeJob struct {
 	hs     *sweetrl.HTTPSimulator // the simulator, when it is the HTTP one
 	scorer sweetrl.Scorer
 	desc   string // which scorer, in words
+	member
 }
 
 // newEpisodeJob registers the shared flags of subcommand name.
@@ -183,12 +193,16 @@ func newEpisodeJob(name string, stderr io.Writer) *episodeJob {
 
 // load parses args, runs check (the subcommand's own flag checks), and
 // loads everything playing episodes needs (heldOut: the demo family's
-// held-out tasks).
-func (j *episodeJob) load(args []string, heldOut bool, check func() error, stdout io.Writer) (err error) {
+// held-out tasks), having entered the job (silencing *stdout on ranks
+// other than 0).
+func (j *episodeJob) load(args []string, heldOut bool, check func() error, stdout *io.Writer) (err error) {
 	if err := parse(j.fs, args); err != nil {
 		return err
 	}
 	if err := check(); err != nil {
+		return err
+	}
+	if err := j.enter(&j.pf.backendFlags, stdout); err != nil {
 		return err
 	}
 	if j.proto, err = j.ef.Protocol(); err != nil {
@@ -200,20 +214,23 @@ func (j *episodeJob) load(args []string, heldOut bool, check func() error, stdou
 	if j.m, j.ad, j.tok, err = j.pf.load(); err != nil {
 		return err
 	}
+	if j.comm, j.leave, err = joinJob(j.m.Backend(), j.rank); err != nil {
+		return err
+	}
 	if j.sim, j.hs, err = j.ef.newSimulator(&j.pf, j.m, j.tok); err != nil {
 		return err
 	}
 	if j.scorer, j.desc, err = j.ef.NewScorer(context.Background()); err != nil {
 		return err
 	}
-	j.maxNew, err = fitMaxNew(j.m.Config, 0, j.maxNew, stdout)
+	j.maxNew, err = j.m.Config.FitMaxNew(0, j.maxNew, *stdout)
 	return err
 }
 
 // episodes is the library's view of the loaded job (rl.Episodes).
 func (j *episodeJob) episodes(stdout io.Writer) rl.Episodes {
 	return rl.Episodes{Model: j.m, Adapter: j.ad, Tok: j.tok, Protocol: j.proto, Tasks: j.tasks, Sim: j.sim, HTTP: j.hs, Scorer: j.scorer,
-		ScorerName: j.desc, Temperature: j.temp, MaxNew: j.maxNew, Seed: j.pf.seed, SimWorkers: j.ef.simWorkers, Log: stdout}
+		ScorerName: j.desc, Temperature: j.temp, MaxNew: j.maxNew, Seed: j.pf.seed, SimWorkers: j.ef.simWorkers, Log: stdout, Comm: j.comm}
 }
 
 // runRollout implements "train rollout".
@@ -229,10 +246,11 @@ func runRollout(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 			return fmt.Errorf("want --out FILE and a positive --k (got %q, %d)", *out, *k)
 		}
 		return nil
-	}, stdout)
+	}, &stdout)
 	if err != nil {
 		return err
 	}
+	defer j.leave()
 	return rl.RolloutJob(context.Background(), j.episodes(stdout), *k, *maxBatch, rl.FileRolloutOptions{Path: *out, Continue: *cont, Chunk: *chunk})
 }
 
@@ -242,17 +260,11 @@ func runCritic(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 		"directory for the critic (a PEFT adapter, or a Hugging Face checkpoint with --full)")
 	head := j.fs.String("head", "logprob", "logprob: the reference's critic, mean log-probability of the agent's turns against a frozen reference; scalar: the value-head ablation, a scalar head on the last hidden state")
 	scoreFlag := j.fs.String("critic-score", "turn", "turn: the paper's score (Eq. 2–3), the sum over agent turns of each turn's mean log-ratio; trajectory: the released code's, one mean over all agent tokens")
-	if err := j.load(args, stdout); err != nil {
+	if err := j.load(args, &stdout); err != nil {
 		return err
 	}
-	if *head != "logprob" && *head != "scalar" {
-		return fmt.Errorf("--head %q: want logprob or scalar", *head)
-	}
-	kind, err := rl.ParseCriticScore(*scoreFlag)
-	if err != nil {
-		return fmt.Errorf("--critic-score: %w", err)
-	}
-	return rl.TrainCritic(j.job(stdout), *head, kind)
+	defer j.leave()
+	return rl.TrainCritic(j.job(stdout), *head, *scoreFlag)
 }
 
 // runActor implements "train actor".
@@ -283,11 +295,12 @@ func runActor(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if err := j.load(nil, stdout); err != nil {
+	if err := j.load(nil, &stdout); err != nil {
 		return err
 	}
+	defer j.leave()
 	m, ad, pf := j.m, j.ad, j.pf
-	if *maxNew, err = fitMaxNew(m.Config, 0, *maxNew, stdout); err != nil {
+	if *maxNew, err = m.Config.FitMaxNew(0, *maxNew, stdout); err != nil {
 		return err
 	}
 	critic, err := rl.LoadCritic(m, ad, *criticAd, *criticHF, bl, func() (*llama.Model, error) {
@@ -306,9 +319,10 @@ func runActor(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 func runMTDPO(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	j := newTrajJob("mtdpo", stderr, 1, -1, "scored trajectories (train rollout)",
 		"directory for the policy (a PEFT adapter, or a Hugging Face checkpoint with --full)")
-	if err := j.load(args, stdout); err != nil {
+	if err := j.load(args, &stdout); err != nil {
 		return err
 	}
+	defer j.leave()
 	return rl.TrainMTDPO(j.job(stdout))
 }
 
@@ -316,9 +330,10 @@ func runMTDPO(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 func runRFT(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	j := newTrajJob("rft", stderr, 2, -1, "scored trajectories (train rollout); the successful ones are trained on",
 		"directory for the policy (a PEFT adapter, or a Hugging Face checkpoint with --full)")
-	if err := j.load(args, stdout); err != nil {
+	if err := j.load(args, &stdout); err != nil {
 		return err
 	}
+	defer j.leave()
 	return rl.TrainRFT(j.job(stdout), j.tf.epochs)
 }
 
@@ -332,9 +347,10 @@ func runEval(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 			return nil
 		}
 		return outfile.CheckDir(filepath.Dir(*out))
-	}, stdout)
+	}, &stdout)
 	if err != nil {
 		return err
 	}
+	defer j.leave()
 	return rl.EvalJob(context.Background(), j.episodes(stdout), *seeds, *out)
 }

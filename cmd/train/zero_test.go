@@ -92,8 +92,16 @@ func TestLaunchSFTZeRO1(t *testing.T) {
 // element within tol of the tensor's largest magnitude.
 func sameWeights(t *testing.T, gotDir, wantDir string, tol float64) {
 	t.Helper()
+	sameTensors(t, "model.safetensors", gotDir, wantDir, tol)
+}
+
+// sameTensors compares the f32 tensors of the safetensors file named file in
+// two directories: every element within tol of the tensor's largest
+// magnitude.
+func sameTensors(t *testing.T, file, gotDir, wantDir string, tol float64) {
+	t.Helper()
 	open := func(dir string) *safetensors.File {
-		f, err := safetensors.Open(filepath.Join(dir, "model.safetensors"))
+		f, err := safetensors.Open(filepath.Join(dir, file))
 		if err != nil {
 			t.Fatal(err)
 		}

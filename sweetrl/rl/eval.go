@@ -1,7 +1,9 @@
 package rl
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"math"
@@ -99,6 +101,13 @@ type EvalOptions struct {
 	Seed        uint64
 	SimWorkers  int
 	Label       string
+	// Comm, when it joins several ranks, splits the seeds across them: of
+	// each W consecutive seeds rank r plays the r-th, and every rank
+	// gathers the episodes and scores (through buffers of Backend, the
+	// backend Comm runs on) in seed order. A seed's draws depend on the
+	// seed alone, so the result is one process's. nil: one process.
+	Comm    engine.Communicator
+	Backend engine.Backend
 }
 
 // Evaluate plays Seeds episodes of every task with the agent m + ad against
@@ -109,22 +118,83 @@ func Evaluate(ctx context.Context, m *llama.Model, ad *llama.Adapter, tok tokeni
 	var all []sweetrl.Trajectory
 	var ids []int
 	var scores []sweetrl.Score
-	for s := 0; s < max(o.Seeds, 1); s++ {
-		agent := &Sampler{Model: m, Adapter: ad, Tok: tok, MaxNew: o.MaxNew, Seed: o.Seed + uint64(s)*1000003,
-			Sample: engine.SampleParams{Temperature: float32(o.Temperature), TopP: 1}}
-		trajs, err := RunEpisodes(ctx, tasks, agent, sim, RolloutOptions{Protocol: proto, SimWorkers: o.SimWorkers,
-			Progress: out, Label: fmt.Sprintf("%s episodes (seed %d/%d)", o.Label, s+1, max(o.Seeds, 1))})
-		if err != nil {
-			return Summary{}, nil, err
+	seeds := max(o.Seeds, 1)
+	rank, size := 0, 1
+	if o.Comm != nil {
+		rank, size = o.Comm.Rank(), o.Comm.Size()
+	}
+	for round := 0; round < seeds; round += size {
+		var trajs []sweetrl.Trajectory
+		var sc []sweetrl.Score
+		if s := round + rank; s < seeds {
+			var err error
+			if trajs, sc, err = evalSeed(ctx, m, ad, tok, proto, tasks, sim, scorer, o, s, out); err != nil {
+				return Summary{}, nil, err
+			}
 		}
-		sc, err := Score(ctx, scorer, trajs)
-		if err != nil {
-			return Summary{}, nil, err
+		if size > 1 {
+			var err error
+			if trajs, sc, err = gatherEpisodes(o.Comm, o.Backend, trajs, sc); err != nil {
+				return Summary{}, nil, fmt.Errorf("eval: gathering seeds %d on: %w", round+1, err)
+			}
 		}
 		for i := range trajs {
-			ids = append(ids, i)
+			ids = append(ids, i%len(tasks))
 		}
 		all, scores = append(all, trajs...), append(scores, sc...)
 	}
 	return Summarize(ids, scores), all, nil
+}
+
+// evalSeed plays and scores one episode of every task with sampling seed s
+// (0, 1, …) of o.
+func evalSeed(ctx context.Context, m *llama.Model, ad *llama.Adapter, tok tokenizer.Tokenizer, proto sweetrl.Protocol,
+	tasks []sweetrl.Task, sim sweetrl.Simulator, scorer sweetrl.Scorer, o EvalOptions, s int, out io.Writer) ([]sweetrl.Trajectory, []sweetrl.Score, error) {
+	agent := &Sampler{Model: m, Adapter: ad, Tok: tok, MaxNew: o.MaxNew, Seed: o.Seed + uint64(s)*1000003,
+		Sample: engine.SampleParams{Temperature: float32(o.Temperature), TopP: 1}}
+	trajs, err := RunEpisodes(ctx, tasks, agent, sim, RolloutOptions{Protocol: proto, SimWorkers: o.SimWorkers,
+		Progress: out, Label: fmt.Sprintf("%s episodes (seed %d/%d)", o.Label, s+1, max(o.Seeds, 1))})
+	if err != nil {
+		return nil, nil, err
+	}
+	sc, err := Score(ctx, scorer, trajs)
+	return trajs, sc, err
+}
+
+// gatherEpisodes gathers every rank's scored episodes on every rank, in
+// rank order.
+func gatherEpisodes(c engine.Communicator, b engine.Backend, trajs []sweetrl.Trajectory, sc []sweetrl.Score) ([]sweetrl.Trajectory, []sweetrl.Score, error) {
+	var lines bytes.Buffer
+	if err := sweetrl.WriteTrajectories(&lines, trajs...); err != nil {
+		return nil, nil, err
+	}
+	js, err := json.Marshal(sc)
+	if err != nil {
+		return nil, nil, err
+	}
+	allLines, err := engine.GatherBytes(c, b, lines.Bytes())
+	if err != nil {
+		return nil, nil, err
+	}
+	allScores, err := engine.GatherBytes(c, b, js)
+	if err != nil {
+		return nil, nil, err
+	}
+	var outT []sweetrl.Trajectory
+	var outS []sweetrl.Score
+	for r := range allLines {
+		t, err := sweetrl.ReadTrajectories(bytes.NewReader(allLines[r]), fmt.Sprintf("rank %d's episodes", r))
+		if err != nil {
+			return nil, nil, err
+		}
+		var s []sweetrl.Score
+		if err := json.Unmarshal(allScores[r], &s); err != nil {
+			return nil, nil, fmt.Errorf("rank %d's scores: %w", r, err)
+		}
+		if len(s) != len(t) {
+			return nil, nil, fmt.Errorf("rank %d sent %d episodes and %d scores", r, len(t), len(s))
+		}
+		outT, outS = append(outT, t...), append(outS, s...)
+	}
+	return outT, outS, nil
 }

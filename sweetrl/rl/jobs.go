@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 
 	"github.com/turnwise/turnwise/engine"
@@ -76,7 +77,11 @@ type Job struct {
 	Seed     uint64      // seed of a fresh adapter
 	Pref     PrefOptions // the preference trainers' options
 	Out      string      // the directory the trained model, metrics.jsonl and the event file go to
+	Losses   string      // also write each optimizer step's loss to this file ("": none)
 	Log      io.Writer
+	// Comm, when it joins several ranks (train launch, torchrun, Slurm),
+	// trains data parallel; rank 0 alone writes. nil: one process.
+	Comm engine.Communicator
 	// Flags are the command's resolved flags (recipe.Values), saved beside
 	// the trained model as config.yaml; nil: none.
 	Flags map[string]string
@@ -103,38 +108,71 @@ func (j *Job) prepare(pairs []PrefPair, err error) ([]PrefPair, *llama.Adapter, 
 	return pairs, ad, err
 }
 
-// save writes what was trained (llama.Model.Save) and says where.
+// rank0 reports whether this process writes: rank 0 of Comm, or alone.
+func (j *Job) rank0() bool { return j.Comm == nil || j.Comm.Rank() == 0 }
+
+// save writes what was trained (llama.Model.Save) and says where, on rank
+// 0, and has every rank wait for it, so that the ranks leave together.
 func (j *Job) save(ad *llama.Adapter) error {
-	err := j.Model.Save(ad, j.Out)
-	if err == nil && j.Flags != nil {
-		err = recipe.Save(filepath.Join(j.Out, "config.yaml"), j.Flags)
-	}
-	if err == nil {
+	if j.rank0() {
+		err := j.Model.Save(ad, j.Out)
+		if err == nil && j.Flags != nil {
+			err = recipe.Save(filepath.Join(j.Out, "config.yaml"), j.Flags)
+		}
+		if err != nil {
+			return err
+		}
 		fmt.Fprintf(j.Log, "saved to %s\n", j.Out)
 	}
-	return err
+	if j.Comm != nil {
+		return j.Comm.Barrier()
+	}
+	return nil
+}
+
+// writeLosses writes st's per-step losses to the file Losses names, if
+// any, a line "step loss" per step, on rank 0.
+func (j *Job) writeLosses(st PrefStats) error {
+	if j.Losses == "" || !j.rank0() {
+		return nil
+	}
+	var b []byte
+	for i, l := range st.Losses {
+		b = fmt.Appendf(b, "%d %.17g\n", i+1, l)
+	}
+	if err := os.WriteFile(j.Losses, b, 0o644); err != nil {
+		return fmt.Errorf("--losses: %w", err)
+	}
+	return nil
 }
 
 // pref trains ad on pairs with Pref (label: the progress lines' label),
 // reports how it went and saves the result.
 func (j *Job) pref(ad *llama.Adapter, pairs []PrefPair, label string, seqNLL bool) error {
 	o := j.Pref
-	o.Label, o.NLLSequence, o.MetricsDir = label, seqNLL, j.Out
+	o.Label, o.NLLSequence, o.MetricsDir, o.Comm = label, seqNLL, j.Out, j.Comm
 	st, err := TrainPreferences(j.Model, ad, pairs, o)
 	if err != nil {
 		return err
 	}
 	fmt.Fprintln(j.Log, st)
+	if err := j.writeLosses(st); err != nil {
+		return err
+	}
 	return j.save(ad)
 }
 
 // TrainCritic trains the critic on the job's trajectory pairs: with head
-// "logprob" the reference's critic (CriticPairs scored by kind), with
-// "scalar" the value-head ablation, whose head is saved beside the adapter
-// as ValueHeadFile.
-func TrainCritic(j Job, head string, kind CriticScore) error {
+// "logprob" the reference's critic (CriticPairs scored by score, which
+// ParseCriticScore parses), with "scalar" the value-head ablation, whose
+// head is saved beside the adapter as ValueHeadFile.
+func TrainCritic(j Job, head, score string) error {
 	if head != "logprob" && head != "scalar" {
 		return fmt.Errorf("--head %q: want logprob or scalar", head)
+	}
+	kind, err := ParseCriticScore(score)
+	if err != nil {
+		return fmt.Errorf("--critic-score: %w", err)
 	}
 	pairs, critic, err := j.prepare(CriticPairs(j.Tok, j.Protocol.System, j.Trajs, kind))
 	if err != nil {
@@ -149,13 +187,16 @@ func TrainCritic(j Job, head string, kind CriticScore) error {
 		return err
 	}
 	o := j.Pref
-	o.Label, o.MetricsDir = "critic step", j.Out
+	o.Label, o.MetricsDir, o.Comm = "critic step", j.Out, j.Comm
 	st, err := TrainValueCritic(j.Model, critic, v, pairs, o)
 	if err != nil {
 		return err
 	}
 	fmt.Fprintln(j.Log, st)
-	if err := j.save(critic); err != nil {
+	if err := j.writeLosses(st); err != nil {
+		return err
+	}
+	if err := j.save(critic); err != nil || !j.rank0() {
 		return err
 	}
 	return v.Save(j.Model.Backend(), filepath.Join(j.Out, ValueHeadFile))
@@ -232,7 +273,7 @@ func TrainRFT(j Job, epochs int) error {
 	steps := max(1, epochs*tokens/bt)
 	fmt.Fprintf(j.Log, "rejection fine-tuning on %d successful trajectories (%d tokens), %d steps, %s\n", len(ex), tokens, steps, j.Target.Describe(pol))
 	o := SFTOptions{Steps: steps, BatchTokens: bt, MaxLen: min(j.MaxLen, j.Model.Config.MaxSeqLen), LR: j.Target.LearningRate(), Seed: j.Seed,
-		MetricsDir: j.Out, PeakFLOPS: j.Pref.PeakFLOPS}
+		MetricsDir: j.Out, PeakFLOPS: j.Pref.PeakFLOPS, Comm: j.Comm}
 	if err := SupervisedFT(j.Model, pol, ex, o, j.Log); err != nil {
 		return err
 	}
@@ -257,6 +298,10 @@ type Episodes struct {
 	Seed        uint64
 	SimWorkers  int // simulator replies computed at once
 	Log         io.Writer
+	// Comm, when it joins several ranks (train launch, torchrun, Slurm),
+	// splits the episodes across them; rank 0 alone writes. nil: one
+	// process.
+	Comm engine.Communicator
 }
 
 // reportSimulator says how many simulator calls failed, if any.
@@ -281,11 +326,18 @@ func RolloutJob(ctx context.Context, e Episodes, k, maxBatch int, f FileRolloutO
 		return &Sampler{Model: e.Model, Adapter: e.Adapter, Tok: e.Tok, Sample: engine.SampleParams{Temperature: float32(e.Temperature), TopP: 1},
 			MaxNew: e.MaxNew, MaxBatch: maxBatch, Seed: ChunkSeed(e.Seed, c)}
 	}
-	f.Log = e.Log
+	f.Log, f.Comm, f.Backend = e.Log, e.Comm, e.Model.Backend()
 	trajs, err := RolloutToFile(ctx, all, agent, e.Sim, e.Scorer,
 		RolloutOptions{Protocol: e.Protocol, SimWorkers: e.SimWorkers, Progress: e.Log, Label: "episodes"}, f)
 	if err != nil {
 		return err
+	}
+	if e.Comm != nil {
+		// Rank 0 has written the file and serves the store: the ranks
+		// leave together.
+		if err := e.Comm.Barrier(); err != nil {
+			return err
+		}
 	}
 	fmt.Fprintf(e.Log, "wrote %s: mean reward %.3f, success %.3f\n", f.Path, sweetrl.MeanReward(trajs), sweetrl.SuccessRate(trajs))
 	e.reportSimulator()
@@ -297,11 +349,12 @@ func RolloutJob(ctx context.Context, e Episodes, k, maxBatch int, f FileRolloutO
 func EvalJob(ctx context.Context, e Episodes, seeds int, out string) error {
 	fmt.Fprintf(e.Log, "%d tasks × %d seeds; scoring with %s\n", len(e.Tasks), seeds, e.ScorerName)
 	s, eps, err := Evaluate(ctx, e.Model, e.Adapter, e.Tok, e.Protocol, e.Tasks, e.Sim, e.Scorer,
-		EvalOptions{Seeds: seeds, Temperature: e.Temperature, MaxNew: e.MaxNew, Seed: e.Seed, SimWorkers: e.SimWorkers, Label: "eval"}, e.Log)
+		EvalOptions{Seeds: seeds, Temperature: e.Temperature, MaxNew: e.MaxNew, Seed: e.Seed, SimWorkers: e.SimWorkers, Label: "eval",
+			Comm: e.Comm, Backend: e.Model.Backend()}, e.Log)
 	if err != nil {
 		return err
 	}
-	if out != "" {
+	if out != "" && (e.Comm == nil || e.Comm.Rank() == 0) {
 		if err := sweetrl.SaveTrajectories(out, eps); err != nil {
 			return err
 		}

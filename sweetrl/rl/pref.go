@@ -51,6 +51,11 @@ type PrefOptions struct {
 	// AfterEpoch, when set, is called after each epoch (1, 2, …) with the
 	// statistics so far: to validate, and keep the best epoch's weights.
 	AfterEpoch func(epoch int, st PrefStats) error
+	// Comm, when it joins several ranks, trains data parallel: each step's
+	// pairs (PairsPerStep per rank) are split across the ranks in rank
+	// order, the gradients summed across them, and every rank steps alike;
+	// nil trains in one process.
+	Comm engine.Communicator
 }
 
 // PrefStats summarise a preference run.
@@ -60,6 +65,8 @@ type PrefStats struct {
 	// epoch; FirstAcc and LastAcc the fraction of pairs whose margin
 	// (s_θ⁺ − s_ref⁺) − (s_θ⁻ − s_ref⁻) was positive.
 	FirstLoss, LastLoss, FirstAcc, LastAcc float64
+	// Losses are the steps' losses, each the mean over the step's pairs.
+	Losses []float64
 }
 
 // String says how a run went: "loss 0.6931 → 0.4012, pair accuracy 0.500
@@ -103,6 +110,15 @@ func TrainPreferences(m *llama.Model, ad *llama.Adapter, pairs []PrefPair, o Pre
 	if o.Epochs <= 0 || o.PairsPerStep <= 0 || o.BatchTokens <= 0 || o.Beta <= 0 {
 		return st, fmt.Errorf("preference training: %d epochs, %d pairs per step, %d tokens per batch, β %g", o.Epochs, o.PairsPerStep, o.BatchTokens, o.Beta)
 	}
+	tp, err := trainer.NewParams(m, ad, o.AdamW, nil)
+	if err != nil {
+		return st, err
+	}
+	defer tp.Free()
+	// Every rank starts from rank 0's weights, its reference included.
+	if err := tp.Broadcast(o.Comm); err != nil {
+		return st, err
+	}
 	// The frozen reference: every sequence's score before any update.
 	seqs := make([]Seq, 0, 2*len(pairs))
 	for _, p := range pairs {
@@ -112,14 +128,9 @@ func TrainPreferences(m *llama.Model, ad *llama.Adapter, pairs []PrefPair, o Pre
 	if err != nil {
 		return st, fmt.Errorf("reference scores: %w", err)
 	}
-
-	tp, err := trainer.NewParams(m, ad, o.AdamW, nil)
-	if err != nil {
-		return st, err
-	}
-	defer tp.Free()
-	meter := trainer.NewMeter(m, ad, o.PeakFLOPS)
-	return pairLoop(pairs, tp.Opt, o, 0x70726566, meter, func(idx []int, scale float64) (microStats, error) {
+	// pairLoop's tokens are summed over the ranks, so the peak is all of theirs.
+	meter := trainer.NewMeter(m, ad, o.PeakFLOPS*float64(ranks(o.Comm)))
+	return pairLoop(pairs, tp, o, 0x70726566, meter, func(idx []int, scale float64) (microStats, error) {
 		return prefMicroBatch(m, ad, tp, pairs, ref, idx, o, scale)
 	})
 }
@@ -159,13 +170,22 @@ type microStats struct {
 // pairs to an optimizer step on the warm-up + cosine schedule. micro adds
 // to the gradients scale times the loss gradient of the pairs idx (one
 // forward pass of about o.BatchTokens tokens), and returns its statistics.
-// With o.MetricsDir set it records each step's loss, lr, PairAcc, Margin,
-// ChosenLogRatio, RejectedLogRatio and KL (the last three where micro
-// measures them), and meter's performance values.
-func pairLoop(pairs []PrefPair, opt *optim.AdamW, o PrefOptions, stream uint64, meter *metrics.Meter,
+// With o.Comm of W ranks a step takes W·PairsPerStep pairs, the r-th W-th of
+// them on rank r, and the ranks' statistics are summed; the caller has given
+// every rank the same weights (trainer.Params.Broadcast). With o.MetricsDir
+// set rank 0 records each step's loss, lr, PairAcc, Margin, ChosenLogRatio,
+// RejectedLogRatio and KL (the last three where micro measures them), and
+// meter's performance values.
+func pairLoop(pairs []PrefPair, tp *trainer.Params, o PrefOptions, stream uint64, meter *metrics.Meter,
 	micro func(idx []int, scale float64) (microStats, error)) (st PrefStats, err error) {
 	st = PrefStats{Pairs: len(pairs)}
-	perEpoch := (len(pairs) + o.PairsPerStep - 1) / o.PairsPerStep
+	opt := tp.Opt
+	rank, size := 0, 1
+	if o.Comm != nil {
+		rank, size = o.Comm.Rank(), o.Comm.Size()
+	}
+	perStep := o.PairsPerStep * size
+	perEpoch := (len(pairs) + perStep - 1) / perStep
 	total := perEpoch * o.Epochs
 	sched := optim.Schedule{Peak: o.LR, Warmup: int(math.Ceil(o.WarmupFrac * float64(total))), Total: total, Cosine: true, MinRatio: o.MinLRRatio}
 	var prog *metrics.Progress
@@ -173,8 +193,8 @@ func pairLoop(pairs []PrefPair, opt *optim.AdamW, o PrefOptions, stream uint64, 
 		prog = metrics.NewProgress(o.Progress, metrics.ProgressOptions{Total: int64(total), Label: o.Label})
 		defer prog.Done()
 	}
-	var mw *metrics.Writer
-	if o.MetricsDir != "" {
+	var mw *metrics.Writer // rank 0's alone
+	if o.MetricsDir != "" && rank == 0 {
 		if err := os.MkdirAll(o.MetricsDir, 0o755); err != nil {
 			return st, err
 		}
@@ -199,11 +219,12 @@ func pairLoop(pairs []PrefPair, opt *optim.AdamW, o PrefOptions, stream uint64, 
 	for ep := 0; ep < o.Epochs; ep++ {
 		rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
 		var lossSum, accSum float64
-		for s := 0; s < len(order); s += o.PairsPerStep {
+		for s := 0; s < len(order); s += perStep {
 			start := time.Now()
-			step := order[s:min(s+o.PairsPerStep, len(order))]
+			all := order[s:min(s+perStep, len(order))]
+			step := all[rank*len(all)/size : (rank+1)*len(all)/size]
 			opt.ZeroGrad()
-			scale := 1 / float64(len(step))
+			scale := 1 / float64(len(all))
 			var sum microStats
 			for _, r := range pairBatches(pairs, step, o.BatchTokens) {
 				ms, err := micro(step[r[0]:r[1]], scale)
@@ -219,13 +240,25 @@ func pairLoop(pairs []PrefPair, opt *optim.AdamW, o PrefOptions, stream uint64, 
 				sum.ratios = ms.ratios
 				sum.tokens += ms.tokens
 			}
+			ratios := 0.0
+			if sum.ratios {
+				ratios = 1
+			}
+			// The step's sums over every rank: rank 0 records global values.
+			sums := []float64{sum.loss, sum.right, sum.margin, sum.chosen, sum.rejected, sum.kl, float64(sum.tokens), ratios}
+			if err := tp.Reduce(o.Comm, sums); err != nil {
+				return st, err
+			}
+			sum.loss, sum.right, sum.margin, sum.chosen, sum.rejected, sum.kl = sums[0], sums[1], sums[2], sums[3], sums[4], sums[5]
+			sum.tokens, sum.ratios = int(sums[6]), sums[7] > 0
 			accSum += sum.right
+			st.Losses = append(st.Losses, sum.loss)
 			lr := sched.LR(st.Steps)
 			if res := opt.Step(float32(lr), 1); res.Skipped {
 				st.Skipped++
 			}
 			st.Steps++
-			lossSum += sum.loss * float64(len(step))
+			lossSum += sum.loss * float64(len(all))
 			secs := time.Since(start).Seconds()
 			if mw != nil {
 				rec := metrics.Record{Step: int64(st.Steps), Values: map[string]float64{
@@ -258,6 +291,14 @@ func pairLoop(pairs []PrefPair, opt *optim.AdamW, o PrefOptions, stream uint64, 
 		}
 	}
 	return st, nil
+}
+
+// ranks is the number of ranks c joins: 1 when c is nil.
+func ranks(c engine.Communicator) int {
+	if c == nil {
+		return 1
+	}
+	return c.Size()
 }
 
 // pairBatches splits the pairs of one step (indices into pairs) into

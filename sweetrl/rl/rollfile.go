@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 
+	"github.com/turnwise/turnwise/engine"
 	"github.com/turnwise/turnwise/internal/outfile"
 	"github.com/turnwise/turnwise/sweetrl"
 )
@@ -27,6 +29,15 @@ type FileRolloutOptions struct {
 	Chunk int
 	// Log receives a line saying what a continued run kept (nil: none).
 	Log io.Writer
+	// Comm, when it joins several ranks, splits the chunks across them:
+	// of each W consecutive chunks rank r plays the r-th, and the chunks
+	// are gathered (through buffers of Backend, the backend Comm runs on)
+	// so that rank 0 writes them to the file in task order. A chunk's
+	// draws depend on its index alone (ChunkSeed), so the file is the one
+	// a single process writes. Every rank gets every trajectory back. nil:
+	// one process.
+	Comm    engine.Communicator
+	Backend engine.Backend
 }
 
 // ChunkSeed returns the seed of chunk c's draws for a run seeded with
@@ -53,6 +64,13 @@ func RolloutToFile(ctx context.Context, tasks []sweetrl.Task, newAgent func(chun
 	scorer sweetrl.Scorer, ro RolloutOptions, fo FileRolloutOptions) ([]sweetrl.Trajectory, error) {
 	if fo.Chunk < 1 {
 		return nil, fmt.Errorf("rollout: chunks of %d episodes", fo.Chunk)
+	}
+	rank, size := 0, 1
+	if fo.Comm != nil {
+		rank, size = fo.Comm.Rank(), fo.Comm.Size()
+	}
+	if rank != 0 {
+		return rolloutRank(ctx, tasks, newAgent, sim, scorer, ro, fo)
 	}
 	partial := fo.Path + outfile.PartialSuffix
 	var w *sweetrl.PartialTrajectories
@@ -86,28 +104,121 @@ func RolloutToFile(ctx context.Context, tasks []sweetrl.Task, newAgent func(chun
 	}
 	defer w.Close() // after Commit, a no-op
 	all := done
-	for lo := len(done); lo < len(tasks); lo += fo.Chunk {
-		hi := min(lo+fo.Chunk, len(tasks))
-		o := ro
-		if o.Label != "" && (lo > 0 || hi < len(tasks)) {
-			o.Label = fmt.Sprintf("%s %d–%d of %d", ro.Label, lo+1, hi, len(tasks))
+	if size == 1 {
+		for lo := len(done); lo < len(tasks); lo += fo.Chunk {
+			trajs, err := playChunk(ctx, tasks, lo, newAgent, sim, scorer, ro, fo.Chunk)
+			if err != nil {
+				return nil, err
+			}
+			if err := w.Append(trajs...); err != nil {
+				return nil, err
+			}
+			all = append(all, trajs...)
 		}
-		trajs, err := RunEpisodes(ctx, tasks[lo:hi], newAgent(lo/fo.Chunk), sim, o)
+	} else {
+		// The other ranks learn where the file goes on, then play their
+		// chunks; rank 0 appends each round's chunks in order.
+		start := []byte(fmt.Sprint(len(done)))
+		if _, err := engine.GatherBytes(fo.Comm, fo.Backend, start); err != nil {
+			return nil, fmt.Errorf("rollout: telling the ranks where %s goes on: %w", partial, err)
+		}
+		err := rolloutRounds(ctx, tasks, len(done), newAgent, sim, scorer, ro, fo, func(trajs []sweetrl.Trajectory, lines []byte) error {
+			// The lines as the rank that played them encoded them: the
+			// bytes one process writes.
+			if err := w.AppendEncoded(lines, len(trajs)); err != nil {
+				return err
+			}
+			all = append(all, trajs...)
+			return nil
+		})
 		if err != nil {
 			return nil, err
 		}
-		if _, err := Score(ctx, scorer, trajs); err != nil {
-			return nil, err
-		}
-		if err := w.Append(trajs...); err != nil {
-			return nil, err
-		}
-		all = append(all, trajs...)
 	}
 	if err := w.Commit(); err != nil {
 		return nil, err
 	}
 	return all, nil
+}
+
+// playChunk plays and scores the chunk of episodes of tasks that starts at
+// episode lo.
+func playChunk(ctx context.Context, tasks []sweetrl.Task, lo int, newAgent func(chunk int) BatchAgent, sim sweetrl.Simulator,
+	scorer sweetrl.Scorer, ro RolloutOptions, chunk int) ([]sweetrl.Trajectory, error) {
+	hi := min(lo+chunk, len(tasks))
+	o := ro
+	if o.Label != "" && (lo > 0 || hi < len(tasks)) {
+		o.Label = fmt.Sprintf("%s %d–%d of %d", ro.Label, lo+1, hi, len(tasks))
+	}
+	trajs, err := RunEpisodes(ctx, tasks[lo:hi], newAgent(lo/chunk), sim, o)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := Score(ctx, scorer, trajs); err != nil {
+		return nil, err
+	}
+	return trajs, nil
+}
+
+// rolloutRank is RolloutToFile on a rank other than 0: it learns from rank
+// 0 the episode the run goes on from, plays its chunks of each round and
+// returns every trajectory from there on.
+func rolloutRank(ctx context.Context, tasks []sweetrl.Task, newAgent func(chunk int) BatchAgent, sim sweetrl.Simulator,
+	scorer sweetrl.Scorer, ro RolloutOptions, fo FileRolloutOptions) ([]sweetrl.Trajectory, error) {
+	got, err := engine.GatherBytes(fo.Comm, fo.Backend, nil)
+	if err != nil {
+		return nil, fmt.Errorf("rollout: learning from rank 0 where %s goes on: %w", fo.Path, err)
+	}
+	start, err := strconv.Atoi(string(got[0]))
+	if err != nil {
+		return nil, fmt.Errorf("rollout: rank 0 goes on from episode %q: %w", got[0], err)
+	}
+	ro.Progress = nil
+	var all []sweetrl.Trajectory
+	err = rolloutRounds(ctx, tasks, start, newAgent, sim, scorer, ro, fo, func(trajs []sweetrl.Trajectory, _ []byte) error {
+		all = append(all, trajs...)
+		return nil
+	})
+	return all, err
+}
+
+// rolloutRounds plays the chunks from episode start on across the ranks
+// of fo.Comm, W chunks a round, this rank the rank-th of each, and hands
+// every chunk of each round to keep, in order, on every rank: its
+// trajectories, and their lines as WriteTrajectories encoded them on the
+// rank that played them.
+func rolloutRounds(ctx context.Context, tasks []sweetrl.Task, start int, newAgent func(chunk int) BatchAgent, sim sweetrl.Simulator,
+	scorer sweetrl.Scorer, ro RolloutOptions, fo FileRolloutOptions, keep func(trajs []sweetrl.Trajectory, lines []byte) error) error {
+	rank, size := fo.Comm.Rank(), fo.Comm.Size()
+	for round := start; round < len(tasks); round += size * fo.Chunk {
+		var mine bytes.Buffer
+		if lo := round + rank*fo.Chunk; lo < len(tasks) {
+			trajs, err := playChunk(ctx, tasks, lo, newAgent, sim, scorer, ro, fo.Chunk)
+			if err != nil {
+				return err
+			}
+			if err := sweetrl.WriteTrajectories(&mine, trajs...); err != nil {
+				return err
+			}
+		}
+		chunks, err := engine.GatherBytes(fo.Comm, fo.Backend, mine.Bytes())
+		if err != nil {
+			return fmt.Errorf("rollout: gathering episodes %d on: %w", round+1, err)
+		}
+		for r, c := range chunks {
+			if len(c) == 0 {
+				continue
+			}
+			trajs, err := sweetrl.ReadTrajectories(bytes.NewReader(c), fmt.Sprintf("rank %d's chunk", r))
+			if err != nil {
+				return err
+			}
+			if err := keep(trajs, c); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // keepChunks checks that trajs are episodes of tasks, in order, and returns

@@ -5,6 +5,7 @@ import (
 	"io"
 
 	"github.com/turnwise/turnwise/data"
+	"github.com/turnwise/turnwise/engine"
 	"github.com/turnwise/turnwise/model/llama"
 	"github.com/turnwise/turnwise/optim"
 	"github.com/turnwise/turnwise/trainer"
@@ -22,6 +23,10 @@ type SFTOptions struct {
 	// loss, lr, grad_norm and the performance values of metrics.Meter.
 	MetricsDir string
 	PeakFLOPS  float64 // the device's peak FLOP/s for MFU (0: none)
+	// Comm, when it joins several ranks, trains data parallel: each rank
+	// trains on its share of the packed batches (trainer.Config.Comm), so
+	// a step sees W batches; nil trains in one process.
+	Comm engine.Communicator
 }
 
 // SupervisedFT trains m's adapter ad (nil: every weight) on examples with
@@ -41,7 +46,7 @@ func SupervisedFT(m *llama.Model, ad *llama.Adapter, examples []data.Example, o 
 		return err
 	}
 	tr, err := trainer.New(m, ad, train, nil, trainer.Config{
-		Steps: o.Steps, MicroBatches: 1,
+		Steps: o.Steps, MicroBatches: 1, Comm: o.Comm,
 		Schedule:   optim.Schedule{Peak: o.LR, Warmup: max(1, o.Steps*3/100), Total: o.Steps, Cosine: true, MinRatio: RefMinLRRatio},
 		AdamW:      ReferenceAdamW(),
 		MetricsDir: o.MetricsDir, PeakFLOPS: o.PeakFLOPS,

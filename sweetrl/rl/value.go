@@ -164,6 +164,9 @@ func TrainValueCritic(m *llama.Model, ad *llama.Adapter, v *ValueHead, pairs []P
 		return st, err
 	}
 	defer tp.Free()
+	if err := tp.Broadcast(o.Comm); err != nil {
+		return st, err
+	}
 	gw, gb := tp.Opt.Grad(v.W), tp.Opt.Grad(v.B)
 	d := m.Config.Dim
 	// The classifier runs forward only: its backward (the input gradient,
@@ -174,8 +177,8 @@ func TrainValueCritic(m *llama.Model, ad *llama.Adapter, v *ValueHead, pairs []P
 	if ad == nil {
 		fpt -= 2 * vd
 	}
-	meter := trainer.NewMeterFLOPs(m, fpt, o.PeakFLOPS)
-	return pairLoop(pairs, tp.Opt, o, 0x76616c7565, meter, func(idx []int, scale float64) (ms microStats, err error) {
+	meter := trainer.NewMeterFLOPs(m, fpt, o.PeakFLOPS*float64(ranks(o.Comm))) // tokens summed over the ranks
+	return pairLoop(pairs, tp, o, 0x76616c7565, meter, func(idx []int, scale float64) (ms microStats, err error) {
 		var seqs []Seq
 		for _, k := range idx {
 			seqs = append(seqs, pairs[k].Chosen, pairs[k].Rejected)
