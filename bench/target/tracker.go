@@ -1,8 +1,6 @@
 package target
 
 import (
-	"fmt"
-
 	"github.com/turnwise/turnwise/engine"
 )
 
@@ -34,14 +32,15 @@ func (t *Tracker) NewBuffer(nbytes int) (engine.Buffer, error) {
 	return buf, nil
 }
 
-// FreeBuffer frees through the wrapped backend.
+// FreeBuffer frees through the wrapped backend. A buffer the wrapped
+// backend made for itself inside an op (a ParamTable's cache, which its
+// owner frees through the backend it holds: this tracker) was never counted
+// and is freed without changing the counts.
 func (t *Tracker) FreeBuffer(buf engine.Buffer) {
-	n, ok := t.live[buf]
-	if !ok {
-		panic(fmt.Sprintf("target: FreeBuffer of a %d-byte buffer not allocated through this tracker", buf.Size()))
+	if n, ok := t.live[buf]; ok {
+		delete(t.live, buf)
+		t.inUse -= n
 	}
-	delete(t.live, buf)
-	t.inUse -= n
 	t.Backend.FreeBuffer(buf)
 }
 
