@@ -16,7 +16,6 @@ import (
 	"unsafe"
 
 	"github.com/turnwise/turnwise/engine"
-	"github.com/turnwise/turnwise/internal/outfile"
 	"github.com/turnwise/turnwise/safetensors"
 )
 
@@ -667,35 +666,4 @@ func (m *Model) Save(ad *Adapter, dir string) error {
 // save_pretrained does (a tied classifier is stored once, as the
 // embedding). LoadHF of the result gives back the same weights bit for bit.
 // Weights are copied from the backend one tensor at a time.
-func (m *Model) SaveHF(dir string) error {
-	sdt, ok := hfDType(m.dt)
-	if !ok {
-		return fmt.Errorf("saving to %s: weights of dtype %v cannot be saved", dir, m.dt)
-	}
-	cfg, err := hfConfigJSON(m.Config, m.dt)
-	if err != nil {
-		return fmt.Errorf("saving to %s: %w", dir, err)
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	var tensors []safetensors.Tensor
-	m.Weights.Each(func(name string, t *engine.Tensor) {
-		shape := make([]int64, t.Rank())
-		for i := range shape {
-			shape[i] = int64(t.Dim(i))
-		}
-		tensors = append(tensors, safetensors.Tensor{
-			Name: name, DType: sdt, Shape: shape,
-			Load: func() ([]byte, error) {
-				raw := make([]byte, t.Bytes())
-				m.b.Download(raw, t)
-				return raw, nil
-			},
-		})
-	})
-	if err := safetensors.WriteModel(dir, tensors, map[string]string{"format": "pt"}, safetensors.DefaultMaxShardBytes); err != nil {
-		return err
-	}
-	return outfile.WriteFile(filepath.Join(dir, HFConfigName), cfg, 0o644)
-}
+func (m *Model) SaveHF(dir string) error { return m.SaveHFAs(dir, m.dt) }
