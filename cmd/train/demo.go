@@ -83,6 +83,7 @@ func runDemo(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	fs.Float64Var(&c.LR.RFT, "rft-lr", c.LR.RFT, "rejection fine-tuning learning rate (without --select)")
 	fs.BoolVar(&c.Select, "select", false, "choose each method's learning rate on the validation split from a small grid")
 	fs.BoolVar(&c.SelectCritic, "select-critic", false, "choose only the critics' learning rates on the validation split (pair accuracy; no episodes)")
+	critSelect := fs.String("critic-select", "accuracy", "how the critic's epoch (and, with --select or --select-critic, its lr) is kept on the validation split: accuracy (pair accuracy, then loss) or check (the critic check on the validation tasks: its worst decision, then the mean, then pair accuracy)")
 	fs.BoolVar(&c.Full, "full", false, "add the ablation rows, and on the keys family run the budget family too")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -96,6 +97,9 @@ func runDemo(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	}
 	if c.NLLSequence, err = rl.ParseNLLScope(*nllScope); err != nil {
 		return err
+	}
+	if c.CriticSelect, err = pipeline.ParseCriticSelect(*critSelect); err != nil {
+		return fmt.Errorf("--critic-select: %w", err)
 	}
 	if _, err := pipeline.LookupFamily(c.Family); err != nil {
 		return fmt.Errorf("--family: %w", err)

@@ -45,7 +45,7 @@ func TestDemoMiniature(t *testing.T) {
 			t.Errorf("the demo did not write %s: %v", f, err)
 		}
 	}
-	for _, bad := range [][]string{{"--critic-score", "nope"}, {"--advantage-baseline", "nope"}, {"--nll-scope", "nope"}, {"--family", "nope"}} {
+	for _, bad := range [][]string{{"--critic-score", "nope"}, {"--advantage-baseline", "nope"}, {"--nll-scope", "nope"}, {"--critic-select", "nope"}, {"--family", "nope"}} {
 		if _, err := runCmd(t, runDemo, "", append([]string{"--out", dir}, bad...)...); err == nil || !strings.Contains(err.Error(), "nope") {
 			t.Errorf("%v: %v", bad, err)
 		}

@@ -91,3 +91,81 @@ func CheckSummary(res []CheckResult) string {
 	}
 	return s
 }
+
+// CriticSelect is how the demo keeps a critic's epoch (and, with
+// Config.SelectCritic, its learning rate) on the validation split.
+type CriticSelect int
+
+const (
+	// SelectAccuracy keeps the best validation pair accuracy, then the
+	// lower validation loss (the default).
+	SelectAccuracy CriticSelect = iota
+	// SelectCheck keeps the best critic check on the validation tasks: the
+	// higher win rate of the worst-ranked decision, then the higher mean
+	// win rate, then SelectAccuracy's order. It costs one critic check per
+	// epoch.
+	SelectCheck
+)
+
+// String returns the flag value of s: "accuracy" or "check".
+func (s CriticSelect) String() string {
+	if s == SelectCheck {
+		return "check"
+	}
+	return "accuracy"
+}
+
+// Describe says in words what s keeps.
+func (s CriticSelect) Describe() string {
+	if s == SelectCheck {
+		return "the best critic check on validation tasks (worst decision, then mean, then pair accuracy)"
+	}
+	return "the best validation pair accuracy (then loss)"
+}
+
+// ParseCriticSelect parses "accuracy" or "check".
+func ParseCriticSelect(v string) (CriticSelect, error) {
+	switch v {
+	case "accuracy":
+		return SelectAccuracy, nil
+	case "check":
+		return SelectCheck, nil
+	}
+	return 0, fmt.Errorf("critic selection %q: want accuracy (validation pair accuracy) or check (the critic check on validation tasks)", v)
+}
+
+// CriticEval is what the validation split says of one critic.
+type CriticEval struct {
+	Pairs rl.PairEval
+	Check []CheckResult // on validation tasks; nil unless SelectCheck
+}
+
+// Better reports whether a is a better critic than b by s.
+func (s CriticSelect) Better(a, b CriticEval) bool {
+	if s == SelectCheck {
+		aw, am := checkScore(a.Check)
+		bw, bm := checkScore(b.Check)
+		if aw != bw {
+			return aw > bw
+		}
+		if am != bm {
+			return am > bm
+		}
+	}
+	return a.Pairs.Accuracy > b.Pairs.Accuracy || (a.Pairs.Accuracy == b.Pairs.Accuracy && a.Pairs.Loss < b.Pairs.Loss)
+}
+
+// checkScore returns the worst and the mean win rate of a critic check
+// (0, 0 for none).
+func checkScore(res []CheckResult) (worst, mean float64) {
+	for i, r := range res {
+		if i == 0 || r.Wins < worst {
+			worst = r.Wins
+		}
+		mean += r.Wins
+	}
+	if len(res) > 0 {
+		mean /= float64(len(res))
+	}
+	return worst, mean
+}

@@ -62,7 +62,7 @@ type Config struct {
 
 	Candidates   int
 	DataFraction float64
-	CriticEpochs int // the critic trains this many epochs and keeps its best by validation
+	CriticEpochs int // the critic trains this many epochs and keeps its best on validation (CriticSelect)
 	Score        rl.CriticScore
 	Baseline     rl.AdvantageBaseline
 	NLLSequence  bool
@@ -73,6 +73,9 @@ type Config struct {
 	// validation pair accuracy, which costs no episodes); the policies keep
 	// LR.
 	SelectCritic bool
+	// CriticSelect is how each critic's epoch (and, with Select or
+	// SelectCritic, its learning rate) is kept on the validation split.
+	CriticSelect CriticSelect
 	Full         bool // add the ablation rows: SWEET-RL with the released code's score, and the value-head critic
 
 	Log io.Writer

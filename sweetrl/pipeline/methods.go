@@ -182,7 +182,7 @@ func PrintTable(w interface{ Write([]byte) (int, error) }, res *Result) {
 }
 
 // trainCritic trains the critic sp at each learning rate to try, keeping
-// each run's best epoch by validation pair accuracy (then loss), and
+// each run's best epoch on the validation split by c.CriticSelect, and
 // returns the best run's critic (nil when there are no pairs).
 func (r *runner) trainCritic(sp criticSpec) (*rl.Critic, error) {
 	c := r.c
@@ -207,13 +207,11 @@ func (r *runner) trainCritic(sp criticSpec) (*rl.Critic, error) {
 	type run struct {
 		crit  rl.Critic
 		epoch int
-		ev    rl.PairEval
+		ev    CriticEval
 		lr    float64
 	}
 	var best *run
-	better := func(a, b rl.PairEval) bool {
-		return a.Accuracy > b.Accuracy || (a.Accuracy == b.Accuracy && a.Loss < b.Loss)
-	}
+	valCheck := r.val[:min(len(r.val), c.CheckTasks)]
 	for _, lr := range r.lrs("critic", c.LR.Critic) {
 		ad, err := r.m.NewAdapter(llama.LoRAEvery(c.Rank), r.adapterSeed(sp.key))
 		if err != nil {
@@ -229,22 +227,30 @@ func (r *runner) trainCritic(sp criticSpec) (*rl.Critic, error) {
 		cur := run{lr: lr}
 		o := r.prefOptions("critic step", c.CriticEpochs, 0, lr)
 		o.AfterEpoch = func(epoch int, st rl.PrefStats) error {
-			var ev rl.PairEval
+			var ev CriticEval
 			var err error
 			if sp.value {
-				ev, err = rl.EvalValuePairs(r.m, ad, vh, val, batchTokens)
+				ev.Pairs, err = rl.EvalValuePairs(r.m, ad, vh, val, batchTokens)
 			} else {
-				ev, err = rl.EvalPairs(r.m, ad, r.m, nil, val, o.Beta, batchTokens)
+				ev.Pairs, err = rl.EvalPairs(r.m, ad, r.m, nil, val, o.Beta, batchTokens)
 			}
 			if err != nil {
 				return err
 			}
+			check := ""
+			if c.CriticSelect == SelectCheck {
+				crit := rl.Critic{Model: r.m, Adapter: ad, Head: vh, Baseline: c.Baseline}
+				if ev.Check, err = CriticCheck(r.ctx, r.f, crit, r.pol, valCheck, batchTokens); err != nil {
+					return err
+				}
+				check = fmt.Sprintf(", check %s%%", CheckSummary(ev.Check))
+			}
 			mark := ""
-			if keep == nil || better(ev, cur.ev) {
+			if keep == nil || c.CriticSelect.Better(ev, cur.ev) {
 				keep, cur.epoch, cur.ev, mark = take(r.m.Backend(), ad, vh), epoch, ev, "  (best so far)"
 			}
-			r.logf("critic lr %.0e epoch %d: train loss %.4f, accuracy %.3f; validation accuracy %.3f, loss %.4f, drift %.3f nats/token%s",
-				lr, epoch, st.LastLoss, st.LastAcc, ev.Accuracy, ev.Loss, ev.Drift, mark)
+			r.logf("critic lr %.0e epoch %d: train loss %.4f, accuracy %.3f; validation accuracy %.3f, loss %.4f, drift %.3f nats/token%s%s",
+				lr, epoch, st.LastLoss, st.LastAcc, ev.Pairs.Accuracy, ev.Pairs.Loss, ev.Pairs.Drift, check, mark)
 			return nil
 		}
 		if sp.value {
@@ -257,20 +263,27 @@ func (r *runner) trainCritic(sp criticSpec) (*rl.Critic, error) {
 		}
 		keep.restore(r.m.Backend(), ad, vh)
 		cur.crit = rl.Critic{Model: r.m, Adapter: ad, Head: vh, Baseline: c.Baseline}
-		checks, err := CriticCheck(r.ctx, r.f, cur.crit, r.pol, r.val[:min(len(r.val), c.CheckTasks)], batchTokens)
-		if err != nil {
-			return nil, err
+		checks := cur.ev.Check
+		if checks == nil {
+			if checks, err = CriticCheck(r.ctx, r.f, cur.crit, r.pol, valCheck, batchTokens); err != nil {
+				return nil, err
+			}
 		}
 		r.logf("critic lr %.0e: kept epoch %d; critic check on validation tasks %s%%", lr, cur.epoch, CheckSummary(checks))
-		if best == nil || better(cur.ev, best.ev) {
+		if best == nil || c.CriticSelect.Better(cur.ev, best.ev) {
 			cp := cur
 			best = &cp
 		}
 	}
-	why := fmt.Sprintf("critic (%s): lr %.0e, epoch %d of %d — the best validation pair accuracy (then loss) %.3f", sp.name, best.lr, best.epoch, c.CriticEpochs, best.ev.Accuracy)
+	configured := ""
 	if !c.Select && !c.SelectCritic {
-		why = fmt.Sprintf("critic (%s): lr %.0e (configured), epoch %d of %d — the best validation pair accuracy (then loss) %.3f", sp.name, best.lr, best.epoch, c.CriticEpochs, best.ev.Accuracy)
+		configured = " (configured)"
 	}
+	why := fmt.Sprintf("critic (%s): lr %.0e%s, epoch %d of %d — %s", sp.name, best.lr, configured, best.epoch, c.CriticEpochs, c.CriticSelect.Describe())
+	if best.ev.Check != nil {
+		why += fmt.Sprintf(" %s%%, pair accuracy", CheckSummary(best.ev.Check))
+	}
+	why += fmt.Sprintf(" %.3f", best.ev.Pairs.Accuracy)
 	r.res.Choices = append(r.res.Choices, why)
 	r.logf("chosen: %s", why)
 	if err := r.m.SavePEFT(best.crit.Adapter, filepath.Join(c.OutDir, sp.key)); err != nil {
@@ -285,7 +298,7 @@ func (r *runner) trainCritic(sp criticSpec) (*rl.Critic, error) {
 	// critic (the paper's and the released code's).
 	// The report keeps the check with the baseline this critic's actor
 	// ranks by: the released code's score goes with its policy baseline.
-	rep := CriticReport{Name: sp.name, LR: best.lr, Epoch: best.epoch, Val: best.ev}
+	rep := CriticReport{Name: sp.name, LR: best.lr, Epoch: best.epoch, Val: best.ev.Pairs}
 	bls := []rl.AdvantageBaseline{c.Baseline}
 	if sp.score == rl.ScoreTrajectory && !sp.value {
 		bls[0] = rl.BaselinePolicy

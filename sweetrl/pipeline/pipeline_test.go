@@ -8,7 +8,9 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -330,5 +332,94 @@ func TestSelectCritic(t *testing.T) {
 	}
 	if len(res.Choices) != 4 || !strings.Contains(res.Choices[2], "validation pair accuracy") || strings.Contains(res.Choices[2], "configured") {
 		t.Errorf("choices %q: want the critic's chosen on validation pair accuracy", res.Choices)
+	}
+}
+
+// TestCriticSelectBetter orders critics by each criterion.
+func TestCriticSelectBetter(t *testing.T) {
+	check := func(wins ...float64) []CheckResult {
+		var res []CheckResult
+		for _, w := range wins {
+			res = append(res, CheckResult{Wins: w})
+		}
+		return res
+	}
+	pairs := func(acc, loss float64) rl.PairEval { return rl.PairEval{Accuracy: acc, Loss: loss} }
+	for _, tc := range []struct {
+		name string
+		sel  CriticSelect
+		a, b CriticEval
+		want bool
+	}{
+		{"accuracy: higher accuracy", SelectAccuracy, CriticEval{Pairs: pairs(0.9, 0.6)}, CriticEval{Pairs: pairs(0.8, 0.1)}, true},
+		{"accuracy: lower accuracy", SelectAccuracy, CriticEval{Pairs: pairs(0.8, 0.1)}, CriticEval{Pairs: pairs(0.9, 0.6)}, false},
+		{"accuracy: tie, lower loss", SelectAccuracy, CriticEval{Pairs: pairs(0.9, 0.5)}, CriticEval{Pairs: pairs(0.9, 0.6)}, true},
+		{"accuracy: equal is not better", SelectAccuracy, CriticEval{Pairs: pairs(0.9, 0.5)}, CriticEval{Pairs: pairs(0.9, 0.5)}, false},
+		{"accuracy ignores the check", SelectAccuracy, CriticEval{Pairs: pairs(0.9, 0.6), Check: check(0, 0, 0)}, CriticEval{Pairs: pairs(0.8, 0.6), Check: check(1, 1, 1)}, true},
+		{"check: better worst decision", SelectCheck, CriticEval{Pairs: pairs(0.8, 0.6), Check: check(1, 0.5, 0.6)}, CriticEval{Pairs: pairs(0.9, 0.1), Check: check(1, 0.2, 1)}, true},
+		{"check: worse worst decision", SelectCheck, CriticEval{Pairs: pairs(0.9, 0.1), Check: check(1, 0.2, 1)}, CriticEval{Pairs: pairs(0.8, 0.6), Check: check(1, 0.5, 0.6)}, false},
+		{"check: same worst, higher mean", SelectCheck, CriticEval{Pairs: pairs(0.8, 0.6), Check: check(1, 0.2, 1)}, CriticEval{Pairs: pairs(0.9, 0.1), Check: check(0.9, 0.2, 1)}, true},
+		{"check: same check, pair accuracy", SelectCheck, CriticEval{Pairs: pairs(0.9, 0.6), Check: check(1, 0.2, 1)}, CriticEval{Pairs: pairs(0.8, 0.1), Check: check(1, 0.2, 1)}, true},
+		{"check: same check and accuracy, loss", SelectCheck, CriticEval{Pairs: pairs(0.9, 0.6), Check: check(1, 0.2, 1)}, CriticEval{Pairs: pairs(0.9, 0.1), Check: check(1, 0.2, 1)}, false},
+	} {
+		if got := tc.sel.Better(tc.a, tc.b); got != tc.want {
+			t.Errorf("%s: Better = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	for _, v := range []string{"accuracy", "check"} {
+		s, err := ParseCriticSelect(v)
+		if err != nil || s.String() != v {
+			t.Errorf("ParseCriticSelect(%q) = %v, %v", v, s, err)
+		}
+	}
+	if _, err := ParseCriticSelect("checks"); err == nil || !strings.Contains(err.Error(), "checks") {
+		t.Errorf("ParseCriticSelect(\"checks\"): %v, want an error naming the value", err)
+	}
+}
+
+// TestSelectCriticByCheck keeps the critic's epoch by the critic check on
+// the validation tasks, measured after every epoch, and says so.
+func TestSelectCriticByCheck(t *testing.T) {
+	c := tiny(t, "keys", t.TempDir())
+	c.From, c.K, c.RLTasks, c.ValTasks, c.CriticSelect = t.TempDir(), 4, 8, 3, SelectCheck
+	c.CriticEpochs, c.LR.Critic, c.CheckTasks = 4, 3e-2, 3 // a critic that moves from epoch to epoch
+	fixture(t, c)
+	var log strings.Builder
+	c.Log = &log
+	res, err := Run(context.Background(), c)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, log.String())
+	}
+	// Each epoch's line gives its validation accuracy, loss and check; the
+	// kept epoch must be the best of them by the check.
+	epochLine := regexp.MustCompile(`critic lr \S+ epoch (\d+): .*validation accuracy ([0-9.]+), loss ([0-9.]+), .*, check (\d+) / (\d+) / (\d+)%`)
+	var evals []CriticEval
+	for _, m := range epochLine.FindAllStringSubmatch(log.String(), -1) {
+		var ev CriticEval
+		ev.Pairs.Accuracy, _ = strconv.ParseFloat(m[2], 64)
+		ev.Pairs.Loss, _ = strconv.ParseFloat(m[3], 64)
+		for _, w := range m[4:] {
+			pct, _ := strconv.ParseFloat(w, 64)
+			ev.Check = append(ev.Check, CheckResult{Wins: pct / 100})
+		}
+		evals = append(evals, ev)
+	}
+	if len(evals) != c.CriticEpochs {
+		t.Fatalf("%d epochs with a critic check on validation tasks in the log, want %d:\n%s", len(evals), c.CriticEpochs, log.String())
+	}
+	// The log rounds, so the kept epoch must be one that no other epoch
+	// beats at the log's precision.
+	kept := regexp.MustCompile(`kept epoch (\d+);`).FindStringSubmatch(log.String())
+	if kept == nil {
+		t.Fatalf("no kept epoch in the log:\n%s", log.String())
+	}
+	k, _ := strconv.Atoi(kept[1])
+	for i := range evals {
+		if SelectCheck.Better(evals[i], evals[k-1]) {
+			t.Errorf("epoch %d kept, but epoch %d has the better check:\n%s", k, i+1, log.String())
+		}
+	}
+	if len(res.Choices) != 4 || !strings.Contains(res.Choices[2], "critic check on validation tasks") || !strings.Contains(res.Choices[2], "(configured)") {
+		t.Errorf("choices %q: want the critic's epoch kept by the critic check", res.Choices)
 	}
 }
