@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -23,6 +24,14 @@ type envFlags struct {
 	simWorkers int
 }
 
+// registerFamily adds --env alone, for the trainers, which take the
+// family's episode rules (the agent's system prompt) and nothing else.
+func (e *envFlags) registerFamily(fs *pflag.FlagSet) {
+	fs.StringVar(&e.Family, "env", "colbench", "task family, for the agent's system prompt: colbench or demo (the built-in family of train demo)")
+}
+
+// register adds every flag of the subcommands that play episodes: the
+// family and its tasks, the simulator and the scorer.
 func (e *envFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&e.Family, "env", "colbench", "task family: colbench (backend programming, --tasks FILE) or demo (the built-in family of train demo)")
 	fs.StringVar(&e.TasksFile, "tasks", "", "ColBench backend tasks (JSONL)")
@@ -36,6 +45,7 @@ func (e *envFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&e.HTTP.APIKeyEnv, "sim-key-env", "", "http simulator: environment variable holding the API key (empty: none)")
 	fs.DurationVar(&e.HTTP.Timeout, "sim-timeout", 2*time.Minute, "http simulator: timeout per request")
 	fs.IntVar(&e.simRetries, "sim-retries", 3, "http simulator: retries of a failed request")
+	fs.IntVar(&e.HTTP.MaxFailures, "sim-max-failures", 20, "http simulator: stop the run with an error once this many calls failed (each after its retries), instead of playing on with the reply \"No response.\" (0: never stop)")
 	fs.StringVar(&e.simHF, "sim-hf", "", "model simulator: a Hugging Face checkpoint to play the human (default: the agent's own model)")
 	fs.IntVar(&e.SimMaxNew, "sim-max-new", 256, "http and model simulators: tokens per reply at most")
 	fs.IntVar(&e.simWorkers, "sim-workers", 8, "simulator replies computed at once (the model simulator serialises)")
@@ -53,14 +63,36 @@ func (e *envFlags) tasks(heldOut bool) ([]sweetrl.Task, error) {
 	return e.Tasks(heldOut)
 }
 
-// newSimulator returns the human simulator; the agent's model m and tok
-// (loaded with pf) also play the human for the model simulator unless
-// --sim-hf names another. The *sweetrl.HTTPSimulator is returned too (nil
-// otherwise), for its failure count.
-func (e *envFlags) newSimulator(pf *policyFlags, m *llama.Model, tok tokenizer.Tokenizer) (sweetrl.Simulator, *sweetrl.HTTPSimulator, error) {
+// startHTTP returns the HTTP simulator when it is the one playing the
+// human (nil otherwise), having checked that it answers
+// (sweetrl.HTTPSimulator.Check): a run fails at once, naming the URL,
+// rather than after its model has loaded.
+func (e *envFlags) startHTTP(ctx context.Context) (*sweetrl.HTTPSimulator, error) {
+	if e.SimulatorKind() != "http" {
+		return nil, nil
+	}
 	e.HTTP.MaxRetries, e.HTTP.MaxTokens = e.simRetries, e.SimMaxNew
 	if e.simRetries == 0 {
 		e.HTTP.MaxRetries = -1 // the config's 0 is its default
+	}
+	h, err := sweetrl.NewHTTPSimulator(e.HTTP)
+	if err != nil {
+		return nil, err
+	}
+	if err := h.Check(ctx); err != nil {
+		return nil, fmt.Errorf("%w (start it, or point --sim-url and --sim-model at one)", err)
+	}
+	return h, nil
+}
+
+// newSimulator returns the human simulator: hs, the HTTP simulator
+// startHTTP made, if not nil; otherwise the agent's model m and tok
+// (loaded with pf) also play the human for the model simulator unless
+// --sim-hf names another. The *sweetrl.HTTPSimulator is returned too (nil
+// otherwise), for its failure count.
+func (e *envFlags) newSimulator(pf *policyFlags, m *llama.Model, tok tokenizer.Tokenizer, hs *sweetrl.HTTPSimulator) (sweetrl.Simulator, *sweetrl.HTTPSimulator, error) {
+	if hs != nil {
+		return hs, hs, nil
 	}
 	var ad *llama.Adapter
 	if e.SimulatorKind() == "model" && e.simHF != "" {

@@ -2,11 +2,14 @@ package rl
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/turnwise/turnwise/engine"
 	"github.com/turnwise/turnwise/internal/recipe"
@@ -22,8 +25,12 @@ import (
 // Target says what a trainer updates and at which peak learning rate.
 type Target struct {
 	Full bool    // fine-tune every weight instead of a LoRA adapter
-	Rank int     // rank of a fresh LoRA adapter (alpha = 2·rank, every projection)
+	Rank int     // rank of a fresh LoRA adapter (alpha = 2·rank)
 	LR   float64 // peak learning rate; 0: RefLR with Full, LoRALR for LoRA
+	// Targets are the projections a fresh adapter adapts
+	// (llama.ParseLoRATargets); nil: every projection. Setting them with
+	// Full or a given adapter is an error.
+	Targets []string
 }
 
 // LearningRate returns the peak learning rate: LR, or the reference's
@@ -42,6 +49,10 @@ func (t Target) LearningRate() float64 {
 // of Rank (initialised from seed), or nil (every weight) with Full.
 func (t Target) Trained(m *llama.Model, ad *llama.Adapter, seed uint64) (*llama.Adapter, error) {
 	switch {
+	case t.Targets != nil && t.Full:
+		return nil, errors.New("--lora-targets chooses a fresh adapter's projections: drop it or --full")
+	case t.Targets != nil && ad != nil:
+		return nil, errors.New("--lora-targets chooses a fresh adapter's projections; the --adapter keeps its own: drop one")
 	case t.Full && ad != nil:
 		return nil, errors.New("--full fine-tunes the base model: merge the --adapter first or drop --full")
 	case t.Full:
@@ -51,7 +62,7 @@ func (t Target) Trained(m *llama.Model, ad *llama.Adapter, seed uint64) (*llama.
 	case t.Rank <= 0:
 		return nil, fmt.Errorf("--lora-rank %d: want a positive rank (or --full)", t.Rank)
 	}
-	return m.NewAdapter(llama.LoRAEvery(t.Rank), seed)
+	return m.NewAdapter(llama.LoRAFor(t.Rank, t.Targets), seed)
 }
 
 // Describe says in words what is trained (ad, as Trained returned it).
@@ -59,7 +70,7 @@ func (t Target) Describe(ad *llama.Adapter) string {
 	if ad == nil {
 		return fmt.Sprintf("every weight, lr %g", t.LearningRate())
 	}
-	return fmt.Sprintf("LoRA r=%d, lr %g", ad.Config.Rank, t.LearningRate())
+	return fmt.Sprintf("LoRA r=%d on %s, lr %g", ad.Config.Rank, strings.Join(ad.Config.Targets, ","), t.LearningRate())
 }
 
 // Job is what every trainer job shares: the model and the adapter it was
@@ -252,7 +263,7 @@ func TrainMTDPO(j Job) error {
 
 // TrainRFT fine-tunes on the job's successful trajectories (rejection
 // fine-tuning: RFTExamples, SupervisedFT) for epochs passes over their
-// tokens, Pref.BatchTokens a step.
+// tokens, Pref.BatchTokens a step, with Pref's warm-up, floor and AdamW.
 func TrainRFT(j Job, epochs int) error {
 	ex, err := RFTExamples(j.Tok, j.Protocol.System, j.Trajs)
 	if err != nil {
@@ -273,7 +284,8 @@ func TrainRFT(j Job, epochs int) error {
 	steps := max(1, epochs*tokens/bt)
 	fmt.Fprintf(j.Log, "rejection fine-tuning on %d successful trajectories (%d tokens), %d steps, %s\n", len(ex), tokens, steps, j.Target.Describe(pol))
 	o := SFTOptions{Steps: steps, BatchTokens: bt, MaxLen: min(j.MaxLen, j.Model.Config.MaxSeqLen), LR: j.Target.LearningRate(), Seed: j.Seed,
-		MetricsDir: j.Out, PeakFLOPS: j.Pref.PeakFLOPS, Comm: j.Comm}
+		MetricsDir: j.Out, PeakFLOPS: j.Pref.PeakFLOPS, Comm: j.Comm,
+		Tuning: &SFTTuning{WarmupFrac: j.Pref.WarmupFrac, MinLRRatio: j.Pref.MinLRRatio, AdamW: j.Pref.AdamW}}
 	if err := SupervisedFT(j.Model, pol, ex, o, j.Log); err != nil {
 		return err
 	}
@@ -345,23 +357,60 @@ func RolloutJob(ctx context.Context, e Episodes, k, maxBatch int, f FileRolloutO
 }
 
 // EvalJob plays seeds episodes of every task (Evaluate), writes them to
-// the trajectory file out unless it is "", and prints the summary.
-func EvalJob(ctx context.Context, e Episodes, seeds int, out string) error {
+// the trajectory file out unless it is "", prints the summary and returns
+// it (Method, Model and Adapter are left for the caller to name).
+func EvalJob(ctx context.Context, e Episodes, seeds int, out string) (EvalResult, error) {
 	fmt.Fprintf(e.Log, "%d tasks × %d seeds; scoring with %s\n", len(e.Tasks), seeds, e.ScorerName)
 	s, eps, err := Evaluate(ctx, e.Model, e.Adapter, e.Tok, e.Protocol, e.Tasks, e.Sim, e.Scorer,
 		EvalOptions{Seeds: seeds, Temperature: e.Temperature, MaxNew: e.MaxNew, Seed: e.Seed, SimWorkers: e.SimWorkers, Label: "eval",
 			Comm: e.Comm, Backend: e.Model.Backend()}, e.Log)
 	if err != nil {
-		return err
+		return EvalResult{}, err
 	}
 	if out != "" && (e.Comm == nil || e.Comm.Rank() == 0) {
 		if err := sweetrl.SaveTrajectories(out, eps); err != nil {
-			return err
+			return EvalResult{}, err
 		}
 	}
 	fmt.Fprintln(e.Log, s)
 	e.reportSimulator()
-	return nil
+	r := EvalResult{Tasks: s.Tasks, Episodes: s.Episodes, Seeds: max(seeds, 1), PassRate: s.PassRate, PassCI95: s.PassCI,
+		Success: s.Success, SuccessCI95: s.SuccessCI, Successes: int(math.Round(s.Success * float64(s.Episodes))),
+		Scorer: e.ScorerName, Temperature: e.Temperature, MaxNew: e.MaxNew, Seed: e.Seed, Trajectories: out}
+	if e.HTTP != nil {
+		r.SimulatorFailures = e.HTTP.Failures()
+	}
+	return r, nil
+}
+
+// EvalResult is what EvalJob measured, as train eval --json prints it:
+// rates are fractions, each with the half-width of its 95% confidence
+// interval over tasks (Summary).
+type EvalResult struct {
+	Method            string  `json:"method"`            // what played: the adapter's directory, or the model's name
+	Model             string  `json:"model"`             // the base model's name
+	Adapter           string  `json:"adapter,omitempty"` // the adapter's directory, if any
+	Tasks             int     `json:"tasks"`
+	Episodes          int     `json:"episodes"`
+	Seeds             int     `json:"seeds"` // episodes per task
+	PassRate          float64 `json:"pass_rate"`
+	PassCI95          float64 `json:"pass_ci95"`
+	Success           float64 `json:"success"`
+	SuccessCI95       float64 `json:"success_ci95"`
+	Successes         int     `json:"successes"` // episodes with reward 1
+	SimulatorFailures int64   `json:"simulator_failures"`
+	Scorer            string  `json:"scorer"`
+	Temperature       float64 `json:"temperature"`
+	MaxNew            int     `json:"max_new"`
+	Seed              uint64  `json:"seed"`
+	Trajectories      string  `json:"trajectories,omitempty"` // the episodes' file, if written
+}
+
+// WriteJSON writes r as one indented JSON object and a newline.
+func (r EvalResult) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
 }
 
 // LoadJobTrajectories reads a trajectory file and says on w what it holds;

@@ -3,6 +3,7 @@ package rl
 import (
 	"errors"
 	"io"
+	"math"
 
 	"github.com/turnwise/turnwise/data"
 	"github.com/turnwise/turnwise/engine"
@@ -23,10 +24,21 @@ type SFTOptions struct {
 	// loss, lr, grad_norm and the performance values of metrics.Meter.
 	MetricsDir string
 	PeakFLOPS  float64 // the device's peak FLOP/s for MFU (0: none)
+	// Tuning, when set, replaces the reference's schedule and optimizer
+	// settings (train rft's flags); nil: the reference's.
+	Tuning *SFTTuning
 	// Comm, when it joins several ranks, trains data parallel: each rank
 	// trains on its share of the packed batches (trainer.Config.Comm), so
 	// a step sees W batches; nil trains in one process.
 	Comm engine.Communicator
+}
+
+// SFTTuning is the schedule and optimizer of SupervisedFT when they are
+// not the reference's.
+type SFTTuning struct {
+	WarmupFrac float64 // fraction of the steps spent warming up (as PrefOptions.WarmupFrac)
+	MinLRRatio float64 // the cosine schedule's floor, as a fraction of the peak
+	AdamW      optim.AdamWConfig
 }
 
 // SupervisedFT trains m's adapter ad (nil: every weight) on examples with
@@ -45,10 +57,13 @@ func SupervisedFT(m *llama.Model, ad *llama.Adapter, examples []data.Example, o 
 	if err != nil {
 		return err
 	}
+	sched := optim.Schedule{Peak: o.LR, Warmup: max(1, o.Steps*3/100), Total: o.Steps, Cosine: true, MinRatio: RefMinLRRatio}
+	adamw := ReferenceAdamW()
+	if t := o.Tuning; t != nil {
+		sched.Warmup, sched.MinRatio, adamw = int(math.Ceil(t.WarmupFrac*float64(o.Steps)-1e-9)), t.MinLRRatio, t.AdamW
+	}
 	tr, err := trainer.New(m, ad, train, nil, trainer.Config{
-		Steps: o.Steps, MicroBatches: 1, Comm: o.Comm,
-		Schedule:   optim.Schedule{Peak: o.LR, Warmup: max(1, o.Steps*3/100), Total: o.Steps, Cosine: true, MinRatio: RefMinLRRatio},
-		AdamW:      ReferenceAdamW(),
+		Steps: o.Steps, MicroBatches: 1, Comm: o.Comm, Schedule: sched, AdamW: adamw,
 		MetricsDir: o.MetricsDir, PeakFLOPS: o.PeakFLOPS,
 	}, out)
 	if err != nil {
