@@ -376,9 +376,6 @@ func runEval(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	if err != nil || !*asJSON || j.rank.Rank != 0 {
 		return err
 	}
-	r.Model, r.Adapter, r.Method = j.pf.Name(), j.pf.adapter, j.pf.Name()
-	if r.Adapter != "" {
-		r.Method = r.Adapter
-	}
+	r.Name(j.pf.Name(), j.pf.adapter)
 	return r.WriteJSON(stdout)
 }

@@ -358,7 +358,7 @@ func RolloutJob(ctx context.Context, e Episodes, k, maxBatch int, f FileRolloutO
 
 // EvalJob plays seeds episodes of every task (Evaluate), writes them to
 // the trajectory file out unless it is "", prints the summary and returns
-// it (Method, Model and Adapter are left for the caller to name).
+// it (EvalResult.Name names what played).
 func EvalJob(ctx context.Context, e Episodes, seeds int, out string) (EvalResult, error) {
 	fmt.Fprintf(e.Log, "%d tasks × %d seeds; scoring with %s\n", len(e.Tasks), seeds, e.ScorerName)
 	s, eps, err := Evaluate(ctx, e.Model, e.Adapter, e.Tok, e.Protocol, e.Tasks, e.Sim, e.Scorer,
@@ -404,6 +404,15 @@ type EvalResult struct {
 	MaxNew            int     `json:"max_new"`
 	Seed              uint64  `json:"seed"`
 	Trajectories      string  `json:"trajectories,omitempty"` // the episodes' file, if written
+}
+
+// Name sets what played: the base model and the adapter ("" for none);
+// the method is named by the adapter, or else by the model.
+func (r *EvalResult) Name(model, adapter string) {
+	r.Model, r.Adapter, r.Method = model, adapter, model
+	if adapter != "" {
+		r.Method = adapter
+	}
 }
 
 // WriteJSON writes r as one indented JSON object and a newline.

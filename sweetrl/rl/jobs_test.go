@@ -71,3 +71,17 @@ func TestTarget(t *testing.T) {
 		})
 	}
 }
+
+func TestEvalResultName(t *testing.T) {
+	tests := []struct{ model, adapter, method string }{
+		{"base", "", "base"},
+		{"base", "runs/actor", "runs/actor"},
+	}
+	for _, tc := range tests {
+		var r EvalResult
+		r.Name(tc.model, tc.adapter)
+		if r.Model != tc.model || r.Adapter != tc.adapter || r.Method != tc.method {
+			t.Errorf("Name(%q, %q): %+v, want method %q", tc.model, tc.adapter, r, tc.method)
+		}
+	}
+}
