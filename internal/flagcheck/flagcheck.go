@@ -1,6 +1,8 @@
 // Package flagcheck checks the ranges of the numeric flags the project's
 // subcommands share, by name, so that one spelling means one range in every
-// subcommand and a bad value is refused before anything is loaded.
+// subcommand and a bad value is refused before anything is loaded. It also
+// holds the flag values the subcommands share (--lora-targets, --warmup)
+// and the deprecated spellings of renamed flags (Alias).
 package flagcheck
 
 import (
