@@ -57,6 +57,8 @@ type trainFlags struct {
 	warmup, minRatio, wd, clip float64
 	peakTFLOPS                 float64
 	losses                     string
+	ckEvery, keep              int
+	resume, force              bool
 }
 
 // register adds the flags with the given defaults of epochs and NLL
@@ -80,6 +82,17 @@ func (t *trainFlags) register(fs *pflag.FlagSet, epochs int, nll float64) {
 	fs.Float64Var(&t.clip, "clip", rl.RefMaxGradNorm, "clip the global gradient norm to this (0: off)")
 	fs.Float64Var(&t.peakTFLOPS, "peak-tflops", 0, "the device's peak TFLOP/s, for the MFU in --out's metrics.jsonl: the GPU's bf16 data-sheet peak (989.4 for an H100 SXM), or the CPU GEMM rate train bench measures (0: no MFU)")
 	fs.StringVar(&t.losses, "losses", "", "also write each optimizer step's loss to this file, a line \"step loss\" per step")
+	fs.IntVar(&t.ckEvery, "checkpoint-every", rl.CheckpointDefaults.Every, "steps between checkpoints in --out (the last step is always saved)")
+	fs.IntVar(&t.keep, "keep", rl.CheckpointDefaults.Keep, "checkpoints kept")
+	fs.BoolVar(&t.resume, "resume", true, "continue from the newest valid checkpoint in --out (false: refuse an --out that has one)")
+	fs.BoolVar(&t.force, "force", false, "resume even though --out's config.yaml records other settings (it is then replaced)")
+}
+
+// checkpoints are the trainer's checkpoints in the run directory out.
+func (t *trainFlags) checkpoints(out string) rl.Checkpoints {
+	c := rl.CheckpointDefaults
+	c.RunDir, c.Every, c.Keep = out, t.ckEvery, t.keep
+	return c
 }
 
 // target says what the flags train.
@@ -157,7 +170,8 @@ func (j *trajJob) load(args []string, stdout *io.Writer) error {
 // job is the library's view of the loaded job (rl.Job).
 func (j *trajJob) job(stdout io.Writer) rl.Job {
 	return rl.Job{Model: j.m, Adapter: j.ad, Tok: j.tok, Protocol: j.proto, Trajs: j.trajs, Path: *j.path, Target: j.tf.target(),
-		MaxLen: j.tf.maxLen, Seed: j.pf.seed, Pref: j.tf.prefOptions(j.pf.seed, stdout), Out: *j.out, Log: stdout, Flags: recipe.Values(j.fs), Losses: j.tf.losses, Comm: j.comm}
+		MaxLen: j.tf.maxLen, Seed: j.pf.seed, Pref: j.tf.prefOptions(j.pf.seed, stdout), Out: *j.out, Log: stdout, Flags: recipe.Values(j.fs), Losses: j.tf.losses, Comm: j.comm,
+		Checkpoints: j.tf.checkpoints(*j.out), Resume: j.tf.resume, Force: j.tf.force}
 }
 
 // episodeJob is what the subcommands that play episodes (rollout, eval)

@@ -9,10 +9,12 @@ import (
 	"path/filepath"
 
 	"github.com/turnwise/turnwise/engine"
+	"github.com/turnwise/turnwise/internal/outfile"
 	"github.com/turnwise/turnwise/internal/recipe"
 	"github.com/turnwise/turnwise/model/llama"
 	"github.com/turnwise/turnwise/sweetrl"
 	"github.com/turnwise/turnwise/tokenizer"
+	"github.com/turnwise/turnwise/trainer"
 )
 
 // The jobs of the pipeline's trainers: each one step of SWEET-RL (critic,
@@ -82,9 +84,40 @@ type Job struct {
 	// Comm, when it joins several ranks (train launch, torchrun, Slurm),
 	// trains data parallel; rank 0 alone writes. nil: one process.
 	Comm engine.Communicator
-	// Flags are the command's resolved flags (recipe.Values), saved beside
-	// the trained model as config.yaml; nil: none.
+	// Flags are the command's resolved flags (recipe.Values), saved in Out
+	// as config.yaml when the run starts; a run directory whose saved
+	// flags differ in a key other than MayChange is refused unless Force.
+	// nil: none.
 	Flags map[string]string
+	Force bool
+	// Checkpoints are the trainer's periodic checkpoints (the run
+	// directory is Out in the commands); a run directory holding one is
+	// resumed from it with Resume, and refused without.
+	Checkpoints Checkpoints
+	Resume      bool
+}
+
+// MayChange are the flags of the RL trainers that a resumed run may change
+// without --force: where and how fast it runs and what it reports, the
+// epochs (training longer), and the pairs per step and tokens per forward
+// pass, which a resume with another number of ranks changes to keep the
+// batch (see trainer.SFTMayChange).
+var MayChange = []string{"epochs", "batch", "batch-tokens", "backend", "gemm", "threads", "recompute", "checkpoint-every", "keep",
+	"resume", "force", "out", "losses", "peak-tflops", "zero", "sim-url", "sim-key-env", "sim-retries", "sim-workers", "python", "workers"}
+
+// begin checks the run directory before anything is trained: its saved
+// configuration against Flags (saving them there), and that it holds no
+// checkpoint unless the run resumes.
+func (j *Job) begin() error {
+	if j.Flags != nil {
+		if err := outfile.CheckDir(j.Out); err != nil {
+			return err
+		}
+		if err := recipe.CheckRun(filepath.Join(j.Out, trainer.ConfigName), j.Flags, j.Force, MayChange...); err != nil {
+			return err
+		}
+	}
+	return trainer.RefuseResume(j.Checkpoints.RunDir, j.Resume, "--out")
 }
 
 // filter drops pairs with a side longer than MaxLen tokens, saying so.
@@ -115,11 +148,7 @@ func (j *Job) rank0() bool { return j.Comm == nil || j.Comm.Rank() == 0 }
 // 0, and has every rank wait for it, so that the ranks leave together.
 func (j *Job) save(ad *llama.Adapter) error {
 	if j.rank0() {
-		err := j.Model.Save(ad, j.Out)
-		if err == nil && j.Flags != nil {
-			err = recipe.Save(filepath.Join(j.Out, "config.yaml"), j.Flags)
-		}
-		if err != nil {
+		if err := j.Model.Save(ad, j.Out); err != nil {
 			return err
 		}
 		fmt.Fprintf(j.Log, "saved to %s\n", j.Out)
@@ -150,7 +179,7 @@ func (j *Job) writeLosses(st PrefStats) error {
 // reports how it went and saves the result.
 func (j *Job) pref(ad *llama.Adapter, pairs []PrefPair, label string, seqNLL bool) error {
 	o := j.Pref
-	o.Label, o.NLLSequence, o.MetricsDir, o.Comm = label, seqNLL, j.Out, j.Comm
+	o.Label, o.NLLSequence, o.MetricsDir, o.Comm, o.Checkpoints = label, seqNLL, j.Out, j.Comm, j.Checkpoints
 	st, err := TrainPreferences(j.Model, ad, pairs, o)
 	if err != nil {
 		return err
@@ -174,6 +203,9 @@ func TrainCritic(j Job, head, score string) error {
 	if err != nil {
 		return fmt.Errorf("--critic-score: %w", err)
 	}
+	if err := j.begin(); err != nil {
+		return err
+	}
 	pairs, critic, err := j.prepare(CriticPairs(j.Tok, j.Protocol.System, j.Trajs, kind))
 	if err != nil {
 		return err
@@ -187,7 +219,7 @@ func TrainCritic(j Job, head, score string) error {
 		return err
 	}
 	o := j.Pref
-	o.Label, o.MetricsDir, o.Comm = "critic step", j.Out, j.Comm
+	o.Label, o.MetricsDir, o.Comm, o.Checkpoints = "critic step", j.Out, j.Comm, j.Checkpoints
 	st, err := TrainValueCritic(j.Model, critic, v, pairs, o)
 	if err != nil {
 		return err
@@ -218,14 +250,13 @@ type ActorJob struct {
 // pairs them by a.Critic's advantage (ActorPairs) and trains the actor on
 // them with turn-wise DPO.
 func TrainActor(j Job, a ActorJob) error {
-	pol := &Sampler{Model: j.Model, Adapter: j.Adapter, Tok: j.Tok, Sample: engine.SampleParams{Temperature: a.Temperature, TopP: 1}, MaxNew: a.MaxNew, Seed: j.Seed}
-	pairs, st, err := ActorPairs(j.Trajs, pol, a.Critic, ActorOptions{Protocol: j.Protocol, Candidates: a.Candidates, PairsPerTurn: a.PairsPerTurn,
-		DataFraction: a.DataFraction, BatchTokens: j.Pref.BatchTokens, Seed: j.Seed, Progress: j.Log})
+	if err := j.begin(); err != nil {
+		return err
+	}
+	pairs, err := j.actorPairs(a)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(j.Log, "%d turns, %d candidates, %d pairs (%d identical pairs dropped), mean advantage spread %.4f\n",
-		st.Turns, st.Candidates, st.Pairs, st.TiedPairs, st.MeanSpread)
 	pairs = j.filter(pairs)
 	actor, err := j.Target.Trained(j.Model, j.Adapter, j.Seed+1)
 	if err != nil {
@@ -239,9 +270,44 @@ func TrainActor(j Job, a ActorJob) error {
 	return j.pref(actor, pairs, "actor step", a.NLLSequence)
 }
 
+// actorPairs samples candidates of every agent turn with the job's model and
+// pairs them by a.Critic's advantage (ActorPairs), saving the pairs in the
+// run directory (PairsFile, on rank 0); a resumed run (Resume without
+// Force) reads them from there when an earlier run saved them.
+func (j *Job) actorPairs(a ActorJob) ([]PrefPair, error) {
+	path := filepath.Join(j.Out, PairsFile)
+	if j.Resume && !j.Force && j.Checkpoints.RunDir != "" {
+		pairs, err := LoadPairs(path)
+		if err == nil {
+			fmt.Fprintf(j.Log, "%s: %d pairs an earlier run formed\n", path, len(pairs))
+			return pairs, nil
+		}
+		if !errors.Is(err, os.ErrNotExist) {
+			return nil, err
+		}
+	}
+	pol := &Sampler{Model: j.Model, Adapter: j.Adapter, Tok: j.Tok, Sample: engine.SampleParams{Temperature: a.Temperature, TopP: 1}, MaxNew: a.MaxNew, Seed: j.Seed}
+	pairs, st, err := ActorPairs(j.Trajs, pol, a.Critic, ActorOptions{Protocol: j.Protocol, Candidates: a.Candidates, PairsPerTurn: a.PairsPerTurn,
+		DataFraction: a.DataFraction, BatchTokens: j.Pref.BatchTokens, Seed: j.Seed, Progress: j.Log})
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(j.Log, "%d turns, %d candidates, %d pairs (%d identical pairs dropped), mean advantage spread %.4f\n",
+		st.Turns, st.Candidates, st.Pairs, st.TiedPairs, st.MeanSpread)
+	if j.Checkpoints.RunDir != "" && j.rank0() {
+		if err := SavePairs(path, pairs); err != nil {
+			return nil, err
+		}
+	}
+	return pairs, nil
+}
+
 // TrainMTDPO trains the multi-turn DPO baseline on the job's trajectory
 // pairs (TrajectoryPairs).
 func TrainMTDPO(j Job) error {
+	if err := j.begin(); err != nil {
+		return err
+	}
 	pairs, pol, err := j.prepare(TrajectoryPairs(j.Tok, j.Protocol.System, j.Trajs))
 	if err != nil {
 		return err
@@ -254,6 +320,9 @@ func TrainMTDPO(j Job) error {
 // fine-tuning: RFTExamples, SupervisedFT) for epochs passes over their
 // tokens, Pref.BatchTokens a step.
 func TrainRFT(j Job, epochs int) error {
+	if err := j.begin(); err != nil {
+		return err
+	}
 	ex, err := RFTExamples(j.Tok, j.Protocol.System, j.Trajs)
 	if err != nil {
 		return fmt.Errorf("%s: %w", j.Path, err)
@@ -273,7 +342,7 @@ func TrainRFT(j Job, epochs int) error {
 	steps := max(1, epochs*tokens/bt)
 	fmt.Fprintf(j.Log, "rejection fine-tuning on %d successful trajectories (%d tokens), %d steps, %s\n", len(ex), tokens, steps, j.Target.Describe(pol))
 	o := SFTOptions{Steps: steps, BatchTokens: bt, MaxLen: min(j.MaxLen, j.Model.Config.MaxSeqLen), LR: j.Target.LearningRate(), Seed: j.Seed,
-		MetricsDir: j.Out, PeakFLOPS: j.Pref.PeakFLOPS, Comm: j.Comm}
+		MetricsDir: j.Out, PeakFLOPS: j.Pref.PeakFLOPS, Comm: j.Comm, Checkpoints: j.Checkpoints}
 	if err := SupervisedFT(j.Model, pol, ex, o, j.Log); err != nil {
 		return err
 	}
