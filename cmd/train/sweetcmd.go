@@ -255,17 +255,21 @@ func runRollout(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	out := j.fs.String("out", "", "trajectories file to write (.jsonl, or .jsonl.zst); it grows as FILE.partial until every episode is in")
 	cont := j.fs.Bool("continue", false, "continue the FILE.partial an interrupted run with the same flags left")
 	chunk := j.fs.Int("chunk", 256, "episodes played, scored and appended to the file at a time (keep it when continuing)")
+	order := j.fs.String("order", "task", "order of the episodes in --out: task (the k episodes of each task together) or reference (every task once, then every task again: the layout the reference's scripts expect)")
+	var ord rl.RolloutOrder
 	err := j.load(args, false, func() error {
 		if *out == "" || *k <= 0 {
 			return fmt.Errorf("want --out FILE and a positive --k (got %q, %d)", *out, *k)
 		}
-		return nil
+		var err error
+		ord, err = rl.ParseRolloutOrder(*order)
+		return err
 	}, &stdout)
 	if err != nil {
 		return err
 	}
 	defer j.leave()
-	return rl.RolloutJob(context.Background(), j.episodes(stdout), *k, *maxBatch, rl.FileRolloutOptions{Path: *out, Continue: *cont, Chunk: *chunk})
+	return rl.RolloutJob(context.Background(), j.episodes(stdout), *k, *maxBatch, rl.FileRolloutOptions{Path: *out, Continue: *cont, Chunk: *chunk, Order: ord})
 }
 
 // runCritic implements "train critic".

@@ -380,16 +380,11 @@ func (e *Episodes) reportSimulator() {
 	}
 }
 
-// RolloutJob plays k episodes of every task, maxBatch agent turns
-// generated together at most, and writes them, scored, to the trajectory
-// file f names (RolloutToFile).
+// RolloutJob plays k episodes of every task, in the order f.Order says,
+// maxBatch agent turns generated together at most, and writes them,
+// scored, to the trajectory file f names (RolloutToFile).
 func RolloutJob(ctx context.Context, e Episodes, k, maxBatch int, f FileRolloutOptions) error {
-	var all []sweetrl.Task
-	for _, t := range e.Tasks {
-		for range k {
-			all = append(all, t)
-		}
-	}
+	all := f.Order.Episodes(e.Tasks, k)
 	fmt.Fprintf(e.Log, "%d episodes (%d tasks × %d); scoring with %s\n", len(all), len(e.Tasks), k, e.ScorerName)
 	agent := func(c int) BatchAgent {
 		return &Sampler{Model: e.Model, Adapter: e.Adapter, Tok: e.Tok, Sample: engine.SampleParams{Temperature: float32(e.Temperature), TopP: 1},

@@ -38,6 +38,55 @@ type FileRolloutOptions struct {
 	// one process.
 	Comm    engine.Communicator
 	Backend engine.Backend
+	// Order is the order of the file's episodes (RolloutJob): ByTask or
+	// ByAttempt. A continued run must use the Order of the run it
+	// continues.
+	Order RolloutOrder
+}
+
+// RolloutOrder is the order in which a rollout of k episodes per task
+// plays and writes its episodes.
+type RolloutOrder int
+
+const (
+	// ByTask plays and writes the k episodes of the first task, then the
+	// k of the second, and so on: turnwise's default.
+	ByTask RolloutOrder = iota
+	// ByAttempt plays and writes the first episode of every task, in
+	// task order, then the second of every task, and so on: the layout the
+	// reference's scripts expect of a rollout file (they assert that it
+	// lists all tasks, then all tasks again).
+	ByAttempt
+)
+
+// ParseRolloutOrder parses the --order flag: "task" (ByTask) or
+// "reference" (ByAttempt).
+func ParseRolloutOrder(s string) (RolloutOrder, error) {
+	switch s {
+	case "task":
+		return ByTask, nil
+	case "reference":
+		return ByAttempt, nil
+	}
+	return 0, fmt.Errorf("--order %q: want task (every episode of a task together) or reference (all tasks, then all tasks again)", s)
+}
+
+// Episodes returns the episodes a rollout of k episodes per task plays, in
+// order o: each one's task.
+func (o RolloutOrder) Episodes(tasks []sweetrl.Task, k int) []sweetrl.Task {
+	all := make([]sweetrl.Task, 0, k*len(tasks))
+	if o == ByAttempt {
+		for range k {
+			all = append(all, tasks...)
+		}
+		return all
+	}
+	for _, t := range tasks {
+		for range k {
+			all = append(all, t)
+		}
+	}
+	return all
 }
 
 // ChunkSeed returns the seed of chunk c's draws for a run seeded with
