@@ -198,3 +198,71 @@ func sameFile(t *testing.T, name, got, want string) {
 		t.Errorf("%s differs between %s and %s", name, got, want)
 	}
 }
+
+// TestLaunchRLResumeOtherWorldSize: a critic run checkpointed by two ranks
+// (--batch 2 each) resumes in one process (--batch 4), and one
+// checkpointed by one process resumes on two ranks, each to the losses
+// (relative 1e-6) and adapter (1e-5 of each tensor's largest weight) of
+// an uninterrupted run in one process: the checkpoint is the same whatever
+// the number of ranks that wrote it.
+func TestLaunchRLResumeOtherWorldSize(t *testing.T) {
+	if testing.Short() {
+		t.Skip("trains five times")
+	}
+	dir := t.TempDir()
+	scripted := filepath.Join(dir, "scripted.jsonl")
+	if err := sweetrl.SaveTrajectories(scripted, demotask.ScriptedTrajectories(demotask.Tasks(4, 9), 4, 9)); err != nil {
+		t.Fatal(err)
+	}
+	common := []string{"--hf", byteModel(t), "--threads", "1", "--trajectories", scripted, "--lora-rank", "2",
+		"--batch-tokens", "2048", "--lr", "1e-3", "--epochs", "2", "--checkpoint-every", "1", "--keep", "100"}
+	one := func(out string) {
+		t.Helper()
+		args := append(append([]string{}, common...), "--out", out, "--losses", out+".losses", "--batch", "4")
+		if o, err := runCmd(t, runCritic, "", args...); err != nil {
+			t.Fatalf("one process into %s: %v\n%s", out, err, o)
+		}
+	}
+	two := func(out string) string {
+		t.Helper()
+		args := append([]string{"--nproc-per-node", "2", "--master-port", freePort(t), "--", "critic"}, common...)
+		o, errOut, err := launchRun(t, append(args, "--out", out, "--losses", out+".losses", "--batch", "2")...)
+		if err != nil {
+			t.Fatalf("two ranks into %s: %v\n%s\n%s", out, err, o, errOut)
+		}
+		return o
+	}
+	whole := filepath.Join(dir, "whole")
+	one(whole)
+	want := readLosses(t, whole+".losses")
+	if len(want) < 4 {
+		t.Fatalf("%d steps, want at least 4", len(want))
+	}
+	k := len(want) / 2
+	check := func(name, got string) {
+		t.Helper()
+		losses := readLosses(t, got+".losses")
+		if len(losses) != len(want) {
+			t.Fatalf("%s: %d steps, uninterrupted %d", name, len(losses), len(want))
+		}
+		for i, w := range want {
+			if rel := math.Abs(losses[i]-w) / math.Abs(w); !(rel <= 1e-6) {
+				t.Errorf("%s: step %d loss %.10g, uninterrupted %.10g (relative %.2g)", name, i+1, losses[i], w, rel)
+			}
+		}
+		sameTensors(t, "adapter_model.safetensors", got, whole, 1e-5)
+	}
+
+	byTwo, resumedByOne := filepath.Join(dir, "by-two"), filepath.Join(dir, "resumed-by-one")
+	two(byTwo)
+	stoppedRun(t, byTwo, resumedByOne, k)
+	one(resumedByOne)
+	check("written by two ranks, resumed by one process", resumedByOne)
+
+	resumedByTwo := filepath.Join(dir, "resumed-by-two")
+	stoppedRun(t, whole, resumedByTwo, k)
+	if out := two(resumedByTwo); !strings.Contains(out, "[rank 0] resuming from") || strings.Contains(out, "[rank 1]") {
+		t.Errorf("want rank 0 alone to say it resumes:\n%s", out)
+	}
+	check("written by one process, resumed by two ranks", resumedByTwo)
+}
