@@ -40,9 +40,9 @@ func TestRolloutContinue(t *testing.T) {
 		partial []byte
 		kept    string
 	}{
-		{"cut mid-line in the second chunk", append(bytes.Join(lines[:3], nil), lines[3][:len(lines[3])/2]...), "2 of 6 episodes done (2 unfinished lines dropped)"},
+		{"cut mid-line in the second chunk", append(bytes.Join(lines[:3], nil), lines[3][:len(lines[3])/2]...), "3 of 6 episodes done (1 unfinished lines dropped)"},
 		{"cut on a line boundary", bytes.Join(lines[:4], nil), "4 of 6 episodes done (0 unfinished lines dropped)"},
-		{"cut in the middle of a character", append(bytes.Join(lines[:1], nil), 0xe2, 0x82), "0 of 6 episodes done (2 unfinished lines dropped)"},
+		{"cut in the middle of a character", append(bytes.Join(lines[:1], nil), 0xe2, 0x82), "1 of 6 episodes done (1 unfinished lines dropped)"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

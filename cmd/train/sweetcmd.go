@@ -254,7 +254,7 @@ func runRollout(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	maxBatch := j.fs.Int("max-batch", 64, "agent turns generated together at most")
 	out := j.fs.String("out", "", "trajectories file to write (.jsonl, or .jsonl.zst); it grows as FILE.partial until every episode is in")
 	cont := j.fs.Bool("continue", false, "continue the FILE.partial an interrupted run with the same flags left")
-	chunk := j.fs.Int("chunk", 256, "episodes played, scored and appended to the file at a time (keep it when continuing)")
+	chunk := j.fs.Int("chunk", 256, "episodes played together, their agent turns generated in batches; each is scored and appended to the file as it ends (keep it when continuing)")
 	order := j.fs.String("order", "task", "order of the episodes in --out: task (the k episodes of each task together) or reference (every task once, then every task again: the layout the reference's scripts expect)")
 	var ord rl.RolloutOrder
 	err := j.load(args, false, func() error {
