@@ -266,3 +266,21 @@ func TestLaunchRLResumeOtherWorldSize(t *testing.T) {
 	}
 	check("written by one process, resumed by two ranks", resumedByTwo)
 }
+
+// TestRLCheckpointFlags: a negative checkpoint interval or no checkpoint
+// kept is refused, naming the flag.
+func TestRLCheckpointFlags(t *testing.T) {
+	dir := t.TempDir()
+	scripted := filepath.Join(dir, "scripted.jsonl")
+	if err := sweetrl.SaveTrajectories(scripted, demotask.ScriptedTrajectories(demotask.Tasks(2, 9), 2, 9)); err != nil {
+		t.Fatal(err)
+	}
+	model := byteModel(t)
+	for _, bad := range [][]string{{"--checkpoint-every", "-1"}, {"--keep", "0"}} {
+		args := append([]string{"--hf", model, "--threads", "1", "--trajectories", scripted, "--out", filepath.Join(dir, "out")}, bad...)
+		_, err := runCmd(t, runCritic, "", args...)
+		if err == nil || !strings.Contains(err.Error(), bad[0]+" "+bad[1]) {
+			t.Errorf("critic %v: %v; want a refusal naming %s", bad, err, bad[0])
+		}
+	}
+}

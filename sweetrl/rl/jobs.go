@@ -109,6 +109,9 @@ var MayChange = []string{"epochs", "batch", "batch-tokens", "backend", "gemm", "
 // configuration against Flags (saving them there), and that it holds no
 // checkpoint unless the run resumes.
 func (j *Job) begin() error {
+	if c := j.Checkpoints; c.Every < 0 || (c.RunDir != "" && c.Keep < 1) {
+		return fmt.Errorf("--checkpoint-every %d, --keep %d: want a checkpoint interval ≥ 0 (0: the last step alone) and at least 1 checkpoint kept", c.Every, c.Keep)
+	}
 	if j.Flags != nil {
 		if err := outfile.CheckDir(j.Out); err != nil {
 			return err

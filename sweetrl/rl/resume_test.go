@@ -218,3 +218,42 @@ func TestExactFloat(t *testing.T) {
 		t.Errorf("an unquoted number: %v, want an error asking for a quoted one", err)
 	}
 }
+
+// TestPairsFile: the actor's pairs survive SavePairs and LoadPairs, and a
+// damaged file is an error naming its line.
+func TestPairsFile(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 1))
+	pairs := []PrefPair{
+		{Chosen: randSeq(r, 5, func(i int) float32 { return float32(i) / 3 }), Rejected: randSeq(r, 7, func(int) float32 { return 1 })},
+		{Chosen: randSeq(r, 4, func(int) float32 { return 0.1 }), Rejected: randSeq(r, 3, func(int) float32 { return 1 })},
+	}
+	path := filepath.Join(t.TempDir(), PairsFile)
+	if err := SavePairs(path, pairs); err != nil {
+		t.Fatal(err)
+	}
+	got, err := LoadPairs(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(pairs) {
+		t.Fatalf("%d pairs read back, want %d", len(got), len(pairs))
+	}
+	for i, p := range pairs {
+		for _, s := range [][2]Seq{{got[i].Chosen, p.Chosen}, {got[i].Rejected, p.Rejected}} {
+			if !slices.Equal(s[0].IDs, s[1].IDs) || !slices.Equal(s[0].W, s[1].W) {
+				t.Errorf("pair %d: %+v read back as %+v", i, s[1], s[0])
+			}
+		}
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := append(b, []byte(`{"chosen":{"ids":[1,2],"w":[0]},"rejected":{"ids":[1],"w":[0]}}`+"\n")...)
+	if err := os.WriteFile(path, bad, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadPairs(path); err == nil || !strings.Contains(err.Error(), PairsFile+":3:") {
+		t.Errorf("a sequence of 2 tokens and 1 weight: %v, want an error naming line 3", err)
+	}
+}
