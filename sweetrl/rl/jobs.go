@@ -102,13 +102,20 @@ type Job struct {
 // epochs (training longer), and the pairs per step and tokens per forward
 // pass, which a resume with another number of ranks changes to keep the
 // batch (see trainer.SFTMayChange).
-var MayChange = []string{"epochs", "batch", "batch-tokens", "backend", "gemm", "threads", "recompute", "checkpoint-every", "keep",
+var MayChange = append([]string{"batch", "batch-tokens"}, RFTMayChange...)
+
+// RFTMayChange are the flags rft's resume may change without --force:
+// MayChange but --batch-tokens, which is rft's batch (the packer's
+// position in a checkpoint counts its batches), and --batch, which rft
+// does not use.
+var RFTMayChange = []string{"epochs", "backend", "gemm", "threads", "recompute", "checkpoint-every", "keep",
 	"resume", "force", "out", "losses", "peak-tflops", "zero", "sim-url", "sim-key-env", "sim-retries", "sim-workers", "python", "workers"}
 
 // begin checks the run directory before anything is trained: its saved
-// configuration against Flags (saving them there), and that it holds no
+// configuration against Flags (saving them there; a difference in a key
+// other than mayChange is refused unless Force), and that it holds no
 // checkpoint unless the run resumes.
-func (j *Job) begin() error {
+func (j *Job) begin(mayChange []string) error {
 	if c := j.Checkpoints; c.Every < 0 || (c.RunDir != "" && c.Keep < 1) {
 		return fmt.Errorf("--checkpoint-every %d, --keep %d: want a checkpoint interval ≥ 0 (0: the last step alone) and at least 1 checkpoint kept", c.Every, c.Keep)
 	}
@@ -116,7 +123,7 @@ func (j *Job) begin() error {
 		if err := outfile.CheckDir(j.Out); err != nil {
 			return err
 		}
-		if err := recipe.CheckRun(filepath.Join(j.Out, trainer.ConfigName), j.Flags, j.Force, MayChange...); err != nil {
+		if err := recipe.CheckRun(filepath.Join(j.Out, trainer.ConfigName), j.Flags, j.Force, mayChange...); err != nil {
 			return err
 		}
 	}
@@ -206,7 +213,7 @@ func TrainCritic(j Job, head, score string) error {
 	if err != nil {
 		return fmt.Errorf("--critic-score: %w", err)
 	}
-	if err := j.begin(); err != nil {
+	if err := j.begin(MayChange); err != nil {
 		return err
 	}
 	pairs, critic, err := j.prepare(CriticPairs(j.Tok, j.Protocol.System, j.Trajs, kind))
@@ -253,7 +260,7 @@ type ActorJob struct {
 // pairs them by a.Critic's advantage (ActorPairs) and trains the actor on
 // them with turn-wise DPO.
 func TrainActor(j Job, a ActorJob) error {
-	if err := j.begin(); err != nil {
+	if err := j.begin(MayChange); err != nil {
 		return err
 	}
 	pairs, err := j.actorPairs(a)
@@ -308,7 +315,7 @@ func (j *Job) actorPairs(a ActorJob) ([]PrefPair, error) {
 // TrainMTDPO trains the multi-turn DPO baseline on the job's trajectory
 // pairs (TrajectoryPairs).
 func TrainMTDPO(j Job) error {
-	if err := j.begin(); err != nil {
+	if err := j.begin(MayChange); err != nil {
 		return err
 	}
 	pairs, pol, err := j.prepare(TrajectoryPairs(j.Tok, j.Protocol.System, j.Trajs))
@@ -323,7 +330,7 @@ func TrainMTDPO(j Job) error {
 // fine-tuning: RFTExamples, SupervisedFT) for epochs passes over their
 // tokens, Pref.BatchTokens a step.
 func TrainRFT(j Job, epochs int) error {
-	if err := j.begin(); err != nil {
+	if err := j.begin(RFTMayChange); err != nil {
 		return err
 	}
 	ex, err := RFTExamples(j.Tok, j.Protocol.System, j.Trajs)
