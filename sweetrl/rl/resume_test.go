@@ -2,6 +2,7 @@ package rl
 
 import (
 	"bytes"
+	"errors"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -256,4 +257,72 @@ func TestPairsFile(t *testing.T) {
 	if _, err := LoadPairs(path); err == nil || !strings.Contains(err.Error(), PairsFile+":3:") {
 		t.Errorf("a sequence of 2 tokens and 1 weight: %v, want an error naming line 3", err)
 	}
+}
+
+// TestPreferenceStopAndResume stops a preference run for real — its
+// AfterEpoch fails after the first of three epochs, as an interrupted run
+// would stop — and resumes it in a fresh process: the resumed run's
+// per-step losses and adapter are the uninterrupted run's, bit for bit.
+func TestPreferenceStopAndResume(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 9))
+	var pairs []PrefPair
+	for i := range 3 {
+		pairs = append(pairs, PrefPair{Chosen: randSeq(r, 6+i, func(int) float32 { return 1 }), Rejected: randSeq(r, 9-i, func(int) float32 { return 1 })})
+	}
+	o := PrefOptions{Beta: 0.5, Epochs: 3, PairsPerStep: 2, BatchTokens: 40, LR: 1e-2, WarmupFrac: 0.2, MinLRRatio: 0.1,
+		AdamW: optim.AdamWConfig{Beta1: 0.9, Beta2: 0.95, Eps: 1e-8}, Seed: 5}
+	run := func(dir string) (PrefStats, map[string][]float32, error) {
+		m := newModel(t, 0.3)
+		ad := newAdapter(t, m)
+		oo := o
+		oo.Checkpoints = Checkpoints{RunDir: dir, Every: 100, Keep: 1}
+		st, err := TrainPreferences(m, ad, pairs, oo)
+		w := map[string][]float32{}
+		ad.Each(func(n string, x *engine.Tensor) { w[n] = engine.ToF32(m.Backend(), x) })
+		return st, w, err
+	}
+	want, wantW, err := run(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	stopAt := func(d string) {
+		m := newModel(t, 0.3)
+		ad := newAdapter(t, m)
+		oo := o
+		oo.Checkpoints = Checkpoints{RunDir: d, Every: 2, Keep: 1}
+		oo.AfterEpoch = func(epoch int, _ PrefStats) error {
+			if epoch == 1 {
+				return errors.New("stopped")
+			}
+			return nil
+		}
+		if _, err := TrainPreferences(m, ad, pairs, oo); err == nil {
+			t.Fatal("the stopped run did not stop")
+		}
+	}
+	stopAt(dir)
+	if d, _, err := checkpoint.Latest(dir); err != nil || filepath.Base(d) != "step-000002" {
+		t.Fatalf("the run stopped after epoch 1 (2 steps) left %q (%v), want step-000002", d, err)
+	}
+	m := newModel(t, 0.3)
+	ad := newAdapter(t, m)
+	oo := o
+	var log bytes.Buffer
+	oo.Checkpoints, oo.Progress = Checkpoints{RunDir: dir, Every: 2, Keep: 1}, &log
+	got, err := TrainPreferences(m, ad, pairs, oo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(log.String(), "step-000002: step 2, epoch 1, 3 of its 3 pairs done") {
+		t.Errorf("the resumed run does not say it resumes from step 2:\n%s", log.String())
+	}
+	if !slices.Equal(got.Losses, want.Losses) || got.FirstLoss != want.FirstLoss || got.LastAcc != want.LastAcc || got.Steps != want.Steps {
+		t.Errorf("resumed: %v (%d steps), uninterrupted %v (%d steps)", got.Losses, got.Steps, want.Losses, want.Steps)
+	}
+	ad.Each(func(n string, x *engine.Tensor) {
+		if !slices.Equal(engine.ToF32(m.Backend(), x), wantW[n]) {
+			t.Errorf("resumed: %s differs from the uninterrupted run's", n)
+		}
+	})
 }
