@@ -25,7 +25,8 @@
 //   - critic.go: the critic (Critic, its advantage against an
 //     AdvantageBaseline) and its training pairs (CriticPairs: sequence pairs
 //     of the trajectory pairs sweetrl.PairsByReward forms), the multi-turn
-//     DPO baseline's (TrajectoryPairs);
+//     DPO baseline's (TrajectoryPairs), and a task family's own pairs and
+//     imitated trajectories (Rules: frontend tasks pair by similarity gap);
 //   - value.go: the value-head ablation of the critic (ValueHead,
 //     TrainValueCritic);
 //   - actor.go: the actor's turn-wise data (ActorPairs: best-of-N candidates
@@ -43,7 +44,7 @@
 //     options to a saved model or a file, saying what it does: what a
 //     trainer updates (Target), the trainers on a trajectory file (Job:
 //     TrainCritic, TrainActor, TrainMTDPO, TrainRFT) and the jobs that play
-//     episodes (Episodes: RolloutJob, EvalJob).
+//     episodes (Episodes: RolloutJob, EvalJob, EvalEpisodes).
 //
 // The frozen reference of every preference loss is the model as it is
 // before training: its scores are computed once, before the first update,
