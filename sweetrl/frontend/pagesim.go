@@ -11,8 +11,10 @@ import (
 )
 
 // DefaultTargetCache is the number of target screenshots a PageSimulator
-// keeps unless told otherwise.
-const DefaultTargetCache = 256
+// keeps unless told otherwise: a rollout chunk plays a task's episodes
+// side by side, so a few dozen targets cover one, and each is a full-page
+// PNG (tens to hundreds of kilobytes).
+const DefaultTargetCache = 64
 
 // PageSimulator plays the human of frontend episodes for sweetrl's episode
 // drivers (it is a sweetrl.Simulator, so that the lockstep rollouts of
