@@ -99,6 +99,9 @@ func randomCLIP(t *testing.T) string {
 // differ and make pairs); eval of the actor, and of the base model against
 // the actor's answers.
 func TestFrontendCommands(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts chromium and trains five adapters")
+	}
 	if _, err := exec.LookPath("chromium"); err != nil {
 		t.Skip("chromium not installed (scripts/setup.sh installs it): frontend pages cannot be rendered")
 	}
