@@ -27,7 +27,7 @@ type envFlags struct {
 
 func (e *envFlags) register(fs *pflag.FlagSet) {
 	e.fs = fs
-	fs.StringVar(&e.Family, "env", "colbench", "task family: colbench (backend programming, --tasks FILE), frontend (frontend design, --tasks FILE, --clip DIR) or demo (the built-in family of train demo)")
+	fs.StringVar(&e.Family, "env", "colbench", "task family: colbench (backend programming, --tasks FILE), frontend (frontend design, --tasks FILE; rollout and eval score with --clip DIR) or demo (the built-in family of train demo)")
 	fs.StringVar(&e.TasksFile, "tasks", "", "ColBench tasks (JSONL): backend rows for --env colbench, frontend rows for --env frontend")
 	fs.IntVar(&e.Limit, "limit", 0, "use the first N tasks only (0: all)")
 	fs.IntVar(&e.DemoTasks, "demo-tasks", 200, "demo: number of tasks")
