@@ -114,9 +114,10 @@ func helpFlags(t *testing.T, name string) map[string]bool {
 // no preference loss; deprecated spellings are hidden.
 func TestFlagsUsed(t *testing.T) {
 	simulator := []string{"simulator", "sim-url", "sim-model", "sim-key-env", "sim-timeout", "sim-retries", "sim-hf", "sim-max-new", "sim-workers", "sim-max-failures"}
-	tasks := []string{"tasks", "limit", "demo-tasks", "demo-first", "demo-seed", "python", "workers", "stdlib-only", "module-scope"}
+	tasks := []string{"tasks", "limit", "demo-tasks", "demo-first", "demo-seed", "python", "workers", "stdlib-only", "module-scope", "render-tabs", "render-timeout"}
 	episodes := append(append([]string{}, simulator...), tasks...)
-	training := []string{"lr", "epochs", "warmup", "min-lr-ratio", "weight-decay", "clip", "lora-rank", "lora-targets", "full", "recompute", "out", "trajectories", "env"}
+	training := []string{"lr", "epochs", "warmup", "min-lr-ratio", "weight-decay", "clip", "lora-rank", "lora-targets", "full", "recompute", "out", "trajectories", "env",
+		"checkpoint-every", "keep", "resume", "force"}
 	cat := func(lists ...[]string) []string {
 		var out []string
 		for _, l := range lists {
@@ -133,7 +134,7 @@ func TestFlagsUsed(t *testing.T) {
 		{"mtdpo", cat(training, []string{"beta", "batch", "losses"}), cat(episodes, []string{"temperature", "max-new", "nll", "head"})},
 		{"rft", training, cat(episodes, []string{"beta", "batch", "losses", "nll", "temperature", "max-new"})},
 		{"rollout", cat(episodes, []string{"temperature", "max-new", "k", "out"}), []string{"lr", "epochs", "lora-rank", "lora-targets", "trajectories", "json"}},
-		{"eval", cat(episodes, []string{"temperature", "max-new", "seeds", "out", "json"}), []string{"lr", "epochs", "lora-rank", "lora-targets", "trajectories", "k"}},
+		{"eval", cat(episodes, []string{"temperature", "max-new", "seeds", "out", "json", "clip", "against"}), []string{"lr", "epochs", "lora-rank", "lora-targets", "trajectories", "k"}},
 		{"sft", []string{"out", "warmup", "lora-rank", "lora-targets", "steps", "data"}, cat(episodes, []string{"run-dir", "trajectories", "env"})},
 		{"demo", []string{"out", "lora-rank", "lora-targets", "check-tasks"}, cat(simulator, []string{"hf", "tasks"})},
 		{"critic-check", []string{"from", "critic", "check-tasks"}, []string{"tasks", "lora-targets", "sim-url"}},

@@ -2,6 +2,7 @@ package rl
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"math"
 
@@ -31,6 +32,10 @@ type SFTOptions struct {
 	// trains on its share of the packed batches (trainer.Config.Comm), so
 	// a step sees W batches; nil trains in one process.
 	Comm engine.Communicator
+	// Checkpoints, with a RunDir, checkpoints the run there and resumes it
+	// from the newest valid checkpoint there, if any (trainer.Trainer.Resume):
+	// the metrics then go to the RunDir.
+	Checkpoints Checkpoints
 }
 
 // SFTTuning is the schedule and optimizer of SupervisedFT when they are
@@ -44,8 +49,8 @@ type SFTTuning struct {
 // SupervisedFT trains m's adapter ad (nil: every weight) on examples with
 // the supervised trainer (trainer.Trainer) and the reference's optimizer
 // settings (reference.go): AdamW (0.9, 0.95), 3% warm-up then cosine to
-// 0.1·LR, clipping at 1, no weight decay, no checkpoints. out gets the
-// progress lines (nil: none).
+// 0.1·LR, clipping at 1, no weight decay, checkpoints as o.Checkpoints
+// says. out gets the progress lines (nil: none).
 func SupervisedFT(m *llama.Model, ad *llama.Adapter, examples []data.Example, o SFTOptions, out io.Writer) error {
 	if out == nil {
 		out = io.Discard
@@ -65,9 +70,17 @@ func SupervisedFT(m *llama.Model, ad *llama.Adapter, examples []data.Example, o 
 	tr, err := trainer.New(m, ad, train, nil, trainer.Config{
 		Steps: o.Steps, MicroBatches: 1, Comm: o.Comm, Schedule: sched, AdamW: adamw,
 		MetricsDir: o.MetricsDir, PeakFLOPS: o.PeakFLOPS,
+		RunDir: o.Checkpoints.RunDir, CheckpointEvery: o.Checkpoints.Every, KeepCheckpoints: o.Checkpoints.Keep, Compress: o.Checkpoints.Compress,
 	}, out)
 	if err != nil {
 		return err
+	}
+	from, err := tr.Resume()
+	if err != nil {
+		return err
+	}
+	if from > 0 {
+		fmt.Fprintf(out, "resuming from step %d\n", from)
 	}
 	return tr.Run()
 }
