@@ -169,7 +169,7 @@ func (j *trajJob) load(args []string, stdout *io.Writer) error {
 
 // job is the library's view of the loaded job (rl.Job).
 func (j *trajJob) job(stdout io.Writer) rl.Job {
-	return rl.Job{Model: j.m, Adapter: j.ad, Tok: j.tok, Protocol: j.proto, Trajs: j.trajs, Path: *j.path, Target: j.tf.target(),
+	return rl.Job{Model: j.m, Adapter: j.ad, Tok: j.tok, Protocol: j.proto, Rules: j.ef.Rules(), Trajs: j.trajs, Path: *j.path, Target: j.tf.target(),
 		MaxLen: j.tf.maxLen, Seed: j.pf.seed, Pref: j.tf.prefOptions(j.pf.seed, stdout), Out: *j.out, Log: stdout, Flags: recipe.Values(j.fs), Losses: j.tf.losses, Comm: j.comm,
 		Checkpoints: j.tf.checkpoints(*j.out), Resume: j.tf.resume, Force: j.tf.force}
 }
@@ -200,6 +200,7 @@ func newEpisodeJob(name string, stderr io.Writer) *episodeJob {
 	j := &episodeJob{fs: newFlags(name, stderr)}
 	j.pf.register(j.fs)
 	j.ef.register(j.fs)
+	j.ef.registerScoring(j.fs)
 	j.fs.Float64Var(&j.temp, "temperature", rl.RefTemperature, "the agent's sampling temperature")
 	j.fs.IntVar(&j.maxNew, "max-new", rl.RefMaxNew, "tokens per agent turn at most")
 	return j
@@ -208,7 +209,8 @@ func newEpisodeJob(name string, stderr io.Writer) *episodeJob {
 // load parses args, runs check (the subcommand's own flag checks), and
 // loads everything playing episodes needs (heldOut: the demo family's
 // held-out tasks), having entered the job (silencing *stdout on ranks
-// other than 0).
+// other than 0). What the env opened (a browser, CLIP) is closed on an
+// error; otherwise the caller closes it with ef.Close.
 func (j *episodeJob) load(args []string, heldOut bool, check func() error, stdout *io.Writer) (err error) {
 	if err := parse(j.fs, args); err != nil {
 		return err
@@ -216,6 +218,14 @@ func (j *episodeJob) load(args []string, heldOut bool, check func() error, stdou
 	if err := check(); err != nil {
 		return err
 	}
+	if err := j.ef.checkScorer(); err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			j.ef.Close()
+		}
+	}()
 	if err := j.enter(&j.pf.backendFlags, stdout); err != nil {
 		return err
 	}
@@ -234,7 +244,7 @@ func (j *episodeJob) load(args []string, heldOut bool, check func() error, stdou
 	if j.sim, j.hs, err = j.ef.newSimulator(&j.pf, j.m, j.tok); err != nil {
 		return err
 	}
-	if j.scorer, j.desc, err = j.ef.NewScorer(context.Background()); err != nil {
+	if j.scorer, j.desc, err = j.ef.NewScorer(context.Background(), j.m.Backend()); err != nil {
 		return err
 	}
 	j.maxNew, err = j.m.Config.FitMaxNew(0, j.maxNew, *stdout)
@@ -268,6 +278,7 @@ func runRollout(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	defer j.ef.Close()
 	defer j.leave()
 	return rl.RolloutJob(context.Background(), j.episodes(stdout), *k, *maxBatch, rl.FileRolloutOptions{Path: *out, Continue: *cont, Chunk: *chunk, Order: ord})
 }
@@ -360,7 +371,12 @@ func runEval(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	j := newEpisodeJob("eval", stderr)
 	seeds := j.fs.Int("seeds", 1, "episodes per task, each with its own sampling seed")
 	out := j.fs.String("out", "", "also write the episodes to this trajectories file")
+	against := j.fs.String("against", "", "frontend: another method's episodes of the same tasks (train eval --out, one a task): print the win rate against them")
+	margin := j.fs.Float64("tie-margin", 0, "frontend: cosines within this of each other tie in the win rate")
 	err := j.load(args, true, func() error {
+		if *against != "" && (j.ef.Family != "frontend" || *seeds != 1) {
+			return errors.New("--against compares one episode of each frontend task: use it with --env frontend and --seeds 1")
+		}
 		if *out == "" {
 			return nil
 		}
@@ -369,6 +385,7 @@ func runEval(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	defer j.ef.Close()
 	defer j.leave()
-	return rl.EvalJob(context.Background(), j.episodes(stdout), *seeds, *out)
+	return j.ef.EvalJob(context.Background(), j.episodes(stdout), *seeds, *out, *against, *margin)
 }

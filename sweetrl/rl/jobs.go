@@ -72,6 +72,7 @@ type Job struct {
 	Adapter  *llama.Adapter // the model's adapter; nil: none
 	Tok      tokenizer.Tokenizer
 	Protocol sweetrl.Protocol
+	Rules    Rules // the task family's pairs and imitated trajectories
 	Trajs    []sweetrl.Trajectory
 	Path     string // the trajectory file, for errors
 	Target   Target
@@ -216,7 +217,7 @@ func TrainCritic(j Job, head, score string) error {
 	if err := j.begin(MayChange); err != nil {
 		return err
 	}
-	pairs, critic, err := j.prepare(CriticPairs(j.Tok, j.Protocol.System, j.Trajs, kind))
+	pairs, critic, err := j.prepare(j.Rules.CriticPairs(j.Tok, j.Protocol.System, j.Trajs, kind))
 	if err != nil {
 		return err
 	}
@@ -318,7 +319,7 @@ func TrainMTDPO(j Job) error {
 	if err := j.begin(MayChange); err != nil {
 		return err
 	}
-	pairs, pol, err := j.prepare(TrajectoryPairs(j.Tok, j.Protocol.System, j.Trajs))
+	pairs, pol, err := j.prepare(j.Rules.TrajectoryPairs(j.Tok, j.Protocol.System, j.Trajs))
 	if err != nil {
 		return err
 	}
@@ -326,19 +327,19 @@ func TrainMTDPO(j Job) error {
 	return j.pref(pol, pairs, "DPO step", j.Pref.NLLSequence)
 }
 
-// TrainRFT fine-tunes on the job's successful trajectories (rejection
-// fine-tuning: RFTExamples, SupervisedFT) for epochs passes over their
-// tokens, Pref.BatchTokens a step.
+// TrainRFT fine-tunes on the job's successful trajectories, or those its
+// Rules imitate (rejection fine-tuning: RFTExamples, SupervisedFT) for
+// epochs passes over their tokens, Pref.BatchTokens a step.
 func TrainRFT(j Job, epochs int) error {
 	if err := j.begin(RFTMayChange); err != nil {
 		return err
 	}
-	ex, err := RFTExamples(j.Tok, j.Protocol.System, j.Trajs)
+	ex, what, err := j.Rules.RFTExamples(j.Tok, j.Protocol.System, j.Trajs)
 	if err != nil {
 		return fmt.Errorf("%s: %w", j.Path, err)
 	}
 	if len(ex) == 0 {
-		return fmt.Errorf("%s: no successful trajectory (reward 1) to train on", j.Path)
+		return fmt.Errorf("%s: no trajectory to train on (rejection fine-tuning imitates the %s)", j.Path, what)
 	}
 	pol, err := j.Target.Trained(j.Model, j.Adapter, j.Seed)
 	if err != nil {
@@ -350,7 +351,7 @@ func TrainRFT(j Job, epochs int) error {
 	}
 	bt := j.Pref.BatchTokens
 	steps := max(1, epochs*tokens/bt)
-	fmt.Fprintf(j.Log, "rejection fine-tuning on %d successful trajectories (%d tokens), %d steps, %s\n", len(ex), tokens, steps, j.Target.Describe(pol))
+	fmt.Fprintf(j.Log, "rejection fine-tuning on %d %s: %d tokens, %d steps, %s\n", len(ex), what, tokens, steps, j.Target.Describe(pol))
 	o := SFTOptions{Steps: steps, BatchTokens: bt, MaxLen: min(j.MaxLen, j.Model.Config.MaxSeqLen), LR: j.Target.LearningRate(), Seed: j.Seed,
 		MetricsDir: j.Out, PeakFLOPS: j.Pref.PeakFLOPS, Comm: j.Comm, Checkpoints: j.Checkpoints}
 	if err := SupervisedFT(j.Model, pol, ex, o, j.Log); err != nil {
@@ -383,8 +384,8 @@ type Episodes struct {
 	Comm engine.Communicator
 }
 
-// reportSimulator says how many simulator calls failed, if any.
-func (e *Episodes) reportSimulator() {
+// ReportSimulator says on Log how many simulator calls failed, if any.
+func (e *Episodes) ReportSimulator() {
 	if hs := e.HTTP; hs != nil && hs.Failures() > 0 {
 		fmt.Fprintf(e.Log, "the simulator failed %d times (replied %q); last error: %v\n", hs.Failures(), sweetrl.NoResponse, hs.LastError())
 	}
@@ -414,28 +415,39 @@ func RolloutJob(ctx context.Context, e Episodes, k, maxBatch int, f FileRolloutO
 		}
 	}
 	fmt.Fprintf(e.Log, "wrote %s: mean reward %.3f, success %.3f\n", f.Path, sweetrl.MeanReward(trajs), sweetrl.SuccessRate(trajs))
-	e.reportSimulator()
+	e.ReportSimulator()
 	return nil
 }
 
 // EvalJob plays seeds episodes of every task (Evaluate), writes them to
 // the trajectory file out unless it is "", and prints the summary.
 func EvalJob(ctx context.Context, e Episodes, seeds int, out string) error {
+	s, _, err := EvalEpisodes(ctx, e, seeds, out)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(e.Log, s)
+	e.ReportSimulator()
+	return nil
+}
+
+// EvalEpisodes is EvalJob without its report: it plays seeds episodes of
+// every task, writes them to the trajectory file out unless it is "", and
+// returns their summary and the scored episodes (every rank gets them all).
+func EvalEpisodes(ctx context.Context, e Episodes, seeds int, out string) (Summary, []sweetrl.Trajectory, error) {
 	fmt.Fprintf(e.Log, "%d tasks × %d seeds; scoring with %s\n", len(e.Tasks), seeds, e.ScorerName)
 	s, eps, err := Evaluate(ctx, e.Model, e.Adapter, e.Tok, e.Protocol, e.Tasks, e.Sim, e.Scorer,
 		EvalOptions{Seeds: seeds, Temperature: e.Temperature, MaxNew: e.MaxNew, Seed: e.Seed, SimWorkers: e.SimWorkers, Label: "eval",
 			Comm: e.Comm, Backend: e.Model.Backend()}, e.Log)
 	if err != nil {
-		return err
+		return Summary{}, nil, err
 	}
 	if out != "" && (e.Comm == nil || e.Comm.Rank() == 0) {
 		if err := sweetrl.SaveTrajectories(out, eps); err != nil {
-			return err
+			return Summary{}, nil, err
 		}
 	}
-	fmt.Fprintln(e.Log, s)
-	e.reportSimulator()
-	return nil
+	return s, eps, nil
 }
 
 // LoadJobTrajectories reads a trajectory file and says on w what it holds;
