@@ -89,20 +89,39 @@ func (d *dataParallel) step(opt *optim.AdamW, lr, gradScale float32) (optim.Step
 	return opt.Step(lr, gradScale), nil
 }
 
+// SaveCheckpoint writes a checkpoint of step to runDir (checkpoint.Save:
+// the trained tensors as the group "model", the optimizer, and state as
+// trainer.json) and prunes runDir to its newest keep checkpoints. In a job
+// of several ranks (c; nil: one process) rank 0 alone writes; with a
+// sharded optimizer SaveCheckpoint is a collective (it gathers the whole
+// state to rank 0's host memory first), which every rank calls.
+func (p *Params) SaveCheckpoint(c engine.Communicator, runDir string, step, keep int, state any, compress bool) error {
+	opt, done, err := p.savedOptimizer(c, step)
+	if err != nil || opt == nil {
+		return err
+	}
+	defer done()
+	dir := checkpoint.Dir(runDir, step)
+	if err := checkpoint.Save(dir, p.m.Backend(), map[string]checkpoint.Tensors{"model": p.Tensors}, opt, state, compress); err != nil {
+		return err
+	}
+	return checkpoint.Prune(runDir, max(keep, 1))
+}
+
 // savedOptimizer returns the optimizer a checkpoint saves and a function
 // that releases it; nil on the ranks that do not write. A sharded
 // optimizer's state is gathered from every rank first (a collective).
-func (t *Trainer) savedOptimizer() (*optim.AdamW, func(), error) {
-	writes := t.cfg.Comm == nil || t.cfg.Comm.Rank() == 0
-	if !t.p.Opt.Sharded() {
+func (p *Params) savedOptimizer(c engine.Communicator, step int) (*optim.AdamW, func(), error) {
+	writes := c == nil || c.Rank() == 0
+	if !p.Opt.Sharded() {
 		if !writes {
 			return nil, nil, nil
 		}
-		return t.p.Opt, func() {}, nil
+		return p.Opt, func() {}, nil
 	}
-	full, err := t.p.Opt.GatherTo(hostBackend(t.m.Backend()), writes)
+	full, err := p.Opt.GatherTo(hostBackend(p.m.Backend()), writes)
 	if err != nil {
-		return nil, nil, fmt.Errorf("trainer: saving step %d: %w", t.st.Step, err)
+		return nil, nil, fmt.Errorf("trainer: saving step %d: %w", step, err)
 	}
 	if !writes {
 		return nil, nil, nil
@@ -120,34 +139,36 @@ func hostBackend(b engine.Backend) engine.Backend {
 	return cpu.New(cpu.Options{})
 }
 
-// load restores the checkpoint in dir; a sharded optimizer takes its shard
-// of the whole state the checkpoint holds, which each rank loads into host
-// memory in turn (a collective), so that a node's host holds one whole
-// state at a time.
-func (t *Trainer) load(dir string) error {
-	b := t.m.Backend()
-	model := map[string]checkpoint.Tensors{"model": t.p.Tensors}
-	if !t.p.Opt.Sharded() {
-		return checkpoint.Load(dir, b, model, t.p.Opt, &t.st)
+// LoadCheckpoint restores the checkpoint in dir that SaveCheckpoint wrote:
+// the trained tensors, the optimizer and state (unmarshalled from
+// trainer.json). Every rank of c (nil: one process) loads it; a sharded
+// optimizer takes its shard of the whole state the checkpoint holds, which
+// each rank loads into host memory in turn (a collective), so that a
+// node's host holds one whole state at a time.
+func (p *Params) LoadCheckpoint(c engine.Communicator, dir string, state any) error {
+	b := p.m.Backend()
+	model := map[string]checkpoint.Tensors{"model": p.Tensors}
+	if !p.Opt.Sharded() {
+		return checkpoint.Load(dir, b, model, p.Opt, state)
 	}
 	mine := func() error {
-		full, err := t.p.Opt.Twin(hostBackend(b))
+		full, err := p.Opt.Twin(hostBackend(b))
 		if err != nil {
 			return fmt.Errorf("checkpoint %s: %w", dir, err)
 		}
 		defer full.Free()
-		if err := checkpoint.Load(dir, b, model, full, &t.st); err != nil {
+		if err := checkpoint.Load(dir, b, model, full, state); err != nil {
 			return err
 		}
-		t.p.Opt.LoadShard(full)
+		p.Opt.LoadShard(full)
 		return nil
 	}
 	var err error
-	for r := range t.cfg.Comm.Size() {
-		if r == t.cfg.Comm.Rank() {
+	for r := range c.Size() {
+		if r == c.Rank() {
 			err = mine()
 		}
-		if berr := t.cfg.Comm.Barrier(); berr != nil && err == nil {
+		if berr := c.Barrier(); berr != nil && err == nil {
 			err = fmt.Errorf("checkpoint %s: waiting for rank %d to load: %w", dir, r, berr)
 		}
 	}

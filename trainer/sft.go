@@ -6,7 +6,6 @@ import (
 	"io"
 	"path/filepath"
 
-	"github.com/turnwise/turnwise/checkpoint"
 	"github.com/turnwise/turnwise/data"
 	"github.com/turnwise/turnwise/engine"
 	"github.com/turnwise/turnwise/internal/outfile"
@@ -50,7 +49,7 @@ const ConfigName = "config.yaml"
 // schedule then follows the new total), and the micro-batches per step,
 // which a resume with another number of ranks changes to keep the batch.
 var SFTMayChange = []string{"steps", "micro-batches", "backend", "gemm", "threads", "recompute", "checkpoint-every", "keep", "eval-every",
-	"prompt", "max-new", "resume", "force", "run-dir", "zero", "peak-tflops"}
+	"prompt", "max-new", "resume", "force", "out", "run-dir", "zero", "peak-tflops"}
 
 // RunSFT runs j to its last step, saying on Log what it trains, where it
 // resumes and where the checkpoints and metrics are.
@@ -96,10 +95,8 @@ func RunSFT(j SFTJob) error {
 	if err != nil {
 		return err
 	}
-	if !j.Resume {
-		if d, _, err := checkpoint.Latest(cfg.RunDir); err == nil {
-			return fmt.Errorf("%s holds checkpoint %s: pass --resume or choose another --run-dir", cfg.RunDir, filepath.Base(d))
-		}
+	if err := RefuseResume(cfg.RunDir, j.Resume, "--run-dir"); err != nil {
+		return err
 	}
 	from, err := tr.Resume()
 	if err != nil {

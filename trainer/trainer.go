@@ -140,13 +140,26 @@ func (t *Trainer) Resume() (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	if err := t.load(dir); err != nil {
+	if err := t.p.LoadCheckpoint(t.cfg.Comm, dir, &t.st); err != nil {
 		return 0, err
 	}
 	if err := t.train.Seek(t.st.Position); err != nil {
 		return 0, fmt.Errorf("%s: %w", dir, err)
 	}
 	return t.st.Step, t.truncateMetrics()
+}
+
+// RefuseResume returns an error when resume is false and runDir holds a
+// checkpoint, so that a run asked to start afresh does not replace or mix
+// with an earlier one's; dirFlag is the flag naming runDir, for the message.
+func RefuseResume(runDir string, resume bool, dirFlag string) error {
+	if resume || runDir == "" {
+		return nil
+	}
+	if d, _, err := checkpoint.Latest(runDir); err == nil {
+		return fmt.Errorf("%s holds checkpoint %s: pass --resume or choose another %s", runDir, filepath.Base(d), dirFlag)
+	}
+	return nil
 }
 
 // MetricsName is the name of the metrics file in the run directory.
@@ -321,16 +334,7 @@ func (t *Trainer) Evaluate() (float64, error) {
 // job of several ranks only rank 0 writes; with a sharded optimizer Save is
 // a collective (it gathers the state), which every rank calls.
 func (t *Trainer) Save() error {
-	opt, done, err := t.savedOptimizer()
-	if err != nil || opt == nil {
-		return err
-	}
-	defer done()
-	dir := checkpoint.Dir(t.cfg.RunDir, t.st.Step)
-	if err := checkpoint.Save(dir, t.m.Backend(), map[string]checkpoint.Tensors{"model": t.p.Tensors}, opt, t.st, t.cfg.Compress); err != nil {
-		return err
-	}
-	return checkpoint.Prune(t.cfg.RunDir, t.cfg.KeepCheckpoints)
+	return t.p.SaveCheckpoint(t.cfg.Comm, t.cfg.RunDir, t.st.Step, t.cfg.KeepCheckpoints, t.st, t.cfg.Compress)
 }
 
 // Step returns the number of optimizer steps taken.

@@ -2,7 +2,9 @@ package rl
 
 import (
 	"errors"
+	"fmt"
 	"io"
+	"math"
 
 	"github.com/turnwise/turnwise/data"
 	"github.com/turnwise/turnwise/engine"
@@ -23,17 +25,32 @@ type SFTOptions struct {
 	// loss, lr, grad_norm and the performance values of metrics.Meter.
 	MetricsDir string
 	PeakFLOPS  float64 // the device's peak FLOP/s for MFU (0: none)
+	// Tuning, when set, replaces the reference's schedule and optimizer
+	// settings (train rft's flags); nil: the reference's.
+	Tuning *SFTTuning
 	// Comm, when it joins several ranks, trains data parallel: each rank
 	// trains on its share of the packed batches (trainer.Config.Comm), so
 	// a step sees W batches; nil trains in one process.
 	Comm engine.Communicator
+	// Checkpoints, with a RunDir, checkpoints the run there and resumes it
+	// from the newest valid checkpoint there, if any (trainer.Trainer.Resume):
+	// the metrics then go to the RunDir.
+	Checkpoints Checkpoints
+}
+
+// SFTTuning is the schedule and optimizer of SupervisedFT when they are
+// not the reference's.
+type SFTTuning struct {
+	WarmupFrac float64 // fraction of the steps spent warming up (as PrefOptions.WarmupFrac)
+	MinLRRatio float64 // the cosine schedule's floor, as a fraction of the peak
+	AdamW      optim.AdamWConfig
 }
 
 // SupervisedFT trains m's adapter ad (nil: every weight) on examples with
 // the supervised trainer (trainer.Trainer) and the reference's optimizer
 // settings (reference.go): AdamW (0.9, 0.95), 3% warm-up then cosine to
-// 0.1·LR, clipping at 1, no weight decay, no checkpoints. out gets the
-// progress lines (nil: none).
+// 0.1·LR, clipping at 1, no weight decay, checkpoints as o.Checkpoints
+// says. out gets the progress lines (nil: none).
 func SupervisedFT(m *llama.Model, ad *llama.Adapter, examples []data.Example, o SFTOptions, out io.Writer) error {
 	if out == nil {
 		out = io.Discard
@@ -45,14 +62,25 @@ func SupervisedFT(m *llama.Model, ad *llama.Adapter, examples []data.Example, o 
 	if err != nil {
 		return err
 	}
+	sched := optim.Schedule{Peak: o.LR, Warmup: max(1, o.Steps*3/100), Total: o.Steps, Cosine: true, MinRatio: RefMinLRRatio}
+	adamw := ReferenceAdamW()
+	if t := o.Tuning; t != nil {
+		sched.Warmup, sched.MinRatio, adamw = int(math.Ceil(t.WarmupFrac*float64(o.Steps)-1e-9)), t.MinLRRatio, t.AdamW
+	}
 	tr, err := trainer.New(m, ad, train, nil, trainer.Config{
-		Steps: o.Steps, MicroBatches: 1, Comm: o.Comm,
-		Schedule:   optim.Schedule{Peak: o.LR, Warmup: max(1, o.Steps*3/100), Total: o.Steps, Cosine: true, MinRatio: RefMinLRRatio},
-		AdamW:      ReferenceAdamW(),
+		Steps: o.Steps, MicroBatches: 1, Comm: o.Comm, Schedule: sched, AdamW: adamw,
 		MetricsDir: o.MetricsDir, PeakFLOPS: o.PeakFLOPS,
+		RunDir: o.Checkpoints.RunDir, CheckpointEvery: o.Checkpoints.Every, KeepCheckpoints: o.Checkpoints.Keep, Compress: o.Checkpoints.Compress,
 	}, out)
 	if err != nil {
 		return err
+	}
+	from, err := tr.Resume()
+	if err != nil {
+		return err
+	}
+	if from > 0 {
+		fmt.Fprintf(out, "resuming from step %d\n", from)
 	}
 	return tr.Run()
 }
