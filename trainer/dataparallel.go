@@ -9,7 +9,6 @@ import (
 	"github.com/turnwise/turnwise/checkpoint"
 	"github.com/turnwise/turnwise/data"
 	"github.com/turnwise/turnwise/engine"
-	"github.com/turnwise/turnwise/engine/cpu"
 	"github.com/turnwise/turnwise/model/llama"
 	"github.com/turnwise/turnwise/optim"
 )
@@ -69,89 +68,16 @@ func (d *dataParallel) next(p *data.Packer) llama.Batch {
 	return mine
 }
 
-// newOptimizer returns the run's optimizer over params: sharded across the
-// ranks for ZeRO-1 in a job of several ranks, else whole.
-func newOptimizer(b engine.Backend, cfg Config, params checkpoint.Tensors) (*optim.AdamW, error) {
+// newOptimizer returns the optimizer of a run over params: sharded across
+// comm's ranks for ZeRO stage 1 in a job of several ranks, else whole.
+func newOptimizer(b engine.Backend, c optim.AdamWConfig, params checkpoint.Tensors, comm engine.Communicator, zero int) (*optim.AdamW, error) {
 	switch {
-	case cfg.Zero < 0 || cfg.Zero > 1:
-		return nil, fmt.Errorf("trainer: ZeRO stage %d; want 0 or 1", cfg.Zero)
-	case cfg.Zero == 1 && cfg.Comm != nil && cfg.Comm.Size() > 1:
-		return optim.NewShardedAdamW(b, cfg.AdamW, params, cfg.Comm)
+	case zero < 0 || zero > 1:
+		return nil, fmt.Errorf("trainer: ZeRO stage %d; want 0 or 1", zero)
+	case zero == 1 && comm != nil && comm.Size() > 1:
+		return optim.NewShardedAdamW(b, c, params, comm)
 	}
-	return optim.NewAdamW(b, cfg.AdamW, params)
-}
-
-// step applies the optimizer step (with a sharded optimizer, a collective).
-func (d *dataParallel) step(opt *optim.AdamW, lr, gradScale float32) (optim.StepResult, error) {
-	if opt.Sharded() {
-		return opt.StepSharded(lr, gradScale)
-	}
-	return opt.Step(lr, gradScale), nil
-}
-
-// savedOptimizer returns the optimizer a checkpoint saves and a function
-// that releases it; nil on the ranks that do not write. A sharded
-// optimizer's state is gathered from every rank first (a collective).
-func (t *Trainer) savedOptimizer() (*optim.AdamW, func(), error) {
-	writes := t.cfg.Comm == nil || t.cfg.Comm.Rank() == 0
-	if !t.p.Opt.Sharded() {
-		if !writes {
-			return nil, nil, nil
-		}
-		return t.p.Opt, func() {}, nil
-	}
-	full, err := t.p.Opt.GatherTo(hostBackend(t.m.Backend()), writes)
-	if err != nil {
-		return nil, nil, fmt.Errorf("trainer: saving step %d: %w", t.st.Step, err)
-	}
-	if !writes {
-		return nil, nil, nil
-	}
-	return full, full.Free, nil
-}
-
-// hostBackend returns the backend in host memory that a sharded
-// optimizer's whole state passes through on its way to and from a
-// checkpoint: b itself on the CPU, else a CPU backend.
-func hostBackend(b engine.Backend) engine.Backend {
-	if b.Device() == engine.CPU {
-		return b
-	}
-	return cpu.New(cpu.Options{})
-}
-
-// load restores the checkpoint in dir; a sharded optimizer takes its shard
-// of the whole state the checkpoint holds, which each rank loads into host
-// memory in turn (a collective), so that a node's host holds one whole
-// state at a time.
-func (t *Trainer) load(dir string) error {
-	b := t.m.Backend()
-	model := map[string]checkpoint.Tensors{"model": t.p.Tensors}
-	if !t.p.Opt.Sharded() {
-		return checkpoint.Load(dir, b, model, t.p.Opt, &t.st)
-	}
-	mine := func() error {
-		full, err := t.p.Opt.Twin(hostBackend(b))
-		if err != nil {
-			return fmt.Errorf("checkpoint %s: %w", dir, err)
-		}
-		defer full.Free()
-		if err := checkpoint.Load(dir, b, model, full, &t.st); err != nil {
-			return err
-		}
-		t.p.Opt.LoadShard(full)
-		return nil
-	}
-	var err error
-	for r := range t.cfg.Comm.Size() {
-		if r == t.cfg.Comm.Rank() {
-			err = mine()
-		}
-		if berr := t.cfg.Comm.Barrier(); berr != nil && err == nil {
-			err = fmt.Errorf("checkpoint %s: waiting for rank %d to load: %w", dir, r, berr)
-		}
-	}
-	return err
+	return optim.NewAdamW(b, c, params)
 }
 
 // reduce sums the flat gradient across the ranks — unless opt is sharded,
@@ -161,7 +87,7 @@ func (d *dataParallel) reduce(opt *optim.AdamW, loss float64, tokens int) (float
 	if d.c == nil {
 		return loss, tokens, nil
 	}
-	if !opt.Sharded() {
+	if !opt.Sharded() { // a sharded optimizer's step reduce-scatters it
 		if err := allReduceGrad(d.c, opt); err != nil {
 			return 0, 0, err
 		}
@@ -208,15 +134,18 @@ func gatherBytes(c engine.Communicator, b engine.Backend, mine []byte) ([]byte, 
 
 // Reduce makes one data-parallel step of the ranks of c (nil or of one
 // rank: one process) out of each rank's gradients and vals: it sums the
-// gradients across the ranks (in buckets, in buffer order) and replaces
+// gradients across the ranks (in buckets, in buffer order) — unless the
+// optimizer is sharded, whose Step reduce-scatters them — and replaces
 // vals with their sums over the ranks, added in rank order in float64, so
 // every rank holds the same. vals must have the same length on every rank.
 func (p *Params) Reduce(c engine.Communicator, vals []float64) error {
 	if c == nil || c.Size() == 1 {
 		return nil
 	}
-	if err := allReduceGrad(c, p.Opt); err != nil {
-		return err
+	if !p.Opt.Sharded() {
+		if err := allReduceGrad(c, p.Opt); err != nil {
+			return err
+		}
 	}
 	var mine []byte
 	for _, v := range vals {

@@ -1,10 +1,12 @@
 package trainer
 
 import (
+	"fmt"
 	"maps"
 
 	"github.com/turnwise/turnwise/checkpoint"
 	"github.com/turnwise/turnwise/engine"
+	"github.com/turnwise/turnwise/engine/cpu"
 	"github.com/turnwise/turnwise/model/llama"
 	"github.com/turnwise/turnwise/optim"
 )
@@ -37,6 +39,17 @@ type Params struct {
 func NewParams(m *llama.Model, ad *llama.Adapter, c optim.AdamWConfig, extra map[string]*engine.Tensor) (*Params, error) {
 	return newParams(m, ad, extra, func(ts checkpoint.Tensors) (*optim.AdamW, error) {
 		return optim.NewAdamW(m.Backend(), c, ts)
+	})
+}
+
+// NewParamsZero is NewParams for one rank of the data-parallel job comm
+// (nil, or a job of one rank: one process) at ZeRO stage zero: with 1 and
+// several ranks the optimizer is sharded across them (ZeRO-1,
+// optim.NewShardedAdamW) — Step, SaveCheckpoint and LoadCheckpoint are then
+// collectives, which every rank calls; 0 keeps it whole on every rank.
+func NewParamsZero(m *llama.Model, ad *llama.Adapter, c optim.AdamWConfig, extra map[string]*engine.Tensor, comm engine.Communicator, zero int) (*Params, error) {
+	return newParams(m, ad, extra, func(ts checkpoint.Tensors) (*optim.AdamW, error) {
+		return newOptimizer(m.Backend(), c, ts, comm, zero)
 	})
 }
 
@@ -114,6 +127,28 @@ func (p *Params) ForwardBackward(bt llama.Batch, dlogp []float32) (*llama.Pass, 
 	return p.m.ForwardBackward(bt, p.ad, d, p.Grads, p.AdapterGrads)
 }
 
+// Step updates the parameters at learning rate lr with their gradients
+// times gradScale (optim.AdamW.Step). With a sharded optimizer it is a
+// collective of its ranks (optim.AdamW.StepSharded: the gradients are
+// reduce-scattered, not summed by Reduce), and an error means the job
+// cannot go on.
+func (p *Params) Step(lr, gradScale float32) (optim.StepResult, error) {
+	if p.Opt.Sharded() {
+		return p.Opt.StepSharded(lr, gradScale)
+	}
+	return p.Opt.Step(lr, gradScale), nil
+}
+
+// Sharding says how the optimizer's state is split across ranks under
+// ZeRO-1 — "optimizer state sharded across 2 ranks (ZeRO-1): 1536 f32
+// elements on each" — and is "" when every rank holds it whole.
+func (p *Params) Sharding() string {
+	if !p.Opt.Sharded() {
+		return ""
+	}
+	return fmt.Sprintf("optimizer state sharded across %d ranks (ZeRO-1): %d f32 elements on each", p.Opt.Ranks(), p.Opt.StateElems())
+}
+
 // Free releases the optimizer's state and the loss-gradient buffer.
 func (p *Params) Free() {
 	p.Opt.Free()
@@ -121,4 +156,75 @@ func (p *Params) Free() {
 		p.m.Backend().FreeBuffer(p.dLogP.Buffer())
 		p.dLogP = nil
 	}
+}
+
+// SaveCheckpoint writes checkpoint dir (checkpoint.Save): the parameters
+// as the group "model", the optimizer and state. In a job of several ranks
+// (c) rank 0 alone writes; with a sharded optimizer every rank must call
+// it, since the ranks first gather the whole optimizer state into rank 0's
+// host memory (optim.AdamW.GatherTo, a window at a time), so that the files
+// are the ones an unsharded run writes and any world size resumes them.
+func (p *Params) SaveCheckpoint(c engine.Communicator, dir string, state any, compress bool) error {
+	writes := c == nil || c.Rank() == 0
+	opt := p.Opt
+	if opt.Sharded() {
+		full, err := opt.GatherTo(hostBackend(p.m.Backend()), writes)
+		if err != nil {
+			return fmt.Errorf("trainer: saving %s: %w", dir, err)
+		}
+		if !writes {
+			return nil
+		}
+		defer full.Free()
+		opt = full
+	}
+	if !writes {
+		return nil
+	}
+	return checkpoint.Save(dir, p.m.Backend(), map[string]checkpoint.Tensors{"model": p.Tensors}, opt, state, compress)
+}
+
+// LoadCheckpoint restores checkpoint dir into the parameters, the
+// optimizer and state (checkpoint.Load), on every rank of c. A sharded
+// optimizer takes its shard of the whole state the checkpoint holds: the
+// ranks load it into host memory one after another (a collective), so that
+// a node's host holds one whole state at a time.
+func (p *Params) LoadCheckpoint(c engine.Communicator, dir string, state any) error {
+	b := p.m.Backend()
+	model := map[string]checkpoint.Tensors{"model": p.Tensors}
+	if !p.Opt.Sharded() {
+		return checkpoint.Load(dir, b, model, p.Opt, state)
+	}
+	mine := func() error {
+		full, err := p.Opt.Twin(hostBackend(b))
+		if err != nil {
+			return fmt.Errorf("checkpoint %s: %w", dir, err)
+		}
+		defer full.Free()
+		if err := checkpoint.Load(dir, b, model, full, state); err != nil {
+			return err
+		}
+		p.Opt.LoadShard(full)
+		return nil
+	}
+	var err error
+	for r := range c.Size() {
+		if r == c.Rank() {
+			err = mine()
+		}
+		if berr := c.Barrier(); berr != nil && err == nil {
+			err = fmt.Errorf("checkpoint %s: waiting for rank %d to load: %w", dir, r, berr)
+		}
+	}
+	return err
+}
+
+// hostBackend returns the backend in host memory that a sharded
+// optimizer's whole state passes through on its way to and from a
+// checkpoint: b itself on the CPU, else a CPU backend.
+func hostBackend(b engine.Backend) engine.Backend {
+	if b.Device() == engine.CPU {
+		return b
+	}
+	return cpu.New(cpu.Options{})
 }

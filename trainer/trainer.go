@@ -110,9 +110,7 @@ func New(m *llama.Model, ad *llama.Adapter, train, eval *data.Packer, cfg Config
 			out = io.Discard
 		}
 	}
-	p, err := newParams(m, ad, nil, func(ts checkpoint.Tensors) (*optim.AdamW, error) {
-		return newOptimizer(m.Backend(), cfg, ts)
-	})
+	p, err := NewParamsZero(m, ad, cfg.AdamW, nil, cfg.Comm, cfg.Zero)
 	if err != nil {
 		return nil, err
 	}
@@ -140,7 +138,7 @@ func (t *Trainer) Resume() (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	if err := t.load(dir); err != nil {
+	if err := t.p.LoadCheckpoint(t.cfg.Comm, dir, &t.st); err != nil {
 		return 0, err
 	}
 	if err := t.train.Seek(t.st.Position); err != nil {
@@ -231,6 +229,9 @@ func (t *Trainer) Run() error {
 	}
 	// Tokens are summed over the ranks, so the peak is all of theirs.
 	meter := NewMeter(t.m, t.ad, t.cfg.PeakFLOPS*float64(dp.size))
+	if s := t.p.Sharding(); s != "" {
+		fmt.Fprintln(t.log, s)
+	}
 	for t.st.Step < t.cfg.Steps {
 		start := time.Now()
 		t.p.Opt.ZeroGrad()
@@ -255,7 +256,7 @@ func (t *Trainer) Run() error {
 			return err
 		}
 		lr := t.cfg.Schedule.LR(t.st.Step)
-		res, err := dp.step(t.p.Opt, float32(lr), 1/float32(t.cfg.MicroBatches*dp.size))
+		res, err := t.p.Step(float32(lr), 1/float32(t.cfg.MicroBatches*dp.size))
 		if err != nil {
 			return err
 		}
@@ -321,14 +322,12 @@ func (t *Trainer) Evaluate() (float64, error) {
 // job of several ranks only rank 0 writes; with a sharded optimizer Save is
 // a collective (it gathers the state), which every rank calls.
 func (t *Trainer) Save() error {
-	opt, done, err := t.savedOptimizer()
-	if err != nil || opt == nil {
+	dir := checkpoint.Dir(t.cfg.RunDir, t.st.Step)
+	if err := t.p.SaveCheckpoint(t.cfg.Comm, dir, t.st, t.cfg.Compress); err != nil {
 		return err
 	}
-	defer done()
-	dir := checkpoint.Dir(t.cfg.RunDir, t.st.Step)
-	if err := checkpoint.Save(dir, t.m.Backend(), map[string]checkpoint.Tensors{"model": t.p.Tensors}, opt, t.st, t.cfg.Compress); err != nil {
-		return err
+	if t.cfg.Comm != nil && t.cfg.Comm.Rank() != 0 {
+		return nil
 	}
 	return checkpoint.Prune(t.cfg.RunDir, t.cfg.KeepCheckpoints)
 }

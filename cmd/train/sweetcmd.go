@@ -57,6 +57,7 @@ type trainFlags struct {
 	warmup, minRatio, wd, clip float64
 	peakTFLOPS                 float64
 	losses                     string
+	zero                       int
 }
 
 // register adds the flags with the given defaults of epochs and NLL
@@ -80,6 +81,7 @@ func (t *trainFlags) register(fs *pflag.FlagSet, epochs int, nll float64) {
 	fs.Float64Var(&t.clip, "clip", rl.RefMaxGradNorm, "clip the global gradient norm to this (0: off)")
 	fs.Float64Var(&t.peakTFLOPS, "peak-tflops", 0, "the device's peak TFLOP/s, for the MFU in --out's metrics.jsonl: the GPU's bf16 data-sheet peak (989.4 for an H100 SXM), or the CPU GEMM rate train bench measures (0: no MFU)")
 	fs.StringVar(&t.losses, "losses", "", "also write each optimizer step's loss to this file, a line \"step loss\" per step")
+	fs.IntVar(&t.zero, "zero", 0, "ZeRO stage under train launch: 1 shards the optimizer's moments and f32 master weights across the ranks; 0 keeps them whole on every rank")
 }
 
 // target says what the flags train.
@@ -92,7 +94,7 @@ func (t *trainFlags) prefOptions(seed uint64, out io.Writer) rl.PrefOptions {
 	o.Beta, o.NLLCoef, o.Epochs, o.PairsPerStep, o.BatchTokens = t.beta, t.nll, t.epochs, t.batch, t.batchTokens
 	o.LR, o.WarmupFrac, o.MinLRRatio, o.Seed, o.Progress = t.target().LearningRate(), t.warmup, t.minRatio, seed, out
 	o.AdamW.WeightDecay, o.AdamW.MaxGradNorm = float32(t.wd), float32(t.clip)
-	o.PeakFLOPS = t.peakTFLOPS * 1e12
+	o.PeakFLOPS, o.Zero = t.peakTFLOPS*1e12, t.zero
 	return o
 }
 

@@ -56,6 +56,10 @@ type PrefOptions struct {
 	// order, the gradients summed across them, and every rank steps alike;
 	// nil trains in one process.
 	Comm engine.Communicator
+	// Zero is the ZeRO stage of a data-parallel run: 1 shards the
+	// optimizer's moments and f32 master weights across Comm's ranks
+	// (trainer.NewParamsZero); 0 keeps them whole on every rank.
+	Zero int
 }
 
 // PrefStats summarise a preference run.
@@ -110,7 +114,7 @@ func TrainPreferences(m *llama.Model, ad *llama.Adapter, pairs []PrefPair, o Pre
 	if o.Epochs <= 0 || o.PairsPerStep <= 0 || o.BatchTokens <= 0 || o.Beta <= 0 {
 		return st, fmt.Errorf("preference training: %d epochs, %d pairs per step, %d tokens per batch, β %g", o.Epochs, o.PairsPerStep, o.BatchTokens, o.Beta)
 	}
-	tp, err := trainer.NewParams(m, ad, o.AdamW, nil)
+	tp, err := trainer.NewParamsZero(m, ad, o.AdamW, nil, o.Comm, o.Zero)
 	if err != nil {
 		return st, err
 	}
@@ -190,6 +194,9 @@ func pairLoop(pairs []PrefPair, tp *trainer.Params, o PrefOptions, stream uint64
 	sched := optim.Schedule{Peak: o.LR, Warmup: int(math.Ceil(o.WarmupFrac * float64(total))), Total: total, Cosine: true, MinRatio: o.MinLRRatio}
 	var prog *metrics.Progress
 	if o.Progress != nil {
+		if s := tp.Sharding(); s != "" && rank == 0 {
+			fmt.Fprintln(o.Progress, s)
+		}
 		prog = metrics.NewProgress(o.Progress, metrics.ProgressOptions{Total: int64(total), Label: o.Label})
 		defer prog.Done()
 	}
@@ -254,7 +261,11 @@ func pairLoop(pairs []PrefPair, tp *trainer.Params, o PrefOptions, stream uint64
 			accSum += sum.right
 			st.Losses = append(st.Losses, sum.loss)
 			lr := sched.LR(st.Steps)
-			if res := opt.Step(float32(lr), 1); res.Skipped {
+			res, err := tp.Step(float32(lr), 1)
+			if err != nil {
+				return st, err
+			}
+			if res.Skipped {
 				st.Skipped++
 			}
 			st.Steps++

@@ -27,6 +27,8 @@ type SFTOptions struct {
 	// trains on its share of the packed batches (trainer.Config.Comm), so
 	// a step sees W batches; nil trains in one process.
 	Comm engine.Communicator
+	// Zero is the ZeRO stage of a data-parallel run (trainer.Config.Zero).
+	Zero int
 }
 
 // SupervisedFT trains m's adapter ad (nil: every weight) on examples with
@@ -46,7 +48,7 @@ func SupervisedFT(m *llama.Model, ad *llama.Adapter, examples []data.Example, o 
 		return err
 	}
 	tr, err := trainer.New(m, ad, train, nil, trainer.Config{
-		Steps: o.Steps, MicroBatches: 1, Comm: o.Comm,
+		Steps: o.Steps, MicroBatches: 1, Comm: o.Comm, Zero: o.Zero,
 		Schedule:   optim.Schedule{Peak: o.LR, Warmup: max(1, o.Steps*3/100), Total: o.Steps, Cosine: true, MinRatio: RefMinLRRatio},
 		AdamW:      ReferenceAdamW(),
 		MetricsDir: o.MetricsDir, PeakFLOPS: o.PeakFLOPS,
