@@ -220,7 +220,7 @@ type ActorJob struct {
 func TrainActor(j Job, a ActorJob) error {
 	pol := &Sampler{Model: j.Model, Adapter: j.Adapter, Tok: j.Tok, Sample: engine.SampleParams{Temperature: a.Temperature, TopP: 1}, MaxNew: a.MaxNew, Seed: j.Seed}
 	pairs, st, err := ActorPairs(j.Trajs, pol, a.Critic, ActorOptions{Protocol: j.Protocol, Candidates: a.Candidates, PairsPerTurn: a.PairsPerTurn,
-		DataFraction: a.DataFraction, BatchTokens: j.Pref.BatchTokens, Seed: j.Seed, Progress: j.Log})
+		DataFraction: a.DataFraction, BatchTokens: j.Pref.BatchTokens, Seed: j.Seed, Progress: j.Log, Comm: j.Comm, Backend: j.Model.Backend()})
 	if err != nil {
 		return err
 	}
