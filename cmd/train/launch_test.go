@@ -16,7 +16,7 @@ import (
 )
 
 // freePort returns a TCP port nothing listens on now.
-func freePort(t *testing.T) string {
+func freePort(t testing.TB) string {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -27,7 +27,7 @@ func freePort(t *testing.T) string {
 
 // launchRun runs train launch with args; its ranks are this test binary
 // running train's main.
-func launchRun(t *testing.T, args ...string) (stdout, stderr string, err error) {
+func launchRun(t testing.TB, args ...string) (stdout, stderr string, err error) {
 	t.Setenv("TW_TRAIN_ARGV", "1")
 	var out, errOut bytes.Buffer
 	err = runLaunch(args, strings.NewReader(""), &out, &errOut)
