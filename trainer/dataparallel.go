@@ -83,12 +83,12 @@ func newOptimizer(b engine.Backend, c optim.AdamWConfig, params checkpoint.Tenso
 // reduce sums the flat gradient across the ranks — unless opt is sharded,
 // whose step reduces it — and returns the step's loss (the mean of the
 // ranks' losses) and token count (their sum).
-func (d *dataParallel) reduce(opt *optim.AdamW, loss float64, tokens int) (float64, int, error) {
+func (d *dataParallel) reduce(p *Params, loss float64, tokens int) (float64, int, error) {
 	if d.c == nil {
 		return loss, tokens, nil
 	}
-	if !opt.Sharded() { // a sharded optimizer's step reduce-scatters it
-		if err := allReduceGrad(d.c, opt); err != nil {
+	if !p.Opt.Sharded() { // a sharded optimizer's step reduce-scatters it
+		if err := p.reduceGrads(d.c); err != nil {
 			return 0, 0, err
 		}
 	}
@@ -143,7 +143,7 @@ func (p *Params) Reduce(c engine.Communicator, vals []float64) error {
 		return nil
 	}
 	if !p.Opt.Sharded() {
-		if err := allReduceGrad(c, p.Opt); err != nil {
+		if err := p.reduceGrads(c); err != nil {
 			return err
 		}
 	}

@@ -59,6 +59,10 @@ type Config struct {
 	// master weights across Comm's ranks (see optim.NewShardedAdamW); 0
 	// keeps the whole optimizer on every rank.
 	Zero int
+	// OverlapReduce all-reduces each layer's gradients while the backward
+	// of a step's last micro-batch goes on, where the backend allows
+	// (Params.OverlapReduce: CPU ranks without ZeRO).
+	OverlapReduce bool
 }
 
 // state is what trainer.json holds: enough, with the weights and the
@@ -115,6 +119,9 @@ func New(m *llama.Model, ad *llama.Adapter, train, eval *data.Packer, cfg Config
 		return nil, err
 	}
 	t.p = p
+	if cfg.OverlapReduce {
+		p.OverlapReduce(cfg.Comm)
+	}
 	t.progress = metrics.NewProgress(out, metrics.ProgressOptions{Total: int64(cfg.Steps)})
 	return t, nil
 }
@@ -229,7 +236,7 @@ func (t *Trainer) Run() error {
 	}
 	// Tokens are summed over the ranks, so the peak is all of theirs.
 	meter := NewMeter(t.m, t.ad, t.cfg.PeakFLOPS*float64(dp.size))
-	if s := t.p.Sharding(); s != "" {
+	if s := t.p.DataParallel(); s != "" {
 		fmt.Fprintln(t.log, s)
 	}
 	for t.st.Step < t.cfg.Steps {
@@ -238,6 +245,9 @@ func (t *Trainer) Run() error {
 		var loss float64
 		var tokens int
 		for mb := 0; mb < t.cfg.MicroBatches; mb++ {
+			if mb == t.cfg.MicroBatches-1 {
+				t.p.LastMicroBatch()
+			}
 			bt := dp.next(t.train)
 			dlogp, err := lossGrad(bt, 1)
 			if err != nil {
@@ -252,7 +262,7 @@ func (t *Trainer) Run() error {
 			p.Release()
 		}
 		var err error
-		if loss, tokens, err = dp.reduce(t.p.Opt, loss, tokens); err != nil {
+		if loss, tokens, err = dp.reduce(t.p, loss, tokens); err != nil {
 			return err
 		}
 		lr := t.cfg.Schedule.LR(t.st.Step)

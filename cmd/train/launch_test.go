@@ -3,10 +3,12 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"maps"
 	"math"
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -14,6 +16,9 @@ import (
 
 	"github.com/turnwise/turnwise/checkpoint"
 	"github.com/turnwise/turnwise/metrics"
+	"github.com/turnwise/turnwise/sweetrl"
+	"github.com/turnwise/turnwise/sweetrl/demotask"
+	"github.com/turnwise/turnwise/sweetrl/rl"
 )
 
 // freePort returns a TCP port nothing listens on now.
@@ -236,4 +241,77 @@ func TestLaunchKillRankAndResume(t *testing.T) {
 		t.Fatalf("metrics.jsonl holds %d steps, want 6", len(recs))
 	}
 	sameMetrics(t, "two ranks killed twice, resumed by two ranks and by one process", metricsByStep(t, dir), metricsByStep(t, whole))
+}
+
+// TestLaunchOverlapReduce: two CPU ranks with --overlap-reduce, which
+// all-reduce each layer's gradients while the backward goes on, train as
+// two ranks that all-reduce the whole gradient after it: the same per-step
+// losses and the same weights, bit for bit (with two ranks each element's
+// sum is a+b however the buffer is cut) — for sft (every weight), and for
+// the critic (a LoRA adapter) and the value-head critic (a head outside
+// every layer, reduced after the backward) with steps that leave rank 1
+// without pairs.
+func TestLaunchOverlapReduce(t *testing.T) {
+	if testing.Short() {
+		t.Skip("trains six times")
+	}
+	common := []string{"--steps", "4", "--batch-tokens", "256", "--eval-every", "0", "--prompt", "",
+		"--threads", "1", "--checkpoint-every", "4"}
+	plain, overlap := t.TempDir(), t.TempDir()
+	for _, r := range []struct {
+		dir   string
+		extra []string
+	}{{plain, nil}, {overlap, []string{"--overlap-reduce"}}} {
+		args := append([]string{"--nproc-per-node", "2", "--master-port", freePort(t), "--",
+			"sft", "--run-dir", r.dir, "--micro-batches", "2"}, common...)
+		out, errOut, err := launchRun(t, append(args, r.extra...)...)
+		if err != nil {
+			t.Fatalf("sft %v: %v\n%s\n%s", r.extra, err, out, errOut)
+		}
+		if said := strings.Contains(out, "[rank 0] gradients all-reduced layer by layer during the backward (4 layers, then 2 other ranges)"); said != (r.extra != nil) {
+			t.Errorf("sft %v: says the all-reduce overlaps: %v\n%s", r.extra, said, out)
+		}
+	}
+	want, got := metricsByStep(t, plain), metricsByStep(t, overlap)
+	if len(want) != 4 || !maps.EqualFunc(got, want, maps.Equal) {
+		t.Errorf("sft: the overlapped run recorded %v, the plain one %v; want 4 steps, the same", got, want)
+	}
+	sameWeights(t, checkpoint.Dir(overlap, 4), checkpoint.Dir(plain, 4), 0)
+
+	dir := t.TempDir()
+	scripted := filepath.Join(dir, "scripted.jsonl")
+	if err := sweetrl.SaveTrajectories(scripted, demotask.ScriptedTrajectories(demotask.Tasks(4, 9), 4, 9)); err != nil {
+		t.Fatal(err)
+	}
+	model := byteModel(t)
+	for _, head := range []string{"logprob", "scalar"} {
+		var losses [2][]float64
+		outs := [2]string{filepath.Join(dir, head+"-plain"), filepath.Join(dir, head+"-overlap")}
+		for i, extra := range [][]string{nil, {"--overlap-reduce"}} {
+			lossFile := outs[i] + ".losses"
+			// 3 pairs a step on two ranks: the last step of an epoch of 7
+			// pairs leaves rank 1 none.
+			args := append([]string{"--nproc-per-node", "2", "--master-port", freePort(t), "--", "critic", "--head", head,
+				"--hf", model, "--threads", "1", "--trajectories", scripted, "--lora-rank", "2", "--batch-tokens", "512",
+				"--lr", "1e-3", "--epochs", "2", "--batch", "3", "--out", outs[i], "--losses", lossFile}, extra...)
+			out, errOut, err := launchRun(t, args...)
+			if err != nil {
+				t.Fatalf("critic --head %s %v: %v\n%s\n%s", head, extra, err, out, errOut)
+			}
+			if !strings.Contains(out, "on 7 trajectory pairs") {
+				t.Fatalf("critic --head %s: want 7 pairs\n%s", head, out)
+			}
+			if said := strings.Contains(out, "[rank 0] gradients all-reduced layer by layer during the backward"); said != (extra != nil) {
+				t.Errorf("critic --head %s %v: says the all-reduce overlaps: %v\n%s", head, extra, said, out)
+			}
+			losses[i] = readLosses(t, lossFile)
+		}
+		if len(losses[0]) < 2 || !slices.Equal(losses[1], losses[0]) {
+			t.Errorf("critic --head %s: losses %v overlapped, %v plain; want the same, at least 2 steps", head, losses[1], losses[0])
+		}
+		sameTensors(t, "adapter_model.safetensors", outs[1], outs[0], 0)
+		if head == "scalar" {
+			sameTensors(t, rl.ValueHeadFile, outs[1], outs[0], 0)
+		}
+	}
 }

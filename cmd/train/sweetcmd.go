@@ -58,6 +58,7 @@ type trainFlags struct {
 	peakTFLOPS                 float64
 	losses                     string
 	zero                       int
+	overlap                    bool
 }
 
 // register adds the flags with the given defaults of epochs and NLL
@@ -82,6 +83,7 @@ func (t *trainFlags) register(fs *pflag.FlagSet, epochs int, nll float64) {
 	fs.Float64Var(&t.peakTFLOPS, "peak-tflops", 0, "the device's peak TFLOP/s, for the MFU in --out's metrics.jsonl: the GPU's bf16 data-sheet peak (989.4 for an H100 SXM), or the CPU GEMM rate train bench measures (0: no MFU)")
 	fs.StringVar(&t.losses, "losses", "", "also write each optimizer step's loss to this file, a line \"step loss\" per step")
 	fs.IntVar(&t.zero, "zero", 0, "ZeRO stage under train launch: 1 shards the optimizer's moments and f32 master weights across the ranks; 0 keeps them whole on every rank")
+	fs.BoolVar(&t.overlap, "overlap-reduce", false, "under train launch on CPU ranks (without --zero 1): all-reduce each layer's gradients while the backward goes on")
 }
 
 // target says what the flags train.
@@ -94,7 +96,7 @@ func (t *trainFlags) prefOptions(seed uint64, out io.Writer) rl.PrefOptions {
 	o.Beta, o.NLLCoef, o.Epochs, o.PairsPerStep, o.BatchTokens = t.beta, t.nll, t.epochs, t.batch, t.batchTokens
 	o.LR, o.WarmupFrac, o.MinLRRatio, o.Seed, o.Progress = t.target().LearningRate(), t.warmup, t.minRatio, seed, out
 	o.AdamW.WeightDecay, o.AdamW.MaxGradNorm = float32(t.wd), float32(t.clip)
-	o.PeakFLOPS, o.Zero = t.peakTFLOPS*1e12, t.zero
+	o.PeakFLOPS, o.Zero, o.OverlapReduce = t.peakTFLOPS*1e12, t.zero, t.overlap
 	return o
 }
 

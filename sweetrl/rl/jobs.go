@@ -273,7 +273,7 @@ func TrainRFT(j Job, epochs int) error {
 	steps := max(1, epochs*tokens/bt)
 	fmt.Fprintf(j.Log, "rejection fine-tuning on %d successful trajectories (%d tokens), %d steps, %s\n", len(ex), tokens, steps, j.Target.Describe(pol))
 	o := SFTOptions{Steps: steps, BatchTokens: bt, MaxLen: min(j.MaxLen, j.Model.Config.MaxSeqLen), LR: j.Target.LearningRate(), Seed: j.Seed,
-		MetricsDir: j.Out, PeakFLOPS: j.Pref.PeakFLOPS, Comm: j.Comm, Zero: j.Pref.Zero}
+		MetricsDir: j.Out, PeakFLOPS: j.Pref.PeakFLOPS, Comm: j.Comm, Zero: j.Pref.Zero, OverlapReduce: j.Pref.OverlapReduce}
 	if err := SupervisedFT(j.Model, pol, ex, o, j.Log); err != nil {
 		return err
 	}

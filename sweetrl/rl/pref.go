@@ -60,6 +60,10 @@ type PrefOptions struct {
 	// optimizer's moments and f32 master weights across Comm's ranks
 	// (trainer.NewParamsZero); 0 keeps them whole on every rank.
 	Zero int
+	// OverlapReduce all-reduces each layer's gradients while the backward
+	// of a step's last forward pass goes on, where the backend allows
+	// (trainer.Params.OverlapReduce).
+	OverlapReduce bool
 }
 
 // PrefStats summarise a preference run.
@@ -188,13 +192,16 @@ func pairLoop(pairs []PrefPair, tp *trainer.Params, o PrefOptions, stream uint64
 	if o.Comm != nil {
 		rank, size = o.Comm.Rank(), o.Comm.Size()
 	}
+	if o.OverlapReduce {
+		tp.OverlapReduce(o.Comm)
+	}
 	perStep := o.PairsPerStep * size
 	perEpoch := (len(pairs) + perStep - 1) / perStep
 	total := perEpoch * o.Epochs
 	sched := optim.Schedule{Peak: o.LR, Warmup: int(math.Ceil(o.WarmupFrac * float64(total))), Total: total, Cosine: true, MinRatio: o.MinLRRatio}
 	var prog *metrics.Progress
 	if o.Progress != nil {
-		if s := tp.Sharding(); s != "" && rank == 0 {
+		if s := tp.DataParallel(); s != "" && rank == 0 {
 			fmt.Fprintln(o.Progress, s)
 		}
 		prog = metrics.NewProgress(o.Progress, metrics.ProgressOptions{Total: int64(total), Label: o.Label})
@@ -233,7 +240,11 @@ func pairLoop(pairs []PrefPair, tp *trainer.Params, o PrefOptions, stream uint64
 			opt.ZeroGrad()
 			scale := 1 / float64(len(all))
 			var sum microStats
-			for _, r := range pairBatches(pairs, step, o.BatchTokens) {
+			batches := pairBatches(pairs, step, o.BatchTokens)
+			for i, r := range batches {
+				if i == len(batches)-1 {
+					tp.LastMicroBatch()
+				}
 				ms, err := micro(step[r[0]:r[1]], scale)
 				if err != nil {
 					return st, err

@@ -29,6 +29,9 @@ type SFTOptions struct {
 	Comm engine.Communicator
 	// Zero is the ZeRO stage of a data-parallel run (trainer.Config.Zero).
 	Zero int
+	// OverlapReduce overlaps the gradient all-reduce with the backward
+	// (trainer.Config.OverlapReduce).
+	OverlapReduce bool
 }
 
 // SupervisedFT trains m's adapter ad (nil: every weight) on examples with
@@ -48,7 +51,7 @@ func SupervisedFT(m *llama.Model, ad *llama.Adapter, examples []data.Example, o 
 		return err
 	}
 	tr, err := trainer.New(m, ad, train, nil, trainer.Config{
-		Steps: o.Steps, MicroBatches: 1, Comm: o.Comm, Zero: o.Zero,
+		Steps: o.Steps, MicroBatches: 1, Comm: o.Comm, Zero: o.Zero, OverlapReduce: o.OverlapReduce,
 		Schedule:   optim.Schedule{Peak: o.LR, Warmup: max(1, o.Steps*3/100), Total: o.Steps, Cosine: true, MinRatio: RefMinLRRatio},
 		AdamW:      ReferenceAdamW(),
 		MetricsDir: o.MetricsDir, PeakFLOPS: o.PeakFLOPS,
