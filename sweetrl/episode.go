@@ -127,6 +127,12 @@ type Protocol struct {
 	MaxTurns int
 	// ReplyLimit is the number of characters a human reply is cut to.
 	ReplyLimit int
+	// Answer, when not nil, gives the answer of an episode that has just
+	// ended, from its dialogue (whose last turn is the agent's last),
+	// instead of the text after AnswerMarker or the last visible reply:
+	// a family whose answer is not the last reply's text (a frontend
+	// task's is the last page the agent wrote) sets it.
+	Answer func(history []Turn) string
 }
 
 // ColBenchProtocol returns ColBench's rules: AgentSystemPrompt,
@@ -193,8 +199,9 @@ func (e *Episode) Answer() string { return e.answer }
 // to a second OutputMarker its output (RawReply). As in the reference, the
 // episode ends when the visible part contains AnswerMarker (the answer is
 // what follows it) or when it is the protocol's last agent turn (the answer
-// is then the whole visible part); done reports which. It is an error to call
-// AgentTurn when the episode is over or the human is to speak.
+// is then the whole visible part), unless the protocol's Answer gives it;
+// done reports which. It is an error to call AgentTurn when the episode is
+// over or the human is to speak.
 func (e *Episode) AgentTurn(input, output string) (done bool, err error) {
 	if e.done {
 		return true, ErrEpisodeOver
@@ -214,6 +221,9 @@ func (e *Episode) AgentTurn(input, output string) (done bool, err error) {
 		e.done, e.answer = true, ans
 	} else if e.agentTurns >= e.proto.MaxTurns {
 		e.done, e.answer = true, visible
+	}
+	if e.done && e.proto.Answer != nil {
+		e.answer = e.proto.Answer(e.history)
 	}
 	return e.done, nil
 }

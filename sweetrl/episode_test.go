@@ -347,3 +347,41 @@ func TestEpisodeProtocol(t *testing.T) {
 		t.Errorf("system prompt %q", msgs[0].Content)
 	}
 }
+
+// TestEpisodeProtocolAnswer checks a protocol's own answer rule: it gets
+// the whole dialogue once the episode ends, by the marker or the turn
+// limit, and its answer is the episode's and the trajectory's.
+func TestEpisodeProtocolAnswer(t *testing.T) {
+	var seen []int
+	p := Protocol{MaxTurns: 2, ReplyLimit: 100, Answer: func(h []Turn) string {
+		seen = append(seen, len(h))
+		return h[1].Content // the first agent turn's
+	}}
+	for _, tc := range []struct {
+		name    string
+		replies []string
+		turns   int // the history's length when the episode ends
+	}{
+		{"the marker", []string{"OUTPUT: first", "OUTPUT: I WANT TO ANSWER: second"}, 4},
+		{"the turn limit", []string{"OUTPUT: first", "OUTPUT: second"}, 4},
+		{"at once", []string{"OUTPUT: first I WANT TO ANSWER: x"}, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			seen = nil
+			e := NewEpisodeWith(testTask, p)
+			for i, r := range tc.replies {
+				if i > 0 {
+					e.HumanTurn("go on")
+				}
+				e.AgentTurn("in", r)
+			}
+			want := VisibleReply(tc.replies[0])
+			if !e.Done() || e.Answer() != want || e.Trajectory(0).Answer != want {
+				t.Errorf("done %v, answer %q, want %q", e.Done(), e.Answer(), want)
+			}
+			if len(seen) != 1 || seen[0] != tc.turns {
+				t.Errorf("the rule saw histories of %v turns, want one of %d", seen, tc.turns)
+			}
+		})
+	}
+}

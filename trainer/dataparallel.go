@@ -9,6 +9,7 @@ import (
 	"github.com/turnwise/turnwise/checkpoint"
 	"github.com/turnwise/turnwise/data"
 	"github.com/turnwise/turnwise/engine"
+	"github.com/turnwise/turnwise/engine/cpu"
 	"github.com/turnwise/turnwise/model/llama"
 	"github.com/turnwise/turnwise/optim"
 )
@@ -78,6 +79,92 @@ func newOptimizer(b engine.Backend, c optim.AdamWConfig, params checkpoint.Tenso
 		return optim.NewShardedAdamW(b, c, params, comm)
 	}
 	return optim.NewAdamW(b, c, params)
+}
+
+// SaveCheckpoint writes a checkpoint of step to runDir (checkpoint.Save:
+// the trained tensors as the group "model", the optimizer, and state as
+// trainer.json) and prunes runDir to its newest keep checkpoints. In a job
+// of several ranks (c; nil: one process) rank 0 alone writes; with a
+// sharded optimizer SaveCheckpoint is a collective (it gathers the whole
+// state to rank 0's host memory first), which every rank calls.
+func (p *Params) SaveCheckpoint(c engine.Communicator, runDir string, step, keep int, state any, compress bool) error {
+	opt, done, err := p.savedOptimizer(c, step)
+	if err != nil || opt == nil {
+		return err
+	}
+	defer done()
+	dir := checkpoint.Dir(runDir, step)
+	if err := checkpoint.Save(dir, p.m.Backend(), map[string]checkpoint.Tensors{"model": p.Tensors}, opt, state, compress); err != nil {
+		return err
+	}
+	return checkpoint.Prune(runDir, max(keep, 1))
+}
+
+// savedOptimizer returns the optimizer a checkpoint saves and a function
+// that releases it; nil on the ranks that do not write. A sharded
+// optimizer's state is gathered from every rank first (a collective).
+func (p *Params) savedOptimizer(c engine.Communicator, step int) (*optim.AdamW, func(), error) {
+	writes := c == nil || c.Rank() == 0
+	if !p.Opt.Sharded() {
+		if !writes {
+			return nil, nil, nil
+		}
+		return p.Opt, func() {}, nil
+	}
+	full, err := p.Opt.GatherTo(hostBackend(p.m.Backend()), writes)
+	if err != nil {
+		return nil, nil, fmt.Errorf("trainer: saving step %d: %w", step, err)
+	}
+	if !writes {
+		return nil, nil, nil
+	}
+	return full, full.Free, nil
+}
+
+// hostBackend returns the backend in host memory that a sharded
+// optimizer's whole state passes through on its way to and from a
+// checkpoint: b itself on the CPU, else a CPU backend.
+func hostBackend(b engine.Backend) engine.Backend {
+	if b.Device() == engine.CPU {
+		return b
+	}
+	return cpu.New(cpu.Options{})
+}
+
+// LoadCheckpoint restores the checkpoint in dir that SaveCheckpoint wrote:
+// the trained tensors, the optimizer and state (unmarshalled from
+// trainer.json). Every rank of c (nil: one process) loads it; a sharded
+// optimizer takes its shard of the whole state the checkpoint holds, which
+// each rank loads into host memory in turn (a collective), so that a
+// node's host holds one whole state at a time.
+func (p *Params) LoadCheckpoint(c engine.Communicator, dir string, state any) error {
+	b := p.m.Backend()
+	model := map[string]checkpoint.Tensors{"model": p.Tensors}
+	if !p.Opt.Sharded() {
+		return checkpoint.Load(dir, b, model, p.Opt, state)
+	}
+	mine := func() error {
+		full, err := p.Opt.Twin(hostBackend(b))
+		if err != nil {
+			return fmt.Errorf("checkpoint %s: %w", dir, err)
+		}
+		defer full.Free()
+		if err := checkpoint.Load(dir, b, model, full, state); err != nil {
+			return err
+		}
+		p.Opt.LoadShard(full)
+		return nil
+	}
+	var err error
+	for r := range c.Size() {
+		if r == c.Rank() {
+			err = mine()
+		}
+		if berr := c.Barrier(); berr != nil && err == nil {
+			err = fmt.Errorf("checkpoint %s: waiting for rank %d to load: %w", dir, r, berr)
+		}
+	}
+	return err
 }
 
 // reduce sums the flat gradient across the ranks — unless opt is sharded,

@@ -7,7 +7,6 @@ import (
 
 	"github.com/turnwise/turnwise/checkpoint"
 	"github.com/turnwise/turnwise/engine"
-	"github.com/turnwise/turnwise/engine/cpu"
 	"github.com/turnwise/turnwise/model/llama"
 	"github.com/turnwise/turnwise/optim"
 )
@@ -194,75 +193,4 @@ func (p *Params) Free() {
 		p.m.Backend().FreeBuffer(p.dLogP.Buffer())
 		p.dLogP = nil
 	}
-}
-
-// SaveCheckpoint writes checkpoint dir (checkpoint.Save): the parameters
-// as the group "model", the optimizer and state. In a job of several ranks
-// (c) rank 0 alone writes; with a sharded optimizer every rank must call
-// it, since the ranks first gather the whole optimizer state into rank 0's
-// host memory (optim.AdamW.GatherTo, a window at a time), so that the files
-// are the ones an unsharded run writes and any world size resumes them.
-func (p *Params) SaveCheckpoint(c engine.Communicator, dir string, state any, compress bool) error {
-	writes := c == nil || c.Rank() == 0
-	opt := p.Opt
-	if opt.Sharded() {
-		full, err := opt.GatherTo(hostBackend(p.m.Backend()), writes)
-		if err != nil {
-			return fmt.Errorf("trainer: saving %s: %w", dir, err)
-		}
-		if !writes {
-			return nil
-		}
-		defer full.Free()
-		opt = full
-	}
-	if !writes {
-		return nil
-	}
-	return checkpoint.Save(dir, p.m.Backend(), map[string]checkpoint.Tensors{"model": p.Tensors}, opt, state, compress)
-}
-
-// LoadCheckpoint restores checkpoint dir into the parameters, the
-// optimizer and state (checkpoint.Load), on every rank of c. A sharded
-// optimizer takes its shard of the whole state the checkpoint holds: the
-// ranks load it into host memory one after another (a collective), so that
-// a node's host holds one whole state at a time.
-func (p *Params) LoadCheckpoint(c engine.Communicator, dir string, state any) error {
-	b := p.m.Backend()
-	model := map[string]checkpoint.Tensors{"model": p.Tensors}
-	if !p.Opt.Sharded() {
-		return checkpoint.Load(dir, b, model, p.Opt, state)
-	}
-	mine := func() error {
-		full, err := p.Opt.Twin(hostBackend(b))
-		if err != nil {
-			return fmt.Errorf("checkpoint %s: %w", dir, err)
-		}
-		defer full.Free()
-		if err := checkpoint.Load(dir, b, model, full, state); err != nil {
-			return err
-		}
-		p.Opt.LoadShard(full)
-		return nil
-	}
-	var err error
-	for r := range c.Size() {
-		if r == c.Rank() {
-			err = mine()
-		}
-		if berr := c.Barrier(); berr != nil && err == nil {
-			err = fmt.Errorf("checkpoint %s: waiting for rank %d to load: %w", dir, r, berr)
-		}
-	}
-	return err
-}
-
-// hostBackend returns the backend in host memory that a sharded
-// optimizer's whole state passes through on its way to and from a
-// checkpoint: b itself on the CPU, else a CPU backend.
-func hostBackend(b engine.Backend) engine.Backend {
-	if b.Device() == engine.CPU {
-		return b
-	}
-	return cpu.New(cpu.Options{})
 }

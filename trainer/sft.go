@@ -6,7 +6,6 @@ import (
 	"io"
 	"path/filepath"
 
-	"github.com/turnwise/turnwise/checkpoint"
 	"github.com/turnwise/turnwise/data"
 	"github.com/turnwise/turnwise/engine"
 	"github.com/turnwise/turnwise/internal/outfile"
@@ -96,10 +95,8 @@ func RunSFT(j SFTJob) error {
 	if err != nil {
 		return err
 	}
-	if !j.Resume {
-		if d, _, err := checkpoint.Latest(cfg.RunDir); err == nil {
-			return fmt.Errorf("%s holds checkpoint %s: pass --resume or choose another --run-dir", cfg.RunDir, filepath.Base(d))
-		}
+	if err := RefuseResume(cfg.RunDir, j.Resume, "--run-dir"); err != nil {
+		return err
 	}
 	from, err := tr.Resume()
 	if err != nil {

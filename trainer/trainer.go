@@ -154,6 +154,19 @@ func (t *Trainer) Resume() (int, error) {
 	return t.st.Step, t.truncateMetrics()
 }
 
+// RefuseResume returns an error when resume is false and runDir holds a
+// checkpoint, so that a run asked to start afresh does not replace or mix
+// with an earlier one's; dirFlag is the flag naming runDir, for the message.
+func RefuseResume(runDir string, resume bool, dirFlag string) error {
+	if resume || runDir == "" {
+		return nil
+	}
+	if d, _, err := checkpoint.Latest(runDir); err == nil {
+		return fmt.Errorf("%s holds checkpoint %s: pass --resume or choose another %s", runDir, filepath.Base(d), dirFlag)
+	}
+	return nil
+}
+
 // MetricsName is the name of the metrics file in the run directory.
 const MetricsName = "metrics.jsonl"
 
@@ -332,14 +345,7 @@ func (t *Trainer) Evaluate() (float64, error) {
 // job of several ranks only rank 0 writes; with a sharded optimizer Save is
 // a collective (it gathers the state), which every rank calls.
 func (t *Trainer) Save() error {
-	dir := checkpoint.Dir(t.cfg.RunDir, t.st.Step)
-	if err := t.p.SaveCheckpoint(t.cfg.Comm, dir, t.st, t.cfg.Compress); err != nil {
-		return err
-	}
-	if t.cfg.Comm != nil && t.cfg.Comm.Rank() != 0 {
-		return nil
-	}
-	return checkpoint.Prune(t.cfg.RunDir, t.cfg.KeepCheckpoints)
+	return t.p.SaveCheckpoint(t.cfg.Comm, t.cfg.RunDir, t.st.Step, t.cfg.KeepCheckpoints, t.st, t.cfg.Compress)
 }
 
 // Step returns the number of optimizer steps taken.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/turnwise/turnwise/model/llama"
 	"github.com/turnwise/turnwise/sweetrl"
+	"github.com/turnwise/turnwise/sweetrl/frontend"
 	"github.com/turnwise/turnwise/sweetrl/pipeline"
 	"github.com/turnwise/turnwise/tokenizer"
 )
@@ -21,11 +22,13 @@ type envFlags struct {
 	simRetries int
 	simHF      string
 	simWorkers int
+	fs         *pflag.FlagSet // for the frontend's simulator defaults
 }
 
 func (e *envFlags) register(fs *pflag.FlagSet) {
-	fs.StringVar(&e.Family, "env", "colbench", "task family: colbench (backend programming, --tasks FILE) or demo (the built-in family of train demo)")
-	fs.StringVar(&e.TasksFile, "tasks", "", "ColBench backend tasks (JSONL)")
+	e.fs = fs
+	fs.StringVar(&e.Family, "env", "colbench", "task family: colbench (backend programming, --tasks FILE), frontend (frontend design, --tasks FILE; rollout and eval score with --clip DIR) or demo (the built-in family of train demo)")
+	fs.StringVar(&e.TasksFile, "tasks", "", "ColBench tasks (JSONL): backend rows for --env colbench, frontend rows for --env frontend")
 	fs.IntVar(&e.Limit, "limit", 0, "use the first N tasks only (0: all)")
 	fs.IntVar(&e.DemoTasks, "demo-tasks", 200, "demo: number of tasks")
 	fs.IntVar(&e.DemoFirst, "demo-first", -1, "demo: index of the first task in the family's seeded order (default: train demo's RL tasks for rollout, its held-out tasks for eval)")
@@ -45,10 +48,30 @@ func (e *envFlags) register(fs *pflag.FlagSet) {
 	fs.BoolVar(&e.Python.ModuleScope, "module-scope", false, "colbench: run each answer as a module (corrected semantics) instead of the reference's exec inside a function")
 }
 
+// registerScoring adds the flags of the subcommands that play and score
+// frontend episodes (rollout, eval; the trainers read scored trajectories
+// and need neither, and their --clip is the gradient's).
+func (e *envFlags) registerScoring(fs *pflag.FlagSet) {
+	fs.StringVar(&e.CLIP, "clip", "", "frontend: the Hugging Face openai/clip-vit-base-patch32 directory whose image embeddings score pages (required: there is no substitute metric)")
+	fs.IntVar(&e.Render.Tabs, "render-tabs", 4, "frontend: pages the browser renders at once")
+	fs.DurationVar(&e.Render.Timeout, "render-timeout", 20*time.Second, "frontend: time a page has to render; a page past it scores as a black image")
+}
+
+// checkScorer stops a job that will score frontend pages without --clip.
+func (e *envFlags) checkScorer() error {
+	if err := e.CheckScorer(); err != nil {
+		return fmt.Errorf("--env frontend needs --clip DIR: %w", err)
+	}
+	return nil
+}
+
 // tasks returns the tasks episodes are played on (pipeline.Env.Tasks).
 func (e *envFlags) tasks(heldOut bool) ([]sweetrl.Task, error) {
 	if e.Family == "colbench" && e.TasksFile == "" {
 		return nil, errors.New("--env colbench needs --tasks FILE (ColBench backend tasks, JSONL)")
+	}
+	if e.Family == "frontend" && e.TasksFile == "" {
+		return nil, errors.New("--env frontend needs --tasks FILE (ColBench frontend tasks, JSONL)")
 	}
 	return e.Tasks(heldOut)
 }
@@ -61,6 +84,16 @@ func (e *envFlags) newSimulator(pf *policyFlags, m *llama.Model, tok tokenizer.T
 	e.HTTP.MaxRetries, e.HTTP.MaxTokens = e.simRetries, e.SimMaxNew
 	if e.simRetries == 0 {
 		e.HTTP.MaxRetries = -1 // the config's 0 is its default
+	}
+	if e.Family == "frontend" && e.fs != nil {
+		// The reference's vision simulator and its reply length, unless
+		// the flags say otherwise.
+		if !e.fs.Changed("sim-model") {
+			e.HTTP.Model = frontend.SimulatorModel
+		}
+		if !e.fs.Changed("sim-max-new") {
+			e.HTTP.MaxTokens = frontend.SimulatorMaxTokens
+		}
 	}
 	var ad *llama.Adapter
 	if e.SimulatorKind() == "model" && e.simHF != "" {

@@ -38,7 +38,7 @@ func commands() map[string]command {
 		"critic-check":  {"print the critic check of a critic over a train demo run's model, on its family's held-out tasks", runCriticCheck},
 		"critic":        {"SWEET-RL critic: Bradley–Terry on trajectory pairs, with the ground truth in its prompt", runCritic},
 		"demo":          {"the whole SWEET-RL pipeline on a built-in task family, with a table of held-out success", runDemo},
-		"eval":          {"play held-out tasks and report pass rate and success with 95% confidence intervals", runEval},
+		"eval":          {"play held-out tasks and report pass rate and success (frontend: mean CLIP cosine, win rate) with 95% confidence intervals", runEval},
 		"export":        {"turn a model, or an adapter on its base, into a merged Hugging Face directory or a GGUF file (f32, f16, bf16)", runExport},
 		"generate":      {"continue a prompt with a model (greedy, temperature, top-p)", runGenerate},
 		"info":          {"print a model's architecture and parameter counts", runInfo},

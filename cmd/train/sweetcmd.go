@@ -59,6 +59,8 @@ type trainFlags struct {
 	losses                     string
 	zero                       int
 	overlap                    bool
+	ckEvery, keep              int
+	resume, force              bool
 }
 
 // register adds the flags with the given defaults of epochs and NLL
@@ -84,6 +86,17 @@ func (t *trainFlags) register(fs *pflag.FlagSet, epochs int, nll float64) {
 	fs.StringVar(&t.losses, "losses", "", "also write each optimizer step's loss to this file, a line \"step loss\" per step")
 	fs.IntVar(&t.zero, "zero", 0, "ZeRO stage under train launch: 1 shards the optimizer's moments and f32 master weights across the ranks; 0 keeps them whole on every rank")
 	fs.BoolVar(&t.overlap, "overlap-reduce", false, "under train launch on CPU ranks (without --zero 1): all-reduce each layer's gradients while the backward goes on")
+	fs.IntVar(&t.ckEvery, "checkpoint-every", rl.CheckpointDefaults.Every, "steps between checkpoints in --out (the last step is always saved)")
+	fs.IntVar(&t.keep, "keep", rl.CheckpointDefaults.Keep, "checkpoints kept")
+	fs.BoolVar(&t.resume, "resume", true, "continue from the newest valid checkpoint in --out (false: refuse an --out that has one)")
+	fs.BoolVar(&t.force, "force", false, "resume even though --out's config.yaml records other settings (it is then replaced)")
+}
+
+// checkpoints are the trainer's checkpoints in the run directory out.
+func (t *trainFlags) checkpoints(out string) rl.Checkpoints {
+	c := rl.CheckpointDefaults
+	c.RunDir, c.Every, c.Keep = out, t.ckEvery, t.keep
+	return c
 }
 
 // target says what the flags train.
@@ -160,8 +173,9 @@ func (j *trajJob) load(args []string, stdout *io.Writer) error {
 
 // job is the library's view of the loaded job (rl.Job).
 func (j *trajJob) job(stdout io.Writer) rl.Job {
-	return rl.Job{Model: j.m, Adapter: j.ad, Tok: j.tok, Protocol: j.proto, Trajs: j.trajs, Path: *j.path, Target: j.tf.target(),
-		MaxLen: j.tf.maxLen, Seed: j.pf.seed, Pref: j.tf.prefOptions(j.pf.seed, stdout), Out: *j.out, Log: stdout, Flags: recipe.Values(j.fs), Losses: j.tf.losses, Comm: j.comm}
+	return rl.Job{Model: j.m, Adapter: j.ad, Tok: j.tok, Protocol: j.proto, Rules: j.ef.Rules(), Trajs: j.trajs, Path: *j.path, Target: j.tf.target(),
+		MaxLen: j.tf.maxLen, Seed: j.pf.seed, Pref: j.tf.prefOptions(j.pf.seed, stdout), Out: *j.out, Log: stdout, Flags: recipe.Values(j.fs), Losses: j.tf.losses, Comm: j.comm,
+		Checkpoints: j.tf.checkpoints(*j.out), Resume: j.tf.resume, Force: j.tf.force}
 }
 
 // episodeJob is what the subcommands that play episodes (rollout, eval)
@@ -190,6 +204,7 @@ func newEpisodeJob(name string, stderr io.Writer) *episodeJob {
 	j := &episodeJob{fs: newFlags(name, stderr)}
 	j.pf.register(j.fs)
 	j.ef.register(j.fs)
+	j.ef.registerScoring(j.fs)
 	j.fs.Float64Var(&j.temp, "temperature", rl.RefTemperature, "the agent's sampling temperature")
 	j.fs.IntVar(&j.maxNew, "max-new", rl.RefMaxNew, "tokens per agent turn at most")
 	return j
@@ -198,7 +213,8 @@ func newEpisodeJob(name string, stderr io.Writer) *episodeJob {
 // load parses args, runs check (the subcommand's own flag checks), and
 // loads everything playing episodes needs (heldOut: the demo family's
 // held-out tasks), having entered the job (silencing *stdout on ranks
-// other than 0).
+// other than 0). What the env opened (a browser, CLIP) is closed on an
+// error; otherwise the caller closes it with ef.Close.
 func (j *episodeJob) load(args []string, heldOut bool, check func() error, stdout *io.Writer) (err error) {
 	if err := parse(j.fs, args); err != nil {
 		return err
@@ -206,6 +222,14 @@ func (j *episodeJob) load(args []string, heldOut bool, check func() error, stdou
 	if err := check(); err != nil {
 		return err
 	}
+	if err := j.ef.checkScorer(); err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			j.ef.Close()
+		}
+	}()
 	if err := j.enter(&j.pf.backendFlags, stdout); err != nil {
 		return err
 	}
@@ -224,7 +248,7 @@ func (j *episodeJob) load(args []string, heldOut bool, check func() error, stdou
 	if j.sim, j.hs, err = j.ef.newSimulator(&j.pf, j.m, j.tok); err != nil {
 		return err
 	}
-	if j.scorer, j.desc, err = j.ef.NewScorer(context.Background()); err != nil {
+	if j.scorer, j.desc, err = j.ef.NewScorer(context.Background(), j.m.Backend()); err != nil {
 		return err
 	}
 	j.maxNew, err = j.m.Config.FitMaxNew(0, j.maxNew, *stdout)
@@ -244,18 +268,23 @@ func runRollout(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	maxBatch := j.fs.Int("max-batch", 64, "agent turns generated together at most")
 	out := j.fs.String("out", "", "trajectories file to write (.jsonl, or .jsonl.zst); it grows as FILE.partial until every episode is in")
 	cont := j.fs.Bool("continue", false, "continue the FILE.partial an interrupted run with the same flags left")
-	chunk := j.fs.Int("chunk", 256, "episodes played, scored and appended to the file at a time (keep it when continuing)")
+	chunk := j.fs.Int("chunk", 256, "episodes played together, their agent turns generated in batches; each is scored and appended to the file as it ends (keep it when continuing)")
+	order := j.fs.String("order", "task", "order of the episodes in --out: task (the k episodes of each task together) or reference (every task once, then every task again: the layout the reference's scripts expect)")
+	var ord rl.RolloutOrder
 	err := j.load(args, false, func() error {
 		if *out == "" || *k <= 0 {
 			return fmt.Errorf("want --out FILE and a positive --k (got %q, %d)", *out, *k)
 		}
-		return nil
+		var err error
+		ord, err = rl.ParseRolloutOrder(*order)
+		return err
 	}, &stdout)
 	if err != nil {
 		return err
 	}
+	defer j.ef.Close()
 	defer j.leave()
-	return rl.RolloutJob(context.Background(), j.episodes(stdout), *k, *maxBatch, rl.FileRolloutOptions{Path: *out, Continue: *cont, Chunk: *chunk})
+	return rl.RolloutJob(context.Background(), j.episodes(stdout), *k, *maxBatch, rl.FileRolloutOptions{Path: *out, Continue: *cont, Chunk: *chunk, Order: ord})
 }
 
 // runCritic implements "train critic".
@@ -346,7 +375,12 @@ func runEval(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	j := newEpisodeJob("eval", stderr)
 	seeds := j.fs.Int("seeds", 1, "episodes per task, each with its own sampling seed")
 	out := j.fs.String("out", "", "also write the episodes to this trajectories file")
+	against := j.fs.String("against", "", "frontend: another method's episodes of the same tasks (train eval --out, one a task): print the win rate against them")
+	margin := j.fs.Float64("tie-margin", 0, "frontend: cosines within this of each other tie in the win rate")
 	err := j.load(args, true, func() error {
+		if *against != "" && (j.ef.Family != "frontend" || *seeds != 1) {
+			return errors.New("--against compares one episode of each frontend task: use it with --env frontend and --seeds 1")
+		}
 		if *out == "" {
 			return nil
 		}
@@ -355,6 +389,7 @@ func runEval(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	defer j.ef.Close()
 	defer j.leave()
-	return rl.EvalJob(context.Background(), j.episodes(stdout), *seeds, *out)
+	return j.ef.EvalJob(context.Background(), j.episodes(stdout), *seeds, *out, *against, *margin)
 }

@@ -8,6 +8,7 @@
 //	config.go      Config and LoadConfig (a Hugging Face config.json)
 //	params.go      the parameter table: names, shapes, fields
 //	hf.go          Load: weights from a Hugging Face directory
+//	save.go        SaveHF: a tower written as a Hugging Face directory
 //	model.go       Model, Embed (the forward) and Cosine
 //	preprocess.go  Preprocess: CLIPImageProcessor's resize, crop, normalise
 //	bicubic.go     PIL's 8-bit bicubic resampling, reproduced exactly

@@ -238,3 +238,37 @@ func TestNewRandom(t *testing.T) {
 		}
 	}
 }
+
+// TestSaveHFRoundTrip saves a random tower and loads it back: the same
+// configuration, and the same embeddings bit for bit.
+func TestSaveHFRoundTrip(t *testing.T) {
+	b := cpu.New(cpu.Options{})
+	c := Config{Hidden: 32, FFN: 64, Layers: 2, Heads: 2, Patch: 16, ImageSize: 64, Projection: 8, NormEps: 1e-5}
+	m, err := NewRandom(b, c, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	dir := filepath.Join(t.TempDir(), "clip")
+	if err := m.SaveHF(dir); err != nil {
+		t.Fatal(err)
+	}
+	got, err := Load(b, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer got.Close()
+	if got.Config != c {
+		t.Errorf("config %+v, want %+v", got.Config, c)
+	}
+	img := make(Pixels, 3*64*64)
+	for i := range img {
+		img[i] = float32(i%11)/5 - 1
+	}
+	want, have := m.EmbedPixels([]Pixels{img})[0], got.EmbedPixels([]Pixels{img})[0]
+	for j := range want {
+		if math.Float32bits(want[j]) != math.Float32bits(have[j]) {
+			t.Fatalf("element %d: %g after a round trip, want %g", j, have[j], want[j])
+		}
+	}
+}

@@ -43,9 +43,25 @@ First write your thoughts on what you are still unsure of about the page the hum
 
 // Protocol returns the rules of frontend episodes: AgentSystemPrompt,
 // MaxAgentTurns and SimulatorReplyLimit, ending as backend episodes do
-// (sweetrl.AnswerMarker in the visible reply, or the last turn).
+// (sweetrl.AnswerMarker in the visible reply, or the last turn), with
+// LastPage as the answer.
 func Protocol() sweetrl.Protocol {
-	return sweetrl.Protocol{System: AgentSystemPrompt, MaxTurns: MaxAgentTurns, ReplyLimit: SimulatorReplyLimit}
+	return sweetrl.Protocol{System: AgentSystemPrompt, MaxTurns: MaxAgentTurns, ReplyLimit: SimulatorReplyLimit, Answer: LastPage}
+}
+
+// LastPage returns the answer of a frontend dialogue: the page of the last
+// agent turn whose visible reply holds one (ExtractHTML), whatever follows
+// sweetrl.AnswerMarker; "" when no turn does.
+func LastPage(history []sweetrl.Turn) string {
+	for i := len(history) - 1; i >= 0; i-- {
+		if history[i].Role != sweetrl.RoleAssistant {
+			continue
+		}
+		if page, ok := ExtractHTML(history[i].Content); ok {
+			return page
+		}
+	}
+	return ""
 }
 
 // RunEpisode plays one frontend episode of task between agent and sim,
@@ -66,7 +82,6 @@ func RunEpisode(ctx context.Context, task sweetrl.Task, agent sweetrl.Agent, r R
 		return sweetrl.Trajectory{}, fmt.Errorf("rendering the target page: %w", err)
 	}
 	e := sweetrl.NewEpisodeWith(task, Protocol())
-	answer := ""
 	for !e.Done() {
 		if err := ctx.Err(); err != nil {
 			return sweetrl.Trajectory{}, err
@@ -78,28 +93,34 @@ func RunEpisode(ctx context.Context, task sweetrl.Task, agent sweetrl.Agent, r R
 		if _, err := e.AgentTurn(input, output); err != nil {
 			return sweetrl.Trajectory{}, err
 		}
-		page, ok := ExtractHTML(sweetrl.VisibleReply(output))
-		if ok {
-			answer = page
-		}
 		if !e.NeedsHuman() {
 			continue
 		}
-		var shot []byte
-		if ok {
-			if shot, err = r.Render(ctx, page); err != nil {
-				return sweetrl.Trajectory{}, fmt.Errorf("rendering the page of agent turn %d: %w", e.AgentTurns(), err)
-			}
-		}
-		reply, err := sim.Respond(ctx, shot, target)
+		reply, err := respond(ctx, r, sim, sweetrl.VisibleReply(output), target)
 		if err != nil {
-			return sweetrl.Trajectory{}, fmt.Errorf("simulator after agent turn %d: %w", e.AgentTurns(), err)
+			return sweetrl.Trajectory{}, fmt.Errorf("agent turn %d: %w", e.AgentTurns(), err)
 		}
 		if err := e.HumanTurn(reply); err != nil {
 			return sweetrl.Trajectory{}, err
 		}
 	}
-	tr := e.Trajectory(0)
-	tr.Answer = answer
-	return tr, nil
+	return e.Trajectory(0), nil
+}
+
+// respond renders the page of the agent's visible reply, if it holds one,
+// and returns sim's reply to its screenshot (nil without a page) and the
+// target's.
+func respond(ctx context.Context, r Renderer, sim Simulator, visible string, target []byte) (string, error) {
+	var shot []byte
+	if page, ok := ExtractHTML(visible); ok {
+		var err error
+		if shot, err = r.Render(ctx, page); err != nil {
+			return "", fmt.Errorf("rendering its page: %w", err)
+		}
+	}
+	reply, err := sim.Respond(ctx, shot, target)
+	if err != nil {
+		return "", fmt.Errorf("simulator: %w", err)
+	}
+	return reply, nil
 }

@@ -1,6 +1,10 @@
 package frontend
 
-import "github.com/turnwise/turnwise/sweetrl"
+import (
+	"slices"
+
+	"github.com/turnwise/turnwise/sweetrl"
+)
 
 // PairMinGap is the least similarity gap between two attempts of a task
 // that makes them a critic pair.
@@ -52,4 +56,32 @@ func TrajectoryPairs(trajs []sweetrl.Trajectory) []sweetrl.Pair {
 		}
 	}
 	return pairs
+}
+
+// BestAttempts returns the trajectories rejection fine-tuning imitates on
+// frontend tasks, as indices into trajs in their order: each task's attempt
+// with the highest similarity (its reward), the first of equal ones, tasks
+// told apart by their problem_description. The reference code gives no
+// such rule for frontend tasks (its rule for backend tasks, a reward of 1,
+// is a perfect screenshot here); this is the best-of-k attempt its
+// evaluation reports.
+func BestAttempts(trajs []sweetrl.Trajectory) []int {
+	best := map[string]int{}
+	var order []string
+	for i, tr := range trajs {
+		k := tr.Task.ProblemDescription
+		b, ok := best[k]
+		if !ok {
+			order = append(order, k)
+		}
+		if !ok || tr.Reward > trajs[b].Reward {
+			best[k] = i
+		}
+	}
+	out := make([]int, 0, len(order))
+	for _, k := range order {
+		out = append(out, best[k])
+	}
+	slices.Sort(out)
+	return out
 }

@@ -44,3 +44,26 @@ func TestTrajectoryPairs(t *testing.T) {
 		t.Errorf("TrajectoryPairs = %v, want %v", got, want)
 	}
 }
+
+func TestBestAttempts(t *testing.T) {
+	tr := func(task string, r float64) sweetrl.Trajectory {
+		return sweetrl.Trajectory{Task: sweetrl.Task{ProblemDescription: task}, Reward: r}
+	}
+	for _, tc := range []struct {
+		name  string
+		trajs []sweetrl.Trajectory
+		want  []int
+	}{
+		{"none", nil, []int{}},
+		{"one task", []sweetrl.Trajectory{tr("a", 0.2), tr("a", 0.7), tr("a", 0.5)}, []int{1}},
+		{"ties: the first", []sweetrl.Trajectory{tr("a", 0.7), tr("a", 0.7)}, []int{0}},
+		{"two tasks, in file order", []sweetrl.Trajectory{tr("a", 0.9), tr("b", 0.1), tr("a", 0.3), tr("b", 0.4)}, []int{0, 3}},
+		{"a later task's best first", []sweetrl.Trajectory{tr("a", 0.1), tr("b", 0.9), tr("a", 0.8)}, []int{1, 2}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := BestAttempts(tc.trajs); !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("BestAttempts = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

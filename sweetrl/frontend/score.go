@@ -93,22 +93,43 @@ func (s Scorer) Cosines(ctx context.Context, answers, targets []string) ([]float
 	return cos, nil
 }
 
+// BatchRenderer is a Renderer that also renders many pages at once (on a
+// pool of browser tabs, say); a Scorer whose Renderer is one renders each
+// batch of answers and targets with RenderAll.
+type BatchRenderer interface {
+	Renderer
+	// RenderAll returns the screenshots of pages, in order, with Render's
+	// rules: a page that does not finish in time is a black image.
+	RenderAll(ctx context.Context, pages []string) ([][]byte, error)
+}
+
 // cosines scores one batch; first is the index of its first answer.
 func (s Scorer) cosines(ctx context.Context, answers, targets []string, first int) ([]float64, error) {
 	n := len(answers)
 	imgs := make([]image.Image, 2*n) // answers, then targets
+	var pages []string               // the pages to render…
+	var at []int                     // …and the index in imgs of each
 	for i := range answers {
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		var err error
 		if answers[i] == "" {
 			imgs[i] = blackSquare(NoAnswerSize)
-		} else if imgs[i], err = s.render(ctx, answers[i]); err != nil {
-			return nil, fmt.Errorf("frontend: answer %d: %w", first+i, err)
+		} else {
+			pages, at = append(pages, answers[i]), append(at, i)
 		}
-		if imgs[n+i], err = s.render(ctx, targets[i]); err != nil {
-			return nil, fmt.Errorf("frontend: target %d: %w", first+i, err)
+		pages, at = append(pages, targets[i]), append(at, n+i)
+	}
+	name := func(k int) string { // names pages[k] in errors
+		if i := at[k]; i >= n {
+			return fmt.Sprintf("target %d", first+i-n)
+		}
+		return fmt.Sprintf("answer %d", first+at[k])
+	}
+	shots, err := s.renderAll(ctx, pages, name)
+	if err != nil {
+		return nil, err
+	}
+	for k, shot := range shots {
+		if imgs[at[k]], err = decodePNG(shot); err != nil {
+			return nil, fmt.Errorf("frontend: %s: %w", name(k), err)
 		}
 	}
 	embs, err := s.Embedder.Embed(imgs)
@@ -129,12 +150,35 @@ func (s Scorer) cosines(ctx context.Context, answers, targets []string, first in
 	return cos, nil
 }
 
-// render renders page and decodes its screenshot.
-func (s Scorer) render(ctx context.Context, page string) (image.Image, error) {
-	shot, err := s.Renderer.Render(ctx, page)
-	if err != nil {
-		return nil, err
+// renderAll renders pages, with RenderAll when the renderer is a
+// BatchRenderer and one at a time otherwise; name(k) names pages[k] in
+// errors.
+func (s Scorer) renderAll(ctx context.Context, pages []string, name func(k int) string) ([][]byte, error) {
+	if br, ok := s.Renderer.(BatchRenderer); ok {
+		shots, err := br.RenderAll(ctx, pages)
+		if err != nil {
+			return nil, fmt.Errorf("frontend: rendering %d pages: %w", len(pages), err)
+		}
+		if len(shots) != len(pages) {
+			return nil, fmt.Errorf("frontend: the renderer returned %d screenshots for %d pages", len(shots), len(pages))
+		}
+		return shots, nil
 	}
+	shots := make([][]byte, len(pages))
+	for i, p := range pages {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		var err error
+		if shots[i], err = s.Renderer.Render(ctx, p); err != nil {
+			return nil, fmt.Errorf("frontend: %s: %w", name(i), err)
+		}
+	}
+	return shots, nil
+}
+
+// decodePNG decodes a screenshot.
+func decodePNG(shot []byte) (image.Image, error) {
 	img, err := png.Decode(bytes.NewReader(shot))
 	if err != nil {
 		return nil, fmt.Errorf("screenshot: %w", err)

@@ -73,6 +73,10 @@ type HTTPSimulator struct {
 // the vision simulator for.
 const SimulatorMaxTokens = 4096
 
+// SimulatorModel is the vision model the reference serves to play the
+// human of frontend tasks.
+const SimulatorModel = "Qwen/Qwen2-VL-72B-Instruct"
+
 // NewHTTPSimulator returns an HTTPSimulator with the client
 // sweetrl.NewHTTPSimulator(cfg) makes, after setting cfg.MaxTokens to
 // SimulatorMaxTokens when it is 0.

@@ -11,6 +11,8 @@
 //     a demo run's directory);
 //   - env.go: Env, where the episode subcommands play — the task family,
 //     the human simulator and the scorer;
+//   - frontend.go: the frontend family's browser, CLIP scorer, training
+//     rules and evaluation (mean cosine, win rate against another method);
 //   - health.go: signs of over-optimisation in a policy's episodes
 //     (EpisodeHealth).
 package pipeline

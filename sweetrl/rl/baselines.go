@@ -11,13 +11,16 @@ import (
 // RFTExamples is the rejection fine-tuning baseline's data: Examples of
 // the successful trajectories (reward 1).
 func RFTExamples(tok tokenizer.Tokenizer, system string, trajs []sweetrl.Trajectory) ([]data.Example, error) {
-	var ok []sweetrl.Trajectory
-	for _, t := range trajs {
-		if t.Reward == 1 {
-			ok = append(ok, t)
-		}
-	}
-	return Examples(tok, system, ok)
+	ex, _, err := Rules{}.RFTExamples(tok, system, trajs)
+	return ex, err
+}
+
+// RFTExamples is the package's RFTExamples with the trajectories r
+// imitates; it also says in words which they are.
+func (r Rules) RFTExamples(tok tokenizer.Tokenizer, system string, trajs []sweetrl.Trajectory) ([]data.Example, string, error) {
+	kept, what := r.imitated(trajs)
+	ex, err := Examples(tok, system, kept)
+	return ex, what, err
 }
 
 // Examples turns trajectories into supervised examples in the agent's

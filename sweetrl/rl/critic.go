@@ -278,7 +278,7 @@ func ParseCriticScore(v string) (CriticScore, error) {
 // loss: the paper's with ScoreTurn, the released code's with
 // ScoreTrajectory.
 func CriticPairs(tok tokenizer.Tokenizer, system string, trajs []sweetrl.Trajectory, kind CriticScore) ([]PrefPair, error) {
-	return seqPairs(trajs, func(t sweetrl.Trajectory) (Seq, error) { return CriticSeq(tok, system, t, kind) })
+	return Rules{}.CriticPairs(tok, system, trajs, kind)
 }
 
 // TrajectoryPairs forms the multi-turn DPO baseline's pairs: the same
@@ -286,10 +286,64 @@ func CriticPairs(tok tokenizer.Tokenizer, system string, trajs []sweetrl.Traject
 // prompt and the dialogue, no ground truth) scored by the summed
 // log-probability of every agent-turn token.
 func TrajectoryPairs(tok tokenizer.Tokenizer, system string, trajs []sweetrl.Trajectory) ([]PrefPair, error) {
-	return seqPairs(trajs, func(t sweetrl.Trajectory) (Seq, error) { return PolicySeq(tok, system, t) })
+	return Rules{}.TrajectoryPairs(tok, system, trajs)
 }
 
-func seqPairs(trajs []sweetrl.Trajectory, view func(sweetrl.Trajectory) (Seq, error)) ([]PrefPair, error) {
+// Rules are what a task family decides in training besides its episodes:
+// which trajectory pairs the critic and multi-turn DPO train on, and which
+// trajectories rejection fine-tuning imitates. The zero value is the
+// reference's rules for backend tasks.
+type Rules struct {
+	// Pairs forms the trajectory pairs of scored trajectories, as indices
+	// into them; nil: each task's first attempt with reward 1 against
+	// every attempt with a lower reward (sweetrl.PairsByReward).
+	Pairs func(trajs []sweetrl.Trajectory) []sweetrl.Pair
+	// Imitate picks the trajectories rejection fine-tuning trains on, as
+	// indices into trajs; nil: those with reward 1.
+	Imitate func(trajs []sweetrl.Trajectory) []int
+	// Imitated says in words which trajectories Imitate picks ("": the
+	// successful ones, reward 1).
+	Imitated string
+}
+
+// pairs returns the trajectory pairs of trajs under r.
+func (r Rules) pairs(trajs []sweetrl.Trajectory) []sweetrl.Pair {
+	if r.Pairs != nil {
+		return r.Pairs(trajs)
+	}
+	return taskPairs(trajs)
+}
+
+// imitated returns the trajectories rejection fine-tuning trains on under
+// r, and says in words which they are.
+func (r Rules) imitated(trajs []sweetrl.Trajectory) ([]sweetrl.Trajectory, string) {
+	var out []sweetrl.Trajectory
+	if r.Imitate == nil {
+		for _, t := range trajs {
+			if t.Reward == 1 {
+				out = append(out, t)
+			}
+		}
+		return out, "successful trajectories (reward 1)"
+	}
+	for _, i := range r.Imitate(trajs) {
+		out = append(out, trajs[i])
+	}
+	return out, r.Imitated
+}
+
+// CriticPairs is the package's CriticPairs with r's pairs.
+func (r Rules) CriticPairs(tok tokenizer.Tokenizer, system string, trajs []sweetrl.Trajectory, kind CriticScore) ([]PrefPair, error) {
+	return seqPairs(trajs, r.pairs(trajs), func(t sweetrl.Trajectory) (Seq, error) { return CriticSeq(tok, system, t, kind) })
+}
+
+// TrajectoryPairs is the package's TrajectoryPairs with r's pairs.
+func (r Rules) TrajectoryPairs(tok tokenizer.Tokenizer, system string, trajs []sweetrl.Trajectory) ([]PrefPair, error) {
+	return seqPairs(trajs, r.pairs(trajs), func(t sweetrl.Trajectory) (Seq, error) { return PolicySeq(tok, system, t) })
+}
+
+// seqPairs turns pairs of indices into trajs into pairs of their views.
+func seqPairs(trajs []sweetrl.Trajectory, pairs []sweetrl.Pair, view func(sweetrl.Trajectory) (Seq, error)) ([]PrefPair, error) {
 	cache := map[int]Seq{}
 	get := func(i int) (Seq, error) {
 		if s, ok := cache[i]; ok {
@@ -303,7 +357,10 @@ func seqPairs(trajs []sweetrl.Trajectory, view func(sweetrl.Trajectory) (Seq, er
 		return s, nil
 	}
 	var out []PrefPair
-	for _, p := range taskPairs(trajs) {
+	for _, p := range pairs {
+		if p.Chosen < 0 || p.Chosen >= len(trajs) || p.Rejected < 0 || p.Rejected >= len(trajs) {
+			panic(fmt.Sprintf("rl: pair %+v of %d trajectories", p, len(trajs)))
+		}
 		c, err := get(p.Chosen)
 		if err != nil {
 			return nil, err

@@ -7,8 +7,9 @@
 //     CriticSeq);
 //   - rollout.go, rollfile.go: RunEpisodes, which plays many episodes at
 //     once, each agent turn of every live episode generated in one batch,
-//     Score, and RolloutToFile, which grows a trajectory file chunk by chunk
-//     and continues an interrupted one;
+//     Score, and RolloutToFile, which grows a trajectory file episode by
+//     episode as they end, in the order RolloutOrder says, and continues an
+//     interrupted one;
 //   - seq.go: sequence scores (Seq, Scores), weighted sums of per-token
 //     log-probabilities, the quantity every loss here is built on; sequences
 //     are packed into batches by llama.Batch.Append;
@@ -25,7 +26,11 @@
 //   - critic.go: the critic (Critic, its advantage against an
 //     AdvantageBaseline) and its training pairs (CriticPairs: sequence pairs
 //     of the trajectory pairs sweetrl.PairsByReward forms), the multi-turn
-//     DPO baseline's (TrajectoryPairs);
+//     DPO baseline's (TrajectoryPairs), and a task family's own pairs and
+//     imitated trajectories (Rules: frontend tasks pair by similarity gap);
+//   - resume.go: the trainers' checkpoints in a run directory and their
+//     resume (Checkpoints; a preference run's position and statistics), and
+//     the actor's saved pairs (PairsFile);
 //   - value.go: the value-head ablation of the critic (ValueHead,
 //     TrainValueCritic);
 //   - actor.go: the actor's turn-wise data (ActorPairs: best-of-N candidates
@@ -43,7 +48,7 @@
 //     options to a saved model or a file, saying what it does: what a
 //     trainer updates (Target), the trainers on a trajectory file (Job:
 //     TrainCritic, TrainActor, TrainMTDPO, TrainRFT) and the jobs that play
-//     episodes (Episodes: RolloutJob, EvalJob).
+//     episodes (Episodes: RolloutJob, EvalJob, EvalEpisodes).
 //
 // The frozen reference of every preference loss is the model as it is
 // before training: its scores are computed once, before the first update,

@@ -9,10 +9,12 @@ import (
 	"path/filepath"
 
 	"github.com/turnwise/turnwise/engine"
+	"github.com/turnwise/turnwise/internal/outfile"
 	"github.com/turnwise/turnwise/internal/recipe"
 	"github.com/turnwise/turnwise/model/llama"
 	"github.com/turnwise/turnwise/sweetrl"
 	"github.com/turnwise/turnwise/tokenizer"
+	"github.com/turnwise/turnwise/trainer"
 )
 
 // The jobs of the pipeline's trainers: each one step of SWEET-RL (critic,
@@ -70,6 +72,7 @@ type Job struct {
 	Adapter  *llama.Adapter // the model's adapter; nil: none
 	Tok      tokenizer.Tokenizer
 	Protocol sweetrl.Protocol
+	Rules    Rules // the task family's pairs and imitated trajectories
 	Trajs    []sweetrl.Trajectory
 	Path     string // the trajectory file, for errors
 	Target   Target
@@ -82,9 +85,50 @@ type Job struct {
 	// Comm, when it joins several ranks (train launch, torchrun, Slurm),
 	// trains data parallel; rank 0 alone writes. nil: one process.
 	Comm engine.Communicator
-	// Flags are the command's resolved flags (recipe.Values), saved beside
-	// the trained model as config.yaml; nil: none.
+	// Flags are the command's resolved flags (recipe.Values), saved in Out
+	// as config.yaml when the run starts; a run directory whose saved
+	// flags differ in a key other than MayChange is refused unless Force.
+	// nil: none.
 	Flags map[string]string
+	Force bool
+	// Checkpoints are the trainer's periodic checkpoints (the run
+	// directory is Out in the commands); a run directory holding one is
+	// resumed from it with Resume, and refused without.
+	Checkpoints Checkpoints
+	Resume      bool
+}
+
+// MayChange are the flags of the RL trainers that a resumed run may change
+// without --force: where and how fast it runs and what it reports, the
+// epochs (training longer), and the pairs per step and tokens per forward
+// pass, which a resume with another number of ranks changes to keep the
+// batch (see trainer.SFTMayChange).
+var MayChange = append([]string{"batch", "batch-tokens"}, RFTMayChange...)
+
+// RFTMayChange are the flags rft's resume may change without --force:
+// MayChange but --batch-tokens, which is rft's batch (the packer's
+// position in a checkpoint counts its batches), and --batch, which rft
+// does not use.
+var RFTMayChange = []string{"epochs", "backend", "gemm", "threads", "recompute", "checkpoint-every", "keep",
+	"resume", "force", "out", "losses", "peak-tflops", "zero", "sim-url", "sim-key-env", "sim-retries", "sim-workers", "python", "workers"}
+
+// begin checks the run directory before anything is trained: its saved
+// configuration against Flags (saving them there; a difference in a key
+// other than mayChange is refused unless Force), and that it holds no
+// checkpoint unless the run resumes.
+func (j *Job) begin(mayChange []string) error {
+	if c := j.Checkpoints; c.Every < 0 || (c.RunDir != "" && c.Keep < 1) {
+		return fmt.Errorf("--checkpoint-every %d, --keep %d: want a checkpoint interval ≥ 0 (0: the last step alone) and at least 1 checkpoint kept", c.Every, c.Keep)
+	}
+	if j.Flags != nil {
+		if err := outfile.CheckDir(j.Out); err != nil {
+			return err
+		}
+		if err := recipe.CheckRun(filepath.Join(j.Out, trainer.ConfigName), j.Flags, j.Force, mayChange...); err != nil {
+			return err
+		}
+	}
+	return trainer.RefuseResume(j.Checkpoints.RunDir, j.Resume, "--out")
 }
 
 // filter drops pairs with a side longer than MaxLen tokens, saying so.
@@ -115,11 +159,7 @@ func (j *Job) rank0() bool { return j.Comm == nil || j.Comm.Rank() == 0 }
 // 0, and has every rank wait for it, so that the ranks leave together.
 func (j *Job) save(ad *llama.Adapter) error {
 	if j.rank0() {
-		err := j.Model.Save(ad, j.Out)
-		if err == nil && j.Flags != nil {
-			err = recipe.Save(filepath.Join(j.Out, "config.yaml"), j.Flags)
-		}
-		if err != nil {
+		if err := j.Model.Save(ad, j.Out); err != nil {
 			return err
 		}
 		fmt.Fprintf(j.Log, "saved to %s\n", j.Out)
@@ -150,7 +190,7 @@ func (j *Job) writeLosses(st PrefStats) error {
 // reports how it went and saves the result.
 func (j *Job) pref(ad *llama.Adapter, pairs []PrefPair, label string, seqNLL bool) error {
 	o := j.Pref
-	o.Label, o.NLLSequence, o.MetricsDir, o.Comm = label, seqNLL, j.Out, j.Comm
+	o.Label, o.NLLSequence, o.MetricsDir, o.Comm, o.Checkpoints = label, seqNLL, j.Out, j.Comm, j.Checkpoints
 	st, err := TrainPreferences(j.Model, ad, pairs, o)
 	if err != nil {
 		return err
@@ -174,7 +214,10 @@ func TrainCritic(j Job, head, score string) error {
 	if err != nil {
 		return fmt.Errorf("--critic-score: %w", err)
 	}
-	pairs, critic, err := j.prepare(CriticPairs(j.Tok, j.Protocol.System, j.Trajs, kind))
+	if err := j.begin(MayChange); err != nil {
+		return err
+	}
+	pairs, critic, err := j.prepare(j.Rules.CriticPairs(j.Tok, j.Protocol.System, j.Trajs, kind))
 	if err != nil {
 		return err
 	}
@@ -187,7 +230,7 @@ func TrainCritic(j Job, head, score string) error {
 		return err
 	}
 	o := j.Pref
-	o.Label, o.MetricsDir, o.Comm = "critic step", j.Out, j.Comm
+	o.Label, o.MetricsDir, o.Comm, o.Checkpoints = "critic step", j.Out, j.Comm, j.Checkpoints
 	st, err := TrainValueCritic(j.Model, critic, v, pairs, o)
 	if err != nil {
 		return err
@@ -218,14 +261,13 @@ type ActorJob struct {
 // pairs them by a.Critic's advantage (ActorPairs) and trains the actor on
 // them with turn-wise DPO.
 func TrainActor(j Job, a ActorJob) error {
-	pol := &Sampler{Model: j.Model, Adapter: j.Adapter, Tok: j.Tok, Sample: engine.SampleParams{Temperature: a.Temperature, TopP: 1}, MaxNew: a.MaxNew, Seed: j.Seed}
-	pairs, st, err := ActorPairs(j.Trajs, pol, a.Critic, ActorOptions{Protocol: j.Protocol, Candidates: a.Candidates, PairsPerTurn: a.PairsPerTurn,
-		DataFraction: a.DataFraction, BatchTokens: j.Pref.BatchTokens, Seed: j.Seed, Progress: j.Log, Comm: j.Comm, Backend: j.Model.Backend()})
+	if err := j.begin(MayChange); err != nil {
+		return err
+	}
+	pairs, err := j.actorPairs(a)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(j.Log, "%d turns, %d candidates, %d pairs (%d identical pairs dropped), mean advantage spread %.4f\n",
-		st.Turns, st.Candidates, st.Pairs, st.TiedPairs, st.MeanSpread)
 	pairs = j.filter(pairs)
 	actor, err := j.Target.Trained(j.Model, j.Adapter, j.Seed+1)
 	if err != nil {
@@ -239,10 +281,45 @@ func TrainActor(j Job, a ActorJob) error {
 	return j.pref(actor, pairs, "actor step", a.NLLSequence)
 }
 
+// actorPairs samples candidates of every agent turn with the job's model and
+// pairs them by a.Critic's advantage (ActorPairs), saving the pairs in the
+// run directory (PairsFile, on rank 0); a resumed run (Resume without
+// Force) reads them from there when an earlier run saved them.
+func (j *Job) actorPairs(a ActorJob) ([]PrefPair, error) {
+	path := filepath.Join(j.Out, PairsFile)
+	if j.Resume && !j.Force && j.Checkpoints.RunDir != "" {
+		pairs, err := LoadPairs(path)
+		if err == nil {
+			fmt.Fprintf(j.Log, "%s: %d pairs an earlier run formed\n", path, len(pairs))
+			return pairs, nil
+		}
+		if !errors.Is(err, os.ErrNotExist) {
+			return nil, err
+		}
+	}
+	pol := &Sampler{Model: j.Model, Adapter: j.Adapter, Tok: j.Tok, Sample: engine.SampleParams{Temperature: a.Temperature, TopP: 1}, MaxNew: a.MaxNew, Seed: j.Seed}
+	pairs, st, err := ActorPairs(j.Trajs, pol, a.Critic, ActorOptions{Protocol: j.Protocol, Candidates: a.Candidates, PairsPerTurn: a.PairsPerTurn,
+		DataFraction: a.DataFraction, BatchTokens: j.Pref.BatchTokens, Seed: j.Seed, Progress: j.Log, Comm: j.Comm, Backend: j.Model.Backend()})
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(j.Log, "%d turns, %d candidates, %d pairs (%d identical pairs dropped), mean advantage spread %.4f\n",
+		st.Turns, st.Candidates, st.Pairs, st.TiedPairs, st.MeanSpread)
+	if j.Checkpoints.RunDir != "" && j.rank0() {
+		if err := SavePairs(path, pairs); err != nil {
+			return nil, err
+		}
+	}
+	return pairs, nil
+}
+
 // TrainMTDPO trains the multi-turn DPO baseline on the job's trajectory
 // pairs (TrajectoryPairs).
 func TrainMTDPO(j Job) error {
-	pairs, pol, err := j.prepare(TrajectoryPairs(j.Tok, j.Protocol.System, j.Trajs))
+	if err := j.begin(MayChange); err != nil {
+		return err
+	}
+	pairs, pol, err := j.prepare(j.Rules.TrajectoryPairs(j.Tok, j.Protocol.System, j.Trajs))
 	if err != nil {
 		return err
 	}
@@ -250,16 +327,19 @@ func TrainMTDPO(j Job) error {
 	return j.pref(pol, pairs, "DPO step", j.Pref.NLLSequence)
 }
 
-// TrainRFT fine-tunes on the job's successful trajectories (rejection
-// fine-tuning: RFTExamples, SupervisedFT) for epochs passes over their
-// tokens, Pref.BatchTokens a step.
+// TrainRFT fine-tunes on the job's successful trajectories, or those its
+// Rules imitate (rejection fine-tuning: RFTExamples, SupervisedFT) for
+// epochs passes over their tokens, Pref.BatchTokens a step.
 func TrainRFT(j Job, epochs int) error {
-	ex, err := RFTExamples(j.Tok, j.Protocol.System, j.Trajs)
+	if err := j.begin(RFTMayChange); err != nil {
+		return err
+	}
+	ex, what, err := j.Rules.RFTExamples(j.Tok, j.Protocol.System, j.Trajs)
 	if err != nil {
 		return fmt.Errorf("%s: %w", j.Path, err)
 	}
 	if len(ex) == 0 {
-		return fmt.Errorf("%s: no successful trajectory (reward 1) to train on", j.Path)
+		return fmt.Errorf("%s: no trajectory to train on (rejection fine-tuning imitates the %s)", j.Path, what)
 	}
 	pol, err := j.Target.Trained(j.Model, j.Adapter, j.Seed)
 	if err != nil {
@@ -271,9 +351,9 @@ func TrainRFT(j Job, epochs int) error {
 	}
 	bt := j.Pref.BatchTokens
 	steps := max(1, epochs*tokens/bt)
-	fmt.Fprintf(j.Log, "rejection fine-tuning on %d successful trajectories (%d tokens), %d steps, %s\n", len(ex), tokens, steps, j.Target.Describe(pol))
+	fmt.Fprintf(j.Log, "rejection fine-tuning on %d %s: %d tokens, %d steps, %s\n", len(ex), what, tokens, steps, j.Target.Describe(pol))
 	o := SFTOptions{Steps: steps, BatchTokens: bt, MaxLen: min(j.MaxLen, j.Model.Config.MaxSeqLen), LR: j.Target.LearningRate(), Seed: j.Seed,
-		MetricsDir: j.Out, PeakFLOPS: j.Pref.PeakFLOPS, Comm: j.Comm, Zero: j.Pref.Zero, OverlapReduce: j.Pref.OverlapReduce}
+		MetricsDir: j.Out, PeakFLOPS: j.Pref.PeakFLOPS, Comm: j.Comm, Zero: j.Pref.Zero, OverlapReduce: j.Pref.OverlapReduce, Checkpoints: j.Checkpoints}
 	if err := SupervisedFT(j.Model, pol, ex, o, j.Log); err != nil {
 		return err
 	}
@@ -304,23 +384,18 @@ type Episodes struct {
 	Comm engine.Communicator
 }
 
-// reportSimulator says how many simulator calls failed, if any.
-func (e *Episodes) reportSimulator() {
+// ReportSimulator says on Log how many simulator calls failed, if any.
+func (e *Episodes) ReportSimulator() {
 	if hs := e.HTTP; hs != nil && hs.Failures() > 0 {
 		fmt.Fprintf(e.Log, "the simulator failed %d times (replied %q); last error: %v\n", hs.Failures(), sweetrl.NoResponse, hs.LastError())
 	}
 }
 
-// RolloutJob plays k episodes of every task, maxBatch agent turns
-// generated together at most, and writes them, scored, to the trajectory
-// file f names (RolloutToFile).
+// RolloutJob plays k episodes of every task, in the order f.Order says,
+// maxBatch agent turns generated together at most, and writes them,
+// scored, to the trajectory file f names (RolloutToFile).
 func RolloutJob(ctx context.Context, e Episodes, k, maxBatch int, f FileRolloutOptions) error {
-	var all []sweetrl.Task
-	for _, t := range e.Tasks {
-		for range k {
-			all = append(all, t)
-		}
-	}
+	all := f.Order.Episodes(e.Tasks, k)
 	fmt.Fprintf(e.Log, "%d episodes (%d tasks × %d); scoring with %s\n", len(all), len(e.Tasks), k, e.ScorerName)
 	agent := func(c int) BatchAgent {
 		return &Sampler{Model: e.Model, Adapter: e.Adapter, Tok: e.Tok, Sample: engine.SampleParams{Temperature: float32(e.Temperature), TopP: 1},
@@ -340,28 +415,39 @@ func RolloutJob(ctx context.Context, e Episodes, k, maxBatch int, f FileRolloutO
 		}
 	}
 	fmt.Fprintf(e.Log, "wrote %s: mean reward %.3f, success %.3f\n", f.Path, sweetrl.MeanReward(trajs), sweetrl.SuccessRate(trajs))
-	e.reportSimulator()
+	e.ReportSimulator()
 	return nil
 }
 
 // EvalJob plays seeds episodes of every task (Evaluate), writes them to
 // the trajectory file out unless it is "", and prints the summary.
 func EvalJob(ctx context.Context, e Episodes, seeds int, out string) error {
+	s, _, err := EvalEpisodes(ctx, e, seeds, out)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(e.Log, s)
+	e.ReportSimulator()
+	return nil
+}
+
+// EvalEpisodes is EvalJob without its report: it plays seeds episodes of
+// every task, writes them to the trajectory file out unless it is "", and
+// returns their summary and the scored episodes (every rank gets them all).
+func EvalEpisodes(ctx context.Context, e Episodes, seeds int, out string) (Summary, []sweetrl.Trajectory, error) {
 	fmt.Fprintf(e.Log, "%d tasks × %d seeds; scoring with %s\n", len(e.Tasks), seeds, e.ScorerName)
 	s, eps, err := Evaluate(ctx, e.Model, e.Adapter, e.Tok, e.Protocol, e.Tasks, e.Sim, e.Scorer,
 		EvalOptions{Seeds: seeds, Temperature: e.Temperature, MaxNew: e.MaxNew, Seed: e.Seed, SimWorkers: e.SimWorkers, Label: "eval",
 			Comm: e.Comm, Backend: e.Model.Backend()}, e.Log)
 	if err != nil {
-		return err
+		return Summary{}, nil, err
 	}
 	if out != "" && (e.Comm == nil || e.Comm.Rank() == 0) {
 		if err := sweetrl.SaveTrajectories(out, eps); err != nil {
-			return err
+			return Summary{}, nil, err
 		}
 	}
-	fmt.Fprintln(e.Log, s)
-	e.reportSimulator()
-	return nil
+	return s, eps, nil
 }
 
 // LoadJobTrajectories reads a trajectory file and says on w what it holds;

@@ -3,6 +3,9 @@ package rl
 import (
 	"strings"
 	"testing"
+
+	"github.com/turnwise/turnwise/sweetrl"
+	"github.com/turnwise/turnwise/tokenizer"
 )
 
 func TestTarget(t *testing.T) {
@@ -57,5 +60,56 @@ func TestTarget(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestRules checks that a family's rules choose the pairs and the
+// imitated trajectories, and that the zero Rules are the backend's.
+func TestRules(t *testing.T) {
+	tok := tokenizer.Bytes{}
+	traj := func(task, answer string, r float64) sweetrl.Trajectory {
+		return sweetrl.Trajectory{Task: sweetrl.Task{ProblemDescription: task, GroundTruth: "g"}, Reward: r, Answer: answer,
+			DialogueHistory: []sweetrl.Turn{{Role: sweetrl.RoleUser, Content: task}, {Role: sweetrl.RoleAssistant, Content: answer, Input: "in", Output: answer}}}
+	}
+	trajs := []sweetrl.Trajectory{traj("a", "X", 0.9), traj("a", "Y", 0.5), traj("a", "Z", 1)}
+	chosen := func(pairs []PrefPair) []string { // the chosen side's answer, one a pair
+		var out []string
+		for _, p := range pairs {
+			text, err := tok.Decode(p.Chosen.IDs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, a := range []string{"X", "Y", "Z"} {
+				if strings.Contains(text, a) {
+					out = append(out, a)
+				}
+			}
+		}
+		return out
+	}
+	// Backend: the success against every lower reward.
+	pairs, err := Rules{}.CriticPairs(tok, "sys", trajs, ScoreTurn)
+	if err != nil || strings.Join(chosen(pairs), "") != "ZZ" {
+		t.Errorf("backend pairs chosen %q (%v), want Z twice", chosen(pairs), err)
+	}
+	// A family's own rule: every pair it names, in its order.
+	r := Rules{Pairs: func([]sweetrl.Trajectory) []sweetrl.Pair { return []sweetrl.Pair{{Chosen: 0, Rejected: 1}} },
+		Imitate: func([]sweetrl.Trajectory) []int { return []int{0, 1} }, Imitated: "the first two"}
+	for _, form := range []func() ([]PrefPair, error){
+		func() ([]PrefPair, error) { return r.CriticPairs(tok, "sys", trajs, ScoreTurn) },
+		func() ([]PrefPair, error) { return r.TrajectoryPairs(tok, "sys", trajs) },
+	} {
+		pairs, err := form()
+		if err != nil || strings.Join(chosen(pairs), "") != "X" {
+			t.Errorf("family pairs chosen %q (%v), want X", chosen(pairs), err)
+		}
+	}
+	ex, what, err := r.RFTExamples(tok, "sys", trajs)
+	if err != nil || len(ex) != 2 || what != "the first two" {
+		t.Errorf("family RFT: %d examples of %q (%v), want 2 of the first two", len(ex), what, err)
+	}
+	ex, what, err = Rules{}.RFTExamples(tok, "sys", trajs)
+	if err != nil || len(ex) != 1 || !strings.Contains(what, "reward 1") {
+		t.Errorf("backend RFT: %d examples of %q (%v), want the one success", len(ex), what, err)
 	}
 }

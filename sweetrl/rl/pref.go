@@ -51,6 +51,13 @@ type PrefOptions struct {
 	// AfterEpoch, when set, is called after each epoch (1, 2, …) with the
 	// statistics so far: to validate, and keep the best epoch's weights.
 	AfterEpoch func(epoch int, st PrefStats) error
+	// Checkpoints, with a RunDir, saves the run there every Every steps
+	// and at its end, and resumes it from the newest valid checkpoint
+	// there, if any: the weights trained, the optimizer, and the position
+	// in the epochs' shuffled orders, so that the resumed run takes the
+	// steps an uninterrupted one takes. The frozen reference's scores are
+	// those of the model as given, before the checkpoint is restored.
+	Checkpoints Checkpoints
 	// Comm, when it joins several ranks, trains data parallel: each step's
 	// pairs (PairsPerStep per rank) are split across the ranks in rank
 	// order, the gradients summed across them, and every rank steps alike;
@@ -183,10 +190,11 @@ type microStats struct {
 // every rank the same weights (trainer.Params.Broadcast). With o.MetricsDir
 // set rank 0 records each step's loss, lr, PairAcc, Margin, ChosenLogRatio,
 // RejectedLogRatio and KL (the last three where micro measures them), and
-// meter's performance values.
+// meter's performance values. With o.Checkpoints it checkpoints and
+// resumes (see PrefOptions.Checkpoints); the run directory's metrics.jsonl
+// is then cut back to the step resumed from.
 func pairLoop(pairs []PrefPair, tp *trainer.Params, o PrefOptions, stream uint64, meter *metrics.Meter,
 	micro func(idx []int, scale float64) (microStats, error)) (st PrefStats, err error) {
-	st = PrefStats{Pairs: len(pairs)}
 	opt := tp.Opt
 	rank, size := 0, 1
 	if o.Comm != nil {
@@ -195,9 +203,18 @@ func pairLoop(pairs []PrefPair, tp *trainer.Params, o PrefOptions, stream uint64
 	if o.OverlapReduce {
 		tp.OverlapReduce(o.Comm)
 	}
+	ps := prefState{Pairs: len(pairs)}
+	var log io.Writer
+	if rank == 0 {
+		log = o.Progress
+	}
+	if err := resumePref(o.Checkpoints, tp, o.Comm, &ps, log); err != nil {
+		return ps.stats(), err
+	}
 	perStep := o.PairsPerStep * size
-	perEpoch := (len(pairs) + perStep - 1) / perStep
-	total := perEpoch * o.Epochs
+	// The schedule spans the steps taken and those left: the run's steps,
+	// unless a resume changed the pairs per step (another number of ranks).
+	total := ps.Step + ps.stepsLeft(len(pairs), perStep, o.Epochs)
 	sched := optim.Schedule{Peak: o.LR, Warmup: int(math.Ceil(o.WarmupFrac * float64(total))), Total: total, Cosine: true, MinRatio: o.MinLRRatio}
 	var prog *metrics.Progress
 	if o.Progress != nil {
@@ -210,14 +227,16 @@ func pairLoop(pairs []PrefPair, tp *trainer.Params, o PrefOptions, stream uint64
 	var mw *metrics.Writer // rank 0's alone
 	if o.MetricsDir != "" && rank == 0 {
 		if err := os.MkdirAll(o.MetricsDir, 0o755); err != nil {
-			return st, err
+			return ps.stats(), err
 		}
+		// A new run drops an earlier one's records; a resumed one those
+		// past the step it resumes from.
 		path := filepath.Join(o.MetricsDir, trainer.MetricsName)
-		if _, err := metrics.Truncate(path, 0); err != nil { // a new run: drop an earlier one's records
-			return st, err
+		if _, err := metrics.Truncate(path, int64(ps.Step)); err != nil {
+			return ps.stats(), err
 		}
-		if mw, err = metrics.Create(path, metrics.WriterOptions{EventsDir: o.MetricsDir, Restart: true}); err != nil {
-			return st, err
+		if mw, err = metrics.Create(path, metrics.WriterOptions{EventsDir: o.MetricsDir, FromStep: int64(ps.Step), Restart: ps.Step == 0}); err != nil {
+			return ps.stats(), err
 		}
 		defer func() {
 			if cerr := mw.Close(); err == nil {
@@ -231,11 +250,18 @@ func pairLoop(pairs []PrefPair, tp *trainer.Params, o PrefOptions, stream uint64
 		order[i] = i
 	}
 	for ep := 0; ep < o.Epochs; ep++ {
+		// Every epoch's shuffle is drawn, those a resume skips included,
+		// so that the epochs after them draw what an uninterrupted run's do.
 		rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
-		var lossSum, accSum float64
-		for s := 0; s < len(order); s += perStep {
+		if ep < ps.Epoch {
+			continue
+		}
+		if ep > ps.Epoch {
+			ps.Epoch, ps.Offset, ps.LossSum, ps.AccSum = ep, 0, 0, 0
+		}
+		for ps.Offset < len(order) {
 			start := time.Now()
-			all := order[s:min(s+perStep, len(order))]
+			all := order[ps.Offset:min(ps.Offset+perStep, len(order))]
 			step := all[rank*len(all)/size : (rank+1)*len(all)/size]
 			opt.ZeroGrad()
 			scale := 1 / float64(len(all))
@@ -247,7 +273,7 @@ func pairLoop(pairs []PrefPair, tp *trainer.Params, o PrefOptions, stream uint64
 				}
 				ms, err := micro(step[r[0]:r[1]], scale)
 				if err != nil {
-					return st, err
+					return ps.stats(), err
 				}
 				sum.loss += ms.loss
 				sum.right += ms.right
@@ -265,25 +291,26 @@ func pairLoop(pairs []PrefPair, tp *trainer.Params, o PrefOptions, stream uint64
 			// The step's sums over every rank: rank 0 records global values.
 			sums := []float64{sum.loss, sum.right, sum.margin, sum.chosen, sum.rejected, sum.kl, float64(sum.tokens), ratios}
 			if err := tp.Reduce(o.Comm, sums); err != nil {
-				return st, err
+				return ps.stats(), err
 			}
 			sum.loss, sum.right, sum.margin, sum.chosen, sum.rejected, sum.kl = sums[0], sums[1], sums[2], sums[3], sums[4], sums[5]
 			sum.tokens, sum.ratios = int(sums[6]), sums[7] > 0
-			accSum += sum.right
-			st.Losses = append(st.Losses, sum.loss)
-			lr := sched.LR(st.Steps)
+			ps.AccSum += exactFloat(sum.right)
+			ps.Losses = append(ps.Losses, exactFloat(sum.loss))
+			lr := sched.LR(ps.Step)
 			res, err := tp.Step(float32(lr), 1)
 			if err != nil {
-				return st, err
+				return ps.stats(), err
 			}
 			if res.Skipped {
-				st.Skipped++
+				ps.Skipped++
 			}
-			st.Steps++
-			lossSum += sum.loss * float64(len(all))
+			ps.Step++
+			ps.Offset += len(all)
+			ps.LossSum += exactFloat(sum.loss * float64(len(all)))
 			secs := time.Since(start).Seconds()
 			if mw != nil {
-				rec := metrics.Record{Step: int64(st.Steps), Values: map[string]float64{
+				rec := metrics.Record{Step: int64(ps.Step), Values: map[string]float64{
 					metrics.Loss: sum.loss, metrics.LR: lr,
 					PairAcc: sum.right * scale, Margin: sum.margin * scale,
 				}}
@@ -294,25 +321,30 @@ func pairLoop(pairs []PrefPair, tp *trainer.Params, o PrefOptions, stream uint64
 				}
 				meter.Add(rec.Values, sum.tokens, secs)
 				if err := mw.Write(rec); err != nil {
-					return st, err
+					return ps.stats(), err
 				}
 			}
 			if prog != nil {
-				prog.Update(int64(st.Steps), sum.loss, lr, float64(sum.tokens)/secs)
+				prog.Update(int64(ps.Step), sum.loss, lr, float64(sum.tokens)/secs)
+			}
+			if o.Checkpoints.due(ps.Step, total) && (rank == 0 || opt.Sharded()) {
+				if err := tp.SaveCheckpoint(o.Comm, o.Checkpoints.RunDir, ps.Step, o.Checkpoints.Keep, &ps, o.Checkpoints.Compress); err != nil {
+					return ps.stats(), err
+				}
 			}
 		}
 		n := float64(len(pairs))
 		if ep == 0 {
-			st.FirstLoss, st.FirstAcc = lossSum/n, accSum/n
+			ps.FirstLoss, ps.FirstAcc = ps.LossSum/exactFloat(n), ps.AccSum/exactFloat(n)
 		}
-		st.LastLoss, st.LastAcc = lossSum/n, accSum/n
+		ps.LastLoss, ps.LastAcc = ps.LossSum/exactFloat(n), ps.AccSum/exactFloat(n)
 		if o.AfterEpoch != nil {
-			if err := o.AfterEpoch(ep+1, st); err != nil {
-				return st, err
+			if err := o.AfterEpoch(ep+1, ps.stats()); err != nil {
+				return ps.stats(), err
 			}
 		}
 	}
-	return st, nil
+	return ps.stats(), nil
 }
 
 // ranks is the number of ranks c joins: 1 when c is nil.

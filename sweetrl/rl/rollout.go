@@ -27,6 +27,12 @@ type RolloutOptions struct {
 	SimWorkers int
 	Progress   io.Writer // a progress line counting finished episodes (nil: none)
 	Label      string    // what the progress line counts
+	// Finished, when set, is given in each round the episodes that ended
+	// in it — their indices into the tasks, in order, and their
+	// trajectories with zero reward — as soon as the agent's turns are in,
+	// before the simulator answers the others; an error it returns stops
+	// the run.
+	Finished func(idx []int, trajs []sweetrl.Trajectory) error
 }
 
 // RunEpisodes plays one episode of each task between agent and sim and
@@ -62,7 +68,7 @@ func RunEpisodes(ctx context.Context, tasks []sweetrl.Task, agent BatchAgent, si
 		if err != nil {
 			return nil, err
 		}
-		var ask []int
+		var ask, ended []int
 		for k, i := range live {
 			if _, err := eps[i].AgentTurn(inputs[k], outputs[k]); err != nil {
 				return nil, fmt.Errorf("episode %d: %w", i, err)
@@ -71,6 +77,16 @@ func RunEpisodes(ctx context.Context, tasks []sweetrl.Task, agent BatchAgent, si
 				ask = append(ask, i)
 			} else {
 				finished++
+				ended = append(ended, i)
+			}
+		}
+		if o.Finished != nil && len(ended) > 0 {
+			trajs := make([]sweetrl.Trajectory, len(ended))
+			for k, i := range ended {
+				trajs[k] = eps[i].Trajectory(0)
+			}
+			if err := o.Finished(ended, trajs); err != nil {
+				return nil, err
 			}
 		}
 		if err := simulate(ctx, eps, ask, sim, max(o.SimWorkers, 1)); err != nil {

@@ -2,6 +2,7 @@ package rl
 
 import (
 	"errors"
+	"fmt"
 	"io"
 
 	"github.com/turnwise/turnwise/data"
@@ -32,13 +33,17 @@ type SFTOptions struct {
 	// OverlapReduce overlaps the gradient all-reduce with the backward
 	// (trainer.Config.OverlapReduce).
 	OverlapReduce bool
+	// Checkpoints, with a RunDir, checkpoints the run there and resumes it
+	// from the newest valid checkpoint there, if any (trainer.Trainer.Resume):
+	// the metrics then go to the RunDir.
+	Checkpoints Checkpoints
 }
 
 // SupervisedFT trains m's adapter ad (nil: every weight) on examples with
 // the supervised trainer (trainer.Trainer) and the reference's optimizer
 // settings (reference.go): AdamW (0.9, 0.95), 3% warm-up then cosine to
-// 0.1·LR, clipping at 1, no weight decay, no checkpoints. out gets the
-// progress lines (nil: none).
+// 0.1·LR, clipping at 1, no weight decay, checkpoints as o.Checkpoints
+// says. out gets the progress lines (nil: none).
 func SupervisedFT(m *llama.Model, ad *llama.Adapter, examples []data.Example, o SFTOptions, out io.Writer) error {
 	if out == nil {
 		out = io.Discard
@@ -55,9 +60,17 @@ func SupervisedFT(m *llama.Model, ad *llama.Adapter, examples []data.Example, o 
 		Schedule:   optim.Schedule{Peak: o.LR, Warmup: max(1, o.Steps*3/100), Total: o.Steps, Cosine: true, MinRatio: RefMinLRRatio},
 		AdamW:      ReferenceAdamW(),
 		MetricsDir: o.MetricsDir, PeakFLOPS: o.PeakFLOPS,
+		RunDir: o.Checkpoints.RunDir, CheckpointEvery: o.Checkpoints.Every, KeepCheckpoints: o.Checkpoints.Keep, Compress: o.Checkpoints.Compress,
 	}, out)
 	if err != nil {
 		return err
+	}
+	from, err := tr.Resume()
+	if err != nil {
+		return err
+	}
+	if from > 0 {
+		fmt.Fprintf(out, "resuming from step %d\n", from)
 	}
 	return tr.Run()
 }
