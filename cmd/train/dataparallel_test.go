@@ -90,6 +90,7 @@ func TestLaunchPreferenceDataParallel(t *testing.T) {
 		if slices.Contains(c.extra, "scalar") {
 			sameTensors(t, rl.ValueHeadFile, zeroOut, twoOut, 1e-5)
 		}
+		sameCheckpoint(t, zeroOut, twoOut, 1e-5) // the gathered optimizer state, as plain data parallelism writes it
 	}
 }
 
@@ -211,6 +212,7 @@ func TestLaunchRFT(t *testing.T) {
 	}
 	sameMetrics(t, "rft, ZeRO-1 against plain data parallel", metricsByStep(t, zero), want)
 	sameTensors(t, "adapter_model.safetensors", zero, plain, 1e-5)
+	sameCheckpoint(t, zero, plain, 1e-5)
 }
 
 // TestLaunchEval: train eval on two ranks, each playing every other seed,
