@@ -23,7 +23,9 @@ import (
 //     is the same on every rank.
 //   - Gradients: after the micro-batches, the flat gradient buffer is
 //     summed across ranks in buckets of bucketElems, in buffer order (a
-//     fixed order: runs repeat), and the update averages over M·W.
+//     fixed order: runs repeat), and the update averages over M·W; with
+//     Config.OverlapReduce, layer by layer during the last micro-batch's
+//     backward instead (overlap.go).
 //   - The loss and token count of the step are gathered from every rank and
 //     summed in rank order in float64.
 //   - Rank 0 evaluates and writes metrics and checkpoints; every rank

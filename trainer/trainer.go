@@ -10,7 +10,8 @@
 //     optimizer step, evaluates on held-out batches, writes metrics and a
 //     progress line, and checkpoints so that a killed run resumes exactly
 //     where it was. With Config.Comm it is one rank of a data-parallel job
-//     (dataparallel.go);
+//     (dataparallel.go), whose gradient all-reduce may overlap the backward
+//     (overlap.go);
 //   - RunSFT (sft.go): one supervised run on examples as `train sft` makes
 //     it: split, packed, trained, checkpointed and resumed.
 package trainer
