@@ -62,8 +62,9 @@ func stoppedRun(t *testing.T, src, dst string, k int) {
 }
 
 // TestRLResume: each RL trainer, killed after a checkpoint and started
-// again on its --out, continues from it to the very losses and adapter of
-// an uninterrupted run (a tiny random model on the CPU, bit for bit); the
+// again on its --out, continues from it to the very losses and adapter (or
+// weights, with --full) of an uninterrupted run (a tiny random model on the
+// CPU, bit for bit); the
 // actor trains on the pairs the first run formed instead of sampling them
 // again. A resume with another --lr is refused, naming it, unless --force;
 // --resume=false refuses a directory that holds a checkpoint.
@@ -90,6 +91,7 @@ func TestRLResume(t *testing.T) {
 	}{
 		{"critic", runCritic, []string{"--epochs", "2"}},
 		{"critic scalar", runCritic, []string{"--epochs", "2", "--head", "scalar"}},
+		{"critic full", runCritic, []string{"--epochs", "2", "--full"}},
 		{"mtdpo", runMTDPO, []string{"--epochs", "2"}},
 		{"actor", runActor, []string{"--env", "demo", "--critic", critic, "--candidates", "3", "--data-fraction", "0.5", "--max-new", "4"}},
 		{"rft", runRFT, []string{"--env", "demo", "--epochs", "1", "--batch-tokens", "64", "--max-len", "64"}},
@@ -137,7 +139,11 @@ func TestRLResume(t *testing.T) {
 					t.Errorf("resumed after step %d: step %d loss %.17g, uninterrupted %.17g", k, i+1, got[i], want[i])
 				}
 			}
-			sameFile(t, "adapter_model.safetensors", resumed, whole)
+			weights := "adapter_model.safetensors"
+			if strings.HasSuffix(c.name, "full") {
+				weights = "model.safetensors"
+			}
+			sameFile(t, weights, resumed, whole)
 			if c.name == "critic scalar" {
 				sameFile(t, rl.ValueHeadFile, resumed, whole)
 			}
