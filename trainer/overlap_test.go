@@ -4,6 +4,7 @@ import (
 	"io"
 	"maps"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -96,5 +97,83 @@ func TestOverlapReduceMatches(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestOverlapRanges: the reducer's ranges — one per layer, the rest in
+// buffer order — cover the flat gradient once, without overlap, and each
+// parameter lies in its layer's range (or in the rest, outside every
+// layer), for full fine-tuning, LoRA, and with a parameter outside the
+// model; there is no reducer in one process.
+func TestOverlapRanges(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		lora  bool
+		extra bool
+	}{{"full", false, false}, {"lora", true, false}, {"lora+head", true, true}} {
+		t.Run(c.name, func(t *testing.T) {
+			m, ad, _ := setup(t, c.lora)
+			var extra map[string]*engine.Tensor
+			if c.extra {
+				extra = map[string]*engine.Tensor{"value_head.weight": engine.MustAlloc(m.Backend(), engine.F32, m.Config.Dim)}
+			}
+			p, err := NewParams(m, ad, config("", 1).AdamW, extra)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer p.Free()
+			if p.OverlapReduce(nil) {
+				t.Fatal("a reducer for one process")
+			}
+			comms := commtest.Local([]engine.Backend{m.Backend(), m.Backend()})
+			if !p.OverlapReduce(comms[0]) {
+				t.Fatal("no reducer on two CPU ranks")
+			}
+			o := p.ov
+			n := p.Opt.FlatGrad().Numel()
+			owner := make([]int, n) // the layer owning each element, -1 for the rest; -2: none yet
+			for i := range owner {
+				owner[i] = -2
+			}
+			claim := func(r [2]int, who int) {
+				for i := r[0]; i < r[1]; i++ {
+					if owner[i] != -2 {
+						t.Fatalf("element %d in the ranges of %d and %d", i, owner[i], who)
+					}
+					owner[i] = who
+				}
+			}
+			for l, r := range o.layers {
+				if r[0] >= r[1] {
+					t.Errorf("layer %d has an empty range %v", l, r)
+				}
+				claim(r, l)
+			}
+			for _, r := range o.rest {
+				claim(r, -1)
+			}
+			for i, w := range owner {
+				if w == -2 {
+					t.Fatalf("element %d of %d in no range", i, n)
+				}
+			}
+			for _, q := range p.Opt.Params {
+				lo := (q.G.Offset() - p.Opt.FlatGrad().Offset()) / 4
+				want := -1
+				if sub := layerName.FindStringSubmatch(q.Name); sub != nil {
+					if want, err = strconv.Atoi(sub[1]); err != nil {
+						t.Fatal(err)
+					}
+				}
+				for i := lo; i < lo+q.G.Numel(); i++ {
+					if owner[i] != want {
+						t.Fatalf("%s: element %d reduced with %d, want %d", q.Name, i, owner[i], want)
+					}
+				}
+			}
+			if c.lora && !c.extra && len(o.rest) != 0 {
+				t.Errorf("LoRA: %d ranges outside the layers, want none: every parameter is a layer's", len(o.rest))
+			}
+		})
 	}
 }
