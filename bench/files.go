@@ -9,10 +9,15 @@ import (
 	"github.com/turnwise/turnwise/internal/outfile"
 )
 
-// WriteResult writes r as JSON to jsonPath and as markdown tables to
-// mdPath, each when named, and the markdown to w when neither is.
+// WriteResult writes r as JSON to jsonPath ("-": to w) and as markdown
+// tables to mdPath, each when named, and the markdown to w when neither
+// is.
 func WriteResult(r *Result, jsonPath, mdPath string, w io.Writer) error {
-	if jsonPath != "" {
+	if jsonPath == "-" {
+		if err := r.Encode(w); err != nil {
+			return err
+		}
+	} else if jsonPath != "" {
 		if err := r.Write(jsonPath); err != nil {
 			return err
 		}

@@ -14,6 +14,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"strings"
@@ -146,17 +147,33 @@ type Generation struct {
 
 // Write writes r to path as indented JSON.
 func (r *Result) Write(path string) error {
-	if err := r.Validate(); err != nil {
-		return fmt.Errorf("bench result for %s: %w", path, err)
-	}
-	raw, err := json.MarshalIndent(r, "", "  ")
+	raw, err := r.marshal()
 	if err != nil {
 		return fmt.Errorf("bench result for %s: %w", path, err)
 	}
-	if err := outfile.WriteFile(path, append(raw, '\n'), 0o644); err != nil {
+	if err := outfile.WriteFile(path, raw, 0o644); err != nil {
 		return fmt.Errorf("writing bench result: %w", err)
 	}
 	return nil
+}
+
+// Encode checks r and writes it to w as Write writes it to a file.
+func (r *Result) Encode(w io.Writer) error {
+	raw, err := r.marshal()
+	if err != nil {
+		return fmt.Errorf("bench result: %w", err)
+	}
+	_, err = w.Write(raw)
+	return err
+}
+
+// marshal checks r and returns it as indented JSON and a newline.
+func (r *Result) marshal() ([]byte, error) {
+	if err := r.Validate(); err != nil {
+		return nil, err
+	}
+	raw, err := json.MarshalIndent(r, "", "  ")
+	return append(raw, '\n'), err
 }
 
 // Read reads and checks a Result file.

@@ -38,7 +38,13 @@ const (
 	DefaultSimulatorBackoff = 500 * time.Millisecond
 	// DefaultSimulatorMaxBackoff caps the wait before any retry.
 	DefaultSimulatorMaxBackoff = 30 * time.Second
+	// SimulatorCheckTimeout bounds Check's request, whatever Timeout is.
+	SimulatorCheckTimeout = 30 * time.Second
 )
+
+// ErrSimulatorFailing is what Respond wraps once MaxFailures calls have
+// failed.
+var ErrSimulatorFailing = errors.New("the simulator failed too many calls")
 
 // maxReplyBytes bounds the size of a response body read from the server.
 const maxReplyBytes = 8 << 20
@@ -78,6 +84,12 @@ type HTTPSimulatorConfig struct {
 	// MaxTokens, when positive, is sent as max_tokens; 0 leaves the reply
 	// length to the server.
 	MaxTokens int
+	// MaxFailures, when positive, is the number of failed calls (each
+	// after its retries) after which Respond stops answering NoResponse
+	// and returns an error wrapping ErrSimulatorFailing, for that call and
+	// every later one, so that a run stops instead of playing on against
+	// a simulator that is gone. 0: no limit (the reference's behaviour).
+	MaxFailures int
 	// Client sends the requests; nil means a new http.Client of its own.
 	// Its Timeout, if any, applies on top of Timeout.
 	Client *http.Client
@@ -93,7 +105,9 @@ type HTTPSimulatorConfig struct {
 // answered with any other status is not. When every attempt failed,
 // Respond returns NoResponse and a nil error, counts the failure (see
 // Failures) and keeps the reason (see LastError), so that one unreachable
-// request does not end a run of many episodes.
+// request does not end a run of many episodes — up to MaxFailures failed
+// calls, after which it returns an error. Check, before a run, asks the
+// server once and says whether it answers.
 //
 // An HTTPSimulator is safe for concurrent use; create it with
 // NewHTTPSimulator.
@@ -108,6 +122,7 @@ type HTTPSimulator struct {
 	maxBackoff  time.Duration
 	temperature float64
 	maxTokens   int
+	maxFailures int64
 	client      *http.Client
 
 	randMu sync.Mutex
@@ -148,6 +163,7 @@ func NewHTTPSimulator(cfg HTTPSimulatorConfig) (*HTTPSimulator, error) {
 		maxBackoff:  cfg.MaxBackoff,
 		temperature: cfg.Temperature,
 		maxTokens:   cfg.MaxTokens,
+		maxFailures: int64(cfg.MaxFailures),
 		client:      cfg.Client,
 		rand:        rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15)),
 	}
@@ -187,6 +203,9 @@ func NewHTTPSimulator(cfg HTTPSimulatorConfig) (*HTTPSimulator, error) {
 	}
 	if cfg.MaxTokens < 0 {
 		return nil, fmt.Errorf("sweetrl: simulator max tokens %d is negative", cfg.MaxTokens)
+	}
+	if cfg.MaxFailures < 0 {
+		return nil, fmt.Errorf("sweetrl: simulator maximum failures %d is negative", cfg.MaxFailures)
 	}
 	if s.client == nil {
 		s.client = &http.Client{}
@@ -257,10 +276,55 @@ func (s *HTTPSimulator) RespondParts(ctx context.Context, parts []ContentPart) (
 	return s.complete(ctx, []partsMessage{{Role: RoleUser, Content: parts}})
 }
 
+// failing returns the error of a simulator that has failed MaxFailures
+// calls, or nil.
+func (s *HTTPSimulator) failing() error {
+	if n := s.failures.Load(); s.maxFailures > 0 && n >= s.maxFailures {
+		return fmt.Errorf("sweetrl: %w: %d calls to %s failed, the most allowed; the last: %v", ErrSimulatorFailing, n, s.shownURL, s.LastError())
+	}
+	return nil
+}
+
+// Check sends the server one short request, once, without retries, and
+// returns an error naming the endpoint unless it answers with a chat
+// completion (any content, an empty one included): a run checks that its
+// simulator answers before it loads a model and plays episodes. The
+// request is bounded by the simulator's Timeout and by
+// SimulatorCheckTimeout. It is not counted in Failures or Retries.
+func (s *HTTPSimulator) Check(ctx context.Context) error {
+	body, err := json.Marshal(chatRequest{
+		Model:     s.model,
+		Messages:  []tokenizer.Message{{Role: RoleUser, Content: "Reply with the word ready."}},
+		MaxTokens: 1,
+	})
+	if err != nil {
+		return fmt.Errorf("sweetrl: simulator check: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, min(s.timeout, SimulatorCheckTimeout))
+	defer cancel()
+	resp, data, err := s.send(ctx, body)
+	if err == nil && (resp.StatusCode < 200 || resp.StatusCode > 299) {
+		err = fmt.Errorf("status %s: %s", resp.Status, snippet(data))
+	}
+	if err == nil {
+		var r chatResponse
+		if jerr := json.Unmarshal(data, &r); jerr != nil || len(r.Choices) == 0 {
+			err = fmt.Errorf("not a chat completion (no choices): %s", snippet(data))
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("sweetrl: the simulator at %s (model %q) does not answer: %w", s.shownURL, s.model, err)
+	}
+	return nil
+}
+
 // complete sends messages (a slice of chat messages, marshalled as the
 // request's "messages") with retries; see Respond.
 func (s *HTTPSimulator) complete(ctx context.Context, messages any) (string, error) {
 	if err := ctx.Err(); err != nil {
+		return "", err
+	}
+	if err := s.failing(); err != nil {
 		return "", err
 	}
 	body, err := json.Marshal(chatRequest{
@@ -287,6 +351,9 @@ func (s *HTTPSimulator) complete(ctx context.Context, messages any) (string, err
 		s.setLastError(fmt.Errorf("sweetrl: simulator request to %s (attempt %d of %d): %w", s.shownURL, attempt, attempts, err))
 		if permanent || attempt == attempts {
 			s.failures.Add(1)
+			if err := s.failing(); err != nil {
+				return "", err
+			}
 			return NoResponse, nil
 		}
 		s.retries.Add(1)
@@ -326,26 +393,9 @@ func (e *permanentError) Unwrap() error { return e.err }
 func (s *HTTPSimulator) attempt(ctx context.Context, body []byte) (string, time.Duration, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.endpoint, bytes.NewReader(body))
-	if err != nil {
-		return "", 0, &permanentError{err}
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json")
-	if s.apiKey != "" {
-		req.Header.Set("Authorization", "Bearer "+s.apiKey)
-	}
-	resp, err := s.client.Do(req)
+	resp, data, err := s.send(ctx, body)
 	if err != nil {
 		return "", 0, err
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, maxReplyBytes+1))
-	if err != nil {
-		return "", 0, fmt.Errorf("reading the reply: %w", err)
-	}
-	if len(data) > maxReplyBytes {
-		return "", 0, fmt.Errorf("reply larger than %d bytes", maxReplyBytes)
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		err := fmt.Errorf("status %s: %s", resp.Status, snippet(data))
@@ -443,4 +493,31 @@ func (s *HTTPSimulator) setLastError(err error) {
 	s.errMu.Lock()
 	s.lastErr = err
 	s.errMu.Unlock()
+}
+
+// send posts body to the endpoint and reads the reply, at most
+// maxReplyBytes of it. A request that cannot be made is a *permanentError.
+func (s *HTTPSimulator) send(ctx context.Context, body []byte) (*http.Response, []byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.endpoint, bytes.NewReader(body))
+	if err != nil {
+		return nil, nil, &permanentError{err}
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json")
+	if s.apiKey != "" {
+		req.Header.Set("Authorization", "Bearer "+s.apiKey)
+	}
+	resp, err := s.client.Do(req)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxReplyBytes+1))
+	if err != nil {
+		return nil, nil, fmt.Errorf("reading the reply: %w", err)
+	}
+	if len(data) > maxReplyBytes {
+		return nil, nil, fmt.Errorf("reply larger than %d bytes", maxReplyBytes)
+	}
+	return resp, data, nil
 }

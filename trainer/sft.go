@@ -49,7 +49,7 @@ const ConfigName = "config.yaml"
 // schedule then follows the new total), and the micro-batches per step,
 // which a resume with another number of ranks changes to keep the batch.
 var SFTMayChange = []string{"steps", "micro-batches", "backend", "gemm", "threads", "recompute", "checkpoint-every", "keep", "eval-every",
-	"prompt", "max-new", "resume", "force", "run-dir", "zero", "peak-tflops"}
+	"prompt", "max-new", "resume", "force", "out", "run-dir", "zero", "peak-tflops"}
 
 // RunSFT runs j to its last step, saying on Log what it trains, where it
 // resumes and where the checkpoints and metrics are.

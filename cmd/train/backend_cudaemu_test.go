@@ -21,7 +21,7 @@ func TestBackendCUDAEmulated(t *testing.T) {
 	}
 	sft := func(backend ...string) map[int64]float64 {
 		dir := t.TempDir()
-		args := append([]string{"--run-dir", dir, "--steps", "2", "--batch-tokens", "64", "--eval-every", "0", "--prompt", ""}, backend...)
+		args := append([]string{"--out", dir, "--steps", "2", "--batch-tokens", "64", "--eval-every", "0", "--prompt", ""}, backend...)
 		if _, err := runCmd(t, runSFT, "", args...); err != nil {
 			t.Fatalf("sft %q: %v", backend, err)
 		}

@@ -84,7 +84,7 @@ func TestRecomputeReachesModel(t *testing.T) {
 		if m.Recompute != recompute {
 			t.Errorf("sft flags %q: model Recompute %v", args, m.Recompute)
 		}
-		j := newTrajJob("rft", io.Discard, 1, -1, "", "")
+		j := newTrajJob("rft", io.Discard, 1, -1, false, "", "")
 		if err := j.fs.Parse(args); err != nil {
 			t.Fatal(err)
 		}

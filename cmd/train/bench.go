@@ -23,6 +23,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"time"
@@ -57,7 +58,7 @@ func runBench(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs.IntSliceVar(&o.GenBatch, "gen-batch", nil, "generation batch sizes (default: 1,16 on a GPU)")
 	fs.IntVar(&o.Prompt, "prompt", 0, "prompt tokens per sequence of the generation measurements (default: 512 on a GPU)")
 	fs.IntVar(&o.NewTokens, "new-tokens", 0, "decode steps timed (default: 64 on a GPU)")
-	jsonOut := fs.String("json", "", "write the results as JSON to this file")
+	jsonOut := fs.String("json", "", "write the results as JSON to this file (-: standard output, instead of the markdown)")
 	mdOut := fs.String("md", "", "write the results as markdown tables to this file")
 	baseline := fs.String("baseline", "", "re-measure this result's kernels and fail naming every one slower than it by more than --max-slowdown")
 	maxSlow := fs.String("max-slowdown", "5%", "the slowdown --baseline allows (raised, and said so, for kernels whose repeated runs are noisier)")
@@ -76,6 +77,9 @@ flags:`)
 	}
 	if err := parse(fs, args); err != nil {
 		return err
+	}
+	if *jsonOut == "-" && *baseline != "" {
+		return errors.New("--json - prints a measurement; with --baseline name a file")
 	}
 	if !*quiet {
 		o.Log = stderr

@@ -104,3 +104,22 @@ func TestBenchReport(t *testing.T) {
 		t.Errorf("a missing file: error %v, want one naming it", err)
 	}
 }
+
+// TestBenchJSONStdout checks that --json - prints the measurement as JSON,
+// and nothing else, on standard output, the same schema a file gets.
+func TestBenchJSONStdout(t *testing.T) {
+	out, err := runCmd(t, runBench, "", "--suite", "step", "--small", "--steps", "1", "--reps", "1", "--threads", "1", "--quiet", "--json", "-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := bench.Parse([]byte(out))
+	if err != nil {
+		t.Fatalf("bench --json - printed no result: %v\n%s", err, out)
+	}
+	if !strings.Contains(out, "lora_step/tiny/T32/r4") || strings.Contains(out, "|") {
+		t.Errorf("bench --json - (%s): want the step's entry and no markdown:\n%s", r.Meta.Backend, out)
+	}
+	if _, err := runCmd(t, runBench, "", "--baseline", "x.json", "--json", "-"); err == nil || !strings.Contains(err.Error(), "--json -") {
+		t.Errorf("--json - with --baseline: %v, want it refused", err)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/turnwise/turnwise/internal/flagcheck"
 	"github.com/turnwise/turnwise/sweetrl/pipeline"
 	"github.com/turnwise/turnwise/sweetrl/rl"
 )
@@ -71,6 +72,7 @@ func runDemo(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	fs.IntVar(&c.ValSeeds, "val-seeds", 2, "validation episodes per validation task")
 	fs.IntVar(&c.CheckTasks, "check-tasks", 50, "tasks of the critic check")
 	fs.IntVar(&c.Rank, "lora-rank", 16, "rank of every LoRA adapter")
+	targets := flagcheck.RegisterLoRATargets(fs)
 	fs.IntVar(&c.Candidates, "candidates", rl.RefCandidates, "actor: candidates sampled per turn")
 	fs.Float64Var(&c.DataFraction, "data-fraction", rl.RefDataFraction, "actor: fraction of the agent turns used")
 	fs.IntVar(&c.CriticEpochs, "critic-epochs", rl.RefCriticEpochs, "critic: epochs (the best on validation is kept)")
@@ -87,6 +89,7 @@ func runDemo(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	if err := parse(fs, args); err != nil {
 		return err
 	}
+	c.Targets = targets.Targets()
 	var err error
 	if c.Score, err = rl.ParseCriticScore(*score); err != nil {
 		return fmt.Errorf("--critic-score: %w", err)
@@ -118,7 +121,8 @@ func runCriticCheck(args []string, _ io.Reader, stdout, stderr io.Writer) error 
 	fs.StringVar(&o.Critic, "critic", "", "the critic's adapter directory (default: the run's critic/)")
 	baseline := fs.String("advantage-baseline", "reference", "reference (paper Eq. 3) or policy (the released code)")
 	fs.IntVar(&o.TestTasks, "test-tasks", 200, "the run's --test-tasks")
-	fs.IntVar(&o.Tasks, "tasks", 50, "held-out tasks to check on")
+	fs.IntVar(&o.Tasks, "check-tasks", 50, "held-out tasks to check on (train demo's --check-tasks)")
+	flagcheck.Alias(fs, "tasks", "check-tasks")
 	if err := parse(fs, args); err != nil {
 		return err
 	}

@@ -65,7 +65,7 @@ func TestDemoMiniature(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, bl := range []string{"reference", "policy"} {
-		out, err = runCmd(t, runCriticCheck, "", "--from", dir, "--critic", critic, "--test-tasks", "3", "--tasks", "2", "--advantage-baseline", bl)
+		out, err = runCmd(t, runCriticCheck, "", "--from", dir, "--critic", critic, "--test-tasks", "3", "--check-tasks", "2", "--advantage-baseline", bl)
 		if err != nil {
 			t.Fatalf("%v\n%s", err, out)
 		}

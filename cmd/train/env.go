@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -25,6 +26,15 @@ type envFlags struct {
 	fs         *pflag.FlagSet // for the frontend's simulator defaults
 }
 
+// registerFamily adds --env alone, for the trainers, which take the
+// family's episode rules (the agent's system prompt, the pairs and
+// imitated trajectories) and nothing else.
+func (e *envFlags) registerFamily(fs *pflag.FlagSet) {
+	fs.StringVar(&e.Family, "env", "colbench", "task family, for the agent's system prompt and the family's pairs: colbench, frontend or demo (the built-in family of train demo)")
+}
+
+// register adds every flag of the subcommands that play episodes: the
+// family and its tasks, the simulator and the scorer.
 func (e *envFlags) register(fs *pflag.FlagSet) {
 	e.fs = fs
 	fs.StringVar(&e.Family, "env", "colbench", "task family: colbench (backend programming, --tasks FILE), frontend (frontend design, --tasks FILE; rollout and eval score with --clip DIR) or demo (the built-in family of train demo)")
@@ -39,6 +49,7 @@ func (e *envFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&e.HTTP.APIKeyEnv, "sim-key-env", "", "http simulator: environment variable holding the API key (empty: none)")
 	fs.DurationVar(&e.HTTP.Timeout, "sim-timeout", 2*time.Minute, "http simulator: timeout per request")
 	fs.IntVar(&e.simRetries, "sim-retries", 3, "http simulator: retries of a failed request")
+	fs.IntVar(&e.HTTP.MaxFailures, "sim-max-failures", 20, "http simulator: stop the run with an error once this many calls failed (each after its retries), instead of playing on with the reply \"No response.\" (0: never stop)")
 	fs.StringVar(&e.simHF, "sim-hf", "", "model simulator: a Hugging Face checkpoint to play the human (default: the agent's own model)")
 	fs.IntVar(&e.SimMaxNew, "sim-max-new", 256, "http and model simulators: tokens per reply at most")
 	fs.IntVar(&e.simWorkers, "sim-workers", 8, "simulator replies computed at once (the model simulator serialises)")
@@ -76,11 +87,44 @@ func (e *envFlags) tasks(heldOut bool) ([]sweetrl.Task, error) {
 	return e.Tasks(heldOut)
 }
 
+// checkSimulator, when an HTTP simulator plays the human, asks it once
+// whether it answers (sweetrl.HTTPSimulator.Check), so that a run stops at
+// once, naming the URL, rather than after its model has loaded.
+func (e *envFlags) checkSimulator(ctx context.Context) error {
+	if e.SimulatorKind() != "http" {
+		return nil
+	}
+	e.configureHTTP()
+	h, err := sweetrl.NewHTTPSimulator(e.HTTP)
+	if err != nil {
+		return err
+	}
+	if err := h.Check(ctx); err != nil {
+		return fmt.Errorf("%w (start it, or point --sim-url and --sim-model at one)", err)
+	}
+	return nil
+}
+
 // newSimulator returns the human simulator; the agent's model m and tok
 // (loaded with pf) also play the human for the model simulator unless
 // --sim-hf names another. The *sweetrl.HTTPSimulator is returned too (nil
 // otherwise), for its failure count.
 func (e *envFlags) newSimulator(pf *policyFlags, m *llama.Model, tok tokenizer.Tokenizer) (sweetrl.Simulator, *sweetrl.HTTPSimulator, error) {
+	e.configureHTTP()
+	var ad *llama.Adapter
+	if e.SimulatorKind() == "model" && e.simHF != "" {
+		sp := policyFlags{modelFlags: modelFlags{Source: llama.Source{HF: e.simHF}, dtype: pf.dtype, backendFlags: pf.backendFlags}}
+		var err error
+		if m, ad, tok, err = sp.load(); err != nil {
+			return nil, nil, fmt.Errorf("simulator: %w", err)
+		}
+	}
+	return e.NewSimulator(m, ad, tok)
+}
+
+// configureHTTP sets the HTTP simulator's configuration the flags imply
+// beyond the fields they set directly.
+func (e *envFlags) configureHTTP() {
 	e.HTTP.MaxRetries, e.HTTP.MaxTokens = e.simRetries, e.SimMaxNew
 	if e.simRetries == 0 {
 		e.HTTP.MaxRetries = -1 // the config's 0 is its default
@@ -95,13 +139,4 @@ func (e *envFlags) newSimulator(pf *policyFlags, m *llama.Model, tok tokenizer.T
 			e.HTTP.MaxTokens = frontend.SimulatorMaxTokens
 		}
 	}
-	var ad *llama.Adapter
-	if e.SimulatorKind() == "model" && e.simHF != "" {
-		sp := policyFlags{modelFlags: modelFlags{Source: llama.Source{HF: e.simHF}, dtype: pf.dtype, backendFlags: pf.backendFlags}}
-		var err error
-		if m, ad, tok, err = sp.load(); err != nil {
-			return nil, nil, fmt.Errorf("simulator: %w", err)
-		}
-	}
-	return e.NewSimulator(m, ad, tok)
 }

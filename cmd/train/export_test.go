@@ -36,7 +36,7 @@ func greedyIDs(t *testing.T, args ...string) []int32 {
 // greedy continuation from every one of them and that eval plays them.
 func TestExportLoadsBack(t *testing.T) {
 	full := t.TempDir()
-	if out, err := runCmd(t, runSFT, "", "--run-dir", full, "--steps", "2", "--batch-tokens", "256", "--prompt", "", "--threads", "1"); err != nil {
+	if out, err := runCmd(t, runSFT, "", "--out", full, "--steps", "2", "--batch-tokens", "256", "--prompt", "", "--threads", "1"); err != nil {
 		t.Fatalf("sft: %v\n%s", err, out)
 	}
 	base := filepath.Join(full, "final")
@@ -48,7 +48,7 @@ func TestExportLoadsBack(t *testing.T) {
 	want := greedyIDs(t, "--hf", base)
 
 	lora := t.TempDir()
-	if out, err := runCmd(t, runSFT, "", "--run-dir", lora, "--hf", base, "--lora-rank", "2", "--lr", "0.05", "--steps", "2", "--checkpoint-every", "1", "--batch-tokens", "256", "--prompt", "", "--threads", "1"); err != nil {
+	if out, err := runCmd(t, runSFT, "", "--out", lora, "--hf", base, "--lora-rank", "2", "--lr", "0.05", "--steps", "2", "--checkpoint-every", "1", "--batch-tokens", "256", "--prompt", "", "--threads", "1"); err != nil {
 		t.Fatalf("sft --lora-rank: %v\n%s", err, out)
 	}
 	adapter := filepath.Join(lora, "final")
@@ -70,7 +70,7 @@ func TestExportLoadsBack(t *testing.T) {
 	// A full fine-tuning run of the base: its last step checkpoint, on
 	// the base it trained, exports as its final directory.
 	tuned := t.TempDir()
-	if out, err := runCmd(t, runSFT, "", "--run-dir", tuned, "--hf", base, "--lr", "0.05", "--steps", "2", "--checkpoint-every", "1", "--batch-tokens", "256", "--prompt", "", "--threads", "1"); err != nil {
+	if out, err := runCmd(t, runSFT, "", "--out", tuned, "--hf", base, "--lr", "0.05", "--steps", "2", "--checkpoint-every", "1", "--batch-tokens", "256", "--prompt", "", "--threads", "1"); err != nil {
 		t.Fatalf("sft --hf: %v\n%s", err, out)
 	}
 	tunedIDs := greedyIDs(t, "--hf", filepath.Join(tuned, "final"))

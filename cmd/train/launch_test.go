@@ -101,11 +101,11 @@ func TestLaunchSFTDataParallel(t *testing.T) {
 	common := []string{"--steps", "4", "--batch-tokens", "256", "--eval-every", "0", "--prompt", "",
 		"--threads", "1", "--checkpoint-every", "2"}
 	one, two := t.TempDir(), t.TempDir()
-	if out, err := runCmd(t, runSFT, "", append([]string{"--run-dir", one, "--micro-batches", "2"}, common...)...); err != nil {
+	if out, err := runCmd(t, runSFT, "", append([]string{"--out", one, "--micro-batches", "2"}, common...)...); err != nil {
 		t.Fatalf("one process: %v\n%s", err, out)
 	}
 	out, errOut, err := launchRun(t, append([]string{"--nproc-per-node", "2", "--master-port", freePort(t), "--",
-		"sft", "--run-dir", two, "--micro-batches", "1"}, common...)...)
+		"sft", "--out", two, "--micro-batches", "1"}, common...)...)
 	if err != nil {
 		t.Fatalf("two ranks: %v\n%s\n%s", err, out, errOut)
 	}
@@ -123,7 +123,7 @@ func TestLaunchSFTDataParallel(t *testing.T) {
 	if err := os.RemoveAll(checkpoint.Dir(two, 4)); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := runCmd(t, runSFT, "", append([]string{"--run-dir", two, "--micro-batches", "2"}, common...)...); err != nil ||
+	if out, err := runCmd(t, runSFT, "", append([]string{"--out", two, "--micro-batches", "2"}, common...)...); err != nil ||
 		!strings.Contains(out, "resuming from step 2") {
 		t.Fatalf("resuming with one process: %v\n%s", err, out)
 	}

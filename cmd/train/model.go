@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/turnwise/turnwise/engine"
+	"github.com/turnwise/turnwise/internal/flagcheck"
 	"github.com/turnwise/turnwise/model/llama"
 )
 
@@ -139,10 +140,11 @@ func runPlan(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	batch := fs.Int("batch", 1, "sequences per step")
 	seq := fs.Int("seq", 8192, "tokens per sequence")
 	rank := fs.Int("lora-rank", 0, "LoRA rank (0: full fine-tuning)")
-	targets := fs.String("lora-targets", strings.Join(llama.AllProjections, ","), "projections LoRA adapts")
+	targets := flagcheck.RegisterLoRATargets(fs)
 	recompute := fs.Bool("recompute", false, "recompute activations per layer in the backward (the trainers' --recompute)")
 	infer := fs.Bool("inference", false, "plan generation (weights, KV cache, a prefill of every token) instead of training")
-	wdt := fs.String("weight-dtype", "bf16", "dtype of the weights and activations: bf16 or f32")
+	wdt := fs.String("dtype", "bf16", "dtype of the weights and activations: bf16 or f32")
+	flagcheck.Alias(fs, "weight-dtype", "dtype")
 	asJSON := fs.Bool("json", false, "print the plan as JSON (see --help)")
 	ranks := fs.Int("ranks", 1, "data-parallel ranks (GPUs) the job runs on; the plan is per rank")
 	zero := fs.Int("zero", 0, "ZeRO stage: 1 shards the f32 master weights and Adam moments across --ranks (--zero 1 of sft, critic, actor, mtdpo, rft)")
@@ -158,11 +160,12 @@ func runPlan(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	}
 	dt, err := engine.ParseDType(*wdt)
 	if err != nil || (dt != engine.BF16 && dt != engine.F32) {
-		return fmt.Errorf("--weight-dtype %q: want bf16 or f32", *wdt)
+		return fmt.Errorf("--dtype %q: want bf16 or f32", *wdt)
 	}
 	o := llama.PlanOptions{Batch: *batch, SeqLen: *seq, WeightBytes: dt.Size(), Recompute: *recompute && !*infer, Inference: *infer, Ranks: *ranks, Zero: *zero}
 	if *rank > 0 {
-		o.LoRA = &llama.LoRAConfig{Rank: *rank, Targets: strings.Split(*targets, ",")}
+		lc := llama.LoRAFor(*rank, targets.Targets())
+		o.LoRA = &lc
 	}
 	p, err := c.Plan(o)
 	if err != nil {

@@ -46,7 +46,7 @@ func TestInfoAndPlan(t *testing.T) {
 		{"--preset", "tiny", "--gguf", "x.gguf"},
 		{"--preset", "tiny", "--lora-rank", "8", "--lora-targets", "qkv"},
 		{"--gguf", "/nonexistent/model.gguf"},
-		{"--preset", "tiny", "--weight-dtype", "i32"},
+		{"--preset", "tiny", "--dtype", "i32"},
 		{"--preset", "tiny", "--lora-rank", "-1"},
 	} {
 		if _, err := runCmd(t, runPlan, "", bad...); err == nil {

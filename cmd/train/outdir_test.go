@@ -22,7 +22,7 @@ func TestOutputDirNotWritable(t *testing.T) {
 		run  func([]string, io.Reader, io.Writer, io.Writer) error
 		args []string
 	}{
-		{"sft", runSFT, []string{"--run-dir", bad, "--steps", "2", "--batch-tokens", "256"}},
+		{"sft", runSFT, []string{"--out", bad, "--steps", "2", "--batch-tokens", "256"}},
 		{"critic", runCritic, []string{"--preset", "tiny", "--trajectories", filepath.Join(base, "none.jsonl"), "--out", bad}},
 		{"demo", runDemo, []string{"--out", bad}},
 	}

@@ -2,12 +2,14 @@ package main
 
 import (
 	_ "embed"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
 
 	"github.com/turnwise/turnwise/data"
 	"github.com/turnwise/turnwise/engine"
+	"github.com/turnwise/turnwise/internal/flagcheck"
 	"github.com/turnwise/turnwise/internal/recipe"
 	"github.com/turnwise/turnwise/model/llama"
 	"github.com/turnwise/turnwise/optim"
@@ -32,8 +34,8 @@ Supervised fine-tuning, or training from scratch. With no flags it trains a
 small byte-level model from scratch on a built-in corpus of short stories
 and then generates from it. Data is chat JSONL ({"messages": [...]}: loss
 on assistant turns) or plain text (documents separated by blank lines: loss
-on every token). Checkpoints go to --run-dir; a run started again with the
-same --run-dir resumes from its newest valid checkpoint, bit-exactly on the
+on every token). Checkpoints go to --out; a run started again with the
+same --out resumes from its newest valid checkpoint, bit-exactly on the
 CPU backend.
 
 flags:
@@ -53,25 +55,35 @@ func runSFT(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	batchTokens := fs.Int("batch-tokens", 1024, "tokens per packed micro-batch")
 	micro := fs.Int("micro-batches", 1, "micro-batches accumulated per step")
 	lr := fs.Float64("lr", 3e-3, "peak learning rate")
-	warmup := fs.Int("warmup", 20, "warm-up steps")
+	warmup := flagcheck.NewWarmup(0.05)
+	fs.Var(warmup, "warmup", "fraction of the steps spent warming up")
 	minRatio := fs.Float64("min-lr-ratio", 0.1, "the cosine schedule's floor, as a fraction of --lr")
 	wd := fs.Float64("weight-decay", 0.01, "AdamW weight decay")
 	clip := fs.Float64("clip", 1, "clip the global gradient norm to this (0: off)")
 	rank := fs.Int("lora-rank", 0, "train a LoRA adapter of this rank on a frozen base (0: full fine-tuning)")
+	targets := flagcheck.RegisterLoRATargets(fs)
 	evalFrac := fs.Float64("eval-fraction", 0.05, "fraction of examples held out for evaluation")
 	evalEvery := fs.Int("eval-every", 100, "steps between evaluations (0: never)")
-	runDir := fs.String("run-dir", "runs/sft", "directory for checkpoints and metrics.jsonl")
+	runDir := fs.String("out", "runs/sft", "directory for checkpoints, metrics.jsonl and the final model")
 	ckEvery := fs.Int("checkpoint-every", 100, "steps between checkpoints")
 	keep := fs.Int("keep", 3, "checkpoints kept")
-	resume := fs.Bool("resume", true, "continue from the newest valid checkpoint in --run-dir (false: refuse a run directory that has one)")
-	force := fs.Bool("force", false, "resume even though --run-dir's config.yaml records other settings (it is then replaced)")
+	resume := fs.Bool("resume", true, "continue from the newest valid checkpoint in --out (false: refuse a run directory that has one)")
+	force := fs.Bool("force", false, "resume even though --out's config.yaml records other settings (it is then replaced)")
 	prompt := fs.String("prompt", "Mia went to", "text to continue after training (empty: no generation)")
 	maxNew := fs.Int("max-new", 120, "tokens to generate after training")
 	peak := fs.Float64("peak-tflops", 0, "one device's peak TFLOP/s, for the MFU in metrics.jsonl (the GPU's bf16 data-sheet peak, or the CPU GEMM rate train bench measures; 0: no MFU)")
 	zero := fs.Int("zero", 0, "ZeRO stage under train launch: 1 shards the optimizer's moments and f32 master weights across the ranks; 0 keeps them whole on every rank")
 	overlap := fs.Bool("overlap-reduce", false, "under train launch on CPU ranks (without --zero 1): all-reduce each layer's gradients while the backward goes on")
+	flagcheck.Alias(fs, "run-dir", "out")
 	if err := parse(fs, args); err != nil {
 		return err
+	}
+	warmupSteps, notice := warmup.Steps(*steps)
+	if notice != "" {
+		fmt.Fprintln(stderr, notice)
+	}
+	if targets.Chosen() && (*rank == 0 || mf.adapter != "") {
+		return errors.New("--lora-targets chooses the projections of a fresh adapter: give it with --lora-rank N, without --adapter")
 	}
 	if mf.Named() == 0 {
 		mf.Preset = "builtin"
@@ -113,7 +125,7 @@ func runSFT(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 		return err
 	}
 	if *rank > 0 && ad == nil {
-		if ad, err = m.NewAdapter(llama.LoRAEvery(*rank), mf.seed); err != nil {
+		if ad, err = m.NewAdapter(llama.LoRAFor(*rank, targets.Targets()), mf.seed); err != nil {
 			return err
 		}
 	}
@@ -129,7 +141,7 @@ func runSFT(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 		Config: trainer.Config{
 			Steps: *steps, MicroBatches: *micro, EvalEvery: *evalEvery, EvalBatches: 2,
 			CheckpointEvery: *ckEvery, KeepCheckpoints: *keep, RunDir: *runDir, Compress: true, Zero: *zero, OverlapReduce: *overlap, PeakFLOPS: *peak * 1e12,
-			Schedule: optim.Schedule{Peak: *lr, Warmup: *warmup, Total: *steps, Cosine: true, MinRatio: *minRatio},
+			Schedule: optim.Schedule{Peak: *lr, Warmup: warmupSteps, Total: *steps, Cosine: true, MinRatio: *minRatio},
 			AdamW:    optim.AdamWConfig{Beta1: 0.9, Beta2: 0.95, Eps: 1e-8, WeightDecay: float32(*wd), MaxGradNorm: float32(*clip)},
 		}})
 	if err != nil {

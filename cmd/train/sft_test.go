@@ -42,13 +42,13 @@ func TestMain(m *testing.M) {
 }
 
 func sftArgs(dir string) []string {
-	return []string{"sft", "--run-dir", dir, "--steps", "30", "--checkpoint-every", "2", "--keep", "20",
+	return []string{"sft", "--out", dir, "--steps", "30", "--checkpoint-every", "2", "--keep", "20",
 		"--batch-tokens", "256", "--eval-every", "0", "--prompt=", "--threads", "1"}
 }
 
 func TestSFTBuiltin(t *testing.T) {
 	dir := t.TempDir()
-	out, err := runCmd(t, runSFT, "", "--run-dir", dir, "--steps", "6", "--batch-tokens", "256", "--checkpoint-every", "3", "--max-new", "20")
+	out, err := runCmd(t, runSFT, "", "--out", dir, "--steps", "6", "--batch-tokens", "256", "--checkpoint-every", "3", "--max-new", "20")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,16 +60,16 @@ func TestSFTBuiltin(t *testing.T) {
 	if d, _, err := checkpoint.Latest(dir); err != nil || filepath.Base(d) != "step-000006" {
 		t.Errorf("latest checkpoint %q, %v", d, err)
 	}
-	out, err = runCmd(t, runSFT, "", "--run-dir", dir, "--steps", "8", "--batch-tokens", "256", "--prompt", "")
+	out, err = runCmd(t, runSFT, "", "--out", dir, "--steps", "8", "--batch-tokens", "256", "--prompt", "")
 	if err != nil || !strings.Contains(out, "resuming from step 6") {
 		t.Errorf("second run: %v\n%s", err, out)
 	}
-	if _, err := runCmd(t, runSFT, "", "--run-dir", dir, "--steps", "9", "--resume=false"); err == nil {
+	if _, err := runCmd(t, runSFT, "", "--out", dir, "--steps", "9", "--resume=false"); err == nil {
 		t.Error("--resume=false accepted a run directory with checkpoints")
 	}
 	bad := filepath.Join(t.TempDir(), "bad.jsonl")
 	os.WriteFile(bad, []byte("{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}, {\"role\": \"assistant\", \"content\": \"yo\"}]}\n{oops\n"), 0o644)
-	if _, err := runCmd(t, runSFT, "", "--run-dir", t.TempDir(), "--data", bad, "--steps", "1", "--preset", "tiny"); err == nil || !strings.Contains(err.Error(), "bad.jsonl:2") {
+	if _, err := runCmd(t, runSFT, "", "--out", t.TempDir(), "--data", bad, "--steps", "1", "--preset", "tiny"); err == nil || !strings.Contains(err.Error(), "bad.jsonl:2") {
 		t.Errorf("a malformed line gave %v, want an error naming bad.jsonl:2", err)
 	}
 }
@@ -159,7 +159,7 @@ func TestKillAndResume(t *testing.T) {
 // leaves unset.
 func TestSFTConfig(t *testing.T) {
 	dir := t.TempDir()
-	base := []string{"--run-dir", dir, "--batch-tokens", "256", "--prompt", "", "--checkpoint-every", "2"}
+	base := []string{"--out", dir, "--batch-tokens", "256", "--prompt", "", "--checkpoint-every", "2"}
 	if out, err := runCmd(t, runSFT, "", append(base, "--steps", "2", "--lr", "1e-3")...); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/turnwise/turnwise/internal/flagcheck"
 	"github.com/turnwise/turnwise/internal/outfile"
 	"github.com/turnwise/turnwise/internal/recipe"
 	"github.com/turnwise/turnwise/model/llama"
@@ -59,31 +60,39 @@ type trainFlags struct {
 	losses                     string
 	zero                       int
 	overlap                    bool
+	targets                    *flagcheck.LoRATargets
 	ckEvery, keep              int
 	resume, force              bool
 }
 
 // register adds the flags with the given defaults of epochs and NLL
-// coefficient (negative: no --nll flag); every other default is the
-// reference's (sweetrl/rl/reference.go).
-func (t *trainFlags) register(fs *pflag.FlagSet, epochs int, nll float64) {
-	fs.IntVar(&t.rank, "lora-rank", 16, "rank of the trained LoRA adapter (alpha = 2·rank, every projection)")
+// coefficient (negative: no --nll flag); pref adds those of the
+// preference trainers (--beta, --batch of pairs, --losses). Every other
+// default is the reference's (sweetrl/rl/reference.go).
+func (t *trainFlags) register(fs *pflag.FlagSet, epochs int, nll float64, pref bool) {
+	fs.IntVar(&t.rank, "lora-rank", 16, "rank of the trained LoRA adapter (alpha = 2·rank)")
+	t.targets = flagcheck.RegisterLoRATargets(fs)
 	fs.BoolVar(&t.full, "full", false, "fine-tune every weight instead of a LoRA adapter (the reference's setting)")
 	fs.Float64Var(&t.lr, "lr", 0, fmt.Sprintf("peak learning rate (0: the reference's %g with --full, %g for LoRA)", rl.RefLR, rl.LoRALR))
 	fs.IntVar(&t.epochs, "epochs", epochs, "passes over the data")
-	fs.IntVar(&t.batch, "batch", rl.RefPairsPerStep, "pairs per optimizer step")
-	fs.Float64Var(&t.beta, "beta", rl.RefBeta, "β of the preference loss")
+	if pref {
+		fs.IntVar(&t.batch, "batch", rl.RefPairsPerStep, "pairs per optimizer step")
+		fs.Float64Var(&t.beta, "beta", rl.RefBeta, "β of the preference loss")
+		fs.StringVar(&t.losses, "losses", "", "also write each optimizer step's loss to this file, a line \"step loss\" per step")
+		fs.IntVar(&t.batchTokens, "batch-tokens", 8192, "tokens per forward pass at most (whole pairs)")
+		fs.IntVar(&t.maxLen, "max-len", 8192, "drop pairs with a side longer than this many tokens")
+	} else {
+		fs.IntVar(&t.batchTokens, "batch-tokens", 8192, "tokens per optimizer step (packed)")
+		fs.IntVar(&t.maxLen, "max-len", 8192, "tokens of a trajectory kept at most")
+	}
 	if nll >= 0 {
 		fs.Float64Var(&t.nll, "nll", nll, "coefficient of the NLL term on the chosen side")
 	}
-	fs.IntVar(&t.batchTokens, "batch-tokens", 8192, "tokens per forward pass at most (whole pairs)")
-	fs.IntVar(&t.maxLen, "max-len", 8192, "drop pairs with a side longer than this many tokens")
 	fs.Float64Var(&t.warmup, "warmup", rl.RefWarmupFrac, "fraction of the steps spent warming up")
 	fs.Float64Var(&t.minRatio, "min-lr-ratio", rl.RefMinLRRatio, "the cosine schedule's floor, as a fraction of --lr")
 	fs.Float64Var(&t.wd, "weight-decay", rl.RefWeightDecay, "AdamW weight decay")
 	fs.Float64Var(&t.clip, "clip", rl.RefMaxGradNorm, "clip the global gradient norm to this (0: off)")
 	fs.Float64Var(&t.peakTFLOPS, "peak-tflops", 0, "the device's peak TFLOP/s, for the MFU in --out's metrics.jsonl: the GPU's bf16 data-sheet peak (989.4 for an H100 SXM), or the CPU GEMM rate train bench measures (0: no MFU)")
-	fs.StringVar(&t.losses, "losses", "", "also write each optimizer step's loss to this file, a line \"step loss\" per step")
 	fs.IntVar(&t.zero, "zero", 0, "ZeRO stage under train launch: 1 shards the optimizer's moments and f32 master weights across the ranks; 0 keeps them whole on every rank")
 	fs.BoolVar(&t.overlap, "overlap-reduce", false, "under train launch on CPU ranks (without --zero 1): all-reduce each layer's gradients while the backward goes on")
 	fs.IntVar(&t.ckEvery, "checkpoint-every", rl.CheckpointDefaults.Every, "steps between checkpoints in --out (the last step is always saved)")
@@ -100,7 +109,9 @@ func (t *trainFlags) checkpoints(out string) rl.Checkpoints {
 }
 
 // target says what the flags train.
-func (t *trainFlags) target() rl.Target { return rl.Target{Full: t.full, Rank: t.rank, LR: t.lr} }
+func (t *trainFlags) target() rl.Target {
+	return rl.Target{Full: t.full, Rank: t.rank, LR: t.lr, Targets: t.targets.Targets()}
+}
 
 // prefOptions are the reference's preference options (rl.ReferencePrefOptions)
 // as the flags change them.
@@ -130,13 +141,14 @@ type trajJob struct {
 }
 
 // newTrajJob registers the shared flags of subcommand name, with its
-// default epochs and NLL coefficient (negative: no --nll).
-func newTrajJob(name string, stderr io.Writer, epochs int, nll float64, what, out string) *trajJob {
+// default epochs and NLL coefficient (negative: no --nll) and, with pref,
+// the preference trainers' flags.
+func newTrajJob(name string, stderr io.Writer, epochs int, nll float64, pref bool, what, out string) *trajJob {
 	j := &trajJob{fs: newFlags(name, stderr)}
 	j.pf.register(j.fs)
 	j.pf.registerRecompute(j.fs)
-	j.ef.register(j.fs)
-	j.tf.register(j.fs, epochs, nll)
+	j.ef.registerFamily(j.fs)
+	j.tf.register(j.fs, epochs, nll, pref)
 	j.path = j.fs.String("trajectories", "", what)
 	j.out = j.fs.String("out", "", out)
 	return j
@@ -239,6 +251,9 @@ func (j *episodeJob) load(args []string, heldOut bool, check func() error, stdou
 	if j.tasks, err = j.ef.tasks(heldOut); err != nil {
 		return err
 	}
+	if err := j.ef.checkSimulator(context.Background()); err != nil {
+		return err
+	}
 	if j.m, j.ad, j.tok, err = j.pf.load(); err != nil {
 		return err
 	}
@@ -289,7 +304,7 @@ func runRollout(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 
 // runCritic implements "train critic".
 func runCritic(args []string, _ io.Reader, stdout, stderr io.Writer) error {
-	j := newTrajJob("critic", stderr, rl.RefCriticEpochs, -1, "scored trajectories (train rollout)",
+	j := newTrajJob("critic", stderr, rl.RefCriticEpochs, -1, true, "scored trajectories (train rollout)",
 		"directory for the critic (a PEFT adapter, or a Hugging Face checkpoint with --full)")
 	head := j.fs.String("head", "logprob", "logprob: the reference's critic, mean log-probability of the agent's turns against a frozen reference; scalar: the value-head ablation, a scalar head on the last hidden state")
 	scoreFlag := j.fs.String("critic-score", "turn", "turn: the paper's score (Eq. 2–3), the sum over agent turns of each turn's mean log-ratio; trajectory: the released code's, one mean over all agent tokens")
@@ -302,7 +317,7 @@ func runCritic(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 
 // runActor implements "train actor".
 func runActor(args []string, _ io.Reader, stdout, stderr io.Writer) error {
-	j := newTrajJob("actor", stderr, rl.RefActorEpochs, rl.RefActorNLL, "scored trajectories (train rollout) whose agent turns are the training states",
+	j := newTrajJob("actor", stderr, rl.RefActorEpochs, rl.RefActorNLL, true, "scored trajectories (train rollout) whose agent turns are the training states",
 		"directory for the actor (a PEFT adapter, or a Hugging Face checkpoint with --full)")
 	fs := j.fs
 	criticAd := fs.String("critic", "", "the critic: a PEFT adapter directory over the same base model (train critic)")
@@ -350,7 +365,7 @@ func runActor(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 
 // runMTDPO implements "train mtdpo".
 func runMTDPO(args []string, _ io.Reader, stdout, stderr io.Writer) error {
-	j := newTrajJob("mtdpo", stderr, 1, -1, "scored trajectories (train rollout)",
+	j := newTrajJob("mtdpo", stderr, 1, -1, true, "scored trajectories (train rollout)",
 		"directory for the policy (a PEFT adapter, or a Hugging Face checkpoint with --full)")
 	if err := j.load(args, &stdout); err != nil {
 		return err
@@ -361,7 +376,7 @@ func runMTDPO(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 
 // runRFT implements "train rft".
 func runRFT(args []string, _ io.Reader, stdout, stderr io.Writer) error {
-	j := newTrajJob("rft", stderr, 2, -1, "scored trajectories (train rollout); the successful ones are trained on",
+	j := newTrajJob("rft", stderr, 2, -1, false, "scored trajectories (train rollout); the successful ones are trained on",
 		"directory for the policy (a PEFT adapter, or a Hugging Face checkpoint with --full)")
 	if err := j.load(args, &stdout); err != nil {
 		return err
@@ -377,7 +392,12 @@ func runEval(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	out := j.fs.String("out", "", "also write the episodes to this trajectories file")
 	against := j.fs.String("against", "", "frontend: another method's episodes of the same tasks (train eval --out, one a task): print the win rate against them")
 	margin := j.fs.Float64("tie-margin", 0, "frontend: cosines within this of each other tie in the win rate")
+	asJSON := j.fs.Bool("json", false, "print the result as one JSON object (method, model, adapter, tasks, episodes, seeds, pass_rate, pass_ci95, success, success_ci95, successes, simulator_failures, …) on standard output; progress goes to standard error")
+	log := stdout
 	err := j.load(args, true, func() error {
+		if *asJSON {
+			log = stderr
+		}
 		if *against != "" && (j.ef.Family != "frontend" || *seeds != 1) {
 			return errors.New("--against compares one episode of each frontend task: use it with --env frontend and --seeds 1")
 		}
@@ -385,11 +405,16 @@ func runEval(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 			return nil
 		}
 		return outfile.CheckDir(filepath.Dir(*out))
-	}, &stdout)
+	}, &log)
 	if err != nil {
 		return err
 	}
 	defer j.ef.Close()
 	defer j.leave()
-	return j.ef.EvalJob(context.Background(), j.episodes(stdout), *seeds, *out, *against, *margin)
+	r, err := j.ef.EvalJob(context.Background(), j.episodes(log), *seeds, *out, *against, *margin)
+	if err != nil || !*asJSON || j.rank.Rank != 0 {
+		return err
+	}
+	r.Name(j.pf.Name(), j.pf.adapter)
+	return r.WriteJSON(stdout)
 }

@@ -1,6 +1,8 @@
 // Package flagcheck checks the ranges of the numeric flags the project's
 // subcommands share, by name, so that one spelling means one range in every
-// subcommand and a bad value is refused before anything is loaded.
+// subcommand and a bad value is refused before anything is loaded. It also
+// holds the flag values the subcommands share (--lora-targets, --warmup)
+// and the deprecated spellings of renamed flags (Alias).
 package flagcheck
 
 import (
@@ -37,13 +39,16 @@ var rules = map[string]rule{
 	"batch": positive, "batch-tokens": positive, "micro-batches": positive, "k": positive,
 	"candidates": positive, "pairs-per-turn": positive, "max-len": positive, "chunk": positive,
 	"max-batch": positive, "sim-max-new": positive,
-	"threads": nonNegative, "workers": nonNegative, "sim-workers": nonNegative, "sim-retries": nonNegative,
+	"threads": nonNegative, "workers": nonNegative, "sim-workers": nonNegative, "sim-retries": nonNegative, "sim-max-failures": nonNegative,
 	"limit": nonNegative, "keep": nonNegative, "eval-every": nonNegative, "checkpoint-every": nonNegative,
 	"peak-tflops": nonNegative,
 }
 
 // ruleFor returns the range of flag f, if it has one.
 func ruleFor(f *pflag.Flag) (rule, bool) {
+	if _, ok := f.Value.(*Warmup); ok {
+		return rule{}, false // Warmup.Set checks it
+	}
 	if f.Name == "warmup" {
 		if f.Value.Type() == "int" {
 			return nonNegative, true

@@ -136,11 +136,12 @@ func parse(raw []byte, path string) ([]entry, error) {
 }
 
 // Values returns the effective value of every flag of fs, as text, except
-// the flags named in skip.
+// the flags named in skip and deprecated spellings (whose value is their
+// new spelling's).
 func Values(fs *pflag.FlagSet, skip ...string) map[string]string {
 	vals := map[string]string{}
 	fs.VisitAll(func(f *pflag.Flag) {
-		if f.Name == FlagName || f.Name == "help" || slices.Contains(skip, f.Name) {
+		if f.Name == FlagName || f.Name == "help" || f.Deprecated != "" || slices.Contains(skip, f.Name) {
 			return
 		}
 		v := f.Value.String()

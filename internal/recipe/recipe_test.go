@@ -113,3 +113,29 @@ func TestCheckRun(t *testing.T) {
 		t.Errorf("a forced resume did not save its configuration: %v", now)
 	}
 }
+
+// TestDeprecatedSpelling checks that a recipe may still use a flag's
+// deprecated spelling (it sets the flag, with pflag's notice) and that the
+// resolved configuration records the value under the new spelling alone.
+func TestDeprecatedSpelling(t *testing.T) {
+	fs, _, _, _, _ := flags()
+	var log strings.Builder
+	fs.SetOutput(&log)
+	fs.Var(fs.Lookup("out").Value, "run-dir", "output")
+	if err := fs.MarkDeprecated("run-dir", "use --out"); err != nil {
+		t.Fatal(err)
+	}
+	if err := fs.Parse(nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := Apply(fs, write(t, "run-dir: runs/old\n")); err != nil {
+		t.Fatal(err)
+	}
+	vals := Values(fs)
+	if _, ok := vals["run-dir"]; ok || vals["out"] != "runs/old" {
+		t.Errorf("resolved configuration %v; want out: runs/old and no run-dir", vals)
+	}
+	if !strings.Contains(log.String(), "use --out") {
+		t.Errorf("no notice for the deprecated spelling: %q", log.String())
+	}
+}

@@ -41,6 +41,67 @@ func LoRAEvery(r int) LoRAConfig {
 	return LoRAConfig{Rank: r, Alpha: 2 * float32(r), Targets: AllProjections}
 }
 
+// LoRAFor is LoRAEvery's adapter of rank r and α = 2r on the projections
+// targets names (ParseLoRATargets); nil targets mean every projection.
+func LoRAFor(r int, targets []string) LoRAConfig {
+	lc := LoRAEvery(r)
+	if targets != nil {
+		lc.Targets = targets
+	}
+	return lc
+}
+
+// AllLinear is PEFT's name of every linear layer of a block, which
+// ParseLoRATargets takes for every projection.
+const AllLinear = "all-linear"
+
+// ParseLoRATargets reads a comma-separated list of the projections a LoRA
+// adapter adapts, as a --lora-targets flag gives it: turnwise's names (q,
+// k, v, o, gate, up, down), PEFT's target_modules names (q_proj, …, or a
+// module path ending in one, such as self_attn.q_proj), or "all-linear"
+// (every projection). The result is in AllProjections' order without
+// repeats; an unknown or empty name is an error naming it.
+func ParseLoRATargets(s string) ([]string, error) {
+	seen := map[string]bool{}
+	for _, name := range strings.Split(s, ",") {
+		name = strings.TrimSpace(name)
+		switch {
+		case name == AllLinear:
+			for _, p := range AllProjections {
+				seen[p] = true
+			}
+			continue
+		case name == "":
+			return nil, fmt.Errorf("LoRA targets %q: an empty name (want a comma-separated list of %s, their PEFT names such as q_proj, or %s)",
+				s, strings.Join(AllProjections, ", "), AllLinear)
+		}
+		p, ok := loraTarget(name)
+		if !ok {
+			return nil, fmt.Errorf("unknown LoRA target %q (want %s, their PEFT names %s, or %s)",
+				name, strings.Join(AllProjections, ", "), strings.Join(peftTargetNames(), ", "), AllLinear)
+		}
+		seen[p] = true
+	}
+	var out []string
+	for _, p := range AllProjections {
+		if seen[p] {
+			out = append(out, p)
+		}
+	}
+	return out, nil
+}
+
+// loraTarget returns the projection a target name names: its own name, its
+// PEFT name (q_proj) or a module path ending in that (self_attn.q_proj).
+func loraTarget(name string) (string, bool) {
+	for _, p := range AllProjections {
+		if name == p || name == peftTarget(p) || name == peftModule(p) || strings.HasSuffix(name, "."+peftModule(p)) {
+			return p, true
+		}
+	}
+	return "", false
+}
+
 // LoRAPair is the adapter of one projection W [out, in]: the projection
 // becomes y = x·Wᵀ + s·(x·Aᵀ)·Bᵀ with s = α/r.
 type LoRAPair struct {

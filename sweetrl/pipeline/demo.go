@@ -59,6 +59,9 @@ type Config struct {
 	ValSeeds           int // validation episodes per task (learning-rate selection)
 	CheckTasks         int // tasks of the critic check
 	Rank               int // LoRA rank of every adapter
+	// Targets are the projections every adapter adapts
+	// (llama.ParseLoRATargets); nil: every projection.
+	Targets []string
 
 	Candidates   int
 	DataFraction float64

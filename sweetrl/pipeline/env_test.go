@@ -145,7 +145,7 @@ func TestEnvFrontend(t *testing.T) {
 	if b := (&Env{Family: "colbench"}).Rules(); b.Pairs != nil || b.Imitate != nil {
 		t.Error("colbench has rules other than the backend's")
 	}
-	if err := (&Env{Family: "demo"}).EvalJob(context.Background(), rl.Episodes{}, 1, "", "other.jsonl", 0); err == nil {
+	if _, err := (&Env{Family: "demo"}).EvalJob(context.Background(), rl.Episodes{}, 1, "", "other.jsonl", 0); err == nil {
 		t.Error("a win rate on the demo family gave no error")
 	}
 }

@@ -159,39 +159,39 @@ func (p pageRenderer) RenderAll(ctx context.Context, pages []string) ([][]byte, 
 // win rate against it with tie margin margin. The other method's answers
 // are scored again with this job's scorer, so that both sides have the
 // same metric.
-func (e *Env) EvalJob(ctx context.Context, eps rl.Episodes, seeds int, out, against string, margin float64) error {
+func (e *Env) EvalJob(ctx context.Context, eps rl.Episodes, seeds int, out, against string, margin float64) (rl.EvalResult, error) {
 	if e.Family != "frontend" {
 		if against != "" {
-			return errors.New("a win rate against another method's answers is measured on frontend tasks only")
+			return rl.EvalResult{}, errors.New("a win rate against another method's answers is measured on frontend tasks only")
 		}
 		return rl.EvalJob(ctx, eps, seeds, out)
 	}
 	var other []sweetrl.Trajectory
 	if against != "" {
 		if seeds != 1 {
-			return fmt.Errorf("a win rate compares one episode of each task with the other method's: %d seeds, want 1", seeds)
+			return rl.EvalResult{}, fmt.Errorf("a win rate compares one episode of each task with the other method's: %d seeds, want 1", seeds)
 		}
 		var err error
 		if other, err = sweetrl.LoadTrajectories(against); err != nil {
-			return err
+			return rl.EvalResult{}, err
 		}
 		if other, err = sameTasks(other, eps.Tasks, against); err != nil {
-			return err
+			return rl.EvalResult{}, err
 		}
 	}
 	s, trajs, err := rl.EvalEpisodes(ctx, eps, seeds, out)
 	if err != nil {
-		return err
+		return rl.EvalResult{}, err
 	}
 	fmt.Fprintf(eps.Log, "mean CLIP cosine %.4f ± %.4f (%d tasks, %d episodes; each task's mean, cosines clipped to [0, 1])\n",
 		s.PassRate, s.PassCI, s.Tasks, s.Episodes)
 	if other != nil {
 		if err := winRate(ctx, eps.Log, eps.Scorer, trajs, other, against, margin); err != nil {
-			return err
+			return rl.EvalResult{}, err
 		}
 	}
 	eps.ReportSimulator()
-	return nil
+	return eps.Result(s, seeds, out), nil
 }
 
 // sameTasks returns the trajectories of other (read from name) whose tasks

@@ -215,7 +215,7 @@ func (r *runner) trainCritic(sp criticSpec) (*rl.Critic, error) {
 		return a.Accuracy > b.Accuracy || (a.Accuracy == b.Accuracy && a.Loss < b.Loss)
 	}
 	for _, lr := range r.lrs("critic", c.LR.Critic) {
-		ad, err := r.m.NewAdapter(llama.LoRAEvery(c.Rank), r.adapterSeed(sp.key))
+		ad, err := r.m.NewAdapter(llama.LoRAFor(c.Rank, c.Targets), r.adapterSeed(sp.key))
 		if err != nil {
 			return nil, err
 		}
@@ -325,7 +325,7 @@ func (r *runner) choosePolicy(grid, method, name string, configured float64, fit
 	var best *policy
 	var bestS rl.Summary
 	for _, lr := range r.lrs(grid, configured) {
-		ad, err := r.m.NewAdapter(llama.LoRAEvery(r.c.Rank), r.adapterSeed(method))
+		ad, err := r.m.NewAdapter(llama.LoRAFor(r.c.Rank, r.c.Targets), r.adapterSeed(method))
 		if err != nil {
 			return nil, err
 		}

@@ -2,11 +2,14 @@ package rl
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/turnwise/turnwise/engine"
 	"github.com/turnwise/turnwise/internal/outfile"
@@ -24,8 +27,12 @@ import (
 // Target says what a trainer updates and at which peak learning rate.
 type Target struct {
 	Full bool    // fine-tune every weight instead of a LoRA adapter
-	Rank int     // rank of a fresh LoRA adapter (alpha = 2·rank, every projection)
+	Rank int     // rank of a fresh LoRA adapter (alpha = 2·rank)
 	LR   float64 // peak learning rate; 0: RefLR with Full, LoRALR for LoRA
+	// Targets are the projections a fresh adapter adapts
+	// (llama.ParseLoRATargets); nil: every projection. Setting them with
+	// Full or a given adapter is an error.
+	Targets []string
 }
 
 // LearningRate returns the peak learning rate: LR, or the reference's
@@ -44,6 +51,10 @@ func (t Target) LearningRate() float64 {
 // of Rank (initialised from seed), or nil (every weight) with Full.
 func (t Target) Trained(m *llama.Model, ad *llama.Adapter, seed uint64) (*llama.Adapter, error) {
 	switch {
+	case t.Targets != nil && t.Full:
+		return nil, errors.New("--lora-targets chooses a fresh adapter's projections: drop it or --full")
+	case t.Targets != nil && ad != nil:
+		return nil, errors.New("--lora-targets chooses a fresh adapter's projections; the --adapter keeps its own: drop one")
 	case t.Full && ad != nil:
 		return nil, errors.New("--full fine-tunes the base model: merge the --adapter first or drop --full")
 	case t.Full:
@@ -53,7 +64,7 @@ func (t Target) Trained(m *llama.Model, ad *llama.Adapter, seed uint64) (*llama.
 	case t.Rank <= 0:
 		return nil, fmt.Errorf("--lora-rank %d: want a positive rank (or --full)", t.Rank)
 	}
-	return m.NewAdapter(llama.LoRAEvery(t.Rank), seed)
+	return m.NewAdapter(llama.LoRAFor(t.Rank, t.Targets), seed)
 }
 
 // Describe says in words what is trained (ad, as Trained returned it).
@@ -61,7 +72,7 @@ func (t Target) Describe(ad *llama.Adapter) string {
 	if ad == nil {
 		return fmt.Sprintf("every weight, lr %g", t.LearningRate())
 	}
-	return fmt.Sprintf("LoRA r=%d, lr %g", ad.Config.Rank, t.LearningRate())
+	return fmt.Sprintf("LoRA r=%d on %s, lr %g", ad.Config.Rank, strings.Join(ad.Config.Targets, ","), t.LearningRate())
 }
 
 // Job is what every trainer job shares: the model and the adapter it was
@@ -329,7 +340,8 @@ func TrainMTDPO(j Job) error {
 
 // TrainRFT fine-tunes on the job's successful trajectories, or those its
 // Rules imitate (rejection fine-tuning: RFTExamples, SupervisedFT) for
-// epochs passes over their tokens, Pref.BatchTokens a step.
+// epochs passes over their tokens, Pref.BatchTokens a step, with Pref's
+// warm-up, floor and AdamW.
 func TrainRFT(j Job, epochs int) error {
 	if err := j.begin(RFTMayChange); err != nil {
 		return err
@@ -353,7 +365,8 @@ func TrainRFT(j Job, epochs int) error {
 	steps := max(1, epochs*tokens/bt)
 	fmt.Fprintf(j.Log, "rejection fine-tuning on %d %s: %d tokens, %d steps, %s\n", len(ex), what, tokens, steps, j.Target.Describe(pol))
 	o := SFTOptions{Steps: steps, BatchTokens: bt, MaxLen: min(j.MaxLen, j.Model.Config.MaxSeqLen), LR: j.Target.LearningRate(), Seed: j.Seed,
-		MetricsDir: j.Out, PeakFLOPS: j.Pref.PeakFLOPS, Comm: j.Comm, Zero: j.Pref.Zero, OverlapReduce: j.Pref.OverlapReduce, Checkpoints: j.Checkpoints}
+		MetricsDir: j.Out, PeakFLOPS: j.Pref.PeakFLOPS, Comm: j.Comm, Zero: j.Pref.Zero, OverlapReduce: j.Pref.OverlapReduce, Checkpoints: j.Checkpoints,
+		Tuning: &SFTTuning{WarmupFrac: j.Pref.WarmupFrac, MinLRRatio: j.Pref.MinLRRatio, AdamW: j.Pref.AdamW}}
 	if err := SupervisedFT(j.Model, pol, ex, o, j.Log); err != nil {
 		return err
 	}
@@ -420,15 +433,69 @@ func RolloutJob(ctx context.Context, e Episodes, k, maxBatch int, f FileRolloutO
 }
 
 // EvalJob plays seeds episodes of every task (Evaluate), writes them to
-// the trajectory file out unless it is "", and prints the summary.
-func EvalJob(ctx context.Context, e Episodes, seeds int, out string) error {
+// the trajectory file out unless it is "", prints the summary and returns
+// it (EvalResult.Name names what played).
+func EvalJob(ctx context.Context, e Episodes, seeds int, out string) (EvalResult, error) {
 	s, _, err := EvalEpisodes(ctx, e, seeds, out)
 	if err != nil {
-		return err
+		return EvalResult{}, err
 	}
 	fmt.Fprintln(e.Log, s)
 	e.ReportSimulator()
-	return nil
+	return e.Result(s, seeds, out), nil
+}
+
+// Result is the EvalResult of a summary s of seeds episodes a task, played
+// as e says (out: the file they were written to, if any).
+func (e *Episodes) Result(s Summary, seeds int, out string) EvalResult {
+	r := EvalResult{Tasks: s.Tasks, Episodes: s.Episodes, Seeds: max(seeds, 1), PassRate: s.PassRate, PassCI95: s.PassCI,
+		Success: s.Success, SuccessCI95: s.SuccessCI, Successes: int(math.Round(s.Success * float64(s.Episodes))),
+		Scorer: e.ScorerName, Temperature: e.Temperature, MaxNew: e.MaxNew, Seed: e.Seed, Trajectories: out}
+	if e.HTTP != nil {
+		r.SimulatorFailures = e.HTTP.Failures()
+	}
+	return r
+}
+
+// EvalResult is what EvalJob measured, as train eval --json prints it:
+// rates are fractions, each with the half-width of its 95% confidence
+// interval over tasks (Summary); the pass rate is the mean reward (for
+// ColBench backend tasks the fraction of unit tests passed, for frontend
+// tasks the CLIP cosine).
+type EvalResult struct {
+	Method            string  `json:"method"`            // what played: the adapter's directory, or the model's name
+	Model             string  `json:"model"`             // the base model's name
+	Adapter           string  `json:"adapter,omitempty"` // the adapter's directory, if any
+	Tasks             int     `json:"tasks"`
+	Episodes          int     `json:"episodes"`
+	Seeds             int     `json:"seeds"` // episodes per task
+	PassRate          float64 `json:"pass_rate"`
+	PassCI95          float64 `json:"pass_ci95"`
+	Success           float64 `json:"success"`
+	SuccessCI95       float64 `json:"success_ci95"`
+	Successes         int     `json:"successes"` // episodes with reward 1
+	SimulatorFailures int64   `json:"simulator_failures"`
+	Scorer            string  `json:"scorer"`
+	Temperature       float64 `json:"temperature"`
+	MaxNew            int     `json:"max_new"`
+	Seed              uint64  `json:"seed"`
+	Trajectories      string  `json:"trajectories,omitempty"` // the episodes' file, if written
+}
+
+// Name sets what played: the base model and the adapter ("" for none);
+// the method is named by the adapter, or else by the model.
+func (r *EvalResult) Name(model, adapter string) {
+	r.Model, r.Adapter, r.Method = model, adapter, model
+	if adapter != "" {
+		r.Method = adapter
+	}
+}
+
+// WriteJSON writes r as one indented JSON object and a newline.
+func (r EvalResult) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
 }
 
 // EvalEpisodes is EvalJob without its report: it plays seeds episodes of

@@ -1,9 +1,11 @@
 package rl
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/turnwise/turnwise/model/llama"
 	"github.com/turnwise/turnwise/sweetrl"
 	"github.com/turnwise/turnwise/tokenizer"
 )
@@ -25,6 +27,9 @@ func TestTarget(t *testing.T) {
 		{"adapter given", Target{Rank: 4}, true, LoRALR, "given", ""},
 		{"full over an adapter", Target{Full: true}, true, RefLR, "", "merge the --adapter"},
 		{"no rank", Target{}, false, LoRALR, "", "--lora-rank 0"},
+		{"targets chosen", Target{Rank: 4, Targets: []string{"q", "down"}}, false, LoRALR, "fresh", ""},
+		{"targets with full", Target{Full: true, Targets: []string{"q"}}, false, RefLR, "", "--lora-targets"},
+		{"targets over an adapter", Target{Rank: 4, Targets: []string{"q"}}, true, LoRALR, "", "--lora-targets"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -57,6 +62,12 @@ func TestTarget(t *testing.T) {
 			case "fresh":
 				if ad == nil || ad == given || ad.Config.Rank != c.target.Rank || !strings.HasPrefix(desc, "LoRA r=4") {
 					t.Errorf("adapter %v (%q); want a fresh one of rank %d", ad != nil, desc, c.target.Rank)
+				}
+				if want := c.target.Targets; ad != nil && want != nil && !slices.Equal(ad.Config.Targets, want) {
+					t.Errorf("fresh adapter on %v, want %v", ad.Config.Targets, want)
+				}
+				if ad != nil && c.target.Targets == nil && !slices.Equal(ad.Config.Targets, llama.AllProjections) {
+					t.Errorf("fresh adapter on %v, want every projection", ad.Config.Targets)
 				}
 			}
 		})
@@ -111,5 +122,19 @@ func TestRules(t *testing.T) {
 	ex, what, err = Rules{}.RFTExamples(tok, "sys", trajs)
 	if err != nil || len(ex) != 1 || !strings.Contains(what, "reward 1") {
 		t.Errorf("backend RFT: %d examples of %q (%v), want the one success", len(ex), what, err)
+	}
+}
+
+func TestEvalResultName(t *testing.T) {
+	tests := []struct{ model, adapter, method string }{
+		{"base", "", "base"},
+		{"base", "runs/actor", "runs/actor"},
+	}
+	for _, tc := range tests {
+		var r EvalResult
+		r.Name(tc.model, tc.adapter)
+		if r.Model != tc.model || r.Adapter != tc.adapter || r.Method != tc.method {
+			t.Errorf("Name(%q, %q): %+v, want method %q", tc.model, tc.adapter, r, tc.method)
+		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 
 	"github.com/turnwise/turnwise/data"
 	"github.com/turnwise/turnwise/engine"
@@ -24,6 +25,9 @@ type SFTOptions struct {
 	// loss, lr, grad_norm and the performance values of metrics.Meter.
 	MetricsDir string
 	PeakFLOPS  float64 // the device's peak FLOP/s for MFU (0: none)
+	// Tuning, when set, replaces the reference's schedule and optimizer
+	// settings (train rft's flags); nil: the reference's.
+	Tuning *SFTTuning
 	// Comm, when it joins several ranks, trains data parallel: each rank
 	// trains on its share of the packed batches (trainer.Config.Comm), so
 	// a step sees W batches; nil trains in one process.
@@ -37,6 +41,14 @@ type SFTOptions struct {
 	// from the newest valid checkpoint there, if any (trainer.Trainer.Resume):
 	// the metrics then go to the RunDir.
 	Checkpoints Checkpoints
+}
+
+// SFTTuning is the schedule and optimizer of SupervisedFT when they are
+// not the reference's.
+type SFTTuning struct {
+	WarmupFrac float64 // fraction of the steps spent warming up (as PrefOptions.WarmupFrac)
+	MinLRRatio float64 // the cosine schedule's floor, as a fraction of the peak
+	AdamW      optim.AdamWConfig
 }
 
 // SupervisedFT trains m's adapter ad (nil: every weight) on examples with
@@ -55,10 +67,13 @@ func SupervisedFT(m *llama.Model, ad *llama.Adapter, examples []data.Example, o 
 	if err != nil {
 		return err
 	}
+	sched := optim.Schedule{Peak: o.LR, Warmup: max(1, o.Steps*3/100), Total: o.Steps, Cosine: true, MinRatio: RefMinLRRatio}
+	adamw := ReferenceAdamW()
+	if t := o.Tuning; t != nil {
+		sched.Warmup, sched.MinRatio, adamw = int(math.Ceil(t.WarmupFrac*float64(o.Steps)-1e-9)), t.MinLRRatio, t.AdamW
+	}
 	tr, err := trainer.New(m, ad, train, nil, trainer.Config{
-		Steps: o.Steps, MicroBatches: 1, Comm: o.Comm, Zero: o.Zero, OverlapReduce: o.OverlapReduce,
-		Schedule:   optim.Schedule{Peak: o.LR, Warmup: max(1, o.Steps*3/100), Total: o.Steps, Cosine: true, MinRatio: RefMinLRRatio},
-		AdamW:      ReferenceAdamW(),
+		Steps: o.Steps, MicroBatches: 1, Comm: o.Comm, Zero: o.Zero, OverlapReduce: o.OverlapReduce, Schedule: sched, AdamW: adamw,
 		MetricsDir: o.MetricsDir, PeakFLOPS: o.PeakFLOPS,
 		RunDir: o.Checkpoints.RunDir, CheckpointEvery: o.Checkpoints.Every, KeepCheckpoints: o.Checkpoints.Keep, Compress: o.Checkpoints.Compress,
 	}, out)

@@ -1,0 +1,47 @@
+package flagcheck
+
+import (
+	"github.com/spf13/pflag"
+
+	"github.com/turnwise/turnwise/model/llama"
+)
+
+// LoRATargets is the value of a --lora-targets flag: the projections a
+// fresh LoRA adapter adapts, checked as the flag is parsed
+// (llama.ParseLoRATargets), so that an unknown name is refused, naming
+// it, before any model loads.
+type LoRATargets struct {
+	text    string
+	targets []string // nil until Set
+}
+
+// RegisterLoRATargets adds --lora-targets to fs and returns its value;
+// its Targets are nil (every projection) unless the flag is given.
+func RegisterLoRATargets(fs *pflag.FlagSet) *LoRATargets {
+	t := &LoRATargets{text: llama.AllLinear}
+	fs.Var(t, "lora-targets", "projections a fresh LoRA adapter adapts, comma-separated: q, k, v, o, gate, up, down, their PEFT names (q_proj, …), or all-linear; written to adapter_config.json's target_modules")
+	return t
+}
+
+// Set implements pflag.Value.
+func (t *LoRATargets) Set(s string) error {
+	targets, err := llama.ParseLoRATargets(s)
+	if err != nil {
+		return err
+	}
+	t.text, t.targets = s, targets
+	return nil
+}
+
+// String implements pflag.Value: the flag's text as given.
+func (t *LoRATargets) String() string { return t.text }
+
+// Type implements pflag.Value.
+func (t *LoRATargets) Type() string { return "names" }
+
+// Targets returns the chosen projections, in llama.AllProjections' order;
+// nil when the flag was not given (every projection).
+func (t *LoRATargets) Targets() []string { return t.targets }
+
+// Chosen reports whether the flag was given.
+func (t *LoRATargets) Chosen() bool { return t.targets != nil }
