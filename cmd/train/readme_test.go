@@ -79,6 +79,9 @@ func readmeInvocations(doc string) []invocation {
 	}
 	for _, sp := range codeSpans(prose) {
 		words := shellWords(sp.text)
+		if len(words) == 0 {
+			continue
+		}
 		if rest, ok := trainArgs(words, 0); ok {
 			out = append(out, launched(sp.line, rest)...)
 		}
@@ -236,10 +239,12 @@ func codeSpans(lines []string) []span {
 	return out
 }
 
-// flagSet is what a subcommand's --help lists: its flags' long names and
-// shorthands.
+// flagSet is what a subcommand's --help lists: its flags' long names
+// (true for those that take the next word as their value) and shorthands
+// (the long name each stands for).
 type flagSet struct {
-	long, short map[string]bool
+	long  map[string]bool
+	short map[string]string
 }
 
 // listedFlags runs "train <cmd...> --help" and returns the flags it lists.
@@ -248,15 +253,19 @@ func listedFlags(cmd []string) (flagSet, error) {
 	if code := run(append(slices.Clone(cmd), "--help"), strings.NewReader(""), &out, &errOut); code != 0 {
 		return flagSet{}, fmt.Errorf("train %s --help: exit status %d: %s", strings.Join(cmd, " "), code, strings.TrimSpace(errOut.String()))
 	}
-	fs := flagSet{map[string]bool{}, map[string]bool{}}
+	fs := flagSet{map[string]bool{}, map[string]string{}}
 	for _, line := range strings.Split(out.String()+errOut.String(), "\n") {
-		f := strings.Fields(line)
-		switch {
-		case len(f) > 0 && strings.HasPrefix(f[0], "--"):
-			fs.long[strings.TrimPrefix(f[0], "--")] = true
-		case len(f) > 1 && len(f[0]) == 3 && f[0][0] == '-' && f[0][2] == ',' && strings.HasPrefix(f[1], "--"): // "-o, --output"
-			fs.short[f[0][1:2]] = true
-			fs.long[strings.TrimPrefix(f[1], "--")] = true
+		// pflag's lines: "  -o, --output string   usage" or "      --name   usage";
+		// the type word is there when the flag takes a value, with
+		// [="..."] when the value must be joined to it with "=".
+		head, _, _ := strings.Cut(strings.TrimSpace(line), "   ")
+		f := strings.Fields(head)
+		if len(f) > 1 && len(f[0]) == 3 && f[0][0] == '-' && f[0][2] == ',' && strings.HasPrefix(f[1], "--") {
+			fs.short[f[0][1:2]] = strings.TrimPrefix(f[1], "--")
+			f = f[1:]
+		}
+		if len(f) > 0 && strings.HasPrefix(f[0], "--") {
+			fs.long[strings.TrimPrefix(f[0], "--")] = len(f) > 1 && !strings.Contains(f[1], "[=")
 		}
 	}
 	if len(fs.long) == 0 {
@@ -271,7 +280,7 @@ func listedFlags(cmd []string) (flagSet, error) {
 // before it does anything.
 func unlisted(cmd []string, name string) string {
 	var out, errOut bytes.Buffer
-	c, _ := commands()[cmd[0]]
+	c := commands()[cmd[0]]
 	err := c.run(append(slices.Clone(cmd[1:]), "--"+name+"=", "--help"), strings.NewReader(""), &out, &errOut)
 	if err != nil && strings.Contains(err.Error(), "unknown flag") {
 		return fmt.Sprintf("train %s has no --%s", strings.Join(cmd, " "), name)
@@ -286,19 +295,30 @@ func unlisted(cmd []string, name string) string {
 	return msg
 }
 
-// deprecatedValue returns a problem if val is a value of flag name that
-// is still taken only for old scripts: a whole number of warm-up steps
-// where --warmup is a fraction.
-func deprecatedValue(name, val string) string {
-	if name != "warmup" {
-		return ""
+// placeholder reports whether a flag's value in a document stands for
+// values rather than being one: a name in capitals (MODEL, N, FILE.md),
+// alternatives (hf|gguf) or an ellipsis.
+func placeholder(val string) bool {
+	return val == "" || val[0] >= 'A' && val[0] <= 'Z' || strings.ContainsAny(val, "|…<>") || strings.Contains(val, "...")
+}
+
+// badValue returns a problem if cmd's flag name refuses val, or takes it
+// only for old scripts (a whole number of warm-up steps where --warmup is
+// a fraction). It parses "--name=val" followed by --help, which stops
+// every subcommand before it does anything.
+func badValue(cmd []string, name, val string) string {
+	c := commands()[cmd[0]]
+	var out, errOut bytes.Buffer
+	if err := c.run(append(slices.Clone(cmd[1:]), "--"+name+"="+val, "--help"), strings.NewReader(""), &out, &errOut); !errors.Is(err, pflag.ErrHelp) {
+		return fmt.Sprintf("train %s --%s %s: %v", strings.Join(cmd, " "), name, val, err)
 	}
-	w := flagcheck.NewWarmup(0)
-	if err := w.Set(val); err != nil {
-		return "" // a placeholder, such as F
-	}
-	if _, notice := w.Steps(1); notice != "" {
-		return notice
+	if name == "warmup" {
+		w := flagcheck.NewWarmup(0)
+		if w.Set(val) == nil {
+			if _, notice := w.Steps(1); notice != "" {
+				return notice
+			}
+		}
 	}
 	return ""
 }
@@ -333,30 +353,41 @@ func checkInvocations(invs []invocation) []string {
 			}
 			listed[key] = fs
 		}
-		for i, a := range args {
+		for i := 0; i < len(args); i++ {
+			a := strings.Trim(args[i], "[]()")
 			if a == "--" {
 				break // what follows is not flags
 			}
 			if a == "--help" || a == "-h" {
 				continue // every subcommand's
 			}
-			a = strings.Trim(a, "[]()")
+			var name, val string
+			var hasVal bool
 			switch {
 			case strings.HasPrefix(a, "--") && len(a) > 2:
-				name, val, hasVal := strings.Cut(a[2:], "=")
-				if !fs.long[name] {
+				name, val, hasVal = strings.Cut(a[2:], "=")
+				if _, ok := fs.long[name]; !ok {
 					problems = append(problems, fmt.Sprintf("%s: %s", inv, unlisted(cmd, name)))
-				}
-				if !hasVal && i+1 < len(args) {
-					val = args[i+1]
-				}
-				if p := deprecatedValue(name, val); p != "" {
-					problems = append(problems, fmt.Sprintf("%s: %s", inv, p))
+					continue
 				}
 			case len(a) >= 2 && a[0] == '-' && (a[1] >= 'a' && a[1] <= 'z' || a[1] >= 'A' && a[1] <= 'Z'):
-				if !fs.short[a[1:2]] {
+				if name = fs.short[a[1:2]]; name == "" {
 					problems = append(problems, fmt.Sprintf("%s: train %s has no shorthand -%s", inv, key, a[1:2]))
+					continue
 				}
+				val, hasVal = a[2:], len(a) > 2
+			default:
+				continue // a value or an argument
+			}
+			if !hasVal && fs.long[name] && i+1 < len(args) {
+				i++
+				val, hasVal = strings.Trim(args[i], "[]()"), true
+			}
+			if !hasVal || placeholder(val) {
+				continue
+			}
+			if p := badValue(cmd, name, val); p != "" {
+				problems = append(problems, fmt.Sprintf("%s: %s", inv, p))
 			}
 		}
 	}
@@ -416,13 +447,14 @@ func TestReadmeInvocations(t *testing.T) {
 		},
 		{
 			name: "bad commands",
-			doc:  "```sh\ntrain sft --run-dir runs/x --no-such-flag 1\ntrain nosuch --out x\ntrain launch --nproc-per-node 2 -- critic --bogus-flag\ntrain plot m.jsonl -q x\ntrain critic --warmup 0.1 --out c\ntrain sft --warmup=20\n```\n`train bench report --md X`\n",
+			doc:  "```sh\ntrain sft --run-dir runs/x --no-such-flag 1\ntrain nosuch --out x\ntrain launch --nproc-per-node 2 -- critic --bogus-flag\ntrain plot m.jsonl -q x\ntrain critic --warmup 0.1 --out c\ntrain sft --warmup=20 --steps ten --lora-rank R --recompute runs/x\ntrain plot -o out.svg -ylr,loss m.jsonl\n```\n`train bench report --md X`\n",
 			want: []string{"line 2: train sft --run-dir runs/x --no-such-flag 1", "line 3: train nosuch --out x", "line 4: train launch --nproc-per-node 2",
 				"line 4: train critic --bogus-flag", "line 5: train plot m.jsonl -q x",
-				"line 6: train critic --warmup 0.1 --out c", "line 7: train sft --warmup=20", "line 9: train bench report --md X"},
+				"line 6: train critic --warmup 0.1 --out c", "line 7: train sft --warmup=20 --steps ten --lora-rank R --recompute runs/x",
+				"line 8: train plot -o out.svg -ylr,loss m.jsonl", "line 10: train bench report --md X"},
 			problems: []string{"--run-dir is a deprecated spelling", "train sft has no --no-such-flag", `no subcommand "nosuch"`,
 				"train critic has no --bogus-flag", "train plot has no shorthand -q",
-				"--warmup 20: a count of steps is deprecated", "train bench report has no --md"},
+				"--warmup 20: a count of steps is deprecated", `train sft --steps ten: invalid argument "ten"`, "train bench report has no --md"},
 		},
 	}
 	for _, tc := range tests {
