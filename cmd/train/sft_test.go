@@ -64,8 +64,8 @@ func TestSFTBuiltin(t *testing.T) {
 	if err != nil || !strings.Contains(out, "resuming from step 6") {
 		t.Errorf("second run: %v\n%s", err, out)
 	}
-	if _, err := runCmd(t, runSFT, "", "--out", dir, "--steps", "9", "--resume=false"); err == nil {
-		t.Error("--resume=false accepted a run directory with checkpoints")
+	if _, err := runCmd(t, runSFT, "", "--out", dir, "--steps", "9", "--batch-tokens", "256", "--prompt", "", "--resume=false"); err == nil || !strings.Contains(err.Error(), "choose another --out") {
+		t.Errorf("--resume=false on a run directory with checkpoints: %v; want a refusal naming --out", err)
 	}
 	bad := filepath.Join(t.TempDir(), "bad.jsonl")
 	os.WriteFile(bad, []byte("{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}, {\"role\": \"assistant\", \"content\": \"yo\"}]}\n{oops\n"), 0o644)
