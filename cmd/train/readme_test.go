@@ -324,8 +324,9 @@ func badValue(cmd []string, name, val string) string {
 }
 
 // checkInvocations returns a problem for each invocation whose subcommand
-// does not exist or that names a flag its subcommand's flag set does not
-// list in --help (an unknown flag or a deprecated spelling).
+// does not exist, that names a flag its subcommand's --help does not list
+// (an unknown flag or a deprecated spelling), or that gives a flag a value
+// (not a placeholder) its flag set refuses or takes only for old scripts.
 func checkInvocations(invs []invocation) []string {
 	cmds := commands()
 	listed := map[string]flagSet{}
@@ -396,7 +397,7 @@ func checkInvocations(invs []invocation) []string {
 
 // TestReadmeCommands checks that every train command the README names runs
 // a subcommand that exists with flags that subcommand has, spelt as
-// --help lists them (no deprecated spellings).
+// --help lists them (no deprecated spellings), with values they take.
 func TestReadmeCommands(t *testing.T) {
 	raw, err := os.ReadFile("../../README.md")
 	if errors.Is(err, os.ErrNotExist) {
