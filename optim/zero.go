@@ -76,6 +76,15 @@ func NewShardedAdamW(b engine.Backend, c AdamWConfig, params map[string]*engine.
 // with StepSharded.
 func (o *AdamW) Sharded() bool { return o.comm != nil }
 
+// Ranks returns the number of ranks a sharded optimizer's state is split
+// across; 1 when it is not sharded.
+func (o *AdamW) Ranks() int {
+	if o.comm == nil {
+		return 1
+	}
+	return o.comm.Size()
+}
+
 // StateElems returns the number of f32 elements of optimizer state this
 // rank holds: its moments and masters (the flat gradient not counted).
 func (o *AdamW) StateElems() int {

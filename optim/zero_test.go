@@ -8,101 +8,9 @@ import (
 	"testing"
 
 	"github.com/turnwise/turnwise/engine"
+	"github.com/turnwise/turnwise/engine/commtest"
 	"github.com/turnwise/turnwise/engine/cpu"
 )
-
-// memHub joins the ranks of a job run as goroutines of one process: each
-// collective publishes every rank's input on the host, waits for all, and
-// computes its result from them in rank order (sums in f32, as Gloo sums).
-type memHub struct {
-	size  int
-	mu    sync.Mutex
-	cond  *sync.Cond
-	slots [][]float32
-	count int // ranks arrived at the current barrier
-	gen   int // barriers passed
-}
-
-func newMemHub(size int) *memHub {
-	h := &memHub{size: size, slots: make([][]float32, size)}
-	h.cond = sync.NewCond(&h.mu)
-	return h
-}
-
-// barrier returns once every rank has called it.
-func (h *memHub) barrier() {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	gen := h.gen
-	if h.count++; h.count == h.size {
-		h.count, h.gen = 0, h.gen+1
-		h.cond.Broadcast()
-		return
-	}
-	for gen == h.gen {
-		h.cond.Wait()
-	}
-}
-
-// memComm is one rank's engine.Communicator over a memHub; its tensors are
-// f32 on the rank's backend b.
-type memComm struct {
-	h    *memHub
-	b    engine.Backend
-	rank int
-}
-
-func (c *memComm) Rank() int { return c.rank }
-func (c *memComm) Size() int { return c.h.size }
-
-// exchange publishes x and returns every rank's, in rank order.
-func (c *memComm) exchange(x *engine.Tensor) [][]float32 {
-	c.h.slots[c.rank] = engine.ToF32(c.b, x)
-	c.h.barrier()
-	all := make([][]float32, c.h.size)
-	copy(all, c.h.slots)
-	c.h.barrier() // every rank has read the slots before they change
-	return all
-}
-
-func (c *memComm) sum(x *engine.Tensor) []float32 {
-	all := c.exchange(x)
-	s := make([]float32, len(all[0]))
-	for _, v := range all {
-		for i := range s {
-			s[i] += v[i]
-		}
-	}
-	return s
-}
-
-func (c *memComm) AllReduce(x *engine.Tensor) error {
-	engine.SetF32(c.b, x, c.sum(x))
-	return nil
-}
-
-func (c *memComm) ReduceScatter(out, in *engine.Tensor) error {
-	n := out.Numel()
-	engine.SetF32(c.b, out, c.sum(in)[c.rank*n:(c.rank+1)*n])
-	return nil
-}
-
-func (c *memComm) AllGather(out, in *engine.Tensor) error {
-	var cat []float32
-	for _, v := range c.exchange(in) {
-		cat = append(cat, v...)
-	}
-	engine.SetF32(c.b, out, cat)
-	return nil
-}
-
-func (c *memComm) Broadcast(x *engine.Tensor, root int) error {
-	engine.SetF32(c.b, x, c.exchange(x)[root])
-	return nil
-}
-
-func (c *memComm) Barrier() error { c.h.barrier(); return nil }
-func (c *memComm) Close() error   { return nil }
 
 // zeroSizes are parameter sizes that no shard boundary respects.
 var zeroSizes = map[string]int{"a": 70, "b": 5, "c": 130, "d": 1, "e": 200}
@@ -136,7 +44,7 @@ func rankGrads(rank, s int) map[string][]float32 {
 }
 
 // TestShardedMatchesUnsharded steps a sharded optimizer on 1, 2 and 3 ranks
-// (goroutines over memComm) and one unsharded optimizer given the ranks'
+// (goroutines over commtest.Local) and one unsharded optimizer given the ranks'
 // summed gradients, with clipping on, in f32 and bf16: every rank ends with
 // the reference's weights (relative 1e-6: only the norm is summed in another
 // order); GatherTo gives the reference's moments and masters; and sharded
@@ -172,14 +80,18 @@ func TestShardedMatchesUnsharded(t *testing.T) {
 				state := snapshot(ref) // after `steps` steps
 				refStep(steps)
 
-				hub := newMemHub(size)
+				bs := make([]engine.Backend, size)
+				for r := range bs {
+					bs[r] = cpu.New(cpu.Options{Threads: 1})
+				}
+				comms := commtest.Local(bs)
 				var wg sync.WaitGroup
 				errs := make([]error, size)
 				for rank := range size {
 					wg.Add(1)
 					go func() {
 						defer wg.Done()
-						errs[rank] = runRank(rank, dt, c, &memComm{h: hub, rank: rank}, steps, scale, state, ref)
+						errs[rank] = runRank(rank, dt, c, bs[rank], comms[rank], steps, scale, state, ref)
 					}()
 				}
 				wg.Wait()
@@ -210,9 +122,7 @@ func snapshot(o *AdamW) map[string]map[string][]float32 {
 // optimizer `steps` times, checks GatherTo against the reference's state
 // then, and steps a fresh optimizer loaded from the gathered state once
 // more, checking the weights against ref's, which has taken that step too.
-func runRank(rank int, dt engine.DType, c AdamWConfig, comm *memComm, steps int, scale float32, state map[string]map[string][]float32, ref *AdamW) error {
-	b := cpu.New(cpu.Options{Threads: 1})
-	comm.b = b
+func runRank(rank int, dt engine.DType, c AdamWConfig, b engine.Backend, comm engine.Communicator, steps int, scale float32, state map[string]map[string][]float32, ref *AdamW) error {
 	params := newParams(b, dt, 7)
 	o, err := NewShardedAdamW(b, c, params, comm)
 	if err != nil {

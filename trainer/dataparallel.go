@@ -23,7 +23,9 @@ import (
 //     is the same on every rank.
 //   - Gradients: after the micro-batches, the flat gradient buffer is
 //     summed across ranks in buckets of bucketElems, in buffer order (a
-//     fixed order: runs repeat), and the update averages over M·W.
+//     fixed order: runs repeat), and the update averages over M·W; with
+//     Config.OverlapReduce, layer by layer during the last micro-batch's
+//     backward instead (overlap.go).
 //   - The loss and token count of the step are gathered from every rank and
 //     summed in rank order in float64.
 //   - Rank 0 evaluates and writes metrics and checkpoints; every rank
@@ -69,24 +71,16 @@ func (d *dataParallel) next(p *data.Packer) llama.Batch {
 	return mine
 }
 
-// newOptimizer returns the run's optimizer over params: sharded across the
-// ranks for ZeRO-1 in a job of several ranks, else whole.
-func newOptimizer(b engine.Backend, cfg Config, params checkpoint.Tensors) (*optim.AdamW, error) {
+// newOptimizer returns the optimizer of a run over params: sharded across
+// comm's ranks for ZeRO stage 1 in a job of several ranks, else whole.
+func newOptimizer(b engine.Backend, c optim.AdamWConfig, params checkpoint.Tensors, comm engine.Communicator, zero int) (*optim.AdamW, error) {
 	switch {
-	case cfg.Zero < 0 || cfg.Zero > 1:
-		return nil, fmt.Errorf("trainer: ZeRO stage %d; want 0 or 1", cfg.Zero)
-	case cfg.Zero == 1 && cfg.Comm != nil && cfg.Comm.Size() > 1:
-		return optim.NewShardedAdamW(b, cfg.AdamW, params, cfg.Comm)
+	case zero < 0 || zero > 1:
+		return nil, fmt.Errorf("trainer: ZeRO stage %d; want 0 or 1", zero)
+	case zero == 1 && comm != nil && comm.Size() > 1:
+		return optim.NewShardedAdamW(b, c, params, comm)
 	}
-	return optim.NewAdamW(b, cfg.AdamW, params)
-}
-
-// step applies the optimizer step (with a sharded optimizer, a collective).
-func (d *dataParallel) step(opt *optim.AdamW, lr, gradScale float32) (optim.StepResult, error) {
-	if opt.Sharded() {
-		return opt.StepSharded(lr, gradScale)
-	}
-	return opt.Step(lr, gradScale), nil
+	return optim.NewAdamW(b, c, params)
 }
 
 // SaveCheckpoint writes a checkpoint of step to runDir (checkpoint.Save:
@@ -178,12 +172,12 @@ func (p *Params) LoadCheckpoint(c engine.Communicator, dir string, state any) er
 // reduce sums the flat gradient across the ranks — unless opt is sharded,
 // whose step reduces it — and returns the step's loss (the mean of the
 // ranks' losses) and token count (their sum).
-func (d *dataParallel) reduce(opt *optim.AdamW, loss float64, tokens int) (float64, int, error) {
+func (d *dataParallel) reduce(p *Params, loss float64, tokens int) (float64, int, error) {
 	if d.c == nil {
 		return loss, tokens, nil
 	}
-	if !opt.Sharded() {
-		if err := allReduceGrad(d.c, opt); err != nil {
+	if !p.Opt.Sharded() { // a sharded optimizer's step reduce-scatters it
+		if err := p.reduceGrads(d.c); err != nil {
 			return 0, 0, err
 		}
 	}
@@ -229,15 +223,18 @@ func gatherBytes(c engine.Communicator, b engine.Backend, mine []byte) ([]byte, 
 
 // Reduce makes one data-parallel step of the ranks of c (nil or of one
 // rank: one process) out of each rank's gradients and vals: it sums the
-// gradients across the ranks (in buckets, in buffer order) and replaces
+// gradients across the ranks (in buckets, in buffer order) — unless the
+// optimizer is sharded, whose Step reduce-scatters them — and replaces
 // vals with their sums over the ranks, added in rank order in float64, so
 // every rank holds the same. vals must have the same length on every rank.
 func (p *Params) Reduce(c engine.Communicator, vals []float64) error {
 	if c == nil || c.Size() == 1 {
 		return nil
 	}
-	if err := allReduceGrad(c, p.Opt); err != nil {
-		return err
+	if !p.Opt.Sharded() {
+		if err := p.reduceGrads(c); err != nil {
+			return err
+		}
 	}
 	var mine []byte
 	for _, v := range vals {

@@ -1,7 +1,9 @@
 package trainer
 
 import (
+	"fmt"
 	"maps"
+	"strings"
 
 	"github.com/turnwise/turnwise/checkpoint"
 	"github.com/turnwise/turnwise/engine"
@@ -28,7 +30,8 @@ type Params struct {
 
 	m     *llama.Model
 	ad    *llama.Adapter
-	dLogP *engine.Tensor // [N] f32, the loss gradient; resized to each batch
+	dLogP *engine.Tensor  // [N] f32, the loss gradient; resized to each batch
+	ov    *overlapReducer // nil: the gradients are all-reduced after the backward
 }
 
 // NewParams registers the trained parameters of model m — adapter ad's, or
@@ -37,6 +40,17 @@ type Params struct {
 func NewParams(m *llama.Model, ad *llama.Adapter, c optim.AdamWConfig, extra map[string]*engine.Tensor) (*Params, error) {
 	return newParams(m, ad, extra, func(ts checkpoint.Tensors) (*optim.AdamW, error) {
 		return optim.NewAdamW(m.Backend(), c, ts)
+	})
+}
+
+// NewParamsZero is NewParams for one rank of the data-parallel job comm
+// (nil, or a job of one rank: one process) at ZeRO stage zero: with 1 and
+// several ranks the optimizer is sharded across them (ZeRO-1,
+// optim.NewShardedAdamW) — Step, SaveCheckpoint and LoadCheckpoint are then
+// collectives, which every rank calls; 0 keeps it whole on every rank.
+func NewParamsZero(m *llama.Model, ad *llama.Adapter, c optim.AdamWConfig, extra map[string]*engine.Tensor, comm engine.Communicator, zero int) (*Params, error) {
+	return newParams(m, ad, extra, func(ts checkpoint.Tensors) (*optim.AdamW, error) {
+		return newOptimizer(m.Backend(), c, ts, comm, zero)
 	})
 }
 
@@ -112,6 +126,64 @@ func (p *Params) ForwardBackward(bt llama.Batch, dlogp []float32) (*llama.Pass, 
 		return nil, err
 	}
 	return p.m.ForwardBackward(bt, p.ad, d, p.Grads, p.AdapterGrads)
+}
+
+// OverlapReduce has Reduce's all-reduce of the gradients of the job of c
+// overlap the backward of each step's last micro-batch, announced by
+// LastMicroBatch: each layer's gradients are all-reduced as soon as the
+// backward has passed the layer (see overlap.go). It reports whether it
+// will; it will not in one process, on a GPU, with a sharded optimizer.
+func (p *Params) OverlapReduce(c engine.Communicator) bool {
+	p.ov = newOverlapReducer(c, p.m, p.Opt)
+	return p.ov != nil
+}
+
+// LastMicroBatch says that the next backward is the last before Reduce:
+// with OverlapReduce, its layers' gradients are all-reduced while it runs,
+// and no other backward may run before Reduce.
+func (p *Params) LastMicroBatch() {
+	if p.ov != nil {
+		p.ov.arm()
+	}
+}
+
+// reduceGrads sums the flat gradient across the ranks of c: what the
+// overlapped reduction has left, or the whole buffer.
+func (p *Params) reduceGrads(c engine.Communicator) error {
+	switch {
+	case p.ov != nil && p.ov.armed:
+		return p.ov.finish()
+	case p.ov != nil:
+		return p.ov.all()
+	}
+	return allReduceGrad(c, p.Opt)
+}
+
+// Step updates the parameters at learning rate lr with their gradients
+// times gradScale (optim.AdamW.Step). With a sharded optimizer it is a
+// collective of its ranks (optim.AdamW.StepSharded: the gradients are
+// reduce-scattered, not summed by Reduce), and an error means the job
+// cannot go on.
+func (p *Params) Step(lr, gradScale float32) (optim.StepResult, error) {
+	if p.Opt.Sharded() {
+		return p.Opt.StepSharded(lr, gradScale)
+	}
+	return p.Opt.Step(lr, gradScale), nil
+}
+
+// DataParallel says how the optimizer's state is split across ranks under
+// ZeRO-1 — "optimizer state sharded across 2 ranks (ZeRO-1): 1536 f32
+// elements on each" — and how the gradients are all-reduced when they
+// overlap the backward (OverlapReduce), a line each; "" for neither.
+func (p *Params) DataParallel() string {
+	var s string
+	if p.Opt.Sharded() {
+		s = fmt.Sprintf("optimizer state sharded across %d ranks (ZeRO-1): %d f32 elements on each\n", p.Opt.Ranks(), p.Opt.StateElems())
+	}
+	if p.ov != nil {
+		s += fmt.Sprintf("gradients all-reduced layer by layer during the backward (%d layers, then %d other ranges)\n", len(p.ov.layers), len(p.ov.rest))
+	}
+	return strings.TrimSuffix(s, "\n")
 }
 
 // Free releases the optimizer's state and the loss-gradient buffer.

@@ -95,7 +95,7 @@ func RunSFT(j SFTJob) error {
 	if err != nil {
 		return err
 	}
-	if err := RefuseResume(cfg.RunDir, j.Resume, "--run-dir"); err != nil {
+	if err := RefuseResume(cfg.RunDir, j.Resume, "--out"); err != nil {
 		return err
 	}
 	from, err := tr.Resume()

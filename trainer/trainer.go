@@ -10,7 +10,8 @@
 //     optimizer step, evaluates on held-out batches, writes metrics and a
 //     progress line, and checkpoints so that a killed run resumes exactly
 //     where it was. With Config.Comm it is one rank of a data-parallel job
-//     (dataparallel.go);
+//     (dataparallel.go), whose gradient all-reduce may overlap the backward
+//     (overlap.go);
 //   - RunSFT (sft.go): one supervised run on examples as `train sft` makes
 //     it: split, packed, trained, checkpointed and resumed.
 package trainer
@@ -59,6 +60,10 @@ type Config struct {
 	// master weights across Comm's ranks (see optim.NewShardedAdamW); 0
 	// keeps the whole optimizer on every rank.
 	Zero int
+	// OverlapReduce all-reduces each layer's gradients while the backward
+	// of a step's last micro-batch goes on, where the backend allows
+	// (Params.OverlapReduce: CPU ranks without ZeRO).
+	OverlapReduce bool
 }
 
 // state is what trainer.json holds: enough, with the weights and the
@@ -110,13 +115,14 @@ func New(m *llama.Model, ad *llama.Adapter, train, eval *data.Packer, cfg Config
 			out = io.Discard
 		}
 	}
-	p, err := newParams(m, ad, nil, func(ts checkpoint.Tensors) (*optim.AdamW, error) {
-		return newOptimizer(m.Backend(), cfg, ts)
-	})
+	p, err := NewParamsZero(m, ad, cfg.AdamW, nil, cfg.Comm, cfg.Zero)
 	if err != nil {
 		return nil, err
 	}
 	t.p = p
+	if cfg.OverlapReduce {
+		p.OverlapReduce(cfg.Comm)
+	}
 	t.progress = metrics.NewProgress(out, metrics.ProgressOptions{Total: int64(cfg.Steps)})
 	return t, nil
 }
@@ -244,12 +250,18 @@ func (t *Trainer) Run() error {
 	}
 	// Tokens are summed over the ranks, so the peak is all of theirs.
 	meter := NewMeter(t.m, t.ad, t.cfg.PeakFLOPS*float64(dp.size))
+	if s := t.p.DataParallel(); s != "" {
+		fmt.Fprintln(t.log, s)
+	}
 	for t.st.Step < t.cfg.Steps {
 		start := time.Now()
 		t.p.Opt.ZeroGrad()
 		var loss float64
 		var tokens int
 		for mb := 0; mb < t.cfg.MicroBatches; mb++ {
+			if mb == t.cfg.MicroBatches-1 {
+				t.p.LastMicroBatch()
+			}
 			bt := dp.next(t.train)
 			dlogp, err := lossGrad(bt, 1)
 			if err != nil {
@@ -264,11 +276,11 @@ func (t *Trainer) Run() error {
 			p.Release()
 		}
 		var err error
-		if loss, tokens, err = dp.reduce(t.p.Opt, loss, tokens); err != nil {
+		if loss, tokens, err = dp.reduce(t.p, loss, tokens); err != nil {
 			return err
 		}
 		lr := t.cfg.Schedule.LR(t.st.Step)
-		res, err := dp.step(t.p.Opt, float32(lr), 1/float32(t.cfg.MicroBatches*dp.size))
+		res, err := t.p.Step(float32(lr), 1/float32(t.cfg.MicroBatches*dp.size))
 		if err != nil {
 			return err
 		}

@@ -6,22 +6,28 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/turnwise/turnwise/sweetrl"
 	"github.com/turnwise/turnwise/sweetrl/demotask"
+	"github.com/turnwise/turnwise/sweetrl/rl"
 )
 
 // TestLaunchPreferenceDataParallel: the preference trainers (critic with
 // either head, actor, multi-turn DPO) on two ranks with --batch B give one
 // process's per-step losses with --batch 2B (relative 1e-6) and its
 // adapter (within 1e-5 of each tensor's largest weight), on the demo family
-// with a tiny random model; rank 0 alone reports and writes.
+// with a tiny random model; rank 0 alone reports and writes. With --zero 1
+// (ZeRO-1: the optimizer sharded across the two ranks) they give plain
+// data parallelism's losses (relative 1e-6) and write its adapter, and the
+// value head, within 1e-5 of each tensor's largest weight (the gradient
+// norm the clipping uses is summed from the shards in another order).
 func TestLaunchPreferenceDataParallel(t *testing.T) {
 	if testing.Short() {
-		t.Skip("trains twice per trainer")
+		t.Skip("trains three times per trainer")
 	}
 	dir := t.TempDir()
 	model := byteModel(t)
@@ -47,8 +53,8 @@ func TestLaunchPreferenceDataParallel(t *testing.T) {
 	} {
 		name := strings.Join(append([]string{c.name}, c.extra[:min(2, len(c.extra))]...), " ")
 		sub := t.TempDir()
-		oneOut, twoOut := filepath.Join(sub, "one"), filepath.Join(sub, "two")
-		oneLoss, twoLoss := filepath.Join(sub, "one.losses"), filepath.Join(sub, "two.losses")
+		oneOut, twoOut, zeroOut := filepath.Join(sub, "one"), filepath.Join(sub, "two"), filepath.Join(sub, "zero")
+		oneLoss, twoLoss, zeroLoss := filepath.Join(sub, "one.losses"), filepath.Join(sub, "two.losses"), filepath.Join(sub, "zero.losses")
 		args := append(append([]string{}, common...), c.extra...)
 		one := append([]string{"--out", oneOut, "--losses", oneLoss, "--batch", "4"}, args...)
 		if out, err := runCmd(t, c.run, "", one...); err != nil {
@@ -63,21 +69,47 @@ func TestLaunchPreferenceDataParallel(t *testing.T) {
 		if strings.Contains(out, "[rank 1]") || !strings.Contains(out, "[rank 0] saved to") {
 			t.Errorf("%s: want rank 0 alone to report and save:\n%s", name, out)
 		}
-		want, got := readLosses(t, oneLoss), readLosses(t, twoLoss)
-		if len(want) < 2 || len(got) != len(want) {
-			t.Fatalf("%s: %d steps on two ranks, %d in one process; want the same, at least 2", name, len(got), len(want))
+		want := readLosses(t, oneLoss)
+		if len(want) < 2 {
+			t.Fatalf("%s: %d steps in one process, want at least 2", name, len(want))
 		}
-		worst := 0.0
-		for i, w := range want {
-			rel := math.Abs(got[i]-w) / math.Abs(w)
-			worst = max(worst, rel)
-			if !(rel <= 1e-6) {
-				t.Errorf("%s: step %d loss %.10g on two ranks, %.10g in one process (relative %.2g)", name, i+1, got[i], w, rel)
-			}
-		}
-		t.Logf("%s: %d steps, losses agree to %.2g relative", name, len(want), worst)
+		sameLosses(t, name+", two ranks against one process", readLosses(t, twoLoss), want)
 		sameTensors(t, "adapter_model.safetensors", twoOut, oneOut, 1e-5)
+
+		zero := append([]string{"--nproc-per-node", "2", "--master-port", freePort(t), "--",
+			c.name, "--out", zeroOut, "--losses", zeroLoss, "--batch", "2", "--zero", "1"}, args...)
+		out, errOut, err = launchRun(t, zero...)
+		if err != nil {
+			t.Fatalf("%s, two ZeRO-1 ranks: %v\n%s\n%s", name, err, out, errOut)
+		}
+		if !strings.Contains(out, "[rank 0] optimizer state sharded across 2 ranks (ZeRO-1)") {
+			t.Errorf("%s, two ZeRO-1 ranks: no word of the sharded optimizer:\n%s", name, out)
+		}
+		sameLosses(t, name+", ZeRO-1 against plain data parallel", readLosses(t, zeroLoss), readLosses(t, twoLoss))
+		sameTensors(t, "adapter_model.safetensors", zeroOut, twoOut, 1e-5)
+		if slices.Contains(c.extra, "scalar") {
+			sameTensors(t, rl.ValueHeadFile, zeroOut, twoOut, 1e-5)
+		}
+		sameCheckpoint(t, zeroOut, twoOut, 1e-5) // the gathered optimizer state, as plain data parallelism writes it
 	}
+}
+
+// sameLosses compares two runs' per-step losses: as many steps, each within
+// 1e-6 relative.
+func sameLosses(t *testing.T, what string, got, want []float64) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s: %d steps, want %d", what, len(got), len(want))
+	}
+	worst := 0.0
+	for i, w := range want {
+		rel := math.Abs(got[i]-w) / math.Abs(w)
+		worst = max(worst, rel)
+		if !(rel <= 1e-6) {
+			t.Errorf("%s: step %d loss %.10g, want %.10g (relative %.2g)", what, i+1, got[i], w, rel)
+		}
+	}
+	t.Logf("%s: %d steps, losses agree to %.2g relative", what, len(want), worst)
 }
 
 // readLosses reads a --losses file: a line "step loss" per step.
@@ -142,25 +174,45 @@ func TestLaunchRollout(t *testing.T) {
 }
 
 // TestLaunchRFT: train rft on two ranks trains through the data-parallel
-// supervised trainer and rank 0 alone reports and writes the adapter.
+// supervised trainer and rank 0 alone reports and writes the adapter; with
+// --zero 1 the ranks record the same losses and gradient norms (relative
+// 1e-6) and write the same adapter (within 1e-5 of each tensor's largest
+// weight).
 func TestLaunchRFT(t *testing.T) {
 	dir := t.TempDir()
 	scripted := filepath.Join(dir, "scripted.jsonl")
 	if err := sweetrl.SaveTrajectories(scripted, demotask.ScriptedTrajectories(demotask.Tasks(4, 9), 4, 9)); err != nil {
 		t.Fatal(err)
 	}
-	out := filepath.Join(dir, "rft")
-	stdout, errOut, err := launchRun(t, "--nproc-per-node", "2", "--master-port", freePort(t), "--", "rft",
-		"--hf", byteModel(t), "--threads", "1", "--env", "demo", "--trajectories", scripted, "--lora-rank", "2", "--batch-tokens", "2048", "--epochs", "1", "--out", out)
-	if err != nil {
-		t.Fatalf("%v\n%s\n%s", err, stdout, errOut)
+	model := byteModel(t)
+	plain, zero := filepath.Join(dir, "rft"), filepath.Join(dir, "zero")
+	var logs string
+	for _, r := range []struct {
+		out   string
+		extra []string
+	}{{plain, nil}, {zero, []string{"--zero", "1"}}} {
+		args := append([]string{"--nproc-per-node", "2", "--master-port", freePort(t), "--", "rft",
+			"--hf", model, "--threads", "1", "--env", "demo", "--trajectories", scripted, "--lora-rank", "2", "--batch-tokens", "128", "--max-len", "128",
+			"--epochs", "1", "--out", r.out}, r.extra...)
+		stdout, errOut, err := launchRun(t, args...)
+		if err != nil {
+			t.Fatalf("%v: %v\n%s\n%s", r.extra, err, stdout, errOut)
+		}
+		logs += stdout
+		if strings.Contains(stdout, "[rank 1]") || !strings.Contains(stdout, "[rank 0] saved to "+r.out) {
+			t.Errorf("%v: want rank 0 alone to report and save:\n%s", r.extra, stdout)
+		}
+		if sharded := strings.Contains(stdout, "[rank 0] optimizer state sharded across 2 ranks (ZeRO-1)"); sharded != (r.extra != nil) {
+			t.Errorf("%v: the output says the optimizer is sharded: %v; want %v\n%s", r.extra, sharded, r.extra != nil, stdout)
+		}
 	}
-	if strings.Contains(stdout, "[rank 1]") || !strings.Contains(stdout, "[rank 0] saved to "+out) {
-		t.Errorf("want rank 0 alone to report and save:\n%s", stdout)
+	want := metricsByStep(t, plain)
+	if len(want) < 2 {
+		t.Fatalf("plain data parallel recorded %d steps, want at least 2\n%s", len(want), logs)
 	}
-	if _, err := os.Stat(filepath.Join(out, "adapter_model.safetensors")); err != nil {
-		t.Error(err)
-	}
+	sameMetrics(t, "rft, ZeRO-1 against plain data parallel", metricsByStep(t, zero), want)
+	sameTensors(t, "adapter_model.safetensors", zero, plain, 1e-5)
+	sameCheckpoint(t, zero, plain, 1e-5)
 }
 
 // TestLaunchEval: train eval on two ranks, each playing every other seed,

@@ -147,7 +147,7 @@ func runPlan(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	flagcheck.Alias(fs, "weight-dtype", "dtype")
 	asJSON := fs.Bool("json", false, "print the plan as JSON (see --help)")
 	ranks := fs.Int("ranks", 1, "data-parallel ranks (GPUs) the job runs on; the plan is per rank")
-	zero := fs.Int("zero", 0, "ZeRO stage: 1 shards the f32 master weights and Adam moments across --ranks (sft --zero 1)")
+	zero := fs.Int("zero", 0, "ZeRO stage: 1 shards the f32 master weights and Adam moments across --ranks (--zero 1 of sft, critic, actor, mtdpo, rft)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}

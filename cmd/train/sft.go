@@ -73,6 +73,7 @@ func runSFT(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	maxNew := fs.Int("max-new", 120, "tokens to generate after training")
 	peak := fs.Float64("peak-tflops", 0, "one device's peak TFLOP/s, for the MFU in metrics.jsonl (the GPU's bf16 data-sheet peak, or the CPU GEMM rate train bench measures; 0: no MFU)")
 	zero := fs.Int("zero", 0, "ZeRO stage under train launch: 1 shards the optimizer's moments and f32 master weights across the ranks; 0 keeps them whole on every rank")
+	overlap := fs.Bool("overlap-reduce", false, "under train launch on CPU ranks (without --zero 1): all-reduce each layer's gradients while the backward goes on")
 	flagcheck.Alias(fs, "run-dir", "out")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -139,7 +140,7 @@ func runSFT(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 		Join: func(b engine.Backend) (engine.Communicator, func(), error) { return joinJob(b, job.rank) },
 		Config: trainer.Config{
 			Steps: *steps, MicroBatches: *micro, EvalEvery: *evalEvery, EvalBatches: 2,
-			CheckpointEvery: *ckEvery, KeepCheckpoints: *keep, RunDir: *runDir, Compress: true, Zero: *zero, PeakFLOPS: *peak * 1e12,
+			CheckpointEvery: *ckEvery, KeepCheckpoints: *keep, RunDir: *runDir, Compress: true, Zero: *zero, OverlapReduce: *overlap, PeakFLOPS: *peak * 1e12,
 			Schedule: optim.Schedule{Peak: *lr, Warmup: warmupSteps, Total: *steps, Cosine: true, MinRatio: *minRatio},
 			AdamW:    optim.AdamWConfig{Beta1: 0.9, Beta2: 0.95, Eps: 1e-8, WeightDecay: float32(*wd), MaxGradNorm: float32(*clip)},
 		}})

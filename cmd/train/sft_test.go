@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -17,12 +18,24 @@ import (
 // TestMain lets a test run the train binary's main in a child process: the
 // kill test below starts this test binary with TW_TRAIN_MAIN set (the
 // arguments), train launch's tests with TW_TRAIN_ARGV=1 (the arguments are
-// the command line's, as the launcher passes them to its ranks).
+// the command line's, as the launcher passes them to its ranks). A rank
+// whose RANK is TW_TEST_KILL_RANK kills itself with SIGKILL once the path
+// TW_TEST_KILL_AT exists (TestLaunchKillRankAndResume).
 func TestMain(m *testing.M) {
 	if args := os.Getenv("TW_TRAIN_MAIN"); args != "" {
 		os.Exit(run(strings.Fields(args), os.Stdin, os.Stdout, os.Stderr))
 	}
 	if os.Getenv("TW_TRAIN_ARGV") == "1" {
+		if at := os.Getenv("TW_TEST_KILL_AT"); at != "" && os.Getenv("RANK") == os.Getenv("TW_TEST_KILL_RANK") {
+			go func() {
+				for {
+					if _, err := os.Stat(at); err == nil {
+						syscall.Kill(os.Getpid(), syscall.SIGKILL)
+					}
+					time.Sleep(2 * time.Millisecond)
+				}
+			}()
+		}
 		os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 	}
 	os.Exit(m.Run())
@@ -51,8 +64,8 @@ func TestSFTBuiltin(t *testing.T) {
 	if err != nil || !strings.Contains(out, "resuming from step 6") {
 		t.Errorf("second run: %v\n%s", err, out)
 	}
-	if _, err := runCmd(t, runSFT, "", "--out", dir, "--steps", "9", "--resume=false"); err == nil {
-		t.Error("--resume=false accepted a run directory with checkpoints")
+	if _, err := runCmd(t, runSFT, "", "--out", dir, "--steps", "9", "--batch-tokens", "256", "--prompt", "", "--resume=false"); err == nil || !strings.Contains(err.Error(), "choose another --out") {
+		t.Errorf("--resume=false on a run directory with checkpoints: %v; want a refusal naming --out", err)
 	}
 	bad := filepath.Join(t.TempDir(), "bad.jsonl")
 	os.WriteFile(bad, []byte("{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}, {\"role\": \"assistant\", \"content\": \"yo\"}]}\n{oops\n"), 0o644)

@@ -58,6 +58,8 @@ type trainFlags struct {
 	warmup, minRatio, wd, clip float64
 	peakTFLOPS                 float64
 	losses                     string
+	zero                       int
+	overlap                    bool
 	targets                    *flagcheck.LoRATargets
 	ckEvery, keep              int
 	resume, force              bool
@@ -91,6 +93,8 @@ func (t *trainFlags) register(fs *pflag.FlagSet, epochs int, nll float64, pref b
 	fs.Float64Var(&t.wd, "weight-decay", rl.RefWeightDecay, "AdamW weight decay")
 	fs.Float64Var(&t.clip, "clip", rl.RefMaxGradNorm, "clip the global gradient norm to this (0: off)")
 	fs.Float64Var(&t.peakTFLOPS, "peak-tflops", 0, "the device's peak TFLOP/s, for the MFU in --out's metrics.jsonl: the GPU's bf16 data-sheet peak (989.4 for an H100 SXM), or the CPU GEMM rate train bench measures (0: no MFU)")
+	fs.IntVar(&t.zero, "zero", 0, "ZeRO stage under train launch: 1 shards the optimizer's moments and f32 master weights across the ranks; 0 keeps them whole on every rank")
+	fs.BoolVar(&t.overlap, "overlap-reduce", false, "under train launch on CPU ranks (without --zero 1): all-reduce each layer's gradients while the backward goes on")
 	fs.IntVar(&t.ckEvery, "checkpoint-every", rl.CheckpointDefaults.Every, "steps between checkpoints in --out (the last step is always saved)")
 	fs.IntVar(&t.keep, "keep", rl.CheckpointDefaults.Keep, "checkpoints kept")
 	fs.BoolVar(&t.resume, "resume", true, "continue from the newest valid checkpoint in --out (false: refuse an --out that has one)")
@@ -116,7 +120,7 @@ func (t *trainFlags) prefOptions(seed uint64, out io.Writer) rl.PrefOptions {
 	o.Beta, o.NLLCoef, o.Epochs, o.PairsPerStep, o.BatchTokens = t.beta, t.nll, t.epochs, t.batch, t.batchTokens
 	o.LR, o.WarmupFrac, o.MinLRRatio, o.Seed, o.Progress = t.target().LearningRate(), t.warmup, t.minRatio, seed, out
 	o.AdamW.WeightDecay, o.AdamW.MaxGradNorm = float32(t.wd), float32(t.clip)
-	o.PeakFLOPS = t.peakTFLOPS * 1e12
+	o.PeakFLOPS, o.Zero, o.OverlapReduce = t.peakTFLOPS*1e12, t.zero, t.overlap
 	return o
 }
 

@@ -4,7 +4,8 @@
 // of its rank and index), so each computes the expected results by plain
 // summation and compares. The Gloo tests, `train collectives` (Run: the
 // checks, then the bandwidth of each size ParseSizes read) and the GPU
-// bundle's NCCL step run it.
+// bundle's NCCL step run it. Local (local.go) is a job whose ranks are
+// goroutines of one process, for the tests of data-parallel code.
 package commtest
 
 import (

@@ -3,7 +3,11 @@ package commtest
 import (
 	"slices"
 	"strings"
+	"sync"
 	"testing"
+
+	"github.com/turnwise/turnwise/engine"
+	"github.com/turnwise/turnwise/engine/cpu"
 )
 
 func TestParseSizes(t *testing.T) {
@@ -29,6 +33,33 @@ func TestParseSizes(t *testing.T) {
 		}
 		if err != nil || !slices.Equal(got, c.want) {
 			t.Errorf("ParseSizes(%q) = %v, %v; want %v", c.in, got, err, c.want)
+		}
+	}
+}
+
+// TestLocal runs Check — every collective against plain sums — on the
+// ranks of Local, one goroutine each, for jobs of 1 to 3 ranks.
+func TestLocal(t *testing.T) {
+	for _, size := range []int{1, 2, 3} {
+		bs := make([]engine.Backend, size)
+		for r := range bs {
+			bs[r] = cpu.New(cpu.Options{Threads: 1})
+		}
+		cs := Local(bs)
+		errs := make([]error, size)
+		var wg sync.WaitGroup
+		for r := range size {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				errs[r] = Check(bs[r], cs[r], 1001)
+			}()
+		}
+		wg.Wait()
+		for r, err := range errs {
+			if err != nil {
+				t.Errorf("%d ranks, rank %d: %v", size, r, err)
+			}
 		}
 	}
 }

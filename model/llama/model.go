@@ -24,6 +24,16 @@ type Model struct {
 	// one layer's, for about one more forward pass of compute.
 	Recompute bool
 
+	// LayerDone, when set, is called by a backward once it has issued the
+	// last write of layer l's parameter gradients (base and adapter) in that
+	// pass — on the CPU backend, once they are written; on a GPU, once the
+	// writes are queued on the backend's stream — for l = Layers−1 down to 0
+	// in turn, on the backward's goroutine: from then on the pass leaves
+	// those buffers alone, so that another goroutine may read and write them
+	// (a data-parallel job all-reduces them while the backward goes on). The
+	// embedding, final norm and classifier gradients are not reported.
+	LayerDone func(l int)
+
 	// Source is where the weights were read from (a Hugging Face directory
 	// or a GGUF file, as an absolute path; "" for a model made here). An
 	// adapter saved without a base of its own names it as its base.

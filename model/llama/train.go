@@ -257,6 +257,9 @@ func (p *Pass) Backward(dLogP *engine.Tensor, g *Weights, ga *Adapter) (err erro
 		}
 		p.mlpBackward(l, a, gr)
 		p.attentionBackward(l, a, gr, p.seqs)
+		if m.LayerDone != nil {
+			m.LayerDone(l)
+		}
 	}
 	if embed != nil {
 		b.EmbeddingBackward(embed, dres, p.ids)

@@ -1,12 +1,15 @@
 package rl
 
 import (
+	"bytes"
+	"encoding/gob"
 	"errors"
 	"fmt"
 	"io"
 	"math"
 	"math/rand/v2"
 
+	"github.com/turnwise/turnwise/engine"
 	"github.com/turnwise/turnwise/metrics"
 	"github.com/turnwise/turnwise/sweetrl"
 )
@@ -20,6 +23,14 @@ type ActorOptions struct {
 	BatchTokens  int              // tokens per scoring pass
 	Seed         uint64           // picks the turns and the pairs
 	Progress     io.Writer        // a progress line counting turns (nil: none)
+	// Comm, when it joins several ranks, splits the sampling and scoring
+	// across them: of each W consecutive turns rank r takes the r-th, and
+	// every rank gathers every turn's candidates and advantages, then forms
+	// the pairs as one process does — the same pairs, since a turn's draws
+	// depend on its place in the order alone. nil: one process.
+	Comm engine.Communicator
+	// Backend is the backend Comm runs on (the policy model's).
+	Backend engine.Backend
 }
 
 // ActorStats describe the turn-wise data.
@@ -32,6 +43,15 @@ type ActorStats struct {
 
 // turnRef is an agent turn of a training trajectory.
 type turnRef struct{ traj, turn int }
+
+// scoredTurn is what sampling and scoring one turn gives: the candidates'
+// texts, their advantages and the policy's view of each (a Seq scored by
+// the sum of the reply's log-probabilities).
+type scoredTurn struct {
+	Outs   []string
+	Adv    []float64
+	PolSum []Seq
+}
 
 // ActorPairs builds SWEET-RL's turn-wise preference data. For a seeded
 // sample of DataFraction of the agent turns of trajs, it samples N
@@ -71,10 +91,19 @@ func ActorPairs(trajs []sweetrl.Trajectory, pol *Sampler, critic Critic, o Actor
 	if o.Progress != nil {
 		prog = metrics.NewProgress(o.Progress, metrics.ProgressOptions{Total: int64(len(turns)), Label: "actor turns", Every: int64(max(1, len(turns)/10))})
 	}
-	var pairs []PrefPair
-	for k, tr := range turns {
+	rank, size := 0, ranks(o.Comm)
+	if size > 1 {
+		rank = o.Comm.Rank()
+	}
+	// Turn k's candidates are the sampler's (calls+k+1)-th draws, whichever
+	// rank samples them.
+	calls := pol.calls
+	scored := make([]scoredTurn, len(turns))
+	for k := rank; k < len(turns); k += size {
+		tr := turns[k]
 		t := trajs[tr.traj]
 		prompt := withSystem(o.Protocol.System, sweetrl.TurnsToMessages(t.DialogueHistory[:tr.turn]))
+		pol.calls = calls + uint64(k)
 		outs, err := pol.Candidates(prompt, o.Candidates)
 		if err != nil {
 			return nil, st, fmt.Errorf("trajectory %d, turn %d: %w", tr.traj, tr.turn, err)
@@ -83,6 +112,23 @@ func ActorPairs(trajs []sweetrl.Trajectory, pol *Sampler, critic Critic, o Actor
 		if err != nil {
 			return nil, st, fmt.Errorf("trajectory %d, turn %d: %w", tr.traj, tr.turn, err)
 		}
+		scored[k] = scoredTurn{Outs: outs, Adv: adv, PolSum: polSum}
+		if prog != nil {
+			prog.Update(int64(k+1), math.NaN(), math.NaN(), math.NaN())
+		}
+	}
+	pol.calls = calls + uint64(len(turns))
+	if prog != nil {
+		prog.Done()
+	}
+	if size > 1 {
+		if err := gatherTurns(o.Comm, o.Backend, scored); err != nil {
+			return nil, st, fmt.Errorf("actor data: gathering the ranks' candidates: %w", err)
+		}
+	}
+	var pairs []PrefPair
+	for _, sc := range scored {
+		outs, adv, polSum := sc.Outs, sc.Adv, sc.PolSum
 		lo, hi := math.Inf(1), math.Inf(-1)
 		for _, a := range adv {
 			lo, hi = math.Min(lo, a), math.Max(hi, a)
@@ -97,13 +143,38 @@ func ActorPairs(trajs []sweetrl.Trajectory, pol *Sampler, critic Critic, o Actor
 		}
 		st.Turns++
 		st.Candidates += len(outs)
-		if prog != nil {
-			prog.Update(int64(k+1), math.NaN(), math.NaN(), math.NaN())
-		}
-	}
-	if prog != nil {
-		prog.Done()
 	}
 	st.Pairs = len(pairs)
 	return pairs, st, nil
+}
+
+// gatherTurns fills every rank's scored with the turns the other ranks of c
+// sampled and scored (turn k on rank k mod W), through buffers of b.
+func gatherTurns(c engine.Communicator, b engine.Backend, scored []scoredTurn) error {
+	w, me := c.Size(), c.Rank()
+	var mine struct{ Turns []scoredTurn } // a struct: gob encodes no top-level nil
+	for k := me; k < len(scored); k += w {
+		mine.Turns = append(mine.Turns, scored[k])
+	}
+	var buf bytes.Buffer
+	if err := gob.NewEncoder(&buf).Encode(mine); err != nil {
+		return err
+	}
+	all, err := engine.GatherBytes(c, b, buf.Bytes())
+	if err != nil {
+		return err
+	}
+	for r, raw := range all {
+		var theirs struct{ Turns []scoredTurn }
+		if err := gob.NewDecoder(bytes.NewReader(raw)).Decode(&theirs); err != nil {
+			return fmt.Errorf("rank %d's turns: %w", r, err)
+		}
+		if want := (len(scored) - r + w - 1) / w; len(theirs.Turns) != want {
+			return fmt.Errorf("rank %d sent %d turns, want %d", r, len(theirs.Turns), want)
+		}
+		for i, sc := range theirs.Turns {
+			scored[r+i*w] = sc
+		}
+	}
+	return nil
 }

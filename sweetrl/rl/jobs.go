@@ -310,7 +310,7 @@ func (j *Job) actorPairs(a ActorJob) ([]PrefPair, error) {
 	}
 	pol := &Sampler{Model: j.Model, Adapter: j.Adapter, Tok: j.Tok, Sample: engine.SampleParams{Temperature: a.Temperature, TopP: 1}, MaxNew: a.MaxNew, Seed: j.Seed}
 	pairs, st, err := ActorPairs(j.Trajs, pol, a.Critic, ActorOptions{Protocol: j.Protocol, Candidates: a.Candidates, PairsPerTurn: a.PairsPerTurn,
-		DataFraction: a.DataFraction, BatchTokens: j.Pref.BatchTokens, Seed: j.Seed, Progress: j.Log})
+		DataFraction: a.DataFraction, BatchTokens: j.Pref.BatchTokens, Seed: j.Seed, Progress: j.Log, Comm: j.Comm, Backend: j.Model.Backend()})
 	if err != nil {
 		return nil, err
 	}
@@ -365,7 +365,7 @@ func TrainRFT(j Job, epochs int) error {
 	steps := max(1, epochs*tokens/bt)
 	fmt.Fprintf(j.Log, "rejection fine-tuning on %d %s: %d tokens, %d steps, %s\n", len(ex), what, tokens, steps, j.Target.Describe(pol))
 	o := SFTOptions{Steps: steps, BatchTokens: bt, MaxLen: min(j.MaxLen, j.Model.Config.MaxSeqLen), LR: j.Target.LearningRate(), Seed: j.Seed,
-		MetricsDir: j.Out, PeakFLOPS: j.Pref.PeakFLOPS, Comm: j.Comm, Checkpoints: j.Checkpoints,
+		MetricsDir: j.Out, PeakFLOPS: j.Pref.PeakFLOPS, Comm: j.Comm, Zero: j.Pref.Zero, OverlapReduce: j.Pref.OverlapReduce, Checkpoints: j.Checkpoints,
 		Tuning: &SFTTuning{WarmupFrac: j.Pref.WarmupFrac, MinLRRatio: j.Pref.MinLRRatio, AdamW: j.Pref.AdamW}}
 	if err := SupervisedFT(j.Model, pol, ex, o, j.Log); err != nil {
 		return err

@@ -63,6 +63,14 @@ type PrefOptions struct {
 	// order, the gradients summed across them, and every rank steps alike;
 	// nil trains in one process.
 	Comm engine.Communicator
+	// Zero is the ZeRO stage of a data-parallel run: 1 shards the
+	// optimizer's moments and f32 master weights across Comm's ranks
+	// (trainer.NewParamsZero); 0 keeps them whole on every rank.
+	Zero int
+	// OverlapReduce all-reduces each layer's gradients while the backward
+	// of a step's last forward pass goes on, where the backend allows
+	// (trainer.Params.OverlapReduce).
+	OverlapReduce bool
 }
 
 // PrefStats summarise a preference run.
@@ -117,7 +125,7 @@ func TrainPreferences(m *llama.Model, ad *llama.Adapter, pairs []PrefPair, o Pre
 	if o.Epochs <= 0 || o.PairsPerStep <= 0 || o.BatchTokens <= 0 || o.Beta <= 0 {
 		return st, fmt.Errorf("preference training: %d epochs, %d pairs per step, %d tokens per batch, β %g", o.Epochs, o.PairsPerStep, o.BatchTokens, o.Beta)
 	}
-	tp, err := trainer.NewParams(m, ad, o.AdamW, nil)
+	tp, err := trainer.NewParamsZero(m, ad, o.AdamW, nil, o.Comm, o.Zero)
 	if err != nil {
 		return st, err
 	}
@@ -192,6 +200,9 @@ func pairLoop(pairs []PrefPair, tp *trainer.Params, o PrefOptions, stream uint64
 	if o.Comm != nil {
 		rank, size = o.Comm.Rank(), o.Comm.Size()
 	}
+	if o.OverlapReduce {
+		tp.OverlapReduce(o.Comm)
+	}
 	ps := prefState{Pairs: len(pairs)}
 	var log io.Writer
 	if rank == 0 {
@@ -207,6 +218,9 @@ func pairLoop(pairs []PrefPair, tp *trainer.Params, o PrefOptions, stream uint64
 	sched := optim.Schedule{Peak: o.LR, Warmup: int(math.Ceil(o.WarmupFrac * float64(total))), Total: total, Cosine: true, MinRatio: o.MinLRRatio}
 	var prog *metrics.Progress
 	if o.Progress != nil {
+		if s := tp.DataParallel(); s != "" && rank == 0 {
+			fmt.Fprintln(o.Progress, s)
+		}
 		prog = metrics.NewProgress(o.Progress, metrics.ProgressOptions{Total: int64(total), Label: o.Label})
 		defer prog.Done()
 	}
@@ -252,7 +266,11 @@ func pairLoop(pairs []PrefPair, tp *trainer.Params, o PrefOptions, stream uint64
 			opt.ZeroGrad()
 			scale := 1 / float64(len(all))
 			var sum microStats
-			for _, r := range pairBatches(pairs, step, o.BatchTokens) {
+			batches := pairBatches(pairs, step, o.BatchTokens)
+			for i, r := range batches {
+				if i == len(batches)-1 {
+					tp.LastMicroBatch()
+				}
 				ms, err := micro(step[r[0]:r[1]], scale)
 				if err != nil {
 					return ps.stats(), err
@@ -280,7 +298,11 @@ func pairLoop(pairs []PrefPair, tp *trainer.Params, o PrefOptions, stream uint64
 			ps.AccSum += exactFloat(sum.right)
 			ps.Losses = append(ps.Losses, exactFloat(sum.loss))
 			lr := sched.LR(ps.Step)
-			if res := opt.Step(float32(lr), 1); res.Skipped {
+			res, err := tp.Step(float32(lr), 1)
+			if err != nil {
+				return ps.stats(), err
+			}
+			if res.Skipped {
 				ps.Skipped++
 			}
 			ps.Step++

@@ -32,6 +32,11 @@ type SFTOptions struct {
 	// trains on its share of the packed batches (trainer.Config.Comm), so
 	// a step sees W batches; nil trains in one process.
 	Comm engine.Communicator
+	// Zero is the ZeRO stage of a data-parallel run (trainer.Config.Zero).
+	Zero int
+	// OverlapReduce overlaps the gradient all-reduce with the backward
+	// (trainer.Config.OverlapReduce).
+	OverlapReduce bool
 	// Checkpoints, with a RunDir, checkpoints the run there and resumes it
 	// from the newest valid checkpoint there, if any (trainer.Trainer.Resume):
 	// the metrics then go to the RunDir.
@@ -68,7 +73,7 @@ func SupervisedFT(m *llama.Model, ad *llama.Adapter, examples []data.Example, o 
 		sched.Warmup, sched.MinRatio, adamw = int(math.Ceil(t.WarmupFrac*float64(o.Steps)-1e-9)), t.MinLRRatio, t.AdamW
 	}
 	tr, err := trainer.New(m, ad, train, nil, trainer.Config{
-		Steps: o.Steps, MicroBatches: 1, Comm: o.Comm, Schedule: sched, AdamW: adamw,
+		Steps: o.Steps, MicroBatches: 1, Comm: o.Comm, Zero: o.Zero, OverlapReduce: o.OverlapReduce, Schedule: sched, AdamW: adamw,
 		MetricsDir: o.MetricsDir, PeakFLOPS: o.PeakFLOPS,
 		RunDir: o.Checkpoints.RunDir, CheckpointEvery: o.Checkpoints.Every, KeepCheckpoints: o.Checkpoints.Keep, Compress: o.Checkpoints.Compress,
 	}, out)

@@ -159,7 +159,7 @@ func TrainValueCritic(m *llama.Model, ad *llama.Adapter, v *ValueHead, pairs []P
 		return st, fmt.Errorf("value critic: %d epochs, %d pairs per step, %d tokens per batch", o.Epochs, o.PairsPerStep, o.BatchTokens)
 	}
 	b := m.Backend()
-	tp, err := trainer.NewParams(m, ad, o.AdamW, map[string]*engine.Tensor{"value_head.weight": v.W, "value_head.bias": v.B})
+	tp, err := trainer.NewParamsZero(m, ad, o.AdamW, map[string]*engine.Tensor{"value_head.weight": v.W, "value_head.bias": v.B}, o.Comm, o.Zero)
 	if err != nil {
 		return st, err
 	}
