@@ -314,7 +314,15 @@ func (r *runner) prepare(train []sweetrl.Task) ([]sweetrl.Trajectory, error) {
 	if _, err := rl.Score(r.ctx, r.f.Scorer, trajs); err != nil {
 		return nil, err
 	}
-	if err := sweetrl.SaveTrajectories(filepath.Join(c.OutDir, "rollouts.jsonl.zst"), trajs); err != nil {
+	rollPath := filepath.Join(c.OutDir, "rollouts.jsonl.zst")
+	if err := sweetrl.SaveTrajectories(rollPath, trajs); err != nil {
+		return nil, err
+	}
+	// What follows reads the rollouts back as a run with --from does: the
+	// file holds each byte of a reply that is not UTF-8 as U+FFFD (JSON
+	// strings are text), so the sampled replies themselves would give
+	// other tokens to every later stage.
+	if trajs, err = sweetrl.LoadTrajectories(rollPath); err != nil {
 		return nil, err
 	}
 	r.logf("rollouts: mean reward %.3f, success %.3f", sweetrl.MeanReward(trajs), sweetrl.SuccessRate(trajs))

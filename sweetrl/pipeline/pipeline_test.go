@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"slices"
 	"strconv"
@@ -111,13 +112,7 @@ func TestStagesLeaveAFreshSampler(t *testing.T) {
 		if from != "" {
 			c.OutDir, c.From = t.TempDir(), from
 		}
-		f, _ := LookupFamily(c.Family)
-		r := &runner{c: c, f: f, ctx: ctx, tok: tokenizer.Bytes{}, start: time.Now()}
-		r.c.Log = io.Discard
-		train, _ := f.Split(c.Seed, c.SFTTasks+c.RLTasks, c.TestTasks)
-		if _, err := r.prepare(train); err != nil {
-			t.Fatal(err)
-		}
+		r, _ := prepared(t, ctx, c)
 		pols[k] = r.pol
 	}
 	msgs := []tokenizer.Message{{Role: sweetrl.RoleUser, Content: "Need digits for b d g."}}
@@ -130,6 +125,62 @@ func TestStagesLeaveAFreshSampler(t *testing.T) {
 	}
 	if !slices.Equal(cands[0], cands[1]) {
 		t.Errorf("after made stages the sampler drew %q first, after reused ones %q", cands[0][0], cands[1][0])
+	}
+}
+
+// prepared runs the first stages of c (made, or reused with c.From) and
+// returns the runner after them and the rollouts they gave.
+func prepared(t *testing.T, ctx context.Context, c Config) (*runner, []sweetrl.Trajectory) {
+	t.Helper()
+	f, err := LookupFamily(c.Family)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &runner{c: c, f: f, ctx: ctx, tok: tokenizer.Bytes{}, start: time.Now()}
+	r.c.Log = io.Discard
+	train, _ := f.Split(c.Seed, c.SFTTasks+c.RLTasks, c.TestTasks)
+	trajs, err := r.prepare(train)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r, trajs
+}
+
+// TestStagesGiveTheSameRollouts checks that the later stages get the same
+// rollouts whether the first stages were made or reused: the made ones are
+// those of the file, whose replies hold U+FFFD for each byte that the
+// sampled reply had and that is not UTF-8 (the barely trained model of the
+// tiny configuration samples such bytes).
+func TestStagesGiveTheSameRollouts(t *testing.T) {
+	ctx := context.Background()
+	first := t.TempDir()
+	_, made := prepared(t, ctx, tiny(t, "keys", first))
+	c := tiny(t, "keys", t.TempDir())
+	c.From = first
+	_, reused := prepared(t, ctx, c)
+	replaced := 0
+	for _, tr := range reused {
+		for _, tu := range tr.DialogueHistory {
+			replaced += strings.Count(tu.Output, "\uFFFD")
+		}
+	}
+	if replaced == 0 {
+		t.Fatal("no reply of the rollouts held a byte that is not UTF-8: the test checks nothing")
+	}
+	if len(made) != len(reused) {
+		t.Fatalf("made %d rollouts, reused %d", len(made), len(reused))
+	}
+	for i := range made {
+		if reflect.DeepEqual(made[i], reused[i]) {
+			continue
+		}
+		a, b := made[i].DialogueHistory, reused[i].DialogueHistory
+		for j := range min(len(a), len(b)) {
+			if !reflect.DeepEqual(a[j], b[j]) {
+				t.Fatalf("rollout %d, turn %d: the made stages gave output %q, the reused ones %q", i, j, a[j].Output, b[j].Output)
+			}
+		}
+		t.Fatalf("rollout %d differs between made and reused stages:\n%+v\nagainst\n%+v", i, made[i], reused[i])
 	}
 }
 
