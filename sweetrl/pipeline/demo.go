@@ -251,6 +251,7 @@ func (r *runner) prepare(train []sweetrl.Task) ([]sweetrl.Trajectory, error) {
 		if err := json.Unmarshal(raw, &got); err != nil {
 			return nil, fmt.Errorf("--from %s: %s: %w", c.From, manifestFile, err)
 		}
+		made := got                      // the stages this run takes over were made with its thread count
 		got.Threads, want.Threads = 0, 0 // the thread count changes the numbers, not the setting
 		if got != want {
 			return nil, fmt.Errorf("--from %s: made with %+v, this run asks for %+v", c.From, got, want)
@@ -276,7 +277,7 @@ func (r *runner) prepare(train []sweetrl.Task) ([]sweetrl.Trajectory, error) {
 				return nil, err
 			}
 		}
-		return trajs, r.writeManifest(want)
+		return trajs, r.writeManifest(made)
 	}
 
 	scripted := r.f.Scripted(train[:c.SFTTasks], 1, c.Seed)

@@ -81,7 +81,7 @@ func TestFromReuse(t *testing.T) {
 	if !strings.Contains(log.String(), "reusing "+first) || strings.Contains(log.String(), "supervised start") || strings.Contains(log.String(), "rollouts: 12 episodes (") {
 		t.Errorf("the run did not reuse the stages:\n%s", log.String())
 	}
-	for _, f := range []string{"sft/model.safetensors", "rollouts.jsonl.zst"} {
+	for _, f := range []string{"sft/model.safetensors", "rollouts.jsonl.zst", "stages.json"} {
 		if !bytes.Equal(readFile(t, filepath.Join(first, f)), readFile(t, filepath.Join(second, f))) {
 			t.Errorf("%s is not the reused one", f)
 		}
