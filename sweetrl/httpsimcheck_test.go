@@ -37,7 +37,6 @@ func TestHTTPSimulatorCheck(t *testing.T) {
 			cfg := fastConfig(url)
 			cfg.Timeout = 200 * time.Millisecond
 			sim := newSim(t, cfg)
-			start := time.Now()
 			err := sim.Check(context.Background())
 			if tc.wantErr == "" {
 				if err != nil {
@@ -46,8 +45,8 @@ func TestHTTPSimulatorCheck(t *testing.T) {
 			} else if err == nil || !strings.Contains(err.Error(), tc.wantErr) || !strings.Contains(err.Error(), url+"/v1/chat/completions") {
 				t.Fatalf("Check: %v; want an error naming %s/v1/chat/completions and %q", err, url, tc.wantErr)
 			}
-			if time.Since(start) > 3*time.Second {
-				t.Errorf("Check took %v: it must not wait past the request timeout or retry", time.Since(start))
+			if tc.reply.sleep > 0 && !errors.Is(err, context.DeadlineExceeded) {
+				t.Errorf("Check against a server that hangs: %v; want it to give up at its request timeout", err)
 			}
 			if tc.url == "" && srv.requests.Load() != 1 {
 				t.Errorf("Check sent %d requests, want 1 (no retries)", srv.requests.Load())

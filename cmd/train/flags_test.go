@@ -13,7 +13,6 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/turnwise/turnwise/sweetrl"
 	"github.com/turnwise/turnwise/sweetrl/demotask"
@@ -217,13 +216,9 @@ func TestSimulatorStartAndFailures(t *testing.T) {
 	gone := httptest.NewServer(http.NotFoundHandler())
 	gone.Close()
 	for name, run := range map[string]runFunc{"rollout": runRollout, "eval": runEval} {
-		start := time.Now()
 		_, err := runCmd(t, run, "", "--hf", "nowhere", "--env", "demo", "--simulator", "http", "--sim-url", gone.URL+"/v1", "--out", filepath.Join(t.TempDir(), "r.jsonl"))
 		if err == nil || !strings.Contains(err.Error(), gone.URL+"/v1/chat/completions") || !strings.Contains(err.Error(), "does not answer") {
 			t.Errorf("%s against no simulator: %v; want an error naming its URL", name, err)
-		}
-		if time.Since(start) > 10*time.Second {
-			t.Errorf("%s took %v to notice that no simulator answers", name, time.Since(start))
 		}
 	}
 
