@@ -28,7 +28,9 @@ const (
 )
 
 // Merge combines results from several files into one view: the entries of
-// all of them (the same name and implementation twice is an error), and the
+// all of them (the same name, implementation and GEMM twice is an error: our
+// steps measured with cuBLASLt and with our own GEMM may sit side by side),
+// and the
 // ceilings of the first of our files. Steps without an MFU (the peers')
 // get one against their GPU's data-sheet peak where SpecPeak knows it.
 func Merge(results ...*Result) (*Result, error) {
@@ -59,7 +61,7 @@ func Merge(results ...*Result) (*Result, error) {
 			m.Kernels = append(m.Kernels, k)
 		}
 		for _, s := range r.Steps {
-			if err := key("step", s.Name, s.Impl); err != nil {
+			if err := key("step", s.Name, s.Impl+gemmTag(s.GEMM)); err != nil {
 				return nil, err
 			}
 			if tf, name, ok := SpecPeak(r.Meta.Device); ok && s.MFU == 0 && s.TFLOPs > 0 {
@@ -69,7 +71,7 @@ func Merge(results ...*Result) (*Result, error) {
 			m.Steps = append(m.Steps, s)
 		}
 		for _, g := range r.Generation {
-			if err := key("generation", g.Name, g.Impl); err != nil {
+			if err := key("generation", g.Name, g.Impl+gemmTag(g.GEMM)); err != nil {
 				return nil, err
 			}
 			m.Generation = append(m.Generation, g)
@@ -155,10 +157,10 @@ func (p *printer) runs(names []string, results []*Result) {
 		if m.Skipped != "" {
 			status = "skipped: " + m.Skipped
 		}
-		rows = append(rows, []string{names[i], m.Impl, m.Backend, m.Device, m.Driver, m.Toolkit, commit, m.Date,
+		rows = append(rows, []string{names[i], m.Impl, m.Backend, ShortGEMM(m.GEMM), m.Device, m.Driver, m.Toolkit, commit, m.Date,
 			m.Timer, strings.Join(vers, ", "), status})
 	}
-	p.table([]string{"file", "impl", "backend", "device", "driver", "toolkit", "commit", "date", "timer", "versions", "status"}, rows)
+	p.table([]string{"file", "impl", "backend", "GEMM", "device", "driver", "toolkit", "commit", "date", "timer", "versions", "status"}, rows)
 	for i, r := range results {
 		for _, n := range r.Meta.Notes {
 			p.line("- %s: %s", names[i], n)
@@ -261,8 +263,9 @@ func (p *printer) targets(m *Result) {
 		if o == nil {
 			continue
 		}
+		what := s.Name + gemmTag(s.GEMM)
 		if o.Error != "" {
-			step = append(step, verdict{s.Name, fmt.Sprintf("%.0f tok/s; the peer failed: %s", s.TokensPerS, o.Error), "PASS (the peer failed)"})
+			step = append(step, verdict{what, fmt.Sprintf("%.0f tok/s; the peer failed: %s", s.TokensPerS, o.Error), "PASS (the peer failed)"})
 			continue
 		}
 		r := s.TokensPerS / o.TokensPerS
@@ -274,7 +277,7 @@ func (p *printer) targets(m *Result) {
 				res = "FAIL (more memory)"
 			}
 		}
-		step = append(step, verdict{s.Name, fmt.Sprintf("%.2f× tokens/s (%.0f vs %.0f); %s", r, s.TokensPerS, o.TokensPerS, mem), res})
+		step = append(step, verdict{what, fmt.Sprintf("%.2f× tokens/s (%.0f vs %.0f); %s", r, s.TokensPerS, o.TokensPerS, mem), res})
 	}
 	add("LoRA step ≥ PyTorch + PEFT's tokens/s at no more memory", step, "no PyTorch + PEFT step result")
 	p.table([]string{"target", "measured", "verdict"}, rows)
@@ -368,12 +371,12 @@ func (p *printer) steps(m *Result) {
 		if s.FLOPCount != "" && !slices.Contains(counts, s.FLOPCount) {
 			counts = append(counts, s.FLOPCount)
 		}
-		ours := m.step(s.Name, Ours)
+		// Each of our rows (one per GEMM) against the PyTorch + PEFT step.
 		ratio, memRatio := "", ""
-		if ours != nil && s.Impl != Ours && ours.Error == "" && s.Error == "" {
-			ratio = fmt.Sprintf("%.2f×", ours.TokensPerS/s.TokensPerS)
-			if ours.PeakBytes > 0 && s.PeakBytes > 0 {
-				memRatio = fmt.Sprintf("%.2f×", float64(ours.PeakBytes)/float64(s.PeakBytes))
+		if o := m.step(s.Name, TorchPEFT); s.Impl == Ours && o != nil && o.Error == "" && s.Error == "" {
+			ratio = fmt.Sprintf("%.2f×", s.TokensPerS/o.TokensPerS)
+			if s.PeakBytes > 0 && o.PeakBytes > 0 {
+				memRatio = fmt.Sprintf("%.2f×", float64(s.PeakBytes)/float64(o.PeakBytes))
 			}
 		}
 		mfu := ""
@@ -381,13 +384,14 @@ func (p *printer) steps(m *Result) {
 			mfu = fmt.Sprintf("%.1f%%", 100*s.MFU)
 		}
 		if s.Error != "" {
-			rows = append(rows, []string{s.Name, s.Impl, fmt.Sprint(s.Tokens), "error: " + s.Error, "", "", "", "", "", ""})
+			rows = append(rows, []string{s.Name, s.Impl, s.GEMM, fmt.Sprint(s.Tokens), "error: " + s.Error, "", "", "", "", "", ""})
 			continue
 		}
-		rows = append(rows, []string{s.Name, s.Impl, fmt.Sprint(s.Tokens), seconds(s.Median), fmt.Sprintf("%.0f", s.TokensPerS),
+		rows = append(rows, []string{s.Name, s.Impl, s.GEMM, fmt.Sprint(s.Tokens), seconds(s.Median), fmt.Sprintf("%.0f", s.TokensPerS),
 			mfu, FormatBytes(s.PeakBytes), FormatBytes(s.DeviceUsedBytes), ratio, memRatio})
 	}
-	p.table([]string{"step", "impl", "tokens", "time", "tokens/s", "MFU", "peak memory", "device used", "ours/this tokens/s", "ours/this peak memory"}, rows)
+	p.table([]string{"step", "impl", "GEMM", "tokens", "time", "tokens/s", "MFU", "peak memory", "device used",
+		"tokens/s over " + TorchPEFT, "peak memory over " + TorchPEFT}, rows)
 	for _, c := range counts {
 		p.line("- FLOPs counted: %s", c)
 	}
@@ -413,23 +417,32 @@ func (p *printer) generation(m *Result) {
 	p.line("## Generation\n")
 	var rows [][]string
 	for _, g := range grouped(m.Generation, func(g Generation) string { return g.Name }) {
-		var ours *Generation
+		// Each of our rows (one per GEMM) against Hugging Face's generation.
+		var peer *Generation
 		for i := range m.Generation {
-			if m.Generation[i].Name == g.Name && m.Generation[i].Impl == Ours {
-				ours = &m.Generation[i]
+			if m.Generation[i].Name == g.Name && m.Generation[i].Impl == TorchHF {
+				peer = &m.Generation[i]
 			}
 		}
 		ratio := ""
-		if ours != nil && g.Impl != Ours && ours.Error == "" && g.Error == "" {
-			ratio = fmt.Sprintf("%.2f×", ours.TokensPerS/g.TokensPerS)
+		if g.Impl == Ours && peer != nil && peer.Error == "" && g.Error == "" {
+			ratio = fmt.Sprintf("%.2f×", g.TokensPerS/peer.TokensPerS)
 		}
 		if g.Error != "" {
-			rows = append(rows, []string{g.Name, g.Impl, g.Phase, fmt.Sprint(g.Batch), "error: " + g.Error, "", ""})
+			rows = append(rows, []string{g.Name, g.Impl, g.GEMM, g.Phase, fmt.Sprint(g.Batch), "error: " + g.Error, "", ""})
 			continue
 		}
-		rows = append(rows, []string{g.Name, g.Impl, g.Phase, fmt.Sprint(g.Batch), seconds(g.Median), fmt.Sprintf("%.0f", g.TokensPerS), ratio})
+		rows = append(rows, []string{g.Name, g.Impl, g.GEMM, g.Phase, fmt.Sprint(g.Batch), seconds(g.Median), fmt.Sprintf("%.0f", g.TokensPerS), ratio})
 	}
-	p.table([]string{"generation", "impl", "phase", "batch", "time", "tokens/s", "ours/this tokens/s"}, rows)
+	p.table([]string{"generation", "impl", "GEMM", "phase", "batch", "time", "tokens/s", "tokens/s over " + TorchHF}, rows)
+}
+
+// gemmTag is " (GEMM gemm)" for our entries that record their GEMM, else "".
+func gemmTag(gemm string) string {
+	if gemm == "" {
+		return ""
+	}
+	return " (GEMM " + gemm + ")"
 }
 
 // maybe returns s when cond holds, else "".

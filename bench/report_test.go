@@ -34,11 +34,13 @@ func TestMarkdownTargets(t *testing.T) {
 		// rmsnorm: 3 GB in 1.2 ms = 2500 GB/s over a copy of 3 GB in 0.7 ms = 4286 GB/s: 58%.
 		"|   rmsnorm/llama8b-2k/bf16 | 2500 GB/s = 58% of copy | FAIL |",
 		// Our step: 2048 tokens in 0.51 s beside 0.6 s, at 20 GiB beside 30 GiB.
-		"|   lora_step/llama-3.1-8b/T2048/r16 | 1.18× tokens/s (4016 vs 3413); peak 20.00 GiB vs 30.00 GiB | PASS |",
-		"| decode/llama-3.1-8b/b16/p512/n64 | turnwise | decode | 16 |",
+		"|   lora_step/llama-3.1-8b/T2048/r16 (GEMM cublaslt) | 1.18× tokens/s (4016 vs 3413); peak 20.00 GiB vs 30.00 GiB | PASS |",
+		// Our row carries the ratios over the peer's.
+		"| lora_step/llama-3.1-8b/T2048/r16 | turnwise | cublaslt | 2048 | 510.000 ms | 4016 | 12.6% | 20.00 GiB | 21.00 GiB | 1.18× | 0.67× |",
+		"| decode/llama-3.1-8b/b16/p512/n64 | turnwise | cublaslt | decode | 16 |",
 		// The peer's MFU, against the H100's data-sheet peak: 3.1e10·2048/0.6/989.4e12.
-		"| lora_step/llama-3.1-8b/T2048/r16 | pytorch-peft | 2048 | 600.000 ms | 3413 | 10.7% |",
-		"| ours.json | turnwise | cuda | NVIDIA H100 80GB HBM3 |",
+		"| lora_step/llama-3.1-8b/T2048/r16 | pytorch-peft |  | 2048 | 600.000 ms | 3413 | 10.7% |",
+		"| ours.json | turnwise | cuda | cublaslt | NVIDIA H100 80GB HBM3 |",
 		"torch 2.11",
 		"error: out of memory",
 	} {
@@ -60,6 +62,39 @@ func TestMarkdownStepMemoryFails(t *testing.T) {
 	}
 	if !strings.Contains(md.String(), "FAIL (more memory)") {
 		t.Errorf("a faster step that needs more memory is not failed:\n%s", md.String())
+	}
+}
+
+// TestMarkdownStepsOfBothGEMMs: our steps measured with cuBLASLt and with
+// our own GEMM sit side by side, each with its own verdict against the peer.
+func TestMarkdownStepsOfBothGEMMs(t *testing.T) {
+	cub, own := sample(), sample()
+	own.Kernels, own.Ceilings = nil, Ceilings{}
+	own.Meta.GEMM = "own"
+	for i := range own.Steps {
+		own.Steps[i].GEMM = "own"
+		own.Steps[i].SetRuns([]float64{1.02, 1.02, 1.02}, 989.4, "spec") // half cuBLASLt's tokens/s
+	}
+	for i := range own.Generation {
+		own.Generation[i].GEMM = "own"
+	}
+	var md bytes.Buffer
+	if err := WriteMarkdown(&md, []string{"step.json", "step-own.json", "torch.json"}, []*Result{cub, own, peer()}); err != nil {
+		t.Fatal(err)
+	}
+	out := md.String()
+	for _, want := range []string{
+		"|   lora_step/llama-3.1-8b/T2048/r16 (GEMM cublaslt) | 1.18× tokens/s (4016 vs 3413)",
+		"|   lora_step/llama-3.1-8b/T2048/r16 (GEMM own) | 0.59× tokens/s (2008 vs 3413)",
+		"| lora_step/llama-3.1-8b/T2048/r16 | turnwise | own | 2048 | 1.020 s | 2008 |",
+		"| step-own.json | turnwise | cuda | own |",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("report lacks %q", want)
+		}
+	}
+	if t.Failed() {
+		t.Logf("report:\n%s", out)
 	}
 }
 

@@ -42,14 +42,18 @@ type Result struct {
 
 // Meta says where, when and by what a Result was measured.
 type Meta struct {
-	Impl        string            `json:"impl"`               // who measured: Ours or a peer ("pytorch")
-	Commit      string            `json:"commit,omitempty"`   // the source revision of the binary
-	Modified    bool              `json:"modified,omitempty"` // built with uncommitted changes
-	Date        string            `json:"date"`               // RFC 3339, UTC
-	Backend     string            `json:"backend"`            // cpu, cuda, cudaemu; torch for the peer
-	Device      string            `json:"device"`             // GPU or CPU model
-	Driver      string            `json:"driver,omitempty"`   // GPU driver (CUDA driver API version)
-	Toolkit     string            `json:"toolkit,omitempty"`  // CUDA toolkit the binary was built with
+	Impl     string `json:"impl"`               // who measured: Ours or a peer ("pytorch")
+	Commit   string `json:"commit,omitempty"`   // the source revision of the binary
+	Modified bool   `json:"modified,omitempty"` // built with uncommitted changes
+	Date     string `json:"date"`               // RFC 3339, UTC
+	Backend  string `json:"backend"`            // cpu, cuda, cudaemu; torch for the peer
+	Device   string `json:"device"`             // GPU or CPU model
+	Driver   string `json:"driver,omitempty"`   // GPU driver (CUDA driver API version)
+	Toolkit  string `json:"toolkit,omitempty"`  // CUDA toolkit the binary was built with
+	// GEMM is the GEMM the backend ran the model steps and every op but the
+	// kernel suite's own GEMMs with ("own", "cublaslt …", "openblas"); the
+	// GEMM kernels of impl Ours are always turnwise's own kernel.
+	GEMM        string            `json:"gemm,omitempty"`
 	L2Bytes     int64             `json:"l2_bytes,omitempty"` // last-level cache the inputs are rotated past
 	MemoryBytes int64             `json:"memory_bytes,omitempty"`
 	Threads     int               `json:"threads,omitempty"` // CPU worker threads
@@ -98,8 +102,11 @@ type Ceilings struct {
 
 // Step is a training step at one configuration.
 type Step struct {
-	Name      string    `json:"name"`
-	Impl      string    `json:"impl"`
+	Name string `json:"name"`
+	Impl string `json:"impl"`
+	// GEMM is the GEMM our step ran with (ShortGEMM of Meta.GEMM: "own",
+	// "cublaslt", "openblas"); empty for the peers'.
+	GEMM      string    `json:"gemm,omitempty"`
 	Model     string    `json:"model"`
 	Seqs      int       `json:"seqs"`   // sequences per step
 	SeqLen    int       `json:"seq"`    // tokens per sequence
@@ -134,6 +141,7 @@ type Step struct {
 type Generation struct {
 	Name       string    `json:"name"`
 	Impl       string    `json:"impl"`
+	GEMM       string    `json:"gemm,omitempty"` // as Step.GEMM
 	Model      string    `json:"model"`
 	Phase      string    `json:"phase"` // "prefill" or "decode"
 	Batch      int       `json:"batch"`
@@ -143,6 +151,15 @@ type Generation struct {
 	Median     float64   `json:"median_s,omitempty"`
 	TokensPerS float64   `json:"tokens_per_s,omitempty"`
 	Error      string    `json:"error,omitempty"`
+}
+
+// ShortGEMM names a GEMM as the result tables do: "cublaslt" for any
+// cuBLASLt ("cublaslt 13.1.0 (/path)"), else the name itself.
+func ShortGEMM(name string) string {
+	if strings.HasPrefix(name, CuBLASLt) {
+		return CuBLASLt
+	}
+	return name
 }
 
 // Write writes r to path as indented JSON.

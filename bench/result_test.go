@@ -16,7 +16,7 @@ func kernel(name, impl, bound string, runs ...float64) Kernel {
 
 func sample() *Result {
 	r := &Result{Schema: Schema, Meta: Meta{Impl: Ours, Commit: "abc123", Date: "2025-01-02T03:04:05Z", Backend: "cuda",
-		Device: "NVIDIA H100 80GB HBM3", Driver: "580.65.06, CUDA 13.0", Toolkit: "11.8", L2Bytes: 50 << 20,
+		Device: "NVIDIA H100 80GB HBM3", Driver: "580.65.06, CUDA 13.0", Toolkit: "11.8", GEMM: "cublaslt 13.1.0 (libcublasLt.so.13)", L2Bytes: 50 << 20,
 		Timer: "cuda events", Shapes: "llama8b", DType: "bf16", Reps: 3, Versions: map[string]string{"go": "go1.26"},
 		Notes: []string{"a note"}}}
 	g := kernel("ceiling/gemm/square/bf16/8192", CuBLASLt, Compute, 0.0014, 0.0013, 0.0014)
@@ -31,11 +31,11 @@ func sample() *Result {
 		k.SetCeiling(r.Ceilings)
 		r.Kernels = append(r.Kernels, k)
 	}
-	s := Step{Name: "lora_step/llama-3.1-8b/T2048/r16", Impl: Ours, Model: "llama-3.1-8b", Seqs: 1, SeqLen: 2048, Tokens: 2048,
+	s := Step{Name: "lora_step/llama-3.1-8b/T2048/r16", Impl: Ours, GEMM: CuBLASLt, Model: "llama-3.1-8b", Seqs: 1, SeqLen: 2048, Tokens: 2048,
 		LoRARank: 16, FLOPsPerToken: 3.1e10, FLOPCount: "4N", PeakBytes: 20 << 30, PeakWhat: "allocator", DeviceUsedBytes: 21 << 30, InitS: 12}
 	s.SetRuns([]float64{0.5, 0.52, 0.51}, 989.4, "spec")
-	r.Steps = []Step{s, {Name: "lora_step/llama-3.1-8b/T8192/r16", Impl: Ours, Error: "out of memory"}}
-	gen := Generation{Name: "decode/llama-3.1-8b/b16/p512/n64", Impl: Ours, Model: "llama-3.1-8b", Phase: "decode", Batch: 16, Prompt: 512, NewTokens: 64}
+	r.Steps = []Step{s, {Name: "lora_step/llama-3.1-8b/T8192/r16", Impl: Ours, GEMM: CuBLASLt, Error: "out of memory"}}
+	gen := Generation{Name: "decode/llama-3.1-8b/b16/p512/n64", Impl: Ours, GEMM: CuBLASLt, Model: "llama-3.1-8b", Phase: "decode", Batch: 16, Prompt: 512, NewTokens: 64}
 	gen.SetRuns([]float64{0.4, 0.41, 0.39}, 16*64)
 	r.Generation = []Generation{gen}
 	return r

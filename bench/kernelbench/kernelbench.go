@@ -151,8 +151,9 @@ func Ceilings(t *target.Target, gemmSize, copyBytes int, o Options) (c bench.Cei
 	return c, notes
 }
 
-// Run measures every case of o's shapes on t: ours, and each GEMM again with
-// the vendor's GEMM where t has one. Each kernel's percentage of the
+// Run measures every case of o's shapes on t: ours (the GEMMs on t.Own,
+// whose GEMM is our kernel, the rest on t.Backend), and each GEMM again
+// with the vendor's GEMM where t has one. Each kernel's percentage of the
 // ceilings c is set.
 func Run(t *target.Target, c bench.Ceilings, o Options) []bench.Kernel {
 	var out []bench.Kernel
@@ -166,8 +167,13 @@ func Run(t *target.Target, c bench.Ceilings, o Options) []bench.Kernel {
 			if o.Keep != nil && !o.Keep(cs.Name) {
 				continue
 			}
-			add(Measure(t, t.Backend, bench.Ours, cs, o))
-			if t.Vendor != nil && !o.NoVendor && strings.HasPrefix(cs.Name, "gemm/") {
+			gemm := strings.HasPrefix(cs.Name, "gemm/")
+			ours := t.Backend
+			if gemm {
+				ours = t.Own
+			}
+			add(Measure(t, ours, bench.Ours, cs, o))
+			if t.Vendor != nil && !o.NoVendor && gemm {
 				add(Measure(t, t.Vendor, t.VendorName, cs, o))
 			}
 		}

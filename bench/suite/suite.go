@@ -159,6 +159,13 @@ func measure(t *target.Target, o Options, keep func(string) bool, withVendor boo
 		if err != nil {
 			return nil, err
 		}
+		gemm := bench.ShortGEMM(t.GEMMName)
+		for i := range r.Steps {
+			r.Steps[i].GEMM = gemm
+		}
+		for i := range r.Generation {
+			r.Generation[i].GEMM = gemm
+		}
 	}
 	return r, nil
 }
@@ -166,6 +173,7 @@ func measure(t *target.Target, o Options, keep func(string) bool, withVendor boo
 func meta(t *target.Target, o Options) bench.Meta {
 	m := bench.NewMeta()
 	m.Backend, m.Device, m.Driver, m.Toolkit = t.Backend.Name(), t.Device, t.Driver, t.Toolkit
+	m.GEMM = t.GEMMName
 	m.L2Bytes, m.MemoryBytes, m.Threads, m.Timer = t.CacheBytes, t.MemoryBytes, t.Threads, t.TimerName
 	m.Shapes, m.DType, m.Reps = o.Shapes, o.DType, o.Reps
 	m.Notes = append(m.Notes, t.Notes...)

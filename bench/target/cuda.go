@@ -11,16 +11,27 @@ import (
 	"github.com/turnwise/turnwise/engine/cuda"
 )
 
-// openCUDA opens the CUDA backend with our GEMM and, beside it, one whose
-// GEMM is the vendor's (cuBLASLt), for the side-by-side GEMM figures. Each
-// is timed by CUDA events on its own stream.
+// openCUDA opens the CUDA backend with the GEMM o names (by default
+// cuBLASLt where one is found) and whatever else the measurements need: a
+// backend whose GEMM is our own kernel, for the kernel suite's GEMMs of
+// ours, and one whose GEMM is the vendor's (cuBLASLt), for the
+// side-by-side GEMM figures. A backend serves as several of these where its
+// GEMM allows. Each is timed by CUDA events on its own stream.
 func openCUDA(o Options) (*Target, error) {
-	b, err := cuda.New(cuda.Options{Device: o.Device})
+	t := &Target{TimerName: "CUDA events on the backend's stream"}
+	open := func(gemm string) (*cuda.Backend, error) {
+		b, err := cuda.New(cuda.Options{Device: o.Device, GEMM: gemm})
+		if err != nil {
+			return nil, err
+		}
+		t.closers = append(t.closers, b.Close)
+		return b, nil
+	}
+	b, err := open(o.GEMM)
 	if err != nil {
 		return nil, err
 	}
-	t := &Target{Backend: b, TimerName: "CUDA events on the backend's stream"}
-	t.closers = append(t.closers, b.Close)
+	t.Backend, t.GEMMName = b, b.GEMMName()
 	t.NewTimer = func(eb engine.Backend) (Timer, error) {
 		cb, ok := eb.(*cuda.Backend)
 		if !ok {
@@ -28,17 +39,27 @@ func openCUDA(o Options) (*Target, error) {
 		}
 		return cb.NewTimer()
 	}
-	// Where no cuBLASLt is found the backend asked for it runs our GEMM
-	// instead: then there is no vendor to compare with.
-	if v, err := cuda.New(cuda.Options{Device: o.Device, GEMM: "cublas"}); err != nil {
-		t.VendorNote = err.Error()
-	} else if name := v.GEMMName(); strings.HasPrefix(name, "cublaslt") {
-		t.Vendor, t.VendorName = v, bench.CuBLASLt
-		t.closers = append(t.closers, v.Close)
-		t.Notes = append(t.Notes, "vendor GEMM: "+name)
+	isVendor := func(b *cuda.Backend) bool { return strings.HasPrefix(b.GEMMName(), "cublaslt") }
+	if isVendor(b) {
+		t.Vendor, t.VendorName = b, bench.CuBLASLt
+		if t.Own, err = open("own"); err != nil {
+			t.Close()
+			return nil, err
+		}
 	} else {
-		v.Close()
-		t.VendorNote = "no cuBLASLt was found; the backend asked for it runs " + name
+		t.Own = b
+		// Where no cuBLASLt is found the backend asked for it runs our GEMM
+		// instead: then there is no vendor to compare with.
+		if v, err := open("cublas"); err != nil {
+			t.VendorNote = err.Error()
+		} else if isVendor(v) {
+			t.Vendor, t.VendorName = v, bench.CuBLASLt
+		} else {
+			t.VendorNote = "no cuBLASLt was found; the backend asked for it runs " + v.GEMMName()
+		}
+	}
+	if t.Vendor != nil {
+		t.Notes = append(t.Notes, "vendor GEMM: "+t.Vendor.(*cuda.Backend).GEMMName())
 	}
 	if err := describe(t, o.Device); err != nil {
 		t.Close()

@@ -31,8 +31,16 @@ type Timer interface {
 
 // Target is a backend ready to be measured.
 type Target struct {
+	// Backend runs everything but the GEMM kernels of the kernel suite: the
+	// other kernels and the model steps, with the GEMM GEMMName names.
 	Backend engine.Backend
-	// NewTimer returns a timer on the queue of b, Backend or Vendor.
+	// GEMMName is the GEMM Backend runs ("own", "cublaslt 13.1.0 (…)",
+	// "openblas"), recorded in the results.
+	GEMMName string
+	// Own runs the kernel suite's GEMMs of ours: a backend whose GEMM is
+	// turnwise's own kernel (Backend itself when that is its GEMM).
+	Own engine.Backend
+	// NewTimer returns a timer on the queue of b, Backend, Own or Vendor.
 	NewTimer func(b engine.Backend) (Timer, error)
 	// TimerName says how Timer measures, for the results.
 	TimerName string
@@ -74,14 +82,21 @@ func (t *Target) Close() error {
 // Options select the backend.
 type Options struct {
 	Backend string // "cpu" or "cuda" (a GPU, or the emulator in a -tags cudaemu build)
-	Threads int    // CPU worker threads (0: one per CPU)
-	Device  int    // GPU ordinal
+	// GEMM is the cuda backend's GEMM for everything but the kernel suite's
+	// own GEMMs: "cublas", "own", or "" for the backend's default (cuBLASLt
+	// where one is found). The CPU backend has one GEMM and takes only "".
+	GEMM    string
+	Threads int // CPU worker threads (0: one per CPU)
+	Device  int // GPU ordinal
 }
 
 // Open returns the target o names.
 func Open(o Options) (*Target, error) {
 	switch o.Backend {
 	case "cpu":
+		if o.GEMM != "" {
+			return nil, fmt.Errorf("GEMM %q: the cpu backend has one GEMM (OpenBLAS)", o.GEMM)
+		}
 		return openCPU(o), nil
 	case "cuda":
 		return openCUDA(o)
@@ -93,6 +108,8 @@ func openCPU(o Options) *Target {
 	b := cpu.New(cpu.Options{Threads: o.Threads})
 	t := &Target{
 		Backend:    b,
+		GEMMName:   "openblas",
+		Own:        b,
 		TimerName:  "host clock",
 		Device:     cpuModel(),
 		CacheBytes: lastLevelCache(),

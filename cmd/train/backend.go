@@ -15,7 +15,7 @@ import (
 // those that train one.
 type backendFlags struct {
 	backend   string // cpu or cuda
-	gemm      string // cuda: own or cublas ("": the backend's default)
+	gemm      string // cuda: own or cublas ("": cuBLASLt where one is found)
 	threads   int    // cpu: worker threads (0: one per core)
 	device    int    // cuda: the GPU ordinal (not a flag: a rank's LOCAL_RANK)
 	recompute bool   // trainers: llama.Model.Recompute
@@ -31,7 +31,7 @@ func (f *backendFlags) register(fs *pflag.FlagSet) {
 // sets threads itself.
 func (f *backendFlags) registerDevice(fs *pflag.FlagSet) {
 	fs.StringVar(&f.backend, "backend", "cpu", "cpu, or cuda (in a binary built with -tags cuda, or -tags cudaemu for the kernel emulator)")
-	fs.StringVar(&f.gemm, "gemm", "", "cuda: the GEMM, own (the hand-written tensor-core kernel) or cublas (cuBLAS/cuBLASLt); empty: the backend's default")
+	fs.StringVar(&f.gemm, "gemm", "", "cuda: the GEMM, cublas (cuBLASLt, opened at run time) or own (turnwise's tensor-core kernel); empty: cuBLASLt where one is found, else own")
 }
 
 // registerTraining adds register's flags and --recompute.

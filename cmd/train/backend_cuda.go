@@ -24,13 +24,10 @@ func openNCCL(b engine.Backend, store engine.Store, rank, size int, timeout time
 	return c, c.Library(), nil
 }
 
-// cudaGEMM maps --gemm to cuda.Options.GEMM.
-var cudaGEMM = map[string]string{"": "", "own": "wmma", "cublas": "cublas"}
-
 // openCUDA opens the cuda backend on GPU device with the GEMM named by
-// --gemm ("", own or cublas).
+// --gemm ("": cuBLASLt where one is found, own or cublas).
 func openCUDA(gemm string, device int) (engine.Backend, error) {
-	b, err := cuda.New(cuda.Options{GEMM: cudaGEMM[gemm], Device: device})
+	b, err := cuda.New(cuda.Options{GEMM: gemm, Device: device})
 	if err != nil {
 		return nil, fmt.Errorf("--backend cuda: %w", err)
 	}

@@ -8,7 +8,8 @@
 // lines serve both bundles):
 //
 //	train bench --backend cuda --suite kernels --json OUT/bench-kernels.json --md OUT/bench-kernels.md
-//	train bench --backend cuda --suite step --json OUT/bench-step.json --md OUT/bench-step.md
+//	train bench --backend cuda --suite step --gemm cublas --json OUT/bench-step.json --md OUT/bench-step.md
+//	train bench --backend cuda --suite step --gemm own --json OUT/bench-step-own.json --md OUT/bench-step-own.md
 //	python3 peers/torch_peers.py --json OUT/bench-torch.json   # bench/peers/; writes a "skipped" result without PyTorch or a GPU
 //	train bench report --out OUT/bench.md OUT/bench-kernels.json OUT/bench-step.json OUT/bench-torch.json
 //
@@ -43,6 +44,7 @@ func runBench(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	var o suite.Options
 	fs.StringVar(&o.Backend, "backend", "cpu", "cpu, or cuda (a GPU; the kernel emulator in a -tags cudaemu build)")
 	fs.IntVar(&o.Device, "device", 0, "GPU ordinal")
+	gemm := fs.String("gemm", "", "cuda: the GEMM of the model steps and of every op but the kernel suite's own GEMMs: cublas (cuBLASLt) or own (turnwise's kernel); empty: cuBLASLt where one is found. The kernel suite always measures our GEMM kernel beside cuBLASLt")
 	fs.IntVar(&o.Threads, "threads", 0, "CPU worker threads (0: one per CPU)")
 	fs.StringVar(&o.Suite, "suite", "all", "kernels (every op at the shapes), step (a LoRA training step and generation) or all")
 	fs.BoolVar(&o.Small, "small", false, "small shapes and the tiny model whatever the backend (the default under the emulator)")
@@ -84,7 +86,7 @@ flags:`)
 	if !*quiet {
 		o.Log = stderr
 	}
-	t, err := target.Open(target.Options{Backend: o.Backend, Threads: o.Threads, Device: o.Device})
+	t, err := target.Open(target.Options{Backend: o.Backend, GEMM: *gemm, Threads: o.Threads, Device: o.Device})
 	if err != nil {
 		return err
 	}

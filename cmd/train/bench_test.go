@@ -119,6 +119,12 @@ func TestBenchJSONStdout(t *testing.T) {
 	if !strings.Contains(out, "lora_step/tiny/T32/r4") || strings.Contains(out, "|") {
 		t.Errorf("bench --json - (%s): want the step's entry and no markdown:\n%s", r.Meta.Backend, out)
 	}
+	if r.Meta.GEMM != "openblas" || len(r.Steps) == 0 || r.Steps[0].GEMM != "openblas" {
+		t.Errorf("bench --json - records GEMM %q (steps: %d): want openblas, and on each step", r.Meta.GEMM, len(r.Steps))
+	}
+	if _, err := runCmd(t, runBench, "", "--gemm", "own", "--suite", "step", "--small", "--quiet", "--json", "-"); err == nil || !strings.Contains(err.Error(), "one GEMM") {
+		t.Errorf("--gemm own on the cpu backend: %v, want it refused", err)
+	}
 	if _, err := runCmd(t, runBench, "", "--baseline", "x.json", "--json", "-"); err == nil || !strings.Contains(err.Error(), "--json -") {
 		t.Errorf("--json - with --baseline: %v, want it refused", err)
 	}

@@ -20,10 +20,13 @@ type Options struct {
 	// Device is the GPU ordinal (under the emulator, one of TW_EMU_DEVICES
 	// emulated devices).
 	Device int
-	// GEMM selects the GEMM implementation: "wmma" (default), the
-	// hand-written tensor-core kernel, or "cublas": cuBLASLt, opened at run
-	// time (real GPUs only; where no cuBLASLt is found the backend says so on
-	// stderr and uses "wmma").
+	// GEMM selects the GEMM implementation: "cublas", cuBLASLt, opened at
+	// run time (real GPUs only; where none is found the backend says so in
+	// one line on stderr and runs its own); "own" (or its older name
+	// "wmma"), turnwise's hand-written tensor-core kernel; or "" for the
+	// default, which is cuBLASLt where one is found on a real GPU and the
+	// own kernel otherwise (always under the emulator, which has no
+	// cuBLASLt).
 	GEMM string
 }
 
@@ -49,24 +52,12 @@ var _ engine.Backend = (*Backend)(nil)
 
 // New opens the device and returns a backend on a stream of its own.
 func New(opt Options) (*Backend, error) {
-	gemm := opt.GEMM
-	switch gemm {
-	case "", "wmma":
-		gemm = "wmma"
-	case "cublas":
-		if !haveCUBLAS {
-			return nil, fmt.Errorf("cuda: GEMM %q is only available on a real GPU (built with -tags cuda)", opt.GEMM)
-		}
-	default:
-		return nil, fmt.Errorf("cuda: unknown GEMM implementation %q (want wmma or cublas)", opt.GEMM)
+	gemm, lt, notice, err := chooseGEMM(opt.GEMM, haveCUBLAS, newCUBLASLt)
+	if err != nil {
+		return nil, err
 	}
-	var lt *cublasLt
-	if gemm == "cublas" {
-		var err error
-		if lt, err = newCUBLASLt(); err != nil {
-			fmt.Fprintf(os.Stderr, "cuda: GEMM cublas: %v; turnwise's own GEMM (wmma) runs instead\n", err)
-			gemm = "wmma"
-		}
+	if notice != "" {
+		fmt.Fprintln(os.Stderr, notice)
 	}
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
@@ -82,6 +73,33 @@ func New(opt Options) (*Backend, error) {
 		lt:       lt,
 		timers:   map[*Timer]struct{}{},
 	}, nil
+}
+
+// chooseGEMM resolves Options.GEMM: the implementation that runs ("wmma" or
+// "cublas") and, for "cublas", the opened library. have says whether this
+// build can run cuBLASLt at all (a real GPU), open opens it. Where cuBLASLt
+// was asked for, or is the default, but cannot be opened, the own kernel
+// runs and notice says why in one line.
+func chooseGEMM(requested string, have bool, open func() (*cublasLt, error)) (gemm string, lt *cublasLt, notice string, err error) {
+	switch requested {
+	case "own", "wmma":
+		return "wmma", nil, "", nil
+	case "":
+		if !have {
+			return "wmma", nil, "", nil
+		}
+	case "cublas":
+		if !have {
+			return "", nil, "", fmt.Errorf("cuda: GEMM %q is only available on a real GPU (built with -tags cuda)", requested)
+		}
+	default:
+		return "", nil, "", fmt.Errorf("cuda: unknown GEMM implementation %q (want cublas or own)", requested)
+	}
+	lt, err = open()
+	if err != nil {
+		return "wmma", nil, fmt.Sprintf("cuda: GEMM cublas: %v; turnwise's own GEMM runs instead (--gemm own chooses it without this notice)", err), nil
+	}
+	return "cublas", lt, "", nil
 }
 
 // Name returns "cuda" or "cudaemu".

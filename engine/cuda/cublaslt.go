@@ -115,11 +115,11 @@ func newCUBLASLt() (*cublasLt, error) {
 	return &cublasLt{lib: lib, plans: map[ltKey]*C.tw_lt_plan{}}, nil
 }
 
-// GEMMName says which GEMM the backend runs: "wmma", or "cublaslt" with the
-// library's version and where it was found.
+// GEMMName says which GEMM the backend runs: "own" (turnwise's kernel), or
+// "cublaslt" with the library's version and where it was found.
 func (b *Backend) GEMMName() string {
 	if b.lt == nil {
-		return b.gemm
+		return "own"
 	}
 	v := b.lt.lib.version
 	return fmt.Sprintf("cublaslt %d.%d.%d (%s)", v/10000, v/100%100, v%100, b.lt.lib.path)

@@ -11,10 +11,12 @@ import (
 )
 
 // TestConformance runs the whole op suite — every kernel, forward and
-// backward, against the float64 reference — on this backend: on the CPU
-// emulator under -tags cudaemu, on a GPU under -tags cuda.
+// backward, against the float64 reference — on this backend with its own
+// GEMM kernel: on the CPU emulator under -tags cudaemu, on a GPU under -tags
+// cuda (where the default GEMM would be cuBLASLt's; TestConformanceCUBLAS
+// runs the suite with that).
 func TestConformance(t *testing.T) {
-	b, err := New(Options{})
+	b, err := New(Options{GEMM: "own"})
 	if err != nil {
 		t.Fatal(err)
 	}
