@@ -124,3 +124,26 @@ func TestSkipsWithoutTorch(t *testing.T) {
 		t.Errorf("meta %+v", r.Meta)
 	}
 }
+
+// TestDriverVersion: the peer reads the driver's version from
+// /proc/driver/nvidia/version in both of its forms, as train bench does.
+func TestDriverVersion(t *testing.T) {
+	for _, c := range []struct{ text, want string }{
+		{"NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.65.06  Sun Jul 27 07:09:38 UTC 2025", "580.65.06"},
+		{"NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04  Release Build  (dvs-builder@U22)", "580.159.04"},
+		{"NVRM version: nothing to see", ""},
+	} {
+		py, err := exec.LookPath("python3")
+		if err != nil {
+			t.Skip("python3 not found: the peer script cannot be checked")
+		}
+		cmd := exec.Command(py, "-B", "-c", "import sys, torch_peers; print(torch_peers.parse_driver_version(sys.argv[1]))", c.text)
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("parse_driver_version(%q): %v", c.text, err)
+		}
+		if got := strings.TrimSpace(string(out)); got != c.want {
+			t.Errorf("parse_driver_version(%q) = %q, want %q", c.text, got, c.want)
+		}
+	}
+}

@@ -558,10 +558,23 @@ def main():
 def driver_version():
     try:
         with open("/proc/driver/nvidia/version") as f:
-            words = f.read().split()
-        return words[words.index("Module") + 1]
-    except (OSError, ValueError, IndexError):
+            return parse_driver_version(f.read())
+    except OSError:
         return ""
+
+
+def parse_driver_version(text):
+    """The first version number after "Module" in /proc/driver/nvidia/version's
+    text ("... Kernel Module  580.65.06 ..." or "... Open Kernel Module for
+    x86_64  580.159.04 ..."), or ""."""
+    words = text.split()
+    if "Module" not in words:
+        return ""
+    for w in words[words.index("Module") + 1:]:
+        parts = w.split(".")
+        if len(parts) >= 2 and all(p.isdigit() for p in parts):
+            return w
+    return ""
 
 
 if __name__ == "__main__":

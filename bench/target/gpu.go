@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"os"
 	"runtime"
-	"strings"
 
 	"gorgonia.org/cu"
 )
@@ -68,11 +67,5 @@ func kernelModuleVersion() string {
 	if err != nil {
 		return ""
 	}
-	f := strings.Fields(string(raw))
-	for i, w := range f {
-		if w == "Module" && i+1 < len(f) {
-			return f[i+1]
-		}
-	}
-	return ""
+	return parseDriverVersion(string(raw))
 }

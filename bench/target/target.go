@@ -8,6 +8,7 @@ import (
 	"bufio"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -181,6 +182,37 @@ func lastLevelCache() int64 {
 		return 32 << 20
 	}
 	return best
+}
+
+// parseDriverVersion returns the first version number after "Module" in
+// the text of /proc/driver/nvidia/version ("… Kernel Module  580.65.06 …",
+// or "… Open Kernel Module for x86_64  580.159.04 …"), or "".
+func parseDriverVersion(text string) string {
+	w := strings.Fields(text)
+	i := slices.Index(w, "Module")
+	if i < 0 {
+		return ""
+	}
+	for _, v := range w[i+1:] {
+		if isVersion(v) {
+			return v
+		}
+	}
+	return ""
+}
+
+// isVersion reports whether s is dot-separated decimal numbers, two or more.
+func isVersion(s string) bool {
+	parts := strings.Split(s, ".")
+	if len(parts) < 2 {
+		return false
+	}
+	for _, p := range parts {
+		if p == "" || strings.Trim(p, "0123456789") != "" {
+			return false
+		}
+	}
+	return true
 }
 
 // parseSize reads sysfs cache sizes such as "32768K" or "1M".

@@ -68,3 +68,21 @@ func TestUnknownBackend(t *testing.T) {
 		t.Error("opening a tpu backend succeeded")
 	}
 }
+
+// driverVersionLines are /proc/driver/nvidia/version texts and the version
+// in each.
+var driverVersionLines = []struct{ Text, Want string }{
+	{"NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.65.06  Sun Jul 27 07:09:38 UTC 2025\nGCC version:  gcc version 12.2.0", "580.65.06"},
+	{"NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04  Release Build  (dvs-builder@U22)  Thu Oct 30 2025\n", "580.159.04"},
+	{"NVRM version: NVIDIA UNIX Open Kernel Module for aarch64  570.86.15  Release Build", "570.86.15"},
+	{"NVRM version: nothing to see", ""},
+	{"", ""},
+}
+
+func TestParseDriverVersion(t *testing.T) {
+	for _, c := range driverVersionLines {
+		if got := parseDriverVersion(c.Text); got != c.Want {
+			t.Errorf("parseDriverVersion(%q) = %q, want %q", c.Text, got, c.Want)
+		}
+	}
+}
