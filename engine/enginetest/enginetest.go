@@ -12,9 +12,12 @@
 // Run is the whole suite; each op family's tests are in the file of the
 // family's name (elementwise.go, gemm.go, embedding.go, rmsnorm.go,
 // layernorm.go, bias.go, rope.go, attention.go, swiglu.go, gelu.go,
-// logsoftmax.go, sumsquares.go, adamw.go, sample.go). RunShapes (shapes.go) runs the ops at a model's real shapes
-// against a second backend. enginetest.go holds Run, the tolerances and the
-// helpers the families share (Rand, Values, Close, GradCheck, …).
+// logsoftmax.go, sumsquares.go, adamw.go, sample.go). RunShapes runs the
+// ops at a model's real shapes against a second backend, or against the
+// backend's own f32 kernels, with float64 spot checks (shapes.go: the modes,
+// tolerances and costs; shapeops.go: the ops; shaperef.go: the float64 rows).
+// enginetest.go holds Run, the tolerances and the helpers the families
+// share (Rand, Values, Close, GradCheck, …).
 //
 // Errors are measured relative to the largest reference magnitude of the
 // tensor compared: err = max_i |got_i − want_i| / max_i |want_i|. This is
