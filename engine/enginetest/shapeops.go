@@ -1,9 +1,12 @@
 package enginetest
 
 // The ops of RunShapes (shapes.go), one function each: the cases, the full
-// comparisons (check) and the float64 spot checks (spot, with the row
-// references of shaperef.go). Inputs with a token dimension are drawn once
-// at the longest sequence; a shorter one runs on their first rows.
+// comparisons (check: every element, against the reference where it runs
+// and the GEMM peer where there is one) and the float64 spot checks (spot,
+// with the row references of shaperef.go: sampled rows or columns). Each
+// function's comment says which results get which. Inputs with a token
+// dimension are drawn once at the longest sequence; a shorter one runs on
+// their first rows.
 
 import (
 	"fmt"
@@ -32,8 +35,10 @@ type shapeGemm struct {
 
 // shapeGemms runs the GEMMs of one Llama layer's forward and backward and
 // of its LoRA adapters at each sequence length, and the vocabulary
-// projection of one loss chunk. C is compared in full with the reference
-// and the peer, and on sampled rows with float64.
+// projection of one loss chunk.
+//
+// Full: C against the reference and the peer. Sampled: rows of C, from
+// those rows of op(A) and all of op(B) (and of C's previous contents).
 func shapeGemms(t *testing.T, p pairRun, s ModelShapes) {
 	d, f, kv, r, long := s.Dim, s.FFN, s.KVHeads*s.HeadDim, s.LoRARank, longest(s)
 	x := p.values(p.dt, 1, long, d)  // activations
@@ -102,7 +107,8 @@ func shapeGemms(t *testing.T, p pairRun, s ModelShapes) {
 // shapeAttention runs training attention (forward and backward) on one
 // sequence of each length in s.SeqLens, the same non-causal (a vision
 // transformer's) at the shortest, then decoding and a prefill over caches
-// of the longest length (forward only, as in generation).
+// of the longest length (forward only, as in generation). What each case
+// checks: shapeAttentionCase.
 func shapeAttention(t *testing.T, p pairRun, s ModelShapes) {
 	h, g, dh, long := s.Heads, s.KVHeads, s.HeadDim, longest(s)
 	scale := 1 / math.Sqrt(float64(dh))
@@ -137,8 +143,12 @@ func shapeAttention(t *testing.T, p pairRun, s ModelShapes) {
 }
 
 // shapeAttentionCase runs one attention case, and its backward when dOut is
-// given: out and lse compared in full and on sampled query rows; dq on
-// sampled query rows, dk and dv on sampled key rows.
+// given.
+//
+// Full: out, lse, dq, dk, dv. Sampled: out and lse of whole query rows
+// (every head over every key it sees; the last query among them), dq at
+// the same query rows, dk and dv at sampled key rows (over every query and
+// head that reads them), from the backend's out and lse.
 func shapeAttentionCase(t *testing.T, p pairRun, s ModelShapes, q, k, v, dOut twin, seqs [][4]int, scale float64, nonCausal bool) {
 	h, g, dh := s.Heads, s.KVHeads, s.HeadDim
 	nq, nk := q.b.Dim(0), k.b.Dim(0)
@@ -190,6 +200,10 @@ func shapeAttentionCase(t *testing.T, p pairRun, s ModelShapes, q, k, v, dOut tw
 
 // shapeRMSNorm runs the fused residual add + RMSNorm and the backward at
 // each sequence length.
+//
+// Full: resid, out, rstd, dx, dw. Sampled: rows of resid, and of out, rstd
+// and dx from the backend's resid and rstd; dw at sampled columns, over
+// every row.
 func shapeRMSNorm(t *testing.T, p pairRun, s ModelShapes) {
 	const eps = 1e-5
 	d, long := s.Dim, longest(s)
@@ -249,6 +263,9 @@ func shapeRMSNorm(t *testing.T, p pairRun, s ModelShapes) {
 // shapeRoPE rotates queries and keys of each sequence length at positions
 // 0 … T−1 with Llama 3.1's frequencies, rotates them back (a round trip the
 // backend must close by itself), and rotates a gradient back.
+//
+// Full: x, the round trip (also against the original x, in every mode),
+// dx. Sampled: rows of x and dx.
 func shapeRoPE(t *testing.T, p pairRun, s ModelShapes) {
 	dh, long := s.HeadDim, longest(s)
 	pos := make([]int32, long)
@@ -312,6 +329,8 @@ func (p pairRun) compareHost(t *testing.T, what string, x twin, want []float32, 
 }
 
 // shapeSwiGLU runs the MLP's gate at each sequence length, width FFN.
+//
+// Full: out, dGate, dUp. Sampled: their rows.
 func shapeSwiGLU(t *testing.T, p pairRun, s ModelShapes) {
 	f, long := s.FFN, longest(s)
 	gate0, up0, dOut0 := p.values(p.dt, 4, long, f), p.values(p.dt, 2, long, f), p.values(p.dt, 1, long, f)
@@ -341,6 +360,10 @@ func shapeSwiGLU(t *testing.T, p pairRun, s ModelShapes) {
 
 // shapeLayerNorm runs LayerNorm and its backward (dx, dw, db) at each
 // sequence length, width D.
+//
+// Full: out, mean, rstd, dx, dw, db. Sampled: rows of out, mean, rstd and
+// of dx (from the backend's mean and rstd); dw and db at sampled columns,
+// over every row.
 func shapeLayerNorm(t *testing.T, p pairRun, s ModelShapes) {
 	const eps = 1e-5
 	d, long := s.Dim, longest(s)
@@ -385,6 +408,9 @@ func shapeLayerNorm(t *testing.T, p pairRun, s ModelShapes) {
 
 // shapeBias adds a bias to the MLP's rows at each sequence length and sums
 // their gradient into an f32 db.
+//
+// Full: x + b, db. Sampled: rows of x + b (bit for bit: one f32 sum rounded
+// once), db at sampled columns, over every row.
 func shapeBias(t *testing.T, p pairRun, s ModelShapes) {
 	f, long := s.FFN, longest(s)
 	x0, bias, dOut0 := p.values(p.dt, 2, long, f), p.values(p.dt, 1, f), p.values(p.dt, 1, long, f)
@@ -415,6 +441,8 @@ func shapeBias(t *testing.T, p pairRun, s ModelShapes) {
 
 // shapeGELU runs each GELU and its backward over the MLP's activations at
 // each sequence length.
+//
+// Full: out and dx of each kind. Sampled: their rows.
 func shapeGELU(t *testing.T, p pairRun, s ModelShapes) {
 	f, long := s.FFN, longest(s)
 	x0, dOut0 := p.values(p.dt, 5, long, f), p.values(p.dt, 1, long, f)
@@ -444,10 +472,14 @@ func shapeGELU(t *testing.T, p pairRun, s ModelShapes) {
 // shapeLogSoftmax runs the loss's log-softmax over one chunk of rows of the
 // whole vocabulary (the loss runs chunk by chunk whatever the sequence
 // length), with every third target ignored.
+//
+// Full: logp, lse, dLogits. Sampled: rows of each (dLogits from the
+// backend's lse), the last, ignored, among them.
 func shapeLogSoftmax(t *testing.T, p pairRun, s ModelShapes) {
 	n, v := s.LogitRows, s.Vocab
 	logits := p.values(p.dt, 8, n, v)
 	tg := randTargets(p.r, n, v, 3)
+	tg[n-1] = -1 // an ignored row that the spot checks sample
 	targets := p.ints(tg, n)
 	logp, lse := p.zeros(engine.F32, n), p.zeros(engine.F32, n)
 	p.run(func(be engine.Backend, at side) { be.LogSoftmaxGather(at(logp), at(lse), at(logits), at(targets)) })
@@ -492,6 +524,10 @@ func shapeLogSoftmax(t *testing.T, p pairRun, s ModelShapes) {
 
 // shapeEmbedding looks up the ids of each sequence length (with repeats) in
 // the whole table and accumulates a gradient into an f32 table gradient.
+//
+// Full: out (bit for bit: a copy), dTable. Sampled: rows of out; rows of
+// dTable that sampled tokens look up (a repeated id among them) and sampled
+// table rows, most of them looked up by no token (zero).
 func shapeEmbedding(t *testing.T, p pairRun, s ModelShapes) {
 	v, d, long := s.Vocab, s.Dim, longest(s)
 	table := p.values(p.dt, 1, v, d)
@@ -563,6 +599,9 @@ func shapeEmbedding(t *testing.T, p pairRun, s ModelShapes) {
 // self-reference mode the reference's adapters are f32 and need no
 // masters: the backend's masters are compared with them in f32, its bf16
 // adapters within bf16's bound.
+//
+// Full: m, v, every adapter and its master. Sampled: the first, a middle
+// and the last adapter, with their m, v and master, stepped in float64.
 func shapeAdamWLoRA(t *testing.T, p pairRun, s ModelShapes) {
 	d, kv, f, r := s.Dim, s.KVHeads*s.HeadDim, s.FFN, s.LoRARank
 	var shapes [][2]int
