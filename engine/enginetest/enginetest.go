@@ -143,13 +143,15 @@ func diffStatsOf[W float32 | float64](got []float32, want []W) diffStats {
 	for i := range got {
 		g, w := float64(got[i]), float64(want[i])
 		d := math.Abs(g - w)
-		if math.IsNaN(d) || math.IsInf(g, 0) {
-			return diffStats{nonFinite: true, at: i, got: g, want: w}
-		}
-		if d > s.maxDiff {
+		if !(d <= s.maxDiff) { // a new worst, or a NaN (then d or w is one) or an infinite g (then d is one)
+			if math.IsNaN(d) || math.IsInf(g, 0) {
+				return diffStats{nonFinite: true, at: i, got: g, want: w}
+			}
 			s.maxDiff, s.at, s.got, s.want = d, i, g, w
 		}
-		s.maxRef = math.Max(s.maxRef, math.Abs(w))
+		if a := math.Abs(w); a > s.maxRef {
+			s.maxRef = a
+		}
 	}
 	s.maxDiff = math.Max(s.maxDiff, 0)
 	return s

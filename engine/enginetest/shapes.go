@@ -86,42 +86,45 @@ package enginetest
 // with its backward, ≈ 0.5 s in f32 SIMT at 5 TFLOP/s; the rest is
 // memory-bound: gigabytes at terabytes a second. The host does the rest, in
 // parallel chunks on every core. Inputs are drawn by a counter-based
-// generator and encoded once (≈ 3 ns an element, 0.2 ns on 16 cores) and
-// uploaded once per backend, the reference's f32 copy being a device cast;
-// results are downloaded and compared from their raw bytes (≈ 3 ns an
-// element, 0.2 ns on 16 cores), or, with no reference (f32), only their
-// sampled rows are downloaded; copies between host and device are taken at
-// 5 GB/s, pageable memory's worst. Per op (elements drawn; bytes up and
-// down in the bf16 run, then the f32 run; float64 multiply-adds of the spot
-// checks), the estimate in seconds:
+// generator and encoded in the same pass (≈ 5 ns an element on one core,
+// 0.3 ns on 16) and uploaded once per backend, the reference's f32 copy
+// being a device cast; results are downloaded and compared from their raw
+// bytes (≈ 6 ns an element, 0.4 ns on 16), or, with no reference (f32),
+// only their sampled rows are downloaded; a float64 multiply-add of the
+// spot checks is taken at 1 ns (0.06 ns on 16 cores), and copies between
+// host and device at 5 GB/s, pageable memory's worst. Per op (elements
+// drawn; bytes up and down in the bf16 run, then the f32 run; float64
+// multiply-adds of the spot checks), the estimate in seconds:
 //
 //	gemm        0.85 G drawn (the 128256×4096 classifier 0.53 G; operands
 //	            drawn once at 8192 rows, 2048 being their first rows), up to
 //	            the backend and the peer 3.4 + 6.8 GB, down (C from the
 //	            backend, the reference and the peer) 5.0 + 4.6 GB; spot rows
 //	            7.7 G multiply-adds (one pass over each op(B) for all rows,
-//	            0.5 s): 3.1 + 3.6 s, as much again for "cublas"
+//	            0.5 s): 3.4 + 3.8 s, as much again for "cublas"
 //	attention   0.35 G (decoding's 16 caches of 8192 keys 0.27 G), up 0.7 +
-//	            1.4 GB, down 0.9 + 0.2 GB, spot 3.2 G: 1.1 + 1.1 s
+//	            1.4 GB, down 0.9 + 0.2 GB, spot 3.2 G: 1.2 + 1.1 s
 //	embedding   0.56 G, up 1.1 + 2.2 GB, down 6.6 GB (the f32 table
 //	            gradient, 0.53 G elements, at each length, from both runs):
-//	            1.8 + 0.6 s
-//	gelu        0.23 G, down 5.3 GB (three GELUs and their gradients): 1.4 +
-//	            0.2 s
-//	swiglu      0.35 G, down 2.6 GB: 0.8 + 0.4 s
-//	bias, rmsnorm, adamw_lora, rope, layernorm, logsoftmax: 0.1 to 0.35 s
+//	            2.1 + 0.6 s
+//	gelu        0.23 G, down 5.3 GB (three GELUs and their gradients): 1.6 +
+//	            0.3 s
+//	swiglu      0.35 G, down 2.6 GB: 0.9 + 0.4 s
+//	bias, rmsnorm, adamw_lora, rope, layernorm, logsoftmax: 0.1 to 0.4 s
 //	            each run
 //
-// which is ≈ 16 s for "own" and ≈ 7 s for "cublas" (its GEMMs alone: every
+// which is ≈ 18 s for "own" and ≈ 7 s for "cublas" (its GEMMs alone: every
 // other op of that backend runs the kernels "own" checks), plus one to two
-// seconds per process to start and open the device: ≈ 40 s, within 90 s
-// at half the transfer rate assumed. The GEMM's spot checks are the only
-// float64 loop over a whole 8B-size tensor (each B once); column reductions
-// are checked on sampled columns.
+// seconds per process to start and open the device: ≈ 45 s, within 90 s
+// at half the rates assumed. The GEMM's spot checks are the only float64
+// loop over a whole 8B-size tensor (each B once); column reductions are
+// checked on sampled columns. Each op logs its host time by phase, to set
+// these figures against a GPU's.
 
 import (
 	"encoding/binary"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
 	"runtime"
@@ -394,20 +397,40 @@ func uniform(seed uint64, i int) float64 {
 // (and the peer); the reference's copy is the same bytes (second backend)
 // or the backend's own copy cast to f32 on the device (self-reference).
 func (p pairRun) values(dt engine.DType, scale float64, shape ...int) twin {
-	n := engine.Shape(shape).Numel()
-	seed, size := p.r.Uint64(), dt.Size()
-	v, raw := make([]float32, n), make([]byte, n*size)
-	start := time.Now()
-	parallel(n, chunk, func(lo, hi int) {
-		for i := lo; i < hi; i++ {
-			v[i] = dt.Round(float32((2*uniform(seed, i) - 1) * scale))
-		}
-		copy(raw[lo*size:], engine.EncodeF32(dt, v[lo:hi]))
-	})
-	p.clock.add(phaseDraw, start)
+	v, raw := p.draw(dt, scale, engine.Shape(shape).Numel())
 	x := p.exact(dt, raw, shape...)
 	x.host = v
 	return x
+}
+
+// draw returns n values uniform in [−scale, scale) rounded to dt, and
+// their bytes in dt, from a stream seeded by p.r.
+func (p pairRun) draw(dt engine.DType, scale float64, n int) (v []float32, raw []byte) {
+	seed, size := p.r.Uint64(), dt.Size()
+	v, raw = make([]float32, n), make([]byte, n*size)
+	start := time.Now()
+	parallel(n, chunk, func(lo, hi int) {
+		switch dt {
+		case engine.BF16:
+			for i := lo; i < hi; i++ {
+				h := engine.F32ToBF16(float32((2*uniform(seed, i) - 1) * scale))
+				v[i] = engine.BF16ToF32(h)
+				binary.LittleEndian.PutUint16(raw[2*i:], h)
+			}
+		case engine.F32:
+			for i := lo; i < hi; i++ {
+				v[i] = float32((2*uniform(seed, i) - 1) * scale)
+				binary.LittleEndian.PutUint32(raw[4*i:], math.Float32bits(v[i]))
+			}
+		default:
+			for i := lo; i < hi; i++ {
+				v[i] = dt.Round(float32((2*uniform(seed, i) - 1) * scale))
+			}
+			copy(raw[lo*size:], engine.EncodeF32(dt, v[lo:hi]))
+		}
+	})
+	p.clock.add(phaseDraw, start)
+	return v, raw
 }
 
 // exact returns a twin holding raw (bytes of dt) on every side. A copy that
@@ -503,8 +526,25 @@ func (p pairRun) decode(dt engine.DType, raw []byte) []float32 {
 	defer p.clock.add(phaseCompare, time.Now())
 	size := dt.Size()
 	out := make([]float32, len(raw)/size)
-	parallel(len(out), chunk, func(lo, hi int) { copy(out[lo:], engine.DecodeF32(dt, raw[lo*size:hi*size])) })
+	parallel(len(out), chunk, func(lo, hi int) { decodeInto(out[lo:hi], dt, raw[lo*size:hi*size]) })
 	return out
+}
+
+// decodeInto converts the raw bytes of dt to float32 values in dst,
+// len(dst) of them, without allocating.
+func decodeInto(dst []float32, dt engine.DType, raw []byte) {
+	switch dt {
+	case engine.F32:
+		for i := range dst {
+			dst[i] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:]))
+		}
+	case engine.BF16:
+		for i := range dst {
+			dst[i] = engine.BF16ToF32(binary.LittleEndian.Uint16(raw[2*i:]))
+		}
+	default:
+		copy(dst, engine.DecodeF32(dt, raw[:len(dst)*dt.Size()]))
+	}
 }
 
 // whole returns the backend's values of x.
@@ -548,7 +588,9 @@ func (p pairRun) compare(t *testing.T, what string, got *engine.Tensor, be engin
 	sg, sw := got.DType().Size(), want.DType().Size()
 	parts := make([]diffStats, (got.Numel()+chunk-1)/chunk)
 	parallel(got.Numel(), chunk, func(lo, hi int) {
-		g, w := engine.DecodeF32(got.DType(), rg[lo*sg:hi*sg]), engine.DecodeF32(want.DType(), rw[lo*sw:hi*sw])
+		g, w := make([]float32, hi-lo), make([]float32, hi-lo)
+		decodeInto(g, got.DType(), rg[lo*sg:hi*sg])
+		decodeInto(w, want.DType(), rw[lo*sw:hi*sw])
 		s := diffStatsOf(g, w)
 		s.at += lo
 		parts[lo/chunk] = s
