@@ -55,26 +55,27 @@ package enginetest
 // did.
 //
 // Tolerances. Each result is bounded by its op's own tolerance against the
-// exact value of the op on its inputs (Tol, GradTol: relative to the
-// tensor's largest magnitude, as Close measures), as the package's own
-// tests check against float64: in f32, f32 accumulation; in bf16, the
-// rounding of the result and of the intermediates that the contract or the
-// kernel rounds (at most two roundings at 2⁻⁸ each, or three in QuickGELU,
-// whose inner rounding moves a value by 2⁻⁸·|1.702x|·σ'(·) ≤ 0.26·2⁻⁸ of
-// the largest output at |x| ≤ 5). Two results are then within the sum of
-// their bounds:
-// 2·Tol(dt) for two backends in dt (the second-backend mode, and a GEMM
-// against its peer: ours and cuBLASLt both round one f32-accumulated sum,
-// or both accumulate in f32), Tol(bf16) + Tol(f32) for a bf16 result
-// against the f32 one (the self-reference mode: the f32 run rounds nothing
-// in between and sees the same input values), and Tol(dt) against the
-// float64 spot checks. The f32 results of a bf16 case — attention's and the
-// log-softmax's lse, LayerNorm's statistics, an f32 GEMM output, the bias
-// and embedding gradients, AdamW's moments and masters — are sums of exact
-// products of the same values on both sides, and keep f32 bounds. Where an
-// op hands back a value it rounded (AddRMSNorm's residual), the reference
-// continues from the backend's rounded value rather than its own, so that
-// what follows is compared from the same inputs.
+// exact value of the op on its inputs — Tol for a forward, GradTol for a
+// backward, relative to the tensor's largest magnitude as Close measures,
+// and checked against float64 by the package's own tests: in f32, f32
+// accumulation; in bf16, the rounding of the result and of the
+// intermediates that the contract or the kernel rounds (at most two
+// roundings at 2⁻⁸ each, or three in QuickGELU, whose inner rounding moves
+// a value by 2⁻⁸·|1.702x|·σ'(·) ≤ 0.26·2⁻⁸ of the largest output at
+// |x| ≤ 5). Two results are then within the sum of their bounds: 2·Tol(dt)
+// for two backends in dt (the second-backend mode, and a GEMM against its
+// peer: ours and cuBLASLt both round one f32-accumulated sum, or both
+// accumulate in f32); Tol(bf16) + Tol(f32) for a bf16 result against the
+// f32 one (the self-reference mode: the f32 run sees the same input values
+// and rounds nothing in between); Tol(dt) against the float64 spot checks.
+// The f32 results of a bf16 case — attention's and the log-softmax's lse,
+// LayerNorm's statistics, an f32 GEMM output, the bias and embedding
+// gradients, AdamW's moments and masters — are computed in f32 from the
+// same values on both sides (a product of two bf16 values is exact in f32)
+// and keep the f32 bounds. Where an op hands back a value it rounded
+// (AddRMSNorm's residual), the reference continues from the backend's
+// rounded value rather than its own, so that what follows is compared from
+// the same inputs.
 //
 // Cost at Llama-3.1-8B's shapes. The budget is 90 s for every op at both
 // sequence lengths, in both dtypes, "own" and "cublas", on an H100 or H200
