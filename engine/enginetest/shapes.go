@@ -117,10 +117,11 @@ package enginetest
 // which is ≈ 18 s for "own" and ≈ 7 s for "cublas" (its GEMMs alone: every
 // other op of that backend runs the kernels "own" checks), plus one to two
 // seconds per process to start and open the device: ≈ 45 s, within 90 s
-// at half the rates assumed. The GEMM's spot checks are the only float64
-// loop over a whole 8B-size tensor (each B once); column reductions are
-// checked on sampled columns. Each op logs its host time by phase, to set
-// these figures against a GPU's.
+// at half the rates assumed. A float64 spot check reads a whole 8B-size
+// tensor only where its rows depend on all of it — op(B) of a GEMM, once
+// for all sampled rows; the queries, dOut and out behind a key row of dk
+// and dv — and column reductions are checked on sampled columns. Each op
+// logs its host time by phase, to set these figures against a GPU's.
 
 import (
 	"encoding/binary"
