@@ -12,9 +12,12 @@
 // Run is the whole suite; each op family's tests are in the file of the
 // family's name (elementwise.go, gemm.go, embedding.go, rmsnorm.go,
 // layernorm.go, bias.go, rope.go, attention.go, swiglu.go, gelu.go,
-// logsoftmax.go, sumsquares.go, adamw.go, sample.go). RunShapes (shapes.go) runs the ops at a model's real shapes
-// against a second backend. enginetest.go holds Run, the tolerances and the
-// helpers the families share (Rand, Values, Close, GradCheck, …).
+// logsoftmax.go, sumsquares.go, adamw.go, sample.go). RunShapes runs the
+// ops at a model's real shapes against a second backend, or against the
+// backend's own f32 kernels, with float64 spot checks (shapes.go: the modes,
+// tolerances and costs; shapeops.go: the ops; shaperef.go: the float64 rows).
+// enginetest.go holds Run, the tolerances and the helpers the families
+// share (Rand, Values, Close, GradCheck, …).
 //
 // Errors are measured relative to the largest reference magnitude of the
 // tensor compared: err = max_i |got_i − want_i| / max_i |want_i|. This is
@@ -127,27 +130,48 @@ func RelErr(got []float32, want []float64) float64 {
 }
 
 // diffStats are the parts of RelErr, which parts of a tensor can compute
-// separately and merge.
+// separately and merge, and where the worst element is.
 type diffStats struct {
 	maxDiff, maxRef float64
-	nonFinite       bool // got holds a NaN or an infinity
+	nonFinite       bool    // got holds a NaN or an infinity, or a difference is NaN
+	at              int     // index of the worst element: the first non-finite one, else the largest difference
+	got, want       float64 // the values there
 }
 
-func diffStatsOf(got []float32, want []float64) diffStats {
-	var s diffStats
+func diffStatsOf[W float32 | float64](got []float32, want []W) diffStats {
+	s := diffStats{maxDiff: -1}
 	for i := range got {
-		g := float64(got[i])
-		if math.IsNaN(g) || math.IsInf(g, 0) {
-			return diffStats{nonFinite: true}
+		g, w := float64(got[i]), float64(want[i])
+		d := math.Abs(g - w)
+		if !(d <= s.maxDiff) { // a new worst, or a NaN (then d or w is one) or an infinite g (then d is one)
+			if math.IsNaN(d) || math.IsInf(g, 0) {
+				return diffStats{nonFinite: true, at: i, got: g, want: w}
+			}
+			s.maxDiff, s.at, s.got, s.want = d, i, g, w
 		}
-		s.maxDiff = math.Max(s.maxDiff, math.Abs(g-want[i]))
-		s.maxRef = math.Max(s.maxRef, math.Abs(want[i]))
+		if a := math.Abs(w); a > s.maxRef {
+			s.maxRef = a
+		}
 	}
+	s.maxDiff = math.Max(s.maxDiff, 0)
 	return s
 }
 
+// merge returns the statistics of both parts (indices are the callers': a
+// part's at must already be offset into the whole).
 func (s diffStats) merge(o diffStats) diffStats {
-	return diffStats{math.Max(s.maxDiff, o.maxDiff), math.Max(s.maxRef, o.maxRef), s.nonFinite || o.nonFinite}
+	switch {
+	case s.nonFinite:
+		return s
+	case o.nonFinite:
+		return o
+	}
+	m := s
+	if o.maxDiff > s.maxDiff {
+		m = o
+	}
+	m.maxRef = math.Max(s.maxRef, o.maxRef)
+	return m
 }
 
 func (s diffStats) relErr() float64 {

@@ -2,30 +2,139 @@ package enginetest
 
 // Model-shape conformance. The op tables of this package use small, awkward
 // shapes and compare with the float64 reference. RunShapes instead runs the
-// ops at the shapes one model gives them — the projections, the attention of
-// its sequence lengths (non-causal too), LayerNorm, the bias and the GELUs
-// at its widths, a chunk of its vocabulary — and compares the backend
-// under test with a second backend (the CPU backend) on identical inputs:
-// at Llama-3.1-8B's sizes the float64 reference would take hours, while the
-// CPU backend, itself checked against that reference, takes seconds.
+// ops at the shapes one model gives them — the projections and the MLP at
+// each of its sequence lengths, the attention of those lengths (non-causal
+// too, and decoding and a prefill over a cache), the norms, RoPE, the bias
+// and the GELUs, one loss chunk of its whole vocabulary, the embedding table
+// and the optimizer's table of every LoRA adapter — and compares each result
+// with a reference computed from the same inputs. What this catches is what
+// only large extents reach: grid and index arithmetic past 2¹⁶ blocks or 2²⁴
+// elements, tiles that a small case never fills or repeats, long reductions
+// (K = 14336, 128256 logits, 8192 keys), RoPE angles in the thousands of
+// radians, workspaces sized for the real model.
 //
-// Tolerances. Each backend is within Tol (forward) or GradTol (backward) of
-// the exact result in the scale-free measure of Close, so two of them are
-// within twice that of each other; that is the bound used. What this mode
-// catches is what only large extents reach: grid and index arithmetic past
-// 2¹⁶ blocks or 2²⁴ elements, tiles that a small case never fills or
-// repeats, long reductions (K = 14336, 128256 logits, 8192 keys), RoPE angles
-// in the thousands of radians, workspaces sized for the real model, and the
-// optimizer's table of every LoRA adapter of it.
+// Two modes (ShapesConfig), each with two kinds of check.
+//
+// Second-backend mode (ShapesConfig.Ref set; the Mini shapes, Ref being the
+// CPU backend, itself checked against the float64 reference): every op runs
+// on the backend under test and on Ref, in the same dtype, from the same
+// inputs, and every result is compared in full.
+//
+// Self-reference mode (Ref nil; Llama-3.1-8B's shapes on a GPU, where the
+// CPU backend cannot keep up): the backend is its own reference. In a bf16
+// case every op runs twice on it, in bf16 and again in f32 on the same
+// inputs upcast from their bf16 values (a device cast, exact), and each bf16
+// result is compared in full with the f32 one. For the GEMM and attention
+// the two runs are different kernels (tensor cores against SIMT); for the
+// other ops they are one template instantiated twice, so a fault common to
+// both dtypes is left to the spot checks below, which sample the last rows,
+// where the index faults of large extents show. In an f32 case the
+// reference would repeat the very computation under test, so none runs:
+// but for the GEMMs (below) and RoPE's round trip the f32 case rests on the
+// spot checks, its kernels being compared in full as the reference of the
+// bf16 case.
+//
+// GEMM peer (either mode, ShapesConfig.GEMMPeer): every GEMM also runs on a
+// second, independent GEMM implementation in the case's own dtype — our
+// kernel against cuBLASLt and cuBLASLt against ours on a GPU (both bf16
+// operands with f32 accumulation, or both f32), the CPU backend's OpenBLAS
+// under the emulator — and is compared in full.
+//
+// Float64 spot checks (every mode): on a few sampled rows of each result
+// (sampleRows: the first, the middle, the last and two drawn ones), the
+// host computes the op in float64 from the very inputs the backend was given
+// — for a GEMM the rows of C from those rows of op(A) and all of op(B); for
+// attention whole query rows (every head, every visible key) and, in the
+// backward, the rows of dq and of dk and dv at sampled query and key
+// positions; for the norms, RoPE, SwiGLU, the GELUs, the bias, the
+// log-softmax and the embedding their rows; for the column reductions (dw
+// and db of the norms and the bias) sampled columns summed over every row;
+// for AdamW the first, a middle and the last adapter of the table. Where a
+// backward reads forward results (attention's out and lse, the norms'
+// statistics) the spot check uses the backend's own, downloaded, as the op
+// did.
+//
+// Tolerances. Each result is bounded by its op's own tolerance against the
+// exact value of the op on its inputs — Tol for a forward, GradTol for a
+// backward, relative to the tensor's largest magnitude as Close measures,
+// and checked against float64 by the package's own tests: in f32, f32
+// accumulation; in bf16, the rounding of the result and of the
+// intermediates that the contract or the kernel rounds (at most two
+// roundings at 2⁻⁸ each, or three in QuickGELU, whose inner rounding moves
+// a value by 2⁻⁸·|1.702x|·σ'(·) ≤ 0.26·2⁻⁸ of the largest output at
+// |x| ≤ 5). Two results are then within the sum of their bounds: 2·Tol(dt)
+// for two backends in dt (the second-backend mode, and a GEMM against its
+// peer: ours and cuBLASLt both round one f32-accumulated sum, or both
+// accumulate in f32); Tol(bf16) + Tol(f32) for a bf16 result against the
+// f32 one (the self-reference mode: the f32 run sees the same input values
+// and rounds nothing in between); Tol(dt) against the float64 spot checks.
+// The f32 results of a bf16 case — attention's and the log-softmax's lse,
+// LayerNorm's statistics, an f32 GEMM output, the bias and embedding
+// gradients, AdamW's moments and masters — are computed in f32 from the
+// same values on both sides (a product of two bf16 values is exact in f32)
+// and keep the f32 bounds. Where an op hands back a value it rounded
+// (AddRMSNorm's residual), the reference continues from the backend's
+// rounded value rather than its own, so that what follows is compared from
+// the same inputs.
+//
+// Cost at Llama-3.1-8B's shapes. The budget is 90 s for every op at both
+// sequence lengths, in both dtypes, "own" and "cublas", on an H100 or H200
+// whose host has 16 cores, one process per op (the GPU bundle's way: a
+// device fault poisons its process). The device work is small: the GEMMs
+// are 5.6 TFLOP per run, ≈ 0.6 s at the ≈ 10 TFLOP/s assumed of our f32
+// SIMT kernel (the bf16 run's reference, and the f32 run itself),
+// milliseconds on tensor cores and in cuBLASLt; attention is ≈ 2.3 TFLOP
+// with its backward, ≈ 0.5 s in f32 SIMT at 5 TFLOP/s; the rest is
+// memory-bound: gigabytes at terabytes a second. The host does the rest, in
+// parallel chunks on every core. Inputs are drawn by a counter-based
+// generator and encoded in the same pass (≈ 5 ns an element on one core,
+// 0.3 ns on 16) and uploaded once per backend, the reference's f32 copy
+// being a device cast; results are downloaded and compared from their raw
+// bytes (≈ 6 ns an element, 0.4 ns on 16), or, with no reference (f32),
+// only their sampled rows are downloaded; a float64 multiply-add of the
+// spot checks is taken at 1 ns (0.06 ns on 16 cores), and copies between
+// host and device at 5 GB/s, pageable memory's worst. Per op (elements
+// drawn; bytes up and down in the bf16 run, then the f32 run; float64
+// multiply-adds of the spot checks), the estimate in seconds:
+//
+//	gemm        0.85 G drawn (the 128256×4096 classifier 0.53 G; operands
+//	            drawn once at 8192 rows, 2048 being their first rows), up to
+//	            the backend and the peer 3.4 + 6.8 GB, down (C from the
+//	            backend, the reference and the peer) 5.0 + 4.6 GB; spot rows
+//	            7.7 G multiply-adds (one pass over each op(B) for all rows,
+//	            0.5 s): 3.4 + 3.8 s, as much again for "cublas"
+//	attention   0.35 G (decoding's 16 caches of 8192 keys 0.27 G), up 0.7 +
+//	            1.4 GB, down 0.9 + 0.2 GB, spot 3.2 G: 1.2 + 1.1 s
+//	embedding   0.56 G, up 1.1 + 2.2 GB, down 6.6 GB (the f32 table
+//	            gradient, 0.53 G elements, at each length, from both runs):
+//	            2.1 + 0.6 s
+//	gelu        0.23 G, down 5.3 GB (three GELUs and their gradients): 1.6 +
+//	            0.3 s
+//	swiglu      0.35 G, down 2.6 GB: 0.9 + 0.4 s
+//	bias, rmsnorm, adamw_lora, rope, layernorm, logsoftmax: 0.1 to 0.4 s
+//	            each run
+//
+// which is ≈ 18 s for "own" and ≈ 7 s for "cublas" (its GEMMs alone: every
+// other op of that backend runs the kernels "own" checks), plus one to two
+// seconds per process to start and open the device: ≈ 45 s, within 90 s
+// at half the rates assumed. A float64 spot check reads a whole 8B-size
+// tensor only where its rows depend on all of it — op(B) of a GEMM, once
+// for all sampled rows; the queries, dOut and out behind a key row of dk
+// and dv — and column reductions are checked on sampled columns. Each op
+// logs its host time by phase, to set these figures against a GPU's.
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
 	"math/rand/v2"
 	"os"
 	"runtime"
+	"slices"
+	"sort"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/turnwise/turnwise/engine"
 )
@@ -43,8 +152,7 @@ type ModelShapes struct {
 	Heads, KVHeads, HeadDim int   // H, G, Dh; Dim == Heads·HeadDim
 	Layers                  int   // decoder layers, whose LoRA adapters the optimizer steps
 	LoRARank                int   // r of the LoRA adapters
-	SeqLens                 []int // training sequences T that attention, RoPE and RMSNorm run on
-	Tokens                  int   // rows N of the projection GEMMs and SwiGLU
+	SeqLens                 []int // tokens T of one training sequence: every op with a token dimension runs at each
 	LogitRows               int   // rows of the vocabulary projection and log-softmax: one loss chunk
 	Decode                  int   // sequences decoding one token over a cache of the longest length
 	Prefill                 int   // queries of a prefill over a cache of the longest length
@@ -55,14 +163,14 @@ type ModelShapes struct {
 // sequences of 2048 and 8192 tokens.
 var Llama8B = ModelShapes{
 	Name: "llama8B", Dim: 4096, FFN: 14336, Vocab: 128256, Heads: 32, KVHeads: 8, HeadDim: 128,
-	Layers: 32, LoRARank: 16, SeqLens: []int{2048, 8192}, Tokens: 2048, LogitRows: 256, Decode: 16, Prefill: 512,
+	Layers: 32, LoRARank: 16, SeqLens: []int{2048, 8192}, LogitRows: 256, Decode: 16, Prefill: 512,
 }
 
 // Mini has Llama8B's structure (grouped heads 4:1, FFN ≈ 3.5·D) at sizes the
 // kernel emulator runs in seconds; its extents are multiples of no tile.
 var Mini = ModelShapes{
 	Name: "mini", Dim: 128, FFN: 344, Vocab: 1000, Heads: 8, KVHeads: 2, HeadDim: 16,
-	Layers: 2, LoRARank: 4, SeqLens: []int{67, 130}, Tokens: 67, LogitRows: 13, Decode: 3, Prefill: 20,
+	Layers: 2, LoRARank: 4, SeqLens: []int{67, 130}, LogitRows: 13, Decode: 3, Prefill: 20,
 }
 
 // ShapesFromEnv returns the shapes $TW_CONFORMANCE_SHAPES names (Mini when
@@ -78,13 +186,31 @@ func ShapesFromEnv() (ModelShapes, error) {
 	}
 }
 
-// RunShapes runs every op at the shapes of s on b and on ref, from the same
-// inputs, in f32 and bf16, and requires them to agree (see the tolerances
-// above).
-func RunShapes(t *testing.T, b, ref engine.Backend, s ModelShapes) {
-	if s.Dim != s.Heads*s.HeadDim || s.Heads%s.KVHeads != 0 {
-		panic(fmt.Sprintf("enginetest: shapes %s: Dim %d != Heads %d · HeadDim %d, or KVHeads %d does not divide Heads",
-			s.Name, s.Dim, s.Heads, s.HeadDim, s.KVHeads))
+// ShapesConfig says what RunShapes compares the backend under test with
+// (see the modes above).
+type ShapesConfig struct {
+	// Ref, when non-nil, is the second backend every op also runs on, in
+	// the same dtype (the CPU backend, at the Mini shapes). Nil selects the
+	// self-reference mode: bf16 results against the backend's own f32 ones.
+	Ref engine.Backend
+	// GEMMPeer, when non-nil, is an independent GEMM implementation every
+	// GEMM also runs on, in the case's dtype.
+	GEMMPeer engine.Backend
+	// Ops names the ops to run (gemm, attention, rmsnorm, rope, swiglu,
+	// layernorm, bias, gelu, logsoftmax, embedding, adamw_lora); the others
+	// are skipped. Nil runs every op.
+	Ops []string
+}
+
+// RunShapes runs every op at the shapes of s on b, in f32 and bf16, as
+// subtests named <shapes>/<dtype>/<op>, and checks them as c says.
+func RunShapes(t *testing.T, b engine.Backend, c ShapesConfig, s ModelShapes) {
+	if s.Dim != s.Heads*s.HeadDim || s.Heads%s.KVHeads != 0 || len(s.SeqLens) == 0 || s.LogitRows > s.SeqLens[len(s.SeqLens)-1] {
+		panic(fmt.Sprintf("enginetest: shapes %s: Dim %d != Heads %d · HeadDim %d, KVHeads %d does not divide Heads, "+
+			"or LogitRows %d exceeds the longest of SeqLens %v", s.Name, s.Dim, s.Heads, s.HeadDim, s.KVHeads, s.LogitRows, s.SeqLens))
+	}
+	if c.Ref == b {
+		panic("enginetest: RunShapes: the reference is the backend under test; leave Ref nil for the self-reference mode")
 	}
 	suites := []struct {
 		name string
@@ -102,28 +228,45 @@ func RunShapes(t *testing.T, b, ref engine.Backend, s ModelShapes) {
 		{"embedding", shapeEmbedding},
 		{"adamw_lora", shapeAdamWLoRA},
 	}
-	for _, dt := range FloatDTypes {
-		for i, su := range suites {
-			t.Run(fmt.Sprintf("%s/%v/%s", s.Name, dt, su.name), func(t *testing.T) {
-				su.run(t, pairRun{t: t, b: b, ref: ref, dt: dt, r: Rand(uint64(1000 + i))}, s)
+	t.Run(s.Name, func(t *testing.T) {
+		for _, dt := range FloatDTypes {
+			t.Run(dt.String(), func(t *testing.T) {
+				for i, su := range suites {
+					t.Run(su.name, func(t *testing.T) {
+						if c.Ops != nil && !slices.Contains(c.Ops, su.name) {
+							t.Skipf("not among the ops selected: %v", c.Ops)
+						}
+						p := pairRun{t: t, b: b, ref: c.Ref, dt: dt, r: Rand(uint64(1000 + i)), clock: new(clock)}
+						if c.Ref == nil {
+							p.ref, p.self = b, true
+						}
+						if su.name == "gemm" {
+							p.peer = c.GEMMPeer
+						}
+						start := time.Now()
+						su.run(t, p, s)
+						t.Logf("took %v: %v", time.Since(start).Round(time.Millisecond), p.clock)
+					})
+				}
 			})
 		}
-	}
+	})
 }
 
-// pairRun holds the two backends of RunShapes, the activation dtype of the
-// case and its random source, and the test whose end frees the buffers it
-// allocates (at 8B shapes they add up to gigabytes per case).
+// pairRun holds the backends of one op of RunShapes, the activation dtype
+// of the case, its random source, the test whose end frees the buffers it
+// allocates (at 8B shapes they add up to gigabytes per case), and the clock
+// of its host work.
 type pairRun struct {
-	t      *testing.T
-	b, ref engine.Backend
-	dt     engine.DType
-	r      *rand.Rand
+	t     *testing.T
+	b     engine.Backend // under test
+	ref   engine.Backend // the reference: b itself in the self-reference mode
+	peer  engine.Backend // the GEMM peer, or nil
+	self  bool           // the self-reference mode
+	dt    engine.DType
+	r     *rand.Rand
+	clock *clock
 }
-
-// twin is one tensor on the backend under test and its copy on the
-// reference backend.
-type twin struct{ b, ref *engine.Tensor }
 
 // in returns p with buffers freed at the end of t (a subtest).
 func (p pairRun) in(t *testing.T) pairRun {
@@ -131,11 +274,91 @@ func (p pairRun) in(t *testing.T) pairRun {
 	return p
 }
 
+// runsRef reports whether the reference runs: always with a second
+// backend; in the self-reference mode only in bf16 cases (an f32 one would
+// repeat the computation under test).
+func (p pairRun) runsRef() bool { return !p.self || p.dt != engine.F32 }
+
+// refDT is the dtype of the reference's copy of a tensor of dtype dt: the
+// same, or f32 for a float in the self-reference mode.
+func (p pairRun) refDT(dt engine.DType) engine.DType {
+	if p.self && dt != engine.I32 {
+		return engine.F32
+	}
+	return dt
+}
+
+// twin is one tensor on the backend under test, its copy on the reference
+// (nil where the reference does not run) and on the GEMM peer (nil but in
+// a GEMM with a peer), and, for an input, the values it was made with.
+type twin struct {
+	b, ref, peer *engine.Tensor
+	host         []float32
+}
+
+// rows returns the view of rows [lo, hi) of x along dimension 0.
+func (x twin) rows(lo, hi int) twin {
+	y := twin{b: x.b.Rows(lo, hi)}
+	if x.ref != nil {
+		y.ref = x.ref.Rows(lo, hi)
+	}
+	if x.peer != nil {
+		y.peer = x.peer.Rows(lo, hi)
+	}
+	if x.host != nil {
+		w := rowLen(x.b)
+		y.host = x.host[lo*w : hi*w]
+	}
+	return y
+}
+
+// rowLen returns the elements of one row (along dimension 0) of x.
+func rowLen(x *engine.Tensor) int {
+	if x.Dim(0) == 0 {
+		return 0
+	}
+	return x.Numel() / x.Dim(0)
+}
+
+// side picks one backend's tensor of a twin.
+type side func(twin) *engine.Tensor
+
+func onB(x twin) *engine.Tensor    { return x.b }
+func onRef(x twin) *engine.Tensor  { return x.ref }
+func onPeer(x twin) *engine.Tensor { return x.peer }
+
+// run calls op on the backend under test with its tensors, then on the
+// reference (where it runs) and the GEMM peer (where there is one) with
+// theirs: the op is written once for all of them.
+func (p pairRun) run(op func(be engine.Backend, at side)) {
+	defer p.clock.add(phaseOps, time.Now())
+	op(p.b, onB)
+	if p.runsRef() {
+		op(p.ref, onRef)
+	}
+	if p.peer != nil {
+		op(p.peer, onPeer)
+	}
+}
+
+// onRefOnly calls op on the reference alone, where it runs.
+func (p pairRun) onRefOnly(op func(be engine.Backend, at side)) {
+	defer p.clock.add(phaseOps, time.Now())
+	if p.runsRef() {
+		op(p.ref, onRef)
+	}
+}
+
 // owned frees x's buffers when p's test ends.
 func (p pairRun) owned(x twin) twin {
 	p.t.Cleanup(func() {
 		p.b.FreeBuffer(x.b.Buffer())
-		p.ref.FreeBuffer(x.ref.Buffer())
+		if x.ref != nil && x.ref != x.b {
+			p.ref.FreeBuffer(x.ref.Buffer())
+		}
+		if x.peer != nil {
+			p.peer.FreeBuffer(x.peer.Buffer())
+		}
 	})
 	return x
 }
@@ -144,405 +367,335 @@ func (p pairRun) owned(x twin) twin {
 // goroutine: inputs and comparisons run to 10⁹ elements at 8B shapes.
 const chunk = 1 << 20
 
-// inChunks calls fn on the chunks [lo, hi) of [0, n), on all CPUs.
-func inChunks(n int, fn func(i, lo, hi int)) {
+// parallel calls fn on the pieces [lo, hi) of [0, n), each at most size
+// long, on all CPUs.
+func parallel(n, size int, fn func(lo, hi int)) {
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
-	for i := 0; i*chunk < n; i++ {
+	for lo := 0; lo < n; lo += size {
 		wg.Add(1)
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			fn(i, i*chunk, min(n, (i+1)*chunk))
+			fn(lo, min(n, lo+size))
 		}()
 	}
 	wg.Wait()
 }
 
-// values returns a twin of values uniform in [−scale, scale) rounded to dt,
-// each chunk drawn from its own seed (drawn from p.r).
-func (p pairRun) values(dt engine.DType, scale float64, shape ...int) twin {
-	n := engine.Shape(shape).Numel()
-	seeds := make([]uint64, (n+chunk-1)/chunk)
-	for i := range seeds {
-		seeds[i] = p.r.Uint64()
-	}
-	v := make([]float32, n)
-	inChunks(n, func(i, lo, hi int) { copy(v[lo:hi], Values(Rand(seeds[i]), dt, hi-lo, scale)) })
-	return p.owned(twin{engine.FromF32(p.b, dt, v, shape...), engine.FromF32(p.ref, dt, v, shape...)})
+// uniform returns element i of the random stream seed, in [0, 1): the
+// SplitMix64 finaliser of a Weyl sequence, so that any piece of a stream is
+// drawn without the rest and the values do not depend on the chunking.
+func uniform(seed uint64, i int) float64 {
+	z := seed + uint64(i+1)*0x9e3779b97f4a7c15
+	z = (z ^ z>>30) * 0xbf58476d1ce4e5b9
+	z = (z ^ z>>27) * 0x94d049bb133111eb
+	z ^= z >> 31
+	return float64(z>>11) / (1 << 53)
 }
 
-// zeros returns a zeroed twin.
-func (p pairRun) zeros(dt engine.DType, shape ...int) twin {
-	return p.owned(twin{engine.MustAlloc(p.b, dt, shape...), engine.MustAlloc(p.ref, dt, shape...)})
+// values returns a twin of values uniform in [−scale, scale) rounded to dt:
+// drawn and encoded once on the host, uploaded to the backend under test
+// (and the peer); the reference's copy is the same bytes (second backend)
+// or the backend's own copy cast to f32 on the device (self-reference).
+func (p pairRun) values(dt engine.DType, scale float64, shape ...int) twin {
+	v, raw := p.draw(dt, scale, engine.Shape(shape).Numel())
+	x := p.exact(dt, raw, shape...)
+	x.host = v
+	return x
+}
+
+// draw returns n values uniform in [−scale, scale) rounded to dt, and
+// their bytes in dt, from a stream seeded by p.r.
+func (p pairRun) draw(dt engine.DType, scale float64, n int) (v []float32, raw []byte) {
+	seed, size := p.r.Uint64(), dt.Size()
+	v, raw = make([]float32, n), make([]byte, n*size)
+	start := time.Now()
+	parallel(n, chunk, func(lo, hi int) {
+		switch dt {
+		case engine.BF16:
+			for i := lo; i < hi; i++ {
+				h := engine.F32ToBF16(float32((2*uniform(seed, i) - 1) * scale))
+				v[i] = engine.BF16ToF32(h)
+				binary.LittleEndian.PutUint16(raw[2*i:], h)
+			}
+		case engine.F32:
+			for i := lo; i < hi; i++ {
+				v[i] = float32((2*uniform(seed, i) - 1) * scale)
+				binary.LittleEndian.PutUint32(raw[4*i:], math.Float32bits(v[i]))
+			}
+		default:
+			for i := lo; i < hi; i++ {
+				v[i] = dt.Round(float32((2*uniform(seed, i) - 1) * scale))
+			}
+			copy(raw[lo*size:], engine.EncodeF32(dt, v[lo:hi]))
+		}
+	})
+	p.clock.add(phaseDraw, start)
+	return v, raw
+}
+
+// exact returns a twin holding raw (bytes of dt) on every side. A copy that
+// the reference needs in f32 is cast on the device from the backend's; a
+// tensor the self-reference mode needs in dt anyway (i32, or f32) is the
+// backend's own, shared.
+func (p pairRun) exact(dt engine.DType, raw []byte, shape ...int) twin {
+	defer p.clock.add(phaseUpload, time.Now())
+	up := func(be engine.Backend) *engine.Tensor {
+		x := engine.MustAlloc(be, dt, shape...)
+		be.Upload(x, raw)
+		return x
+	}
+	x := twin{b: up(p.b)}
+	switch {
+	case !p.runsRef():
+	case !p.self:
+		x.ref = up(p.ref)
+	case p.refDT(dt) == dt:
+		x.ref = x.b
+	default:
+		x.ref = engine.MustAlloc(p.b, p.refDT(dt), shape...)
+		p.b.Cast(x.ref, x.b)
+	}
+	if p.peer != nil {
+		x.peer = up(p.peer)
+	}
+	return p.owned(x)
 }
 
 // ints returns a twin holding v.
 func (p pairRun) ints(v []int32, shape ...int) twin {
-	return p.owned(twin{engine.FromI32(p.b, v, shape...), engine.FromI32(p.ref, v, shape...)})
+	raw := make([]byte, 4*len(v))
+	for i, x := range v {
+		binary.LittleEndian.PutUint32(raw[4*i:], uint32(x))
+	}
+	return p.exact(engine.I32, raw, shape...)
 }
 
-// agree fails t when the backend's x is not within tol of the reference's,
-// measured as Close does (in chunks, on all CPUs).
-func (p pairRun) agree(t *testing.T, what string, x twin, tol float64) {
+// f32s returns a twin holding v in f32 on every side.
+func (p pairRun) f32s(v []float32, shape ...int) twin {
+	x := p.exact(engine.F32, engine.EncodeF32(engine.F32, v), shape...)
+	x.host = v
+	return x
+}
+
+// zeros returns a zeroed twin (the reference's copy in p.refDT(dt)).
+func (p pairRun) zeros(dt engine.DType, shape ...int) twin {
+	x := twin{b: engine.MustAlloc(p.b, dt, shape...)}
+	if p.runsRef() {
+		x.ref = engine.MustAlloc(p.ref, p.refDT(dt), shape...)
+	}
+	if p.peer != nil {
+		x.peer = engine.MustAlloc(p.peer, dt, shape...)
+	}
+	return p.owned(x)
+}
+
+// clone returns a new twin holding x's values (copied on each device), for
+// an op that writes over its input.
+func (p pairRun) clone(x twin) twin {
+	y := p.zeros(x.b.DType(), x.b.Shape()...)
+	p.run(func(be engine.Backend, at side) { be.Copy(at(y), at(x)) })
+	y.host = x.host
+	return y
+}
+
+// share makes the reference's copy of x hold the backend's values of it
+// (upcast in the self-reference mode): a forward result that a backward
+// reads, so that both sides differentiate from the same inputs.
+func (p pairRun) share(x twin) {
+	switch {
+	case !p.runsRef() || x.ref == nil || x.ref == x.b:
+	case p.self:
+		p.b.Cast(x.ref, x.b)
+	default: // the same dtype on both backends
+		raw := p.download(p.b, x.b)
+		defer p.clock.add(phaseUpload, time.Now())
+		p.ref.Upload(x.ref, raw)
+	}
+}
+
+// download returns the bytes of x on be.
+func (p pairRun) download(be engine.Backend, x *engine.Tensor) []byte {
+	defer p.clock.add(phaseDownload, time.Now())
+	raw := make([]byte, x.Bytes())
+	be.Download(raw, x)
+	return raw
+}
+
+// decode converts raw bytes of dt to float32, in parallel.
+func (p pairRun) decode(dt engine.DType, raw []byte) []float32 {
+	defer p.clock.add(phaseCompare, time.Now())
+	size := dt.Size()
+	out := make([]float32, len(raw)/size)
+	parallel(len(out), chunk, func(lo, hi int) { decodeInto(out[lo:hi], dt, raw[lo*size:hi*size]) })
+	return out
+}
+
+// decodeInto converts the raw bytes of dt to float32 values in dst,
+// len(dst) of them, without allocating.
+func decodeInto(dst []float32, dt engine.DType, raw []byte) {
+	switch dt {
+	case engine.F32:
+		for i := range dst {
+			dst[i] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:]))
+		}
+	case engine.BF16:
+		for i := range dst {
+			dst[i] = engine.BF16ToF32(binary.LittleEndian.Uint16(raw[2*i:]))
+		}
+	default:
+		copy(dst, engine.DecodeF32(dt, raw[:len(dst)*dt.Size()]))
+	}
+}
+
+// whole returns the backend's values of x.
+func (p pairRun) whole(x twin) []float32 { return p.decode(x.b.DType(), p.download(p.b, x.b)) }
+
+// rowsOf returns the backend's values of the given rows (along dimension
+// 0) of x, one after another, downloading those rows alone.
+func (p pairRun) rowsOf(x twin, rows []int) []float32 {
+	var out []float32
+	for _, r := range rows {
+		v := x.b.Rows(r, r+1)
+		out = append(out, p.decode(v.DType(), p.download(p.b, v))...)
+	}
+	return out
+}
+
+// tolFunc is an op's bound against its exact result, by the dtype the
+// result is computed in: Tol for a forward, GradTol for a backward.
+type tolFunc func(engine.DType) float64
+
+// check compares the backend's x in full with the reference's (where it
+// runs) and with the GEMM peer's (where there is one): x is computed in dt
+// on the backend and the peer, in p.refDT(dt) on the reference, and each is
+// within k of the exact result, so the bound is the sum of the two.
+func (p pairRun) check(t *testing.T, what string, x twin, k tolFunc, dt engine.DType) {
 	t.Helper()
-	got, want := engine.ToF32(p.b, x.b), engine.ToF32(p.ref, x.ref)
-	parts := make([]diffStats, (len(got)+chunk-1)/chunk)
-	inChunks(len(got), func(i, lo, hi int) { parts[i] = diffStatsOf(got[lo:hi], F64(want[lo:hi])) })
+	if p.runsRef() && x.ref != nil {
+		p.compare(t, what+" against the reference", x.b, p.ref, x.ref, k(dt)+k(p.refDT(dt)))
+	}
+	if x.peer != nil {
+		p.compare(t, what+" against the GEMM peer", x.b, p.peer, x.peer, 2*k(dt))
+	}
+}
+
+// compare fails t when the backend's got is not within tol of want (on
+// be), in Close's measure, computed from the raw bytes in parallel chunks.
+func (p pairRun) compare(t *testing.T, what string, got *engine.Tensor, be engine.Backend, want *engine.Tensor, tol float64) {
+	t.Helper()
+	rg, rw := p.download(p.b, got), p.download(be, want)
+	defer p.clock.add(phaseCompare, time.Now())
+	sg, sw := got.DType().Size(), want.DType().Size()
+	parts := make([]diffStats, (got.Numel()+chunk-1)/chunk)
+	parallel(got.Numel(), chunk, func(lo, hi int) {
+		g, w := make([]float32, hi-lo), make([]float32, hi-lo)
+		decodeInto(g, got.DType(), rg[lo*sg:hi*sg])
+		decodeInto(w, want.DType(), rw[lo*sw:hi*sw])
+		s := diffStatsOf(g, w)
+		s.at += lo
+		parts[lo/chunk] = s
+	})
 	var all diffStats
 	for _, s := range parts {
 		all = all.merge(s)
 	}
-	if !(all.relErr() <= tol) {
-		Close(t, what, got, F64(want), tol) // reports the worst element
+	if e := all.relErr(); !(e <= tol) {
+		t.Errorf("%s: relative error %.3g > %.3g (worst at %v of %v: got %v, want %v)",
+			what, e, tol, unravel(all.at, got.Shape()), got.Shape(), all.got, all.want)
 	}
 }
 
-// fwdTol and bwdTol are the bounds of RunShapes for a result of dtype dt:
-// twice each backend's own.
-func fwdTol(dt engine.DType) float64 { return 2 * Tol(dt) }
-func bwdTol(dt engine.DType) float64 { return 2 * GradTol(dt) }
-
-// shapeGemm is one GEMM of a layer: C [m, n] = alpha·op(A)·op(B) + beta·C.
-type shapeGemm struct {
-	name           string
-	m, n, k        int
-	transA, transB bool
-	alpha, beta    float32
-	outF32         bool // C is f32 whatever the operands' dtype
-}
-
-// shapeGemms runs the GEMMs of one Llama layer's forward and backward and
-// of the LoRA adapters, at s.Tokens rows (and the query projection at the
-// longest sequence), and the vocabulary projection of one loss chunk.
-func shapeGemms(t *testing.T, p pairRun, s ModelShapes) {
-	n, d, f, kv, r := s.Tokens, s.Dim, s.FFN, s.KVHeads*s.HeadDim, s.LoRARank
-	long := s.SeqLens[len(s.SeqLens)-1]
-	cases := []shapeGemm{
-		{name: "q_proj", m: n, n: d, k: d, transB: true, alpha: 1},
-		{name: "kv_proj", m: n, n: kv, k: d, transB: true, alpha: 1},
-		{name: "gate_up_proj", m: n, n: f, k: d, transB: true, alpha: 1},
-		{name: "down_proj", m: n, n: d, k: f, transB: true, alpha: 1},
-		{name: "q_proj_long", m: long, n: d, k: d, transB: true, alpha: 1},
-		{name: "down_dx", m: n, n: f, k: d, alpha: 1, beta: 1},               // dx [N, F] += dy [N, D]·W [D, F]
-		{name: "gate_dw", m: f, n: d, k: n, transA: true, alpha: 1, beta: 1}, // dW [F, D] += dyᵀ·x
-		{name: "lora_a", m: n, n: r, k: d, transB: true, alpha: 1},           // t [N, r] = x·Aᵀ
-		{name: "lora_b", m: n, n: d, k: r, transB: true, alpha: 2, beta: 1},  // y [N, D] += s·t·Bᵀ
-		{name: "lora_da", m: r, n: d, k: n, transA: true, alpha: 1, beta: 1}, // dA [r, D] += dtᵀ·x
-		{name: "lm_head", m: s.LogitRows, n: s.Vocab, k: d, transB: true, alpha: 1},
-		{name: "lm_head_f32", m: s.LogitRows, n: s.Vocab, k: d, transB: true, alpha: 1, outF32: true},
-	}
-	for _, c := range cases {
-		if c.outF32 && p.dt == engine.F32 {
-			continue
-		}
-		t.Run(fmt.Sprintf("%s_%dx%dx%d", c.name, c.m, c.n, c.k), func(t *testing.T) {
-			p := p.in(t)
-			ar, ac := c.m, c.k
-			if c.transA {
-				ar, ac = c.k, c.m
-			}
-			br, bc := c.k, c.n
-			if c.transB {
-				br, bc = c.n, c.k
-			}
-			cdt := p.dt
-			if c.outF32 {
-				cdt = engine.F32
-			}
-			a, b := p.values(p.dt, 1, ar, ac), p.values(p.dt, 1, br, bc)
-			out := p.zeros(cdt, c.m, c.n)
-			if c.beta != 0 {
-				out = p.values(cdt, 1, c.m, c.n)
-			}
-			gp := engine.GemmParams{TransA: c.transA, TransB: c.transB, Alpha: c.alpha, Beta: c.beta}
-			p.b.Gemm(out.b, a.b, b.b, gp)
-			p.ref.Gemm(out.ref, a.ref, b.ref, gp)
-			p.agree(t, "C", out, fwdTol(cdt))
-		})
-	}
-}
-
-// shapeAttention runs training attention (forward and backward) on one
-// sequence of each length in s.SeqLens, then decoding and a prefill over
-// caches of the longest length (forward only, as in generation).
-func shapeAttention(t *testing.T, p pairRun, s ModelShapes) {
-	h, g, dh := s.Heads, s.KVHeads, s.HeadDim
-	scale := engine.AttentionParams{Scale: float32(1 / math.Sqrt(float64(dh)))}
-	for _, n := range s.SeqLens {
-		t.Run(fmt.Sprintf("train_T%d", n), func(t *testing.T) {
-			p := p.in(t)
-			q, k, v := p.values(p.dt, 1, n, h, dh), p.values(p.dt, 1, n, g, dh), p.values(p.dt, 1, n, g, dh)
-			seqs := p.ints([]int32{0, int32(n), 0, int32(n)}, 1, 4)
-			out, lse := p.zeros(p.dt, n, h, dh), p.zeros(engine.F32, n, h)
-			p.b.Attention(out.b, lse.b, q.b, k.b, v.b, seqs.b, scale)
-			p.ref.Attention(out.ref, lse.ref, q.ref, k.ref, v.ref, seqs.ref, scale)
-			p.agree(t, "out", out, fwdTol(p.dt))
-			p.agree(t, "lse", lse, fwdTol(engine.F32))
-
-			// Each backend differentiates its own forward's out and lse.
-			dOut := p.values(p.dt, 1, n, h, dh)
-			dq, dk, dv := p.zeros(p.dt, n, h, dh), p.zeros(p.dt, n, g, dh), p.zeros(p.dt, n, g, dh)
-			p.b.AttentionBackward(dq.b, dk.b, dv.b, dOut.b, out.b, lse.b, q.b, k.b, v.b, seqs.b, scale)
-			p.ref.AttentionBackward(dq.ref, dk.ref, dv.ref, dOut.ref, out.ref, lse.ref, q.ref, k.ref, v.ref, seqs.ref, scale)
-			p.agree(t, "dq", dq, bwdTol(p.dt))
-			p.agree(t, "dk", dk, bwdTol(p.dt))
-			p.agree(t, "dv", dv, bwdTol(p.dt))
-		})
-	}
-	// Non-causal (a vision transformer's) at the shortest length, forward
-	// and backward.
-	if n := s.SeqLens[0]; n > 0 {
-		t.Run(fmt.Sprintf("noncausal_T%d", n), func(t *testing.T) {
-			p := p.in(t)
-			nc := engine.AttentionParams{Scale: scale.Scale, NonCausal: true}
-			q, k, v := p.values(p.dt, 1, n, h, dh), p.values(p.dt, 1, n, g, dh), p.values(p.dt, 1, n, g, dh)
-			seqs := p.ints([]int32{0, int32(n), 0, int32(n)}, 1, 4)
-			out, lse := p.zeros(p.dt, n, h, dh), p.zeros(engine.F32, n, h)
-			p.b.Attention(out.b, lse.b, q.b, k.b, v.b, seqs.b, nc)
-			p.ref.Attention(out.ref, lse.ref, q.ref, k.ref, v.ref, seqs.ref, nc)
-			p.agree(t, "out", out, fwdTol(p.dt))
-			p.agree(t, "lse", lse, fwdTol(engine.F32))
-			dOut := p.values(p.dt, 1, n, h, dh)
-			dq, dk, dv := p.zeros(p.dt, n, h, dh), p.zeros(p.dt, n, g, dh), p.zeros(p.dt, n, g, dh)
-			p.b.AttentionBackward(dq.b, dk.b, dv.b, dOut.b, out.b, lse.b, q.b, k.b, v.b, seqs.b, nc)
-			p.ref.AttentionBackward(dq.ref, dk.ref, dv.ref, dOut.ref, out.ref, lse.ref, q.ref, k.ref, v.ref, seqs.ref, nc)
-			p.agree(t, "dq", dq, bwdTol(p.dt))
-			p.agree(t, "dk", dk, bwdTol(p.dt))
-			p.agree(t, "dv", dv, bwdTol(p.dt))
-		})
-	}
-	long := s.SeqLens[len(s.SeqLens)-1]
-	for _, c := range []struct {
-		name     string
-		seqs, nq int // sequences, queries per sequence
-	}{
-		{fmt.Sprintf("decode_B%d_over_%d", s.Decode, long), s.Decode, 1},
-		{fmt.Sprintf("prefill_%d_over_%d", s.Prefill, long), 1, s.Prefill},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			p := p.in(t)
-			var rows []int32
-			for i := 0; i < c.seqs; i++ {
-				rows = append(rows, int32(i*c.nq), int32(c.nq), int32(i*long), int32(long))
-			}
-			nq, nk := c.seqs*c.nq, c.seqs*long
-			q, k, v := p.values(p.dt, 1, nq, h, dh), p.values(p.dt, 1, nk, g, dh), p.values(p.dt, 1, nk, g, dh)
-			seqs := p.ints(rows, c.seqs, 4)
-			out, lse := p.zeros(p.dt, nq, h, dh), p.zeros(engine.F32, nq, h)
-			p.b.Attention(out.b, lse.b, q.b, k.b, v.b, seqs.b, scale)
-			p.ref.Attention(out.ref, lse.ref, q.ref, k.ref, v.ref, seqs.ref, scale)
-			p.agree(t, "out", out, fwdTol(p.dt))
-			p.agree(t, "lse", lse, fwdTol(engine.F32))
-		})
-	}
-}
-
-// shapeRMSNorm runs the fused residual add + RMSNorm and the backward at
-// the longest sequence.
-func shapeRMSNorm(t *testing.T, p pairRun, s ModelShapes) {
-	const eps = 1e-5
-	n, d := s.SeqLens[len(s.SeqLens)-1], s.Dim
-	x, delta, w := p.values(p.dt, 2, n, d), p.values(p.dt, 1, n, d), p.values(p.dt, 1, d)
-	out, rstd := p.zeros(p.dt, n, d), p.zeros(engine.F32, n)
-	p.b.AddRMSNorm(x.b, out.b, rstd.b, x.b, delta.b, w.b, eps)
-	p.ref.AddRMSNorm(x.ref, out.ref, rstd.ref, x.ref, delta.ref, w.ref, eps)
-	p.agree(t, "resid", x, fwdTol(p.dt))
-	p.agree(t, "out", out, fwdTol(p.dt))
-	p.agree(t, "rstd", rstd, fwdTol(engine.F32))
-
-	dOut, dx, dw := p.values(p.dt, 1, n, d), p.values(p.dt, 1, n, d), p.zeros(p.dt, d)
-	p.b.RMSNormBackward(dx.b, dw.b, dOut.b, x.b, w.b, rstd.b)
-	p.ref.RMSNormBackward(dx.ref, dw.ref, dOut.ref, x.ref, w.ref, rstd.ref)
-	p.agree(t, "dx", dx, bwdTol(p.dt))
-	p.agree(t, "dw", dw, bwdTol(p.dt))
-}
-
-// shapeRoPE rotates queries and keys of the longest sequence at positions
-// 0 … T−1 with Llama 3.1's frequencies, and rotates a gradient back.
-func shapeRoPE(t *testing.T, p pairRun, s ModelShapes) {
-	n := s.SeqLens[len(s.SeqLens)-1]
-	pos := make([]int32, n)
-	for i := range pos {
-		pos[i] = int32(i)
-	}
-	freqs := engine.RoPEFreqs(s.HeadDim, 500000, &engine.RoPEScaling{Factor: 8, LowFreqFactor: 1, HighFreqFactor: 4, OriginalContext: 8192})
-	pt := p.ints(pos, n)
-	ft := p.owned(twin{engine.FromF32(p.b, engine.F32, freqs, len(freqs)), engine.FromF32(p.ref, engine.F32, freqs, len(freqs))})
-	for _, heads := range []int{s.Heads, s.KVHeads} {
-		x := p.values(p.dt, 1, n, heads, s.HeadDim)
-		p.b.RoPE(x.b, pt.b, ft.b)
-		p.ref.RoPE(x.ref, pt.ref, ft.ref)
-		p.agree(t, fmt.Sprintf("x (%d heads)", heads), x, fwdTol(p.dt))
-		p.b.RoPEBackward(x.b, pt.b, ft.b)
-		p.ref.RoPEBackward(x.ref, pt.ref, ft.ref)
-		p.agree(t, fmt.Sprintf("rotated back (%d heads)", heads), x, bwdTol(p.dt))
-	}
-}
-
-// shapeSwiGLU runs the MLP's gate at s.Tokens rows of width FFN.
-func shapeSwiGLU(t *testing.T, p pairRun, s ModelShapes) {
-	n, f := s.Tokens, s.FFN
-	gate, up := p.values(p.dt, 4, n, f), p.values(p.dt, 2, n, f)
-	out := p.zeros(p.dt, n, f)
-	p.b.SwiGLU(out.b, gate.b, up.b)
-	p.ref.SwiGLU(out.ref, gate.ref, up.ref)
-	p.agree(t, "out", out, fwdTol(p.dt))
-
-	dOut := p.values(p.dt, 1, n, f)
-	dGate, dUp := p.zeros(p.dt, n, f), p.zeros(p.dt, n, f)
-	p.b.SwiGLUBackward(dGate.b, dUp.b, dOut.b, gate.b, up.b)
-	p.ref.SwiGLUBackward(dGate.ref, dUp.ref, dOut.ref, gate.ref, up.ref)
-	p.agree(t, "dGate", dGate, bwdTol(p.dt))
-	p.agree(t, "dUp", dUp, bwdTol(p.dt))
-}
-
-// shapeLayerNorm runs LayerNorm and its backward (dx, dw, db) on the
-// longest sequence's rows at the model's width.
-func shapeLayerNorm(t *testing.T, p pairRun, s ModelShapes) {
-	const eps = 1e-5
-	n, d := s.SeqLens[len(s.SeqLens)-1], s.Dim
-	x, w, bias := p.values(p.dt, 2, n, d), p.values(p.dt, 1, d), p.values(p.dt, 1, d)
-	out, mean, rstd := p.zeros(p.dt, n, d), p.zeros(engine.F32, n), p.zeros(engine.F32, n)
-	p.b.LayerNorm(out.b, mean.b, rstd.b, x.b, w.b, bias.b, eps)
-	p.ref.LayerNorm(out.ref, mean.ref, rstd.ref, x.ref, w.ref, bias.ref, eps)
-	p.agree(t, "out", out, fwdTol(p.dt))
-	p.agree(t, "mean", mean, fwdTol(engine.F32))
-	p.agree(t, "rstd", rstd, fwdTol(engine.F32))
-
-	dOut, dx, dw, db := p.values(p.dt, 1, n, d), p.zeros(p.dt, n, d), p.zeros(p.dt, d), p.zeros(p.dt, d)
-	p.b.LayerNormBackward(dx.b, dw.b, db.b, dOut.b, x.b, w.b, mean.b, rstd.b)
-	p.ref.LayerNormBackward(dx.ref, dw.ref, db.ref, dOut.ref, x.ref, w.ref, mean.ref, rstd.ref)
-	p.agree(t, "dx", dx, bwdTol(p.dt))
-	p.agree(t, "dw", dw, bwdTol(p.dt))
-	p.agree(t, "db", db, bwdTol(p.dt))
-}
-
-// shapeBias adds a bias to the MLP's rows and sums their gradient into an
-// f32 db.
-func shapeBias(t *testing.T, p pairRun, s ModelShapes) {
-	n, f := s.Tokens, s.FFN
-	x, bias := p.values(p.dt, 2, n, f), p.values(p.dt, 1, f)
-	p.b.AddBias(x.b, bias.b)
-	p.ref.AddBias(x.ref, bias.ref)
-	p.agree(t, "x + b", x, fwdTol(p.dt))
-	dOut, db := p.values(p.dt, 1, n, f), p.zeros(engine.F32, f)
-	p.b.AddBiasBackward(db.b, dOut.b)
-	p.ref.AddBiasBackward(db.ref, dOut.ref)
-	p.agree(t, "db", db, bwdTol(engine.F32))
-}
-
-// shapeGELU runs each GELU and its backward over the MLP's activations.
-func shapeGELU(t *testing.T, p pairRun, s ModelShapes) {
-	n, f := s.Tokens, s.FFN
-	x, dOut := p.values(p.dt, 5, n, f), p.values(p.dt, 1, n, f)
-	for _, k := range []engine.GELUKind{engine.GELUErf, engine.GELUTanh, engine.GELUQuick} {
-		out, dx := p.zeros(p.dt, n, f), p.zeros(p.dt, n, f)
-		p.b.GELU(out.b, x.b, k)
-		p.ref.GELU(out.ref, x.ref, k)
-		p.agree(t, fmt.Sprintf("%v out", k), out, fwdTol(p.dt))
-		p.b.GELUBackward(dx.b, dOut.b, x.b, k)
-		p.ref.GELUBackward(dx.ref, dOut.ref, x.ref, k)
-		p.agree(t, fmt.Sprintf("%v dx", k), dx, bwdTol(p.dt))
-	}
-}
-
-// shapeLogSoftmax runs the loss's log-softmax over one chunk of rows of the
-// whole vocabulary, with every third target ignored.
-func shapeLogSoftmax(t *testing.T, p pairRun, s ModelShapes) {
-	n, v := s.LogitRows, s.Vocab
-	logits := p.values(p.dt, 8, n, v)
-	targets := p.ints(randTargets(p.r, n, v, 3), n)
-	logp, lse := p.zeros(engine.F32, n), p.zeros(engine.F32, n)
-	p.b.LogSoftmaxGather(logp.b, lse.b, logits.b, targets.b)
-	p.ref.LogSoftmaxGather(logp.ref, lse.ref, logits.ref, targets.ref)
-	p.agree(t, "logp", logp, fwdTol(engine.F32))
-	p.agree(t, "lse", lse, fwdTol(engine.F32))
-
-	dLogp := p.values(engine.F32, 1, n)
-	dLogits := p.zeros(p.dt, n, v)
-	p.b.LogSoftmaxGatherBackward(dLogits.b, dLogp.b, logits.b, lse.b, targets.b)
-	p.ref.LogSoftmaxGatherBackward(dLogits.ref, dLogp.ref, logits.ref, lse.ref, targets.ref)
-	p.agree(t, "dLogits", dLogits, bwdTol(p.dt))
-}
-
-// shapeEmbedding looks up s.Tokens ids (with repeats) in the whole table and
-// accumulates a gradient into an f32 table gradient.
-func shapeEmbedding(t *testing.T, p pairRun, s ModelShapes) {
-	n, v, d := s.Tokens, s.Vocab, s.Dim
-	table := p.values(p.dt, 1, v, d)
-	ids := make([]int32, n)
-	for i := range ids {
-		ids[i] = int32(p.r.IntN(v))
-		if i%5 == 4 {
-			ids[i] = ids[i/2] // a repeat: its rows of dTable sum two gradients
+// unravel returns the multi-index of flat index i in shape.
+func unravel(i int, shape engine.Shape) []int {
+	idx := make([]int, len(shape))
+	for d := len(shape) - 1; d >= 0; d-- {
+		if shape[d] > 0 {
+			idx[d] = i % shape[d]
+			i /= shape[d]
 		}
 	}
-	idt := p.ints(ids, n)
-	out := p.zeros(p.dt, n, d)
-	p.b.Embedding(out.b, table.b, idt.b)
-	p.ref.Embedding(out.ref, table.ref, idt.ref)
-	p.agree(t, "out", out, 0)
-
-	dOut, dTable := p.values(p.dt, 1, n, d), p.zeros(engine.F32, v, d)
-	p.b.EmbeddingBackward(dTable.b, dOut.b, idt.b)
-	p.ref.EmbeddingBackward(dTable.ref, dOut.ref, idt.ref)
-	p.agree(t, "dTable", dTable, bwdTol(engine.F32))
+	return idx
 }
 
-// shapeAdamWLoRA steps the LoRA adapters of every layer — A [r, in] and
-// B [out, r] on q, k, v, o, gate, up and down: 448 tensors at 8B — twice
-// with one multi-tensor AdamW over flat f32 gradients and moments, as the
-// optimizer does (bf16 adapters through f32 masters).
-func shapeAdamWLoRA(t *testing.T, p pairRun, s ModelShapes) {
-	d, kv, f, r := s.Dim, s.KVHeads*s.HeadDim, s.FFN, s.LoRARank
-	var shapes [][2]int
-	for range s.Layers {
-		for _, io := range [][2]int{{d, d}, {d, kv}, {d, kv}, {d, d}, {d, f}, {d, f}, {f, d}} {
-			shapes = append(shapes, [2]int{r, io[0]}, [2]int{io[1], r})
+// spot fails t when the backend's values got at the sampled indices idx
+// (rows, or columns, each of w elements) are not within tol of the float64
+// reference want.
+func (p pairRun) spot(t *testing.T, what string, idx []int, w int, got []float32, want []float64, tol float64) {
+	t.Helper()
+	if len(got) != len(want) || len(got) != len(idx)*w {
+		panic(fmt.Sprintf("enginetest: spot check %s: %d values, %d reference values, %d indices of %d", what, len(got), len(want), len(idx), w))
+	}
+	s := diffStatsOf(got, want)
+	if e := s.relErr(); !(e <= tol) {
+		t.Errorf("%s, float64 spot check at %v: relative error %.3g > %.3g (worst at %d, element %d: got %v, want %v)",
+			what, idx, e, tol, idx[s.at/max(w, 1)], s.at%max(w, 1), s.got, s.want)
+	}
+}
+
+// sampleRows returns the rows of n that the spot checks compute: the first,
+// the middle and the last, and two drawn from the halves between them;
+// ascending, without repeats.
+func (p pairRun) sampleRows(n int) []int { return p.sample(n, 5) }
+
+// sample returns k distinct indices of [0, n) (all of them when n ≤ k),
+// ascending: 0, n/2 and n−1, and the rest drawn from p.r.
+func (p pairRun) sample(n, k int) []int {
+	if n <= k {
+		all := make([]int, n)
+		for i := range all {
+			all[i] = i
 		}
+		return all
 	}
-	n := 0
-	for _, sh := range shapes {
-		n += sh[0] * sh[1]
+	seen := map[int]bool{0: true, n / 2: true, n - 1: true}
+	for len(seen) < k {
+		seen[p.r.IntN(n)] = true
 	}
-	var master twin
-	if p.dt != engine.F32 {
-		master = p.zeros(engine.F32, n)
+	out := make([]int, 0, k)
+	for i := range seen {
+		out = append(out, i)
 	}
-	params := make([]twin, len(shapes))
-	spansB, spansRef := make([]engine.AdamWSpan, len(shapes)), make([]engine.AdamWSpan, len(shapes))
-	off := 0
-	for i, sh := range shapes {
-		w := p.values(p.dt, 0.1, sh[0], sh[1])
-		params[i] = w
-		mo := -1
-		if p.dt != engine.F32 {
-			mo = off
-			p.b.Cast(slice(master.b, off, w.b.Numel()), w.b)
-			p.ref.Cast(slice(master.ref, off, w.ref.Numel()), w.ref)
+	sort.Ints(out)
+	return out
+}
+
+// The phases of an op's host time that clock keeps apart.
+const (
+	phaseDraw     = iota // drawing and encoding inputs
+	phaseUpload          // copies to the devices
+	phaseOps             // the ops' calls (their device time too where the backend waits, as with TW_CUDA_SYNC=1)
+	phaseDownload        // copies from the devices, waiting for the ops before them
+	phaseCompare         // decoding and comparing results
+	phaseSpot            // float64 spot checks
+	nPhases
+)
+
+var phaseNames = [nPhases]string{"draw", "upload", "ops", "download", "compare", "float64 spot checks"}
+
+// clock adds up an op's host time by phase.
+type clock struct {
+	mu sync.Mutex
+	d  [nPhases]time.Duration
+}
+
+// add adds the time since start to phase ph.
+func (c *clock) add(ph int, start time.Time) {
+	c.mu.Lock()
+	c.d[ph] += time.Since(start)
+	c.mu.Unlock()
+}
+
+func (c *clock) String() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := ""
+	for i, d := range c.d {
+		if i > 0 {
+			s += ", "
 		}
-		spansB[i] = engine.AdamWSpan{W: w.b, Off: off, MasterOff: mo}
-		spansRef[i] = engine.AdamWSpan{W: w.ref, Off: off, MasterOff: mo}
-		off += w.b.Numel()
+		s += fmt.Sprintf("%s %v", phaseNames[i], d.Round(time.Millisecond))
 	}
-	tb, tr := engine.NewParamTable(spansB), engine.NewParamTable(spansRef)
-	defer tb.Free(p.b)
-	defer tr.Free(p.ref)
-	m, v := p.zeros(engine.F32, n), p.zeros(engine.F32, n)
-	ap := engine.AdamWParams{LR: 1e-3, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.01}
-	for step, scale := range []float32{1, 0.37} {
-		grad := p.values(engine.F32, 1, n)
-		ap.Step, ap.GradScale = step+1, scale
-		p.b.AdamWMulti(tb, grad.b, m.b, v.b, master.b, ap)
-		p.ref.AdamWMulti(tr, grad.ref, m.ref, v.ref, master.ref, ap)
-	}
-	p.agree(t, "m", m, fwdTol(engine.F32))
-	p.agree(t, "v", v, fwdTol(engine.F32))
-	if master.b != nil {
-		p.agree(t, "master", master, fwdTol(engine.F32))
-	}
-	for i, w := range params {
-		p.agree(t, fmt.Sprintf("parameter %d %v", i, w.b.Shape()), w, fwdTol(p.dt))
-	}
+	return s
 }
