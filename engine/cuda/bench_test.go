@@ -84,7 +84,7 @@ func BenchmarkKernels(b *testing.B) {
 // BenchmarkGemmVsCUBLAS runs each 8B-layer GEMM with the wmma kernel and with
 // cuBLAS, one after the other, so their ratio is measured side by side.
 func BenchmarkGemmVsCUBLAS(b *testing.B) {
-	ours := newBench(b, Options{GEMM: "wmma"})
+	ours := newBench(b, Options{GEMM: "own"})
 	ref := newBench(b, Options{GEMM: "cublas"})
 	for _, c := range opbench.GemmCases(opbench.Llama8BLayer, engine.BF16) {
 		b.Run(c.Name+"/wmma", func(b *testing.B) { runGPUCase(b, ours, c) })

@@ -10,7 +10,7 @@ import (
 )
 
 // TestConformanceShapes runs every op at a model's shapes (see
-// enginetest.RunShapes), once per GEMM: "own" (our kernel, GEMM "wmma") and
+// enginetest.RunShapes), once per GEMM: "own" (our kernel) and
 // "cublas" (cuBLASLt; real GPUs only, skipped where the machine has none),
 // which runs the GEMMs alone, every other op of it being the kernels "own"
 // runs. At enginetest.Mini's shapes, the default (CI runs it on the
@@ -70,7 +70,7 @@ func TestConformanceShapesSelf(t *testing.T) {
 // none.
 func openGEMM(t *testing.T, gemm string) *Backend {
 	t.Helper()
-	opt := Options{GEMM: "wmma"}
+	opt := Options{GEMM: "own"}
 	if gemm == "cublas" {
 		if !haveCUBLAS {
 			return nil
