@@ -22,7 +22,7 @@ import (
 type multiSpan struct {
 	dt      engine.DType
 	n       int
-	byteOff int // the parameter's offset in its buffer: 0 aligned, else misaligned
+	byteOff int // the parameter's offset in its buffer: 0, or a multiple of the element size that is not 16-byte aligned (no vector path)
 }
 
 // runMulti builds the table of spans on b (flat offsets padded to 4 elements
@@ -86,7 +86,8 @@ func TestAdamWMultiMatchesCPU(t *testing.T) {
 	g, c := newBackend(t), cpu.New(cpu.Options{})
 	many := make([]multiSpan, 700)
 	for i := range many {
-		many[i] = multiSpan{dt: []engine.DType{engine.F32, engine.BF16, engine.F16}[i%3], n: 1 + i%9, byteOff: 2 * (i % 2)}
+		dt := []engine.DType{engine.F32, engine.BF16, engine.F16}[i%3]
+		many[i] = multiSpan{dt: dt, n: 1 + i%9, byteOff: dt.Size() * (i % 2)}
 	}
 	cases := []struct {
 		name  string
