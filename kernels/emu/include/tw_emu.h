@@ -24,6 +24,11 @@
 //    return, or threads at different barriers); a warp mask that leaves out
 //    the caller, names lanes that do not exist, or differs between lanes; a
 //    shuffle that reads a lane outside the mask.
+//  - Memory accesses keep CUDA's alignment rules: the emulated code is built
+//    with UBSan's alignment check (kernels/emu/CMakeLists.txt), so a load
+//    or store below the accessed type's alignment ends the process, naming
+//    the kernel's file:line, as a GPU faults; the vector and 16-bit float
+//    types carry CUDA's alignments.
 //  - Atomics are real atomics (blocks run concurrently); fences are fences.
 //  - Math intrinsics compute the precise function (__expf is expf).
 //  - LAUNCH (kernels/common.cuh) expands to tw_emu::make_launch(...)(args);
@@ -81,6 +86,11 @@
 // __restrict__ is already a GCC keyword.
 
 // ---- Vector types -----------------------------------------------------------
+// Each with the alignment CUDA's vector_types.h gives it (__align__ or
+// __builtin_align__): a GPU faults on an access below it, and the
+// emulator's alignment check (kernels/emu/CMakeLists.txt) does the same.
+// The 3-element types have their element's alignment, as in CUDA.
+// tests/test_alignment.cu checks every one against CUDA's values.
 
 #define TW_EMU_VEC2(T, name, align)                                                  \
 	struct __attribute__((aligned(align))) name { T x, y; };                           \
