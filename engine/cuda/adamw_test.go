@@ -229,3 +229,42 @@ func TestAdamWAlignment(t *testing.T) {
 		sameBits(t, fmt.Sprintf("%v AdamW misaligned (param, m, v)", dt), outs[1], outs[0])
 	}
 }
+
+// TestAdamWMatchesCPUBits: AdamW and AdamWMulti give the CPU backend's bits
+// for hyperparameters where the launcher's constants are sensitive to how
+// they are formed: at lr 0.1 and weight decay 0.3, 1 − lr·wd is 0.97000003
+// with the product rounded to f32 first (the CPU's way) and 0.96999997 when
+// a compiler fuses the two into an FMA.
+func TestAdamWMatchesCPUBits(t *testing.T) {
+	g, c := newBackend(t), cpu.New(cpu.Options{})
+	cases := []struct {
+		name   string
+		lr, wd float32
+	}{
+		{"lr_1e-2_wd_0.1", 1e-2, 0.1},
+		{"lr_0.1_wd_0.3", 0.1, 0.3},
+	}
+	run := func(b engine.Backend, lr, wd float32, multi bool) []float32 {
+		r := enginetest.Rand(13)
+		const n = 1003
+		w := engine.FromF32(b, engine.F32, enginetest.Values(r, engine.F32, n, 1), n)
+		grad := engine.FromF32(b, engine.F32, enginetest.Values(r, engine.F32, n, 1), n)
+		m, v := engine.MustAlloc(b, engine.F32, n), engine.MustAlloc(b, engine.F32, n)
+		p := engine.AdamWParams{LR: lr, Beta1: 0.9, Beta2: 0.95, Eps: 1e-8, WeightDecay: wd, Step: 1, GradScale: 1}
+		if multi {
+			table := engine.NewParamTable([]engine.AdamWSpan{{W: w, MasterOff: -1}})
+			defer table.Free(b)
+			b.AdamWMulti(table, grad, m, v, nil, p)
+		} else {
+			b.AdamW(w, grad, m, v, nil, p)
+		}
+		return engine.ToF32(b, w)
+	}
+	for _, tc := range cases {
+		for _, multi := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/multi=%v", tc.name, multi), func(t *testing.T) {
+				sameBits(t, "weights", run(g, tc.lr, tc.wd, multi), run(c, tc.lr, tc.wd, multi))
+			})
+		}
+	}
+}
