@@ -208,7 +208,8 @@ func TestOptimizerMatchesCPU(t *testing.T) {
 }
 
 // TestAdamWAlignment: AdamW takes vector loads only when its pointers are
-// aligned; a misaligned view must give the same bits.
+// 16-byte aligned; a view that is not (at byte offset 4) must give the same
+// bits.
 func TestAdamWAlignment(t *testing.T) {
 	g := newBackend(t)
 	r := enginetest.Rand(6)
