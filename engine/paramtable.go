@@ -27,12 +27,19 @@ type ParamTable struct {
 
 // NewParamTable returns the table of spans, which must lie in increasing
 // order of Off without overlapping, as must the master ranges of those that
-// have one; a non-f32 parameter must have a master. It panics, naming the
-// span, otherwise: the layout is the optimizer's, not a user's.
+// have one; a non-f32 parameter must have a master; every parameter must
+// start at a byte offset that is a multiple of its element size (a kernel
+// reads it element by element, which a GPU refuses at a misaligned address).
+// It panics, naming the span, otherwise: the layout is the optimizer's, not
+// a user's.
 func NewParamTable(spans []AdamWSpan) *ParamTable {
 	t := &ParamTable{spans: append([]AdamWSpan(nil), spans...)}
 	for i, s := range t.spans {
 		MustDType("ParamTable", "parameter", s.W, F32, BF16, F16)
+		if !aligned(s.W.Offset(), s.W.DType()) {
+			panic(fmt.Sprintf("engine: ParamTable: span %d: %v %v at byte offset %d: the offset is not a multiple of the %d-byte %v element",
+				i, s.W.DType(), s.W.Shape(), s.W.Offset(), s.W.DType().Size(), s.W.DType()))
+		}
 		n := s.W.Numel()
 		if s.Off < t.end {
 			panic(fmt.Sprintf("engine: ParamTable: span %d (%v) at offset %d overlaps or precedes the previous one (ends at %d)", i, s.W, s.Off, t.end))

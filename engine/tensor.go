@@ -76,7 +76,10 @@ type Tensor struct {
 }
 
 // NewTensor returns a tensor of the given dtype and shape over buf starting
-// at byte offset off. It panics if the tensor does not fit in buf.
+// at byte offset off. It panics if the tensor does not fit in buf, or if off
+// is not a multiple of the dtype's size: backends hand out aligned buffers
+// (64 bytes on the CPU, 256 on a GPU), and a GPU faults on an element load
+// from an address that is not a multiple of the element's size.
 func NewTensor(buf Buffer, off int, dt DType, shape ...int) *Tensor {
 	for _, d := range shape {
 		if d < 0 {
@@ -87,8 +90,14 @@ func NewTensor(buf Buffer, off int, dt DType, shape ...int) *Tensor {
 	if off < 0 || off+t.Bytes() > buf.Size() {
 		panic(fmt.Sprintf("engine: tensor %v %v at offset %d does not fit in a %d-byte buffer", dt, t.shape, off, buf.Size()))
 	}
+	if !aligned(off, dt) {
+		panic(fmt.Sprintf("engine: tensor %v %v at byte offset %d: the offset is not a multiple of the %d-byte %v element", dt, t.shape, off, dt.Size(), dt))
+	}
 	return t
 }
+
+// aligned reports whether byte offset off is a multiple of dt's element size.
+func aligned(off int, dt DType) bool { return off%dt.Size() == 0 }
 
 // Buffer returns the buffer the tensor views.
 func (t *Tensor) Buffer() Buffer { return t.buf }

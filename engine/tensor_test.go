@@ -1,6 +1,7 @@
 package engine_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -106,4 +107,61 @@ func TestPoolStepAllocatesOnce(t *testing.T) {
 		}
 	}()
 	pool.Put(h)
+}
+
+// TestNewTensorAlignment: an offset that is not a multiple of the dtype's
+// size is a programmer's mistake (a GPU faults on the first element load),
+// so NewTensor panics, naming the offset, dtype and shape; a multiple of
+// the size that is not 16-byte aligned is a valid view.
+func TestNewTensorAlignment(t *testing.T) {
+	b := cpu.New(cpu.Options{Threads: 1})
+	buf, err := b.NewBuffer(64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		dt    engine.DType
+		off   int
+		shape []int
+		bad   bool
+	}{
+		{engine.F32, 0, []int{3}, false},
+		{engine.F32, 4, []int{2, 3}, false},
+		{engine.F32, 2, []int{3}, true},
+		{engine.F32, 1, []int{2, 2}, true},
+		{engine.F32, 6, []int{1}, true},
+		{engine.I32, 6, []int{5}, true},
+		{engine.I32, 8, []int{5}, false},
+		{engine.BF16, 2, []int{7}, false},
+		{engine.BF16, 1, []int{7}, true},
+		{engine.F16, 6, []int{3, 1}, false},
+		{engine.F16, 3, []int{3, 1}, true},
+		{engine.F32, 2, []int{0}, true}, // even an empty tensor: its address is still passed to kernels
+	}
+	for _, c := range cases {
+		t.Run(fmt.Sprintf("%v_%v_at_%d", c.dt, engine.Shape(c.shape), c.off), func(t *testing.T) {
+			defer func() {
+				r := recover()
+				if !c.bad {
+					if r != nil {
+						t.Errorf("panicked: %v", r)
+					}
+					return
+				}
+				msg, _ := r.(string)
+				if msg == "" {
+					t.Fatalf("no panic (recovered %v)", r)
+				}
+				for _, want := range []string{fmt.Sprintf("offset %d", c.off), c.dt.String(), engine.Shape(c.shape).String(), "multiple"} {
+					if !strings.Contains(msg, want) {
+						t.Errorf("panic %q does not name %q", msg, want)
+					}
+				}
+			}()
+			x := engine.NewTensor(buf, c.off, c.dt, c.shape...)
+			if x.Offset() != c.off {
+				t.Errorf("Offset() = %d, want %d", x.Offset(), c.off)
+			}
+		})
+	}
 }

@@ -131,7 +131,12 @@ static AdamWArgs adamw_args(float lr, float beta1, float beta2, float eps, float
 	a.c1 = 1.0f - beta1;
 	a.c2 = 1.0f - beta2;
 	a.eps = eps;
-	a.decay = 1.0f - lr * weight_decay; // f32 product, then f32 difference
+	// f32 product, then f32 difference. The volatile keeps a host compiler
+	// from fusing the two into an FMA (as g++ may where the host has one: the
+	// emulator's build, an aarch64 host), which can move decay by one unit
+	// (at lr 0.1, wd 0.3).
+	const volatile float lr_wd = lr * weight_decay;
+	a.decay = 1.0f - lr_wd;
 	a.step = lr / bc1;
 	a.bc2 = bc2;
 	return a;

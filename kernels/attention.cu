@@ -489,7 +489,10 @@ __global__ void __launch_bounds__(kThreads, 2)
 			UNROLL
 			for (int i = 0; i < N / 2; i++) {
 				const int j = 2 * i + half;
-				sc[i] = j0 + j <= last ? Sw[r * LS + j] * sl2 : -INFINITY;
+				// Rounded (__fmul_rn): exp2(sc − mx) below must be exactly 1 for
+				// the maximum, which an FMA of the product into the
+				// subtraction would not give.
+				sc[i] = j0 + j <= last ? __fmul_rn(Sw[r * LS + j], sl2) : -INFINITY;
 				mx = fmaxf(mx, sc[i]);
 			}
 			mx = fmaxf(mx, __shfl_xor_sync(kFull, mx, 1)); // finite: every row sees key 0

@@ -18,12 +18,18 @@
 //   Backward: one kernel for dx and the partial sums of dw and db, then
 //   colsum_kernel for each. A block per row group (colsum.cuh) walks its
 //   rows: pass 1 reduces Σ g and Σ g·n over the row (g = dout·w, n the
-//   normalised x), pass 2 writes dx and adds dout·n and dout into [d] f32
-//   partials in shared memory, each thread always owning the same columns
-//   (no races, no atomics). The partials go to the workspace
+//   normalised x), pass 2 writes dx = r·(g − mean g − n·mean g·n) and adds
+//   dout·n and dout into [d] f32 partials in shared memory, each thread
+//   always owning the same columns (no races, no atomics). The partials go to the workspace
 //   [2][groups, d] f32 (dw's, then db's). Shared memory is 4·d bytes per
 //   wanted gradient (over 48 KiB raises the kernel's limit; 8·d ≤ 227 KiB
 //   when both are wanted, so d ≤ 29056).
+//   Both passes compute g with __fmul_rn, a product no compiler fuses: in
+//   pass 2, g − mean g written as g·w − c would become one FMA under nvcc
+//   (it contracts by default), which subtracts c from the exact product
+//   rather than from the rounded g that pass 1 summed, so a row whose g is
+//   constant (d = 1 above all) gets the product's rounding error instead of
+//   0 in dx.
 #include "colsum.cuh"
 #include "common.cuh"
 #include "kernels.h"
@@ -98,7 +104,7 @@ __global__ void __launch_bounds__(kRowThreads)
 			load_pack(gv, gs + j);
 			load_pack(wv, w + j);
 			for (int e = 0; e < V; e++) {
-				const float g = gv[e] * wv[e];
+				const float g = __fmul_rn(gv[e], wv[e]); // rounded as pass 2 rounds it
 				sg += g;
 				sgn += g * ((xv[e] - mu) * r);
 			}
@@ -113,7 +119,7 @@ __global__ void __launch_bounds__(kRowThreads)
 			load_pack(wv, w + j);
 			for (int e = 0; e < V; e++) {
 				const float nv = (xv[e] - mu) * r;
-				out[e] = r * (gv[e] * wv[e] - cg - nv * cn);
+				out[e] = r * (__fmul_rn(gv[e], wv[e]) - cg - nv * cn);
 				if (want_dw) dws[j + e] += gv[e] * nv;
 				if (want_db) dbs[j + e] += gv[e];
 			}

@@ -27,6 +27,10 @@
 //   [groups, d] f32. Then colsum_kernel adds, for each column, the partials
 //   in group order (in f64, in a fixed order) and rounds the new dw once.
 //   Deterministic: the same bits on every run and every GPU.
+//   g = dout·w is computed with __fmul_rn in both passes: pass 2's g − n·c
+//   must start from the g whose products pass 1 summed into c, not from the
+//   exact product an FMA would use (nvcc contracts a·b − c by default; the
+//   same hazard made layernorm's dx wrong on a GPU).
 //   Shared memory for the dw partial is 4·d bytes (over 48 KiB for d > 12288
 //   raises the kernel's limit; d ≤ 58112 with dw).
 #include "colsum.cuh"
@@ -120,7 +124,7 @@ __global__ void __launch_bounds__(kRowThreads)
 			load_pack(xv, xs + j);
 			load_pack(gv, gs + j);
 			load_pack(wv, w + j);
-			for (int e = 0; e < V; e++) s += (gv[e] * wv[e]) * (xv[e] * r);
+			for (int e = 0; e < V; e++) s += __fmul_rn(gv[e], wv[e]) * (xv[e] * r);
 		}
 		const float c = block_sum(s, scratch) / (float)d;
 		// Pass 2: dx += r·(g − n·c); dw partial += dout·n.
@@ -132,7 +136,7 @@ __global__ void __launch_bounds__(kRowThreads)
 			load_pack(acc, dxs + j);
 			for (int e = 0; e < V; e++) {
 				const float nv = xv[e] * r;
-				acc[e] += r * (gv[e] * wv[e] - nv * c);
+				acc[e] += r * (__fmul_rn(gv[e], wv[e]) - nv * c); // g as pass 1 rounded it
 				if (want_dw) dws[j + e] += gv[e] * nv;
 			}
 			store_pack(dxs + j, acc);

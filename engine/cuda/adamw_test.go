@@ -22,7 +22,7 @@ import (
 type multiSpan struct {
 	dt      engine.DType
 	n       int
-	byteOff int // the parameter's offset in its buffer: 0 aligned, else misaligned
+	byteOff int // the parameter's offset in its buffer: 0, or a multiple of the element size that is not 16-byte aligned (no vector path)
 }
 
 // runMulti builds the table of spans on b (flat offsets padded to 4 elements
@@ -86,7 +86,8 @@ func TestAdamWMultiMatchesCPU(t *testing.T) {
 	g, c := newBackend(t), cpu.New(cpu.Options{})
 	many := make([]multiSpan, 700)
 	for i := range many {
-		many[i] = multiSpan{dt: []engine.DType{engine.F32, engine.BF16, engine.F16}[i%3], n: 1 + i%9, byteOff: 2 * (i % 2)}
+		dt := []engine.DType{engine.F32, engine.BF16, engine.F16}[i%3]
+		many[i] = multiSpan{dt: dt, n: 1 + i%9, byteOff: dt.Size() * (i % 2)}
 	}
 	cases := []struct {
 		name  string
@@ -207,7 +208,8 @@ func TestOptimizerMatchesCPU(t *testing.T) {
 }
 
 // TestAdamWAlignment: AdamW takes vector loads only when its pointers are
-// aligned; a misaligned view must give the same bits.
+// 16-byte aligned; a view that is not (at byte offset 4) must give the same
+// bits.
 func TestAdamWAlignment(t *testing.T) {
 	g := newBackend(t)
 	r := enginetest.Rand(6)
@@ -226,5 +228,44 @@ func TestAdamWAlignment(t *testing.T) {
 			outs[k] = append(append(engine.ToF32(g, param), engine.ToF32(g, mt)...), engine.ToF32(g, vt)...)
 		}
 		sameBits(t, fmt.Sprintf("%v AdamW misaligned (param, m, v)", dt), outs[1], outs[0])
+	}
+}
+
+// TestAdamWMatchesCPUBits: AdamW and AdamWMulti give the CPU backend's bits
+// for hyperparameters where the launcher's constants are sensitive to how
+// they are formed: at lr 0.1 and weight decay 0.3, 1 − lr·wd is 0.97000003
+// with the product rounded to f32 first (the CPU's way) and 0.96999997 when
+// a compiler fuses the two into an FMA.
+func TestAdamWMatchesCPUBits(t *testing.T) {
+	g, c := newBackend(t), cpu.New(cpu.Options{})
+	cases := []struct {
+		name   string
+		lr, wd float32
+	}{
+		{"lr_1e-2_wd_0.1", 1e-2, 0.1},
+		{"lr_0.1_wd_0.3", 0.1, 0.3},
+	}
+	run := func(b engine.Backend, lr, wd float32, multi bool) []float32 {
+		r := enginetest.Rand(13)
+		const n = 1003
+		w := engine.FromF32(b, engine.F32, enginetest.Values(r, engine.F32, n, 1), n)
+		grad := engine.FromF32(b, engine.F32, enginetest.Values(r, engine.F32, n, 1), n)
+		m, v := engine.MustAlloc(b, engine.F32, n), engine.MustAlloc(b, engine.F32, n)
+		p := engine.AdamWParams{LR: lr, Beta1: 0.9, Beta2: 0.95, Eps: 1e-8, WeightDecay: wd, Step: 1, GradScale: 1}
+		if multi {
+			table := engine.NewParamTable([]engine.AdamWSpan{{W: w, MasterOff: -1}})
+			defer table.Free(b)
+			b.AdamWMulti(table, grad, m, v, nil, p)
+		} else {
+			b.AdamW(w, grad, m, v, nil, p)
+		}
+		return engine.ToF32(b, w)
+	}
+	for _, tc := range cases {
+		for _, multi := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/multi=%v", tc.name, multi), func(t *testing.T) {
+				sameBits(t, "weights", run(g, tc.lr, tc.wd, multi), run(c, tc.lr, tc.wd, multi))
+			})
+		}
 	}
 }

@@ -3,7 +3,7 @@
 package cuda
 
 // #cgo CFLAGS: -I${SRCDIR}/../../kernels/emu/include
-// #cgo LDFLAGS: -L${SRCDIR}/../../build/emu -ltwkernels_emu -lstdc++ -lm -lpthread
+// #cgo LDFLAGS: -L${SRCDIR}/../../build/emu -ltwkernels_emu -lubsan -lstdc++ -lm -lpthread
 // #include <stdint.h>
 // #include <cuda_runtime_api.h>
 // #include "bind.h"

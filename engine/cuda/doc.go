@@ -13,7 +13,10 @@
 //   - cudaemu: the very same kernels compiled by g++ against the CPU
 //     emulator (kernels/emu) into build/emu/libtwkernels_emu.a, with host
 //     memory behind the same runtime API. This is how CI, which has no GPU,
-//     runs every kernel.
+//     runs every kernel. The emulated code keeps two of a GPU's rules that
+//     x86 code would not: a misaligned load or store ends the process with
+//     the kernel's file:line (UBSan's alignment check, hence -lubsan), and
+//     a*b+c may be contracted into an FMA as nvcc contracts it.
 //
 // All op code is shared by both tags; only device.go's two variants
 // (device_cuda.go, device_emu.go) differ. The package holds, by file:

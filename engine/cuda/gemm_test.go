@@ -32,7 +32,8 @@ var gemmPathCases = []gemmPathCase{
 	{name: "vec_tn", m: 136, n: 130, k: 72, transA: true, alpha: 1, beta: 0.5},
 	{name: "vec_tt", m: 136, n: 136, k: 72, transA: true, transB: true, alpha: 1, beta: 0.5},
 	{name: "broadcastA", m: 40, n: 24, k: 48, batch: 3, broadcastA: true, transB: true, alpha: 1},
-	// Misaligned base pointers: element-wise copies and C accesses.
+	// Base pointers one element past a 16-byte boundary: element-wise copies
+	// and C accesses.
 	{name: "misaligned", m: 33, n: 40, k: 56, transA: true, offset: 1, alpha: -1, beta: 2},
 	{name: "nanC", m: 17, n: 24, k: 40, alpha: 1, nanC: true},
 	{name: "nanC_k0", m: 5, n: 8, k: 0, alpha: 1, nanC: true},

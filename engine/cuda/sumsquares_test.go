@@ -10,7 +10,8 @@ import (
 )
 
 // TestSumSquaresAlignment: SumSquares takes vector loads only when x is
-// aligned; a misaligned view must give the same bits.
+// 16-byte aligned; a view that is not (two elements in) must give the same
+// bits.
 func TestSumSquaresAlignment(t *testing.T) {
 	g := newBackend(t)
 	r := enginetest.Rand(5)

@@ -54,7 +54,7 @@ type adamwSpan struct {
 	n       int
 	gap     int  // flat elements left unused before the span (and before its master)
 	master  bool // give an f32 parameter a master copy too (non-f32 ones always have one)
-	byteOff int  // byte offset of the parameter in its own buffer (a misaligned view)
+	byteOff int  // byte offset of the parameter in its own buffer: a multiple of its element size, not of 16 (no vector path)
 }
 
 type adamwMultiCase struct {

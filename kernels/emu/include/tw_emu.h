@@ -24,8 +24,17 @@
 //    return, or threads at different barriers); a warp mask that leaves out
 //    the caller, names lanes that do not exist, or differs between lanes; a
 //    shuffle that reads a lane outside the mask.
+//  - Memory accesses keep CUDA's alignment rules: the emulated code is built
+//    with UBSan's alignment check (kernels/emu/CMakeLists.txt), so a load
+//    or store below the accessed type's alignment ends the process, naming
+//    the kernel's file:line, as a GPU faults; the vector and 16-bit float
+//    types carry CUDA's alignments.
 //  - Atomics are real atomics (blocks run concurrently); fences are fences.
-//  - Math intrinsics compute the precise function (__expf is expf).
+//  - Math intrinsics compute the precise function (__expf is expf). Plain
+//    a*b+c may be contracted into an FMA, as nvcc contracts it (the emulated
+//    code is built with -mfma -ffp-contract=fast); the explicitly rounded
+//    __fmul_rn, __fadd_rn, __fsub_rn (and __dmul_rn, __dadd_rn, __dsub_rn)
+//    never are.
 //  - LAUNCH (kernels/common.cuh) expands to tw_emu::make_launch(...)(args);
 //    a launch with a bad configuration fails as CUDA's does (the error is
 //    returned by cudaGetLastError) and is also reported on stderr.
@@ -81,6 +90,11 @@
 // __restrict__ is already a GCC keyword.
 
 // ---- Vector types -----------------------------------------------------------
+// Each with the alignment CUDA's vector_types.h gives it (__align__ or
+// __builtin_align__): a GPU faults on an access below it, and the
+// emulator's alignment check (kernels/emu/CMakeLists.txt) does the same.
+// The 3-element types have their element's alignment, as in CUDA.
+// tests/test_alignment.cu checks every one against CUDA's values.
 
 #define TW_EMU_VEC2(T, name, align)                                                  \
 	struct __attribute__((aligned(align))) name { T x, y; };                           \
@@ -349,11 +363,33 @@ inline float __fdividef(float a, float b) { return a / b; }
 inline float __frcp_rn(float x) { return 1.0f / x; }
 inline float __fsqrt_rn(float x) { return sqrtf(x); }
 inline float __frsqrt_rn(float x) { return 1.0f / sqrtf(x); }
+// Explicitly rounded arithmetic: nvcc never contracts these into an FMA,
+// nor their operands or results into a neighbouring one, and neither may
+// g++, which builds the emulated kernels with -ffp-contract=fast (as nvcc
+// contracts plain a*b+c). tw_emu::rounded hides a value from the optimiser
+// (an empty asm that claims to change it, in an SSE register): a product
+// passed through it is no longer a product that a later addition could
+// fuse, and a sum's operands are no longer products it could absorb. (A
+// plain a*b added to the result of __fadd_rn may still be fused, as nvcc
+// may fuse it.)
+namespace tw_emu {
+template <class T> inline T rounded(T x) {
+	asm("" : "+x"(x));
+	return x;
+}
+} // namespace tw_emu
 inline float __fmaf_rn(float a, float b, float c) { return fmaf(a, b, c); }
-inline float __fadd_rn(float a, float b) { return a + b; }
-inline float __fsub_rn(float a, float b) { return a - b; }
-inline float __fmul_rn(float a, float b) { return a * b; }
+inline float __fadd_rn(float a, float b) { return tw_emu::rounded(a) + tw_emu::rounded(b); }
+inline float __fsub_rn(float a, float b) { return tw_emu::rounded(a) - tw_emu::rounded(b); }
+inline float __fmul_rn(float a, float b) { return tw_emu::rounded(a * b); }
 inline float __fdiv_rn(float a, float b) { return a / b; }
+inline double __fma_rn(double a, double b, double c) { return fma(a, b, c); }
+inline double __dadd_rn(double a, double b) { return tw_emu::rounded(a) + tw_emu::rounded(b); }
+inline double __dsub_rn(double a, double b) { return tw_emu::rounded(a) - tw_emu::rounded(b); }
+inline double __dmul_rn(double a, double b) { return tw_emu::rounded(a * b); }
+inline double __ddiv_rn(double a, double b) { return a / b; }
+inline double __drcp_rn(double x) { return 1.0 / x; }
+inline double __dsqrt_rn(double x) { return sqrt(x); }
 inline float __saturatef(float x) { return x > 0.0f ? (x < 1.0f ? x : 1.0f) : 0.0f; } // NaN -> 0
 inline int __float2int_rn(float x) { return (int)nearbyintf(x); }
 inline int __float2int_rz(float x) { return (int)x; }

@@ -71,10 +71,14 @@ inline float f16_to_f32(uint16_t h) {
 
 } // namespace tw_emu
 
-struct __nv_bfloat16_raw { unsigned short x; };
-struct __half_raw { unsigned short x; };
+// Each type carries the alignment cuda_bf16.hpp and cuda_fp16.hpp give it
+// (__CUDA_ALIGN__): 2 bytes for a value, 4 for a pair. The emulator's
+// alignment check (kernels/emu/CMakeLists.txt) then refuses what a GPU
+// refuses, e.g. a __nv_bfloat162 load from an odd element.
+struct __attribute__((aligned(2))) __nv_bfloat16_raw { unsigned short x; };
+struct __attribute__((aligned(2))) __half_raw { unsigned short x; };
 
-struct __nv_bfloat16 {
+struct __attribute__((aligned(2))) __nv_bfloat16 {
 	unsigned short __x;
 	__nv_bfloat16() = default;
 	__nv_bfloat16(float f) : __x(tw_emu::f32_to_bf16(f)) {}
@@ -84,7 +88,7 @@ struct __nv_bfloat16 {
 	operator float() const { return tw_emu::bf16_to_f32(__x); }
 };
 
-struct __half {
+struct __attribute__((aligned(2))) __half {
 	unsigned short __x;
 	__half() = default;
 	__half(float f) : __x(tw_emu::f32_to_f16(f)) {}
