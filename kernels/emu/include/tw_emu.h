@@ -43,7 +43,8 @@
 //    shared state space are modelled in tw_emu_sm80.h, the wmma fragment load
 //    from shared memory (ldmatrix) in mma.h; kernels reach them through
 //    kernels/sm80.cuh, so that the emulator runs the code nvcc compiles for
-//    sm_80 and later.
+//    sm_80 and later. So are mma.sync m16n8k16 and ldmatrix
+//    (tw_emu_warp_mma.h), with the PTX ISA's fragment layouts.
 //
 // Not emulated: __CUDA_ARCH__ is undefined, so other inline PTX must sit
 // behind `#ifdef __CUDA_ARCH__` with a portable #else; register and
@@ -470,6 +471,7 @@ inline cudaError_t cudaMemcpyFromSymbol(void *dst, const T &symbol, size_t count
 }
 
 #include "tw_emu_sm80.h"
+#include "tw_emu_warp_mma.h"
 
 // ---- Launch -----------------------------------------------------------------
 
