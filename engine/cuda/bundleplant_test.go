@@ -5,7 +5,6 @@ package cuda
 import (
 	"fmt"
 	"os"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -16,30 +15,23 @@ import (
 // the other tests' results and what a step printed before it failed:
 //
 //	panic  panics (as a device fault does: the whole test process ends)
-//	hang   prints a line, then blocks until Go's -test.timeout ends the process
-//	stop   prints a line, then stops the process (SIGSTOP), so that not even
-//	       Go's -test.timeout can end it (as a process stuck in the driver):
-//	       only the step's kill at its limit does
+//	hang   prints a line, then blocks until Go's -test.timeout or the kill at
+//	       the step's limit ends the process
 func TestBundlePlant(t *testing.T) {
 	plant := os.Getenv("TW_BUNDLE_PLANT")
 	switch plant {
 	case "":
-		t.Skip("the GPU bundle's self-check fixture: runs only with TW_BUNDLE_PLANT=panic, hang or stop")
+		t.Skip("the GPU bundle's self-check fixture: runs only with TW_BUNDLE_PLANT=panic or hang")
 	case "panic":
 		panic("bundleplant: the planted panic (TW_BUNDLE_PLANT=panic)")
-	case "hang", "stop":
+	case "hang":
 		// Printed straight to stdout, not by t.Log: it must reach the log
 		// before the process blocks.
-		fmt.Printf("bundleplant: blocking now (TW_BUNDLE_PLANT=%s)\n", plant)
-		if plant == "stop" {
-			if err := syscall.Kill(os.Getpid(), syscall.SIGSTOP); err != nil {
-				t.Fatal(err)
-			}
-		}
+		fmt.Println("bundleplant: blocking now (TW_BUNDLE_PLANT=hang)")
 		for {
 			time.Sleep(time.Hour)
 		}
 	default:
-		t.Fatalf("TW_BUNDLE_PLANT=%q: want panic, hang or stop", plant)
+		t.Fatalf("TW_BUNDLE_PLANT=%q: want panic or hang", plant)
 	}
 }
