@@ -80,9 +80,13 @@
 #                      (default: the newest of the bundle's on this device)
 #   TW_BUNDLE_KEEP     when set, keep the unpacked bundle (its path is
 #                      printed) to rerun a test binary by hand
-#   TW_BUNDLE_PLANT    panic, hang or stop: the self-check fixture's
-#                      misbehaviour (engine/cuda/bundleplant_test.go; used by
-#                      selftest.sh beside this file in the repository)
+#   TW_BUNDLE_PLANT    panic or hang: the self-check fixture's misbehaviour
+#                      (engine/cuda/bundleplant_test.go; used by selftest.sh
+#                      beside this file in the repository)
+#   TW_BUNDLE_GO_MARGIN
+#                      seconds between a test process's -test.timeout and the
+#                      end of its step's limit (default 5; below 0, the kill
+#                      at the limit comes first, as selftest.sh shows)
 #   TW_PYTHON          the python3 to use for the PyTorch steps
 #   TW_SANITIZER       the compute-sanitizer to use
 set -u -o pipefail
@@ -147,7 +151,7 @@ export TURNWISE_TESTDATA=$B/data
 export OURS_LD_PATH=$B/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 # A Go test process's -test.timeout is this many seconds under what is left
 # of its step's limit: time for Go to print its goroutines and exit.
-export GO_MARGIN=5
+export GO_MARGIN=${TW_BUNDLE_GO_MARGIN:-5}
 
 # ---- steps (each runs in its own bash under timeout; exit 77 = skipped) ----
 #
@@ -176,10 +180,15 @@ ours() {
 	fi
 }
 
-# logged FILE copies its input to the step's log and to FILE as it comes. It
-# ignores SIGQUIT, so that when the step is killed at its limit it still
-# copies the goroutine dump of the Go program it reads from.
-logged() { (trap '' QUIT && exec tee "$1"); }
+# logged FILE, as the last command of a pipeline, copies its input to the
+# step's log and to FILE as it comes. It ignores SIGQUIT, so that when the
+# step is killed at its limit it still copies the goroutine dump of the Go
+# program it reads from; and it is tee itself (a pipeline's command runs in
+# a subshell of its own), so that the step waits for it to copy everything.
+logged() {
+	trap '' QUIT
+	exec tee "$1"
+}
 
 # note records the one-line note of the running step.
 note() { printf '%s\n' "$*" >"$NOTE_FILE"; }
@@ -272,7 +281,7 @@ run_test() {
 	shift 3
 	local to=$(($(left) - GO_MARGIN))
 	[ -z "${TEST_CAP:-}" ] || [ "$to" -le "$TEST_CAP" ] || to=$TEST_CAP
-	[ "$to" -ge 3 ] || return 0 # not run: tests_end says so
+	[ "$to" -ge 3 ] && [ "$(left)" -ge 3 ] || return 0 # not run: tests_end says so
 	local out="$WORK/tests/$STEP/${name//\//_}.out" t=$SECONDS rc status detail
 	mkdir -p "$WORK/tests/$STEP"
 	printf '%s\t%s\n' "$name" "$(date +%s)" >"$CURRENT_FILE"
