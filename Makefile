@@ -98,9 +98,9 @@ gpu-bundle-emu: setup kernels-emu
 
 # CI: build both bundles (the real one where nvcc exists), run the emulator
 # bundle's run.sh end to end, then its self-check (selftest.sh): with a
-# panicking, a hung and a stopped test planted, run.sh must keep the other
-# tests' results and what a step printed before its limit; it also checks
-# the whole run's summary.
+# panicking and a hung test planted, run.sh must keep the other tests'
+# results and what a step printed before Go's timeout or the kill at its
+# limit; it also checks the whole run's summary.
 test-bundles: setup
 	@if command -v nvcc >/dev/null 2>&1; then \
 		$(MAKE) --no-print-directory gpu-bundle; \

@@ -12,10 +12,11 @@
 #   hang   the step is reported timed out, the hung test as timed out and
 #          the test after it as not run; its log holds the line the test
 #          printed before it hung and Go's -test.timeout dump
-#   stop   a test process that not even -test.timeout can end (it stopped
-#          itself) is killed at the step's limit: timed out, the test named
-#          as killed, and its log holds the line it printed and the goroutine
-#          dump of the kill (SIGQUIT)
+#   kill   the same hang with -test.timeout beyond the step's limit
+#          (TW_BUNDLE_GO_MARGIN below 0, as a process that Go's timeout
+#          cannot end): the step is killed at its limit, reported timed out,
+#          the hung test named as killed, and its log holds the line the
+#          test printed and the goroutine dump of the kill (SIGQUIT)
 #   gate   against a baseline of this bundle's own commit that every kernel
 #          is slower than, the gate fails
 #
@@ -108,7 +109,7 @@ run() {
 	shift
 	(
 		env -u TW_BUNDLE_PLANT -u TW_BUNDLE_STEPS -u TW_BUNDLE_TESTS -u TW_BUNDLE_BUDGET -u TW_BUNDLE_BASELINE \
-			-u TW_BUNDLE_KEEP TMPDIR="$work" "$@" "$bundle/run.sh" "$work/$name" >"$work/$name.out" 2>&1
+			-u TW_BUNDLE_KEEP -u TW_BUNDLE_GO_MARGIN TMPDIR="$work" "$@" "$bundle/run.sh" "$work/$name" >"$work/$name.out" 2>&1
 		echo $? >"$work/$name.rc"
 	) &
 }
@@ -120,13 +121,14 @@ echo "selftest: four runs of $bundle/run.sh with planted failures"
 run panic TW_BUNDLE_PLANT=panic TW_BUNDLE_STEPS='^(device|conformance|gate)$' TW_BUNDLE_TESTS="$tests" \
 	TW_BUNDLE_BASELINE="$work/base-other.json"
 run hang TW_BUNDLE_PLANT=hang TW_BUNDLE_STEPS='^conformance$' TW_BUNDLE_TESTS="$tests" TW_BUNDLE_BUDGET=15
-run stop TW_BUNDLE_PLANT=stop TW_BUNDLE_STEPS='^conformance$' TW_BUNDLE_TESTS="$tests" TW_BUNDLE_BUDGET=12
+run kill TW_BUNDLE_PLANT=hang TW_BUNDLE_GO_MARGIN=-60 TW_BUNDLE_STEPS='^conformance$' TW_BUNDLE_TESTS="$tests" \
+	TW_BUNDLE_BUDGET=12
 run gate TW_BUNDLE_STEPS='^gate$' TW_BUNDLE_BASELINE="$work/base-same.json"
 wait
 echo "selftest: the four runs took $((SECONDS - T0)) s in all"
 
 emu='^- device: cudaemu: the kernel emulator on .+'
-for r in panic hang stop gate; do
+for r in panic hang kill gate; do
 	check_json "$work/$r"
 	check "$r: the device line names the emulator" "$work/$r/summary.md" "$emu"
 	check "$r: summary.json names the emulator" "$work/$r/summary.json" '"device": "cudaemu: the kernel emulator on '
@@ -159,15 +161,15 @@ check "hang: the log holds what the test printed before it hung" "$H/x/logs/conf
 check "hang: the log holds Go's timeout dump" "$H/x/logs/conformance.log" '^panic: test timed out after'
 check "hang: the dump names the hung test" "$H/x/logs/conformance.log" 'TestBundlePlant \([0-9.]+s\)|cuda\.TestBundlePlant\('
 
-S=$work/stop
-check_rc stop 1
-check "stop: the step was killed at its limit; the test is named, the next not run" "$S/summary.md" \
+K=$work/kill
+check_rc kill 1
+check "kill: the step was killed at its limit; the test is named, the next not run" "$K/summary.md" \
 	"^\| conformance \| fail \| [0-9]+ \| [0-9]+ \| timed out at its limit \([0-9]+ s\); 3 tests: 1 passed, 1 failed \(TestBundlePlant: killed at the step's limit\), 0 skipped, 1 not run"
-check "stop: the stopped test was killed" "$S/summary.json" '\{"name": "TestBundlePlant", "status": "killed"'
-check "stop: the log holds what the test printed before it stopped" "$S/x/logs/conformance.log" '^bundleplant: blocking now \(TW_BUNDLE_PLANT=stop\)'
-check "stop: the log holds the goroutine dump of the kill" "$S/x/logs/conformance.log" '^SIGQUIT: quit'
-check "stop: the dump shows where the test was" "$S/x/logs/conformance.log" 'cuda\.TestBundlePlant\('
-check "stop: the log says what was killed" "$S/x/logs/conformance.log" "^run\.sh: killed at the step's limit \([0-9]+ s\) while TestBundlePlant ran"
+check "kill: the hung test was killed" "$K/summary.json" '\{"name": "TestBundlePlant", "status": "killed"'
+check "kill: the log holds what the test printed before it hung" "$K/x/logs/conformance.log" '^bundleplant: blocking now \(TW_BUNDLE_PLANT=hang\)'
+check "kill: the log holds the goroutine dump of the kill" "$K/x/logs/conformance.log" '^SIGQUIT: quit'
+check "kill: the dump shows where the test was" "$K/x/logs/conformance.log" 'cuda\.TestBundlePlant\('
+check "kill: the log says what was killed" "$K/x/logs/conformance.log" "^run\.sh: killed at the step's limit \([0-9]+ s\) while TestBundlePlant ran"
 
 G=$work/gate
 check_rc gate 1
