@@ -817,6 +817,7 @@ step() {
 		status=skip note="not selected (TW_BUNDLE_STEPS=$ONLY)" lim=0
 	elif [ "$lim" -lt 5 ]; then
 		status=fail note="not run: the time budget ($BUDGET s) was spent" lim=0
+		printf 'run.sh: [%3d s] %s: %s\n' $((SECONDS - T0)) "$name" "$note"
 	else
 		printf 'run.sh: [%3d s] %s (limit %d s)\n' $((SECONDS - T0)) "$name" "$lim"
 		export STEP_END=$(($(date +%s) + lim)) STEP_LIMIT=$lim
