@@ -394,7 +394,11 @@ gotests() {
 	local bin=$1 names name
 	shift
 	cd "$B" || exit 1
-	names=$(ours "$bin" -test.list "${TESTS_RE:-.}") || { note "$bin -test.list failed: $names"; exit 1; }
+	names=$(ours "$bin" -test.list "${TESTS_RE:-.}" 2>&1) || {
+		printf '%s\n' "$names"
+		note "$bin -test.list failed: $(tail -1 <<<"$names")"
+		exit 1
+	}
 	names=$(printf '%s\n' "$names" | grep -E '^(Test|Example|Fuzz)')
 	[ -n "$names" ] || { note "$bin lists no test"; exit 1; }
 	names=$(printf '%s\n' "$names" | grep -E -- "${TW_BUNDLE_TESTS:-.}") || skip "TW_BUNDLE_TESTS=$TW_BUNDLE_TESTS selects none of $bin's tests"
