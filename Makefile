@@ -96,8 +96,11 @@ gpu-bundle: setup kernels-cuda
 gpu-bundle-emu: setup kernels-emu
 	GO=$(GO) ./scripts/gpubundle/build.sh cudaemu $(BUNDLE_EMU)
 
-# CI: build both bundles (the real one where nvcc exists) and run the
-# emulator bundle's run.sh end to end.
+# CI: build both bundles (the real one where nvcc exists), run the emulator
+# bundle's run.sh end to end, then its self-check (selftest.sh): with a
+# panicking and a hung test planted, run.sh must keep the other tests'
+# results and what a step printed before Go's timeout or the kill at its
+# limit; it also checks the whole run's summary.
 test-bundles: setup
 	@if command -v nvcc >/dev/null 2>&1; then \
 		$(MAKE) --no-print-directory gpu-bundle; \
@@ -107,6 +110,7 @@ test-bundles: setup
 	$(MAKE) --no-print-directory gpu-bundle-emu
 	rm -rf build/gpu-bundle-emu-out
 	$(BUNDLE_EMU)/run.sh build/gpu-bundle-emu-out
+	./scripts/gpubundle/selftest.sh $(BUNDLE_EMU) build/gpu-bundle-emu-out
 
 bench: setup
 	$(GO) test -run '^$$' -bench . ./engine/cpu/

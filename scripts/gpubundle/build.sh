@@ -14,13 +14,18 @@
 #                              conformance suite), bin/llama.test (the model's
 #                              GPU tests), lib/ (shared libraries a bare
 #                              machine lacks), data/ (stories260K.gguf),
-#                              peers/ (the PyTorch peers), BUNDLE.env
+#                              peers/ (the PyTorch peers), baselines/ (the
+#                              kernel results of earlier GPU runs, for the
+#                              regression gate: RUN/bench-kernels.json),
+#                              BUNDLE.env
 #             BUNDLE.env       what was built, from which commit, with what
 #
 # Environment: GO (default go), CUDA_STUBS (directory of the stub libcuda.so,
 # for KIND cuda), TURNWISE_TESTDATA (the shared test data; default
 # ../shared/testdata beside the repository, as internal/testdata finds it),
-# TW_BUNDLE_MAX_MIB (size limit of OUTDIR, default 48).
+# TW_GPU_RUNS (the earlier GPU runs, one folder each; default
+# ../shared/gpu-runs beside the repository), TW_BUNDLE_MAX_MIB (size limit
+# of OUTDIR, default 48).
 set -euo pipefail
 
 if [ $# -ne 2 ] || { [ "$1" != cuda ] && [ "$1" != cudaemu ]; }; then
@@ -35,7 +40,7 @@ cd "$root"
 
 stage=$(mktemp -d "${TMPDIR:-/tmp}/gpu-bundle.XXXXXX")
 trap 'rm -rf "$stage"' EXIT
-mkdir -p "$stage/bin" "$stage/lib" "$stage/data" "$stage/peers"
+mkdir -p "$stage/bin" "$stage/lib" "$stage/data" "$stage/peers" "$stage/baselines"
 
 if [ "$kind" = cuda ]; then
 	lib=build/cuda/libtwkernels_cuda.a
@@ -96,6 +101,24 @@ fi
 
 cp bench/peers/*.py "$stage/peers/" 2>/dev/null || echo "build.sh: warning: no bench/peers/*.py; run.sh will report the peers as missing" >&2
 
+# Baselines: the per-kernel results of earlier GPU runs, which run.sh's gate
+# step re-measures on a device of the same kind. Like the test data they go
+# into the build output only, never into the repository.
+runs=${TW_GPU_RUNS:-$(dirname "$root")/shared/gpu-runs}
+n=0
+for f in "$runs"/*/bench-kernels.json; do
+	[ -s "$f" ] || continue
+	run=$(basename "$(dirname "$f")")
+	mkdir -p "$stage/baselines/$run"
+	cp "$f" "$stage/baselines/$run/bench-kernels.json"
+	n=$((n + 1))
+done
+if [ "$n" -eq 0 ]; then
+	echo "build.sh: warning: no $runs/*/bench-kernels.json; run.sh's gate step will have no baseline (TW_BUNDLE_BASELINE names one)" >&2
+else
+	echo "build.sh: $n baseline(s) from $runs"
+fi
+
 {
 	echo "TW_BUNDLE_KIND=$kind"
 	echo "TW_BUNDLE_COMMIT=$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD 2>/dev/null || echo -modified)"
@@ -121,7 +144,7 @@ cp "$stage/BUNDLE.env" "$out/BUNDLE.env"
 size=$(du -sb "$out" | cut -f1)
 unpacked=$(du -sb "$stage" | cut -f1)
 awk -v o="$out" -v s="$size" -v u="$unpacked" 'BEGIN { printf "build.sh: %s: %.1f MiB (%.1f MiB unpacked)\n", o, s / 1048576, u / 1048576 }'
-(cd "$stage" && find . -type f -printf '  %-32P %10s\n' | sort)
+(cd "$stage" && find . -type f -printf '  %-48P %10s\n' | sort)
 if [ "$size" -gt $((max_mib * 1048576)) ]; then
 	echo "build.sh: the bundle is larger than $max_mib MiB" >&2
 	exit 1

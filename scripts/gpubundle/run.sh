@@ -6,20 +6,36 @@
 # NVIDIA driver, and for some steps tools it looks for (compute-sanitizer, a
 # python3 that imports torch).
 #
-# Each step runs under `timeout` with its output in its own log, so that one
-# failure does not stop the rest; a step that cannot apply here (no
-# sanitizer, no PyTorch, the emulator) is skipped and says why. The steps:
+# Each step runs under `timeout` with its output streamed into its own log,
+# so that one failure does not stop the rest and a step killed at its limit
+# leaves what it had printed (the kill is SIGQUIT: a Go program prints its
+# goroutines). A step that cannot apply here (no sanitizer, no PyTorch, the
+# emulator) is skipped and says why. The test steps run every top-level Go
+# test in a process of its own (a panic or a device fault, which poisons the
+# process's CUDA context, ends that test alone), with -test.timeout a little
+# under what is left of the step's limit, so that Go prints where a hung test
+# was; they count the tests passed, failed and skipped and name the failed.
+# The steps, in order: first the short checks and the benchmarks (meant to
+# take five minutes on an H100 or H200, by the first run's times), then the
+# long checks:
 #
 #   device            nvidia-smi, and the device's properties
-#   torch             finds a python3 that imports torch, and its cuBLAS
-#   conformance       the op conformance suite on the GPU, f32 and bf16, at its
-#                     small shapes (against the float64 reference) and at a
-#                     miniature model's shapes (against the CPU backend)
-#   conformance-8b    the suite at Llama-3.1-8B's shapes against the CPU
-#                     backend; -cublas: its GEMMs through cuBLAS
+#   torch             finds a python3 that imports torch, and its cuBLASLt
+#   conformance       the op conformance suite's binary, every test in its own
+#                     process, with TW_CUDA_SYNC=1 (an op that faults is
+#                     named): f32 and bf16 at its small shapes (against the
+#                     float64 reference) and at a miniature model's shapes
+#                     (against the CPU backend)
 #   model             the model's GPU tests (stories260K decoded on the GPU)
 #   stories           `train generate` greedy text of stories260K on the GPU
 #                     must be the documented text
+#   bench-kernels     the per-kernel table (CUDA events, ceilings measured in
+#                     the same run, cuBLASLt beside our GEMM)
+#   bench-step        the Llama-3.1-8B LoRA step, prefill and decode with the
+#                     backend's default GEMM, cuBLASLt (--gemm cublas)
+#   peers             the PyTorch peers (SDPA; Hugging Face Llama + PEFT)
+#   bench-step-own    the same with our own GEMM (--gemm own)
+#   bench-report      one table of all of them, with the ratios
 #   collectives       one GPU rank over NCCL (PyTorch's, found by the torch
 #                     step), started by `train launch`: `train collectives`
 #                     checks every collective and times the all-reduce (with
@@ -27,28 +43,51 @@
 #                     per-call cost)
 #   collectives-cpu   two CPU ranks over Gloo, started by `train launch`: the
 #                     same checks and timings
-#   memcheck, racecheck, synccheck
+#   gate              the kernel regression gate: `train bench --baseline`
+#                     re-measures the kernels of the newest earlier run on
+#                     this kind of device that the bundle carries (baselines/,
+#                     from build.sh), or of TW_BUNDLE_BASELINE, and lists
+#                     every kernel slower than the noise allows; it fails only
+#                     against a baseline of this bundle's own commit (against
+#                     another commit the slower kernels are information)
+#   conformance-8b    the suite at Llama-3.1-8B's shapes (TestConformanceShapes
+#                     with TW_CONFORMANCE_SHAPES=llama8B), one process per op,
+#                     with our GEMM and with cuBLASLt, TW_CUDA_SYNC=1
+#   memcheck, synccheck, racecheck
 #                     compute-sanitizer over the GEMM and attention tests
-#   bench-kernels     the per-kernel table (CUDA events, ceilings measured in
-#                     the same run, cuBLASLt beside our GEMM)
-#   bench-step        the Llama-3.1-8B LoRA step, prefill and decode
-#   peers             the PyTorch peers (SDPA; Hugging Face Llama + PEFT)
-#   bench-report      one table of all of them, with the ratios
 #
-# OUTDIR receives summary.md and summary.json (every step: pass, fail or
-# skip, its time, a note, and for failures an excerpt of its log), bench.md
-# (the benchmarks side by side with the peers, and the ratios) with the
-# results it is made of (bench-kernels.json, bench-step.json,
-# bench-torch.json), and logs.tar.gz (every step's full log). The exit status
-# is 0 when no step failed.
+# The default budget does not hold every long check on every machine: the
+# steps it leaves out are reported "not run" and named, with the
+# TW_BUNDLE_STEPS that runs them in a second call.
+#
+# OUTDIR receives summary.md and summary.json (the device; every step: pass,
+# fail or skip, its time, a note, the test steps' results test by test, and
+# for failures an excerpt of its log), bench.md (the benchmarks side by side
+# with the peers, and the ratios) with the results it is made of
+# (bench-kernels.json, bench-step.json, bench-step-own.json,
+# bench-torch.json), and logs.tar.gz (every step's full log, and every test
+# process's output). The exit status is 0 when no step failed.
 #
 # Environment:
-#   TW_BUNDLE_BUDGET   seconds for all steps (default 510); a step gets the
-#                      smaller of its own limit and what is left
+#   TW_BUNDLE_BUDGET   seconds for all steps (default 460: with unpacking, the
+#                      run ends within 8 minutes); a step gets the smaller of
+#                      its own limit and what is left
 #   TW_BUNDLE_STEPS    an extended regular expression: run only the steps
 #                      whose names match (the others are skipped)
+#   TW_BUNDLE_TESTS    an extended regular expression: the conformance and
+#                      model steps run only the top-level tests whose names
+#                      match
+#   TW_BUNDLE_BASELINE the bench-kernels.json the gate step compares with
+#                      (default: the newest of the bundle's on this device)
 #   TW_BUNDLE_KEEP     when set, keep the unpacked bundle (its path is
 #                      printed) to rerun a test binary by hand
+#   TW_BUNDLE_PLANT    panic or hang: the self-check fixture's misbehaviour
+#                      (engine/cuda/bundleplant_test.go; used by selftest.sh
+#                      beside this file in the repository)
+#   TW_BUNDLE_GO_MARGIN
+#                      seconds between a test process's -test.timeout and the
+#                      end of its step's limit (default 5; below 0, the kill
+#                      at the limit comes first, as selftest.sh shows)
 #   TW_PYTHON          the python3 to use for the PyTorch steps
 #   TW_SANITIZER       the compute-sanitizer to use
 set -u -o pipefail
@@ -60,31 +99,72 @@ fi
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 mkdir -p "$1" || exit 2
 OUT=$(cd "$1" && pwd)
-BUDGET=${TW_BUNDLE_BUDGET:-510}
+BUDGET=${TW_BUNDLE_BUDGET:-460}
 ONLY=${TW_BUNDLE_STEPS:-}
 STARTED=$(date -u +%Y-%m-%dT%H:%M:%SZ)
 T0=$SECONDS
+# A step killed at its limit gets SIGQUIT, whose default action writes a
+# core file (python's, compute-sanitizer's).
+ulimit -c 0
 
 # The documented greedy continuation of BOS by stories260K (the project's
 # correctness anchor for a real checkpoint).
 STORIES_TEXT="Once upon a time, there was a little girl named Lily. She loved to play outside in the park. One day, she saw a big, red ball. She wanted to play with it, but it was too high."
 
+# A baseline named relative to where run.sh was called from.
+BASELINE=${TW_BUNDLE_BASELINE:-}
+if [ -n "$BASELINE" ] && [ "${BASELINE#/}" = "$BASELINE" ]; then
+	BASELINE=$PWD/$BASELINE
+fi
+
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/turnwise-bundle.XXXXXX") || exit 1
 B=$WORK/bundle
 LOGS=$WORK/logs
-mkdir -p "$B" "$LOGS" "$WORK/bench"
+mkdir -p "$B" "$LOGS" "$WORK/bench" "$WORK/tests"
 echo "run.sh: unpacking into $WORK"
 tar -C "$B" -xzf "$HERE/payload.tar.gz" || { echo "run.sh: cannot unpack $HERE/payload.tar.gz" >&2; exit 1; }
 # shellcheck source=/dev/null
 . "$B/BUNDLE.env"
 
-export B WORK STORIES_TEXT TW_BUNDLE_KIND
+# The device, queried here and not by the device step, so that the summary
+# names it whichever steps run. DEVICE_NAME is what the gate matches with
+# the device of a baseline's results.
+if [ "$TW_BUNDLE_KIND" = cuda ]; then
+	if ! command -v nvidia-smi >/dev/null; then
+		DEVICE="unknown: nvidia-smi not found" DEVICE_NAME=""
+	elif DEVICE=$(timeout 30 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1 | head -1) &&
+		[ -n "$DEVICE" ] && [ "${DEVICE#*failed}" = "$DEVICE" ]; then
+		DEVICE_NAME=${DEVICE%%,*}
+	else
+		DEVICE="unknown: nvidia-smi: ${DEVICE:-no output}" DEVICE_NAME=""
+	fi
+else
+	cpu=$(sed -n 's/^model name[[:space:]]*: *//p' /proc/cpuinfo 2>/dev/null | head -1)
+	DEVICE="cudaemu: the kernel emulator on ${cpu:-$(uname -m)}, $(nproc 2>/dev/null || echo '?') CPUs"
+	DEVICE_NAME="CUDA kernel emulator"
+fi
+echo "run.sh: device: $DEVICE"
+
+export B WORK STORIES_TEXT TW_BUNDLE_KIND TW_BUNDLE_COMMIT DEVICE DEVICE_NAME BASELINE
 export TURNWISE_TESTDATA=$B/data
 # The bundle's libraries come first for our binaries only: a python3 run
 # beside them keeps its own.
 export OURS_LD_PATH=$B/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+# A Go test process's -test.timeout is this many seconds under what is left
+# of its step's limit: time for Go to print its goroutines and exit.
+export GO_MARGIN=${TW_BUNDLE_GO_MARGIN:-5}
 
 # ---- steps (each runs in its own bash under timeout; exit 77 = skipped) ----
+#
+# A step's stdout and stderr are its log; file descriptor 3 is run.sh's own
+# output, for progress lines. Its environment names its files: NOTE_FILE (its
+# one-line note), TESTS_FILE (the test steps' results, one line per test:
+# status, seconds, name, subtests passed, failed and skipped, detail,
+# tab-separated), PLANNED_FILE (the tests it means to run), CURRENT_FILE (the
+# test running now); and its time: STEP_LIMIT (seconds) and STEP_END (when
+# the limit ends, in seconds since the epoch). At the limit every process of
+# the step gets SIGQUIT (bash ignores it: the step goes on to record what
+# was killed, and is killed 10 s later if it has not ended).
 
 # ours runs one of the bundle's binaries with the bundle's libraries and,
 # when the torch step found one, PyTorch's cuBLASLt on the search paths
@@ -101,8 +181,24 @@ ours() {
 	fi
 }
 
+# logged FILE, as the last command of a pipeline, copies its input to the
+# step's log and to FILE as it comes. It ignores SIGQUIT, so that when the
+# step is killed at its limit it still copies the goroutine dump of the Go
+# program it reads from; and it is tee itself (a pipeline's command runs in
+# a subshell of its own), so that the step waits for it to copy everything.
+logged() {
+	trap '' QUIT
+	exec tee "$1"
+}
+
 # note records the one-line note of the running step.
 note() { printf '%s\n' "$*" >"$NOTE_FILE"; }
+
+# progress prints a line to run.sh's output and to the step's log.
+progress() {
+	printf 'run.sh:   %s\n' "$*" 2>/dev/null >&3
+	printf 'run.sh: %s\n' "$*"
+}
 
 # skip ends the running step as skipped, saying why.
 skip() {
@@ -112,6 +208,12 @@ skip() {
 
 gpu_only() { [ "$TW_BUNDLE_KIND" = cuda ] || skip "the emulator bundle $*"; }
 
+# left prints the seconds left of the running step's limit.
+left() { echo $((STEP_END - $(date +%s))); }
+
+# max1 N prints N, or 1 when N is less (a -test.timeout of 0 is none).
+max1() { echo $(($1 < 1 ? 1 : $1)); }
+
 # load_torch reads what the torch step found.
 load_torch() {
 	# shellcheck source=/dev/null
@@ -119,12 +221,11 @@ load_torch() {
 }
 
 step_device() {
-	gpu_only "has no GPU"
+	gpu_only "has no GPU ($DEVICE)"
 	command -v nvidia-smi >/dev/null || { note "nvidia-smi not found"; exit 1; }
-	nvidia-smi || exit 1
+	nvidia-smi || { note "nvidia-smi failed (exit status $?): see the log"; exit 1; }
 	line=$(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | head -1)
 	[ -n "$line" ] || exit 1
-	echo "$line" >"$WORK/device.txt"
 	note "$line"
 	# The rest is for the log; a field this driver lacks fails nothing.
 	nvidia-smi --query-gpu=compute_cap,clocks.max.sm,clocks.max.memory,power.limit,pci.bus_id --format=csv
@@ -143,7 +244,7 @@ step_torch() {
 		fi
 	done
 	[ -n "$py" ] || skip "no python3 here imports torch (set TW_PYTHON)"
-	"$py" - <<'EOF' || exit 1
+	PYTHONUNBUFFERED=1 "$py" - <<'EOF' || exit 1
 import glob, os, sys, torch
 print("python", sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda)
 assert torch.cuda.is_available(), "torch sees no GPU"
@@ -168,48 +269,178 @@ EOF
 	note "$("$TORCH_PY" -c 'import torch; print("torch", torch.__version__)'), cuBLAS in ${CUBLAS_DIR:-(none found)}, NCCL in ${NCCL_DIR:-(none found)}"
 }
 
-# conformance runs the suite's test binary with the given arguments, and
-# notes how many tests passed, failed and were skipped.
-conformance() {
-	load_torch
+# run_test NAME REGEX BIN [ARGS…] runs the tests of the test binary BIN that
+# REGEX selects (-test.run) in a process of their own, streaming its output
+# into the step's log, and records its result in TESTS_FILE under NAME. Its
+# -test.timeout is GO_MARGIN seconds under what is left of the step's limit
+# (at most TEST_CAP seconds, when set); with too little left it is not run.
+# The process passes when its top-level test passed (and, with NEED_SUBTESTS
+# set, a subtest whose name that regular expression matches passed: a filter
+# that selects nothing checks nothing); a top-level skip is a skip.
+run_test() {
+	local name=$1 re=$2 bin=$3
+	shift 3
+	local to=$(($(left) - GO_MARGIN))
+	[ -z "${TEST_CAP:-}" ] || [ "$to" -le "$TEST_CAP" ] || to=$TEST_CAP
+	[ "$to" -ge 3 ] && [ "$(left)" -ge 3 ] || return 0 # not run: tests_end says so
+	local out="$WORK/tests/$STEP/${name//\//_}.out" t=$SECONDS rc status detail
+	mkdir -p "$WORK/tests/$STEP"
+	printf '%s\t%s\n' "$name" "$(date +%s)" >"$CURRENT_FILE"
+	echo "=== run.sh: $name (-test.run '$re', -test.timeout ${to}s${TW_CUDA_SYNC:+, TW_CUDA_SYNC=$TW_CUDA_SYNC})"
+	ours "$bin" -test.v -test.run "$re" -test.timeout "${to}s" "$@" 2>&1 | logged "$out"
+	rc=${PIPESTATUS[0]}
+	local sp sf ss
+	sp=$(grep -cE '^[[:space:]]+--- PASS: ' "$out")
+	sf=$(grep -cE '^[[:space:]]+--- FAIL: ' "$out")
+	ss=$(grep -cE '^[[:space:]]+--- SKIP: ' "$out")
+	if grep -q '^panic: test timed out after' "$out"; then
+		status=timeout detail="hung: Go's -test.timeout ended it after ${to} s"
+	elif [ "$rc" -gt 128 ] && [ "$(left)" -le 1 ]; then
+		# The step's limit: timeout sent SIGQUIT (which bash ignores).
+		status=killed detail="killed at the step's limit ($STEP_LIMIT s) by signal $((rc - 128))"
+		echo "run.sh: killed at the step's limit ($STEP_LIMIT s) while $name ran"
+	elif [ "$rc" -ne 0 ]; then
+		# What failed: the panic, else the failed subtests, else the test's
+		# first message.
+		status=fail
+		detail=$(grep -m1 '^panic: ' "$out")
+		if [ -z "$detail" ] && [ "$sf" -gt 0 ]; then
+			detail="failed: $(grep -E '^[[:space:]]+--- FAIL: ' "$out" | sed -E 's/^[[:space:]]*--- FAIL: //; s/ \([0-9.]+s\)$//' |
+				head -3 | paste -sd, - | sed 's/,/, /g')"
+		fi
+		[ -n "$detail" ] || detail=$(test_message "$out")
+		[ -n "$detail" ] || detail="exit status $rc"
+		[ "$rc" -le 128 ] || detail="killed by signal $((rc - 128)); $detail"
+	elif grep -qE '^--- SKIP: ' "$out"; then
+		status=skip detail=$(test_message "$out")
+	elif ! grep -qE '^--- PASS: ' "$out"; then
+		status=fail detail="no test ran: $(grep -m1 -E 'warning|no tests' "$out")"
+	elif [ -n "${NEED_SUBTESTS:-}" ] && ! grep -qE "^[[:space:]]+--- PASS: ($NEED_SUBTESTS) " "$out"; then
+		if [ "$ss" -gt 0 ]; then
+			status=skip detail=$(test_message "$out")
+		else
+			status=fail detail="no subtest matched -test.run '$re'"
+		fi
+	else
+		status=pass detail=""
+	fi
+	detail=${detail//$'\t'/ }
+	: >"$CURRENT_FILE"
+	printf '%s\t%d\t%s\t%d\t%d\t%d\t%s\n' "$status" $((SECONDS - t)) "$name" "$sp" "$sf" "$ss" "${detail:0:300}" >>"$TESTS_FILE"
+	progress "$name: $status ($((SECONDS - t)) s)${detail:+ ${detail:0:160}}"
+}
+
+# test_message FILE prints the first message a test logged (t.Log, t.Error,
+# t.Skip…) in the test output FILE, without its file and line.
+test_message() {
+	grep -m1 -E '^[[:space:]]+[^[:space:]]+_test\.go:[0-9]+: ' "$1" | sed -E 's/^[[:space:]]*[^[:space:]]+_test\.go:[0-9]+: //'
+}
+
+# tests_finish records every planned test that has no result as not run.
+tests_finish() {
+	local name
+	[ -s "$PLANNED_FILE" ] || return 0
+	while IFS= read -r name; do
+		cut -f3 "$TESTS_FILE" | grep -qxF -- "$name" && continue
+		printf 'not-run\t0\t%s\t0\t0\t0\t%s\n' "$name" "not run: the step's time was spent" >>"$TESTS_FILE"
+	done <"$PLANNED_FILE"
+}
+
+# tests_note prints the one-line account of TESTS_FILE: the tests passed,
+# failed (named) and skipped, and their subtests.
+tests_note() {
+	awk -F'\t' '
+		{ n++; sp += $4; sf += $5; ss += $6 }
+		$1 == "pass" { p++ }
+		$1 == "skip" { s++ }
+		$1 == "not-run" { nr++ }
+		$1 == "fail" || $1 == "timeout" || $1 == "killed" {
+			f++
+			why = $1 == "timeout" ? ": timed out" : $1 == "killed" ? ": killed at the step'"'"'s limit" : ""
+			if (f <= 5) names = names (f > 1 ? ", " : "") $3 why
+			else if (f == 6) names = names ", …"
+		}
+		END {
+			printf "%d test%s: %d passed, %d failed%s, %d skipped", n, n == 1 ? "" : "s", p, f, f ? " (" names ")" : "", s
+			if (nr) printf ", %d not run", nr
+			if (sp + sf + ss) printf "; subtests: %d passed, %d failed, %d skipped", sp, sf, ss
+			printf "\n"
+		}' "$TESTS_FILE"
+}
+
+# tests_end ends a test step: its note counts the tests, and it fails when a
+# test failed or none passed (or, with SKIP_FAILS, one skipped), and ends as
+# timed out (124) when the step's time was spent: tests were not run for
+# lack of it, or a test hung until it was nearly over.
+tests_end() {
+	tests_finish
+	note "$(tests_note)"
+	local statuses
+	statuses=$(cut -f1 "$TESTS_FILE" | sort -u | tr '\n' ' ')
+	case " $statuses" in
+	*" not-run "*) exit 124 ;;
+	*" timeout "*) [ "$(left)" -ge $((GO_MARGIN + 3)) ] || exit 124 ;;
+	esac
+	case " $statuses" in *" fail "* | *" timeout "*) exit 1 ;; esac
+	[ -z "${SKIP_FAILS:-}" ] || case " $statuses" in *" skip "*) exit 1 ;; esac
+	case " $statuses" in *" pass "*) exit 0 ;; esac
+	exit 1
+}
+
+# gotests BIN [ARGS…] runs each top-level test of the test binary BIN that
+# TESTS_RE (default: all) and TW_BUNDLE_TESTS select in a process of its own
+# (run_test), and ends the step (tests_end).
+gotests() {
+	local bin=$1 names name
+	shift
 	cd "$B" || exit 1
-	ours bin/engine-cuda.test -test.v "$@" >"$WORK/go-test.out" 2>&1
-	rc=$?
-	cat "$WORK/go-test.out"
-	pass=$(grep -c -- '--- PASS' "$WORK/go-test.out")
-	fail=$(grep -c -- '--- FAIL' "$WORK/go-test.out")
-	skipped=$(grep -c -- '--- SKIP' "$WORK/go-test.out")
-	note "tests and subtests: $pass passed, $fail failed, $skipped skipped"
-	[ "$rc" -eq 0 ] && [ "$pass" -gt 0 ] || exit 1
+	names=$(ours "$bin" -test.list "${TESTS_RE:-.}" 2>&1) || {
+		printf '%s\n' "$names"
+		note "$bin -test.list failed: $(tail -1 <<<"$names")"
+		exit 1
+	}
+	names=$(printf '%s\n' "$names" | grep -E '^(Test|Example|Fuzz)')
+	[ -n "$names" ] || { note "$bin lists no test"; exit 1; }
+	names=$(printf '%s\n' "$names" | grep -E -- "${TW_BUNDLE_TESTS:-.}") || skip "TW_BUNDLE_TESTS=$TW_BUNDLE_TESTS selects none of $bin's tests"
+	printf '%s\n' "$names" >"$PLANNED_FILE"
+	progress "$(wc -l <"$PLANNED_FILE") test(s) of $bin, one process each"
+	for name in $names; do
+		run_test "$name" "^$name\$" "$bin" "$@"
+	done
+	tests_end
 }
 
-step_conformance() { conformance; }
-
-step_conformance_8b() {
-	gpu_only "runs the miniature shapes only"
-	export TW_CONFORMANCE_SHAPES=llama8B
-	conformance -test.run '^TestConformanceShapes$/^default$'
-}
-
-step_conformance_8b_cublas() {
-	gpu_only "has no cuBLAS"
-	export TW_CONFORMANCE_SHAPES=llama8B
-	conformance -test.run '^TestConformanceShapes$/^cublas$/^llama8B$/./^gemm$'
+# On a GPU a test gets a minute at most, so that one that hangs leaves the
+# others time to run.
+step_conformance() {
+	load_torch
+	export TW_CUDA_SYNC=1
+	[ "$TW_BUNDLE_KIND" != cuda ] || export TEST_CAP=60
+	gotests bin/engine-cuda.test
 }
 
 step_model() {
 	[ -e "$TURNWISE_TESTDATA/stories260K/stories260K.gguf" ] || no_data
 	load_torch
+	TESTS_RE=CUDA SKIP_FAILS=1 gotests bin/llama.test
+}
+
+# The ops of the conformance suite, in TestConformanceShapes's subtest names.
+CONFORMANCE_OPS="gemm attention rmsnorm rope swiglu layernorm bias gelu logsoftmax embedding adamw_lora"
+export CONFORMANCE_OPS
+
+step_conformance_8b() {
+	gpu_only "runs the miniature shapes only (the conformance step)"
+	load_torch
 	cd "$B" || exit 1
-	ours bin/llama.test -test.v -test.run 'CUDA' >"$WORK/go-test.out" 2>&1
-	rc=$?
-	cat "$WORK/go-test.out"
-	if grep -q -- '--- SKIP' "$WORK/go-test.out"; then
-		note "a test skipped: $(grep -m1 -A1 -- '--- SKIP' "$WORK/go-test.out" | tail -1 | sed 's/^ *//')"
-		exit 1
-	fi
-	note "$(grep -c -- '--- PASS' "$WORK/go-test.out") passed, $(grep -c -- '--- FAIL' "$WORK/go-test.out") failed"
-	[ "$rc" -eq 0 ] || exit 1
+	export TW_CUDA_SYNC=1 TW_CONFORMANCE_SHAPES=llama8B
+	local op
+	for op in $CONFORMANCE_OPS; do echo "llama8B/$op"; done >"$PLANNED_FILE"
+	progress "$(wc -w <<<"$CONFORMANCE_OPS") ops at Llama-3.1-8B's shapes, our GEMM and cuBLASLt, one process each"
+	for op in $CONFORMANCE_OPS; do
+		TEST_CAP=60 NEED_SUBTESTS="TestConformanceShapes/[^/]+/llama8B/[^/]+/$op" run_test "llama8B/$op" "^TestConformanceShapes\$/^(own|cublas)\$/^llama8B\$/./^$op\$" bin/engine-cuda.test
+	done
+	tests_end
 }
 
 # no_data ends a step that needs stories260K when the bundle has none: a
@@ -223,13 +454,11 @@ no_data() {
 step_stories() {
 	gguf=$TURNWISE_TESTDATA/stories260K/stories260K.gguf
 	[ -e "$gguf" ] || no_data
+	load_torch
 	cd "$B" || exit 1
-	got=$(ours bin/train generate --backend cuda --gguf "$gguf" --bos-only --max-new 80) || {
-		echo "$got"
-		note "train generate failed"
-		exit 1
-	}
-	echo "got:  $got"
+	ours bin/train generate --backend cuda --gguf "$gguf" --bos-only --max-new 80 | logged "$WORK/stories.out"
+	[ "${PIPESTATUS[0]}" -eq 0 ] || { note "train generate failed"; exit 1; }
+	got=$(cat "$WORK/stories.out")
 	echo "want: $STORIES_TEXT…"
 	case $got in
 	"$STORIES_TEXT"*) note "greedy text is the documented text" ;;
@@ -240,7 +469,7 @@ step_stories() {
 	esac
 }
 
-# collectives NPROC FLAGS… runs `train collectives` under `train launch`
+# collectives NPROC PORT FLAGS… runs `train collectives` under `train launch`
 # with NPROC ranks, and notes which library ran it and the all-reduce
 # bandwidth at the largest size.
 collectives() {
@@ -248,9 +477,8 @@ collectives() {
 	shift 2
 	load_torch
 	cd "$B" || exit 1
-	ours bin/train launch --nproc-per-node "$nproc" --master-port "$port" -- collectives "$@" >"$WORK/coll.out" 2>&1
-	rc=$?
-	cat "$WORK/coll.out"
+	ours bin/train launch --nproc-per-node "$nproc" --master-port "$port" -- collectives "$@" 2>&1 | logged "$WORK/coll.out"
+	rc=${PIPESTATUS[0]}
 	lib=$(grep -m1 -o 'through .*' "$WORK/coll.out")
 	bw=$(grep 'all-reduce f32' "$WORK/coll.out" | tail -1 | sed 's/^\[rank 0\] //; s/  */ /g')
 	if [ "$rc" -ne 0 ]; then
@@ -279,9 +507,9 @@ sanitize() {
 	load_torch
 	cd "$B" || exit 1
 	ours "$cs" --tool "$1" --error-exitcode 1 --print-limit 50 \
-		bin/engine-cuda.test -test.run '^(TestConformance|TestGemmPaths)$/^(gemm|attention|f32_to|bf16_to)' >"$WORK/san.out" 2>&1
-	rc=$?
-	cat "$WORK/san.out"
+		bin/engine-cuda.test -test.run '^(TestConformance|TestGemmPaths)$/^(gemm|attention|f32_to|bf16_to)' \
+		-test.timeout "$(max1 $(($(left) - GO_MARGIN)))s" 2>&1 | logged "$WORK/san.out"
+	rc=${PIPESTATUS[0]}
 	summary=$(grep -m1 'ERROR SUMMARY' "$WORK/san.out")
 	note "${summary:-no ERROR SUMMARY line} ($cs)"
 	[ "$rc" -eq 0 ] || exit 1
@@ -302,14 +530,33 @@ step_bench_kernels() {
 	note "$(grep -c '^| ' "$WORK/bench/bench-kernels.md") table lines"
 }
 
-step_bench_step() {
+# bench_step GEMM NAME measures the LoRA step, prefill and decode with the
+# backend's GEMM GEMM (train bench --gemm) into NAME.json and NAME.md.
+bench_step() {
+	local gemm=(--gemm "$1") name=$2 also=""
 	load_torch
 	cd "$B" || exit 1
-	ours bin/train bench --backend cuda --suite step \
-		--json "$WORK/bench/bench-step.json" --md "$WORK/bench/bench-step.md" || exit 1
-	cat "$WORK/bench/bench-step.md"
-	note "$(grep -c '^| ' "$WORK/bench/bench-step.md") table lines"
+	if ! ours bin/train bench --help 2>&1 | grep -q -- '--gemm'; then
+		# A train from before train bench had --gemm: on a GPU it would
+		# measure another GEMM than the one named; the emulator has one.
+		[ "$TW_BUNDLE_KIND" = cudaemu ] && [ "$1" = own ] || {
+			note "this train bench has no --gemm: it cannot measure --gemm $1"
+			exit 1
+		}
+		gemm=() also="; this train bench has no --gemm: the emulator's one GEMM, our own"
+	fi
+	ours bin/train bench --backend cuda --suite step "${gemm[@]}" \
+		--json "$WORK/bench/$name.json" --md "$WORK/bench/$name.md" || exit 1
+	cat "$WORK/bench/$name.md"
+	note "--gemm $1: $(grep -c '^| ' "$WORK/bench/$name.md") table lines$also"
 }
+
+step_bench_step() {
+	gpu_only "has no cuBLASLt (bench-step-own measures the step with our GEMM)"
+	bench_step cublas bench-step
+}
+
+step_bench_step_own() { bench_step own bench-step-own; }
 
 step_peers() {
 	gpu_only "runs no PyTorch peer"
@@ -324,19 +571,101 @@ step_peers() {
 step_bench_report() {
 	cd "$B" || exit 1
 	set --
-	for f in bench-kernels bench-step bench-torch; do
+	for f in bench-kernels bench-step bench-step-own bench-torch; do
 		[ ! -s "$WORK/bench/$f.json" ] || set -- "$@" "$WORK/bench/$f.json"
 	done
 	[ $# -gt 0 ] || { note "no benchmark results to report"; exit 1; }
-	ours bin/train bench report --out "$WORK/bench/bench.md" "$@" || exit 1
+	local also="" own=$WORK/bench/bench-step-own.json
+	if ! ours bin/train bench report --out "$WORK/bench/bench.md" "$@"; then
+		# The report puts one measurement of each step of ours in a table:
+		# where it cannot take both GEMMs' steps, ours gets its own report.
+		[ -s "$own" ] && [ $# -gt 1 ] || exit 1
+		echo "run.sh: the report again without bench-step-own.json, and bench-step-own.json alone"
+		local rest=() f
+		for f in "$@"; do [ "$f" = "$own" ] || rest+=("$f"); done
+		ours bin/train bench report --out "$WORK/bench/bench.md" "${rest[@]}" || exit 1
+		ours bin/train bench report --out "$WORK/bench/bench-own.md" "$own" || exit 1
+		{
+			echo
+			echo "# Our own GEMM (bench-step-own.json, --gemm own)"
+			sed '1{/^# /d}' "$WORK/bench/bench-own.md"
+		} >>"$WORK/bench/bench.md"
+		also=" (bench-step-own.json in a report of its own: the report takes one result of each step)"
+	fi
 	cat "$WORK/bench/bench.md"
-	note "$# result files: $(cd "$WORK/bench" && ls ./*.json | xargs -n1 basename | tr '\n' ' ')"
+	note "$# result files: $(cd "$WORK/bench" && ls ./*.json | xargs -n1 basename | paste -sd' ' -)$also"
 }
 
-export -f ours note skip gpu_only load_torch conformance no_data sanitize collectives
-export -f step_device step_torch step_conformance step_conformance_8b step_conformance_8b_cublas \
-	step_model step_stories step_collectives step_collectives_cpu step_memcheck step_racecheck step_synccheck step_bench_kernels \
-	step_bench_step step_peers step_bench_report
+# json_meta FILE KEY prints the first string value of KEY in the result file
+# FILE: train bench writes meta first.
+json_meta() { grep -m1 -o "\"$2\": *\"[^\"]*\"" "$1" | sed 's/^[^:]*: *"//; s/"$//'; }
+
+# same_commit A B: whether the commits A and B are the same, one written as a
+# prefix of the other; a tree with changes (a "-modified" suffix) is the same
+# as nothing but itself.
+same_commit() {
+	local a=$1 b=$2
+	[ -n "$a" ] && [ -n "$b" ] || return 1
+	[ "$a" != "$b" ] || return 0
+	case $a$b in *-*) return 1 ;; esac
+	[ "${#a}" -ge 7 ] && [ "${#b}" -ge 7 ] || return 1
+	[ "${a#"$b"}" != "$a" ] || [ "${b#"$a"}" != "$b" ]
+}
+
+step_gate() {
+	local base label have="" f dev newest=""
+	if [ -n "$BASELINE" ]; then
+		base=$BASELINE label=$(basename "$BASELINE")
+		[ -s "$base" ] || { note "TW_BUNDLE_BASELINE=$BASELINE: no such file"; exit 1; }
+	else
+		[ -n "$DEVICE_NAME" ] || skip "the device's name is unknown ($DEVICE): no baseline can be chosen"
+		for f in "$B"/baselines/*/bench-kernels.json; do
+			[ -s "$f" ] || continue
+			dev=$(json_meta "$f" device)
+			have="$have, $(basename "$(dirname "$f")") ($dev)"
+			[ "$dev" = "$DEVICE_NAME" ] || [ "${dev#"$DEVICE_NAME ("}" != "$dev" ] || continue
+			if [ -z "$newest" ] || [[ $(json_meta "$f" date) > $(json_meta "$newest" date) ]]; then
+				newest=$f
+			fi
+		done
+		[ -n "$have" ] || skip "the bundle carries no baselines (build.sh copies them from earlier GPU runs' bench-kernels.json)"
+		[ -n "$newest" ] || skip "no baseline of this device kind ($DEVICE_NAME) among the bundle's: ${have#, }"
+		base=$newest label=$(basename "$(dirname "$newest")")
+	fi
+	local commit date
+	commit=$(json_meta "$base" commit) date=$(json_meta "$base" date)
+	echo "run.sh: the gate against $base: $(json_meta "$base" device), commit ${commit:-?}, $date; this bundle: $DEVICE_NAME, commit $TW_BUNDLE_COMMIT"
+	load_torch
+	cd "$B" || exit 1
+	ours bin/train bench --backend cuda --baseline "$base" --json "$WORK/bench/gate.json" 2>&1 | logged "$WORK/gate.out"
+	local rc=${PIPESTATUS[0]} verdict n names
+	verdict=$(grep -E '^([0-9]+ of [0-9]+ kernels got slower: |all [0-9]+ kernels within the allowed slowdown)' "$WORK/gate.out" | tail -1)
+	if [ -z "$verdict" ]; then
+		note "train bench --baseline $label gave no verdict (exit status $rc): $(grep -m1 -iE 'error|train bench:' "$WORK/gate.out")"
+		exit 1
+	fi
+	case $verdict in
+	all*)
+		note "$verdict of $label (commit ${commit:0:12})"
+		[ "$rc" -eq 0 ] || exit 1
+		return 0
+		;;
+	esac
+	n=${verdict%% *}
+	names=$(sed 's/^.*got slower: //' <<<"$verdict" | cut -d, -f1-3)
+	[ "$n" -le 3 ] || names="$names, …"
+	if same_commit "$commit" "$TW_BUNDLE_COMMIT"; then
+		note "$n kernels slower than $label (the same commit, ${commit:0:12}): $names"
+		exit 1
+	fi
+	note "$n kernels slower than $label (another commit: informational; ${commit:0:12}, this bundle's $TW_BUNDLE_COMMIT): $names"
+}
+
+export -f ours logged note progress skip gpu_only left max1 load_torch no_data sanitize collectives bench_step \
+	run_test test_message tests_finish tests_note tests_end gotests json_meta same_commit
+export -f step_device step_torch step_conformance step_conformance_8b step_model step_stories \
+	step_collectives step_collectives_cpu step_memcheck step_racecheck step_synccheck step_bench_kernels \
+	step_bench_step step_bench_step_own step_peers step_bench_report step_gate
 
 # ---- running and recording ----
 
@@ -353,18 +682,41 @@ jstr() {
 	printf '"%s"' "$s"
 }
 
+# jtests FILE prints a test step's results as a JSON array.
+jtests() {
+	local status secs name sp sf ss detail sep=""
+	printf '['
+	while IFS=$'\t' read -r status secs name sp sf ss detail; do
+		printf '%s\n      {"name": %s, "status": %s, "seconds": %d, "subtests": {"passed": %d, "failed": %d, "skipped": %d}, "detail": %s}' \
+			"$sep" "$(jstr "$name")" "$(jstr "$status")" "$secs" "$sp" "$sf" "$ss" "$(jstr "$detail")"
+		sep=,
+	done <"$1"
+	printf '\n    ]'
+}
+
 # excerpt prints the lines of a failed step's log that say what failed.
 excerpt() {
 	local log=$1
-	if grep -qE -- '--- FAIL|panic:|FAIL|[Ee]rror|ERROR' "$log"; then
-		grep -E -- '--- FAIL|panic:|^FAIL|[Ee]rror|ERROR|relative error' "$log" | head -40
+	local what='--- FAIL|^panic:|^FAIL|[Ee]rror|ERROR|relative error|timed out|^SIGQUIT|^run\.sh: (killed|.*: (fail|timeout) \()'
+	if grep -qE -- "$what" "$log"; then
+		grep -E -- "$what" "$log" | head -40
 	else
 		tail -30 "$log"
 	fi
 }
 
+# budget_left_out prints the steps the budget left out, as a regular
+# expression for TW_BUNDLE_STEPS.
+budget_left_out() {
+	local i names=""
+	for ((i = 0; i < ${#NAMES[@]}; i++)); do
+		[ "${NOTES[i]#not run: the time budget}" = "${NOTES[i]}" ] || names="$names|${NAMES[i]}"
+	done
+	[ -z "$names" ] || echo "^(${names#|})\$"
+}
+
 write_summary() {
-	local i n=${#NAMES[@]} pass=0 fail=0 skipped=0 device=""
+	local i n=${#NAMES[@]} pass=0 fail=0 skipped=0 t
 	for ((i = 0; i < n; i++)); do
 		case ${STATUS[i]} in
 		pass) pass=$((pass + 1)) ;;
@@ -372,13 +724,15 @@ write_summary() {
 		*) skipped=$((skipped + 1)) ;;
 		esac
 	done
-	[ ! -e "$WORK/device.txt" ] || device=$(head -1 "$WORK/device.txt")
+	local rerun
+	rerun=$(budget_left_out)
 	{
 		echo "# turnwise GPU bundle: $STARTED"
 		echo
 		echo "- bundle: $TW_BUNDLE_KIND, commit $TW_BUNDLE_COMMIT, built $TW_BUNDLE_BUILT with $TW_BUNDLE_GO and $TW_BUNDLE_TOOLKIT"
-		echo "- device: ${device:-none (the emulator)}"
+		echo "- device: $DEVICE"
 		echo "- $pass passed, $fail failed, $skipped skipped in $((SECONDS - T0)) s (budget $BUDGET s)"
+		[ -z "$rerun" ] || echo "- not run for lack of time; to run them: TW_BUNDLE_STEPS='$rerun' run.sh OUTDIR"
 		echo
 		echo "| step | result | seconds | limit | note |"
 		echo "| --- | --- | ---: | ---: | --- |"
@@ -389,6 +743,15 @@ write_summary() {
 			[ "${STATUS[i]}" = fail ] && [ -s "$LOGS/${NAMES[i]}.log" ] || continue
 			echo
 			echo "## ${NAMES[i]} (logs.tar.gz: logs/${NAMES[i]}.log)"
+			t=$WORK/tests.${NAMES[i]}
+			if [ -s "$t" ] && grep -qvE '^pass'$'\t' "$t"; then
+				echo
+				awk -F'\t' '$1 != "pass" {
+					f = $3
+					gsub("/", "_", f)
+					printf "- %s: %s (%d s)%s (logs.tar.gz: tests/%s/%s.out)\n", $3, $1, $2, $7 == "" ? "" : ": " $7, step, f
+				}' step="${NAMES[i]}" "$t"
+			fi
 			echo
 			echo '```'
 			excerpt "$LOGS/${NAMES[i]}.log"
@@ -407,56 +770,114 @@ write_summary() {
 			"$(jstr "$TW_BUNDLE_KIND")" "$(jstr "$TW_BUNDLE_COMMIT")" "$(jstr "$TW_BUNDLE_BUILT")" \
 			"$(jstr "$TW_BUNDLE_GO")" "$(jstr "$TW_BUNDLE_TOOLKIT")"
 		printf '  "device": %s,\n  "started": %s,\n  "seconds": %d,\n  "budget_s": %d,\n' \
-			"$(jstr "$device")" "$(jstr "$STARTED")" $((SECONDS - T0)) "$BUDGET"
+			"$(jstr "$DEVICE")" "$(jstr "$STARTED")" $((SECONDS - T0)) "$BUDGET"
+		printf '  "rerun_steps": %s,\n' "$(jstr "$rerun")"
 		printf '  "passed": %d,\n  "failed": %d,\n  "skipped": %d,\n  "ok": %s,\n  "steps": [' \
 			"$pass" "$fail" "$skipped" "$([ "$fail" -eq 0 ] && echo true || echo false)"
 		for ((i = 0; i < n; i++)); do
 			[ "$i" -eq 0 ] || printf ','
-			printf '\n    {"name": %s, "status": %s, "seconds": %d, "limit_s": %d, "note": %s, "log": %s}' \
+			printf '\n    {"name": %s, "status": %s, "seconds": %d, "limit_s": %d, "timed_out": %s, "note": %s, "log": %s' \
 				"$(jstr "${NAMES[i]}")" "$(jstr "${STATUS[i]}")" "${SECS[i]}" "${LIMITS[i]}" \
+				"$([ "${NOTES[i]#timed out}" != "${NOTES[i]}" ] && echo true || echo false)" \
 				"$(jstr "${NOTES[i]}")" "$(jstr "logs/${NAMES[i]}.log")"
+			t=$WORK/tests.${NAMES[i]}
+			[ ! -s "$t" ] || printf ', "tests": %s' "$(jtests "$t")"
+			printf '}'
 		done
 		printf '\n  ]\n}\n'
 	} >"$OUT/summary.json"
 }
 
+# group_procs PGID prints the live processes of the process group PGID, as
+# PID(COMMAND).
+group_procs() {
+	local f stat state pgrp comm
+	for f in /proc/[0-9]*/stat; do
+		read -r stat 2>/dev/null <"$f" || continue
+		read -r state _ pgrp _ <<<"${stat##*) }"
+		[ "$pgrp" = "$1" ] && [ "$state" != Z ] || continue
+		comm=${stat#*(}
+		printf '%s(%s) ' "${stat%% *}" "${comm%)*}"
+	done
+}
+
 # step NAME LIMIT runs step_NAME (dashes as underscores) for at most LIMIT
-# seconds, or what is left of the budget if less, and records the result.
+# seconds (twice that on the emulator, whose kernels share the CPU with
+# whatever else runs there), or what is left of the budget if less, and
+# records the result.
 step() {
 	local name=$1 cap=$2 fn=step_${1//-/_}
+	[ "$TW_BUNDLE_KIND" = cuda ] || cap=$((2 * cap))
 	local left=$((BUDGET - (SECONDS - T0)))
 	local lim=$((cap < left ? cap : left))
-	local t=$SECONDS rc status note
-	export NOTE_FILE=$WORK/note.$name
+	local t=$SECONDS rc status note log=$LOGS/$1.log
+	export STEP=$name NOTE_FILE=$WORK/note.$name TESTS_FILE=$WORK/tests.$name \
+		PLANNED_FILE=$WORK/planned.$name CURRENT_FILE=$WORK/current.$name
 	: >"$NOTE_FILE"
+	: >"$TESTS_FILE"
+	: >"$PLANNED_FILE"
+	: >"$CURRENT_FILE"
 	if [ -n "$ONLY" ] && ! [[ $name =~ $ONLY ]]; then
 		status=skip note="not selected (TW_BUNDLE_STEPS=$ONLY)" lim=0
 	elif [ "$lim" -lt 5 ]; then
 		status=fail note="not run: the time budget ($BUDGET s) was spent" lim=0
+		printf 'run.sh: [%3d s] %s: %s\n' $((SECONDS - T0)) "$name" "$note"
 	else
-		printf 'run.sh: %-22s (limit %3d s) ... ' "$name" "$lim"
-		timeout -k 10 "$lim" bash -c "$fn" </dev/null >"$LOGS/$name.log" 2>&1
+		printf 'run.sh: [%3d s] %s (limit %d s)\n' $((SECONDS - T0)) "$name" "$lim"
+		export STEP_END=$(($(date +%s) + lim)) STEP_LIMIT=$lim
+		# SIGQUIT first: a Go program prints its goroutines before it ends.
+		# timeout makes the step a process group of its own, whose id the
+		# step writes down.
+		timeout -s QUIT -k 10 "$lim" bash -c "cut -d' ' -f5 /proc/\$\$/stat >'$WORK/pgid.$name'; $fn" \
+			</dev/null 3>&1 >"$log" 2>&1
 		rc=$?
+		if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
+			# timeout waits for the step's bash alone: give what it started
+			# a moment to write its last lines, then end what is left (a
+			# process stuck in the driver would hold the GPU).
+			sleep 1
+			local pgid left_running
+			pgid=$(cat "$WORK/pgid.$name" 2>/dev/null)
+			if [ -n "$pgid" ] && [ "$pgid" != "$(cut -d' ' -f5 /proc/$$/stat)" ]; then
+				left_running=$(group_procs "$pgid")
+				if [ -n "$left_running" ]; then
+					kill -KILL -- "-$pgid" 2>/dev/null
+					echo "run.sh: killed what the step left running: $left_running" >>"$log"
+				fi
+			fi
+			local current
+			current=$(cut -f1 "$CURRENT_FILE")
+			if [ -n "$current" ]; then
+				printf 'killed\t%d\t%s\t0\t0\t0\t%s\n' $(($(date +%s) - $(cut -f2 "$CURRENT_FILE"))) "$current" \
+					"killed at the step's limit ($lim s)" >>"$TESTS_FILE"
+				echo "run.sh: killed at the step's limit ($lim s) while $current ran" >>"$log"
+				printf 'run.sh:   %s: killed at the step'"'"'s limit (%d s)\n' "$current" "$lim"
+			fi
+			if [ -s "$PLANNED_FILE" ]; then
+				tests_finish
+				note "$(tests_note)"
+			fi
+		fi
 		note=$(head -1 "$NOTE_FILE")
 		case $rc in
 		0) status=pass ;;
 		77) status=skip ;;
-		124 | 137) status=fail note="timed out after $lim s${note:+; $note}" ;;
+		124 | 137) status=fail note="timed out at its limit ($lim s)${note:+; $note}" ;;
 		*) status=fail note=${note:-exit status $rc} ;;
 		esac
-		echo "$status ($((SECONDS - t)) s) ${note}"
+		printf 'run.sh: [%3d s] %s: %s (%d s) %s\n' $((SECONDS - T0)) "$name" "$status" $((SECONDS - t)) "$note"
 	fi
 	NAMES+=("$name") STATUS+=("$status") SECS+=($((SECONDS - t))) LIMITS+=("$lim") NOTES+=("$note")
 	write_summary
 }
 
 # finish leaves in OUT the summary, the benchmark report and results, and
-# every log (with the benchmarks' own tables) in one archive: eight files at
-# most.
+# every log (with the benchmarks' own tables and every test process's
+# output) in one archive: eight files at most.
 finish() {
 	write_summary
-	tar -C "$WORK" -czf "$OUT/logs.tar.gz" logs bench
-	for f in bench.md bench-kernels.json bench-step.json bench-torch.json; do
+	tar -C "$WORK" -czf "$OUT/logs.tar.gz" logs bench tests
+	for f in bench.md bench-kernels.json bench-step.json bench-step-own.json bench-torch.json; do
 		[ ! -s "$WORK/bench/$f" ] || cp "$WORK/bench/$f" "$OUT/$f"
 	done
 	if [ -n "${TW_BUNDLE_KEEP:-}" ]; then
@@ -467,24 +888,31 @@ finish() {
 }
 trap finish EXIT
 
-step device 30
-step torch 60
-step conformance 150
-step model 60
-step stories 45
-step collectives 60
-step collectives-cpu 60
-step conformance-8b 150
-step conformance-8b-cublas 60
+# The short checks and the benchmarks (on an H200, 2026-11-27: device and
+# the small checks a few seconds each, torch 16 s, bench-kernels 40 s,
+# bench-step 93 s, peers 66 s) ...
+step device 20
+step torch 45
+step conformance 90
+step model 45
+step stories 30
+step bench-kernels 75
+step bench-step 120
+step peers 100
+step bench-step-own 120
+step bench-report 20
+# ... then the long checks, as far as the budget goes.
+step collectives 30
+step collectives-cpu 30
+step gate 90
+step conformance-8b 120
 step memcheck 60
-step racecheck 90
 step synccheck 60
-step bench-kernels 120
-step bench-step 150
-step peers 150
-step bench-report 30
+step racecheck 90
 
 echo "run.sh: results in $OUT (summary.md, summary.json, bench*, logs.tar.gz)"
+rerun=$(budget_left_out)
+[ -z "$rerun" ] || echo "run.sh: the budget left steps out; to run them: TW_BUNDLE_STEPS='$rerun' $0 OUTDIR"
 for s in "${STATUS[@]}"; do
 	[ "$s" != fail ] || exit 1
 done
