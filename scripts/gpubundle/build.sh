@@ -12,7 +12,8 @@
 #             run.sh           the entry point: run.sh RESULTS_DIR
 #             payload.tar.gz   bin/train, bin/engine-cuda.test (the op
 #                              conformance suite), bin/llama.test (the model's
-#                              GPU tests), lib/ (shared libraries a bare
+#                              GPU tests), bin/selftest (the kernel emulator's
+#                              self-tests, built for the bundle's kind), lib/ (shared libraries a bare
 #                              machine lacks), data/ (stories260K.gguf),
 #                              peers/ (the PyTorch peers), baselines/ (the
 #                              kernel results of earlier GPU runs, for the
@@ -60,6 +61,17 @@ echo "build.sh: building the -tags $kind binaries"
 "$GO" build "${flags[@]}" -o "$stage/bin/train" ./cmd/train
 "$GO" test -c "${flags[@]}" -o "$stage/bin/engine-cuda.test" ./engine/cuda/
 "$GO" test -c "${flags[@]}" -o "$stage/bin/llama.test" ./model/llama/
+# The emulator's self-tests: on a GPU compiled by nvcc (the hardware must
+# agree with what the emulator models: warp collectives, cp.async, wmma,
+# mma.sync and ldmatrix fragment layouts, rounding), on the emulator bundle
+# the emulator's own build.
+if [ "$kind" = cuda ]; then
+	cmake --build build/cuda --target selftest_cuda >/dev/null
+	cp build/cuda/selftest_cuda "$stage/bin/selftest"
+else
+	cmake --build build/emu --target emu_selftest >/dev/null
+	cp build/emu/emu_selftest "$stage/bin/selftest"
+fi
 
 # Shared libraries: everything the binaries load except the C and C++
 # runtimes every Linux machine has and the driver's libcuda.so.1. The CUDA

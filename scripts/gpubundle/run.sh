@@ -29,13 +29,18 @@
 #   model             the model's GPU tests (stories260K decoded on the GPU)
 #   stories           `train generate` greedy text of stories260K on the GPU
 #                     must be the documented text
+#   selftest          the kernel emulator's self-tests built by nvcc: the
+#                     GPU must compute what the emulator models (warp
+#                     collectives, cp.async, mma.sync and ldmatrix layouts)
 #   bench-kernels     the per-kernel table (CUDA events, ceilings measured in
 #                     the same run, cuBLASLt beside our GEMM)
 #   bench-step        the Llama-3.1-8B LoRA step, prefill and decode with the
 #                     backend's default GEMM, cuBLASLt (--gemm cublas)
 #   peers             the PyTorch peers (SDPA; Hugging Face Llama + PEFT)
-#   bench-step-own    the same with our own GEMM (--gemm own)
-#   bench-report      one table of all of them, with the ratios
+#   bench-report      one table of all of them, with the ratios (written
+#                     again at the end, with bench-step-own)
+#   bench-step-own    the step suite again with our own GEMM (--gemm own),
+#                     the first of the long checks
 #   collectives       one GPU rank over NCCL (PyTorch's, found by the torch
 #                     step), started by `train launch`: `train collectives`
 #                     checks every collective and times the all-reduce (with
@@ -65,7 +70,7 @@
 # for failures an excerpt of its log), bench.md (the benchmarks side by side
 # with the peers, and the ratios) with the results it is made of
 # (bench-kernels.json, bench-step.json, bench-step-own.json,
-# bench-torch.json), and logs.tar.gz (every step's full log, and every test
+# bench-torch.json; gate.json, the gate's measurement), and logs.tar.gz (every step's full log, and every test
 # process's output). The exit status is 0 when no step failed.
 #
 # Environment:
@@ -443,6 +448,20 @@ step_conformance_8b() {
 	tests_end
 }
 
+# step_selftest runs the kernel emulator's self-tests: on a GPU, built by
+# nvcc, they check that the hardware computes what the emulator models (the
+# instructions and fragment layouts the kernels are built on); on the
+# emulator bundle they check the emulator.
+step_selftest() {
+	cd "$B" || exit 1
+	ours bin/selftest 2>&1 | logged "$WORK/selftest.out"
+	rc=${PIPESTATUS[0]}
+	pass=$(grep -c '^ok ' "$WORK/selftest.out")
+	failed=$(grep '^FAIL ' "$WORK/selftest.out" | awk '{print $2}' | paste -sd' ' -)
+	note "$pass passed${failed:+, failed: $failed}"
+	[ "$rc" -eq 0 ] && [ "$pass" -gt 0 ] || exit 1
+}
+
 # no_data ends a step that needs stories260K when the bundle has none: a
 # failure on a GPU (its check did not run), a skip on the emulator bundle.
 no_data() {
@@ -533,22 +552,12 @@ step_bench_kernels() {
 # bench_step GEMM NAME measures the LoRA step, prefill and decode with the
 # backend's GEMM GEMM (train bench --gemm) into NAME.json and NAME.md.
 bench_step() {
-	local gemm=(--gemm "$1") name=$2 also=""
 	load_torch
 	cd "$B" || exit 1
-	if ! ours bin/train bench --help 2>&1 | grep -q -- '--gemm'; then
-		# A train from before train bench had --gemm: on a GPU it would
-		# measure another GEMM than the one named; the emulator has one.
-		[ "$TW_BUNDLE_KIND" = cudaemu ] && [ "$1" = own ] || {
-			note "this train bench has no --gemm: it cannot measure --gemm $1"
-			exit 1
-		}
-		gemm=() also="; this train bench has no --gemm: the emulator's one GEMM, our own"
-	fi
-	ours bin/train bench --backend cuda --suite step "${gemm[@]}" \
-		--json "$WORK/bench/$name.json" --md "$WORK/bench/$name.md" || exit 1
-	cat "$WORK/bench/$name.md"
-	note "--gemm $1: $(grep -c '^| ' "$WORK/bench/$name.md") table lines$also"
+	ours bin/train bench --backend cuda --suite step --gemm "$1" \
+		--json "$WORK/bench/$2.json" --md "$WORK/bench/$2.md" || exit 1
+	cat "$WORK/bench/$2.md"
+	note "--gemm $1: $(grep -c '^| ' "$WORK/bench/$2.md") table lines"
 }
 
 step_bench_step() {
@@ -568,32 +577,24 @@ step_peers() {
 	note "PyTorch peers measured"
 }
 
-step_bench_report() {
-	cd "$B" || exit 1
+# report writes bench.md from every benchmark result there is so far; the
+# number of result files is its exit status's complement (0: none).
+report() {
 	set --
 	for f in bench-kernels bench-step bench-step-own bench-torch; do
 		[ ! -s "$WORK/bench/$f.json" ] || set -- "$@" "$WORK/bench/$f.json"
 	done
-	[ $# -gt 0 ] || { note "no benchmark results to report"; exit 1; }
-	local also="" own=$WORK/bench/bench-step-own.json
-	if ! ours bin/train bench report --out "$WORK/bench/bench.md" "$@"; then
-		# The report puts one measurement of each step of ours in a table:
-		# where it cannot take both GEMMs' steps, ours gets its own report.
-		[ -s "$own" ] && [ $# -gt 1 ] || exit 1
-		echo "run.sh: the report again without bench-step-own.json, and bench-step-own.json alone"
-		local rest=() f
-		for f in "$@"; do [ "$f" = "$own" ] || rest+=("$f"); done
-		ours bin/train bench report --out "$WORK/bench/bench.md" "${rest[@]}" || exit 1
-		ours bin/train bench report --out "$WORK/bench/bench-own.md" "$own" || exit 1
-		{
-			echo
-			echo "# Our own GEMM (bench-step-own.json, --gemm own)"
-			sed '1{/^# /d}' "$WORK/bench/bench-own.md"
-		} >>"$WORK/bench/bench.md"
-		also=" (bench-step-own.json in a report of its own: the report takes one result of each step)"
-	fi
+	[ $# -gt 0 ] || return 1
+	(cd "$B" && ours bin/train bench report --out "$WORK/bench/bench.md" "$@")
+}
+
+# step_bench_report writes the report as soon as the first benchmarks are
+# done; finish writes it again with every result of the run.
+step_bench_report() {
+	[ -n "$(ls "$WORK"/bench/*.json 2>/dev/null)" ] || { note "no benchmark results to report"; exit 1; }
+	report || exit 1
 	cat "$WORK/bench/bench.md"
-	note "$# result files: $(cd "$WORK/bench" && ls ./*.json | xargs -n1 basename | paste -sd' ' -)$also"
+	note "$(cd "$WORK/bench" && ls ./*.json | xargs -n1 basename | paste -sd' ' -)"
 }
 
 # json_meta FILE KEY prints the first string value of KEY in the result file
@@ -661,10 +662,10 @@ step_gate() {
 	note "$n kernels slower than $label (another commit: informational; ${commit:0:12}, this bundle's $TW_BUNDLE_COMMIT): $names"
 }
 
-export -f ours logged note progress skip gpu_only left max1 load_torch no_data sanitize collectives bench_step \
+export -f ours logged note progress skip gpu_only left max1 load_torch no_data sanitize collectives bench_step report \
 	run_test test_message tests_finish tests_note tests_end gotests json_meta same_commit
 export -f step_device step_torch step_conformance step_conformance_8b step_model step_stories \
-	step_collectives step_collectives_cpu step_memcheck step_racecheck step_synccheck step_bench_kernels \
+	step_selftest step_collectives step_collectives_cpu step_memcheck step_racecheck step_synccheck step_bench_kernels \
 	step_bench_step step_bench_step_own step_peers step_bench_report step_gate
 
 # ---- running and recording ----
@@ -873,11 +874,13 @@ step() {
 
 # finish leaves in OUT the summary, the benchmark report and results, and
 # every log (with the benchmarks' own tables and every test process's
-# output) in one archive: eight files at most.
+# output) in one archive: nine files at most.
 finish() {
 	write_summary
+	# The report again, with what the long steps measured (bench-step-own).
+	[ ! -s "$WORK/bench/bench-step-own.json" ] || report >>"$LOGS/bench-report.log" 2>&1 || true
 	tar -C "$WORK" -czf "$OUT/logs.tar.gz" logs bench tests
-	for f in bench.md bench-kernels.json bench-step.json bench-step-own.json bench-torch.json; do
+	for f in bench.md bench-kernels.json bench-step.json bench-step-own.json bench-torch.json gate.json; do
 		[ ! -s "$WORK/bench/$f" ] || cp "$WORK/bench/$f" "$OUT/$f"
 	done
 	if [ -n "${TW_BUNDLE_KEEP:-}" ]; then
@@ -896,12 +899,14 @@ step torch 45
 step conformance 90
 step model 45
 step stories 30
+step selftest 30
 step bench-kernels 75
 step bench-step 120
 step peers 100
-step bench-step-own 120
 step bench-report 20
-# ... then the long checks, as far as the budget goes.
+# ... then the long checks, as far as the budget goes (the report is written
+# again at the end, with bench-step-own).
+step bench-step-own 120
 step collectives 30
 step collectives-cpu 30
 step gate 90
