@@ -795,10 +795,25 @@ template <class K> cudaError_t allow_smem(K kernel, size_t bytes) {
 
 } // namespace
 
+// config_ok reports whether cfg asks only for what these kernels are built
+// with, each field 0 (the default) or: fwd_rows 64; fwd_keys 64 (bf16) or 32
+// (f32); fwd_stages 1; bwd_rows 64 (the dQ kernel's query rows per block);
+// bwd_keys 64 (the dK/dV kernel's keys per block); bwd_stages 1; bwd_split
+// 1; dec_split 1; dec_keys as fwd_keys (decoding runs the forward kernel).
+template <class T> bool config_ok(const tw_attention_config *cfg) {
+	if (cfg == nullptr) return true;
+	auto is = [](int v, int want) { return v == 0 || v == want; };
+	return is(cfg->fwd_rows, kRows) && is(cfg->fwd_keys, Inner<T>::fwd) && is(cfg->fwd_stages, 1) &&
+	       is(cfg->bwd_rows, kRows) && is(cfg->bwd_keys, kRows) && is(cfg->bwd_stages, 1) &&
+	       is(cfg->bwd_split, 1) && is(cfg->dec_split, 1) && is(cfg->dec_keys, Inner<T>::fwd);
+}
+
 extern "C" cudaError_t tw_attention(void *out, float *lse, const void *q, const void *k, const void *v,
                                     const int32_t *seqs, int64_t nseq, tw_dtype dt, int64_t nq, int64_t nk, int64_t h,
-                                    int64_t g, int64_t dh, float scale, int noncausal, cudaStream_t stream) {
+                                    int64_t g, int64_t dh, float scale, int noncausal, const tw_attention_config *cfg,
+                                    cudaStream_t stream) {
 	if (nseq < 0 || nq < 0 || nk < 0 || h < 0 || g < 0 || dh < 0) return cudaErrorInvalidValue;
+	if (!(dt == TW_BF16 ? config_ok<bf16>(cfg) : config_ok<float>(cfg))) return cudaErrorInvalidValue;
 	if (nq == 0 || h == 0 || nseq == 0) return cudaSuccess;
 	if (!shapes_ok(nq, nk, h, g, dh, {out, q, k, v})) return cudaErrorInvalidValue;
 	const unsigned grid = grid_of(nq * (h / g), nseq, g);
@@ -817,8 +832,9 @@ extern "C" cudaError_t tw_attention(void *out, float *lse, const void *q, const 
 	});
 }
 
-extern "C" size_t tw_attention_backward_workspace(int64_t nq, int64_t nk, int64_t h, int64_t g, int64_t dh) {
-	(void)nk, (void)g, (void)dh;
+extern "C" size_t tw_attention_backward_workspace(int64_t nq, int64_t nk, int64_t h, int64_t g, int64_t dh,
+                                                   const tw_attention_config *cfg) {
+	(void)nk, (void)g, (void)dh, (void)cfg;
 	return nq > 0 && h > 0 ? (size_t)(nq * h) * sizeof(float) : 0;
 }
 
@@ -826,8 +842,9 @@ extern "C" cudaError_t tw_attention_backward(void *dq, void *dk, void *dv, const
                                              const float *lse, const void *q, const void *k, const void *v,
                                              const int32_t *seqs, int64_t nseq, tw_dtype dt, int64_t nq, int64_t nk,
                                              int64_t h, int64_t g, int64_t dh, float scale, int noncausal,
-                                             void *workspace, cudaStream_t stream) {
+                                             const tw_attention_config *cfg, void *workspace, cudaStream_t stream) {
 	if (nseq < 0 || nq < 0 || nk < 0 || h < 0 || g < 0 || dh < 0) return cudaErrorInvalidValue;
+	if (!(dt == TW_BF16 ? config_ok<bf16>(cfg) : config_ok<float>(cfg))) return cudaErrorInvalidValue;
 	if (dh == 0 || (nq * h == 0 && nk * g == 0)) return cudaSuccess; // every gradient is empty
 	if (!shapes_ok(nq, nk, h, g, dh, {dq, dk, dv, dout, out, q, k, v})) return cudaErrorInvalidValue;
 	const unsigned gq = grid_of(nq * (h / g), nseq, g), gk = grid_of(nk, nseq, g);

@@ -124,20 +124,39 @@ cudaError_t tw_rope(void *x, tw_dtype dt, const int32_t *pos, const float *inv_f
 
 /* ---- attention.cu -------------------------------------------------------- */
 
+/* The attention kernels' tile sizes and pipeline depths: the knobs a GPU
+ * session sweeps (engine/cuda's AttentionConfig, train bench
+ * --attention-config). 0 is the kernels' default; a value the kernels were
+ * not compiled for makes the launcher return cudaErrorInvalidValue
+ * (attention.cu lists the values each accepts). NULL: every default. */
+typedef struct {
+	int fwd_rows;   /* forward: query rows per block */
+	int fwd_keys;   /* forward: keys per inner tile */
+	int fwd_stages; /* forward: key/value tiles in flight */
+	int bwd_rows;   /* backward: query rows per inner tile or block */
+	int bwd_keys;   /* backward: keys per block or inner tile */
+	int bwd_stages; /* backward: tiles in flight */
+	int bwd_split;  /* backward: parts the query axis is split into for dK/dV */
+	int dec_split;  /* decoding: key chunks per sequence (flash-decoding) */
+	int dec_keys;   /* decoding: keys per inner tile */
+} tw_attention_config;
+
 /* engine.Backend.Attention: out, q [nq, h, dh] dt; k, v [nk, g, dh] dt;
  * lse [nq, h]; seqs [nseq, 4]; noncausal: AttentionParams.NonCausal (0:
  * causal). Every dt tensor here and below must be 16-byte aligned (see
  * attention.cu). */
 cudaError_t tw_attention(void *out, float *lse, const void *q, const void *k, const void *v, const int32_t *seqs,
                          int64_t nseq, tw_dtype dt, int64_t nq, int64_t nk, int64_t h, int64_t g, int64_t dh,
-                         float scale, int noncausal, cudaStream_t stream);
+                         float scale, int noncausal, const tw_attention_config *cfg, cudaStream_t stream);
 /* engine.Backend.AttentionBackward: gradients shaped as their tensors above;
- * workspace: tw_attention_backward_workspace(nq, nk, h, g, dh) bytes. */
+ * workspace: tw_attention_backward_workspace(nq, nk, h, g, dh, cfg) bytes. */
 cudaError_t tw_attention_backward(void *dq, void *dk, void *dv, const void *dout, const void *out, const float *lse,
                                   const void *q, const void *k, const void *v, const int32_t *seqs, int64_t nseq,
                                   tw_dtype dt, int64_t nq, int64_t nk, int64_t h, int64_t g, int64_t dh, float scale,
-                                  int noncausal, void *workspace, cudaStream_t stream);
-size_t tw_attention_backward_workspace(int64_t nq, int64_t nk, int64_t h, int64_t g, int64_t dh);
+                                  int noncausal, const tw_attention_config *cfg, void *workspace,
+                                  cudaStream_t stream);
+size_t tw_attention_backward_workspace(int64_t nq, int64_t nk, int64_t h, int64_t g, int64_t dh,
+                                       const tw_attention_config *cfg);
 
 /* ---- swiglu.cu ----------------------------------------------------------- */
 

@@ -18,9 +18,16 @@ import (
 // side-by-side GEMM figures. A backend serves as several of these where its
 // GEMM allows. Each is timed by CUDA events on its own stream.
 func openCUDA(o Options) (*Target, error) {
+	attn, err := cuda.ParseAttentionConfig(o.Attention)
+	if err != nil {
+		return nil, err
+	}
 	t := &Target{TimerName: "CUDA events on the backend's stream"}
+	if attn != (cuda.AttentionConfig{}) {
+		t.Notes = append(t.Notes, "attention config: "+attn.String())
+	}
 	open := func(gemm string) (*cuda.Backend, error) {
-		b, err := cuda.New(cuda.Options{Device: o.Device, GEMM: gemm})
+		b, err := cuda.New(cuda.Options{Device: o.Device, GEMM: gemm, Attention: attn})
 		if err != nil {
 			return nil, err
 		}

@@ -86,9 +86,12 @@ type Options struct {
 	// GEMM is the cuda backend's GEMM for everything but the kernel suite's
 	// own GEMMs: "cublas", "own", or "" for the backend's default (cuBLASLt
 	// where one is found). The CPU backend has one GEMM and takes only "".
-	GEMM    string
-	Threads int // CPU worker threads (0: one per CPU)
-	Device  int // GPU ordinal
+	GEMM string
+	// Attention is the cuda backend's attention tile configuration, as
+	// cuda.ParseAttentionConfig reads it ("": the kernels' defaults).
+	Attention string
+	Threads   int // CPU worker threads (0: one per CPU)
+	Device    int // GPU ordinal
 }
 
 // Open returns the target o names.
@@ -97,6 +100,9 @@ func Open(o Options) (*Target, error) {
 	case "cpu":
 		if o.GEMM != "" {
 			return nil, fmt.Errorf("GEMM %q: the cpu backend has one GEMM (OpenBLAS)", o.GEMM)
+		}
+		if o.Attention != "" {
+			return nil, fmt.Errorf("attention config %q: the cpu backend has no attention tiles to set", o.Attention)
 		}
 		return openCPU(o), nil
 	case "cuda":

@@ -14,9 +14,10 @@ func (b *Backend) Attention(out, lse, q, k, v, seqs *engine.Tensor, p engine.Att
 	d := engine.AttentionShape("Attention", lse, q, k, v, seqs)
 	engine.MustShape("Attention", "out", out, d.NQ, d.H, d.Dh)
 	engine.MustDType("Attention", "out", out, q.DType())
+	cfg := b.attention.cConfig()
 	b.launch("Attention", func(str C.cudaStream_t) C.cudaError_t {
 		return C.tw_attention(ptr(out), fptr(lse), ptr(q), ptr(k), ptr(v), iptr(seqs), i64(d.Seqs), dt(q),
-			i64(d.NQ), i64(d.NK), i64(d.H), i64(d.G), i64(d.Dh), C.float(p.Scale), cbool(p.NonCausal), str)
+			i64(d.NQ), i64(d.NK), i64(d.H), i64(d.G), i64(d.Dh), C.float(p.Scale), cbool(p.NonCausal), &cfg, str)
 	})
 }
 
@@ -31,10 +32,11 @@ func (b *Backend) AttentionBackward(dq, dk, dv, dOut, out, lse, q, k, v, seqs *e
 		engine.MustShape("AttentionBackward", "key-side gradient", t, d.NK, d.G, d.Dh)
 		engine.MustDType("AttentionBackward", "key-side gradient", t, q.DType())
 	}
+	cfg := b.attention.cConfig()
 	b.launch("AttentionBackward", func(str C.cudaStream_t) C.cudaError_t {
-		ws := b.workspace(int(C.tw_attention_backward_workspace(i64(d.NQ), i64(d.NK), i64(d.H), i64(d.G), i64(d.Dh))))
+		ws := b.workspace(int(C.tw_attention_backward_workspace(i64(d.NQ), i64(d.NK), i64(d.H), i64(d.G), i64(d.Dh), &cfg)))
 		return C.tw_attention_backward(ptr(dq), ptr(dk), ptr(dv), ptr(dOut), ptr(out), fptr(lse),
 			ptr(q), ptr(k), ptr(v), iptr(seqs), i64(d.Seqs), dt(q), i64(d.NQ), i64(d.NK), i64(d.H), i64(d.G), i64(d.Dh),
-			C.float(p.Scale), cbool(p.NonCausal), devPtr(ws), str)
+			C.float(p.Scale), cbool(p.NonCausal), &cfg, devPtr(ws), str)
 	})
 }

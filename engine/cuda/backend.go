@@ -28,6 +28,9 @@ type Options struct {
 	// own kernel otherwise (always under the emulator, which has no
 	// cuBLASLt).
 	GEMM string
+	// Attention sets the attention kernels' tile sizes and pipeline depths
+	// (the zero value: the kernels' defaults).
+	Attention AttentionConfig
 }
 
 // Backend implements engine.Backend with the kernels of kernels/*.cu. It is
@@ -38,14 +41,15 @@ type Options struct {
 // waits for the device after every launch, so that a kernel failing on the
 // device is reported by the op that launched it.
 type Backend struct {
-	dev      device
-	stream   C.cudaStream_t
-	gemm     string
-	syncEach bool    // TW_CUDA_SYNC=1
-	ws       uintptr // workspace shared by launchers that need one, grown on demand
-	wsSize   int
-	lt       *cublasLt // cuBLASLt state for GEMM "cublas" (cuda tag only), made on first use
-	timers   map[*Timer]struct{}
+	dev       device
+	stream    C.cudaStream_t
+	gemm      string
+	attention AttentionConfig
+	syncEach  bool    // TW_CUDA_SYNC=1
+	ws        uintptr // workspace shared by launchers that need one, grown on demand
+	wsSize    int
+	lt        *cublasLt // cuBLASLt state for GEMM "cublas" (cuda tag only), made on first use
+	timers    map[*Timer]struct{}
 }
 
 var _ engine.Backend = (*Backend)(nil)
@@ -66,12 +70,13 @@ func New(opt Options) (*Backend, error) {
 		return nil, err
 	}
 	return &Backend{
-		dev:      dev,
-		stream:   C.cudaStream_t(dev.stream()),
-		gemm:     gemm,
-		syncEach: os.Getenv("TW_CUDA_SYNC") == "1",
-		lt:       lt,
-		timers:   map[*Timer]struct{}{},
+		dev:       dev,
+		stream:    C.cudaStream_t(dev.stream()),
+		gemm:      gemm,
+		attention: opt.Attention,
+		syncEach:  os.Getenv("TW_CUDA_SYNC") == "1",
+		lt:        lt,
+		timers:    map[*Timer]struct{}{},
 	}, nil
 }
 

@@ -21,17 +21,6 @@ import (
 	"github.com/turnwise/turnwise/engine"
 )
 
-// catch runs f and returns the message of the panic it raised, or "".
-func catch(f func()) (msg string) {
-	defer func() {
-		if r := recover(); r != nil {
-			msg = fmt.Sprint(r)
-		}
-	}()
-	f()
-	return ""
-}
-
 func newOn(t *testing.T, device int) *Backend {
 	t.Helper()
 	b, err := New(Options{Device: device})

@@ -23,8 +23,9 @@
 # and every summary's device line names the kernel emulator, whether or not
 # the device step ran. With OUTDIR, the results of a whole run.sh of the
 # same bundle, it also checks those: no step failed, every conformance test
-# passed or skipped one by one, the step benchmark ran with our GEMM and
-# skipped cuBLASLt's, and the device line. It prints each check and exits
+# passed or skipped one by one, the emulator's self-tests passed, the step
+# benchmark ran with our GEMM and skipped cuBLASLt's (and the report written
+# at the end has it), and the device line. It prints each check and exits
 # non-zero naming every check that failed. The Makefile's test-bundles
 # target runs it after the emulator bundle's whole run. Needs python3 (to
 # check that each summary.json parses).
@@ -186,11 +187,12 @@ if [ -n "$full" ]; then
 		'^\| conformance \| pass \| .* ([0-9]+) tests: [0-9]+ passed, 0 failed, [0-9]+ skipped'
 	check "whole run: TestConformance passed in a process of its own" "$F/summary.json" '\{"name": "TestConformance", "status": "pass"'
 	check "whole run: the plant skipped without TW_BUNDLE_PLANT" "$F/summary.json" '\{"name": "TestBundlePlant", "status": "skip"'
+	check "whole run: the kernel emulator's self-tests passed" "$F/summary.md" '^\| selftest \| pass \| [0-9]+ \| [0-9]+ \| [0-9]+ passed \|'
 	check "whole run: the model's GPU test passed" "$F/summary.json" '\{"name": "TestStories260KGreedyCUDA", "status": "pass"'
 	check "whole run: cuBLASLt's step benchmark skipped" "$F/summary.md" '^\| bench-step \| skip \| .*no cuBLASLt'
 	check "whole run: our GEMM's step benchmark ran" "$F/summary.md" '^\| bench-step-own \| pass \| .*--gemm own'
 	check "whole run: its results were kept" "$F/bench-step-own.json" '"name": "lora_step/'
-	check "whole run: the report took them" "$F/summary.md" '^\| bench-report \| pass \| .*bench-step-own\.json'
+	check "whole run: the report written at the end took them" "$F/bench.md" '^\| lora_step/[^|]* \| turnwise \| own \|'
 	check "whole run: the gate has no emulator baseline" "$F/summary.md" '^\| gate \| skip \| .*(no baseline of this device kind \(CUDA kernel emulator\)|carries no baselines)'
 	check "whole run: the logs hold each test process's output" "$F/x/tests/conformance/TestConformance.out" '^--- PASS: TestConformance '
 fi

@@ -1,0 +1,101 @@
+//go:build cuda || cudaemu
+
+package cuda
+
+// #include "kernels.h"
+import "C"
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// AttentionConfig holds the attention kernels' tile sizes and pipeline
+// depths (kernels.h's tw_attention_config): the knobs a GPU session sweeps.
+// A zero field is the kernels' default; a value the kernels were not
+// compiled for makes the op fail, naming the launch (kernels/attention.cu
+// lists what each field accepts).
+type AttentionConfig struct {
+	FwdRows, FwdKeys, FwdStages           int // forward: query rows per block, keys per tile, tiles in flight
+	BwdRows, BwdKeys, BwdStages, BwdSplit int // backward: query rows, keys, tiles in flight, query-axis split of dK/dV
+	DecSplit, DecKeys                     int // decoding: key chunks per sequence, keys per tile
+}
+
+// attentionFields names AttentionConfig's fields as ParseAttentionConfig
+// and String spell them, in that order.
+var attentionFields = []struct {
+	name string
+	get  func(*AttentionConfig) *int
+}{
+	{"fwd.rows", func(c *AttentionConfig) *int { return &c.FwdRows }},
+	{"fwd.keys", func(c *AttentionConfig) *int { return &c.FwdKeys }},
+	{"fwd.stages", func(c *AttentionConfig) *int { return &c.FwdStages }},
+	{"bwd.rows", func(c *AttentionConfig) *int { return &c.BwdRows }},
+	{"bwd.keys", func(c *AttentionConfig) *int { return &c.BwdKeys }},
+	{"bwd.stages", func(c *AttentionConfig) *int { return &c.BwdStages }},
+	{"bwd.split", func(c *AttentionConfig) *int { return &c.BwdSplit }},
+	{"dec.split", func(c *AttentionConfig) *int { return &c.DecSplit }},
+	{"dec.keys", func(c *AttentionConfig) *int { return &c.DecKeys }},
+}
+
+// ParseAttentionConfig reads a configuration written as comma-separated
+// name=value pairs, e.g. "fwd.rows=128,fwd.keys=64,fwd.stages=2"; the
+// names are fwd.rows, fwd.keys, fwd.stages, bwd.rows, bwd.keys,
+// bwd.stages, bwd.split, dec.split and dec.keys. "" is every default.
+func ParseAttentionConfig(s string) (AttentionConfig, error) {
+	var c AttentionConfig
+	if strings.TrimSpace(s) == "" {
+		return c, nil
+	}
+	for _, kv := range strings.Split(s, ",") {
+		name, val, ok := strings.Cut(strings.TrimSpace(kv), "=")
+		if !ok {
+			return AttentionConfig{}, fmt.Errorf("attention config %q: %q is not name=value", s, kv)
+		}
+		var p *int
+		for _, f := range attentionFields {
+			if f.name == name {
+				p = f.get(&c)
+			}
+		}
+		if p == nil {
+			return AttentionConfig{}, fmt.Errorf("attention config %q: unknown name %q (want one of %s)", s, name, attentionNames())
+		}
+		n, err := strconv.Atoi(val)
+		if err != nil || n < 0 {
+			return AttentionConfig{}, fmt.Errorf("attention config %q: %s=%q is not a count ≥ 0", s, name, val)
+		}
+		*p = n
+	}
+	return c, nil
+}
+
+func attentionNames() string {
+	var n []string
+	for _, f := range attentionFields {
+		n = append(n, f.name)
+	}
+	return strings.Join(n, ", ")
+}
+
+// String writes c as ParseAttentionConfig reads it, leaving out the
+// defaults ("" when every field is).
+func (c AttentionConfig) String() string {
+	var parts []string
+	for _, f := range attentionFields {
+		if v := *f.get(&c); v != 0 {
+			parts = append(parts, fmt.Sprintf("%s=%d", f.name, v))
+		}
+	}
+	return strings.Join(parts, ",")
+}
+
+// cConfig is c as the launchers take it.
+func (c AttentionConfig) cConfig() C.tw_attention_config {
+	return C.tw_attention_config{
+		fwd_rows: C.int(c.FwdRows), fwd_keys: C.int(c.FwdKeys), fwd_stages: C.int(c.FwdStages),
+		bwd_rows: C.int(c.BwdRows), bwd_keys: C.int(c.BwdKeys), bwd_stages: C.int(c.BwdStages), bwd_split: C.int(c.BwdSplit),
+		dec_split: C.int(c.DecSplit), dec_keys: C.int(c.DecKeys),
+	}
+}

@@ -1,0 +1,95 @@
+//go:build cuda || cudaemu
+
+package cuda
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/turnwise/turnwise/engine"
+)
+
+func TestParseAttentionConfig(t *testing.T) {
+	for _, c := range []struct {
+		in      string
+		want    AttentionConfig
+		wantErr string
+	}{
+		{"", AttentionConfig{}, ""},
+		{"fwd.rows=128,fwd.keys=64,fwd.stages=2", AttentionConfig{FwdRows: 128, FwdKeys: 64, FwdStages: 2}, ""},
+		{" bwd.split=4 , dec.split=8,dec.keys=128,bwd.rows=64,bwd.keys=128,bwd.stages=2",
+			AttentionConfig{BwdSplit: 4, DecSplit: 8, DecKeys: 128, BwdRows: 64, BwdKeys: 128, BwdStages: 2}, ""},
+		{"fwd.rows", AttentionConfig{}, "not name=value"},
+		{"fwd.cols=3", AttentionConfig{}, `unknown name "fwd.cols"`},
+		{"fwd.rows=-1", AttentionConfig{}, "not a count"},
+		{"fwd.rows=x", AttentionConfig{}, "not a count"},
+	} {
+		got, err := ParseAttentionConfig(c.in)
+		if c.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), c.wantErr) {
+				t.Errorf("ParseAttentionConfig(%q): error %v, want one containing %q", c.in, err, c.wantErr)
+			}
+			continue
+		}
+		if err != nil || got != c.want {
+			t.Errorf("ParseAttentionConfig(%q) = %+v, %v; want %+v", c.in, got, err, c.want)
+			continue
+		}
+		if again, err := ParseAttentionConfig(got.String()); err != nil || again != got {
+			t.Errorf("%+v: String %q reads back as %+v, %v", got, got.String(), again, err)
+		}
+	}
+}
+
+// TestAttentionConfigRefused: a configuration the kernels were not built
+// for fails the op, naming it, and the defaults spelled out run.
+func TestAttentionConfigRefused(t *testing.T) {
+	for _, c := range []struct {
+		cfg  AttentionConfig
+		fail bool
+	}{
+		{AttentionConfig{}, false},
+		{AttentionConfig{FwdRows: 64}, false},
+		{AttentionConfig{FwdRows: 3}, true},
+		{AttentionConfig{BwdSplit: 1000}, true},
+	} {
+		b, err := New(Options{Attention: c.cfg})
+		if err != nil {
+			t.Fatal(err)
+		}
+		msg := catch(func() { runSmallAttention(b) })
+		if c.fail != (msg != "") || (c.fail && !strings.Contains(msg, "Attention")) {
+			t.Errorf("config %q: panic %q, want failure %v naming the op", c.cfg, msg, c.fail)
+		}
+		b.Close()
+	}
+}
+
+// runSmallAttention runs the forward and the backward of one causal bf16
+// sequence of 5 tokens, 2 query heads over 1 key/value head of width 8.
+func runSmallAttention(b *Backend) {
+	const n, h, g, dh = 5, 2, 1, 8
+	val := func(k int) []float32 {
+		v := make([]float32, k)
+		for i := range v {
+			v[i] = float32(i%7) / 7
+		}
+		return v
+	}
+	q := engine.FromF32(b, engine.BF16, val(n*h*dh), n, h, dh)
+	k := engine.FromF32(b, engine.BF16, val(n*g*dh), n, g, dh)
+	v := engine.FromF32(b, engine.BF16, val(n*g*dh), n, g, dh)
+	out, dout, dq := engine.MustAlloc(b, engine.BF16, n, h, dh), engine.FromF32(b, engine.BF16, val(n*h*dh), n, h, dh), engine.MustAlloc(b, engine.BF16, n, h, dh)
+	dk, dv := engine.MustAlloc(b, engine.BF16, n, g, dh), engine.MustAlloc(b, engine.BF16, n, g, dh)
+	lse := engine.MustAlloc(b, engine.F32, n, h)
+	seqs := engine.FromI32(b, []int32{0, n, 0, n}, 1, 4)
+	for _, x := range []*engine.Tensor{q, k, v, out, dout, dq, dk, dv, lse, seqs} {
+		defer b.FreeBuffer(x.Buffer())
+	}
+	p := engine.AttentionParams{Scale: 0.35}
+	b.Attention(out, lse, q, k, v, seqs, p)
+	b.AttentionBackward(dq, dk, dv, dout, out, lse, q, k, v, seqs, p)
+	if err := b.Sync(); err != nil {
+		panic(err)
+	}
+}
