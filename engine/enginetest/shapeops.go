@@ -318,14 +318,7 @@ func (p pairRun) compareHost(t *testing.T, what string, x twin, want []float32, 
 		s.at += lo
 		parts[lo/chunk] = s
 	})
-	var all diffStats
-	for _, s := range parts {
-		all = all.merge(s)
-	}
-	if e := all.relErr(); !(e <= tol) {
-		t.Errorf("%s: relative error %.3g > %.3g (worst at %v of %v: got %v, want %v)",
-			what, e, tol, unravel(all.at, x.b.Shape()), x.b.Shape(), all.got, all.want)
-	}
+	reportParts(t, what, parts, tol, x.b.Shape())
 }
 
 // shapeSwiGLU runs the MLP's gate at each sequence length, width FFN.

@@ -597,14 +597,7 @@ func (p pairRun) compare(t *testing.T, what string, got *engine.Tensor, be engin
 		s.at += lo
 		parts[lo/chunk] = s
 	})
-	var all diffStats
-	for _, s := range parts {
-		all = all.merge(s)
-	}
-	if e := all.relErr(); !(e <= tol) {
-		t.Errorf("%s: relative error %.3g > %.3g (worst at %v of %v: got %v, want %v)",
-			what, e, tol, unravel(all.at, got.Shape()), got.Shape(), all.got, all.want)
-	}
+	reportParts(t, what, parts, tol, got.Shape())
 }
 
 // unravel returns the multi-index of flat index i in shape.
@@ -698,4 +691,18 @@ func (c *clock) String() string {
 		s += fmt.Sprintf("%s %v", phaseNames[i], d.Round(time.Millisecond))
 	}
 	return s
+}
+
+// reportParts merges the comparison of a tensor of shape made in chunks and
+// fails t, naming the worst element, when it is not within tol.
+func reportParts(t *testing.T, what string, parts []diffStats, tol float64, shape engine.Shape) {
+	t.Helper()
+	var all diffStats
+	for _, s := range parts {
+		all = all.merge(s)
+	}
+	if e := all.relErr(); !(e <= tol) {
+		t.Errorf("%s: relative error %.3g > %.3g (worst at %v of %v: got %v, want %v)",
+			what, e, tol, unravel(all.at, shape), shape, all.got, all.want)
+	}
 }
