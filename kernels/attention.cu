@@ -177,10 +177,11 @@
 // rows, 64 keys, 2 stages), 224 KiB at the largest (128, 128, 3: H100
 // only); decoding 112 KiB (64 keys, 3 stages) or 144 KiB (128 keys, 2).
 // Registers (ptxas -v of nvcc 11.8, sm_90 / sm_80; __launch_bounds__(256)
-// allows 255): 174 / 177 at N = 32, 176 / 211 at N = 64, 255 / 255 at
-// N = 128, none spilled; so one 8-warp block or two 4-warp blocks per SM.
-// (D = 64: 134 / 149; f32 at D = 128: 201 / 217; f32 at D = 64 on sm_80
-// spills 4 bytes.)
+// allows 255): 169 / 171 at N = 32, 174 / 177 at N = 64, 241 / 241 at
+// N = 128, none spilled; so one 8-warp block or two 4-warp blocks per SM
+// (D = 64: 130 / 130; f32 at D = 128: 177 / 202; no spills anywhere). The
+// loop body at N = 64 is about 410 instructions per warp and tile on the
+// common path (no mask, no rescale) for its 128 mma.sync and 63 ldmatrix.
 #include <algorithm>
 #include <initializer_list>
 #include <mma.h>
@@ -537,7 +538,11 @@ struct FwdArgs {
 // (rows of 128 bytes or more) the chunk index is XORed with r mod 8; narrower
 // rows share a 128-byte line (8/C rows each), and the XOR uses the line
 // number instead, mod C. The swizzle permutes chunks within their row, so
-// every chunk stays 16-byte aligned (cp.async, ldmatrix).
+// every chunk stays 16-byte aligned (cp.async, ldmatrix). As the XOR term
+// depends on r mod 8 only, and C is a power of two,
+//   swz(r + 8m, 2k + b) = (swz(r, b) ^ 32k) + 128·m·C   (b = 0, 1; 2k < C),
+// which is how the fragment loads below address a tile: one per-lane
+// offset, an XOR with a constant and an immediate.
 template <int C> __device__ __forceinline__ int swz(int r, int c) {
 	if constexpr (C >= 8) return (r * C + (c ^ (r & 7))) * 16;
 	else return (r * C + (c ^ ((r / (8 / C)) & (C - 1)))) * 16;
@@ -614,16 +619,19 @@ template <int D, int N> struct FwdMath<bf16, D, N> {
 
 	// s = Q·Kᵀ for the tile's N keys.
 	__device__ __forceinline__ void scores(float (&s)[N / 8][4], const unsigned char *Ks, int lane) const {
+		// Matrices of a load: keys 16np+0…7 at columns 16kk+0…7 and +8…15,
+		// then keys 16np+8…15 likewise: the b of key groups 2np and 2np+1.
+		// The lane's row: key 8·(lane/16) + lane%8, chunk 2kk + lane/8%2.
+		const uint32_t ko = swz<C>(8 * (lane / 16) + lane % 8, lane / 8 % 2);
 		UNROLL
 		for (int n = 0; n < N / 8; n++) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
 		UNROLL
 		for (int kk = 0; kk < D / 16; kk++) {
+			const uint32_t kx = ko ^ (uint32_t)(32 * kk);
 			UNROLL
 			for (int np = 0; np < N / 16; np++) {
-				// Matrices: keys 16np+0…7 at columns 16kk+0…7 and +8…15, then
-				// keys 16np+8…15 likewise: b of key groups 2np and 2np+1.
 				uint32_t b[4];
-				ldmatrix_x4(b, Ks + swz<C>(16 * np + 8 * (lane / 16) + lane % 8, 2 * kk + lane / 8 % 2));
+				ldmatrix_x4(b, Ks + kx + 16 * np * C * 16);
 				mma_bf16_m16n8k16(s[2 * np], qf[kk], b, s[2 * np]);
 				mma_bf16_m16n8k16(s[2 * np + 1], qf[kk], b + 2, s[2 * np + 1]);
 			}
@@ -633,6 +641,11 @@ template <int D, int N> struct FwdMath<bf16, D, N> {
 	// o += P·V, P = s (probabilities), rounded to bf16 in registers.
 	__device__ __forceinline__ void pv(float (&o)[D / 8][4], const float (&p)[N / 8][4], const unsigned char *Vs,
 	                                   float *, int lane) const {
+		// Matrices of a load: keys 16kk+0…7 and +8…15 at columns 16dp+0…7,
+		// then the same keys at 16dp+8…15, transposed: the b of column
+		// groups 2dp and 2dp+1. The lane's row: key 8·(lane/8%2) + lane%8,
+		// chunk 2dp + lane/16.
+		const uint32_t vo = swz<C>(8 * (lane / 8 % 2) + lane % 8, lane / 16);
 		UNROLL
 		for (int kk = 0; kk < N / 16; kk++) {
 			const uint32_t a[4] = {pack_bf16x2(p[2 * kk][0], p[2 * kk][1]), pack_bf16x2(p[2 * kk][2], p[2 * kk][3]),
@@ -640,11 +653,8 @@ template <int D, int N> struct FwdMath<bf16, D, N> {
 			                       pack_bf16x2(p[2 * kk + 1][2], p[2 * kk + 1][3])};
 			UNROLL
 			for (int dp = 0; dp < D / 16; dp++) {
-				// Matrices: keys 16kk+0…7 and +8…15 at columns 16dp+0…7, then
-				// the same keys at 16dp+8…15, transposed: b of column
-				// groups 2dp and 2dp+1.
 				uint32_t b[4];
-				ldmatrix_x4_trans(b, Vs + swz<C>(16 * kk + 8 * (lane / 8 % 2) + lane % 8, 2 * dp + lane / 16));
+				ldmatrix_x4_trans(b, Vs + (vo ^ (uint32_t)(32 * dp)) + 16 * kk * C * 16);
 				mma_bf16_m16n8k16(o[2 * dp], a, b, o[2 * dp]);
 				mma_bf16_m16n8k16(o[2 * dp + 1], a, b + 2, o[2 * dp + 1]);
 			}
@@ -810,22 +820,36 @@ __global__ void __launch_bounds__(32 * kFwdMaxWarps) attn_fwd_kernel(FwdArgs a) 
 			// the subtraction would not give. Keys a row does not see: −inf
 			// (only on tiles that reach past `full`: the diagonal, and the
 			// end of the sequence).
-			const bool mask = j0 + N > full;
-			float mx0 = -INFINITY, mx1 = -INFINITY;
 			UNROLL
 			for (int n = 0; n < N / 8; n++)
 				UNROLL
-				for (int e = 0; e < 2; e++) {
-					const int key = j0 + 8 * n + 2 * t4 + e;
-					float x0 = __fmul_rn(sc[n][e], a.sl2), x1 = __fmul_rn(sc[n][2 + e], a.sl2);
-					if (mask && key > last0) x0 = -INFINITY;
-					if (mask && key > last1) x1 = -INFINITY;
-					sc[n][e] = x0;
-					sc[n][2 + e] = x1;
-					mx0 = fmaxf(mx0, x0);
-					mx1 = fmaxf(mx1, x1);
+				for (int e = 0; e < 4; e++) sc[n][e] = __fmul_rn(sc[n][e], a.sl2);
+			if (j0 + N > full) { // warp-uniform
+				UNROLL
+				for (int n = 0; n < N / 8; n++)
+					UNROLL
+					for (int e = 0; e < 2; e++) {
+						const int key = j0 + 8 * n + 2 * t4 + e;
+						if (key > last0) sc[n][e] = -INFINITY;
+						if (key > last1) sc[n][2 + e] = -INFINITY;
+					}
+			}
+			// Row maxima: the lane's keys by a tree (a short dependency chain
+			// before the exponentials), then over the quad that holds the row.
+			float r0[N / 8], r1[N / 8];
+			UNROLL
+			for (int n = 0; n < N / 8; n++) {
+				r0[n] = fmaxf(sc[n][0], sc[n][1]);
+				r1[n] = fmaxf(sc[n][2], sc[n][3]);
+			}
+			UNROLL
+			for (int w = 1; w < N / 8; w *= 2)
+				UNROLL
+				for (int n = 0; n + w < N / 8; n += 2 * w) {
+					r0[n] = fmaxf(r0[n], r0[n + w]);
+					r1[n] = fmaxf(r1[n], r1[n + w]);
 				}
-			// Row maxima over the quad of lanes that holds each row.
+			float mx0 = r0[0], mx1 = r1[0];
 			mx0 = fmaxf(mx0, __shfl_xor_sync(kFull, mx0, 1));
 			mx1 = fmaxf(mx1, __shfl_xor_sync(kFull, mx1, 1));
 			mx0 = fmaxf(mx0, __shfl_xor_sync(kFull, mx0, 2));
@@ -849,12 +873,15 @@ __global__ void __launch_bounds__(32 * kFwdMaxWarps) attn_fwd_kernel(FwdArgs a) 
 				}
 			l0 = l0 * c0 + sum0;
 			l1 = l1 * c1 + sum1;
-			UNROLL
-			for (int j = 0; j < D / 8; j++) {
-				o[j][0] *= c0;
-				o[j][1] *= c0;
-				o[j][2] *= c1;
-				o[j][3] *= c1;
+			// Once the maxima settle every factor is 1: skip the rescale then.
+			if (__any_sync(kFull, c0 != 1.0f || c1 != 1.0f)) {
+				UNROLL
+				for (int j = 0; j < D / 8; j++) {
+					o[j][0] *= c0;
+					o[j][1] *= c0;
+					o[j][2] *= c1;
+					o[j][3] *= c1;
+				}
 			}
 			mm.pv(o, sc, Vs, scratch, lane);
 		}
