@@ -121,3 +121,15 @@ func AttentionConfigs() []AttentionConfig {
 	}
 	return out
 }
+
+// sharedMemoryOptin is the shared memory a block may opt in to on the
+// current device (0 if the query fails): the tests skip the attention
+// configurations that need more than this device has.
+func sharedMemoryOptin() int {
+	var dev, v C.int
+	if C.cudaGetDevice(&dev) != C.cudaSuccess ||
+		C.cudaDeviceGetAttribute(&v, C.cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != C.cudaSuccess {
+		return 0
+	}
+	return int(v)
+}

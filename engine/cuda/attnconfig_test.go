@@ -115,6 +115,11 @@ func TestAttentionConfigs(t *testing.T) {
 			t.Errorf("configuration %+v prints as the defaults", c)
 		}
 		t.Run(c.String(), func(t *testing.T) {
+			// The forward's shared memory at head width 128, bf16
+			// (kernels/attention.cu: Q, then the stages of K and V).
+			if need := c.FwdRows*256 + c.FwdStages*c.FwdKeys*512; need > sharedMemoryOptin() {
+				t.Skipf("needs %d KiB of shared memory per block; this device has %d", need>>10, sharedMemoryOptin()>>10)
+			}
 			b, err := New(Options{Attention: c})
 			if err != nil {
 				t.Fatal(err)
