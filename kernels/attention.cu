@@ -6,7 +6,7 @@
 // What the kernels add to it:
 //   Workspace of the forward: tw_attention_workspace gives
 //   split·nq·h·(dh+2)·4 bytes when the launch decodes with its keys split
-//   in split > 1 chunks (see Decoding below), else 0.
+//   in split > 1 chunks (see Decoding below), else 0; 16-byte aligned.
 //   Workspace of the backward: tw_attention_backward_workspace gives
 //   nq·h·4 bytes, for D = rowsum(dout∘out) [nq, h] f32.
 //   Configuration (tw_attention_config; 0 is the default), forward:
@@ -34,10 +34,12 @@
 //   Causality: query t of a sequence sees keys 0 … t+off, off = kLen − qLen
 //   (causal) or kLen (noncausal ≠ 0: every key), and never key kLen or
 //   beyond; every kernel below bounds its keys by that one rule.
-//   Numerics: softmax in f32, out rounded once. The backward is
+//   Numerics: softmax in f32, out rounded once. Forward and backward are
 //   deterministic: no float atomics; every element is summed by one thread
-//   (or one warp's mma sequence) in a fixed order, so reruns give the same
-//   bits.
+//   (or one warp's mma sequence) in a fixed order — a split decode's chunks
+//   are combined in chunk order — so reruns give the same bits. (The split,
+//   and with it the low bits, can differ between devices of different SM
+//   counts when dec_split is left to its default.)
 //
 // Design
 //
