@@ -817,9 +817,9 @@ __global__ void __launch_bounds__(32 * kFwdMaxWarps) attn_fwd_kernel(FwdArgs a) 
 			const unsigned char *Ks = KV + (size_t)(i % S) * 2 * L::kTile, *Vs = Ks + L::kTile;
 			float sc[N / 8][4];
 			mm.scores(sc, Ks, lane);
-			// Scaled by sl2, rounded (__fmul_rn): exp2(x − max) below must be
-			// exactly 1 for the maximum, which an FMA of the product into
-			// the subtraction would not give. Keys a row does not see: −inf
+			// Scaled by sl2, rounded (__fmul_rn): 2^(x − max) below is then
+			// 2^0 = 1 for the maximum, which an FMA of the product into the
+			// subtraction would not give (so l ≥ 1). Keys a row does not see: −inf
 			// (only on tiles that reach past `full`: the diagonal, and the
 			// end of the sequence).
 			UNROLL
@@ -838,20 +838,20 @@ __global__ void __launch_bounds__(32 * kFwdMaxWarps) attn_fwd_kernel(FwdArgs a) 
 			}
 			// Row maxima: the lane's keys by a tree (a short dependency chain
 			// before the exponentials), then over the quad that holds the row.
-			float r0[N / 8], r1[N / 8];
+			float t0max[N / 8], t1max[N / 8];
 			UNROLL
 			for (int n = 0; n < N / 8; n++) {
-				r0[n] = fmaxf(sc[n][0], sc[n][1]);
-				r1[n] = fmaxf(sc[n][2], sc[n][3]);
+				t0max[n] = fmaxf(sc[n][0], sc[n][1]);
+				t1max[n] = fmaxf(sc[n][2], sc[n][3]);
 			}
 			UNROLL
 			for (int w = 1; w < N / 8; w *= 2)
 				UNROLL
 				for (int n = 0; n + w < N / 8; n += 2 * w) {
-					r0[n] = fmaxf(r0[n], r0[n + w]);
-					r1[n] = fmaxf(r1[n], r1[n + w]);
+					t0max[n] = fmaxf(t0max[n], t0max[n + w]);
+					t1max[n] = fmaxf(t1max[n], t1max[n + w]);
 				}
-			float mx0 = r0[0], mx1 = r1[0];
+			float mx0 = t0max[0], mx1 = t1max[0];
 			mx0 = fmaxf(mx0, __shfl_xor_sync(kFull, mx0, 1));
 			mx1 = fmaxf(mx1, __shfl_xor_sync(kFull, mx1, 1));
 			mx0 = fmaxf(mx0, __shfl_xor_sync(kFull, mx0, 2));
