@@ -1,11 +1,26 @@
 // attention.cu — grouped-query flash attention, causal or not, over packed
-// variable-length sequences: forward and backward.
+// variable-length sequences: forward (with flash-decoding) and backward.
 //
 // Contract: engine.Backend.Attention and AttentionBackward
 // (engine/backend.go); the launchers' arguments are listed in kernels.h.
 // What the kernels add to it:
+//   Workspace of the forward: tw_attention_workspace gives
+//   split·nq·h·(dh+2)·4 bytes when the launch decodes with its keys split
+//   in split > 1 chunks (see Decoding below), else 0; 16-byte aligned.
 //   Workspace of the backward: tw_attention_backward_workspace gives
 //   nq·h·4 bytes, for D = rowsum(dout∘out) [nq, h] f32.
+//   Configuration (tw_attention_config; 0 is the default), forward:
+//   fwd_rows 64 or 128 (default 128 for bf16, 64 for f32), fwd_keys 32, 64
+//   or 128 (default 64 for bf16, 32 for f32), fwd_stages 1, 2 or 3 (default
+//   2), dec_keys 64 or 128 (default 64 for bf16, 32 for f32), dec_split 1 …
+//   1024 (default: chosen per launch, dec_auto_split). Rows and stages are
+//   run-time parameters of the kernel; the key tile is a template
+//   parameter, compiled for 32, 64 and 128 keys with bf16 at head widths
+//   over 64, for 64 keys with bf16 up to 64, for 32 keys with f32: another
+//   key tile, or a combination whose shared memory exceeds the device's
+//   (128 rows, 128 keys, 3 stages: 224 KiB, over an A100's 163), is
+//   cudaErrorInvalidValue. tw_attention_configs lists what a sweep tries.
+//   The backward's fields are listed at config_ok.
 //   dt is f32 or bf16 (q, k, v, out and the gradients share it); dh is a
 //   multiple of 8 up to 128; h is a multiple of g ≥ 1. Anything else gives
 //   cudaErrorInvalidValue. seqs is trusted, not checked (a launcher does not
@@ -19,10 +34,12 @@
 //   Causality: query t of a sequence sees keys 0 … t+off, off = kLen − qLen
 //   (causal) or kLen (noncausal ≠ 0: every key), and never key kLen or
 //   beyond; every kernel below bounds its keys by that one rule.
-//   Numerics: softmax in f32, out rounded once. The backward is
+//   Numerics: softmax in f32, out rounded once. Forward and backward are
 //   deterministic: no float atomics; every element is summed by one thread
-//   (or one warp's mma sequence) in a fixed order, so reruns give the same
-//   bits.
+//   (or one warp's mma sequence) in a fixed order — a split decode's chunks
+//   are combined in chunk order — so reruns give the same bits. (The split,
+//   and with it the low bits, can differ between devices of different SM
+//   counts when dec_split is left to its default.)
 //
 // Design
 //
@@ -33,20 +50,22 @@
 // shared memory then serves every head of the group, and a decoding step
 // (qLen = 1) still fills h/g rows of a tile rather than one.
 //
-// Blocks. 4 warps (128 threads); a block owns kRows = 64 rows, warp w the 16
-// rows 16w … 16w+15 of them. Work items are (sequence, key/value head, tile of
-// 64 rows): the forward and the dQ kernel tile each sequence's qLen·h/g query
-// rows, the dK/dV kernel its kLen keys. The grid cannot depend on seqs (it is
-// device data), so the launcher sizes it from a bound — a sequence of n rows
-// has ceil(n/64) ≤ n/64 + 1 tiles, and the sequences' rows do not overlap, so
-// ceil(rows/64) + nseq tiles per key/value head — and each block finds its
-// (sequence, tile) by a warp-wide prefix sum over the tile counts of seqs
-// (find_tile); blocks past the end do nothing. Within a sequence the forward
-// and dQ kernels take their query tiles last first, the costliest (most keys)
+// Blocks. Warp w of a block owns the 16 rows 16w … 16w+15 of the block's
+// rows: the backward's blocks are 4 warps (128 threads) owning kRows = 64
+// rows, the forward's 4 or 8 warps (64 or 128 rows, R below). Work items are
+// (sequence, key/value head, tile of R rows): the forward and the dQ kernel
+// tile each sequence's qLen·h/g query rows, the dK/dV kernel its kLen keys.
+// The grid cannot depend on seqs (it is device data), so the launcher sizes
+// it from a bound — a sequence of n rows has ceil(n/R) ≤ n/R + 1 tiles, and
+// the sequences' rows do not overlap, so ceil(rows/R) + nseq tiles per
+// key/value head — and each block finds its (sequence, tile) by a warp-wide
+// prefix sum over the tile counts of seqs (find_tile, find_rows_tile);
+// blocks past the end do nothing. Within a sequence the forward and dQ
+// kernels take their query tiles last first, the costliest (most keys)
 // being scheduled first.
 //
-// Two warp-level products carry all the arithmetic, each on shared-memory
-// tiles of 16 rows:
+// In the backward, two warp-level products carry all the arithmetic, each on
+// shared-memory tiles of 16 rows:
 //   warp_nt:        C[16][N] = A[16][D]·B[N][D]ᵀ     (scores Q·Kᵀ, dO·Vᵀ, K·Qᵀ, V·dOᵀ)
 //   WarpAcc::mma:   acc[16][D] += A[16][N]·B[N][D]   (P·V, dS·K, Pᵀ·dO, dSᵀ·Q)
 // with D the head width rounded up to 32, 64 or 128 (template; the padding
@@ -59,22 +78,76 @@
 // (conflict-free). Scores are scaled in f32 after the product (s·scale·log2 e,
 // softmax in base 2 with exp2f), never by rounding scale·q.
 //
-// Forward (attn_fwd_kernel), per item: the 64 query rows are loaded to shared
-// memory once; then for each key tile of N keys (N = 64 for bf16, 32 for f32)
-// up to the last key any row of the item sees: K and V tiles are loaded
-// (coalesced 16-byte loads, rows past the end zero), each warp computes its
-// 16×N scores, and lane pair (2r, 2r+1) keeps row r's online softmax — the
-// running maximum m and sum l, each lane taking every other key, combined by
-// one shuffle — writing P = exp2(s − m') and the factor c = exp2(m − m') by
-// which the output accumulator is rescaled before acc += P·V (on tensor
-// cores the rescale goes through shared memory, as a wmma fragment's layout
-// is unspecified, and is skipped when every factor of the warp is 1). At the
-// end out = acc·(1/l) (1/l by the fast reciprocal: l ≥ 1) and
-// lse = (m + log2 l)·ln 2. Shared memory holds Q [64][D], K and V [N][D] in
-// the input dtype and, per warp, the scores [16][N] f32 (reused to stage the
-// accumulator) and P [16][N]: never a T×T buffer. Tiles are loaded
-// synchronously (no cp.async double buffering); two resident blocks per SM
-// overlap one's loads with the other's arithmetic.
+// Forward (attn_fwd_kernel: FlashAttention-2's forward, Dao 2023), per item
+// of R query rows: Q is loaded once; then, for each tile of N keys up to the
+// last key a row of the item sees, S = Q·Kᵀ, the online softmax and
+// O += P·V, with S, P and O in registers, never in shared memory.
+//   Loads: Q, then the K and V tiles, by cp.async (16-byte chunks, cached
+//   in L2 only) into shared memory; rows past the end and columns past dh
+//   are zero-filled by the copy itself. S stages (fwd_stages) of K and V
+//   tiles: while the warps work on tile i, tiles i+1 … i+S−1 are in flight.
+//   One __syncthreads per tile, after the wait that lands tile i (covering
+//   every thread's copies) and before the copy that refills the stage tile
+//   i−1 used (every warp is done with it once past the barrier); with S = 1
+//   a second barrier follows the tile.
+//   Layout: a stored row is D elements (D·size bytes, no padding), its
+//   16-byte chunks XOR-swizzled (swz): chunk c of row r sits at c ^ (r mod
+//   8) — for rows under 128 bytes, at c ^ (the row's 128-byte line mod C)
+//   — so the 8 rows one ldmatrix phase reads (8 consecutive rows, one chunk
+//   column) fall in 8 distinct groups of 4 banks: conflict-free, and every
+//   chunk 16-byte aligned, as cp.async and ldmatrix require.
+//   bf16, per warp of 16 rows (FwdMath<bf16>), on mma.sync m16n8k16 (bf16
+//   operands, f32 accumulators; fragment layouts in sm80.cuh). Q's A
+//   fragments are loaded once by ldmatrix.x4 and stay in registers (D/16 ×
+//   4). S: each ldmatrix.x4 of K gives the B fragments of two 8-key groups
+//   (K stored [key][dim] is Bᵀ: no transpose). The online softmax runs on
+//   S's accumulator fragments: lane (g, t) holds rows g and g+8, keys
+//   8n+2t, 8n+2t+1, so a row's maximum is the max over its quad of lanes
+//   (__shfl_xor_sync 1 and 2); scores are scaled by scale·log2 e in f32
+//   after the product (rounded, __fmul_rn, so that 2^(x − max) is exactly 1
+//   for the maximum: l ≥ 1), then p = 2^(x − m) (ex2.approx on a GPU). Each
+//   lane keeps its share of a row's sum l, added up over the quad at the
+//   end; the output accumulator (rows g, g+8, columns 8j+2t, +1: D/2 floats
+//   per lane) is rescaled in registers by 2^(m_old − m_new). P, packed to
+//   bf16 in registers (cvt.rn.bf16x2; two adjacent 8-key accumulator tiles
+//   are exactly an A fragment), is the A operand of P·V, whose B fragments
+//   are V's by ldmatrix.x4.trans. P is rounded to bf16 as an operand, as in
+//   FlashAttention; l sums the unrounded p.
+//   f32 (FwdMath<float>, the plain path): the same kernel and softmax, with
+//   SIMT products that compute each lane's fragment elements from shared
+//   memory in f32 (Q stays there; P goes through a per-warp scratch [16][N]
+//   f32, as a row of P is spread over a quad), so f32 results are f32-exact
+//   up to the summation order.
+//   Masking: a tile is masked only where it reaches past the keys every row
+//   of the warp sees (`full`: the causal diagonal, and the end of the
+//   keys); a warp skips both products of a tile none of its rows sees (the
+//   later rows of a 128-row tile near the diagonal). A row that has seen no
+//   key yet subtracts 0 rather than −inf (no NaN; only decoding chunks and
+//   the rows past the end have such rows).
+//   End: out = O·(1/l) (the fast reciprocal: l ≥ 1) rounded once to the
+//   dtype, bf16x2 or float2 stores; lse = (m + log2 l)·ln 2 per (query row,
+//   head), natural log, f32 — the backward's input.
+//   Why 16 rows per warp: Q's fragments and O in registers take D/2 + D/4 =
+//   96 registers per lane at D = 128 and 16 rows (192 at 32 rows, which
+//   with S's N/2 would not fit 255 without spilling); 128-row blocks are
+//   then 8 warps sharing each K/V tile (half the L2 traffic per query of
+//   64-row blocks). The cost: each K/V element read from shared memory
+//   feeds 16 rows (16 flop/byte of ldmatrix traffic) — on an H100 about
+//   4 TFLOP/s per SM at 128 B/clock, above the forward's target but not
+//   by much (unmeasured).
+// Decoding (flash-decoding): when nq ≤ 2·nseq (one or two new queries per
+// sequence, as the launcher can tell without reading seqs) the same kernel
+// runs with 64-row tiles (4 warps that all load; for Llama's 4 heads per
+// group a one-token step is 4 rows, computed by one warp), N = dec_keys,
+// 3 stages (2 for 128 keys), and each item's key tiles are split into
+// `split` chunks (dec_split) taken by different blocks, so that a batch of
+// long caches fills the GPU. A chunk's block writes its rows' unnormalised
+// (m, l, O) to the workspace; attn_fwd_combine_kernel then merges each
+// row's chunks in chunk order (deterministic). One launch serves sequences
+// of different lengths: chunk c of an item of T tiles is tiles
+// [c·T/split, (c+1)·T/split), empty when T < split (its block writes
+// m = −inf, which the combine leaves out). split = 1 writes the results
+// directly, as the forward does.
 //
 // Backward (FlashAttention-2 recipe, three kernels, no atomics):
 //   attn_bwd_prep_kernel: one warp per (query row, head): D = rowsum(dO∘O)
@@ -94,12 +167,24 @@
 // with atomics for dQ), which makes every output element the sum of one
 // thread's (or one mma's) terms in a fixed order.
 //
-// Shared memory per block at D = 128: forward 93.2 KiB (bf16) / 108.2 KiB
-// (f32), dQ 111.0 / 141.0 KiB, dK/dV 94.4 / 150.4 KiB (N = 32 there for both
-// dtypes), so two bf16 blocks fit on an H100 SM and every kernel fits an
-// A100. Accumulators live in registers (f32): per lane D/2 floats for the
-// forward and dQ, D for dK/dV; __launch_bounds__(128, 2) lets ptxas use up to
-// 255 registers, which still allows the two blocks per SM, without spilling.
+// Shared memory per backward block at D = 128: dQ 111.0 / 141.0 KiB, dK/dV
+// 94.4 / 150.4 KiB (bf16 / f32; N = 32 there for both dtypes), so two bf16
+// blocks fit on an H100 SM and every kernel fits an A100. Accumulators live
+// in registers (f32): per lane D/2 floats for dQ, D for dK/dV;
+// __launch_bounds__(128, 2) lets ptxas use up to 255 registers, which still
+// allows the two blocks per SM, without spilling.
+//
+// Forward budget at D = 128, bf16. Shared memory: Q R·256 bytes (32 KiB at
+// 128 rows) plus S·N·512 bytes of K/V stages: 96 KiB at the defaults (128
+// rows, 64 keys, 2 stages), 224 KiB at the largest (128, 128, 3: H100
+// only); decoding 112 KiB (64 keys, 3 stages) or 144 KiB (128 keys, 2).
+// Registers (ptxas -v of nvcc 11.8, sm_90 / sm_80; __launch_bounds__(256)
+// allows 255): 169 / 171 at N = 32, 174 / 177 at N = 64, 241 / 241 at
+// N = 128, none spilled; so one 8-warp block or two 4-warp blocks per SM
+// (D = 64: 130 / 130; f32 at D = 128: 177 / 202; no spills anywhere). The
+// loop body at N = 64 is about 410 instructions per warp and tile on the
+// common path (no mask, no rescale) for its 128 mma.sync and 63 ldmatrix.
+#include <algorithm>
 #include <initializer_list>
 #include <mma.h>
 #include <type_traits>
@@ -107,6 +192,7 @@
 #include "common.cuh"
 #include "kernels.h"
 #include "pack.cuh"
+#include "sm80.cuh"
 
 // Loop unrolling hints, spelled for nvcc or for g++ (the emulator build).
 #define ATTN_PRAGMA(x) _Pragma(#x)
@@ -420,106 +506,459 @@ __device__ __forceinline__ int64_t qrow_index(int qs, int rho, int rep, int h, i
 // The kernels stay outside the anonymous namespace: their block-scope
 // declaration of the dynamic shared memory must name the global smem.
 
-// ---- Forward --------------------------------------------------------------------
+// ---- Forward and decoding ----------------------------------------------------------
+//
+// The design is in the file's opening comment ("Forward"); the names here are
+// the ones it uses: rows (query rows per block, 16 per warp), N (keys per
+// tile), S (stages: key/value tiles in shared memory), C (16-byte chunks per
+// stored row).
 
-// Shared-memory layout of the forward (byte offsets; every region 32-byte
-// aligned, as wmma requires).
-template <class T, int D, int N> struct FwdSmem {
-	static constexpr int LT = padded<T>(D), LP = padded<T>(N);
-	static constexpr int W = kStrip * cmax(padded<float>(N), padded<float>(D)); // floats of a warp's scratch
-	static constexpr size_t q = 0;                                      // [kRows][LT] T: the item's query rows
-	static constexpr size_t k = q + sizeof(T) * kRows * LT;              // [N][LT] T: a key tile
-	static constexpr size_t v = k + sizeof(T) * N * LT;                  // [N][LT] T: its values
-	static constexpr size_t w = v + sizeof(T) * N * LT;                  // [warps][W] f32: scores, staging
-	static constexpr size_t p = w + sizeof(float) * kWarps * W;          // [kRows][LP] T: probabilities
-	static constexpr size_t f = p + sizeof(T) * kRows * LP;              // [kRows] f32: per-row factors
-	static constexpr size_t bytes = f + sizeof(float) * kRows;
-	static_assert(k % 32 == 0 && v % 32 == 0 && w % 32 == 0 && p % 32 == 0 && f % 32 == 0, "wmma alignment");
+namespace {
+
+constexpr int kFwdMaxWarps = 8; // warps of the largest forward block (128 rows)
+
+// Parameters of one forward launch (passed by value).
+struct FwdArgs {
+	void *out;            // [nq, h, dh] T (final results)
+	float *lse;           // [nq, h]
+	const void *q, *k, *v;
+	const int32_t *seqs;  // [nseq, 4]
+	float *part_o;        // split > 1: [split][nq·h][dh] f32, unnormalised outputs of each key chunk
+	float *part_ml;       // split > 1: [split][nq·h][2] f32, (m, l) of each key chunk
+	int64_t nqh;          // nq·h
+	int nseq, h, g, dh;
+	int rows;             // query rows per block: 16·warps
+	int stages;           // key/value tiles in shared memory, 1 … 3
+	int split;            // key chunks per item (1: no partials)
+	int noncausal;
+	float sl2;            // scale·log2 e
 };
 
-// One block per (sequence, key/value head g, tile of 64 query rows); grid
-// (ceil(nq·rep/64) + nseq)·g, block kThreads. sl2 = scale·log2 e.
-template <class T, int D, int N>
-__global__ void __launch_bounds__(kThreads, 2)
-    attn_fwd_kernel(T *__restrict__ out, float *__restrict__ lse, const T *__restrict__ q, const T *__restrict__ k,
-                    const T *__restrict__ v, const int32_t *__restrict__ seqs, int nseq, int h, int g, int dh,
-                    float sl2, int noncausal) {
-	typedef FwdSmem<T, D, N> L;
-	constexpr int LT = L::LT, LS = padded<float>(N);
-	extern __shared__ __align__(128) unsigned char smem[]; // wmma needs 32-byte aligned tiles
-	const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-	T *Qs = (T *)(smem + L::q);                            // [kRows][LT]
-	T *Ks = (T *)(smem + L::k);                            // [N][LT]
-	T *Vs = (T *)(smem + L::v);                            // [N][LT]
-	float *Sw = (float *)(smem + L::w) + warp * L::W;      // [16][N+4] scores; [16][D+4] staging
-	T *Pw = (T *)(smem + L::p) + warp * kStrip * L::LP;    // [16][LP] probabilities
-	float *fw = (float *)(smem + L::f) + warp * kStrip;    // [16] per-row factors
+// Byte offset of chunk c (16 bytes) of row r in a tile of C chunks per row,
+// XOR-swizzled so that the 8 rows one ldmatrix phase reads (8 consecutive
+// rows, one chunk column) fall in 8 distinct 16-byte bank groups: with C ≥ 8
+// (rows of 128 bytes or more) the chunk index is XORed with r mod 8; narrower
+// rows share a 128-byte line (8/C rows each), and the XOR uses the line
+// number instead, mod C. The swizzle permutes chunks within their row, so
+// every chunk stays 16-byte aligned (cp.async, ldmatrix). As the XOR term
+// depends on r mod 8 only, and C is a power of two,
+//   swz(r + 8m, 2k + b) = (swz(r, b) ^ 32k) + 128·m·C   (b = 0, 1; 2k < C),
+// which is how the fragment loads below address a tile: one per-lane
+// offset, an XOR with a constant and an immediate.
+template <int C> __device__ __forceinline__ int swz(int r, int c) {
+	if constexpr (C >= 8) return (r * C + (c ^ (r & 7))) * 16;
+	else return (r * C + (c ^ ((r / (8 / C)) & (C - 1)))) * 16;
+}
 
-	const int rep = h / g, kvh = blockIdx.x % g;
-	int s, tile;
-	if (find_tile(seqs, nseq, false, rep, blockIdx.x / g, &s, &tile)) {
-		const int qs = seqs[4 * s], ql = seqs[4 * s + 1], ks = seqs[4 * s + 2], kl = seqs[4 * s + 3];
-		const int off = noncausal ? kl : kl - ql, rows = ql * rep;
-		const int r0 = (ceil_div(rows, kRows) - 1 - tile) * kRows; // last tile first
-		const int r1 = min(r0 + kRows, rows);
-		const int kEnd = min((r1 - 1) / rep + off + 1, kl); // keys any row of the tile sees
-		auto qrow = [=](int r) -> int64_t { return r0 + r < r1 ? qrow_offset(qs, r0 + r, rep, h, kvh, dh) : -1; };
-		load_rows<T, D, kRows>(Qs, q, dh, qrow);
+// 2^x: the SFU instruction (flush-to-zero; 2^-inf = 0) on a GPU, exp2f here.
+__device__ __forceinline__ float fast_exp2(float x) {
+#ifdef __CUDA_ARCH__
+	float y;
+	asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+	return y;
+#else
+	return exp2f(x);
+#endif
+}
 
-		// Lane pair (2r, 2r+1) keeps the softmax of the warp's row r, each
-		// lane taking the keys of its parity.
-		const int r = lane / 2, half = lane % 2, rho = r0 + warp * kStrip + r;
-		const bool valid = rho < r1;
-		const int last = min((valid ? rho : r1 - 1) / rep + off, kl - 1); // the last key the row sees
-		float m = -INFINITY, l = 0.0f; // running maximum (base 2, scaled) and sum
-		typename AccOf<T, D>::type o;  // Σ P·V, rescaled as m moves
-		o.zero();
-		for (int j0 = 0; j0 < kEnd; j0 += N) {
-			__syncthreads(); // the previous tile is no longer read
-			auto krow = [=](int j) -> int64_t {
-				return j0 + j < kEnd ? ((int64_t)(ks + j0 + j) * g + kvh) * dh : -1;
-			};
-			load_rows<T, D, N>(Ks, k, dh, krow);
-			load_rows<T, D, N>(Vs, v, dh, krow);
-			__syncthreads();
-			warp_nt<D, N>(Sw, Qs + warp * kStrip * LT, Ks);
-			__syncwarp();
-			float sc[N / 2];
-			float mx = m;
-			UNROLL
-			for (int i = 0; i < N / 2; i++) {
-				const int j = 2 * i + half;
-				// Rounded (__fmul_rn): exp2(sc − mx) below must be exactly 1 for
-				// the maximum, which an FMA of the product into the
-				// subtraction would not give.
-				sc[i] = j0 + j <= last ? __fmul_rn(Sw[r * LS + j], sl2) : -INFINITY;
-				mx = fmaxf(mx, sc[i]);
-			}
-			mx = fmaxf(mx, __shfl_xor_sync(kFull, mx, 1)); // finite: every row sees key 0
-			float sum = 0.0f;
-			UNROLL
-			for (int i = 0; i < N / 2; i++) {
-				const float p = exp2f(sc[i] - mx);
-				sum += p;
-				Pw[r * L::LP + 2 * i + half] = from_float<T>(p);
-			}
-			sum += __shfl_xor_sync(kFull, sum, 1);
-			const float c = exp2f(m - mx); // 0 on the first tile
-			l = l * c + sum;
-			m = mx;
-			if (half == 0) fw[r] = c;
-			__syncwarp();
-			o.rescale(fw, Sw);
-			o.template mma<N>(Pw, Vs);
+// cp.async.wait_group n for n known only at run time (0 … 2).
+__device__ __forceinline__ void cp_async_wait_upto(int n) {
+	if (n <= 0) cp_async_wait<0>();
+	else if (n == 1) cp_async_wait<1>();
+	else cp_async_wait<2>();
+}
+
+// The sequence *seq and its tile *tile of `rows` query rows that block item
+// id is, numbering the tiles of all sequences in order (find_tile with a
+// tile height chosen at run time); false past the last. Whole warps call it.
+__device__ __forceinline__ bool find_rows_tile(const int32_t *__restrict__ seqs, int nseq, int rep, int rows, int id,
+                                               int *seq, int *tile) {
+	const int lane = threadIdx.x % 32;
+	int before = 0;
+	for (int base = 0; base < nseq; base += 32) {
+		const int s = base + lane;
+		const int n = s < nseq ? ceil_div(seqs[4 * s + 1] * rep, rows) : 0;
+		int incl = n;
+		UNROLL
+		for (int o = 1; o < 32; o *= 2) {
+			const int x = __shfl_up_sync(kFull, incl, o);
+			if (lane >= o) incl += x;
 		}
-		__syncwarp(); // fw and Sw are free again
-		if (half == 0) {
-			fw[r] = __fdividef(1.0f, l); // l ≥ 1: no slow path (and no spills) for 1/l
-			if (valid) lse[qrow_index(qs, rho, rep, h, kvh)] = (m + log2f(l)) * kLn2;
+		const int total = __shfl_sync(kFull, incl, 31);
+		if (id < before + total) {
+			const int owner = __ffs(__ballot_sync(kFull, before + incl > id)) - 1;
+			*seq = base + owner;
+			*tile = id - __shfl_sync(kFull, before + incl - n, owner);
+			return true;
 		}
-		o.store(Sw);
+		before += total;
+	}
+	return false;
+}
+
+// The two products of a warp's 16 rows, on fragments in the layout of
+// mma.m16n8k16's accumulators (sm80.cuh): lane (g, t) = (lane/4, lane%4)
+// holds s[n] = S[g][8n+2t], S[g][8n+2t+1], S[g+8][8n+2t], S[g+8][8n+2t+1]
+// of the 16×N scores and o[j] likewise of the 16×D output.
+//   bf16 (tensor cores): Q's fragments are loaded once (ldmatrix) and kept
+//   in registers; K fragments by ldmatrix, V fragments by ldmatrix.trans;
+//   P is packed to bf16 in registers as the A operand of P·V.
+//   f32 (SIMT, the plain path): each lane computes its own fragment
+//   elements from shared memory in f32; P goes through the warp's scratch
+//   (a row of P is spread over a quad of lanes).
+template <class T, int D, int N> struct FwdMath;
+
+template <int D, int N> struct FwdMath<bf16, D, N> {
+	static constexpr int C = D / 8; // chunks per row
+	uint32_t qf[D / 16][4];         // Q's A fragments, one per 16 columns
+
+	// Q rows 16w … 16w+15 of the block's tile Qs.
+	__device__ __forceinline__ void load_q(const unsigned char *Qs, int warp, int lane) {
+		const int r = 16 * warp + lane % 16;
+		UNROLL
+		for (int kk = 0; kk < D / 16; kk++) ldmatrix_x4(qf[kk], Qs + swz<C>(r, 2 * kk + lane / 16));
+	}
+
+	// s = Q·Kᵀ for the tile's N keys.
+	__device__ __forceinline__ void scores(float (&s)[N / 8][4], const unsigned char *Ks, int lane) const {
+		// Matrices of a load: keys 16np+0…7 at columns 16kk+0…7 and +8…15,
+		// then keys 16np+8…15 likewise: the b of key groups 2np and 2np+1.
+		// The lane's row: key 8·(lane/16) + lane%8, chunk 2kk + lane/8%2.
+		const uint32_t ko = swz<C>(8 * (lane / 16) + lane % 8, lane / 8 % 2);
+		UNROLL
+		for (int n = 0; n < N / 8; n++) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
+		UNROLL
+		for (int kk = 0; kk < D / 16; kk++) {
+			const uint32_t kx = ko ^ (uint32_t)(32 * kk);
+			UNROLL
+			for (int np = 0; np < N / 16; np++) {
+				uint32_t b[4];
+				ldmatrix_x4(b, Ks + kx + 16 * np * C * 16);
+				mma_bf16_m16n8k16(s[2 * np], qf[kk], b, s[2 * np]);
+				mma_bf16_m16n8k16(s[2 * np + 1], qf[kk], b + 2, s[2 * np + 1]);
+			}
+		}
+	}
+
+	// o += P·V, P = s (probabilities), rounded to bf16 in registers.
+	__device__ __forceinline__ void pv(float (&o)[D / 8][4], const float (&p)[N / 8][4], const unsigned char *Vs,
+	                                   float *, int lane) const {
+		// Matrices of a load: keys 16kk+0…7 and +8…15 at columns 16dp+0…7,
+		// then the same keys at 16dp+8…15, transposed: the b of column
+		// groups 2dp and 2dp+1. The lane's row: key 8·(lane/8%2) + lane%8,
+		// chunk 2dp + lane/16.
+		const uint32_t vo = swz<C>(8 * (lane / 8 % 2) + lane % 8, lane / 16);
+		UNROLL
+		for (int kk = 0; kk < N / 16; kk++) {
+			const uint32_t a[4] = {pack_bf16x2(p[2 * kk][0], p[2 * kk][1]), pack_bf16x2(p[2 * kk][2], p[2 * kk][3]),
+			                       pack_bf16x2(p[2 * kk + 1][0], p[2 * kk + 1][1]),
+			                       pack_bf16x2(p[2 * kk + 1][2], p[2 * kk + 1][3])};
+			UNROLL
+			for (int dp = 0; dp < D / 16; dp++) {
+				uint32_t b[4];
+				ldmatrix_x4_trans(b, Vs + (vo ^ (uint32_t)(32 * dp)) + 16 * kk * C * 16);
+				mma_bf16_m16n8k16(o[2 * dp], a, b, o[2 * dp]);
+				mma_bf16_m16n8k16(o[2 * dp + 1], a, b + 2, o[2 * dp + 1]);
+			}
+		}
+	}
+};
+
+template <int D, int N> struct FwdMath<float, D, N> {
+	static constexpr int C = D / 4;
+	const unsigned char *q; // the warp's rows stay in shared memory
+
+	__device__ __forceinline__ void load_q(const unsigned char *Qs, int warp, int) { q = Qs + (size_t)16 * warp * C * 16; }
+
+	__device__ __forceinline__ void scores(float (&s)[N / 8][4], const unsigned char *Ks, int lane) const {
+		const int g = lane / 4, t = lane % 4;
+		UNROLL
+		for (int n = 0; n < N / 8; n++) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
+		UNROLL_BY(2)
+		for (int c = 0; c < C; c++) {
+			const float4 q0 = *(const float4 *)(q + swz<C>(g, c)), q1 = *(const float4 *)(q + swz<C>(g + 8, c));
+			UNROLL
+			for (int n = 0; n < N / 8; n++) {
+				const float4 k0 = *(const float4 *)(Ks + swz<C>(8 * n + 2 * t, c));
+				const float4 k1 = *(const float4 *)(Ks + swz<C>(8 * n + 2 * t + 1, c));
+				auto dot = [](float acc, float4 x, float4 y) {
+					return fmaf(x.w, y.w, fmaf(x.z, y.z, fmaf(x.y, y.y, fmaf(x.x, y.x, acc))));
+				};
+				s[n][0] = dot(s[n][0], q0, k0);
+				s[n][1] = dot(s[n][1], q0, k1);
+				s[n][2] = dot(s[n][2], q1, k0);
+				s[n][3] = dot(s[n][3], q1, k1);
+			}
+		}
+	}
+
+	// scratch: the warp's [16][N] f32.
+	__device__ __forceinline__ void pv(float (&o)[D / 8][4], const float (&p)[N / 8][4], const unsigned char *Vs,
+	                                   float *scratch, int lane) const {
+		const int g = lane / 4, t = lane % 4;
+		UNROLL
+		for (int n = 0; n < N / 8; n++) {
+			*(float2 *)&scratch[g * N + 8 * n + 2 * t] = make_float2(p[n][0], p[n][1]);
+			*(float2 *)&scratch[(g + 8) * N + 8 * n + 2 * t] = make_float2(p[n][2], p[n][3]);
+		}
 		__syncwarp();
-		store_rows<T, D>(out, Sw, fw, 1.0f, dh, [=](int rr) { return qrow(warp * kStrip + rr); });
+		UNROLL_BY(4)
+		for (int key = 0; key < N; key++) {
+			const float p0 = scratch[g * N + key], p1 = scratch[(g + 8) * N + key];
+			UNROLL
+			for (int j = 0; j < D / 8; j++) {
+				// columns 8j+2t, 8j+2t+1: chunk 2j + t/2, floats 2(t%2), +1
+				const float2 x = *(const float2 *)(Vs + swz<C>(key, 2 * j + t / 2) + 8 * (t % 2));
+				o[j][0] = fmaf(p0, x.x, o[j][0]);
+				o[j][1] = fmaf(p0, x.y, o[j][1]);
+				o[j][2] = fmaf(p1, x.x, o[j][2]);
+				o[j][3] = fmaf(p1, x.y, o[j][3]);
+			}
+		}
+		__syncwarp(); // scratch is rewritten by the next tile
+	}
+};
+
+// Shared memory of a forward block: Q [rows][C] chunks, then S stages of
+// (K [N][C], V [N][C]), then (f32) the warps' P scratch [16][N] f32 each.
+template <class T, int D, int N> struct FwdSmem {
+	static constexpr int kRowBytes = D * (int)sizeof(T);
+	static constexpr int kTile = N * kRowBytes; // one K or V tile
+	static constexpr bool kScratch = std::is_same<T, float>::value;
+	__host__ __device__ static size_t kv(int rows) { return (size_t)rows * kRowBytes; }
+	__host__ __device__ static size_t scratch(int rows, int stages) { return kv(rows) + (size_t)stages * 2 * kTile; }
+	__host__ __device__ static size_t bytes(int rows, int stages) {
+		return scratch(rows, stages) + (kScratch ? (size_t)(rows / 16) * 16 * N * sizeof(float) : 0);
+	}
+};
+
+} // namespace
+
+// One block per (tile of a.rows query rows of a sequence, key/value head,
+// key chunk); grid (ceil(nq·rep/rows) + nseq)·g·split, block rows/16 warps.
+// split == 1: out and lse; otherwise the chunk's partial results.
+template <class T, int D, int N>
+__global__ void __launch_bounds__(32 * kFwdMaxWarps) attn_fwd_kernel(FwdArgs a) {
+	typedef FwdSmem<T, D, N> L;
+	constexpr int C = D * (int)sizeof(T) / 16, E = 16 / (int)sizeof(T); // chunks per row, elements per chunk
+	extern __shared__ __align__(128) unsigned char smem[];
+	const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g8 = lane / 4, t4 = lane % 4;
+	const int nthr = blockDim.x, rows = a.rows, S = a.stages;
+	const int rep = a.h / a.g, chunk = blockIdx.x % a.split, kvh = blockIdx.x / a.split % a.g;
+	int s, tile;
+	if (!find_rows_tile(a.seqs, a.nseq, rep, rows, blockIdx.x / a.split / a.g, &s, &tile)) return; // the whole block
+	const int qs = a.seqs[4 * s], ql = a.seqs[4 * s + 1], ks = a.seqs[4 * s + 2], kl = a.seqs[4 * s + 3];
+	const int off = a.noncausal ? kl : kl - ql, nrows = ql * rep;
+	const int r0 = (ceil_div(nrows, rows) - 1 - tile) * rows; // the costliest tile first
+	const int r1 = min(r0 + rows, nrows);
+	const int kEnd = min((r1 - 1) / rep + off + 1, kl); // keys some row of the tile sees
+	const int ntiles = ceil_div(kEnd, N);
+	const int t0 = (int)((int64_t)ntiles * chunk / a.split), t1 = (int)((int64_t)ntiles * (chunk + 1) / a.split);
+	const T *q = (const T *)a.q, *k = (const T *)a.k, *v = (const T *)a.v;
+	unsigned char *Qs = smem, *KV = smem + L::kv(rows);
+
+	// Q: the tile's rows (zero past r1 and in the columns past dh).
+	for (int x = threadIdx.x; x < rows * C; x += nthr) {
+		const int r = x / C, c = x % C;
+		const bool ok = r0 + r < r1 && c * E < a.dh;
+		cp_async16(Qs + swz<C>(r, c), ok ? q + qrow_offset(qs, r0 + r, rep, a.h, kvh, a.dh) + c * E : q, ok ? 16 : 0);
+	}
+	cp_async_commit();
+	// Key tile it into stage st: keys past kEnd and columns past dh are zero.
+	auto load_kv = [&](int st, int it) {
+		unsigned char *Kd = KV + (size_t)st * 2 * L::kTile, *Vd = Kd + L::kTile;
+		for (int x = threadIdx.x; x < N * C; x += nthr) {
+			const int r = x / C, c = x % C, key = it * N + r;
+			const bool ok = key < kEnd && c * E < a.dh;
+			const int64_t o = ok ? ((int64_t)(ks + key) * a.g + kvh) * a.dh + c * E : 0;
+			cp_async16(Kd + swz<C>(r, c), k + o, ok ? 16 : 0);
+			cp_async16(Vd + swz<C>(r, c), v + o, ok ? 16 : 0);
+		}
+	};
+	for (int st = 0; st < S - 1; st++) {
+		if (t0 + st < t1) load_kv(st, t0 + st);
+		cp_async_commit();
+	}
+
+	// The warp's rows ρ0 = rw+g, ρ1 = ρ0+8, and the last key each sees (rows
+	// past r1 see every loaded key: computed, never stored). Keys below
+	// full are seen by every row of the warp; beyond wlast by none.
+	const int rw = r0 + 16 * warp, rho0 = rw + g8, rho1 = rho0 + 8;
+	const int last0 = rho0 < r1 ? min(rho0 / rep + off, kl - 1) : kEnd - 1;
+	const int last1 = rho1 < r1 ? min(rho1 / rep + off, kl - 1) : kEnd - 1;
+	const int full = min(rw / rep + off + 1, kl);
+	const int wlast = rw < r1 ? min((min(rw + 15, r1 - 1)) / rep + off, kl - 1) : -1;
+	float m0 = -INFINITY, m1 = -INFINITY; // running maxima of rows g, g+8 (scaled, base 2)
+	float l0 = 0.0f, l1 = 0.0f;           // this lane's share of their running sums
+	float o[D / 8][4];
+	UNROLL
+	for (int j = 0; j < D / 8; j++) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;
+	float *scratch = L::kScratch ? (float *)(smem + L::scratch(rows, S)) + warp * 16 * N : nullptr;
+
+	cp_async_wait_upto(S - 1); // Q (the oldest group) has landed
+	__syncthreads();
+	FwdMath<T, D, N> mm;
+	mm.load_q(Qs, warp, lane);
+
+	for (int it = t0; it < t1; it++) {
+		const int i = it - t0;
+		if (S == 1) {
+			load_kv(0, it);
+			cp_async_commit();
+		}
+		cp_async_wait_upto(S == 1 ? 0 : S - 2); // tile it has landed (this thread's copies) …
+		__syncthreads();                        // … and everyone's; stage (i−1) mod S is free
+		if (S > 1) {
+			if (it + S - 1 < t1) load_kv((i + S - 1) % S, it + S - 1);
+			cp_async_commit();
+		}
+		const int j0 = it * N;
+		if (j0 <= wlast) { // warp-uniform: some row of the warp sees a key of the tile
+			const unsigned char *Ks = KV + (size_t)(i % S) * 2 * L::kTile, *Vs = Ks + L::kTile;
+			float sc[N / 8][4];
+			mm.scores(sc, Ks, lane);
+			// Scaled by sl2, rounded (__fmul_rn): 2^(x − max) below is then
+			// 2^0 = 1 for the maximum, which an FMA of the product into the
+			// subtraction would not give (so l ≥ 1). Keys a row does not see: −inf
+			// (only on tiles that reach past `full`: the diagonal, and the
+			// end of the sequence).
+			UNROLL
+			for (int n = 0; n < N / 8; n++)
+				UNROLL
+				for (int e = 0; e < 4; e++) sc[n][e] = __fmul_rn(sc[n][e], a.sl2);
+			if (j0 + N > full) { // warp-uniform
+				UNROLL
+				for (int n = 0; n < N / 8; n++)
+					UNROLL
+					for (int e = 0; e < 2; e++) {
+						const int key = j0 + 8 * n + 2 * t4 + e;
+						if (key > last0) sc[n][e] = -INFINITY;
+						if (key > last1) sc[n][2 + e] = -INFINITY;
+					}
+			}
+			// Row maxima: the lane's keys by a tree (a short dependency chain
+			// before the exponentials), then over the quad that holds the row.
+			float t0max[N / 8], t1max[N / 8];
+			UNROLL
+			for (int n = 0; n < N / 8; n++) {
+				t0max[n] = fmaxf(sc[n][0], sc[n][1]);
+				t1max[n] = fmaxf(sc[n][2], sc[n][3]);
+			}
+			UNROLL
+			for (int w = 1; w < N / 8; w *= 2)
+				UNROLL
+				for (int n = 0; n + w < N / 8; n += 2 * w) {
+					t0max[n] = fmaxf(t0max[n], t0max[n + w]);
+					t1max[n] = fmaxf(t1max[n], t1max[n + w]);
+				}
+			float mx0 = t0max[0], mx1 = t1max[0];
+			mx0 = fmaxf(mx0, __shfl_xor_sync(kFull, mx0, 1));
+			mx1 = fmaxf(mx1, __shfl_xor_sync(kFull, mx1, 1));
+			mx0 = fmaxf(mx0, __shfl_xor_sync(kFull, mx0, 2));
+			mx1 = fmaxf(mx1, __shfl_xor_sync(kFull, mx1, 2));
+			mx0 = fmaxf(m0, mx0);
+			mx1 = fmaxf(m1, mx1);
+			// A row that has seen no key yet (m = −inf) subtracts 0: p = 0, no NaN.
+			const float b0 = mx0 == -INFINITY ? 0.0f : mx0, b1 = mx1 == -INFINITY ? 0.0f : mx1;
+			const float c0 = fast_exp2(m0 - b0), c1 = fast_exp2(m1 - b1); // 0 on a row's first keys
+			m0 = mx0;
+			m1 = mx1;
+			float sum0 = 0.0f, sum1 = 0.0f;
+			UNROLL
+			for (int n = 0; n < N / 8; n++)
+				UNROLL
+				for (int e = 0; e < 2; e++) {
+					sc[n][e] = fast_exp2(sc[n][e] - b0);
+					sc[n][2 + e] = fast_exp2(sc[n][2 + e] - b1);
+					sum0 += sc[n][e];
+					sum1 += sc[n][2 + e];
+				}
+			l0 = l0 * c0 + sum0;
+			l1 = l1 * c1 + sum1;
+			// Once the maxima settle every factor is 1: skip the rescale then.
+			if (__any_sync(kFull, c0 != 1.0f || c1 != 1.0f)) {
+				UNROLL
+				for (int j = 0; j < D / 8; j++) {
+					o[j][0] *= c0;
+					o[j][1] *= c0;
+					o[j][2] *= c1;
+					o[j][3] *= c1;
+				}
+			}
+			mm.pv(o, sc, Vs, scratch, lane);
+		}
+		if (S == 1) __syncthreads(); // the next tile's copies overwrite the only stage
+	}
+	cp_async_wait<0>(); // nothing is left in flight (the trailing groups are empty)
+
+	// The quad's shares of the row sums.
+	l0 += __shfl_xor_sync(kFull, l0, 1);
+	l1 += __shfl_xor_sync(kFull, l1, 1);
+	l0 += __shfl_xor_sync(kFull, l0, 2);
+	l1 += __shfl_xor_sync(kFull, l1, 2);
+	UNROLL
+	for (int h2 = 0; h2 < 2; h2++) {
+		const int rho = h2 ? rho1 : rho0;
+		if (rho >= r1) continue;
+		const float m = h2 ? m1 : m0, l = h2 ? l1 : l0;
+		const int64_t ri = qrow_index(qs, rho, rep, a.h, kvh); // the row's index in [nq·h]
+		if (a.split == 1) {
+			const float inv = __fdividef(1.0f, l); // l ≥ 1 (the maximum's term is 1)
+			T *dst = (T *)a.out + ri * a.dh;
+			UNROLL
+			for (int j = 0; j < D / 8; j++) {
+				const int col = 8 * j + 2 * t4;
+				if (8 * j >= a.dh) break;
+				const float x = o[j][2 * h2] * inv, y = o[j][2 * h2 + 1] * inv;
+				if constexpr (std::is_same<T, float>::value) *(float2 *)&dst[col] = make_float2(x, y);
+				else *(__nv_bfloat162 *)&dst[col] = __floats2bfloat162_rn(x, y);
+			}
+			if (t4 == 0) a.lse[ri] = (m + log2f(l)) * kLn2;
+		} else {
+			const int64_t pi = chunk * a.nqh + ri;
+			float *dst = a.part_o + pi * a.dh;
+			UNROLL
+			for (int j = 0; j < D / 8; j++) {
+				if (8 * j >= a.dh) break;
+				*(float2 *)&dst[8 * j + 2 * t4] = make_float2(o[j][2 * h2], o[j][2 * h2 + 1]);
+			}
+			if (t4 == 0) *(float2 *)&a.part_ml[2 * pi] = make_float2(m, l);
+		}
+	}
+}
+
+// Combines the key chunks of a split forward, in chunk order: for each row
+// of its tile, m = max m_c, l = Σ 2^(m_c−m)·l_c, out = Σ 2^(m_c−m)·o_c / l,
+// lse = (m + log2 l)·ln 2; chunks the row saw no key of (m_c = −inf, which
+// includes empty chunks) are left out. Grid (ceil(nq·rep/rows) + nseq)·g,
+// 128 threads: warp w takes the tile's rows w, w+4, …, lane the columns
+// lane, lane+32, … of each.
+template <class T> __global__ void __launch_bounds__(128) attn_fwd_combine_kernel(FwdArgs a) {
+	const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, rep = a.h / a.g, kvh = blockIdx.x % a.g;
+	int s, tile;
+	if (!find_rows_tile(a.seqs, a.nseq, rep, a.rows, blockIdx.x / a.g, &s, &tile)) return;
+	const int qs = a.seqs[4 * s], nrows = a.seqs[4 * s + 1] * rep;
+	const int r0 = (ceil_div(nrows, a.rows) - 1 - tile) * a.rows, r1 = min(r0 + a.rows, nrows);
+	for (int rho = r0 + warp; rho < r1; rho += 4) {
+		const int64_t ri = qrow_index(qs, rho, rep, a.h, kvh);
+		float m = -INFINITY;
+		for (int c = 0; c < a.split; c++) m = fmaxf(m, a.part_ml[2 * (c * a.nqh + ri)]);
+		float l = 0.0f, acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+		for (int c = 0; c < a.split; c++) {
+			const int64_t pi = c * a.nqh + ri;
+			const float mc = a.part_ml[2 * pi];
+			if (mc == -INFINITY) continue;
+			const float w = fast_exp2(mc - m);
+			l = fmaf(w, a.part_ml[2 * pi + 1], l);
+			UNROLL
+			for (int e = 0; e < 4; e++)
+				if (lane + 32 * e < a.dh) acc[e] = fmaf(w, a.part_o[pi * a.dh + lane + 32 * e], acc[e]);
+		}
+		const float inv = __fdividef(1.0f, l); // l ≥ 1: the chunk holding the maximum has l_c ≥ 1
+		UNROLL
+		for (int e = 0; e < 4; e++)
+			if (lane + 32 * e < a.dh) ((T *)a.out)[ri * a.dh + lane + 32 * e] = from_float<T>(acc[e] * inv);
+		if (lane == 0) a.lse[ri] = (m + log2f(l)) * kLn2;
 	}
 }
 
@@ -795,41 +1234,172 @@ template <class K> cudaError_t allow_smem(K kernel, size_t bytes) {
 
 } // namespace
 
-// config_ok reports whether cfg asks only for what these kernels are built
-// with, each field 0 (the default) or: fwd_rows 64; fwd_keys 64 (bf16) or 32
-// (f32); fwd_stages 1; bwd_rows 64 (the dQ kernel's query rows per block);
-// bwd_keys 64 (the dK/dV kernel's keys per block); bwd_stages 1; bwd_split
-// 1; dec_split 1; dec_keys as fwd_keys (decoding runs the forward kernel).
-template <class T> bool config_ok(const tw_attention_config *cfg) {
+// ---- Forward launchers --------------------------------------------------------------
+
+namespace {
+
+constexpr int kMaxSplit = 1024; // dec_split's ceiling (bounds the grid and the workspace)
+
+// fwd_config_ok reports whether the forward's fields of cfg are 0 (the
+// default) or in their value sets: fwd_rows 64, 128; fwd_keys 32, 64, 128;
+// fwd_stages 1, 2, 3; dec_split 1 … kMaxSplit; dec_keys 64, 128. Whether a
+// key tile is compiled for the launch's dtype and head width is
+// fwd_dispatch's question (and whether its shared memory fits, the
+// device's).
+bool fwd_config_ok(const tw_attention_config *cfg) {
 	if (cfg == nullptr) return true;
-	auto is = [](int v, int want) { return v == 0 || v == want; };
-	return is(cfg->fwd_rows, kRows) && is(cfg->fwd_keys, Inner<T>::fwd) && is(cfg->fwd_stages, 1) &&
-	       is(cfg->bwd_rows, kRows) && is(cfg->bwd_keys, kRows) && is(cfg->bwd_stages, 1) &&
-	       is(cfg->bwd_split, 1) && is(cfg->dec_split, 1) && is(cfg->dec_keys, Inner<T>::fwd);
+	auto in = [](int v, std::initializer_list<int> set) {
+		if (v == 0) return true;
+		for (int x : set)
+			if (v == x) return true;
+		return false;
+	};
+	return in(cfg->fwd_rows, {64, 128}) && in(cfg->fwd_keys, {32, 64, 128}) && in(cfg->fwd_stages, {1, 2, 3}) &&
+	       cfg->dec_split >= 0 && cfg->dec_split <= kMaxSplit && in(cfg->dec_keys, {64, 128});
+}
+
+// What a forward launch runs.
+struct FwdPlan {
+	bool decode;                  // the flash-decoding shape
+	int rows, keys, stages, split; // FwdArgs' fields; keys: N
+};
+
+// The default key split of a decoding launch: at least two waves of blocks
+// (about two resident per SM: the decode tiles take ~110 KiB of shared
+// memory), but chunks of at least 256 keys on average. It depends on the
+// device's SM count and the shape, not on the dtype, so that
+// tw_attention_workspace (which has no dtype) agrees with tw_attention.
+int dec_auto_split(int64_t nk, int64_t g, int64_t nseq) {
+	int dev = 0, sms = 0;
+	if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
+	    sms < 1)
+		sms = 1;
+	const int64_t items = nseq * g, want = ceil_div<int64_t>(2 * 2 * (int64_t)sms, items);
+	const int64_t cap = std::max<int64_t>(1, nk / nseq / 256);
+	return (int)std::max<int64_t>(1, std::min<int64_t>({want, cap, kMaxSplit}));
+}
+
+// The plan of a forward launch of nq query rows over nseq sequences; f32:
+// the dtype's defaults are f32's.
+FwdPlan fwd_plan(int64_t nq, int64_t nk, int64_t g, int64_t nseq, bool f32, const tw_attention_config *cfg) {
+	const tw_attention_config c = cfg ? *cfg : tw_attention_config{};
+	FwdPlan p;
+	p.decode = nseq > 0 && nq <= 2 * nseq;
+	if (!p.decode) {
+		p.rows = c.fwd_rows ? c.fwd_rows : f32 ? 64 : 128;
+		p.keys = c.fwd_keys ? c.fwd_keys : f32 ? 32 : 64;
+		p.stages = c.fwd_stages ? c.fwd_stages : 2;
+		p.split = 1;
+	} else {
+		p.rows = 64;
+		p.keys = c.dec_keys ? c.dec_keys : f32 ? 32 : 64;
+		p.stages = p.keys <= 64 ? 3 : 2; // two tiles in flight, or one of 128 keys
+		p.split = c.dec_split ? c.dec_split : dec_auto_split(nk, g, nseq);
+	}
+	return p;
+}
+
+template <int V> using IntC = std::integral_constant<int, V>;
+
+// Calls f(T*, D, N) (D, N: IntC) for the compiled instantiation that fits dt,
+// dh and the key tile: bf16 with D = 128 (dh 72 … 128) and N = 32, 64 or
+// 128; bf16 with D = 32 or 64 and N = 64; f32 with N = 32. Anything else is
+// cudaErrorInvalidValue.
+template <class F> cudaError_t fwd_dispatch(tw_dtype dt, int64_t dh, int keys, F f) {
+	if (dt == TW_F32) {
+		if (keys != 32) return cudaErrorInvalidValue;
+		if (dh <= 32) return f((float *)nullptr, IntC<32>(), IntC<32>());
+		if (dh <= 64) return f((float *)nullptr, IntC<64>(), IntC<32>());
+		return f((float *)nullptr, IntC<128>(), IntC<32>());
+	}
+	if (dt != TW_BF16) return cudaErrorInvalidValue;
+	if (dh <= 64) {
+		if (keys != 64) return cudaErrorInvalidValue;
+		if (dh <= 32) return f((bf16 *)nullptr, IntC<32>(), IntC<64>());
+		return f((bf16 *)nullptr, IntC<64>(), IntC<64>());
+	}
+	switch (keys) {
+	case 32: return f((bf16 *)nullptr, IntC<128>(), IntC<32>());
+	case 64: return f((bf16 *)nullptr, IntC<128>(), IntC<64>());
+	case 128: return f((bf16 *)nullptr, IntC<128>(), IntC<128>());
+	}
+	return cudaErrorInvalidValue;
+}
+
+} // namespace
+
+extern "C" size_t tw_attention_workspace(int64_t nq, int64_t nk, int64_t h, int64_t g, int64_t dh, int64_t nseq,
+                                         const tw_attention_config *cfg) {
+	if (nq <= 0 || nk < 0 || h <= 0 || g < 1 || dh <= 0 || nseq <= 0 || !fwd_config_ok(cfg)) return 0;
+	const FwdPlan p = fwd_plan(nq, nk, g, nseq, false, cfg); // the split does not depend on the dtype
+	return p.split > 1 ? (size_t)p.split * (size_t)(nq * h) * (size_t)(dh + 2) * sizeof(float) : 0;
 }
 
 extern "C" cudaError_t tw_attention(void *out, float *lse, const void *q, const void *k, const void *v,
                                     const int32_t *seqs, int64_t nseq, tw_dtype dt, int64_t nq, int64_t nk, int64_t h,
                                     int64_t g, int64_t dh, float scale, int noncausal, const tw_attention_config *cfg,
-                                    cudaStream_t stream) {
+                                    void *workspace, cudaStream_t stream) {
 	if (nseq < 0 || nq < 0 || nk < 0 || h < 0 || g < 0 || dh < 0) return cudaErrorInvalidValue;
-	if (!(dt == TW_BF16 ? config_ok<bf16>(cfg) : config_ok<float>(cfg))) return cudaErrorInvalidValue;
+	if (!fwd_config_ok(cfg)) return cudaErrorInvalidValue;
 	if (nq == 0 || h == 0 || nseq == 0) return cudaSuccess;
 	if (!shapes_ok(nq, nk, h, g, dh, {out, q, k, v})) return cudaErrorInvalidValue;
-	const unsigned grid = grid_of(nq * (h / g), nseq, g);
-	if (grid == 0) return cudaErrorInvalidValue;
-	const float sl2 = (float)((double)scale * 1.4426950408889634);
-	return dispatch(dt, dh, [&](auto *t, auto width) {
+	const FwdPlan p = fwd_plan(nq, nk, g, nseq, dt == TW_F32, cfg);
+	const int64_t items = (ceil_div<int64_t>(nq * (h / g), p.rows) + nseq) * g;
+	if (items * p.split > INT32_MAX) return cudaErrorInvalidValue;
+	FwdArgs a{};
+	a.out = out, a.lse = lse, a.q = q, a.k = k, a.v = v, a.seqs = seqs;
+	a.nqh = nq * h, a.nseq = (int)nseq, a.h = (int)h, a.g = (int)g, a.dh = (int)dh;
+	a.rows = p.rows, a.stages = p.stages, a.split = p.split, a.noncausal = noncausal;
+	a.sl2 = (float)((double)scale * 1.4426950408889634);
+	if (p.split > 1) {
+		if (workspace == nullptr || (uintptr_t)workspace % 16 != 0) return cudaErrorInvalidValue;
+		a.part_o = (float *)workspace;
+		a.part_ml = a.part_o + (size_t)p.split * (size_t)a.nqh * (size_t)dh;
+	}
+	return fwd_dispatch(dt, dh, p.keys, [&](auto *t, auto dw, auto nw) {
 		typedef std::remove_pointer_t<decltype(t)> T;
-		constexpr int D = decltype(width)::value, N = Inner<T>::fwd;
-		const size_t bytes = FwdSmem<T, D, N>::bytes;
+		constexpr int D = decltype(dw)::value, N = decltype(nw)::value;
+		const size_t bytes = FwdSmem<T, D, N>::bytes(p.rows, p.stages);
 		cudaError_t e = allow_smem(attn_fwd_kernel<T, D, N>, bytes);
 		if (e != cudaSuccess) return e;
-		LAUNCH(grid, kThreads, bytes, stream, attn_fwd_kernel<T, D, N>)(
-		    (T *)out, lse, (const T *)q, (const T *)k, (const T *)v, seqs, (int)nseq, (int)h, (int)g, (int)dh, sl2,
-		    noncausal);
+		LAUNCH((unsigned)(items * p.split), 32 * (p.rows / 16), bytes, stream, attn_fwd_kernel<T, D, N>)(a);
+		if ((e = cudaGetLastError()) != cudaSuccess || p.split == 1) return e;
+		LAUNCH((unsigned)items, 128, 0, stream, attn_fwd_combine_kernel<T>)(a);
 		return cudaGetLastError();
 	});
+}
+
+extern "C" int tw_attention_configs(tw_attention_config *out, int max) {
+	int n = 0;
+	auto add = [&](int rows, int keys, int stages, int dsplit, int dkeys) {
+		if (out != nullptr && n < max) {
+			out[n] = tw_attention_config{};
+			out[n].fwd_rows = rows, out[n].fwd_keys = keys, out[n].fwd_stages = stages;
+			out[n].dec_split = dsplit, out[n].dec_keys = dkeys;
+		}
+		n++;
+	};
+	add(128, 64, 2, 0, 0); // the defaults, spelled out: measured first
+	for (int rows : {64, 128})
+		for (int keys : {32, 64, 128})
+			for (int stages : {1, 2, 3})
+				if (!(rows == 128 && keys == 64 && stages == 2)) add(rows, keys, stages, 0, 0);
+	for (int dkeys : {64, 128})
+		for (int dsplit : {0, 1, 4, 16})
+			if (!(dkeys == 64 && dsplit == 0)) add(0, 0, 0, dsplit, dkeys);
+	return n;
+}
+
+// config_ok reports whether cfg asks only for what these kernels are built
+// with: the forward's fields as fwd_config_ok says; each backward field 0
+// (the default) or: bwd_rows 64 (the dQ kernel's query rows per block);
+// bwd_keys 64 (the dK/dV kernel's keys per block); bwd_stages 1; bwd_split
+// 1.
+template <class T> bool config_ok(const tw_attention_config *cfg) {
+	if (cfg == nullptr) return true;
+	auto is = [](int v, int want) { return v == 0 || v == want; };
+	return fwd_config_ok(cfg) && is(cfg->bwd_rows, kRows) && is(cfg->bwd_keys, kRows) && is(cfg->bwd_stages, 1) &&
+	       is(cfg->bwd_split, 1);
 }
 
 extern "C" size_t tw_attention_backward_workspace(int64_t nq, int64_t nk, int64_t h, int64_t g, int64_t dh,

@@ -143,11 +143,19 @@ typedef struct {
 
 /* engine.Backend.Attention: out, q [nq, h, dh] dt; k, v [nk, g, dh] dt;
  * lse [nq, h]; seqs [nseq, 4]; noncausal: AttentionParams.NonCausal (0:
- * causal). Every dt tensor here and below must be 16-byte aligned (see
- * attention.cu). */
+ * causal); workspace: tw_attention_workspace(nq, nk, h, g, dh, nseq, cfg)
+ * bytes (NULL when that is 0). Every dt tensor here and below must be
+ * 16-byte aligned (see attention.cu). */
 cudaError_t tw_attention(void *out, float *lse, const void *q, const void *k, const void *v, const int32_t *seqs,
                          int64_t nseq, tw_dtype dt, int64_t nq, int64_t nk, int64_t h, int64_t g, int64_t dh,
-                         float scale, int noncausal, const tw_attention_config *cfg, cudaStream_t stream);
+                         float scale, int noncausal, const tw_attention_config *cfg, void *workspace,
+                         cudaStream_t stream);
+size_t tw_attention_workspace(int64_t nq, int64_t nk, int64_t h, int64_t g, int64_t dh, int64_t nseq,
+                              const tw_attention_config *cfg);
+/* The configurations a tuning sweep tries (those the kernels are compiled
+ * for, at Llama's bf16 head width 128): writes the first max of them to out
+ * (out may be NULL) and returns how many there are. */
+int tw_attention_configs(tw_attention_config *out, int max);
 /* engine.Backend.AttentionBackward: gradients shaped as their tensors above;
  * workspace: tw_attention_backward_workspace(nq, nk, h, g, dh, cfg) bytes. */
 cudaError_t tw_attention_backward(void *dq, void *dk, void *dv, const void *dout, const void *out, const float *lse,

@@ -33,3 +33,13 @@ func openCUDA(gemm string, device int) (engine.Backend, error) {
 	}
 	return b, nil
 }
+
+// attentionConfigs lists the attention configurations a tuning sweep tries,
+// as --attention-config takes them.
+func attentionConfigs() ([]string, error) {
+	var out []string
+	for _, c := range cuda.AttentionConfigs() {
+		out = append(out, c.String())
+	}
+	return out, nil
+}

@@ -6,6 +6,8 @@ import (
 	"math"
 	"strings"
 	"testing"
+
+	"github.com/turnwise/turnwise/engine/cuda"
 )
 
 // TestBackendCUDAEmulated runs commands on --backend cuda over the kernel
@@ -35,5 +37,24 @@ func TestBackendCUDAEmulated(t *testing.T) {
 	}
 	if len(cpu) != 2 || len(emu) != 2 {
 		t.Errorf("logged steps: %d on the CPU, %d on the emulator; want 2", len(cpu), len(emu))
+	}
+}
+
+// TestBenchAttentionConfigs: train bench --attention-configs prints the
+// sweep's configurations, the defaults first, each one that
+// --attention-config accepts.
+func TestBenchAttentionConfigs(t *testing.T) {
+	out, err := runCmd(t, runBench, "", "--attention-configs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Fields(out)
+	if len(lines) < 2 || lines[0] != "fwd.rows=128,fwd.keys=64,fwd.stages=2" {
+		t.Fatalf("--attention-configs printed %q", out)
+	}
+	for _, l := range lines {
+		if _, err := cuda.ParseAttentionConfig(l); err != nil {
+			t.Errorf("%q: %v", l, err)
+		}
 	}
 }

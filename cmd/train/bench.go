@@ -17,6 +17,12 @@
 //
 //	train bench --backend cuda --baseline OUT/bench-kernels.json --max-slowdown 5%
 //
+// and, to sweep the attention kernels' tile sizes (run.sh's attn-sweep step):
+//
+//	for c in $(train bench --attention-configs); do
+//		train bench --backend cuda --suite kernels --filter '^attention/' --attention-config $c --reps 3 --json OUT/$c.json
+//	done
+//
 // Results carry the commit from the binary's version-control stamp; a build
 // without one (-buildvcs=false, an exported tree) sets it with
 // -ldflags "-X github.com/turnwise/turnwise/bench.commit=$(git rev-parse HEAD)".
@@ -45,6 +51,7 @@ func runBench(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs.StringVar(&o.Backend, "backend", "cpu", "cpu, or cuda (a GPU; the kernel emulator in a -tags cudaemu build)")
 	fs.IntVar(&o.Device, "device", 0, "GPU ordinal")
 	attn := fs.String("attention-config", "", "cuda: the attention kernels' tile sizes and pipeline depths, as name=value pairs: fwd.rows, fwd.keys, fwd.stages, bwd.rows, bwd.keys, bwd.stages, bwd.split, dec.split, dec.keys (empty: the kernels' defaults); with --filter attention, one configuration of a sweep")
+	listAttn := fs.Bool("attention-configs", false, "cuda: print the attention configurations a tuning sweep tries (the tile sizes the kernels are compiled for), one per line as --attention-config takes them, and exit")
 	gemm := fs.String("gemm", "", "cuda: the GEMM of the model steps and of every op but the kernel suite's own GEMMs: cublas (cuBLASLt) or own (turnwise's kernel); empty: cuBLASLt where one is found. The kernel suite always measures our GEMM kernel beside cuBLASLt")
 	fs.IntVar(&o.Threads, "threads", 0, "CPU worker threads (0: one per CPU)")
 	fs.StringVar(&o.Suite, "suite", "all", "kernels (every op at the shapes), step (a LoRA training step and generation) or all")
@@ -80,6 +87,16 @@ flags:`)
 	}
 	if err := parse(fs, args); err != nil {
 		return err
+	}
+	if *listAttn {
+		cs, err := attentionConfigs()
+		if err != nil {
+			return err
+		}
+		for _, c := range cs {
+			fmt.Fprintln(stdout, c)
+		}
+		return nil
 	}
 	if *jsonOut == "-" && *baseline != "" {
 		return errors.New("--json - prints a measurement; with --baseline name a file")

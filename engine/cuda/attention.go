@@ -16,8 +16,10 @@ func (b *Backend) Attention(out, lse, q, k, v, seqs *engine.Tensor, p engine.Att
 	engine.MustDType("Attention", "out", out, q.DType())
 	cfg := b.attention.cConfig()
 	b.launch("Attention", func(str C.cudaStream_t) C.cudaError_t {
+		ws := b.workspace(int(C.tw_attention_workspace(i64(d.NQ), i64(d.NK), i64(d.H), i64(d.G), i64(d.Dh), i64(d.Seqs), &cfg)))
 		return C.tw_attention(ptr(out), fptr(lse), ptr(q), ptr(k), ptr(v), iptr(seqs), i64(d.Seqs), dt(q),
-			i64(d.NQ), i64(d.NK), i64(d.H), i64(d.G), i64(d.Dh), C.float(p.Scale), cbool(p.NonCausal), &cfg, str)
+			i64(d.NQ), i64(d.NK), i64(d.H), i64(d.G), i64(d.Dh), C.float(p.Scale), cbool(p.NonCausal), &cfg,
+			devPtr(ws), str)
 	})
 }
 

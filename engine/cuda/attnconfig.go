@@ -99,3 +99,37 @@ func (c AttentionConfig) cConfig() C.tw_attention_config {
 		dec_split: C.int(c.DecSplit), dec_keys: C.int(c.DecKeys),
 	}
 }
+
+// AttentionConfigs lists the configurations a tuning sweep tries: those the
+// kernels are compiled for at Llama's bf16 head width 128 (kernels.h's
+// tw_attention_configs), the defaults first. Each has at least one field
+// set, so none prints as "".
+func AttentionConfigs() []AttentionConfig {
+	n := int(C.tw_attention_configs(nil, 0))
+	if n == 0 {
+		return nil
+	}
+	cs := make([]C.tw_attention_config, n)
+	C.tw_attention_configs(&cs[0], C.int(n))
+	out := make([]AttentionConfig, n)
+	for i, c := range cs {
+		out[i] = AttentionConfig{
+			FwdRows: int(c.fwd_rows), FwdKeys: int(c.fwd_keys), FwdStages: int(c.fwd_stages),
+			BwdRows: int(c.bwd_rows), BwdKeys: int(c.bwd_keys), BwdStages: int(c.bwd_stages), BwdSplit: int(c.bwd_split),
+			DecSplit: int(c.dec_split), DecKeys: int(c.dec_keys),
+		}
+	}
+	return out
+}
+
+// sharedMemoryOptin is the shared memory a block may opt in to on the
+// current device (0 if the query fails): the tests skip the attention
+// configurations that need more than this device has.
+func sharedMemoryOptin() int {
+	var dev, v C.int
+	if C.cudaGetDevice(&dev) != C.cudaSuccess ||
+		C.cudaDeviceGetAttribute(&v, C.cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != C.cudaSuccess {
+		return 0
+	}
+	return int(v)
+}

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/turnwise/turnwise/engine"
+	"github.com/turnwise/turnwise/engine/enginetest"
 )
 
 func TestParseAttentionConfig(t *testing.T) {
@@ -52,6 +53,11 @@ func TestAttentionConfigRefused(t *testing.T) {
 		{AttentionConfig{FwdRows: 64}, false},
 		{AttentionConfig{FwdRows: 3}, true},
 		{AttentionConfig{BwdSplit: 1000}, true},
+		{AttentionConfig{FwdRows: 128, FwdStages: 3}, false},
+		{AttentionConfig{FwdStages: 4}, true},
+		{AttentionConfig{FwdKeys: 128}, true}, // compiled for head width 128 only, and this is 8
+		{AttentionConfig{DecSplit: 5000}, true},
+		{AttentionConfig{DecKeys: 32}, true},
 	} {
 		b, err := New(Options{Attention: c.cfg})
 		if err != nil {
@@ -91,5 +97,35 @@ func runSmallAttention(b *Backend) {
 	b.AttentionBackward(dq, dk, dv, dout, out, lse, q, k, v, seqs, p)
 	if err := b.Sync(); err != nil {
 		panic(err)
+	}
+}
+
+// TestAttentionConfigs runs enginetest.AttentionTunables once per
+// configuration a sweep tries (AttentionConfigs: every compiled key tile,
+// row count and stage count of the forward, and decoding's key tiles and
+// splits): each must match the float64 reference, the same bits run after
+// run.
+func TestAttentionConfigs(t *testing.T) {
+	cfgs := AttentionConfigs()
+	if len(cfgs) < 2 {
+		t.Fatalf("AttentionConfigs() = %v: want the defaults and more", cfgs)
+	}
+	for _, c := range cfgs {
+		if c.String() == "" {
+			t.Errorf("configuration %+v prints as the defaults", c)
+		}
+		t.Run(c.String(), func(t *testing.T) {
+			// The forward's shared memory at head width 128, bf16
+			// (kernels/attention.cu: Q, then the stages of K and V).
+			if need := c.FwdRows*256 + c.FwdStages*c.FwdKeys*512; need > sharedMemoryOptin() {
+				t.Skipf("needs %d KiB of shared memory per block; this device has %d", need>>10, sharedMemoryOptin()>>10)
+			}
+			b, err := New(Options{Attention: c})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer b.Close()
+			enginetest.AttentionTunables(t, b)
+		})
 	}
 }

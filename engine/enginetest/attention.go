@@ -74,8 +74,13 @@ func testAttention(t *testing.T, b engine.Backend) {
 		{name: "packed 37,130,1 H8/G2 dh128", h: 8, g: 2, dh: 128, seqs: packed(37, 130, 1)},
 		{name: "decode and prefill over caches H8/G1 dh128", h: 8, g: 1, dh: 128,
 			seqs: [][4]int{{0, 1, 0, 300}, {1, 1, 300, 77}, {2, 100, 377, 203}}},
-		{name: "long T=1030 H2/G1 dh64", h: 2, g: 1, dh: 64, seqs: packed(1030), f32Only: true},
+		{name: "long T=1030 H2/G1 dh64", h: 2, g: 1, dh: 64, seqs: packed(1030)},
 		{name: "decode batch of 40 H4/G1 dh16", h: 4, g: 1, dh: 16, seqs: decodeBatch(40)},
+		// Long enough caches that a flash-decoding kernel splits them by
+		// default (the CUDA kernels: 2 chunks, one of them empty for the
+		// 1-key cache).
+		{name: "decode over long caches H8/G1 dh128", h: 8, g: 1, dh: 128, scale: 0.15,
+			seqs: [][4]int{{0, 1, 0, 900}, {1, 1, 900, 1}, {2, 1, 901, 700}, {3, 1, 1601, 600}}},
 		{name: "non-causal one seq T=7 H=G=2 dh8", h: 2, g: 2, dh: 8, seqs: packed(7), nonCausal: true, grad: true},
 		{name: "non-causal packed 50,50,3 H4/G4 dh64", h: 4, g: 4, dh: 64, seqs: packed(50, 50, 3),
 			nonCausal: true, grad: true},
@@ -96,6 +101,25 @@ func testAttention(t *testing.T, b engine.Backend) {
 				attentionCase(t, b, c, dt, uint64(100+ci))
 			})
 		}
+	}
+}
+
+// AttentionTunables runs bf16 forward cases at head width 128 (Llama's,
+// where kernels have tunable tiles) against the float64 reference, each
+// twice (same bits): a causal sequence spanning several query and key tiles
+// of every size, a non-causal pair, and a decoding batch of different cache
+// lengths (flash-decoding's key chunks: several per sequence, some empty). A
+// backend whose attention kernels take a configuration runs it once per
+// configuration.
+func AttentionTunables(t *testing.T, b engine.Backend) {
+	cases := []attnCase{
+		{name: "T=150 H4/G2 dh128", h: 4, g: 2, dh: 128, seqs: packed(150)},
+		{name: "non-causal packed 33,70 H2/G2 dh128", h: 2, g: 2, dh: 128, seqs: packed(33, 70), nonCausal: true},
+		{name: "decode batch H8/G2 dh128", h: 8, g: 2, dh: 128,
+			seqs: [][4]int{{0, 1, 0, 300}, {1, 1, 300, 1}, {2, 1, 301, 130}, {3, 1, 431, 64}, {4, 1, 495, 257}}},
+	}
+	for i, c := range cases {
+		t.Run(c.name, func(t *testing.T) { attentionCase(t, b, c, engine.BF16, uint64(300+i)) })
 	}
 }
 

@@ -41,6 +41,15 @@
 #                     again at the end, with bench-step-own)
 #   bench-step-own    the step suite again with our own GEMM (--gemm own),
 #                     the first of the long checks
+#   attn-sweep        the attention cases of the kernel suite once per
+#                     configuration `train bench --attention-configs` lists
+#                     (tile sizes, pipeline depths, decoding splits; 3
+#                     repetitions each), as far as its time goes: a table
+#                     case × configuration in its log, the best
+#                     configuration of each case in its note, the results in
+#                     attn-sweep.tar.gz (on the emulator bundle, at the small
+#                     shapes, where configurations compiled only for head
+#                     width 128 are refused: a check of the step itself)
 #   collectives       one GPU rank over NCCL (PyTorch's, found by the torch
 #                     step), started by `train launch`: `train collectives`
 #                     checks every collective and times the all-reduce (with
@@ -70,7 +79,8 @@
 # for failures an excerpt of its log), bench.md (the benchmarks side by side
 # with the peers, and the ratios) with the results it is made of
 # (bench-kernels.json, bench-step.json, bench-step-own.json,
-# bench-torch.json; gate.json, the gate's measurement), and logs.tar.gz (every step's full log, and every test
+# bench-torch.json; gate.json, the gate's measurement), attn-sweep.tar.gz (the
+# attention sweep's results, one per configuration, and its table), and logs.tar.gz (every step's full log, and every test
 # process's output). The exit status is 0 when no step failed.
 #
 # Environment:
@@ -567,6 +577,79 @@ step_bench_step() {
 
 step_bench_step_own() { bench_step own bench-step-own; }
 
+# step_attn_sweep measures the kernel suite's attention cases once per
+# configuration of the attention kernels that train bench lists, into
+# bench/attn-sweep/CONFIG.json (a configuration that fails, e.g. one whose
+# shared memory this device lacks, is listed as such), then tabulates them.
+step_attn_sweep() {
+	load_torch
+	cd "$B" || exit 1
+	local dir=$WORK/bench/attn-sweep cfgs c n=0 failed="" skipped=0 to
+	mkdir -p "$dir"
+	cfgs=$(ours bin/train bench --attention-configs 2>&1) || { note "train bench --attention-configs failed: $cfgs"; exit 1; }
+	[ -n "$cfgs" ] || { note "train bench --attention-configs lists nothing"; exit 1; }
+	printf '%s\n' "$cfgs" >"$dir/configs.txt"
+	progress "$(wc -l <<<"$cfgs") attention configurations"
+	for c in $cfgs; do
+		to=$(($(left) - 10))
+		if [ "$to" -lt 10 ]; then
+			skipped=$((skipped + 1))
+			continue
+		fi
+		ours timeout -s QUIT -k 5 "$to" bin/train bench --backend cuda --suite kernels --filter '^attention/' \
+			--attention-config "$c" --reps 3 --min-time 5ms --quiet --json "$dir/$c.json" >"$dir/$c.out" 2>&1
+		rc=$?
+		n=$((n + 1))
+		if [ "$rc" -ne 0 ] || [ ! -s "$dir/$c.json" ]; then
+			failed="$failed $c"
+			progress "$c: failed (exit status $rc): $(grep -m1 -iE 'error|panic|invalid' "$dir/$c.out" | cut -c1-160)"
+			rm -f "$dir/$c.json"
+		else
+			progress "$c: measured"
+		fi
+	done
+	# One line per (case, configuration): name, configuration, median
+	# seconds, TFLOP/s, GB/s, bound, error (train bench's JSON has one field
+	# per line; a case the configuration refused has an error, no times).
+	for c in $cfgs; do
+		[ -s "$dir/$c.json" ] || continue
+		awk -v cfg="$c" '
+			function val(s) { sub(/^[^:]*: */, "", s); sub(/,$/, "", s); gsub(/"/, "", s); return s }
+			function flush() { if (name != "") print name "\t" cfg "\t" med "\t" tf "\t" gb "\t" bound "\t" err; name = "" }
+			/^    [}{]/ { flush() }
+			/^      "name": "attention\// { name = val($0); med = tf = gb = bound = err = "" }
+			name != "" && /^      "median_s":/ { med = val($0) }
+			name != "" && /^      "tflops":/ { tf = val($0) }
+			name != "" && /^      "gbs":/ { gb = val($0) }
+			name != "" && /^      "bound":/ { bound = val($0) }
+			name != "" && /^      "error":/ { err = val($0) }
+			END { flush() }
+		' "$dir/$c.json"
+	done >"$dir/sweep.tsv"
+	awk -F'\t' '$3 != "" { f = 1 } END { exit !f }' "$dir/sweep.tsv" ||
+		{ note "nothing measured (${n} configurations tried; failed:${failed:- none})"; exit 1; }
+	# Measured first (fastest first within a case), then the refusals.
+	awk -F'\t' '{ print $1 "\t" ($3 == "" ? 1 : 0) "\t" $0 }' "$dir/sweep.tsv" | sort -t$'\t' -k1,1 -k2,2n -k5,5g |
+		cut -f3- >"$dir/sweep.sorted"
+	awk -F'\t' '
+		BEGIN { print "| case | configuration | median ms | TFLOP/s | GB/s |"; print "| --- | --- | ---: | ---: | ---: |" }
+		$3 == "" { printf "| %s | %s | %s | | |\n", $1, $2, $7 == "" ? "no result" : $7; next }
+		{ printf "| %s | %s%s | %.4g | %.4g | %.4g |\n", $1, $2, $1 != prev ? " (best)" : "", 1000 * $3, $4, $5; prev = $1 }
+	' "$dir/sweep.sorted" | tee "$dir/sweep.md"
+	local best
+	best=$(awk -F'\t' '
+		$3 != "" && $1 != prev {
+			c = $1; sub(/^attention\//, "", c); sub(/\/H[0-9]+\/G[0-9]+\/D[0-9]+$/, "", c)
+			printf "%s%s: %s (%s)", n++ ? "; " : "", c, $2, $6 == "memory" ? sprintf("%.4g GB/s", $5) : sprintf("%.4g TFLOP/s", $4)
+			prev = $1
+		}' "$dir/sweep.sorted")
+	local out="" refused
+	[ "$skipped" -eq 0 ] || out=", $skipped left out for lack of time"
+	refused=$(awk -F'\t' '$3 == ""' "$dir/sweep.tsv" | wc -l)
+	[ "$refused" -eq 0 ] || out="$out, $refused (case, configuration) pairs refused"
+	note "$n of $(wc -l <<<"$cfgs") configurations run${failed:+ (failed:$failed)}$out; best: $best"
+}
+
 step_peers() {
 	gpu_only "runs no PyTorch peer"
 	load_torch
@@ -666,7 +749,7 @@ export -f ours logged note progress skip gpu_only left max1 load_torch no_data s
 	run_test test_message tests_finish tests_note tests_end gotests json_meta same_commit
 export -f step_device step_torch step_conformance step_conformance_8b step_model step_stories \
 	step_selftest step_collectives step_collectives_cpu step_memcheck step_racecheck step_synccheck step_bench_kernels \
-	step_bench_step step_bench_step_own step_peers step_bench_report step_gate
+	step_bench_step step_bench_step_own step_attn_sweep step_peers step_bench_report step_gate
 
 # ---- running and recording ----
 
@@ -874,7 +957,7 @@ step() {
 
 # finish leaves in OUT the summary, the benchmark report and results, and
 # every log (with the benchmarks' own tables and every test process's
-# output) in one archive: nine files at most.
+# output) in one archive: ten files at most.
 finish() {
 	write_summary
 	# The report again, with what the long steps measured (bench-step-own).
@@ -883,6 +966,7 @@ finish() {
 	for f in bench.md bench-kernels.json bench-step.json bench-step-own.json bench-torch.json gate.json; do
 		[ ! -s "$WORK/bench/$f" ] || cp "$WORK/bench/$f" "$OUT/$f"
 	done
+	[ ! -d "$WORK/bench/attn-sweep" ] || tar -C "$WORK/bench" -czf "$OUT/attn-sweep.tar.gz" attn-sweep
 	if [ -n "${TW_BUNDLE_KEEP:-}" ]; then
 		echo "run.sh: the unpacked bundle stays in $WORK"
 	else
@@ -907,6 +991,7 @@ step bench-report 20
 # ... then the long checks, as far as the budget goes (the report is written
 # again at the end, with bench-step-own).
 step bench-step-own 120
+step attn-sweep 90
 step collectives 30
 step collectives-cpu 30
 step gate 90

@@ -93,7 +93,7 @@ struct Copy {
 	uint8_t size, src_size;
 };
 
-constexpr int kMaxPending = 64;  // pending copies per CUDA thread
+constexpr int kMaxPending = 128; // pending copies per CUDA thread
 constexpr int kMaxThreads = 1024; // CUDA threads per block
 
 // One CUDA thread's copies.
