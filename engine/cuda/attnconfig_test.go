@@ -51,7 +51,8 @@ func TestAttentionConfigRefused(t *testing.T) {
 		{AttentionConfig{}, false},
 		{AttentionConfig{FwdRows: 64}, false},
 		{AttentionConfig{FwdRows: 3}, true},
-		{AttentionConfig{BwdSplit: 1000}, true},
+		{AttentionConfig{BwdSplit: 1000}, false}, // any split runs
+		{AttentionConfig{BwdRows: 96}, true},
 	} {
 		b, err := New(Options{Attention: c.cfg})
 		if err != nil {
