@@ -138,6 +138,9 @@
 // sums [2][nk, g, dh] f32 when the split is above 1.
 #include <initializer_list>
 #include <type_traits>
+#ifdef TW_EMU
+#include <sched.h>
+#endif
 
 #include "common.cuh"
 #include "kernels.h"
@@ -322,7 +325,10 @@ template <int LDS> __device__ __forceinline__ void stage_rows(float *dst, const 
 // incrementing block made before its release_one.
 __device__ __forceinline__ void acquire_wait(const int *ctr, int want) {
 #ifdef TW_EMU
-	while (__atomic_load_n(ctr, __ATOMIC_ACQUIRE) < want) __nanosleep(0);
+	// The emulator's __nanosleep yields to the block's other threads (all at
+	// a barrier here); sched_yield lets the waited-on block's OS thread run
+	// when there are more of them than cores.
+	while (__atomic_load_n(ctr, __ATOMIC_ACQUIRE) < want) __nanosleep(0), sched_yield();
 #else
 	while (*(const volatile int *)ctr < want) __nanosleep(64);
 	__threadfence();
