@@ -1,14 +1,12 @@
 // attention.cu — grouped-query flash attention, causal or not, over packed
-// variable-length sequences: forward (with flash-decoding) and backward.
+// variable-length sequences: the forward, with flash-decoding
+// (attention_backward.cu has the backward).
 //
-// Contract: engine.Backend.Attention and AttentionBackward
-// (engine/backend.go); the launchers' arguments are listed in kernels.h.
-// What the kernels add to it:
+// Contract: engine.Backend.Attention (engine/backend.go); the launchers'
+// arguments are listed in kernels.h. What the kernels add to it:
 //   Workspace of the forward: tw_attention_workspace gives
 //   split·nq·h·(dh+2)·4 bytes when the launch decodes with its keys split
 //   in split > 1 chunks (see Decoding below), else 0; 16-byte aligned.
-//   Workspace of the backward: tw_attention_backward_workspace gives
-//   nq·h·4 bytes, for D = rowsum(dout∘out) [nq, h] f32.
 //   Configuration (tw_attention_config; 0 is the default), forward:
 //   fwd_rows 64 or 128 (default 128 for bf16, 64 for f32), fwd_keys 32, 64
 //   or 128 (default 64 for bf16, 32 for f32), fwd_stages 1, 2 or 3 (default
@@ -20,21 +18,20 @@
 //   key tile, or a combination whose shared memory exceeds the device's
 //   (128 rows, 128 keys, 3 stages: 224 KiB, over an A100's 163), is
 //   cudaErrorInvalidValue. tw_attention_configs lists what a sweep tries.
-//   The backward's fields are listed at config_ok.
-//   dt is f32 or bf16 (q, k, v, out and the gradients share it); dh is a
+//   The backward's fields are attention_backward.cu's.
+//   dt is f32 or bf16 (q, k, v and out share it); dh is a
 //   multiple of 8 up to 128; h is a multiple of g ≥ 1. Anything else gives
 //   cudaErrorInvalidValue. seqs is trusted, not checked (a launcher does not
 //   read device memory). Extents with nothing to compute (nq·h = 0 or
-//   nseq = 0 in the forward; every gradient empty in the backward) launch
-//   nothing and succeed.
-//   Alignment, tighter than kernels.h's conventions: q, k, v, out, dout, dq,
-//   dk and dv are 16-byte aligned (whole allocations are, and so are views
+//   nseq = 0) launch nothing and succeed.
+//   Alignment, tighter than kernels.h's conventions: q, k, v and out are
+//   16-byte aligned (whole allocations are, and so are views
 //   of whole rows, dh being a multiple of 8), for 16-byte vector loads and
 //   stores; otherwise cudaErrorInvalidValue.
 //   Causality: query t of a sequence sees keys 0 … t+off, off = kLen − qLen
 //   (causal) or kLen (noncausal ≠ 0: every key), and never key kLen or
 //   beyond; every kernel below bounds its keys by that one rule.
-//   Numerics: softmax in f32, out rounded once. Forward and backward are
+//   Numerics: softmax in f32, out rounded once. The forward is
 //   deterministic: no float atomics; every element is summed by one thread
 //   (or one warp's mma sequence) in a fixed order — a split decode's chunks
 //   are combined in chunk order — so reruns give the same bits. (The split,
@@ -149,31 +146,6 @@
 // m = −inf, which the combine leaves out). split = 1 writes the results
 // directly, as the forward does.
 //
-// Backward (FlashAttention-2 recipe, three kernels, no atomics):
-//   attn_bwd_prep_kernel: one warp per (query row, head): D = rowsum(dO∘O)
-//     into the workspace, or zeroes the dq slice when no sequence covers the
-//     row; one warp per (key row, key/value head): zeroes dk, dv when no
-//     sequence covers the row.
-//   attn_dkdv_kernel, per (sequence, key/value head, 64 keys): K, V tiles stay
-//     in shared memory; for every tile of N query rows (all h/g heads of the
-//     group) that sees one of the keys: warp w computes Sᵀ = K·Qᵀ and
-//     dPᵀ = V·dOᵀ for its 16 keys, then Pᵀ = exp2(Sᵀ·scale·log2 e − lse·log2 e)
-//     and dSᵀ = Pᵀ∘(dPᵀ − D) (masked), and accumulates dV += Pᵀ·dO,
-//     dK += dSᵀ·Q in registers; dK is scaled by scale when stored.
-//   attn_dq_kernel, per (sequence, key/value head, 64 query rows): Q, dO stay
-//     in shared memory; for every key tile: S, dP, P, dS as above for its rows,
-//     dQ += dS·K; scaled by scale when stored.
-// S and dP are recomputed in both kernels (two products more than one pass
-// with atomics for dQ), which makes every output element the sum of one
-// thread's (or one mma's) terms in a fixed order.
-//
-// Shared memory per backward block at D = 128: dQ 111.0 / 141.0 KiB, dK/dV
-// 94.4 / 150.4 KiB (bf16 / f32; N = 32 there for both dtypes), so two bf16
-// blocks fit on an H100 SM and every kernel fits an A100. Accumulators live
-// in registers (f32): per lane D/2 floats for dQ, D for dK/dV;
-// __launch_bounds__(128, 2) lets ptxas use up to 255 registers, which still
-// allows the two blocks per SM, without spilling.
-//
 // Forward budget at D = 128, bf16. Shared memory: Q R·256 bytes (32 KiB at
 // 128 rows) plus S·N·512 bytes of K/V stages: 96 KiB at the defaults (128
 // rows, 64 keys, 2 stages), 224 KiB at the largest (128, 128, 3: H100
@@ -213,7 +185,6 @@ constexpr int kThreads = 32 * kWarps;    // threads per block
 constexpr int kStrip = 16;               // rows a warp owns
 constexpr int kRows = kStrip * kWarps;   // rows a block owns: query rows, or keys (dK/dV)
 constexpr unsigned kFull = 0xffffffffu;  // all lanes of a warp
-constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
 
 // Row stride, in elements, of a shared-memory tile of w columns of T: 16
@@ -223,12 +194,10 @@ constexpr float kLn2 = 0.6931471805599453f;
 template <class T> __host__ __device__ constexpr int padded(int w) { return w + 16 / (int)sizeof(T); }
 __host__ __device__ constexpr int cmax(int a, int b) { return a > b ? a : b; }
 
-// Inner tile widths: keys per step of the forward and dQ kernels, query rows
-// per step of the dK/dV kernel (chosen so that shared memory fits, see above).
+// Inner tile width: keys per step of the forward (chosen so that shared
+// memory fits, see above).
 template <class T> struct Inner {
 	static constexpr int fwd = std::is_same<T, float>::value ? 32 : 64;
-	static constexpr int dq = fwd;
-	static constexpr int dkv = 32;
 };
 
 // ---- Warp-level products --------------------------------------------------
@@ -962,234 +931,6 @@ template <class T> __global__ void __launch_bounds__(128) attn_fwd_combine_kerne
 	}
 }
 
-// ---- Backward -------------------------------------------------------------------
-
-// D = rowsum(dO∘O) per (query row, head) of a covered row, into Dl [nq, h];
-// zeroes dq on rows no sequence's queries cover and dk, dv on rows no
-// sequence's keys cover. One warp per item: items [0, nq·h) are (row, head)
-// of q, items [nq·h, nq·h + nk·g) are (row, head) of k. Grid-stride.
-template <class T>
-__global__ void attn_bwd_prep_kernel(float *__restrict__ Dl, T *__restrict__ dq, T *__restrict__ dk,
-                                     T *__restrict__ dv, const T *__restrict__ dout, const T *__restrict__ out,
-                                     const int32_t *__restrict__ seqs, int nseq, int64_t nq, int64_t nk, int h, int g,
-                                     int dh) {
-	const int lane = threadIdx.x % 32;
-	const int64_t nqi = nq * h, total = nqi + nk * g;
-	const int64_t stride = (int64_t)gridDim.x * blockDim.x / 32;
-	for (int64_t it = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32; it < total; it += stride) {
-		const bool query = it < nqi;
-		const int64_t item = query ? it : it - nqi; // (row, head) index in q or k
-		const int row = query ? (int)item / h : (int)item / g; // nq·h, nk·g < 2³¹
-		const int at = query ? 0 : 2; // the seqs columns of this side: start, length
-		bool covered = false;
-		for (int b = 0; b < nseq && !covered; b++)
-			covered = row >= seqs[4 * b + at] && row < (int64_t)seqs[4 * b + at] + seqs[4 * b + at + 1];
-		const int64_t base = item * dh;
-		if (query && covered) {
-			float sum = 0.0f;
-			for (int d = lane; d < dh; d += 32) sum = fmaf(to_float(dout[base + d]), to_float(out[base + d]), sum);
-			sum = warp_sum(sum);
-			if (lane == 0) Dl[item] = sum;
-		} else if (!covered) {
-			const T zero = from_float<T>(0.0f);
-			for (int d = lane; d < dh; d += 32) {
-				if (query) {
-					dq[base + d] = zero;
-				} else {
-					dk[base + d] = zero;
-					dv[base + d] = zero;
-				}
-			}
-		}
-	}
-}
-
-// Shared-memory layout of the dQ kernel.
-template <class T, int D, int N> struct DqSmem {
-	static constexpr int LT = padded<T>(D), LP = padded<T>(N);
-	static constexpr int W = kStrip * cmax(2 * padded<float>(N), padded<float>(D)); // floats of a warp's scratch
-	static constexpr size_t q = 0;                              // [kRows][LT] T: the item's query rows
-	static constexpr size_t dO = q + sizeof(T) * kRows * LT;    // [kRows][LT] T: their output gradients
-	static constexpr size_t k = dO + sizeof(T) * kRows * LT;    // [N][LT] T: a key tile
-	static constexpr size_t v = k + sizeof(T) * N * LT;         // [N][LT] T: its values
-	static constexpr size_t w = v + sizeof(T) * N * LT;         // [warps][W] f32: S, dP; staging
-	static constexpr size_t ds = w + sizeof(float) * kWarps * W; // [kRows][LP] T: dS
-	static constexpr size_t bytes = ds + sizeof(T) * kRows * LP;
-	static_assert(dO % 32 == 0 && k % 32 == 0 && v % 32 == 0 && w % 32 == 0 && ds % 32 == 0, "wmma alignment");
-};
-
-// One block per (sequence, key/value head, tile of 64 query rows), as the
-// forward: dq = scale·Σ_keys dS·K with dS = P∘(dP − D), P = exp(s − lse),
-// dP = dO·Vᵀ.
-template <class T, int D, int N>
-__global__ void __launch_bounds__(kThreads, 2)
-    attn_dq_kernel(T *__restrict__ dq, const T *__restrict__ dout, const float *__restrict__ lse,
-                   const float *__restrict__ Dl, const T *__restrict__ q, const T *__restrict__ k,
-                   const T *__restrict__ v, const int32_t *__restrict__ seqs, int nseq, int h, int g, int dh,
-                   float scale, float sl2, int noncausal) {
-	typedef DqSmem<T, D, N> L;
-	constexpr int LT = L::LT, LS = padded<float>(N);
-	extern __shared__ __align__(128) unsigned char smem[]; // wmma needs 32-byte aligned tiles
-	const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-	T *Qs = (T *)(smem + L::q);                          // [kRows][LT]
-	T *dOs = (T *)(smem + L::dO);                        // [kRows][LT]
-	T *Ks = (T *)(smem + L::k);                          // [N][LT]
-	T *Vs = (T *)(smem + L::v);                          // [N][LT]
-	float *Sw = (float *)(smem + L::w) + warp * L::W;    // [16][N+4] scores; [16][D+4] staging
-	float *dPw = Sw + kStrip * LS;                       // [16][N+4] dO·Vᵀ
-	T *dSw = (T *)(smem + L::ds) + warp * kStrip * L::LP; // [16][LP] dS
-
-	const int rep = h / g, kvh = blockIdx.x % g;
-	int s, tile;
-	if (find_tile(seqs, nseq, false, rep, blockIdx.x / g, &s, &tile)) {
-		const int qs = seqs[4 * s], ql = seqs[4 * s + 1], ks = seqs[4 * s + 2], kl = seqs[4 * s + 3];
-		const int off = noncausal ? kl : kl - ql, rows = ql * rep;
-		const int r0 = (ceil_div(rows, kRows) - 1 - tile) * kRows;
-		const int r1 = min(r0 + kRows, rows);
-		const int kEnd = min((r1 - 1) / rep + off + 1, kl);
-		auto qrow = [=](int r) -> int64_t { return r0 + r < r1 ? qrow_offset(qs, r0 + r, rep, h, kvh, dh) : -1; };
-		load_rows<T, D, kRows>(Qs, q, dh, qrow);
-		load_rows<T, D, kRows>(dOs, dout, dh, qrow);
-
-		// Lane pair (2r, 2r+1) turns row r's scores into dS, each lane
-		// taking the keys of its parity.
-		const int r = lane / 2, half = lane % 2, rho = r0 + warp * kStrip + r;
-		const bool valid = rho < r1;
-		const int last = valid ? min(rho / rep + off, kl - 1) : -1; // the last key the row sees
-		const int64_t li = valid ? qrow_index(qs, rho, rep, h, kvh) : 0;
-		const float lse2 = valid ? lse[li] * kLog2e : 0.0f, Dr = valid ? Dl[li] : 0.0f;
-		typename AccOf<T, D>::type a; // Σ dS·K
-		a.zero();
-		for (int j0 = 0; j0 < kEnd; j0 += N) {
-			__syncthreads();
-			auto krow = [=](int j) -> int64_t {
-				return j0 + j < kEnd ? ((int64_t)(ks + j0 + j) * g + kvh) * dh : -1;
-			};
-			load_rows<T, D, N>(Ks, k, dh, krow);
-			load_rows<T, D, N>(Vs, v, dh, krow);
-			__syncthreads();
-			warp_nt<D, N>(Sw, Qs + warp * kStrip * LT, Ks);
-			warp_nt<D, N>(dPw, dOs + warp * kStrip * LT, Vs);
-			__syncwarp();
-			UNROLL
-			for (int i = 0; i < N / 2; i++) {
-				const int j = 2 * i + half;
-				const float p = j0 + j <= last ? exp2f(fmaf(Sw[r * LS + j], sl2, -lse2)) : 0.0f;
-				dSw[r * L::LP + j] = from_float<T>(p * (dPw[r * LS + j] - Dr));
-			}
-			__syncwarp();
-			a.template mma<N>(dSw, Ks);
-		}
-		__syncwarp();
-		a.store(Sw);
-		__syncwarp();
-		store_rows<T, D>(dq, Sw, nullptr, scale, dh, [=](int rr) { return qrow(warp * kStrip + rr); });
-	}
-}
-
-// Shared-memory layout of the dK/dV kernel.
-template <class T, int D, int N> struct DkvSmem {
-	static constexpr int LT = padded<T>(D), LP = padded<T>(N);
-	static constexpr int W = kStrip * cmax(2 * padded<float>(N), padded<float>(D)); // floats of a warp's scratch
-	static constexpr size_t k = 0;                                  // [kRows][LT] T: the item's keys
-	static constexpr size_t v = k + sizeof(T) * kRows * LT;         // [kRows][LT] T: their values
-	static constexpr size_t q = v + sizeof(T) * kRows * LT;         // [N][LT] T: a tile of query rows
-	static constexpr size_t dO = q + sizeof(T) * N * LT;            // [N][LT] T: their output gradients
-	static constexpr size_t w = dO + sizeof(T) * N * LT;            // [warps][W] f32: Sᵀ, dPᵀ; staging
-	static constexpr size_t p = w + sizeof(float) * kWarps * W;     // [kRows][LP] T: Pᵀ
-	static constexpr size_t ds = p + sizeof(T) * kRows * LP;        // [kRows][LP] T: dSᵀ
-	static constexpr size_t lse = ds + sizeof(T) * kRows * LP;      // [N] f32: lse·log2 e of the query rows
-	static constexpr size_t dd = lse + sizeof(float) * N;           // [N] f32: their D
-	static constexpr size_t lim = dd + sizeof(float) * N;           // [N] i32: the last key each sees, or −1
-	static constexpr size_t bytes = lim + sizeof(int) * N;
-	static_assert(v % 32 == 0 && q % 32 == 0 && dO % 32 == 0 && w % 32 == 0 && p % 32 == 0 && ds % 32 == 0,
-	              "wmma alignment");
-};
-
-// One block per (sequence, key/value head, tile of 64 keys); grid
-// (ceil(nk/64) + nseq)·g. Iterates over the tiles of N query rows — of all
-// the heads of the group — that see one of its keys: dV = Σ Pᵀ·dO,
-// dK = scale·Σ dSᵀ·Q.
-template <class T, int D, int N>
-__global__ void __launch_bounds__(kThreads, 2)
-    attn_dkdv_kernel(T *__restrict__ dk, T *__restrict__ dv, const T *__restrict__ dout,
-                     const float *__restrict__ lse, const float *__restrict__ Dl, const T *__restrict__ q,
-                     const T *__restrict__ k, const T *__restrict__ v, const int32_t *__restrict__ seqs, int nseq,
-                     int h, int g, int dh, float scale, float sl2, int noncausal) {
-	typedef DkvSmem<T, D, N> L;
-	constexpr int LT = L::LT, LS = padded<float>(N);
-	extern __shared__ __align__(128) unsigned char smem[]; // wmma needs 32-byte aligned tiles
-	const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-	T *Ks = (T *)(smem + L::k);                          // [kRows][LT]
-	T *Vs = (T *)(smem + L::v);                          // [kRows][LT]
-	T *Qs = (T *)(smem + L::q);                          // [N][LT]
-	T *dOs = (T *)(smem + L::dO);                        // [N][LT]
-	float *Sw = (float *)(smem + L::w) + warp * L::W;    // [16][N+4] Sᵀ; [16][D+4] staging
-	float *dPw = Sw + kStrip * LS;                       // [16][N+4] dPᵀ
-	T *Pw = (T *)(smem + L::p) + warp * kStrip * L::LP;   // [16][LP] Pᵀ
-	T *dSw = (T *)(smem + L::ds) + warp * kStrip * L::LP; // [16][LP] dSᵀ
-	float *lse2s = (float *)(smem + L::lse);             // [N]
-	float *Ds = (float *)(smem + L::dd);                 // [N]
-	int *lims = (int *)(smem + L::lim);                  // [N]
-
-	const int rep = h / g, kvh = blockIdx.x % g;
-	int s, tile;
-	if (find_tile(seqs, nseq, true, rep, blockIdx.x / g, &s, &tile)) {
-		const int qs = seqs[4 * s], ql = seqs[4 * s + 1], ks = seqs[4 * s + 2], kl = seqs[4 * s + 3];
-		const int off = noncausal ? kl : kl - ql, rows = ql * rep;
-		const int j0 = tile * kRows, j1 = min(j0 + kRows, kl);
-		auto krow = [=](int r) -> int64_t { return j0 + r < j1 ? ((int64_t)(ks + j0 + r) * g + kvh) * dh : -1; };
-		load_rows<T, D, kRows>(Ks, k, dh, krow);
-		load_rows<T, D, kRows>(Vs, v, dh, krow);
-
-		// Lane pair (2r, 2r+1) handles the warp's key r, each lane taking
-		// the query rows of its parity.
-		const int r = lane / 2, half = lane % 2, j = j0 + warp * kStrip + r;
-		const bool kvalid = j < j1;
-		typename AccOf<T, D>::type adk, adv; // Σ dSᵀ·Q, Σ Pᵀ·dO
-		adk.zero();
-		adv.zero();
-		// Query t sees key j0 when t ≥ j0 − off (every query, non-causal).
-		for (int p0 = max(0, j0 - off) * rep; p0 < rows; p0 += N) {
-			__syncthreads();
-			auto qrow = [=](int c) -> int64_t { return p0 + c < rows ? qrow_offset(qs, p0 + c, rep, h, kvh, dh) : -1; };
-			load_rows<T, D, N>(Qs, q, dh, qrow);
-			load_rows<T, D, N>(dOs, dout, dh, qrow);
-			for (int c = threadIdx.x; c < N; c += kThreads) {
-				const int rho = p0 + c;
-				const bool ok = rho < rows;
-				const int64_t li = ok ? qrow_index(qs, rho, rep, h, kvh) : 0;
-				lse2s[c] = ok ? lse[li] * kLog2e : 0.0f;
-				Ds[c] = ok ? Dl[li] : 0.0f;
-				lims[c] = ok ? min(rho / rep + off, kl - 1) : -1;
-			}
-			__syncthreads();
-			warp_nt<D, N>(Sw, Ks + warp * kStrip * LT, Qs);
-			warp_nt<D, N>(dPw, Vs + warp * kStrip * LT, dOs);
-			__syncwarp();
-			UNROLL
-			for (int i = 0; i < N / 2; i++) {
-				const int c = 2 * i + half;
-				const float p = kvalid && j <= lims[c] ? exp2f(fmaf(Sw[r * LS + c], sl2, -lse2s[c])) : 0.0f;
-				Pw[r * L::LP + c] = from_float<T>(p);
-				dSw[r * L::LP + c] = from_float<T>(p * (dPw[r * LS + c] - Ds[c]));
-			}
-			__syncwarp();
-			adv.template mma<N>(Pw, dOs);
-			adk.template mma<N>(dSw, Qs);
-		}
-		auto kout = [=](int rr) { return krow(warp * kStrip + rr); };
-		__syncwarp();
-		adv.store(Sw);
-		__syncwarp();
-		store_rows<T, D>(dv, Sw, nullptr, 1.0f, dh, kout);
-		__syncwarp();
-		adk.store(Sw);
-		__syncwarp();
-		store_rows<T, D>(dk, Sw, nullptr, scale, dh, kout);
-	}
-}
-
 // ---- Launchers --------------------------------------------------------------------
 
 namespace {
@@ -1388,64 +1129,4 @@ extern "C" int tw_attention_configs(tw_attention_config *out, int max) {
 		for (int dsplit : {0, 1, 4, 16})
 			if (!(dkeys == 64 && dsplit == 0)) add(0, 0, 0, dsplit, dkeys);
 	return n;
-}
-
-// config_ok reports whether cfg asks only for what these kernels are built
-// with: the forward's fields as fwd_config_ok says; each backward field 0
-// (the default) or: bwd_rows 64 (the dQ kernel's query rows per block);
-// bwd_keys 64 (the dK/dV kernel's keys per block); bwd_stages 1; bwd_split
-// 1.
-template <class T> bool config_ok(const tw_attention_config *cfg) {
-	if (cfg == nullptr) return true;
-	auto is = [](int v, int want) { return v == 0 || v == want; };
-	return fwd_config_ok(cfg) && is(cfg->bwd_rows, kRows) && is(cfg->bwd_keys, kRows) && is(cfg->bwd_stages, 1) &&
-	       is(cfg->bwd_split, 1);
-}
-
-extern "C" size_t tw_attention_backward_workspace(int64_t nq, int64_t nk, int64_t h, int64_t g, int64_t dh,
-                                                   const tw_attention_config *cfg) {
-	(void)nk, (void)g, (void)dh, (void)cfg;
-	return nq > 0 && h > 0 ? (size_t)(nq * h) * sizeof(float) : 0;
-}
-
-extern "C" cudaError_t tw_attention_backward(void *dq, void *dk, void *dv, const void *dout, const void *out,
-                                             const float *lse, const void *q, const void *k, const void *v,
-                                             const int32_t *seqs, int64_t nseq, tw_dtype dt, int64_t nq, int64_t nk,
-                                             int64_t h, int64_t g, int64_t dh, float scale, int noncausal,
-                                             const tw_attention_config *cfg, void *workspace, cudaStream_t stream) {
-	if (nseq < 0 || nq < 0 || nk < 0 || h < 0 || g < 0 || dh < 0) return cudaErrorInvalidValue;
-	if (!(dt == TW_BF16 ? config_ok<bf16>(cfg) : config_ok<float>(cfg))) return cudaErrorInvalidValue;
-	if (dh == 0 || (nq * h == 0 && nk * g == 0)) return cudaSuccess; // every gradient is empty
-	if (!shapes_ok(nq, nk, h, g, dh, {dq, dk, dv, dout, out, q, k, v})) return cudaErrorInvalidValue;
-	const unsigned gq = grid_of(nq * (h / g), nseq, g), gk = grid_of(nk, nseq, g);
-	if (gq == 0 || gk == 0) return cudaErrorInvalidValue;
-	const float sl2 = (float)((double)scale * 1.4426950408889634);
-	float *Dl = (float *)workspace; // [nq, h] f32
-	return dispatch(dt, dh, [&](auto *t, auto width) {
-		typedef std::remove_pointer_t<decltype(t)> T;
-		constexpr int D = decltype(width)::value, NQ = Inner<T>::dq, NK = Inner<T>::dkv;
-		const int64_t items = nq * h + nk * g;
-		LAUNCH(grid_for(items * 32, 256), 256, 0, stream, attn_bwd_prep_kernel<T>)(
-		    Dl, (T *)dq, (T *)dk, (T *)dv, (const T *)dout, (const T *)out, seqs, (int)nseq, nq, nk, (int)h, (int)g,
-		    (int)dh);
-		cudaError_t e = cudaGetLastError();
-		if (e != cudaSuccess || nseq == 0) return e;
-		if (nq * h > 0) {
-			const size_t bytes = DqSmem<T, D, NQ>::bytes;
-			if ((e = allow_smem(attn_dq_kernel<T, D, NQ>, bytes)) != cudaSuccess) return e;
-			LAUNCH(gq, kThreads, bytes, stream, attn_dq_kernel<T, D, NQ>)(
-			    (T *)dq, (const T *)dout, lse, Dl, (const T *)q, (const T *)k, (const T *)v, seqs, (int)nseq, (int)h,
-			    (int)g, (int)dh, scale, sl2, noncausal);
-			if ((e = cudaGetLastError()) != cudaSuccess) return e;
-		}
-		if (nk * g > 0) {
-			const size_t bytes = DkvSmem<T, D, NK>::bytes;
-			if ((e = allow_smem(attn_dkdv_kernel<T, D, NK>, bytes)) != cudaSuccess) return e;
-			LAUNCH(gk, kThreads, bytes, stream, attn_dkdv_kernel<T, D, NK>)(
-			    (T *)dk, (T *)dv, (const T *)dout, lse, Dl, (const T *)q, (const T *)k, (const T *)v, seqs, (int)nseq,
-			    (int)h, (int)g, (int)dh, scale, sl2, noncausal);
-			e = cudaGetLastError();
-		}
-		return e;
-	});
 }

@@ -128,7 +128,8 @@ cudaError_t tw_rope(void *x, tw_dtype dt, const int32_t *pos, const float *inv_f
  * session sweeps (engine/cuda's AttentionConfig, train bench
  * --attention-config). 0 is the kernels' default; a value the kernels were
  * not compiled for makes the launcher return cudaErrorInvalidValue
- * (attention.cu lists the values each accepts). NULL: every default. */
+ * (attention.cu and attention_backward.cu list the values each accepts).
+ * NULL: every default. */
 typedef struct {
 	int fwd_rows;   /* forward: query rows per block */
 	int fwd_keys;   /* forward: keys per inner tile */
@@ -156,8 +157,9 @@ size_t tw_attention_workspace(int64_t nq, int64_t nk, int64_t h, int64_t g, int6
  * for, at Llama's bf16 head width 128): writes the first max of them to out
  * (out may be NULL) and returns how many there are. */
 int tw_attention_configs(tw_attention_config *out, int max);
-/* engine.Backend.AttentionBackward: gradients shaped as their tensors above;
- * workspace: tw_attention_backward_workspace(nq, nk, h, g, dh, cfg) bytes. */
+/* engine.Backend.AttentionBackward (attention_backward.cu): gradients shaped
+ * as their tensors above; workspace: tw_attention_backward_workspace(nq, nk,
+ * h, g, dh, cfg) bytes, with the same device current. */
 cudaError_t tw_attention_backward(void *dq, void *dk, void *dv, const void *dout, const void *out, const float *lse,
                                   const void *q, const void *k, const void *v, const int32_t *seqs, int64_t nseq,
                                   tw_dtype dt, int64_t nq, int64_t nk, int64_t h, int64_t g, int64_t dh, float scale,

@@ -15,7 +15,7 @@ import (
 // depths (kernels.h's tw_attention_config): the knobs a GPU session sweeps.
 // A zero field is the kernels' default; a value the kernels were not
 // compiled for makes the op fail, naming the launch (kernels/attention.cu
-// lists what each field accepts).
+// and kernels/attention_backward.cu list what each field accepts).
 type AttentionConfig struct {
 	FwdRows, FwdKeys, FwdStages           int // forward: query rows per block, keys per tile, tiles in flight
 	BwdRows, BwdKeys, BwdStages, BwdSplit int // backward: query rows, keys, tiles in flight, query-axis split of dK/dV

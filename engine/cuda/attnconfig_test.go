@@ -52,7 +52,8 @@ func TestAttentionConfigRefused(t *testing.T) {
 		{AttentionConfig{}, false},
 		{AttentionConfig{FwdRows: 64}, false},
 		{AttentionConfig{FwdRows: 3}, true},
-		{AttentionConfig{BwdSplit: 1000}, true},
+		{AttentionConfig{BwdSplit: 1000}, false}, // any split runs
+		{AttentionConfig{BwdRows: 96}, true},
 		{AttentionConfig{FwdRows: 128, FwdStages: 3}, false},
 		{AttentionConfig{FwdStages: 4}, true},
 		{AttentionConfig{FwdKeys: 128}, true}, // compiled for head width 128 only, and this is 8

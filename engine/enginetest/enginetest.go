@@ -84,6 +84,7 @@ func Run(t *testing.T, b engine.Backend) {
 		{"bias", testBias},
 		{"rope", testRoPE},
 		{"attention", testAttention},
+		{"attention_backward", testAttentionBackward},
 		{"swiglu", testSwiGLU},
 		{"gelu", testGELU},
 		{"logsoftmax", testLogSoftmax},

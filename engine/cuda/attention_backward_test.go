@@ -1,0 +1,134 @@
+//go:build cuda || cudaemu
+
+package cuda
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/turnwise/turnwise/engine"
+	"github.com/turnwise/turnwise/engine/enginetest"
+)
+
+// attnBwdBackend opens a backend whose attention backward runs cfg.
+func attnBwdBackend(t *testing.T, cfg AttentionConfig) *Backend {
+	t.Helper()
+	b, err := New(Options{GEMM: "own", Attention: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	return b
+}
+
+// attnBwdCase returns the enginetest.AttnBwdCases entry named name.
+func attnBwdCase(name string) enginetest.AttnBwdCase {
+	for _, c := range enginetest.AttnBwdCases {
+		if c.Name == name {
+			return c
+		}
+	}
+	panic("no attention backward case " + name)
+}
+
+// TestAttentionBackwardConfigs runs every compiled configuration of the
+// backward (kernels/attention_backward.cu: rows × keys × stages for bf16 at
+// head width 128, the defaults elsewhere) with several splits of the query
+// axis, each checked whole against the float64 gradient: a causal case
+// whose sequences span several key blocks and query tiles (GQA 4, width
+// 128), and a non-causal one (width 72: padded columns).
+func TestAttentionBackwardConfigs(t *testing.T) {
+	causal := attnBwdCase("causal packed 200,57,1 H8/G2 dh128")
+	nonCausal := attnBwdCase("non-causal packed 130,20 H2/G2 dh72")
+	type run struct {
+		c     enginetest.AttnBwdCase
+		dt    engine.DType
+		cfg   AttentionConfig
+		split []int
+	}
+	var runs []run
+	for _, rks := range [][3]int{{64, 64, 1}, {64, 64, 2}, {64, 128, 1}, {64, 128, 2}, {128, 64, 1}, {128, 64, 2}, {128, 128, 1}} {
+		cfg := AttentionConfig{BwdRows: rks[0], BwdKeys: rks[1], BwdStages: rks[2]}
+		runs = append(runs, run{causal, engine.BF16, cfg, []int{1, 3}}, run{nonCausal, engine.BF16, cfg, []int{2}})
+	}
+	// The defaults of the other widths and of f32, and more splits.
+	runs = append(runs,
+		run{attnBwdCase("causal T=300 H4/G1 dh64"), engine.BF16, AttentionConfig{}, []int{1, 4, 7}},
+		run{attnBwdCase("prefill and decode over caches H4/G2 dh32"), engine.BF16, AttentionConfig{}, []int{1, 5}},
+		run{causal, engine.F32, AttentionConfig{BwdRows: 64, BwdKeys: 64, BwdStages: 1}, []int{1, 2, 5}},
+		run{attnBwdCase("uncovered rows H4/G1 dh16"), engine.F32, AttentionConfig{}, []int{1, 3}},
+	)
+	for i, r := range runs {
+		for _, split := range r.split {
+			cfg := r.cfg
+			cfg.BwdSplit = split
+			t.Run(fmt.Sprintf("%s/%v/%s", r.c.Name, r.dt, cfg), func(t *testing.T) {
+				enginetest.AttentionBackwardCheck(t, attnBwdBackend(t, cfg), r.c, r.dt, uint64(900+i))
+			})
+		}
+	}
+}
+
+// TestAttentionBackwardRefusesConfigs: configurations the backward is not
+// built for fail the op, naming it.
+func TestAttentionBackwardRefusesConfigs(t *testing.T) {
+	for _, x := range []struct {
+		cfg AttentionConfig
+		dt  engine.DType
+		dh  int
+	}{
+		{AttentionConfig{BwdRows: 128, BwdKeys: 128, BwdStages: 2}, engine.BF16, 128}, // over 227 KiB of shared memory
+		{AttentionConfig{BwdRows: 96}, engine.BF16, 128},
+		{AttentionConfig{BwdKeys: 32}, engine.BF16, 128},
+		{AttentionConfig{BwdStages: 3}, engine.BF16, 128},
+		{AttentionConfig{BwdRows: 128}, engine.BF16, 64}, // the sweep is built at width 128 only
+		{AttentionConfig{BwdKeys: 128}, engine.F32, 128}, // f32: the default only
+	} {
+		b := attnBwdBackend(t, x.cfg)
+		c := enginetest.AttnBwdCase{Name: "small", H: 2, G: 1, Dh: x.dh, Seqs: [][4]int{{0, 5, 0, 5}}}
+		msg := catch(func() { enginetest.AttentionBackwardCheck(t, b, c, x.dt, 1) })
+		if !strings.Contains(msg, "AttentionBackward") {
+			t.Errorf("config %q, %v, width %d: panic %q, want a failure naming AttentionBackward", x.cfg, x.dt, x.dh, msg)
+		}
+	}
+}
+
+// TestAttentionBackwardDeterministic: the backward gives the same bits on
+// every run, whatever order the blocks run in (dQ and the split parts of
+// dK/dV are summed in a fixed order) and, under the emulator, with each
+// block's threads run in order or reversed.
+func TestAttentionBackwardDeterministic(t *testing.T) {
+	if setReversedThreads(false) {
+		t.Cleanup(func() { setReversedThreads(false) })
+	}
+	for _, x := range []struct {
+		c   enginetest.AttnBwdCase
+		dt  engine.DType
+		cfg AttentionConfig
+	}{
+		{attnBwdCase("causal T=300 H4/G1 dh64"), engine.BF16, AttentionConfig{BwdSplit: 3}},
+		{attnBwdCase("causal packed 200,57,1 H8/G2 dh128"), engine.BF16, AttentionConfig{}},
+		{attnBwdCase("non-causal queries over more keys H4/G2 dh64"), engine.F32, AttentionConfig{BwdSplit: 2}},
+	} {
+		t.Run(fmt.Sprintf("%s/%v/%s", x.c.Name, x.dt, x.cfg), func(t *testing.T) {
+			b := attnBwdBackend(t, x.cfg)
+			var first [3][]float32
+			for run, reverse := range []bool{false, true, false, true} {
+				label := fmt.Sprintf("run %d", run)
+				if setReversedThreads(reverse) {
+					label += fmt.Sprintf(" (threads reversed: %v)", reversedThreads())
+				}
+				dq, dk, dv := enginetest.AttentionBackwardCheck(t, b, x.c, x.dt, 77)
+				got := [3][]float32{dq, dk, dv}
+				if run == 0 {
+					first = got
+					continue
+				}
+				for i, name := range []string{"dq", "dk", "dv"} {
+					sameBits(t, label+": "+name, got[i], first[i])
+				}
+			}
+		})
+	}
+}

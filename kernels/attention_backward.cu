@@ -1,0 +1,899 @@
+// attention_backward.cu — the backward of grouped-query flash attention over
+// packed variable-length sequences, causal or not (attention.cu has the
+// forward).
+//
+// Contract: engine.Backend.AttentionBackward (engine/backend.go); the
+// launchers' arguments are listed in kernels.h. What the kernels add to it:
+//   dt is f32 or bf16 (q, k, v, out, dout and the gradients share it); dh is
+//   a multiple of 8 up to 128; h is a multiple of g ≥ 1. lse [nq, h] f32 is
+//   the forward's natural-log log-sum-exp of each (query row, head)'s scaled
+//   scores. seqs is trusted, not checked (a launcher does not read device
+//   memory); the sequences' query ranges and key ranges must not overlap.
+//   Every gradient empty: nothing is launched. Anything else gives
+//   cudaErrorInvalidValue.
+//   Alignment: q, k, v, out, dout, dq, dk, dv 16-byte aligned.
+//   Configuration (tw_attention_config, 0 = default): bf16 with head width
+//   dh in (64, 128]: bwd_rows ∈ {64, 128}, bwd_keys ∈ {64, 128}, bwd_stages
+//   ∈ {1, 2}, all but rows = keys = 128 with 2 stages (over 227 KiB of
+//   shared memory); default 64, 128, 2. bf16 with dh ≤ 64: the default
+//   only. f32: 64, 64, 1 only. bwd_split: any ≥ 1; 0 picks one from the SM
+//   count (split_of). Other values: cudaErrorInvalidValue.
+//   Workspace: tw_attention_backward_workspace(nq, nk, h, g, dh, cfg) bytes
+//   (layout below); the same device must be current for both calls, as the
+//   default split depends on it.
+//   Causality: query t of a sequence sees keys 0 … t+off, off = kLen − qLen
+//   (causal) or kLen (noncausal: every key), and never key kLen or beyond.
+//   Numerics: P = exp2(s·scale·log2 e − lse·log2 e) in f32; dS = P∘(dP − D)
+//   with D = rowsum(dO∘O) in f32; bf16 products on tensor cores with P and
+//   dS rounded to bf16 as operands (dS from the rounded P), f32
+//   accumulation; dQ and dK scaled by scale once, at the end. Deterministic: no float atomics, and every sum
+//   has a fixed order (below), so reruns give the same bits whatever the
+//   order in which blocks and threads run.
+//
+// Design (FlashAttention-2's backward, Dao 2023, one kernel for the five
+// products):
+//
+// Rows. As in the forward, the h/g query heads sharing key/value head g are
+// handled together: for a sequence the "rows" are the pairs (t, j) of a query
+// t and one head j of the group, ρ = t·(h/g) + j (adjacent in memory). One
+// K/V tile in shared memory serves all of them, and dK, dV sum over the heads
+// of the group in the order of ρ, as part of the one accumulation.
+//
+// Blocks. A block owns BC keys (bwd_keys) of one sequence and key/value head,
+// BC/16 warps, warp w the 16 keys 16w … 16w+15, and the part p (of bwd_split)
+// of the query tiles. Query tiles are BR rows (bwd_rows) from ρ = 0 of the
+// sequence; the nqt tiles of a sequence are split at fixed boundaries
+// p·nqt/split, the same for every key block, and a block takes the tiles of
+// its part that see one of its keys (causal: from the tile of ρ =
+// (j0 − off)·h/g on) in descending order. K and V stay in shared memory; per
+// query tile, Q and dO (and lse, D of its rows) come in by cp.async into
+// swizzled shared memory, the next tile's while the current one is computed
+// when bwd_stages is 2. Per query tile and 64-row slice of it, each warp,
+// for its 16 keys (mma m16n8k16, fragments by ldmatrix, accumulators in
+// registers):
+//   Sᵀ = K·Qᵀ; Pᵀ = exp2(Sᵀ·scale·log2 e − lse·log2 e), masked only on
+//     tiles that reach past a row's last key (the causal diagonal, the
+//     sequence's last key block); rows past the sequence have lse = +∞, so
+//     P = 0 there;
+//   dV += Pᵀ·dO, Pᵀ packed to bf16 being the A fragments directly (an
+//     accumulator tile's layout is the A operand's), dO's B fragments by
+//     ldmatrix .trans;
+//   dPᵀ = V·dOᵀ; dSᵀ = Pᵀ∘(dPᵀ − D) with the packed P (so P is held in 16
+//     registers, not 32, while dP is computed); dK += dSᵀ·Q as dV; dK, dV
+//     (16 keys × D f32 each) stay in registers for the whole block;
+//   dSᵀ is also written to shared memory, and after a barrier the block
+//   computes dQ_tile = dS·K (A by ldmatrix .trans of dSᵀ, B by .trans of K),
+//   warps taking 16-row × 64-column units, and adds it to dQ.
+// f32 runs the same structure with SIMT products of the same register
+// layout (Pᵀ and dSᵀ go through the dSᵀ buffer, as A operands from shared
+// memory), which keeps it exact enough for the float64 checks; it is not
+// built for speed.
+//
+// dQ order. The key blocks that see query tile i of a sequence are 0 … J_i
+// (a contiguous range). They add their dS·K to the tile in ascending order:
+// a per-(sequence, key/value head, query tile) counter counts the adds done;
+// key block kb waits (one thread, spinning with __nanosleep) until it reads
+// kb, then reads the tile's f32 partial sum, adds its own (partial + own,
+// rounded once), and stores it; then a barrier, a fence and an atomic
+// increment (thread 0's fence after the barrier publishes the whole
+// block's writes: in the PTX memory model the barrier puts them before it in
+// causality order). Key block 0 stores without reading, key block J_i
+// writes dq itself (scaled, rounded to dt) instead of the partial, so the f32
+// workspace needs no zeroing and nothing reads it afterwards (for f32, dq is
+// the partial). Every element of dq is thus the same sum in the same order
+// on every run.
+//   Why it cannot deadlock: each block takes a ticket (an atomic counter) as
+//   it starts and works on the item that ticket names; items are numbered
+//   (sequence's key tile, key/value head, part) with the key tile most
+//   significant, so the block it waits on — the same part of key block kb−1
+//   — has a smaller ticket: it has started before, is resident or done, and
+//   itself waits only on smaller tickets. The smallest unfinished ticket
+//   waits on nothing, so it progresses, by induction all do, whatever order
+//   the hardware schedules blocks in and however few are resident. The
+//   emulator runs each started block to completion on one OS thread, so
+//   there too the blocks waited on are running or done.
+//   Why it rarely waits: the part boundaries are the same for every key
+//   block and each block walks its tiles from the part's last down, so key
+//   block kb reaches tile i at the same step as kb−1, which started first;
+//   it waits at most for the rest of that step (ascending query tiles would
+//   make block kb wait for kb−1's steps on tiles it does not see).
+//   Ordering the tickets key tile first also starts the costliest blocks
+//   (the first key tiles of a causal sequence see the most queries) first.
+//
+// dK/dV split. With split > 1 the parts of a key block that have query
+// tiles (and always the last part) sum their dK, dV in ascending part order
+// in an f32 workspace, with the same counter scheme (one counter per key
+// block and key/value head, the waited-on part having the smaller ticket);
+// the last part writes dk (scaled) and dv. With split = 1 the block writes
+// them directly. The default split, from the SM count, is the smallest that
+// gives about two blocks per SM before causal skipping.
+//
+// A first kernel (attn_bwd_prep_kernel) computes D = rowsum(dO∘O) per
+// (query row, head) into the workspace, zeroes the rows of dq, dk, dv that
+// no sequence covers, and zeroes the counters and the ticket.
+//
+// Shared memory (bf16, D = 128; K, V [BC][D], Q, dO [stages][BR][D],
+// dSᵀ [BC][BR+8] (padded: it is written by 32-bit stores of the C layout),
+// lse·log2 e, D, last key per row [stages][BR]), in KiB:
+//   BR, BC, stages = 64, 64, 1: 73.8     64, 64, 2: 106.5 (two blocks per SM)
+//                    64, 128, 1: 114.8   64, 128, 2: 147.5 (the default)
+//                    128, 64, 1: 114.5   128, 64, 2: 180.0
+//                    128, 128, 1: 163.5  (128, 128, 2 would be 229.0)
+// so on an A100 (163 KiB) all but 128×64×2 and 128×128×1 fit; bf16 at
+// D = 64, 32: 83.5, 51.5; f32 (64, 64, 1) at D = 128, 64, 32: 145.8, 81.8,
+// 49.8.
+// Registers: per lane the dK and dV accumulators (D/2 floats each), Sᵀ and
+// dPᵀ of a 64-row slice (32 each) and P as bf16 A fragments (16).
+// __launch_bounds__ allows 255 (BC = 128: 256 threads, one block per SM;
+// BC = 64: 128 threads, two). nvcc 11.8's ptxas (sm_80 and sm_90): every
+// bf16 configuration at D = 128 uses 252-255 registers without spilling,
+// D = 64 about 210, D = 32 about 195; f32 at D = 128 spills a few dozen
+// bytes (it is not the fast path). That needs the k-loops of Sᵀ/dPᵀ
+// unrolled by 2 and dQ's not at all: fully unrolled, ptxas hoists every
+// fragment load and spills.
+//
+// Workspace (each region 256-byte aligned): D [nq·h] f32; the ticket and
+// counters (int); dQ's f32 partial sums [nq, h, dh] (bf16 only, but always
+// reserved: the workspace size does not know the dtype); dK, dV partial
+// sums [2][nk, g, dh] f32 when the split is above 1.
+#include <initializer_list>
+#include <type_traits>
+#ifdef TW_EMU
+#include <sched.h>
+#endif
+
+#include "common.cuh"
+#include "kernels.h"
+#include "pack.cuh"
+#include "sm80.cuh"
+
+// Loop unrolling hints, spelled for nvcc or for g++ (the emulator build).
+#define BWD_PRAGMA(x) _Pragma(#x)
+#ifdef __CUDACC__
+#define BWD_UNROLL BWD_PRAGMA(unroll)
+#define BWD_UNROLL_BY(n) BWD_PRAGMA(unroll n)
+#else
+#define BWD_UNROLL BWD_PRAGMA(GCC unroll 16)
+#define BWD_UNROLL_BY(n) BWD_PRAGMA(GCC unroll n)
+#endif
+
+namespace {
+
+typedef __nv_bfloat16 bf16;
+
+constexpr unsigned kFull = 0xffffffffu;
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr int kSlice = 64; // query rows per slice of a tile (registers: Sᵀ, dPᵀ of 16 × 64)
+
+// ---- Shared-memory tiles ----------------------------------------------------
+
+// A [rows][D] tile of T in shared memory, unpadded, its 16-byte chunks
+// XOR-swizzled by row so that ldmatrix (8 rows, one chunk each) and the
+// cp.async stores meet 8 different bank groups: chunk c of row r is stored
+// at chunk c ^ (r mod 8), or, when a row has only 4 chunks (bf16, D = 32;
+// two rows per 128 bytes), c ^ (r/2 mod 4).
+template <class T, int D> struct Tile {
+	static constexpr int E = 16 / (int)sizeof(T); // elements per chunk
+	static constexpr int C = D / E;               // chunks per row
+	static_assert(C == 4 || C % 8 == 0, "Tile: 4 chunks per row, or a multiple of 8");
+	// Element offset of (r, c); the E elements of c's chunk are contiguous.
+	static __device__ __forceinline__ int at(int r, int c) {
+		const int sw = C >= 8 ? (r & 7) : ((r >> 1) & 3);
+		return r * D + ((c / E) ^ sw) * E + c % E;
+	}
+};
+
+// Byte offsets of a block's shared memory (every region 16-byte aligned).
+template <class T, int D, int BR, int BC, int STAGES> struct BwdSmem {
+	static constexpr int LDS = BR + 16 / (int)sizeof(T);            // dSᵀ row stride (elements)
+	static constexpr size_t k = 0;                                   // [BC][D] T: the block's keys
+	static constexpr size_t v = k + sizeof(T) * BC * D;              // [BC][D] T: their values
+	static constexpr size_t q = v + sizeof(T) * BC * D;              // [STAGES][BR][D] T: query rows
+	static constexpr size_t dO = q + sizeof(T) * STAGES * BR * D;    // [STAGES][BR][D] T: their dout
+	static constexpr size_t ds = dO + sizeof(T) * STAGES * BR * D;   // [BC][LDS] T: dSᵀ (f32: also Pᵀ)
+	static constexpr size_t lse = ds + sizeof(T) * BC * LDS;         // [STAGES][BR] f32: lse·log2 e
+	static constexpr size_t dd = lse + sizeof(float) * STAGES * BR;  // [STAGES][BR] f32: D
+	static constexpr size_t lim = dd + sizeof(float) * STAGES * BR;  // [STAGES][BR] i32: last key seen
+	static constexpr size_t info = lim + sizeof(int) * STAGES * BR;  // [8] i32: the block's item
+	static constexpr size_t bytes = info + sizeof(int) * 8;
+	static_assert(v % 16 == 0 && q % 16 == 0 && dO % 16 == 0 && ds % 16 == 0 && lse % 16 == 0, "alignment");
+};
+
+// ---- Warp-level products ----------------------------------------------------
+// Accumulators are m16n8 tiles in mma's C layout: acc[n][0..3] of a lane
+// (g = lane/4, t = lane%4) are C[g][8n+2t], C[g][8n+2t+1], C[g+8][8n+2t],
+// C[g+8][8n+2t+1]. The f32 versions compute the same elements with FMAs.
+
+template <class T> constexpr bool is_mma() { return !std::is_same<T, float>::value; }
+
+template <class T> __device__ __forceinline__ void mma16816(float (&c)[4], const uint32_t *a, const uint32_t *b) {
+	mma_m16n8k16<std::is_same<T, bf16>::value>(c, a, b, c);
+}
+
+// acc[16][N] += X[xr … xr+15][0, D) · Y[yr … yr+N−1][0, D)ᵀ (X, Y tiles).
+template <class T, int D, int N>
+__device__ __forceinline__ void prod_nt(float (&acc)[N / 8][4], const T *X, int xr, const T *Y, int yr) {
+	typedef Tile<T, D> TL;
+	const int lane = threadIdx.x % 32;
+	if constexpr (is_mma<T>()) {
+		BWD_UNROLL_BY(2)
+		for (int kk = 0; kk < D / 16; kk++) {
+			uint32_t a[4];
+			ldmatrix_x4(a, X + TL::at(xr + lane % 16, 16 * kk + 8 * (lane / 16)));
+			BWD_UNROLL
+			for (int n = 0; n < N / 8; n += 2) {
+				uint32_t b[4]; // B fragments of n-tiles n and n+1
+				ldmatrix_x4(b, Y + TL::at(yr + 8 * n + lane % 8 + 8 * (lane / 16), 16 * kk + 8 * (lane / 8 % 2)));
+				mma16816<T>(acc[n], a, b);
+				mma16816<T>(acc[n + 1], a, b + 2);
+			}
+		}
+	} else {
+		const int g = lane / 4, t = lane % 4;
+		BWD_UNROLL_BY(2)
+		for (int d = 0; d < D; d += 4) {
+			const float4 a0 = *(const float4 *)(X + TL::at(xr + g, d));
+			const float4 a1 = *(const float4 *)(X + TL::at(xr + g + 8, d));
+			BWD_UNROLL
+			for (int n = 0; n < N / 8; n++)
+				BWD_UNROLL
+				for (int e = 0; e < 2; e++) {
+					const float4 b = *(const float4 *)(Y + TL::at(yr + 8 * n + 2 * t + e, d));
+					float s0 = acc[n][e], s1 = acc[n][2 + e];
+					s0 = fmaf(a0.x, b.x, s0), s1 = fmaf(a1.x, b.x, s1);
+					s0 = fmaf(a0.y, b.y, s0), s1 = fmaf(a1.y, b.y, s1);
+					s0 = fmaf(a0.z, b.z, s0), s1 = fmaf(a1.z, b.z, s1);
+					acc[n][e] = fmaf(a0.w, b.w, s0), acc[n][2 + e] = fmaf(a1.w, b.w, s1);
+				}
+		}
+	}
+}
+
+// acc[16][NC] += A[16][16] · Y[yr … yr+15][c0, c0+NC) for one k-step: A as
+// an mma A fragment, B fragments by ldmatrix .trans of the Y tile.
+template <class T, int D, int NC>
+__device__ __forceinline__ void mma_kstep(float (&acc)[NC / 8][4], const uint32_t (&a)[4], const T *Y, int yr, int c0) {
+	const int lane = threadIdx.x % 32;
+	BWD_UNROLL
+	for (int n = 0; n < NC / 8; n += 2) {
+		uint32_t b[4];
+		ldmatrix_x4_trans(b, Y + Tile<T, D>::at(yr + lane % 16, c0 + 8 * n + 8 * (lane / 16)));
+		mma16816<T>(acc[n], a, b);
+		mma16816<T>(acc[n + 1], a, b + 2);
+	}
+}
+
+// f32: acc[16][NC] += A[16][K] · Y[yr … yr+K−1][c0, c0+NC), where
+// A[r][k] = As[r·lda + k·ldk] (shared memory).
+template <int D, int NC, int K>
+__device__ __forceinline__ void simt_nn(float (&acc)[NC / 8][4], const float *As, int lda, int ldk, const float *Y,
+                                        int yr, int c0) {
+	const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+	BWD_UNROLL_BY(4)
+	for (int k = 0; k < K; k++) {
+		const float a0 = As[g * lda + k * ldk], a1 = As[(g + 8) * lda + k * ldk];
+		BWD_UNROLL
+		for (int n = 0; n < NC / 8; n++) {
+			const float2 b = *(const float2 *)(Y + Tile<float, D>::at(yr + k, c0 + 8 * n + 2 * t));
+			acc[n][0] = fmaf(a0, b.x, acc[n][0]);
+			acc[n][1] = fmaf(a0, b.y, acc[n][1]);
+			acc[n][2] = fmaf(a1, b.x, acc[n][2]);
+			acc[n][3] = fmaf(a1, b.y, acc[n][3]);
+		}
+	}
+}
+
+template <int N> __device__ __forceinline__ void zero(float (&acc)[N][4]) {
+	BWD_UNROLL
+	for (int n = 0; n < N; n++)
+		BWD_UNROLL
+		for (int e = 0; e < 4; e++) acc[n][e] = 0.0f;
+}
+
+// Two adjacent elements of T at p (aligned to both), rounded from x, y.
+__device__ __forceinline__ void store2(float *p, float x, float y) { *(float2 *)p = make_float2(x, y); }
+__device__ __forceinline__ void store2(bf16 *p, float x, float y) { *(uint32_t *)p = pack_bf16x2(x, y); }
+
+template <class T> __device__ __forceinline__ uint32_t pack2(float lo, float hi) {
+	if constexpr (std::is_same<T, bf16>::value) return pack_bf16x2(lo, hi);
+	else return pack_f16x2(lo, hi);
+}
+
+// Element hi (0: bits 0-15, 1: bits 16-31) of a packed pair, as f32.
+template <class T> __device__ __forceinline__ float unpack(uint32_t x, int hi) {
+	if constexpr (std::is_same<T, bf16>::value) return __uint_as_float(hi ? x & 0xffff0000u : x << 16);
+	else return __half2float(__ushort_as_half((unsigned short)(hi ? x >> 16 : x & 0xffffu)));
+}
+
+// f32: writes a warp's 16 × 64 accumulator tile x (C layout) to rows 0-15 of
+// dst (row stride LDS) for the warp to read back, between two __syncwarp.
+template <int LDS> __device__ __forceinline__ void stage_rows(float *dst, const float (&x)[kSlice / 8][4]) {
+	const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+	__syncwarp();
+	BWD_UNROLL
+	for (int n = 0; n < kSlice / 8; n++) {
+		store2(dst + g * LDS + 8 * n + 2 * t, x[n][0], x[n][1]);
+		store2(dst + (g + 8) * LDS + 8 * n + 2 * t, x[n][2], x[n][3]);
+	}
+	__syncwarp();
+}
+
+// ---- Ordering between blocks ----------------------------------------------------
+
+// One thread: waits until *ctr ≥ want, then orders its later accesses (and,
+// through a following __syncthreads, its block's) after the writes the
+// incrementing block made before its release_one.
+__device__ __forceinline__ void acquire_wait(const int *ctr, int want) {
+#ifdef TW_EMU
+	// The emulator's __nanosleep yields to the block's other threads (all at
+	// a barrier here); sched_yield lets the waited-on block's OS thread run
+	// when there are more of them than cores.
+	while (__atomic_load_n(ctr, __ATOMIC_ACQUIRE) < want) __nanosleep(0), sched_yield();
+#else
+	while (*(const volatile int *)ctr < want) __nanosleep(64);
+	__threadfence();
+#endif
+}
+
+// One thread, after a __syncthreads that follows the block's writes:
+// publishes them and counts one more.
+__device__ __forceinline__ void release_one(int *ctr) {
+	__threadfence();
+	atomicAdd(ctr, 1);
+}
+
+// ---- Finding a block's work -----------------------------------------------------
+
+// Numbering the key tiles (BC keys) of all sequences in order, finds the
+// sequence *seq and its key tile *kb that tile number id is, and *qbase, the
+// number of query tiles (BR rows of h/g heads) of the sequences before it;
+// false when id is past the last. Called by a whole warp: each round, the
+// lanes take 32 sequences and inclusive prefix sums of their tile counts.
+__device__ __forceinline__ bool find_work(const int32_t *__restrict__ seqs, int nseq, int rep, int BR, int BC, int id,
+                                          int *seq, int *kb, int *qbase) {
+	const int lane = threadIdx.x % 32;
+	int kbefore = 0, qbefore = 0;
+	for (int base = 0; base < nseq; base += 32) {
+		const int s = base + lane;
+		const int nk = s < nseq ? ceil_div(seqs[4 * s + 3], BC) : 0;
+		const int nq = s < nseq ? ceil_div(seqs[4 * s + 1] * rep, BR) : 0;
+		int kin = nk, qin = nq;
+		BWD_UNROLL
+		for (int o = 1; o < 32; o *= 2) {
+			const int x = __shfl_up_sync(kFull, kin, o), y = __shfl_up_sync(kFull, qin, o);
+			if (lane >= o) kin += x, qin += y;
+		}
+		const int ktotal = __shfl_sync(kFull, kin, 31), qtotal = __shfl_sync(kFull, qin, 31);
+		if (id < kbefore + ktotal) {
+			const int owner = __ffs(__ballot_sync(kFull, kbefore + kin > id)) - 1;
+			*seq = base + owner;
+			*kb = id - __shfl_sync(kFull, kbefore + kin - nk, owner);
+			*qbase = __shfl_sync(kFull, qbefore + qin - nq, owner);
+			return true;
+		}
+		kbefore += ktotal;
+		qbefore += qtotal;
+	}
+	return false;
+}
+
+// The kernel's arguments. dqacc is dq itself for f32.
+template <class T> struct BwdArgs {
+	T *dq, *dk, *dv;
+	float *dqacc, *dkvacc; // dkvacc: [2][nk, g, dh] (dK, dV partial sums), null when split = 1
+	int *ticket, *qctr, *kctr;
+	int64_t nqctr, nkctr, nkg; // counters of each kind; nk·g
+	const T *dout, *q, *k, *v;
+	const float *lse, *Dl;
+	const int32_t *seqs;
+	int nseq, h, g, dh, split, noncausal;
+	float scale, sl2; // sl2 = scale·log2 e
+};
+
+} // namespace
+
+// The kernels stay outside the anonymous namespace: their block-scope
+// declaration of the dynamic shared memory must name the global smem.
+
+// D = rowsum(dO∘O) per (query row, head) of a covered row, into Dl [nq, h];
+// zeroes dq on rows no sequence's queries cover and dk, dv on rows no
+// sequence's keys cover; zeroes ctr [nctr]. One warp per item: items
+// [0, nq·h) are (row, head) of q, items [nq·h, nq·h + nk·g) are (row, head)
+// of k. Grid-stride.
+template <class T>
+__global__ void attn_bwd_prep_kernel(float *__restrict__ Dl, T *__restrict__ dq, T *__restrict__ dk,
+                                     T *__restrict__ dv, const T *__restrict__ dout, const T *__restrict__ out,
+                                     const int32_t *__restrict__ seqs, int nseq, int64_t nq, int64_t nk, int h, int g,
+                                     int dh, int *__restrict__ ctr, int64_t nctr) {
+	const int lane = threadIdx.x % 32;
+	const int64_t nthreads = (int64_t)gridDim.x * blockDim.x;
+	for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < nctr; i += nthreads) ctr[i] = 0;
+	const int64_t nqi = nq * h, total = nqi + nk * g;
+	for (int64_t it = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32; it < total; it += nthreads / 32) {
+		const bool query = it < nqi;
+		const int64_t item = query ? it : it - nqi; // (row, head) index in q or k
+		const int row = query ? (int)(item / h) : (int)(item / g); // nq·h, nk·g < 2³¹
+		const int at = query ? 0 : 2; // the seqs columns of this side: start, length
+		bool covered = false;
+		for (int b = 0; b < nseq && !covered; b++)
+			covered = row >= seqs[4 * b + at] && row < (int64_t)seqs[4 * b + at] + seqs[4 * b + at + 1];
+		const int64_t base = item * dh;
+		if (query && covered) {
+			float sum = 0.0f;
+			for (int d = lane; d < dh; d += 32) sum = fmaf(to_float(dout[base + d]), to_float(out[base + d]), sum);
+			sum = warp_sum(sum);
+			if (lane == 0) Dl[item] = sum;
+		} else if (!covered) {
+			const T zero = from_float<T>(0.0f);
+			for (int d = lane; d < dh; d += 32) {
+				if (query) {
+					dq[base + d] = zero;
+				} else {
+					dk[base + d] = zero;
+					dv[base + d] = zero;
+				}
+			}
+		}
+	}
+}
+
+// One block per item (key tile of BC keys of a sequence, key/value head,
+// part of the query tiles), numbered by the block's ticket; grid
+// (ceil(nk/BC) + nseq)·g·split blocks of 2·BC threads, those past the last
+// item doing nothing.
+template <class T, int D, int BR, int BC, int STAGES>
+__global__ void __launch_bounds__(2 * BC, BC == 64 ? 2 : 1) attn_bwd_kernel(const BwdArgs<T> a) {
+	typedef BwdSmem<T, D, BR, BC, STAGES> L;
+	typedef Tile<T, D> TL;
+	constexpr int W = BC / 16, NT = 32 * W, LDS = L::LDS, E = TL::E, C = TL::C;
+	static_assert(BR % kSlice == 0 && BR <= NT, "query tile");
+	extern __shared__ __align__(128) unsigned char smem[];
+	const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, gq = lane / 4, tq = lane % 4;
+	T *Ks = (T *)(smem + L::k), *Vs = (T *)(smem + L::v), *Qs = (T *)(smem + L::q), *dOs = (T *)(smem + L::dO);
+	T *dSt = (T *)(smem + L::ds);
+	float *lse2s = (float *)(smem + L::lse), *Ds = (float *)(smem + L::dd);
+	int *lims = (int *)(smem + L::lim), *info = (int *)(smem + L::info);
+
+	if (warp == 0) {
+		int ticket = lane == 0 ? atomicAdd(a.ticket, 1) : 0;
+		ticket = __shfl_sync(kFull, ticket, 0);
+		const int id = ticket / (a.g * a.split);
+		int seq = -1, kb = 0, qbase = 0;
+		if (!find_work(a.seqs, a.nseq, a.h / a.g, BR, BC, id, &seq, &kb, &qbase)) seq = -1;
+		if (lane == 0) {
+			info[0] = seq, info[1] = kb, info[2] = qbase, info[3] = id;
+			info[4] = ticket / a.split % a.g, info[5] = ticket % a.split;
+		}
+	}
+	__syncthreads();
+	const int seq = info[0], kb = info[1], qbase = info[2], id = info[3], kvh = info[4], part = info[5];
+	if (seq < 0) return; // no barrier follows for this block
+
+	const int32_t *sq = a.seqs + 4 * seq;
+	const int qs = sq[0], ql = sq[1], ks = sq[2], kl = sq[3];
+	const int rep = a.h / a.g, rows = ql * rep, off = a.noncausal ? kl : kl - ql, split = a.split;
+	const int nqt = ceil_div(rows, BR), j0 = kb * BC;
+	// Contract violations (overlapping sequences) must not index past the counters.
+	if ((int64_t)(qbase + nqt) * a.g > a.nqctr || (int64_t)(id + 1) * a.g > a.nkctr) return;
+	const int tlo = a.noncausal ? 0 : max(0, j0 - off) * rep / BR; // the first query tile that sees key j0
+	auto range = [&](int p, int *lo, int *hi) {
+		*lo = max(tlo, (int)((int64_t)p * nqt / split));
+		*hi = (int)((int64_t)(p + 1) * nqt / split);
+	};
+	int lo, hi;
+	range(part, &lo, &hi);
+	const bool last_part = part == split - 1;
+	if (lo >= hi && !last_part) return; // an empty part takes no part in the dK/dV sum
+
+	const int64_t qrow0 = (int64_t)qs * a.h + kvh * rep; // row of ρ = 0 in [nq·h]
+	auto qidx = [&](int rho) -> int64_t { return qrow0 + (int64_t)(rho / rep) * a.h + rho % rep; };
+
+	// Keys and values; Q, dO of query tile `tile` into stage buffer `buf`;
+	// the per-row scalars of a tile.
+	for (int c = tid; c < BC * C; c += NT) {
+		const int r = c / C, x = c % C * E;
+		const bool ok = j0 + r < kl && x < a.dh;
+		const int64_t o = ok ? ((int64_t)(ks + j0 + r) * a.g + kvh) * a.dh + x : 0;
+		cp_async16(Ks + TL::at(r, x), a.k + o, ok ? 16 : 0);
+		cp_async16(Vs + TL::at(r, x), a.v + o, ok ? 16 : 0);
+	}
+	auto load_q = [&](int buf, int tile) {
+		T *Qd = Qs + buf * BR * D, *dOd = dOs + buf * BR * D;
+		for (int c = tid; c < BR * C; c += NT) {
+			const int r = c / C, x = c % C * E, rho = tile * BR + r;
+			const bool ok = rho < rows && x < a.dh;
+			const int64_t o = ok ? qidx(rho) * a.dh + x : 0;
+			cp_async16(Qd + TL::at(r, x), a.q + o, ok ? 16 : 0);
+			cp_async16(dOd + TL::at(r, x), a.dout + o, ok ? 16 : 0);
+		}
+	};
+	struct Row {
+		float lse2, d;
+		int lim;
+	};
+	auto row_of = [&](int tile) -> Row { // thread tid < BR: row tid of the tile
+		const int rho = tile * BR + tid;
+		if (rho >= rows) return Row{INFINITY, 0.0f, -1}; // P = 0
+		const int64_t i = qidx(rho);
+		return Row{a.lse[i] * kLog2e, a.Dl[i], min(rho / rep + off, kl - 1)};
+	};
+	auto put_row = [&](int buf, Row r) {
+		lse2s[buf * BR + tid] = r.lse2, Ds[buf * BR + tid] = r.d, lims[buf * BR + tid] = r.lim;
+	};
+
+	if (lo < hi) load_q(0, hi - 1);
+	cp_async_commit();
+	if (lo < hi && tid < BR) put_row(0, row_of(hi - 1));
+	cp_async_wait<0>();
+	__syncthreads();
+
+	float dka[D / 8][4], dva[D / 8][4]; // Σ dSᵀ·Q, Σ Pᵀ·dO for the warp's 16 keys
+	zero(dka);
+	zero(dva);
+	const int kw = 16 * warp;         // the warp's first key in the block
+	const int key0 = j0 + kw + gq;    // the lane's keys: key0, key0 + 8
+	for (int i = hi - 1, st = 0; i >= lo; i--, st++) {
+		const int buf = STAGES == 2 ? st & 1 : 0;
+		Row next{};
+		if constexpr (STAGES == 2) {
+			if (i > lo) {
+				load_q(buf ^ 1, i - 1);
+				if (tid < BR) next = row_of(i - 1); // stored at the end of the step
+			}
+			cp_async_commit();
+		} else if (st > 0) {
+			load_q(0, i);
+			cp_async_commit();
+			if (tid < BR) put_row(0, row_of(i));
+			cp_async_wait<0>();
+			__syncthreads();
+		}
+		const T *Qb = Qs + buf * BR * D, *dOb = dOs + buf * BR * D;
+		const float *l2 = lse2s + buf * BR, *Db = Ds + buf * BR;
+		const int *lm = lims + buf * BR;
+		const int r0 = i * BR;
+
+		BWD_UNROLL_BY(1)
+		for (int c0 = 0; c0 < BR; c0 += kSlice) {
+			float s[kSlice / 8][4], dp[kSlice / 8][4];
+			zero(s);
+			prod_nt<T, D, kSlice>(s, Ks, kw, Qb, c0);
+			// Keys past a row's last (the diagonal, the sequence's end) only
+			// where the slice's first row's last key is before the block's last.
+			const int rs = min(r0 + c0, rows - 1);
+			const bool masked = j0 + BC - 1 > min(rs / rep + off, kl - 1);
+			BWD_UNROLL
+			for (int n = 0; n < kSlice / 8; n++) {
+				const int col = c0 + 8 * n + 2 * tq;
+				const float2 l = *(const float2 *)(l2 + col);
+				BWD_UNROLL
+				for (int e = 0; e < 4; e++) {
+					float p = exp2f(fmaf(s[n][e], a.sl2, -(e % 2 ? l.y : l.x)));
+					if (masked && key0 + 8 * (e / 2) > lm[col + e % 2]) p = 0.0f;
+					s[n][e] = p;
+				}
+			}
+			// dV += Pᵀ·dO, and dP after it: P is held as bf16 A fragments
+			// (the accumulators of n-tiles 2kk, 2kk+1 are k-step kk's) while
+			// dP is computed, and dS = P∘(dP − D) uses that rounded P (the
+			// operand dV sums): fewer registers live than with P in f32.
+			// f32: Pᵀ, then dSᵀ, go through the warp's own rows of the dSᵀ
+			// buffer as A operands.
+			T *dSw = dSt + kw * LDS + c0; // the warp's 16 rows of dSᵀ, this slice's columns
+			uint32_t pa[kSlice / 16][4];
+			if constexpr (is_mma<T>()) {
+				BWD_UNROLL
+				for (int kk = 0; kk < kSlice / 16; kk++) {
+					BWD_UNROLL
+					for (int r = 0; r < 4; r++) pa[kk][r] = pack2<T>(s[2 * kk + r / 2][2 * (r % 2)], s[2 * kk + r / 2][2 * (r % 2) + 1]);
+					mma_kstep<T, D, D>(dva, pa[kk], dOb, c0 + 16 * kk, 0);
+				}
+			} else {
+				stage_rows<LDS>((float *)dSw, s);
+				simt_nn<D, D, kSlice>(dva, (const float *)dSw, LDS, 1, (const float *)dOb, c0, 0);
+				__syncwarp();
+			}
+			zero(dp);
+			prod_nt<T, D, kSlice>(dp, Vs, kw, dOb, c0);
+			BWD_UNROLL
+			for (int n = 0; n < kSlice / 8; n++) {
+				const float2 dd = *(const float2 *)(Db + c0 + 8 * n + 2 * tq);
+				BWD_UNROLL
+				for (int e = 0; e < 4; e++) {
+					float p;
+					if constexpr (is_mma<T>()) p = unpack<T>(pa[n / 2][2 * (n % 2) + e / 2], e % 2);
+					else p = s[n][e];
+					dp[n][e] = p * (dp[n][e] - (e % 2 ? dd.y : dd.x));
+				}
+			}
+			if constexpr (is_mma<T>()) {
+				// dSᵀ as A fragments for dK, and to shared memory for dQ.
+				BWD_UNROLL
+				for (int kk = 0; kk < kSlice / 16; kk++) {
+					uint32_t da[4];
+					BWD_UNROLL
+					for (int r = 0; r < 4; r++) {
+						da[r] = pack2<T>(dp[2 * kk + r / 2][2 * (r % 2)], dp[2 * kk + r / 2][2 * (r % 2) + 1]);
+						*(uint32_t *)(dSw + (gq + 8 * (r % 2)) * LDS + 16 * kk + 8 * (r / 2) + 2 * tq) = da[r];
+					}
+					mma_kstep<T, D, D>(dka, da, Qb, c0 + 16 * kk, 0);
+				}
+			} else {
+				stage_rows<LDS>((float *)dSw, dp);
+				simt_nn<D, D, kSlice>(dka, (const float *)dSw, LDS, 1, (const float *)Qb, c0, 0);
+			}
+		}
+
+		// dQ of the tile += dS·K, after key blocks 0 … kb−1 (see the top).
+		const int J = min((min(r0 + BR, rows) - 1) / rep + off, kl - 1) / BC; // the last key block it sees
+		const bool final_add = kb == J;
+		int *qc = a.qctr + (int64_t)(qbase + i) * a.g + kvh;
+		if (tid == 0 && kb > 0) acquire_wait(qc, kb);
+		__syncthreads(); // dSᵀ complete; the adds before this one visible
+		constexpr int DQ = D < 64 ? D : 64, MU = BR / 16, UNITS = MU * (D / DQ);
+		BWD_UNROLL_BY(1)
+		for (int u = warp; u < UNITS; u += W) {
+			const int m0 = u % MU * 16, d0 = u / MU * DQ;
+			// The partial sum's loads are issued first, their latency hidden
+			// by the product.
+			float acc[DQ / 8][4], prev[DQ / 8][4];
+			BWD_UNROLL
+			for (int h2 = 0; h2 < 2; h2++) {
+				const int rho = r0 + m0 + gq + 8 * h2;
+				const int64_t base = rho < rows ? qidx(rho) * a.dh : 0;
+				BWD_UNROLL
+				for (int n = 0; n < DQ / 8; n++) {
+					const int col = d0 + 8 * n + 2 * tq;
+					float2 x = make_float2(0.0f, 0.0f);
+					if (kb > 0 && rho < rows && col < a.dh) x = __ldcg((const float2 *)(a.dqacc + base + col));
+					prev[n][2 * h2] = x.x, prev[n][2 * h2 + 1] = x.y;
+				}
+			}
+			zero(acc);
+			if constexpr (is_mma<T>()) {
+				BWD_UNROLL_BY(1)
+				for (int kk = 0; kk < BC / 16; kk++) {
+					uint32_t af[4]; // A[m][k] = dSᵀ[k][m]
+					ldmatrix_x4_trans(af, dSt + (16 * kk + lane % 8 + 8 * (lane / 16)) * LDS + m0 + 8 * (lane / 8 % 2));
+					mma_kstep<T, D, DQ>(acc, af, Ks, 16 * kk, d0);
+				}
+			} else {
+				simt_nn<D, DQ, BC>(acc, (const float *)dSt + m0, 1, LDS, (const float *)Ks, 0, d0);
+			}
+			BWD_UNROLL
+			for (int h2 = 0; h2 < 2; h2++) {
+				const int rho = r0 + m0 + gq + 8 * h2;
+				if (rho >= rows) continue;
+				const int64_t base = qidx(rho) * a.dh;
+				BWD_UNROLL
+				for (int n = 0; n < DQ / 8; n++) {
+					const int col = d0 + 8 * n + 2 * tq;
+					if (col >= a.dh) continue;
+					float2 x = make_float2(acc[n][2 * h2], acc[n][2 * h2 + 1]);
+					if (kb > 0) x.x = prev[n][2 * h2] + x.x, x.y = prev[n][2 * h2 + 1] + x.y;
+					if (final_add) store2(a.dq + base + col, x.x * a.scale, x.y * a.scale);
+					else __stcg((float2 *)(a.dqacc + base + col), x);
+				}
+			}
+		}
+		if constexpr (STAGES == 2) {
+			if (i > lo && tid < BR) put_row(buf ^ 1, next);
+			cp_async_wait<0>();
+		}
+		__syncthreads(); // the adds done; this step's buffers free
+		if (tid == 0 && !final_add) release_one(qc);
+	}
+
+	// dK, dV: the parts that take part add in ascending order (see the top);
+	// the last writes dk, dv.
+	int rank = 0;
+	for (int p = 0; p < part; p++) {
+		int l, u;
+		range(p, &l, &u);
+		rank += l < u;
+	}
+	int *kc = a.kctr + (int64_t)id * a.g + kvh;
+	if (rank > 0) {
+		if (tid == 0) acquire_wait(kc, rank);
+		__syncthreads();
+	}
+	BWD_UNROLL
+	for (int h2 = 0; h2 < 2; h2++) {
+		const int j = key0 + 8 * h2;
+		if (j >= kl) continue;
+		const int64_t base = ((int64_t)(ks + j) * a.g + kvh) * a.dh;
+		BWD_UNROLL
+		for (int n = 0; n < D / 8; n++) {
+			const int col = 8 * n + 2 * tq;
+			if (col >= a.dh) continue;
+			float2 xk = make_float2(dka[n][2 * h2], dka[n][2 * h2 + 1]);
+			float2 xv = make_float2(dva[n][2 * h2], dva[n][2 * h2 + 1]);
+			float *pk = a.dkvacc + base + col, *pv = pk + a.nkg * a.dh;
+			if (rank > 0) {
+				const float2 ok = __ldcg((const float2 *)pk), ov = __ldcg((const float2 *)pv);
+				xk.x = ok.x + xk.x, xk.y = ok.y + xk.y;
+				xv.x = ov.x + xv.x, xv.y = ov.y + xv.y;
+			}
+			if (last_part) {
+				store2(a.dk + base + col, xk.x * a.scale, xk.y * a.scale);
+				store2(a.dv + base + col, xv.x, xv.y);
+			} else {
+				__stcg((float2 *)pk, xk);
+				__stcg((float2 *)pv, xv);
+			}
+		}
+	}
+	if (!last_part) {
+		__syncthreads();
+		if (tid == 0) release_one(kc);
+	}
+}
+
+// ---- Launchers --------------------------------------------------------------------
+
+namespace {
+
+// A backward configuration: query rows per tile, keys per block, stages.
+struct BwdConfig {
+	int rows, keys, stages;
+};
+
+constexpr BwdConfig kDefaultBf16{64, 128, 2};
+constexpr BwdConfig kDefaultF32{64, 64, 1};
+
+// The configuration cfg asks for with dtype dt (bf16: is_bf16), 0 fields
+// taking the default.
+BwdConfig resolve(const tw_attention_config *cfg, bool is_bf16) {
+	BwdConfig c = is_bf16 ? kDefaultBf16 : kDefaultF32;
+	if (cfg) {
+		if (cfg->bwd_rows) c.rows = cfg->bwd_rows;
+		if (cfg->bwd_keys) c.keys = cfg->bwd_keys;
+		if (cfg->bwd_stages) c.stages = cfg->bwd_stages;
+	}
+	return c;
+}
+
+// The split of the query tiles: cfg's, or the smallest that makes about two
+// blocks per SM out of the key blocks (ceil(nk/keys)·g, a bound: sequences'
+// partial tiles add a few), at most the query tiles a sequence can have and
+// at most 16.
+int split_of(const tw_attention_config *cfg, int64_t nq, int64_t nk, int64_t h, int64_t g, int keys) {
+	if (cfg && cfg->bwd_split > 0) return cfg->bwd_split;
+	int dev = 0, sms = 0;
+	if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
+	    sms < 1)
+		sms = 1;
+	const int64_t blocks = ceil_div<int64_t>(nk, keys) * g;
+	int64_t s = blocks > 0 ? ceil_div<int64_t>(2 * sms, blocks) : 1;
+	const int64_t tiles = ceil_div<int64_t>(nq * (g > 0 ? h / g : 1), 64);
+	s = s < tiles ? s : tiles;
+	s = s < 16 ? s : 16;
+	return s < 1 ? 1 : (int)s;
+}
+
+// Workspace regions (byte offsets), a function of the arguments of
+// tw_attention_backward_workspace only, so that it and the launcher agree.
+struct Workspace {
+	size_t dl, ctr, dq, dkv, bytes;
+	int64_t nqctr, nkctr; // counters past the ticket: per query tile, per key tile (times g)
+	bool split;           // whether dkv is reserved
+};
+
+Workspace workspace_of(int64_t nq, int64_t nk, int64_t h, int64_t g, int64_t dh, const tw_attention_config *cfg) {
+	auto up = [](size_t x) { return (x + 255) / 256 * 256; };
+	Workspace w{};
+	const int64_t rep = g > 0 ? h / g : 0;
+	// Bounds for tiles of 64 (the smallest): Σ ceil(n_s/64) ≤ n/64 + (sequences with n_s > 0).
+	w.nqctr = (ceil_div<int64_t>(nq * rep, 64) + nq) * g;
+	w.nkctr = (ceil_div<int64_t>(nk, 64) + nk) * g;
+	const int sb = split_of(cfg, nq, nk, h, g, resolve(cfg, true).keys);
+	const int sf = split_of(cfg, nq, nk, h, g, resolve(cfg, false).keys);
+	w.split = sb > 1 || sf > 1;
+	w.dl = 0;
+	w.ctr = up(w.dl + sizeof(float) * nq * h);
+	w.dq = up(w.ctr + sizeof(int) * (1 + w.nqctr + w.nkctr));
+	w.dkv = up(w.dq + sizeof(float) * nq * h * dh);
+	w.bytes = w.dkv + (w.split ? sizeof(float) * 2 * nk * g * dh : 0);
+	return w;
+}
+
+// Calls f(T*, D, BR, BC, STAGES as integral_constants) for the storage type
+// dt names, the padded head width D ∈ {32, 64, 128} that fits dh and the
+// compiled configuration c names; cudaErrorInvalidValue if there is none.
+template <int V> using ic = std::integral_constant<int, V>;
+template <class F> cudaError_t dispatch(tw_dtype dt, int64_t dh, BwdConfig c, F f) {
+	auto is = [&](BwdConfig x) { return c.rows == x.rows && c.keys == x.keys && c.stages == x.stages; };
+	if (dt == TW_F32) {
+		if (!is(kDefaultF32)) return cudaErrorInvalidValue;
+		float *t = nullptr;
+		if (dh <= 32) return f(t, ic<32>(), ic<64>(), ic<64>(), ic<1>());
+		if (dh <= 64) return f(t, ic<64>(), ic<64>(), ic<64>(), ic<1>());
+		return f(t, ic<128>(), ic<64>(), ic<64>(), ic<1>());
+	}
+	if (dt != TW_BF16) return cudaErrorInvalidValue;
+	bf16 *t = nullptr;
+	if (dh <= 64) {
+		if (!is(kDefaultBf16)) return cudaErrorInvalidValue;
+		if (dh <= 32) return f(t, ic<32>(), ic<64>(), ic<128>(), ic<2>());
+		return f(t, ic<64>(), ic<64>(), ic<128>(), ic<2>());
+	}
+	if (is({64, 64, 1})) return f(t, ic<128>(), ic<64>(), ic<64>(), ic<1>());
+	if (is({64, 64, 2})) return f(t, ic<128>(), ic<64>(), ic<64>(), ic<2>());
+	if (is({64, 128, 1})) return f(t, ic<128>(), ic<64>(), ic<128>(), ic<1>());
+	if (is({64, 128, 2})) return f(t, ic<128>(), ic<64>(), ic<128>(), ic<2>());
+	if (is({128, 64, 1})) return f(t, ic<128>(), ic<128>(), ic<64>(), ic<1>());
+	if (is({128, 64, 2})) return f(t, ic<128>(), ic<128>(), ic<64>(), ic<2>());
+	if (is({128, 128, 1})) return f(t, ic<128>(), ic<128>(), ic<128>(), ic<1>());
+	return cudaErrorInvalidValue;
+}
+
+// The checks of the shapes: limits, head width, alignment.
+bool bwd_shapes_ok(int64_t nq, int64_t nk, int64_t h, int64_t g, int64_t dh,
+                   std::initializer_list<const void *> ptrs) {
+	if (dh % 8 != 0 || dh > 128 || g < 1 || h % g != 0) return false;
+	if (nq * h > INT32_MAX || nk * g > INT32_MAX) return false; // row numbers are 32-bit in the kernels
+	for (const void *p : ptrs)
+		if (!pack_aligned<bf16, 8>(p)) return false; // 16 bytes: cp.async
+	return true;
+}
+
+} // namespace
+
+extern "C" size_t tw_attention_backward_workspace(int64_t nq, int64_t nk, int64_t h, int64_t g, int64_t dh,
+                                                   const tw_attention_config *cfg) {
+	if (nq < 0 || nk < 0 || h < 0 || g < 1 || dh < 0) return 0;
+	return workspace_of(nq, nk, h, g, dh, cfg).bytes;
+}
+
+extern "C" cudaError_t tw_attention_backward(void *dq, void *dk, void *dv, const void *dout, const void *out,
+                                             const float *lse, const void *q, const void *k, const void *v,
+                                             const int32_t *seqs, int64_t nseq, tw_dtype dt, int64_t nq, int64_t nk,
+                                             int64_t h, int64_t g, int64_t dh, float scale, int noncausal,
+                                             const tw_attention_config *cfg, void *workspace, cudaStream_t stream) {
+	if (nseq < 0 || nq < 0 || nk < 0 || h < 0 || g < 0 || dh < 0) return cudaErrorInvalidValue;
+	if (cfg && (cfg->bwd_rows < 0 || cfg->bwd_keys < 0 || cfg->bwd_stages < 0 || cfg->bwd_split < 0))
+		return cudaErrorInvalidValue;
+	const BwdConfig c = resolve(cfg, dt == TW_BF16);
+	// The configuration is checked before anything else (even when there is
+	// nothing to compute), so that a sweep learns at once what is not built.
+	cudaError_t e = dispatch(dt, dh > 0 ? dh : 8, c, [](auto...) { return cudaSuccess; });
+	if (e != cudaSuccess) return e;
+	if (dh == 0 || (nq * h == 0 && nk * g == 0)) return cudaSuccess; // every gradient is empty
+	if (!bwd_shapes_ok(nq, nk, h, g, dh, {dq, dk, dv, dout, out, q, k, v})) return cudaErrorInvalidValue;
+	const int split = split_of(cfg, nq, nk, h, g, c.keys);
+	const int64_t grid = (ceil_div<int64_t>(nk, c.keys) + nseq) * g * split;
+	if (grid > INT32_MAX || split > INT32_MAX / g) return cudaErrorInvalidValue;
+	const Workspace w = workspace_of(nq, nk, h, g, dh, cfg);
+	unsigned char *ws = (unsigned char *)workspace;
+	float *Dl = (float *)(ws + w.dl);
+	int *ctr = (int *)(ws + w.ctr);
+	const float sl2 = (float)((double)scale * 1.4426950408889634);
+	return dispatch(dt, dh, c, [&](auto *t, auto width, auto br, auto bc, auto stages) {
+		typedef std::remove_pointer_t<decltype(t)> T;
+		constexpr int D = decltype(width)::value, BR = decltype(br)::value, BC = decltype(bc)::value,
+		              S = decltype(stages)::value;
+		const int64_t items = nq * h + nk * g, nctr = 1 + w.nqctr + w.nkctr;
+		LAUNCH(grid_for(items * 32 > nctr ? items * 32 : nctr, 256), 256, 0, stream, attn_bwd_prep_kernel<T>)(
+		    Dl, (T *)dq, (T *)dk, (T *)dv, (const T *)dout, (const T *)out, seqs, (int)nseq, nq, nk, (int)h, (int)g,
+		    (int)dh, ctr, nctr);
+		cudaError_t e = cudaGetLastError();
+		if (e != cudaSuccess || nseq == 0 || grid == 0) return e;
+		BwdArgs<T> a{};
+		a.dq = (T *)dq, a.dk = (T *)dk, a.dv = (T *)dv;
+		a.dqacc = std::is_same<T, float>::value ? (float *)dq : (float *)(ws + w.dq);
+		a.dkvacc = split > 1 ? (float *)(ws + w.dkv) : nullptr;
+		a.ticket = ctr, a.qctr = ctr + 1, a.kctr = ctr + 1 + w.nqctr;
+		a.nqctr = w.nqctr, a.nkctr = w.nkctr, a.nkg = nk * g;
+		a.dout = (const T *)dout, a.q = (const T *)q, a.k = (const T *)k, a.v = (const T *)v;
+		a.lse = lse, a.Dl = Dl, a.seqs = seqs;
+		a.nseq = (int)nseq, a.h = (int)h, a.g = (int)g, a.dh = (int)dh, a.split = split, a.noncausal = noncausal != 0;
+		a.scale = scale, a.sl2 = sl2;
+		const size_t bytes = BwdSmem<T, D, BR, BC, S>::bytes;
+		static_assert(BwdSmem<T, D, BR, BC, S>::bytes <= 227 * 1024, "shared memory");
+		if ((e = cudaFuncSetAttribute(attn_bwd_kernel<T, D, BR, BC, S>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+		                              (int)bytes)) != cudaSuccess)
+			return e;
+		LAUNCH((unsigned)grid, 2 * BC, bytes, stream, attn_bwd_kernel<T, D, BR, BC, S>)(a);
+		return cudaGetLastError();
+	});
+}
