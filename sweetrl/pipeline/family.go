@@ -38,11 +38,12 @@ type CheckCase struct {
 }
 
 // Families are the built-in task families' names.
-var Families = []string{"keys", "budget"}
+var Families = []string{"keys", "budget", "tally"}
 
 // LookupFamily returns the built-in family of the given name: "keys" (the
-// demo's first family) or "budget" (hidden keys among distractors under a
-// turn budget).
+// demo's first family), "budget" (hidden keys among distractors under a
+// turn budget) or "tally" (the budget's rules with a running count in the
+// human's replies and a compact answer).
 func LookupFamily(name string) (Family, error) {
 	switch name {
 	case "keys", "":
@@ -51,6 +52,9 @@ func LookupFamily(name string) (Family, error) {
 	case "budget":
 		return Family{Name: "budget", Describe: demotask.DescribeBudget(), Protocol: demotask.BudgetProtocol(), Split: demotask.BudgetSplit,
 			Scripted: demotask.BudgetScriptedTrajectories, Sim: demotask.Simulator{}, Scorer: demotask.Scorer{}, Checks: budgetChecks}, nil
+	case "tally":
+		return Family{Name: "tally", Describe: demotask.DescribeTally(), Protocol: demotask.TallyProtocol(), Split: demotask.TallySplit,
+			Scripted: demotask.TallyScriptedTrajectories, Sim: demotask.TallySimulator{}, Scorer: demotask.TallyScorer{}, Checks: tallyChecks}, nil
 	}
 	return Family{}, fmt.Errorf("unknown task family %q (want one of %s)", name, strings.Join(Families, ", "))
 }
@@ -160,5 +164,58 @@ func budgetChecks(ctx context.Context, t sweetrl.Task) ([]CheckCase, error) {
 		{"after one letter, ask the next over asking it again", one, string(cands[1]) + "?", asks[0]},
 		{"all keys known, answer right over asking again", known, right, asks[0]},
 		{"all keys known, answer right over a wrong answer", known, right, wrong},
+	}, nil
+}
+
+// tallyChecks: at the start, ask the first letter over answering with
+// guesses; after one letter (the count below 3/3), ask the next letter over
+// asking the first again (a wasted turn, fatal when the last key is the
+// fifth letter); once the count reads 3/3 (asking the letters in order),
+// answer right over asking again, and over a wrong answer (every digit one
+// more, modulo 10).
+func tallyChecks(ctx context.Context, t sweetrl.Task) ([]CheckCase, error) {
+	f, _ := LookupFamily("tally")
+	cands := demotask.BudgetCandidateLetters(t)
+	if len(cands) != demotask.TallyCandidates {
+		return nil, fmt.Errorf("not a tally task: %d listed letters", len(cands))
+	}
+	keys := map[string]bool{}
+	for _, tc := range t.TestCases {
+		keys[tc.Call] = true
+	}
+	var asks []string
+	found := 0
+	for _, c := range cands {
+		asks = append(asks, string(c)+"?")
+		if keys[string(c)] {
+			found++
+		}
+		if found == len(keys) {
+			break
+		}
+	}
+	start, err := play(ctx, f, t, nil)
+	if err != nil {
+		return nil, err
+	}
+	one, err := play(ctx, f, t, asks[:1])
+	if err != nil {
+		return nil, err
+	}
+	known, err := play(ctx, f, t, asks)
+	if err != nil {
+		return nil, err
+	}
+	right := demotask.TallyRightAnswer(t)
+	_, digits, _ := strings.Cut(right, sweetrl.AnswerMarker+" ")
+	wrong := []byte(digits)
+	for i, d := range wrong {
+		wrong[i] = '0' + (d-'0'+1)%10
+	}
+	return []CheckCase{
+		{"at the start, ask a letter over answering with guesses", start, asks[0], demotask.TallyAnswer([]byte("000"))},
+		{"after one letter, ask the next over asking it again", one, string(cands[1]) + "?", asks[0]},
+		{"count 3/3, answer right over asking again", known, right, asks[len(asks)-1]},
+		{"count 3/3, answer right over a wrong answer", known, right, demotask.TallyAnswer(wrong)},
 	}, nil
 }

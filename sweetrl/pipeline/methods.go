@@ -26,15 +26,18 @@ type policy struct {
 	trainLoss float64
 }
 
+// row is a method of the table: its name, its adapter's directory (""
+// for the SFT start), the trained policy, or why it was skipped.
+type row struct {
+	name, key string
+	pol       *policy
+	skipped   string
+}
+
 // methods trains every method, evaluates it on the test tasks and prints
 // the table.
 func (r *runner) methods() error {
 	c := r.c
-	type row struct {
-		name, key string
-		pol       *policy
-		skipped   string
-	}
 	var rows []row
 	rows = append(rows, row{name: "SFT start"})
 
@@ -102,7 +105,13 @@ func (r *runner) methods() error {
 		}
 	}
 
-	// Evaluation on held-out tasks.
+	return r.evaluate(rows)
+}
+
+// evaluate plays the held-out tasks with each row's policy, prints the
+// table and writes results.json.
+func (r *runner) evaluate(rows []row) error {
+	c := r.c
 	r.header("evaluation: %d held-out tasks × %d seeds per method, temperature 1", len(r.test), c.EvalSeeds)
 	for i, rw := range rows {
 		out := Row{Method: rw.name, Skipped: rw.skipped}

@@ -243,7 +243,7 @@ func TestEveryMethod(t *testing.T) {
 			if len(res.Critics) != 3 {
 				t.Errorf("%d critic reports, want 3", len(res.Critics))
 			}
-			nChecks := map[string]int{"keys": 3, "budget": 4}[family]
+			nChecks := map[string]int{"keys": 3, "budget": 4, "tally": 4}[family]
 			wantBaseline := []string{"reference", "policy", ""} // the paper's, the released code's, the value head
 			for i, cr := range res.Critics {
 				if cr.Val.Pairs == 0 || len(cr.Check) != nChecks || cr.Epoch < 1 || cr.Epoch > c.CriticEpochs || cr.Baseline != wantBaseline[i] {
@@ -472,5 +472,45 @@ func TestSelectCriticByCheck(t *testing.T) {
 	}
 	if len(res.Choices) != 4 || !strings.Contains(res.Choices[2], "critic check on validation tasks") || !strings.Contains(res.Choices[2], "(configured)") {
 		t.Errorf("choices %q: want the critic's epoch kept by the critic check", res.Choices)
+	}
+}
+
+// TestSFTOnly runs the supervised start alone: it makes the model a whole
+// run makes, evaluates it on the same held-out tasks with the same result
+// as the whole run's first row, and plays no rollout.
+func TestSFTOnly(t *testing.T) {
+	for _, family := range []string{"keys", "tally"} {
+		t.Run(family, func(t *testing.T) {
+			whole, alone := tiny(t, family, t.TempDir()), tiny(t, family, t.TempDir())
+			alone.SFTOnly = true
+			full, err := Run(context.Background(), whole)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var log strings.Builder
+			alone.Log = &log
+			res, err := Run(context.Background(), alone)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(res.Rows) != 1 || res.Rows[0].Method != "SFT start" || !reflect.DeepEqual(res.Rows[0], full.Rows[0]) {
+				t.Errorf("rows %+v, want the whole run's first row %+v", res.Rows, full.Rows[0])
+			}
+			if !bytes.Equal(readFile(t, filepath.Join(alone.OutDir, "sft/model.safetensors")), readFile(t, filepath.Join(whole.OutDir, "sft/model.safetensors"))) {
+				t.Error("the supervised start alone made another model")
+			}
+			for _, f := range []string{"rollouts.jsonl.zst", "stages.json"} {
+				if _, err := os.Stat(filepath.Join(alone.OutDir, f)); err == nil {
+					t.Errorf("the supervised start alone wrote %s", f)
+				}
+			}
+			if !strings.Contains(log.String(), "results on 3 held-out tasks of the "+family+" family") {
+				t.Errorf("log:\n%s", log.String())
+			}
+			alone.From = whole.OutDir
+			if _, err := Run(context.Background(), alone); err == nil {
+				t.Error("the supervised start alone reused another run's")
+			}
+		})
 	}
 }
