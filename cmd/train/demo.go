@@ -95,6 +95,7 @@ func runDemo(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	fs.BoolVar(&c.Select, "select", false, "choose each method's learning rate on the validation split from a small grid")
 	fs.BoolVar(&c.SelectCritic, "select-critic", false, "choose only the critics' learning rates on the validation split (pair accuracy; no episodes)")
 	critSelect := fs.String("critic-select", "accuracy", "how the critic's epoch (and, with --select or --select-critic, its lr) is kept on the validation split: accuracy (pair accuracy, then loss) or check (the critic check on the validation tasks: its worst decision, then the mean, then pair accuracy)")
+	fs.IntVar(&c.CheckValues, "check-values", 4, "write this many of the critic's and the actor's pairs, their values and gradients, to OUT/check/ for scripts/sweetrl_check.py (0: none)")
 	fs.BoolVar(&c.Full, "full", false, "add the ablation rows, and on the keys family run the budget family too")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -115,6 +116,9 @@ func runDemo(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	}
 	if _, err := pipeline.LookupFamily(c.Family); err != nil {
 		return fmt.Errorf("--family: %w", err)
+	}
+	if c.CheckValues < 0 {
+		return fmt.Errorf("--check-values %d: want a count ≥ 0", c.CheckValues)
 	}
 	switch *stages {
 	case "all":

@@ -85,6 +85,10 @@ type Config struct {
 	// SelectCritic, its learning rate) is kept on the validation split.
 	CriticSelect CriticSelect
 	Full         bool // add the ablation rows: SWEET-RL with the released code's score, and the value-head critic
+	// CheckValues is how many of the critic's and the actor's pairs (and
+	// held-out tasks of advantages) go to ArithFile, for an independent
+	// check of the arithmetic; 0: none.
+	CheckValues int
 
 	Log io.Writer
 }
@@ -154,6 +158,7 @@ type runner struct {
 	rlVal   []sweetrl.Trajectory // rollouts of the validation tasks
 	val     []sweetrl.Task
 	test    []sweetrl.Task
+	arith   ArithValues // what goes to ArithFile
 }
 
 const (

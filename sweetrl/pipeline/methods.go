@@ -298,6 +298,11 @@ func (r *runner) trainCritic(sp criticSpec) (*rl.Critic, error) {
 	if err := r.m.SavePEFT(best.crit.Adapter, filepath.Join(c.OutDir, sp.key)); err != nil {
 		return nil, err
 	}
+	if c.CheckValues > 0 && sp.key == "critic" && !sp.value {
+		if err := r.arithCritic(sp, best.crit, tr, best.lr); err != nil {
+			return nil, err
+		}
+	}
 	if best.crit.Head != nil {
 		if err := best.crit.Head.Save(r.m.Backend(), filepath.Join(c.OutDir, sp.key, rl.ValueHeadFile)); err != nil {
 			return nil, err
@@ -437,10 +442,14 @@ func (r *runner) trainActor(key string, crit rl.Critic) (*policy, error) {
 	if c.NLLSequence {
 		nll = "whole sequence"
 	}
-	return r.choosePolicy("actor", key, fmt.Sprintf("SWEET-RL actor (%s, NLL over the %s)", key, nll), c.LR.Actor, func(ad *llama.Adapter, lr float64) (float64, error) {
+	p, err := r.choosePolicy("actor", key, fmt.Sprintf("SWEET-RL actor (%s, NLL over the %s)", key, nll), c.LR.Actor, func(ad *llama.Adapter, lr float64) (float64, error) {
 		o := r.prefOptions("actor step", rl.RefActorEpochs, rl.RefActorNLL, lr)
 		o.Progress = nil
 		st, err := rl.TrainPreferences(r.m, ad, pairs, o)
 		return st.LastLoss, err
 	})
+	if err == nil && c.CheckValues > 0 && r.arith.Actor == nil { // the first actor: the main critic's
+		err = r.arithActor(key, p, pairs)
+	}
+	return p, err
 }

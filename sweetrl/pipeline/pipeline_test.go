@@ -189,11 +189,18 @@ func TestStagesGiveTheSameRollouts(t *testing.T) {
 // whose supervised model is a random one.
 func fixture(t *testing.T, c Config) {
 	t.Helper()
+	fixtureWith(t, c, 0.02)
+}
+
+// fixtureWith is fixture with a random model whose weights have standard
+// deviation std.
+func fixtureWith(t *testing.T, c Config, std float64) {
+	t.Helper()
 	f, err := LookupFamily(c.Family)
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := llama.NewRandom(c.Backend, c.Model, engine.F32, 0.02, c.Seed)
+	m, err := llama.NewRandom(c.Backend, c.Model, engine.F32, std, c.Seed)
 	if err != nil {
 		t.Fatal(err)
 	}
