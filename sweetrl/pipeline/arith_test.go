@@ -26,7 +26,8 @@ func torchPython(t *testing.T) string {
 	return ""
 }
 
-// TestArithCrossCheck makes a miniature demo run, with adapters trained at
+// TestArithCrossCheck makes a miniature demo run (and checks the values it
+// writes, with or without Python), with adapters trained at
 // a learning rate high enough that their log-ratios are far from zero, and
 // has scripts/sweetrl_check.py recompute in PyTorch, independently, the
 // critic's scores, per-turn log-ratios, losses and gradient, its
@@ -34,7 +35,6 @@ func torchPython(t *testing.T) string {
 // The script must agree to 1e-5, and must refuse the run once one of the
 // values it checks is moved by 1e-4 of itself.
 func TestArithCrossCheck(t *testing.T) {
-	py := torchPython(t)
 	script, err := filepath.Abs("../../scripts/sweetrl_check.py")
 	if err != nil {
 		t.Fatal(err)
@@ -83,6 +83,19 @@ func TestArithCrossCheck(t *testing.T) {
 				t.Errorf("largest |log-ratio|: critic %.2g, actor %.2g; want the adapters to have moved", critic, actor)
 			}
 
+			// The training step's loss is the mean of the pairs' losses,
+			// computed apart (the NLL term from a forward of its own).
+			for _, a := range []*ArithPrefs{v.Critic, v.Actor} {
+				var mean float64
+				for _, p := range a.Pairs {
+					mean += p.Loss / float64(len(a.Pairs))
+				}
+				if math.Abs(a.StepLoss-mean) > 1e-5*math.Abs(mean) {
+					t.Errorf("%s: step loss %.8g, mean of the pairs' losses %.8g", a.Adapter, a.StepLoss, mean)
+				}
+			}
+
+			py := torchPython(t) // the run and its values are checked above without it
 			out, err := exec.Command(py, script, c.OutDir).CombinedOutput()
 			if err != nil || !strings.Contains(string(out), "every value agrees to 1e-05") {
 				t.Fatalf("sweetrl_check.py: %v\n%s", err, out)
