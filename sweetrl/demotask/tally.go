@@ -14,7 +14,7 @@ import (
 )
 
 // The tally family: hidden keys among distractors, under a turn budget,
-// with a running count in the human's replies and a compact answer.
+// with a running tally in the human's replies and a compact answer.
 //
 // A task lists TallyCandidates letters, of which NumKeys are keys with a
 // hidden digit, as the budget family's do:
@@ -24,12 +24,17 @@ import (
 //
 // The agent asks about one letter a turn ("b?"). TallySimulator answers the
 // first letter the reply names, "b=4" for a key and "no c" for any other
-// letter ("?" when it names none), followed by the number of distinct keys
-// the agent has asked about so far, "b=4 (1/3)": the decision to stop
-// asking is local to the last reply. The answer is compact, the digits in
-// key order after the marker, "I WANT TO ANSWER: 407", so that the few
-// tokens that decide it are not averaged away among many; TallyScorer reads
-// the answer's first three digits, one unit test per key.
+// letter ("?" when it names none), followed by the tally of the keys the
+// agent has asked about so far: their number and their digits in key order,
+// "_" for a key not yet found, "b=4 (1/3: 4__)"; then, while a listed
+// letter is left that the agent has not asked, "next" and the first such
+// letter: "b=4 (1/3: 4__) next c". Every decision of the agent — which
+// letter to ask, whether to stop, what to answer — can thus be read off
+// the last reply. The answer is
+// compact, the digits in key order after the marker, "I WANT TO ANSWER:
+// 407", so that the few tokens that decide it are not averaged away among
+// many; TallyScorer reads the answer's first three digits, one unit test
+// per key.
 //
 // TallyProtocol allows six agent turns: enough to ask the five letters in
 // order and answer, so an agent that asks each listed letter once, in
@@ -70,7 +75,8 @@ func TallyProtocol() sweetrl.Protocol {
 func DescribeTally() string {
 	return "Each task lists five letters from a to h, three of which are keys with a hidden digit " +
 		`("Need digits for 3 of b c d g h."); the human answers the first letter a reply names, "b=4" for a key ` +
-		`and "no c" otherwise, with the count of keys found so far ("b=4 (1/3)"). The answer is the digits in key ` +
+		`and "no c" otherwise, with the tally of keys found so far and the next letter not yet asked ("b=4 (1/3: 4__) next c"). ` +
+		`The answer is the digits in key ` +
 		`order ("I WANT TO ANSWER: 407"). Six turns are enough to ask every letter once and answer, so a wasted ` +
 		"question before the count reads 3/3 fails whenever the last key is the fifth letter."
 }
@@ -119,9 +125,13 @@ func TallyRightAnswer(task sweetrl.Task) string {
 // assistant message and answers the first letter from "a" to "z" in it
 // that stands alone (see Simulator): "k=v" when the letter is a key of the
 // task, v its hidden digit, "no k" otherwise, and "?" when the message
-// names no letter; then, after a space, the running count "(n/3)", n being
-// the number of distinct keys the agent's messages so far have asked about
-// (the first lone letter of each). It is stateless and deterministic.
+// names no letter; then, after a space, the running tally "(n/3: ddd)": n
+// is the number of distinct keys the agent's messages so far have asked
+// about (the first lone letter of each), and ddd the keys' digits in key
+// order, "_" for each key not among them ("(0/3: ___)", "(2/3: 4_7)");
+// then, if a listed letter is left that no agent message has asked about,
+// " next " and the first of them in the list. It is stateless and
+// deterministic.
 type TallySimulator struct{}
 
 var _ sweetrl.Simulator = TallySimulator{}
@@ -145,7 +155,7 @@ func (TallySimulator) Respond(ctx context.Context, task sweetrl.Task, history []
 		}
 		return 0, false
 	}
-	found := map[byte]bool{}
+	found, asked := map[byte]bool{}, map[byte]bool{}
 	last := -1
 	for i, m := range history {
 		if m.Role != sweetrl.RoleAssistant {
@@ -153,6 +163,7 @@ func (TallySimulator) Respond(ctx context.Context, task sweetrl.Task, history []
 		}
 		last = i
 		if k, ok := firstLetter(m.Content); ok {
+			asked[k] = true
 			if _, key := digit(k); key {
 				found[k] = true
 			}
@@ -169,7 +180,20 @@ func (TallySimulator) Respond(ctx context.Context, task sweetrl.Task, history []
 			part = "no " + string(k)
 		}
 	}
-	return fmt.Sprintf("%s (%d/%d)", part, len(found), len(hidden)), nil
+	slots := make([]byte, len(hidden))
+	for i, p := range hidden {
+		slots[i] = '_'
+		if found[p.key] {
+			slots[i] = p.digit
+		}
+	}
+	reply := fmt.Sprintf("%s (%d/%d: %s)", part, len(found), len(hidden), slots)
+	for _, c := range BudgetCandidateLetters(task) {
+		if !asked[c] {
+			return reply + " next " + string(c), nil
+		}
+	}
+	return reply, nil
 }
 
 // firstLetter returns the first lone letter of s (see loneLetters).
@@ -181,14 +205,23 @@ func firstLetter(s string) (byte, bool) {
 	return l[0], true
 }
 
-// tallyCount reads the running count "(n/3)" at the end of a tally reply;
-// ok is false when the reply has none.
+// tallyCount reads the count n of the running tally "(n/3: ddd)" of a
+// tally reply (the last parenthesis, at its end or before " next x"); ok is
+// false when the reply has none.
 func tallyCount(reply string) (n int, ok bool) {
 	i := strings.LastIndexByte(reply, '(')
-	if i < 0 || !strings.HasSuffix(reply, ")") {
+	j := strings.LastIndexByte(reply, ')')
+	if i < 0 || j < i {
 		return 0, false
 	}
-	num, den, found := strings.Cut(reply[i+1:len(reply)-1], "/")
+	if rest := reply[j+1:]; rest != "" && (len(rest) != 7 || !strings.HasPrefix(rest, " next ")) {
+		return 0, false
+	}
+	count, slots, found := strings.Cut(reply[i+1:j], ": ")
+	if !found || len(slots) != NumKeys {
+		return 0, false
+	}
+	num, den, found := strings.Cut(count, "/")
 	if !found || den != strconv.Itoa(NumKeys) {
 		return 0, false
 	}

@@ -58,15 +58,17 @@ func TestTallySimulator(t *testing.T) {
 		agent []string // the agent's messages so far
 		want  string
 	}{
-		{"a key", []string{"b?"}, "b=4 (1/3)"},
-		{"a distractor", []string{"c?"}, "no c (0/3)"},
-		{"an unlisted letter", []string{"a?"}, "no a (0/3)"},
-		{"no letter", []string{"what?"}, "? (0/3)"},
-		{"the first letter only", []string{"d and g?"}, "d=0 (1/3)"},
-		{"a key asked again", []string{"b?", "b?"}, "b=4 (1/3)"},
-		{"counting across turns", []string{"b?", "c?", "d?"}, "d=0 (2/3)"},
-		{"all found", []string{"b?", "c?", "d?", "g?"}, "g=7 (3/3)"},
-		{"after all found", []string{"b?", "d?", "g?", "x?"}, "no x (3/3)"},
+		{"a key", []string{"b?"}, "b=4 (1/3: 4__) next c"},
+		{"a distractor", []string{"c?"}, "no c (0/3: ___) next b"},
+		{"an unlisted letter", []string{"a?"}, "no a (0/3: ___) next b"},
+		{"no letter", []string{"what?"}, "? (0/3: ___) next b"},
+		{"the first letter only", []string{"d and g?"}, "d=0 (1/3: _0_) next b"},
+		{"a key asked again", []string{"b?", "b?"}, "b=4 (1/3: 4__) next c"},
+		{"counting across turns", []string{"b?", "c?", "d?"}, "d=0 (2/3: 40_) next g"},
+		{"all found", []string{"b?", "c?", "d?", "g?"}, "g=7 (3/3: 407) next h"},
+		{"after all found", []string{"b?", "d?", "g?", "x?"}, "no x (3/3: 407) next c"},
+		{"every letter asked", []string{"b?", "c?", "d?", "g?", "h?"}, "no h (3/3: 407)"},
+		{"out of order", []string{"g?"}, "g=7 (1/3: __7) next b"},
 	} {
 		var hist []tokenizer.Message
 		for _, a := range tc.agent {
@@ -82,8 +84,10 @@ func TestTallySimulator(t *testing.T) {
 		n     int
 		ok    bool
 	}{
-		{"b=4 (1/3)", 1, true}, {"? (0/3)", 0, true}, {"no x (3/3)", 3, true},
-		{"b=4", 0, false}, {"b=4 (4/3)", 0, false}, {"b=4 (1/4)", 0, false}, {"(1/3) b=4", 0, false}, {"Need digits for 3 of b c d g h.", 0, false},
+		{"b=4 (1/3: 4__)", 1, true}, {"? (0/3: ___) next b", 0, true}, {"no x (3/3: 407) next c", 3, true},
+		{"b=4 (1/3: 4__) then c", 0, false},
+		{"b=4", 0, false}, {"b=4 (1/3)", 0, false}, {"b=4 (4/3: 4__)", 0, false}, {"b=4 (1/4: 4__)", 0, false}, {"b=4 (1/3: 4_)", 0, false},
+		{"(1/3: 4__) b=4", 0, false}, {"Need digits for 3 of b c d g h.", 0, false},
 	} {
 		if n, ok := tallyCount(tc.reply); n != tc.n || ok != tc.ok {
 			t.Errorf("count of %q read as %d, %v; want %d, %v", tc.reply, n, ok, tc.n, tc.ok)
