@@ -14,7 +14,7 @@ import (
 )
 
 // The tally family: hidden keys among distractors, under a turn budget,
-// with a running tally in the human's replies and a compact answer.
+// with a running tally in the human's replies.
 //
 // A task lists TallyCandidates letters, of which NumKeys are keys with a
 // hidden digit, as the budget family's do:
@@ -24,17 +24,13 @@ import (
 //
 // The agent asks about one letter a turn ("b?"). TallySimulator answers the
 // first letter the reply names, "b=4" for a key and "no c" for any other
-// letter ("?" when it names none), followed by the tally of the keys the
-// agent has asked about so far: their number and their digits in key order,
-// "_" for a key not yet found, "b=4 (1/3: 4__)"; then, while a listed
-// letter is left that the agent has not asked, "next" and the first such
-// letter: "b=4 (1/3: 4__) next c". Every decision of the agent — which
-// letter to ask, whether to stop, what to answer — can thus be read off
-// the last reply. The answer is
-// compact, the digits in key order after the marker, "I WANT TO ANSWER:
-// 407", so that the few tokens that decide it are not averaged away among
-// many; TallyScorer reads the answer's first three digits, one unit test
-// per key.
+// letter ("?" when it names none), followed by the tally: the number of
+// keys the agent has asked about so far, "(1/3)", and, once it reads 3/3,
+// every key with its digit, "(3/3: b=4 d=0 g=7)"; before that, while a
+// listed letter is left that the agent has not asked, "next" and the first
+// such letter: "b=4 (1/3) next c". Which letter to ask, whether to stop
+// and what to answer can thus be read off the last reply. The answer is the
+// keys family's, "I WANT TO ANSWER: b=4 d=0 g=7", graded by Scorer.
 //
 // TallyProtocol allows six agent turns: enough to ask the five letters in
 // order and answer, so an agent that asks each listed letter once, in
@@ -75,9 +71,9 @@ func TallyProtocol() sweetrl.Protocol {
 func DescribeTally() string {
 	return "Each task lists five letters from a to h, three of which are keys with a hidden digit " +
 		`("Need digits for 3 of b c d g h."); the human answers the first letter a reply names, "b=4" for a key ` +
-		`and "no c" otherwise, with the tally of keys found so far and the next letter not yet asked ("b=4 (1/3: 4__) next c"). ` +
-		`The answer is the digits in key ` +
-		`order ("I WANT TO ANSWER: 407"). Six turns are enough to ask every letter once and answer, so a wasted ` +
+		`and "no c" otherwise, with the count of keys found and the next letter not yet asked ("b=4 (1/3) next c"; at 3/3 the keys ` +
+		`and digits, "g=7 (3/3: b=4 d=0 g=7)"). The answer is "I WANT TO ANSWER: b=4 d=0 g=7". Six turns are enough to ` +
+		`ask every letter once and answer, so a wasted ` +
 		"question before the count reads 3/3 fails whenever the last key is the fifth letter."
 }
 
@@ -101,37 +97,22 @@ func TallySplit(seed uint64, train, test int) (trainTasks, testTasks []sweetrl.T
 	return all[:train:train], all[train:]
 }
 
-// TallyAnswer returns the compact answer giving each key of hidden (in key
-// order) the digit digits gives it: "I WANT TO ANSWER: 407".
-func TallyAnswer(digits []byte) string {
-	return sweetrl.AnswerMarker + " " + string(digits)
-}
-
-// TallyRightAnswer returns the right answer of a tally task. It panics if
-// the task is not the family's.
+// TallyRightAnswer returns the right answer of a tally task: the marker
+// and its ground truth, "I WANT TO ANSWER: b=4 d=0 g=7".
 func TallyRightAnswer(task sweetrl.Task) string {
-	hidden, err := parseHidden(task.HiddenInformation)
-	if err != nil {
-		panic("demotask: " + err.Error())
-	}
-	d := make([]byte, len(hidden))
-	for i, p := range hidden {
-		d[i] = p.digit
-	}
-	return TallyAnswer(d)
+	return sweetrl.AnswerMarker + " " + task.GroundTruth
 }
 
 // TallySimulator plays the human of the tally family. It reads the last
 // assistant message and answers the first letter from "a" to "z" in it
 // that stands alone (see Simulator): "k=v" when the letter is a key of the
 // task, v its hidden digit, "no k" otherwise, and "?" when the message
-// names no letter; then, after a space, the running tally "(n/3: ddd)": n
-// is the number of distinct keys the agent's messages so far have asked
-// about (the first lone letter of each), and ddd the keys' digits in key
-// order, "_" for each key not among them ("(0/3: ___)", "(2/3: 4_7)");
-// then, if a listed letter is left that no agent message has asked about,
-// " next " and the first of them in the list. It is stateless and
-// deterministic.
+// names no letter; then, after a space, the running tally "(n/3)", n being
+// the number of distinct keys the agent's messages so far have asked about
+// (the first lone letter of each), or, once every key has been asked,
+// "(3/3: b=4 d=0 g=7)" with the task's hidden pairs; then, before that, if
+// a listed letter is left that no agent message has asked about, " next "
+// and the first of them in the list. It is stateless and deterministic.
 type TallySimulator struct{}
 
 var _ sweetrl.Simulator = TallySimulator{}
@@ -180,14 +161,10 @@ func (TallySimulator) Respond(ctx context.Context, task sweetrl.Task, history []
 			part = "no " + string(k)
 		}
 	}
-	slots := make([]byte, len(hidden))
-	for i, p := range hidden {
-		slots[i] = '_'
-		if found[p.key] {
-			slots[i] = p.digit
-		}
+	if len(found) == len(hidden) {
+		return fmt.Sprintf("%s (%d/%d: %s)", part, len(found), len(hidden), task.HiddenInformation), nil
 	}
-	reply := fmt.Sprintf("%s (%d/%d: %s)", part, len(found), len(hidden), slots)
+	reply := fmt.Sprintf("%s (%d/%d)", part, len(found), len(hidden))
 	for _, c := range BudgetCandidateLetters(task) {
 		if !asked[c] {
 			return reply + " next " + string(c), nil
@@ -205,9 +182,9 @@ func firstLetter(s string) (byte, bool) {
 	return l[0], true
 }
 
-// tallyCount reads the count n of the running tally "(n/3: ddd)" of a
-// tally reply (the last parenthesis, at its end or before " next x"); ok is
-// false when the reply has none.
+// tallyCount reads the count n of the running tally "(n/3)" or "(3/3:
+// pairs)" of a tally reply (the last parenthesis, at its end or before
+// " next x"); ok is false when the reply has none.
 func tallyCount(reply string) (n int, ok bool) {
 	i := strings.LastIndexByte(reply, '(')
 	j := strings.LastIndexByte(reply, ')')
@@ -217,8 +194,8 @@ func tallyCount(reply string) (n int, ok bool) {
 	if rest := reply[j+1:]; rest != "" && (len(rest) != 7 || !strings.HasPrefix(rest, " next ")) {
 		return 0, false
 	}
-	count, slots, found := strings.Cut(reply[i+1:j], ": ")
-	if !found || len(slots) != NumKeys {
+	count, pairs, listed := strings.Cut(reply[i+1:j], ": ")
+	if listed && len(parsePairs(pairs)) != NumKeys {
 		return 0, false
 	}
 	num, den, found := strings.Cut(count, "/")
@@ -226,62 +203,10 @@ func tallyCount(reply string) (n int, ok bool) {
 		return 0, false
 	}
 	n, err := strconv.Atoi(num)
-	if err != nil || n < 0 || n > NumKeys {
+	if err != nil || n < 0 || n > NumKeys || listed != (n == NumKeys) {
 		return 0, false
 	}
 	return n, true
-}
-
-// TallyScorer grades the tally family's compact answers: the answer's
-// first NumKeys ASCII digits, in order, are the keys' digits in key order
-// (anything else is ignored, so "4 0 7" and "b=4 d=0 g=7" read as "407").
-// The i-th unit test passes when the i-th digit is the i-th key's. The
-// score is Passed of Total = 3 with Reward Passed/3; Note is "no digits"
-// when the answer has none.
-type TallyScorer struct{}
-
-var _ sweetrl.Scorer = TallyScorer{}
-
-// Score implements sweetrl.Scorer. It fails when ctx is done, when tasks
-// and answers differ in length, or when a task is not the family's; the
-// error names the task's index.
-func (TallyScorer) Score(ctx context.Context, tasks []sweetrl.Task, answers []string) ([]sweetrl.Score, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	if len(tasks) != len(answers) {
-		return nil, fmt.Errorf("tally scorer: %d tasks but %d answers", len(tasks), len(answers))
-	}
-	scores := make([]sweetrl.Score, len(tasks))
-	for i, task := range tasks {
-		hidden, err := parseHidden(task.HiddenInformation)
-		if err != nil {
-			return nil, fmt.Errorf("tally scorer: task %d: %w", i, err)
-		}
-		scores[i] = tallyScore(hidden, answers[i])
-	}
-	return scores, nil
-}
-
-// tallyScore grades one compact answer.
-func tallyScore(hidden []pair, answer string) sweetrl.Score {
-	var digits []byte
-	for i := 0; i < len(answer) && len(digits) < len(hidden); i++ {
-		if c := answer[i]; c >= '0' && c <= '9' {
-			digits = append(digits, c)
-		}
-	}
-	s := sweetrl.Score{Total: len(hidden)}
-	if len(digits) == 0 {
-		s.Note = "no digits"
-	}
-	for i, p := range hidden {
-		if i < len(digits) && digits[i] == p.digit {
-			s.Passed++
-		}
-	}
-	s.Reward = float64(s.Passed) / float64(s.Total)
-	return s
 }
 
 // TallyScriptedTrajectories plays every tally task perTask times with a
@@ -382,14 +307,15 @@ func (s tallyState) say(m TallyMove, guess *rand.Rand) string {
 		}
 		return string(s.last) + "?"
 	}
-	d := make([]byte, len(s.hidden))
+	pairs := make([]string, len(s.hidden))
 	for i, p := range s.hidden {
-		var ok bool
-		if d[i], ok = s.known[p.key]; !ok {
-			d[i] = byte('0' + guess.IntN(10))
+		d, ok := s.known[p.key]
+		if !ok {
+			d = byte('0' + guess.IntN(10))
 		}
+		pairs[i] = string([]byte{p.key, '=', d})
 	}
-	return TallyAnswer(d)
+	return sweetrl.AnswerMarker + " " + strings.Join(pairs, " ")
 }
 
 // TallyMove is a tally agent's kind of turn.
@@ -454,7 +380,7 @@ func playTally(task sweetrl.Task, policy func(s tallyState) string) sweetrl.Traj
 			panic("demotask: tally episode: " + err.Error())
 		}
 	}
-	return e.Trajectory(tallyScore(hidden, e.Answer()).Reward)
+	return e.Trajectory(score(hidden, e.Answer()).Reward)
 }
 
 // candidateTasks returns n distinct tasks listing cands letters of which

@@ -58,17 +58,17 @@ func TestTallySimulator(t *testing.T) {
 		agent []string // the agent's messages so far
 		want  string
 	}{
-		{"a key", []string{"b?"}, "b=4 (1/3: 4__) next c"},
-		{"a distractor", []string{"c?"}, "no c (0/3: ___) next b"},
-		{"an unlisted letter", []string{"a?"}, "no a (0/3: ___) next b"},
-		{"no letter", []string{"what?"}, "? (0/3: ___) next b"},
-		{"the first letter only", []string{"d and g?"}, "d=0 (1/3: _0_) next b"},
-		{"a key asked again", []string{"b?", "b?"}, "b=4 (1/3: 4__) next c"},
-		{"counting across turns", []string{"b?", "c?", "d?"}, "d=0 (2/3: 40_) next g"},
-		{"all found", []string{"b?", "c?", "d?", "g?"}, "g=7 (3/3: 407) next h"},
-		{"after all found", []string{"b?", "d?", "g?", "x?"}, "no x (3/3: 407) next c"},
-		{"every letter asked", []string{"b?", "c?", "d?", "g?", "h?"}, "no h (3/3: 407)"},
-		{"out of order", []string{"g?"}, "g=7 (1/3: __7) next b"},
+		{"a key", []string{"b?"}, "b=4 (1/3) next c"},
+		{"a distractor", []string{"c?"}, "no c (0/3) next b"},
+		{"an unlisted letter", []string{"a?"}, "no a (0/3) next b"},
+		{"no letter", []string{"what?"}, "? (0/3) next b"},
+		{"the first letter only", []string{"d and g?"}, "d=0 (1/3) next b"},
+		{"a key asked again", []string{"b?", "b?"}, "b=4 (1/3) next c"},
+		{"counting across turns", []string{"b?", "c?", "d?"}, "d=0 (2/3) next g"},
+		{"out of order", []string{"g?"}, "g=7 (1/3) next b"},
+		{"all found: the pairs", []string{"b?", "c?", "d?", "g?"}, "g=7 (3/3: b=4 d=0 g=7)"},
+		{"after all found", []string{"b?", "d?", "g?", "x?"}, "no x (3/3: b=4 d=0 g=7)"},
+		{"a letter skipped", []string{"b?", "c?", "d?", "h?"}, "no h (2/3) next g"},
 	} {
 		var hist []tokenizer.Message
 		for _, a := range tc.agent {
@@ -84,10 +84,9 @@ func TestTallySimulator(t *testing.T) {
 		n     int
 		ok    bool
 	}{
-		{"b=4 (1/3: 4__)", 1, true}, {"? (0/3: ___) next b", 0, true}, {"no x (3/3: 407) next c", 3, true},
-		{"b=4 (1/3: 4__) then c", 0, false},
-		{"b=4", 0, false}, {"b=4 (1/3)", 0, false}, {"b=4 (4/3: 4__)", 0, false}, {"b=4 (1/4: 4__)", 0, false}, {"b=4 (1/3: 4_)", 0, false},
-		{"(1/3: 4__) b=4", 0, false}, {"Need digits for 3 of b c d g h.", 0, false},
+		{"b=4 (1/3)", 1, true}, {"? (0/3) next b", 0, true}, {"no x (3/3: b=4 d=0 g=7)", 3, true}, {"no h (2/3)", 2, true},
+		{"b=4 (1/3) then c", 0, false}, {"b=4", 0, false}, {"b=4 (4/3)", 0, false}, {"b=4 (1/4)", 0, false}, {"b=4 (3/3)", 0, false},
+		{"b=4 (1/3: b=4)", 0, false}, {"g=7 (3/3: b=4 d=0)", 0, false}, {"(1/3) b=4", 0, false}, {"Need digits for 3 of b c d g h.", 0, false},
 	} {
 		if n, ok := tallyCount(tc.reply); n != tc.n || ok != tc.ok {
 			t.Errorf("count of %q read as %d, %v; want %d, %v", tc.reply, n, ok, tc.n, tc.ok)
@@ -100,39 +99,6 @@ func TestTallySimulator(t *testing.T) {
 	cancel()
 	if _, err := (TallySimulator{}).Respond(ctx, task, []tokenizer.Message{{Role: sweetrl.RoleAssistant, Content: "b?"}}); err == nil {
 		t.Error("a done context was not reported")
-	}
-}
-
-func TestTallyScorer(t *testing.T) {
-	task := tallyTask("b c d g h", "b=4 d=0 g=7")
-	for _, tc := range []struct {
-		answer string
-		passed int
-		note   string
-	}{
-		{"407", 3, ""},
-		{"4 0 7", 3, ""},
-		{"b=4 d=0 g=7", 3, ""},
-		{"4071", 3, ""},
-		{"408", 2, ""},
-		{"40", 2, ""},
-		{"740", 0, ""},
-		{"g?", 0, "no digits"},
-		{"", 0, "no digits"},
-	} {
-		sc, err := TallyScorer{}.Score(context.Background(), []sweetrl.Task{task}, []string{tc.answer})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if s := sc[0]; s.Passed != tc.passed || s.Total != 3 || s.Note != tc.note || s.Reward != float64(tc.passed)/3 {
-			t.Errorf("%q: %+v, want %d passed, note %q", tc.answer, s, tc.passed, tc.note)
-		}
-	}
-	if _, err := (TallyScorer{}).Score(context.Background(), []sweetrl.Task{task}, nil); err == nil {
-		t.Error("answers and tasks of different lengths were scored")
-	}
-	if _, err := (TallyScorer{}).Score(context.Background(), []sweetrl.Task{{HiddenInformation: "nope"}}, []string{"1"}); err == nil || !strings.Contains(err.Error(), "task 0") {
-		t.Errorf("a foreign task: %v", err)
 	}
 }
 
@@ -178,18 +144,19 @@ func TestTallyBudget(t *testing.T) {
 // TestTallyHarmful classifies the turns of hand-written dialogues.
 func TestTallyHarmful(t *testing.T) {
 	task := tallyTask("b c d g h", "b=4 d=0 g=7")
+	right := TallyRightAnswer(task)
 	for _, tc := range []struct {
 		name  string
 		agent []string
 		want  []int // indices of the agent turns that are harmful
 	}{
-		{"the optimum", []string{"b?", "c?", "d?", "g?", "I WANT TO ANSWER: 407"}, nil},
-		{"an empty question first", []string{"?", "b?", "c?", "d?", "g?", "I WANT TO ANSWER: 407"}, []int{0}},
-		{"a repeat", []string{"b?", "b?", "c?", "d?", "g?", "I WANT TO ANSWER: 407"}, []int{1}},
-		{"an unlisted letter", []string{"b?", "a?", "c?", "d?", "g?", "I WANT TO ANSWER: 407"}, []int{1}},
-		{"a repeat after 3/3 is not harmful", []string{"b?", "c?", "d?", "g?", "g?", "I WANT TO ANSWER: 407"}, nil},
+		{"the optimum", []string{"b?", "c?", "d?", "g?", right}, nil},
+		{"an empty question first", []string{"?", "b?", "c?", "d?", "g?", right}, []int{0}},
+		{"a repeat", []string{"b?", "b?", "c?", "d?", "g?", right}, []int{1}},
+		{"an unlisted letter", []string{"b?", "a?", "c?", "d?", "g?", right}, []int{1}},
+		{"a repeat after 3/3 is not harmful", []string{"b?", "c?", "d?", "g?", "g?", right}, nil},
 		{"the last turn is the answer", []string{"b?", "b?", "b?", "b?", "b?", "b?"}, []int{1, 2, 3, 4}},
-		{"a hasty answer", []string{"I WANT TO ANSWER: 123"}, nil},
+		{"a hasty answer", []string{"I WANT TO ANSWER: b=1 d=2 g=3"}, nil},
 	} {
 		e := sweetrl.NewEpisodeWith(task, TallyProtocol())
 		for _, a := range tc.agent {
@@ -227,7 +194,7 @@ func TestTallyScripted(t *testing.T) {
 		if len(tr.DialogueHistory) == 0 || len(tr.DialogueHistory) > 2*TallyCandidates+2 || tr.Task.ProblemDescription != tasks[i].ProblemDescription {
 			t.Fatalf("trajectory %d: %+v", i, tr)
 		}
-		sc, err := TallyScorer{}.Score(context.Background(), []sweetrl.Task{tr.Task}, []string{tr.Answer})
+		sc, err := Scorer{}.Score(context.Background(), []sweetrl.Task{tr.Task}, []string{tr.Answer})
 		if err != nil || sc[0].Reward != tr.Reward {
 			t.Fatalf("trajectory %d: reward %v, scorer %v (%v)", i, tr.Reward, sc, err)
 		}

@@ -253,14 +253,15 @@ func canonicalMove(cands []byte, text string) string {
 	return "x"
 }
 
-// canonicalReply is the canonical form of a tally reply: "k" when it
-// reveals a key, "n" when it names a letter that is not one, "-" otherwise.
+// canonicalReply is the canonical form of a tally reply: "n" when it names
+// a letter that is not a key, "?" when it names none, "k" when it reveals a
+// key, "-" for any other text (the task's statement).
 func canonicalReply(text string) string {
 	switch {
+	case strings.HasPrefix(text, "no "), strings.HasPrefix(text, "? "):
+		return text[:1]
 	case len(parsePairs(text)) > 0:
 		return "k"
-	case strings.HasPrefix(text, "no "):
-		return "n"
 	}
 	return "-"
 }

@@ -42,8 +42,8 @@ var Families = []string{"keys", "budget", "tally"}
 
 // LookupFamily returns the built-in family of the given name: "keys" (the
 // demo's first family), "budget" (hidden keys among distractors under a
-// turn budget) or "tally" (the budget's rules with a running count in the
-// human's replies and a compact answer).
+// turn budget) or "tally" (the budget's rules with a running tally in the
+// human's replies).
 func LookupFamily(name string) (Family, error) {
 	switch name {
 	case "keys", "":
@@ -54,7 +54,7 @@ func LookupFamily(name string) (Family, error) {
 			Scripted: demotask.BudgetScriptedTrajectories, Sim: demotask.Simulator{}, Scorer: demotask.Scorer{}, Checks: budgetChecks}, nil
 	case "tally":
 		return Family{Name: "tally", Describe: demotask.DescribeTally(), Protocol: demotask.TallyProtocol(), Split: demotask.TallySplit,
-			Scripted: demotask.TallyScriptedTrajectories, Sim: demotask.TallySimulator{}, Scorer: demotask.TallyScorer{}, Checks: tallyChecks}, nil
+			Scripted: demotask.TallyScriptedTrajectories, Sim: demotask.TallySimulator{}, Scorer: demotask.Scorer{}, Checks: tallyChecks}, nil
 	}
 	return Family{}, fmt.Errorf("unknown task family %q (want one of %s)", name, strings.Join(Families, ", "))
 }
@@ -206,16 +206,11 @@ func tallyChecks(ctx context.Context, t sweetrl.Task) ([]CheckCase, error) {
 	if err != nil {
 		return nil, err
 	}
-	right := demotask.TallyRightAnswer(t)
-	_, digits, _ := strings.Cut(right, sweetrl.AnswerMarker+" ")
-	wrong := []byte(digits)
-	for i, d := range wrong {
-		wrong[i] = '0' + (d-'0'+1)%10
-	}
+	right, wrong := answers(t)
 	return []CheckCase{
-		{"at the start, ask a letter over answering with guesses", start, asks[0], demotask.TallyAnswer([]byte("000"))},
+		{"at the start, ask a letter over answering with guesses", start, asks[0], guess(t)},
 		{"after one letter, ask the next over asking it again", one, string(cands[1]) + "?", asks[0]},
 		{"count 3/3, answer right over asking again", known, right, asks[len(asks)-1]},
-		{"count 3/3, answer right over a wrong answer", known, right, demotask.TallyAnswer(wrong)},
+		{"count 3/3, answer right over a wrong answer", known, right, wrong},
 	}, nil
 }
