@@ -53,7 +53,40 @@ func DescribeBudget() string {
 // BudgetTasks returns n distinct budget tasks, deterministically for a
 // seed (the first n of a larger call). It panics unless 0 <= n <= NumTasks.
 func BudgetTasks(n int, seed uint64) []sweetrl.Task {
-	return candidateTasks(n, seed, budgetStream, BudgetCandidates, NumTasks)
+	if n < 0 || n > NumTasks {
+		panic(fmt.Sprintf("demotask: %d budget tasks asked for; at most %d", n, NumTasks))
+	}
+	rng := rand.New(rand.NewPCG(seed, budgetStream))
+	tasks := make([]sweetrl.Task, 0, n)
+	seen := make(map[string]bool, n)
+	for len(tasks) < n {
+		cands := make([]byte, BudgetCandidates)
+		for i, p := range rng.Perm(len(Letters))[:BudgetCandidates] {
+			cands[i] = Letters[p]
+		}
+		slices.Sort(cands)
+		var keys []byte
+		for _, i := range rng.Perm(BudgetCandidates)[:NumKeys] {
+			keys = append(keys, cands[i])
+		}
+		slices.Sort(keys)
+		digits := make([]int, NumKeys)
+		for i := range digits {
+			digits[i] = rng.IntN(10)
+		}
+		t := newTask(keys, digits)
+		names := make([]string, len(cands))
+		for i, c := range cands {
+			names[i] = string(c)
+		}
+		t.ProblemDescription = fmt.Sprintf("Need digits for %d of %s.", NumKeys, strings.Join(names, " "))
+		if seen[t.ProblemDescription+t.HiddenInformation] {
+			continue
+		}
+		seen[t.ProblemDescription+t.HiddenInformation] = true
+		tasks = append(tasks, t)
+	}
+	return tasks
 }
 
 // BudgetSplit is Split for the budget family.

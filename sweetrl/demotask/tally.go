@@ -13,24 +13,26 @@ import (
 	"github.com/turnwise/turnwise/tokenizer"
 )
 
-// The tally family: hidden keys among distractors, under a turn budget,
+// The tally family: hidden keys among listed letters, under a turn budget,
 // with a running tally in the human's replies.
 //
-// A task lists TallyCandidates letters, of which NumKeys are keys with a
-// hidden digit, as the budget family's do:
+// A task lists TallyCandidates letters from TallyLetters (a to z), of which
+// NumKeys are keys; which ones is the hidden information and the ground
+// truth:
 //
-//	problem:  Need digits for 3 of b c d g h.
-//	hidden:   b=4 d=0 g=7
+//	problem:  Find the 3 keys among b c f k n.
+//	hidden:   b f n
 //
 // The agent asks about one letter a turn ("b?"). TallySimulator answers the
-// first letter the reply names, "b=4" for a key and "no c" for any other
-// letter ("?" when it names none), followed by the tally: the number of
-// keys the agent has asked about so far, "(1/3)", and, once it reads 3/3,
-// every key with its digit, "(3/3: b=4 d=0 g=7)"; before that, while a
-// listed letter is left that the agent has not asked, "next" and the first
-// such letter: "b=4 (1/3) next c". Which letter to ask, whether to stop
-// and what to answer can thus be read off the last reply. The answer is the
-// keys family's, "I WANT TO ANSWER: b=4 d=0 g=7", graded by Scorer.
+// first letter the reply names, "b: key" or "c: no" ("?" when it names
+// none), followed by the tally: the number of keys the agent has asked
+// about so far, "(1/3)", and, once it reads 3/3, the keys, "(3/3: b f n)";
+// before that, while a listed letter is left that the agent has not asked,
+// "next" and the first such letter: "b: key (1/3) next c". Which letter to
+// ask, whether to stop and what to answer can thus be read off the last
+// reply. The answer names the keys, "I WANT TO ANSWER: b f n"; TallyScorer
+// passes one unit test per key it names, and none when it names more than
+// three letters.
 //
 // TallyProtocol allows six agent turns: enough to ask the five letters in
 // order and answer, so an agent that asks each listed letter once, in
@@ -42,8 +44,17 @@ import (
 // successful trajectories too (when the keys came early), so imitating the
 // successes copies them.
 
-// TallyCandidates is the number of letters a tally task lists.
-const TallyCandidates = 5
+// Shape of the tally family.
+const (
+	// TallyLetters are the letters a tally task lists.
+	TallyLetters = "abcdefghijklmnopqrstuvwxyz"
+	// TallyCandidates is the number of letters a tally task lists.
+	TallyCandidates = 5
+	// TallyNumTasks is the number of distinct tally tasks: the 65780 lists
+	// of five of the 26 letters, times the 10 ways to choose three keys
+	// among them.
+	TallyNumTasks = 65780 * 10
+)
 
 const tallyStream = 0x74616c6c79 // "tally"
 
@@ -69,23 +80,69 @@ func TallyProtocol() sweetrl.Protocol {
 
 // DescribeTally returns a short paragraph describing the tally family.
 func DescribeTally() string {
-	return "Each task lists five letters from a to h, three of which are keys with a hidden digit " +
-		`("Need digits for 3 of b c d g h."); the human answers the first letter a reply names, "b=4" for a key ` +
-		`and "no c" otherwise, with the count of keys found and the next letter not yet asked ("b=4 (1/3) next c"; at 3/3 the keys ` +
-		`and digits, "g=7 (3/3: b=4 d=0 g=7)"). The answer is "I WANT TO ANSWER: b=4 d=0 g=7". Six turns are enough to ` +
-		`ask every letter once and answer, so a wasted ` +
-		"question before the count reads 3/3 fails whenever the last key is the fifth letter."
+	return "Each task lists five letters from a to z, three of which are keys " +
+		`("Find the 3 keys among b c f k n."); the human answers the first letter a reply names, "b: key" or "c: no", ` +
+		`with the count of keys found and the next letter not yet asked ("b: key (1/3) next c"; at 3/3 the keys, ` +
+		`"f: key (3/3: b f n)"). The answer names the keys, "I WANT TO ANSWER: b f n". Six turns are enough to ` +
+		"ask every letter once and answer, so a wasted question before the count reads 3/3 fails whenever the " +
+		"last key is the fifth letter."
 }
-
-// TallyNumTasks is the number of distinct tally tasks: the 56 lists of
-// five letters, times the 10 ways to choose three keys among them, times
-// the 1000 ways to give the keys digits.
-const TallyNumTasks = 56 * 10 * 1000
 
 // TallyTasks returns n distinct tally tasks, deterministically for a seed
 // (the first n of a larger call). It panics unless 0 <= n <= TallyNumTasks.
 func TallyTasks(n int, seed uint64) []sweetrl.Task {
-	return candidateTasks(n, seed, tallyStream, TallyCandidates, TallyNumTasks)
+	if n < 0 || n > TallyNumTasks {
+		panic(fmt.Sprintf("demotask: %d tally tasks asked for; there are %d", n, TallyNumTasks))
+	}
+	rng := rand.New(rand.NewPCG(seed, tallyStream))
+	tasks := make([]sweetrl.Task, 0, n)
+	seen := make(map[string]bool, n)
+	for len(tasks) < n {
+		list := make([]byte, TallyCandidates)
+		for i, p := range rng.Perm(len(TallyLetters))[:TallyCandidates] {
+			list[i] = TallyLetters[p]
+		}
+		slices.Sort(list)
+		var keys []byte
+		for _, i := range rng.Perm(TallyCandidates)[:NumKeys] {
+			keys = append(keys, list[i])
+		}
+		slices.Sort(keys)
+		t := tallyTask(list, keys)
+		if seen[t.ProblemDescription+t.HiddenInformation] {
+			continue
+		}
+		seen[t.ProblemDescription+t.HiddenInformation] = true
+		tasks = append(tasks, t)
+	}
+	return tasks
+}
+
+// tallyTask is the task listing list with the given keys (both sorted).
+func tallyTask(list, keys []byte) sweetrl.Task {
+	hidden := spaced(keys)
+	tests := make([]sweetrl.TestCase, len(keys))
+	for i, k := range keys {
+		tests[i] = sweetrl.TestCase{Name: "test" + strconv.Itoa(i+1), Call: string(k)}
+	}
+	return sweetrl.Task{
+		ProblemDescription: fmt.Sprintf("Find the %d keys among %s.", len(keys), spaced(list)),
+		HiddenInformation:  hidden,
+		GroundTruth:        hidden,
+		TestCases:          tests,
+	}
+}
+
+// spaced returns the letters separated by single spaces.
+func spaced(letters []byte) string {
+	var b strings.Builder
+	for i, c := range letters {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteByte(c)
+	}
+	return b.String()
 }
 
 // TallySplit is Split for the tally family.
@@ -97,44 +154,67 @@ func TallySplit(seed uint64, train, test int) (trainTasks, testTasks []sweetrl.T
 	return all[:train:train], all[train:]
 }
 
+// TallyListed returns the letters a tally task lists, in order.
+func TallyListed(task sweetrl.Task) []byte {
+	_, list, _ := strings.Cut(task.ProblemDescription, " among ")
+	var out []byte
+	for _, f := range strings.Fields(strings.TrimSuffix(list, ".")) {
+		if len(f) == 1 {
+			out = append(out, f[0])
+		}
+	}
+	return out
+}
+
+// parseTally reads a tally task: its listed letters and its keys, which
+// must be NumKeys distinct listed letters in order.
+func parseTally(task sweetrl.Task) (listed, keys []byte, err error) {
+	listed = TallyListed(task)
+	if len(listed) != TallyCandidates {
+		return nil, nil, fmt.Errorf("%q lists %d letters, want %d", task.ProblemDescription, len(listed), TallyCandidates)
+	}
+	fields := strings.Split(task.HiddenInformation, " ")
+	if len(fields) != NumKeys {
+		return nil, nil, fmt.Errorf("hidden information %q: %d keys, want %d", task.HiddenInformation, len(fields), NumKeys)
+	}
+	for i, f := range fields {
+		if len(f) != 1 || !slices.Contains(listed, f[0]) || (i > 0 && f[0] <= keys[i-1]) {
+			return nil, nil, fmt.Errorf("hidden information %q: %q is not a listed letter in order", task.HiddenInformation, f)
+		}
+		keys = append(keys, f[0])
+	}
+	return listed, keys, nil
+}
+
 // TallyRightAnswer returns the right answer of a tally task: the marker
-// and its ground truth, "I WANT TO ANSWER: b=4 d=0 g=7".
+// and its ground truth, "I WANT TO ANSWER: b f n".
 func TallyRightAnswer(task sweetrl.Task) string {
 	return sweetrl.AnswerMarker + " " + task.GroundTruth
 }
 
 // TallySimulator plays the human of the tally family. It reads the last
 // assistant message and answers the first letter from "a" to "z" in it
-// that stands alone (see Simulator): "k=v" when the letter is a key of the
-// task, v its hidden digit, "no k" otherwise, and "?" when the message
-// names no letter; then, after a space, the running tally "(n/3)", n being
-// the number of distinct keys the agent's messages so far have asked about
-// (the first lone letter of each), or, once every key has been asked,
-// "(3/3: b=4 d=0 g=7)" with the task's hidden pairs; then, before that, if
-// a listed letter is left that no agent message has asked about, " next "
-// and the first of them in the list. It is stateless and deterministic.
+// that stands alone (see Simulator): "k: key" when the letter is a key of
+// the task, "k: no" otherwise, and "?" when the message names no letter;
+// then, after a space, the running tally "(n/3)", n being the number of
+// distinct keys the agent's messages so far have asked about (the first
+// lone letter of each), or, once every key has been asked, "(3/3: b f n)"
+// with the keys; then, before that, if a listed letter is left that no
+// agent message has asked about, " next " and the first of them in the
+// list. It is stateless and deterministic.
 type TallySimulator struct{}
 
 var _ sweetrl.Simulator = TallySimulator{}
 
 // Respond implements sweetrl.Simulator. It fails only when ctx is done,
-// history holds no assistant message, or the task's hidden information is
-// not the family's.
+// history holds no assistant message, or the task is not the family's.
 func (TallySimulator) Respond(ctx context.Context, task sweetrl.Task, history []tokenizer.Message) (string, error) {
 	if err := ctx.Err(); err != nil {
 		return "", err
 	}
-	hidden, err := parseHidden(task.HiddenInformation)
+	listed, keys, err := parseTally(task)
 	if err != nil {
 		return "", fmt.Errorf("tally simulator: %w", err)
-	}
-	digit := func(k byte) (byte, bool) {
-		for _, p := range hidden {
-			if p.key == k {
-				return p.digit, true
-			}
-		}
-		return 0, false
 	}
 	found, asked := map[byte]bool{}, map[byte]bool{}
 	last := -1
@@ -145,7 +225,7 @@ func (TallySimulator) Respond(ctx context.Context, task sweetrl.Task, history []
 		last = i
 		if k, ok := firstLetter(m.Content); ok {
 			asked[k] = true
-			if _, key := digit(k); key {
+			if slices.Contains(keys, k) {
 				found[k] = true
 			}
 		}
@@ -155,17 +235,16 @@ func (TallySimulator) Respond(ctx context.Context, task sweetrl.Task, history []
 	}
 	part := "?"
 	if k, ok := firstLetter(history[last].Content); ok {
-		if d, key := digit(k); key {
-			part = string([]byte{k, '=', d})
-		} else {
-			part = "no " + string(k)
+		part = string(k) + ": no"
+		if slices.Contains(keys, k) {
+			part = string(k) + ": key"
 		}
 	}
-	if len(found) == len(hidden) {
-		return fmt.Sprintf("%s (%d/%d: %s)", part, len(found), len(hidden), task.HiddenInformation), nil
+	if len(found) == len(keys) {
+		return fmt.Sprintf("%s (%d/%d: %s)", part, len(found), len(keys), task.HiddenInformation), nil
 	}
-	reply := fmt.Sprintf("%s (%d/%d)", part, len(found), len(hidden))
-	for _, c := range BudgetCandidateLetters(task) {
+	reply := fmt.Sprintf("%s (%d/%d)", part, len(found), len(keys))
+	for _, c := range listed {
 		if !asked[c] {
 			return reply + " next " + string(c), nil
 		}
@@ -183,7 +262,7 @@ func firstLetter(s string) (byte, bool) {
 }
 
 // tallyCount reads the count n of the running tally "(n/3)" or "(3/3:
-// pairs)" of a tally reply (the last parenthesis, at its end or before
+// keys)" of a tally reply (the last parenthesis, at its end or before
 // " next x"); ok is false when the reply has none.
 func tallyCount(reply string) (n int, ok bool) {
 	i := strings.LastIndexByte(reply, '(')
@@ -194,8 +273,8 @@ func tallyCount(reply string) (n int, ok bool) {
 	if rest := reply[j+1:]; rest != "" && (len(rest) != 7 || !strings.HasPrefix(rest, " next ")) {
 		return 0, false
 	}
-	count, pairs, listed := strings.Cut(reply[i+1:j], ": ")
-	if listed && len(parsePairs(pairs)) != NumKeys {
+	count, keys, listed := strings.Cut(reply[i+1:j], ": ")
+	if listed && len(loneLetters(keys)) != NumKeys {
 		return 0, false
 	}
 	num, den, found := strings.Cut(count, "/")
@@ -209,6 +288,62 @@ func tallyCount(reply string) (n int, ok bool) {
 	return n, true
 }
 
+// TallyScorer grades the tally family's answers: the distinct lone letters
+// of the answer (see Simulator) are the keys it names. The i-th unit test
+// passes when the answer names the i-th key, unless it names more than
+// NumKeys letters, which passes none. The score is Passed of Total = 3
+// with Reward Passed/3; Note says why an answer passed nothing: "no
+// letters" or "more than 3 letters".
+type TallyScorer struct{}
+
+var _ sweetrl.Scorer = TallyScorer{}
+
+// Score implements sweetrl.Scorer. It fails when ctx is done, when tasks
+// and answers differ in length, or when a task is not the family's; the
+// error names the task's index.
+func (TallyScorer) Score(ctx context.Context, tasks []sweetrl.Task, answers []string) ([]sweetrl.Score, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if len(tasks) != len(answers) {
+		return nil, fmt.Errorf("tally scorer: %d tasks but %d answers", len(tasks), len(answers))
+	}
+	scores := make([]sweetrl.Score, len(tasks))
+	for i, task := range tasks {
+		_, keys, err := parseTally(task)
+		if err != nil {
+			return nil, fmt.Errorf("tally scorer: task %d: %w", i, err)
+		}
+		scores[i] = tallyScore(keys, answers[i])
+	}
+	return scores, nil
+}
+
+// tallyScore grades one answer.
+func tallyScore(keys []byte, answer string) sweetrl.Score {
+	var named []byte
+	for _, c := range loneLetters(answer) {
+		if !slices.Contains(named, c) {
+			named = append(named, c)
+		}
+	}
+	s := sweetrl.Score{Total: len(keys)}
+	switch {
+	case len(named) == 0:
+		s.Note = "no letters"
+	case len(named) > len(keys):
+		s.Note = fmt.Sprintf("more than %d letters", len(keys))
+	default:
+		for _, k := range keys {
+			if slices.Contains(named, k) {
+				s.Passed++
+			}
+		}
+	}
+	s.Reward = float64(s.Passed) / float64(s.Total)
+	return s
+}
+
 // TallyScriptedTrajectories plays every tally task perTask times with a
 // scripted agent, deterministically for a seed: the supervised start of a
 // model. The agent decides afresh at every turn, from the last reply's
@@ -217,12 +352,12 @@ func tallyCount(reply string) (n int, ok bool) {
 //
 //   - while the count is below 3/3: with probability TallyWaste it wastes
 //     the turn (asks again the letter it asked last, or "?" before any),
-//     with probability TallyHasty it answers at once, guessing the digits
-//     it does not know uniformly, and otherwise it asks the next listed
+//     with probability TallyHasty it answers at once, naming the keys it
+//     found and, for the others, letters drawn uniformly from the listed
+//     letters it has not asked, and otherwise it asks the next listed
 //     letter it has not asked ("b?");
 //   - once the count reads 3/3: with probability TallyLinger it asks the
-//     last letter again, and otherwise it answers with the digits the
-//     replies gave.
+//     last letter again, and otherwise it answers with the keys.
 //
 // It does not count its turns: a question on the sixth turn is, as the
 // protocol says, the answer (and fails). It panics if perTask is negative
@@ -235,7 +370,7 @@ func TallyScriptedTrajectories(tasks []sweetrl.Task, perTask int, seed uint64) [
 	policy := tallyScripted(rng)
 	out := make([]sweetrl.Trajectory, 0, len(tasks)*perTask)
 	for i, task := range tasks {
-		if err := checkTally(task); err != nil {
+		if _, _, err := parseTally(task); err != nil {
 			panic(fmt.Sprintf("demotask: tally scripted trajectories: task %d: %v", i, err))
 		}
 		for range perTask {
@@ -245,47 +380,35 @@ func TallyScriptedTrajectories(tasks []sweetrl.Task, perTask int, seed uint64) [
 	return out
 }
 
-// checkTally reports whether task is a tally task.
-func checkTally(task sweetrl.Task) error {
-	if _, err := parseHidden(task.HiddenInformation); err != nil {
-		return err
-	}
-	if n := len(BudgetCandidateLetters(task)); n != TallyCandidates {
-		return fmt.Errorf("%d listed letters, want %d", n, TallyCandidates)
-	}
-	return nil
-}
-
 // tallyState is what a tally agent knows before a turn, read from the
 // dialogue so far.
 type tallyState struct {
-	hidden []pair         // the task's keys and digits (to place guesses)
-	cands  []byte         // the listed letters
-	next   byte           // the first listed letter not yet asked (0: none)
-	last   byte           // the letter asked last (0: none)
-	count  int            // the last reply's count (0 before any)
-	known  map[byte]byte  // digits the replies gave
-	turns  []sweetrl.Turn // the dialogue so far
+	cands []byte         // the listed letters
+	next  byte           // the first listed letter not yet asked (0: none)
+	last  byte           // the letter asked last (0: none)
+	count int            // the last reply's count (0 before any)
+	found []byte         // the keys the replies revealed, in order
+	asked map[byte]bool  // the letters asked
+	turns []sweetrl.Turn // the dialogue so far
 }
 
 // tallyStateOf reads the state of an episode of task from its dialogue.
-func tallyStateOf(task sweetrl.Task, hidden []pair, turns []sweetrl.Turn) tallyState {
-	s := tallyState{hidden: hidden, cands: BudgetCandidateLetters(task), known: map[byte]byte{}, turns: turns}
-	asked := map[byte]bool{}
+func tallyStateOf(task sweetrl.Task, turns []sweetrl.Turn) tallyState {
+	s := tallyState{cands: TallyListed(task), asked: map[byte]bool{}, turns: turns}
 	for _, t := range turns {
 		if t.Role == sweetrl.RoleAssistant {
 			if k, ok := firstLetter(t.Content); ok {
-				asked[k], s.last = true, k
+				s.asked[k], s.last = true, k
 			}
 			continue
 		}
-		for _, p := range parsePairs(t.Content) {
-			s.known[p.key] = p.digit
+		if c := t.Content; len(c) > 1 && strings.HasPrefix(c[1:], ": key") && !slices.Contains(s.found, c[0]) {
+			s.found = append(s.found, c[0])
 		}
 		s.count, _ = tallyCount(t.Content)
 	}
 	for _, c := range s.cands {
-		if !asked[c] {
+		if !s.asked[c] {
 			s.next = c
 			break
 		}
@@ -307,15 +430,20 @@ func (s tallyState) say(m TallyMove, guess *rand.Rand) string {
 		}
 		return string(s.last) + "?"
 	}
-	pairs := make([]string, len(s.hidden))
-	for i, p := range s.hidden {
-		d, ok := s.known[p.key]
-		if !ok {
-			d = byte('0' + guess.IntN(10))
+	named := slices.Clone(s.found)
+	var unasked []byte
+	for _, c := range s.cands {
+		if !s.asked[c] {
+			unasked = append(unasked, c)
 		}
-		pairs[i] = string([]byte{p.key, '=', d})
 	}
-	return sweetrl.AnswerMarker + " " + strings.Join(pairs, " ")
+	for len(named) < NumKeys && len(unasked) > 0 {
+		i := guess.IntN(len(unasked))
+		named = append(named, unasked[i])
+		unasked = slices.Delete(unasked, i, i+1)
+	}
+	slices.Sort(named)
+	return sweetrl.AnswerMarker + " " + spaced(named)
 }
 
 // TallyMove is a tally agent's kind of turn.
@@ -326,7 +454,7 @@ const (
 	MoveNext TallyMove = iota
 	// MoveWaste asks again the letter asked last ("?" before any).
 	MoveWaste
-	// MoveAnswer answers with the digits known and guesses for the rest.
+	// MoveAnswer answers with the keys found and guesses for the rest.
 	MoveAnswer
 )
 
@@ -362,13 +490,13 @@ func tallyOptimal(s tallyState) string {
 // playTally plays one tally episode whose every agent reply policy gives.
 func playTally(task sweetrl.Task, policy func(s tallyState) string) sweetrl.Trajectory {
 	ctx := context.Background()
-	hidden, err := parseHidden(task.HiddenInformation)
+	_, keys, err := parseTally(task)
 	if err != nil {
 		panic("demotask: tally episode: " + err.Error())
 	}
 	e := sweetrl.NewEpisodeWith(task, TallyProtocol())
 	for !e.Done() {
-		agentTurn(e, policy(tallyStateOf(task, hidden, e.History())))
+		agentTurn(e, policy(tallyStateOf(task, e.History())))
 		if !e.NeedsHuman() {
 			break
 		}
@@ -380,45 +508,5 @@ func playTally(task sweetrl.Task, policy func(s tallyState) string) sweetrl.Traj
 			panic("demotask: tally episode: " + err.Error())
 		}
 	}
-	return e.Trajectory(score(hidden, e.Answer()).Reward)
-}
-
-// candidateTasks returns n distinct tasks listing cands letters of which
-// NumKeys are keys, drawn from the PCG stream stream. It panics unless
-// 0 <= n <= limit.
-func candidateTasks(n int, seed, stream uint64, cands, limit int) []sweetrl.Task {
-	if n < 0 || n > limit {
-		panic(fmt.Sprintf("demotask: %d tasks asked for; at most %d", n, limit))
-	}
-	rng := rand.New(rand.NewPCG(seed, stream))
-	tasks := make([]sweetrl.Task, 0, n)
-	seen := make(map[string]bool, n)
-	for len(tasks) < n {
-		list := make([]byte, cands)
-		for i, p := range rng.Perm(len(Letters))[:cands] {
-			list[i] = Letters[p]
-		}
-		slices.Sort(list)
-		var keys []byte
-		for _, i := range rng.Perm(cands)[:NumKeys] {
-			keys = append(keys, list[i])
-		}
-		slices.Sort(keys)
-		digits := make([]int, NumKeys)
-		for i := range digits {
-			digits[i] = rng.IntN(10)
-		}
-		t := newTask(keys, digits)
-		names := make([]string, len(list))
-		for i, c := range list {
-			names[i] = string(c)
-		}
-		t.ProblemDescription = fmt.Sprintf("Need digits for %d of %s.", NumKeys, strings.Join(names, " "))
-		if seen[t.ProblemDescription+t.HiddenInformation] {
-			continue
-		}
-		seen[t.ProblemDescription+t.HiddenInformation] = true
-		tasks = append(tasks, t)
-	}
-	return tasks
+	return e.Trajectory(tallyScore(keys, e.Answer()).Reward)
 }

@@ -12,9 +12,10 @@ import (
 	"github.com/turnwise/turnwise/tokenizer"
 )
 
-// tallyTask is the tally task of the given list and hidden pairs.
-func tallyTask(list, hidden string) sweetrl.Task {
-	return sweetrl.Task{ProblemDescription: "Need digits for 3 of " + list + ".", HiddenInformation: hidden, GroundTruth: hidden}
+// tallyOf is the tally task of the given list and keys ("b c d g h",
+// "b d g").
+func tallyOf(list, keys string) sweetrl.Task {
+	return tallyTask([]byte(strings.ReplaceAll(list, " ", "")), []byte(strings.ReplaceAll(keys, " ", "")))
 }
 
 func TestTallyTasks(t *testing.T) {
@@ -22,18 +23,26 @@ func TestTallyTasks(t *testing.T) {
 	if again := TallyTasks(10, 7); !reflect.DeepEqual(again, tasks[:10]) {
 		t.Error("the first tasks of a larger call differ")
 	}
-	if other := BudgetTasks(10, 7); reflect.DeepEqual(other, tasks[:10]) {
-		t.Error("the tally tasks are the budget family's")
-	}
 	for i, task := range tasks {
-		if err := checkTally(task); err != nil || task.GroundTruth != task.HiddenInformation || len(task.TestCases) != NumKeys {
+		listed, keys, err := parseTally(task)
+		if err != nil || task.GroundTruth != task.HiddenInformation || len(task.TestCases) != NumKeys || len(listed) != TallyCandidates {
 			t.Fatalf("task %d: %+v (%v)", i, task, err)
 		}
-		hidden, _ := parseHidden(task.HiddenInformation)
-		for _, p := range hidden {
-			if !strings.ContainsRune(string(BudgetCandidateLetters(task)), rune(p.key)) {
-				t.Errorf("task %d: key %c is not listed", i, p.key)
+		for j, tc := range task.TestCases {
+			if tc.Call != string(keys[j]) {
+				t.Errorf("task %d: test %d calls %q, want %q", i, j, tc.Call, keys[j])
 			}
+		}
+	}
+	for _, bad := range []sweetrl.Task{
+		{ProblemDescription: "Find the 3 keys among b c d g.", HiddenInformation: "b d g"},
+		{ProblemDescription: "Find the 3 keys among b c d g h.", HiddenInformation: "b d"},
+		{ProblemDescription: "Find the 3 keys among b c d g h.", HiddenInformation: "d b g"},
+		{ProblemDescription: "Find the 3 keys among b c d g h.", HiddenInformation: "b d x"},
+		{ProblemDescription: "Find the 3 keys among b c d g h.", HiddenInformation: "b=4 d=0 g=7"},
+	} {
+		if _, _, err := parseTally(bad); err == nil {
+			t.Errorf("%+v: read as a tally task", bad)
 		}
 	}
 	train, test := TallySplit(7, 200, 100)
@@ -52,23 +61,23 @@ func TestTallyTasks(t *testing.T) {
 // agent message is answered, and the count is that of the distinct keys
 // the agent's messages have asked about.
 func TestTallySimulator(t *testing.T) {
-	task := tallyTask("b c d g h", "b=4 d=0 g=7")
+	task := tallyOf("b c d g h", "b d g")
 	for _, tc := range []struct {
 		name  string
 		agent []string // the agent's messages so far
 		want  string
 	}{
-		{"a key", []string{"b?"}, "b=4 (1/3) next c"},
-		{"a distractor", []string{"c?"}, "no c (0/3) next b"},
-		{"an unlisted letter", []string{"a?"}, "no a (0/3) next b"},
+		{"a key", []string{"b?"}, "b: key (1/3) next c"},
+		{"a distractor", []string{"c?"}, "c: no (0/3) next b"},
+		{"an unlisted letter", []string{"a?"}, "a: no (0/3) next b"},
 		{"no letter", []string{"what?"}, "? (0/3) next b"},
-		{"the first letter only", []string{"d and g?"}, "d=0 (1/3) next b"},
-		{"a key asked again", []string{"b?", "b?"}, "b=4 (1/3) next c"},
-		{"counting across turns", []string{"b?", "c?", "d?"}, "d=0 (2/3) next g"},
-		{"out of order", []string{"g?"}, "g=7 (1/3) next b"},
-		{"all found: the pairs", []string{"b?", "c?", "d?", "g?"}, "g=7 (3/3: b=4 d=0 g=7)"},
-		{"after all found", []string{"b?", "d?", "g?", "x?"}, "no x (3/3: b=4 d=0 g=7)"},
-		{"a letter skipped", []string{"b?", "c?", "d?", "h?"}, "no h (2/3) next g"},
+		{"the first letter only", []string{"d and g?"}, "d: key (1/3) next b"},
+		{"a key asked again", []string{"b?", "b?"}, "b: key (1/3) next c"},
+		{"counting across turns", []string{"b?", "c?", "d?"}, "d: key (2/3) next g"},
+		{"out of order", []string{"g?"}, "g: key (1/3) next b"},
+		{"all found: the keys", []string{"b?", "c?", "d?", "g?"}, "g: key (3/3: b d g)"},
+		{"after all found", []string{"b?", "d?", "g?", "x?"}, "x: no (3/3: b d g)"},
+		{"a letter skipped", []string{"b?", "c?", "d?", "h?"}, "h: no (2/3) next g"},
 	} {
 		var hist []tokenizer.Message
 		for _, a := range tc.agent {
@@ -84,9 +93,9 @@ func TestTallySimulator(t *testing.T) {
 		n     int
 		ok    bool
 	}{
-		{"b=4 (1/3)", 1, true}, {"? (0/3) next b", 0, true}, {"no x (3/3: b=4 d=0 g=7)", 3, true}, {"no h (2/3)", 2, true},
-		{"b=4 (1/3) then c", 0, false}, {"b=4", 0, false}, {"b=4 (4/3)", 0, false}, {"b=4 (1/4)", 0, false}, {"b=4 (3/3)", 0, false},
-		{"b=4 (1/3: b=4)", 0, false}, {"g=7 (3/3: b=4 d=0)", 0, false}, {"(1/3) b=4", 0, false}, {"Need digits for 3 of b c d g h.", 0, false},
+		{"b: key (1/3)", 1, true}, {"? (0/3) next b", 0, true}, {"x: no (3/3: b d g)", 3, true}, {"h: no (2/3)", 2, true},
+		{"b: key (1/3) then c", 0, false}, {"b: key", 0, false}, {"b: key (4/3)", 0, false}, {"b: key (1/4)", 0, false}, {"b: key (3/3)", 0, false},
+		{"b: key (1/3: b)", 0, false}, {"g: key (3/3: b d)", 0, false}, {"(1/3) b: key", 0, false}, {"Find the 3 keys among b c d g h.", 0, false},
 	} {
 		if n, ok := tallyCount(tc.reply); n != tc.n || ok != tc.ok {
 			t.Errorf("count of %q read as %d, %v; want %d, %v", tc.reply, n, ok, tc.n, tc.ok)
@@ -99,6 +108,39 @@ func TestTallySimulator(t *testing.T) {
 	cancel()
 	if _, err := (TallySimulator{}).Respond(ctx, task, []tokenizer.Message{{Role: sweetrl.RoleAssistant, Content: "b?"}}); err == nil {
 		t.Error("a done context was not reported")
+	}
+}
+
+func TestTallyScorer(t *testing.T) {
+	task := tallyOf("b c d g h", "b d g")
+	for _, tc := range []struct {
+		answer string
+		passed int
+		note   string
+	}{
+		{"b d g", 3, ""},
+		{"g, b and d", 3, ""},
+		{"b b d g", 3, ""},
+		{"b d c", 2, ""},
+		{"c h", 0, ""},
+		{"b", 1, ""},
+		{"b c d g", 0, "more than 3 letters"},
+		{"407", 0, "no letters"},
+		{"bdg", 0, "no letters"},
+	} {
+		sc, err := TallyScorer{}.Score(context.Background(), []sweetrl.Task{task}, []string{tc.answer})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s := sc[0]; s.Passed != tc.passed || s.Total != 3 || s.Note != tc.note || s.Reward != float64(tc.passed)/3 {
+			t.Errorf("%q: %+v, want %d passed, note %q", tc.answer, s, tc.passed, tc.note)
+		}
+	}
+	if _, err := (TallyScorer{}).Score(context.Background(), []sweetrl.Task{task}, nil); err == nil {
+		t.Error("answers and tasks of different lengths were scored")
+	}
+	if _, err := (TallyScorer{}).Score(context.Background(), []sweetrl.Task{{HiddenInformation: "nope"}}, []string{"b"}); err == nil || !strings.Contains(err.Error(), "task 0") {
+		t.Errorf("a foreign task: %v", err)
 	}
 }
 
@@ -143,7 +185,7 @@ func TestTallyBudget(t *testing.T) {
 
 // TestTallyHarmful classifies the turns of hand-written dialogues.
 func TestTallyHarmful(t *testing.T) {
-	task := tallyTask("b c d g h", "b=4 d=0 g=7")
+	task := tallyOf("b c d g h", "b d g")
 	right := TallyRightAnswer(task)
 	for _, tc := range []struct {
 		name  string
@@ -156,7 +198,7 @@ func TestTallyHarmful(t *testing.T) {
 		{"an unlisted letter", []string{"b?", "a?", "c?", "d?", "g?", right}, []int{1}},
 		{"a repeat after 3/3 is not harmful", []string{"b?", "c?", "d?", "g?", "g?", right}, nil},
 		{"the last turn is the answer", []string{"b?", "b?", "b?", "b?", "b?", "b?"}, []int{1, 2, 3, 4}},
-		{"a hasty answer", []string{"I WANT TO ANSWER: b=1 d=2 g=3"}, nil},
+		{"a hasty answer", []string{"I WANT TO ANSWER: b c h"}, nil},
 	} {
 		e := sweetrl.NewEpisodeWith(task, TallyProtocol())
 		for _, a := range tc.agent {
@@ -194,16 +236,15 @@ func TestTallyScripted(t *testing.T) {
 		if len(tr.DialogueHistory) == 0 || len(tr.DialogueHistory) > 2*TallyCandidates+2 || tr.Task.ProblemDescription != tasks[i].ProblemDescription {
 			t.Fatalf("trajectory %d: %+v", i, tr)
 		}
-		sc, err := Scorer{}.Score(context.Background(), []sweetrl.Task{tr.Task}, []string{tr.Answer})
+		sc, err := TallyScorer{}.Score(context.Background(), []sweetrl.Task{tr.Task}, []string{tr.Answer})
 		if err != nil || sc[0].Reward != tr.Reward {
 			t.Fatalf("trajectory %d: reward %v, scorer %v (%v)", i, tr.Reward, sc, err)
 		}
-		hidden, _ := parseHidden(tr.Task.HiddenInformation)
 		for j, turn := range tr.DialogueHistory {
 			if turn.Role != sweetrl.RoleAssistant {
 				continue
 			}
-			s := tallyStateOf(tr.Task, hidden, tr.DialogueHistory[:j])
+			s := tallyStateOf(tr.Task, tr.DialogueHistory[:j])
 			phase := "open"
 			if s.count == NumKeys {
 				phase = "complete"
@@ -242,7 +283,7 @@ func TestTallyScripted(t *testing.T) {
 			t.Error("a budget-family task with four letters did not panic")
 		}
 	}()
-	TallyScriptedTrajectories([]sweetrl.Task{tallyTask("b c d g", "b=4 d=0 g=7")}, 1, 1)
+	TallyScriptedTrajectories([]sweetrl.Task{tallyOf("b c d g", "b d g")}, 1, 1)
 }
 
 // TestTallyStatistics checks the statistics on a small sample: imitating

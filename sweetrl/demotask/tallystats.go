@@ -117,11 +117,10 @@ func ratio(a, b int) float64 {
 // lastKey returns the index, among a tally task's listed letters, of its
 // last key.
 func lastKey(task sweetrl.Task) int {
-	hidden, _ := parseHidden(task.HiddenInformation)
-	cands := BudgetCandidateLetters(task)
+	cands, keys, _ := parseTally(task)
 	last := -1
-	for _, p := range hidden {
-		last = max(last, slices.Index(cands, p.key))
+	for _, k := range keys {
+		last = max(last, slices.Index(cands, k))
 	}
 	return last
 }
@@ -136,7 +135,7 @@ func lastKey(task sweetrl.Task) int {
 // turn fails. The last agent turn of an episode is its answer, however it
 // reads, and is never counted.
 func TallyHarmful(task sweetrl.Task, turns []sweetrl.Turn) []int {
-	cands := BudgetCandidateLetters(task)
+	cands := TallyListed(task)
 	asked := map[byte]bool{}
 	count := 0
 	lastAgent := -1
@@ -170,9 +169,9 @@ func TallyHarmful(task sweetrl.Task, turns []sweetrl.Turn) []int {
 // after each dialogue so far (in canonical form: which listed letter each
 // agent turn asked, or that it asked none or an unlisted one, or answered,
 // and whether each reply revealed a key), it draws the next move with the
-// frequencies those dialogues show after the same dialogue. Digits are
-// not part of the canonical form: an answer gives the digits the replies
-// gave and guesses the others, as every scripted answer does.
+// frequencies those dialogues show after the same dialogue. An answer names
+// the keys the replies revealed and guesses the others among the letters
+// not asked, as every scripted answer does.
 type Imitation struct {
 	moves map[string]map[string]int // canonical dialogue so far → next move → count
 }
@@ -185,7 +184,7 @@ func ImitationPolicy(trajs []sweetrl.Trajectory) Imitation {
 		if tr.Reward != 1 {
 			continue
 		}
-		cands := BudgetCandidateLetters(tr.Task)
+		cands := TallyListed(tr.Task)
 		var prefix strings.Builder
 		for _, t := range tr.DialogueHistory {
 			if t.Role != sweetrl.RoleAssistant {
@@ -258,9 +257,11 @@ func canonicalMove(cands []byte, text string) string {
 // key, "-" for any other text (the task's statement).
 func canonicalReply(text string) string {
 	switch {
-	case strings.HasPrefix(text, "no "), strings.HasPrefix(text, "? "):
-		return text[:1]
-	case len(parsePairs(text)) > 0:
+	case strings.HasPrefix(text, "? "):
+		return "?"
+	case len(text) > 1 && strings.HasPrefix(text[1:], ": no"):
+		return "n"
+	case len(text) > 1 && strings.HasPrefix(text[1:], ": key"):
 		return "k"
 	}
 	return "-"
@@ -274,7 +275,7 @@ func (s tallyState) sayCanonical(mv string, rng *rand.Rand) string {
 	case mv == "?":
 		return "?"
 	case mv == "x":
-		for _, c := range []byte(Letters) {
+		for _, c := range []byte(TallyLetters) {
 			if !slices.Contains(s.cands, c) {
 				return string(c) + "?"
 			}

@@ -54,7 +54,7 @@ func LookupFamily(name string) (Family, error) {
 			Scripted: demotask.BudgetScriptedTrajectories, Sim: demotask.Simulator{}, Scorer: demotask.Scorer{}, Checks: budgetChecks}, nil
 	case "tally":
 		return Family{Name: "tally", Describe: demotask.DescribeTally(), Protocol: demotask.TallyProtocol(), Split: demotask.TallySplit,
-			Scripted: demotask.TallyScriptedTrajectories, Sim: demotask.TallySimulator{}, Scorer: demotask.Scorer{}, Checks: tallyChecks}, nil
+			Scripted: demotask.TallyScriptedTrajectories, Sim: demotask.TallySimulator{}, Scorer: demotask.TallyScorer{}, Checks: tallyChecks}, nil
 	}
 	return Family{}, fmt.Errorf("unknown task family %q (want one of %s)", name, strings.Join(Families, ", "))
 }
@@ -167,15 +167,15 @@ func budgetChecks(ctx context.Context, t sweetrl.Task) ([]CheckCase, error) {
 	}, nil
 }
 
-// tallyChecks: at the start, ask the first letter over answering with
-// guesses; after one letter (the count below 3/3), ask the next letter over
-// asking the first again (a wasted turn, fatal when the last key is the
-// fifth letter); once the count reads 3/3 (asking the letters in order),
-// answer right over asking again, and over a wrong answer (every digit one
-// more, modulo 10).
+// tallyChecks: at the start, ask the first letter over answering with a
+// guess (the first three listed letters); after one letter (the count below
+// 3/3), ask the next letter over asking the first again (a wasted turn,
+// fatal when the last key is the fifth letter); once the count reads 3/3
+// (asking the letters in order), answer right over asking again, and over
+// a wrong answer (the two listed letters that are not keys).
 func tallyChecks(ctx context.Context, t sweetrl.Task) ([]CheckCase, error) {
 	f, _ := LookupFamily("tally")
-	cands := demotask.BudgetCandidateLetters(t)
+	cands := demotask.TallyListed(t)
 	if len(cands) != demotask.TallyCandidates {
 		return nil, fmt.Errorf("not a tally task: %d listed letters", len(cands))
 	}
@@ -183,15 +183,17 @@ func tallyChecks(ctx context.Context, t sweetrl.Task) ([]CheckCase, error) {
 	for _, tc := range t.TestCases {
 		keys[tc.Call] = true
 	}
-	var asks []string
+	var asks, others []string
 	found := 0
 	for _, c := range cands {
-		asks = append(asks, string(c)+"?")
-		if keys[string(c)] {
-			found++
+		if !keys[string(c)] {
+			others = append(others, string(c))
 		}
-		if found == len(keys) {
-			break
+		if found < len(keys) {
+			asks = append(asks, string(c)+"?")
+			if keys[string(c)] {
+				found++
+			}
 		}
 	}
 	start, err := play(ctx, f, t, nil)
@@ -206,9 +208,11 @@ func tallyChecks(ctx context.Context, t sweetrl.Task) ([]CheckCase, error) {
 	if err != nil {
 		return nil, err
 	}
-	right, wrong := answers(t)
+	right := demotask.TallyRightAnswer(t)
+	guess := sweetrl.AnswerMarker + " " + string(cands[0]) + " " + string(cands[1]) + " " + string(cands[2])
+	wrong := sweetrl.AnswerMarker + " " + strings.Join(others, " ")
 	return []CheckCase{
-		{"at the start, ask a letter over answering with guesses", start, asks[0], guess(t)},
+		{"at the start, ask a letter over answering with a guess", start, asks[0], guess},
 		{"after one letter, ask the next over asking it again", one, string(cands[1]) + "?", asks[0]},
 		{"count 3/3, answer right over asking again", known, right, asks[len(asks)-1]},
 		{"count 3/3, answer right over a wrong answer", known, right, wrong},
