@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode"
 
 	"github.com/turnwise/turnwise/sweetrl"
 	"github.com/turnwise/turnwise/tokenizer"
@@ -23,22 +24,21 @@ import (
 //	problem:  Find the 3 keys among b c f k n.
 //	hidden:   b f n
 //
-// The agent asks about one letter a turn ("b?"). TallySimulator answers the
-// first letter the reply names, "b: key" or "c: no" ("?" when it names
-// none), followed by the tally: the number of keys the agent has asked
-// about so far, "(1/3)", and, once it reads 3/3, the keys, "(3/3: b f n)";
-// before that, while a listed letter is left that the agent has not asked,
-// "next" and the first such letter: "b: key (1/3) next c". Which letter to
-// ask, whether to stop and what to answer can thus be read off the last
-// reply. The answer names the keys, "I WANT TO ANSWER: b f n"; TallyScorer
-// passes one unit test per key it names, and none when it names more than
-// three letters.
+// The agent asks about one letter a turn: "next?" (TallyNext) asks about
+// the first listed letter not yet asked, and a reply naming a letter ("c?")
+// asks about that letter. TallySimulator answers "b: key" or "c: no" ("?"
+// when the reply asks about no letter), followed by the tally: the number
+// of keys the agent has asked about so far, "b: key (1/3)", and, once it
+// reads 3/3, the keys, "f: key (3/3: b f n)". Whether to go on asking and
+// what to answer can thus be read off the last reply. The answer names the
+// keys, "I WANT TO ANSWER: b f n"; TallyScorer passes one unit test per key
+// it names, and none when it names more than three letters.
 //
 // TallyProtocol allows six agent turns: enough to ask the five letters in
 // order and answer, so an agent that asks each listed letter once, in
 // order, until the count reads 3/3, then answers, always succeeds (the
 // optimum), while a wasted turn taken before the count is complete (a
-// letter asked again, or a question naming none) fails whenever the last
+// letter asked again, a question asking about none) fails whenever the last
 // key is the fifth letter, which the dialogue cannot show when the turn is
 // taken and the ground truth can. The scripted dialogues hold such turns in
 // successful trajectories too (when the keys came early), so imitating the
@@ -72,6 +72,10 @@ const (
 	TallyLinger = 0.25
 )
 
+// TallyNext is the agent's question about the first listed letter it has
+// not asked about.
+const TallyNext = "next?"
+
 // TallyProtocol returns the tally family's episode rules: no system prompt,
 // six agent turns, human replies cut to 400 characters.
 func TallyProtocol() sweetrl.Protocol {
@@ -81,8 +85,8 @@ func TallyProtocol() sweetrl.Protocol {
 // DescribeTally returns a short paragraph describing the tally family.
 func DescribeTally() string {
 	return "Each task lists five letters from a to z, three of which are keys " +
-		`("Find the 3 keys among b c f k n."); the human answers the first letter a reply names, "b: key" or "c: no", ` +
-		`with the count of keys found and the next letter not yet asked ("b: key (1/3) next c"; at 3/3 the keys, ` +
+		`("Find the 3 keys among b c f k n."); the agent asks "next?" (the next listed letter) or names a letter, and the ` +
+		`human answers "b: key" or "c: no" with the count of keys found ("b: key (1/3)"; at 3/3 the keys, ` +
 		`"f: key (3/3: b f n)"). The answer names the keys, "I WANT TO ANSWER: b f n". Six turns are enough to ` +
 		"ask every letter once and answer, so a wasted question before the count reads 3/3 fails whenever the " +
 		"last key is the fifth letter."
@@ -192,16 +196,13 @@ func TallyRightAnswer(task sweetrl.Task) string {
 	return sweetrl.AnswerMarker + " " + task.GroundTruth
 }
 
-// TallySimulator plays the human of the tally family. It reads the last
-// assistant message and answers the first letter from "a" to "z" in it
-// that stands alone (see Simulator): "k: key" when the letter is a key of
-// the task, "k: no" otherwise, and "?" when the message names no letter;
-// then, after a space, the running tally "(n/3)", n being the number of
-// distinct keys the agent's messages so far have asked about (the first
-// lone letter of each), or, once every key has been asked, "(3/3: b f n)"
-// with the keys; then, before that, if a listed letter is left that no
-// agent message has asked about, " next " and the first of them in the
-// list. It is stateless and deterministic.
+// TallySimulator plays the human of the tally family. It reads the letter
+// the last assistant message asks about (see tallyAsked) and answers
+// "k: key" when it is a key of the task, "k: no" otherwise, and "?" when the
+// message asks about no letter; then, after a space, the running tally
+// "(n/3)", n being the number of distinct keys the agent's messages so far
+// have asked about, or, once that is every key, "(3/3: b f n)" with the
+// keys. It is stateless and deterministic.
 type TallySimulator struct{}
 
 var _ sweetrl.Simulator = TallySimulator{}
@@ -216,25 +217,24 @@ func (TallySimulator) Respond(ctx context.Context, task sweetrl.Task, history []
 	if err != nil {
 		return "", fmt.Errorf("tally simulator: %w", err)
 	}
-	found, asked := map[byte]bool{}, map[byte]bool{}
-	last := -1
-	for i, m := range history {
-		if m.Role != sweetrl.RoleAssistant {
-			continue
-		}
-		last = i
-		if k, ok := firstLetter(m.Content); ok {
-			asked[k] = true
-			if slices.Contains(keys, k) {
-				found[k] = true
-			}
+	var agent []string
+	for _, m := range history {
+		if m.Role == sweetrl.RoleAssistant {
+			agent = append(agent, m.Content)
 		}
 	}
-	if last < 0 {
+	if len(agent) == 0 {
 		return "", errors.New("tally simulator: no agent message to answer")
 	}
+	asks := tallyAsked(listed, agent)
+	found := map[byte]bool{}
+	for _, k := range asks {
+		if slices.Contains(keys, k) {
+			found[k] = true
+		}
+	}
 	part := "?"
-	if k, ok := firstLetter(history[last].Content); ok {
+	if k := asks[len(asks)-1]; k != 0 {
 		part = string(k) + ": no"
 		if slices.Contains(keys, k) {
 			part = string(k) + ": key"
@@ -243,13 +243,32 @@ func (TallySimulator) Respond(ctx context.Context, task sweetrl.Task, history []
 	if len(found) == len(keys) {
 		return fmt.Sprintf("%s (%d/%d: %s)", part, len(found), len(keys), task.HiddenInformation), nil
 	}
-	reply := fmt.Sprintf("%s (%d/%d)", part, len(found), len(keys))
-	for _, c := range listed {
-		if !asked[c] {
-			return reply + " next " + string(c), nil
+	return fmt.Sprintf("%s (%d/%d)", part, len(found), len(keys)), nil
+}
+
+// tallyAsked returns the letter each of the agent's messages asks about (0:
+// none): its first lone letter (see Simulator), or, for a message with none
+// that holds the word "next", the first listed letter that no earlier
+// message asked about (0 once every listed letter has been).
+func tallyAsked(listed []byte, agent []string) []byte {
+	asked := map[byte]bool{}
+	out := make([]byte, len(agent))
+	for i, m := range agent {
+		k, ok := firstLetter(m)
+		if !ok && slices.ContainsFunc(strings.FieldsFunc(m, func(r rune) bool { return !unicode.IsLetter(r) }), func(w string) bool { return w == "next" }) {
+			for _, c := range listed {
+				if !asked[c] {
+					k = c
+					break
+				}
+			}
 		}
+		if k != 0 {
+			asked[k] = true
+		}
+		out[i] = k
 	}
-	return reply, nil
+	return out
 }
 
 // firstLetter returns the first lone letter of s (see loneLetters).
@@ -262,18 +281,13 @@ func firstLetter(s string) (byte, bool) {
 }
 
 // tallyCount reads the count n of the running tally "(n/3)" or "(3/3:
-// keys)" of a tally reply (the last parenthesis, at its end or before
-// " next x"); ok is false when the reply has none.
+// keys)" at the end of a tally reply; ok is false when the reply has none.
 func tallyCount(reply string) (n int, ok bool) {
 	i := strings.LastIndexByte(reply, '(')
-	j := strings.LastIndexByte(reply, ')')
-	if i < 0 || j < i {
+	if i < 0 || !strings.HasSuffix(reply, ")") {
 		return 0, false
 	}
-	if rest := reply[j+1:]; rest != "" && (len(rest) != 7 || !strings.HasPrefix(rest, " next ")) {
-		return 0, false
-	}
-	count, keys, listed := strings.Cut(reply[i+1:j], ": ")
+	count, keys, listed := strings.Cut(reply[i+1:len(reply)-1], ": ")
 	if listed && len(loneLetters(keys)) != NumKeys {
 		return 0, false
 	}
@@ -351,13 +365,12 @@ func tallyScore(keys []byte, answer string) sweetrl.Score {
 // each turn imitates the whole dialogue):
 //
 //   - while the count is below 3/3: with probability TallyWaste it wastes
-//     the turn (asks again the letter it asked last, or "?" before any),
-//     with probability TallyHasty it answers at once, naming the keys it
-//     found and, for the others, letters drawn uniformly from the listed
-//     letters it has not asked, and otherwise it asks the next listed
-//     letter it has not asked ("b?");
-//   - once the count reads 3/3: with probability TallyLinger it asks the
-//     last letter again, and otherwise it answers with the keys.
+//     the turn ("?"), with probability TallyHasty it answers at once,
+//     naming the keys it found and, for the others, letters drawn
+//     uniformly from the listed letters it has not asked, and otherwise it
+//     asks "next?";
+//   - once the count reads 3/3: with probability TallyLinger it wastes the
+//     turn ("?"), and otherwise it answers with the keys.
 //
 // It does not count its turns: a question on the sixth turn is, as the
 // protocol says, the answer (and fails). It panics if perTask is negative
@@ -384,22 +397,19 @@ func TallyScriptedTrajectories(tasks []sweetrl.Task, perTask int, seed uint64) [
 // dialogue so far.
 type tallyState struct {
 	cands []byte         // the listed letters
-	next  byte           // the first listed letter not yet asked (0: none)
-	last  byte           // the letter asked last (0: none)
 	count int            // the last reply's count (0 before any)
 	found []byte         // the keys the replies revealed, in order
-	asked map[byte]bool  // the letters asked
+	asked map[byte]bool  // the letters asked about
 	turns []sweetrl.Turn // the dialogue so far
 }
 
 // tallyStateOf reads the state of an episode of task from its dialogue.
 func tallyStateOf(task sweetrl.Task, turns []sweetrl.Turn) tallyState {
 	s := tallyState{cands: TallyListed(task), asked: map[byte]bool{}, turns: turns}
+	var agent []string
 	for _, t := range turns {
 		if t.Role == sweetrl.RoleAssistant {
-			if k, ok := firstLetter(t.Content); ok {
-				s.asked[k], s.last = true, k
-			}
+			agent = append(agent, t.Content)
 			continue
 		}
 		if c := t.Content; len(c) > 1 && strings.HasPrefix(c[1:], ": key") && !slices.Contains(s.found, c[0]) {
@@ -407,10 +417,9 @@ func tallyStateOf(task sweetrl.Task, turns []sweetrl.Turn) tallyState {
 		}
 		s.count, _ = tallyCount(t.Content)
 	}
-	for _, c := range s.cands {
-		if !s.asked[c] {
-			s.next = c
-			break
+	for _, k := range tallyAsked(s.cands, agent) {
+		if k != 0 {
+			s.asked[k] = true
 		}
 	}
 	return s
@@ -420,15 +429,9 @@ func tallyStateOf(task sweetrl.Task, turns []sweetrl.Turn) tallyState {
 func (s tallyState) say(m TallyMove, guess *rand.Rand) string {
 	switch m {
 	case MoveNext:
-		if s.next != 0 {
-			return string(s.next) + "?"
-		}
-		fallthrough // every letter asked: asking again is all there is
+		return TallyNext
 	case MoveWaste:
-		if s.last == 0 {
-			return "?"
-		}
-		return string(s.last) + "?"
+		return "?"
 	}
 	named := slices.Clone(s.found)
 	var unasked []byte
@@ -450,9 +453,9 @@ func (s tallyState) say(m TallyMove, guess *rand.Rand) string {
 type TallyMove int
 
 const (
-	// MoveNext asks the next listed letter not yet asked.
+	// MoveNext asks about the next listed letter not yet asked ("next?").
 	MoveNext TallyMove = iota
-	// MoveWaste asks again the letter asked last ("?" before any).
+	// MoveWaste asks about no letter ("?").
 	MoveWaste
 	// MoveAnswer answers with the keys found and guesses for the rest.
 	MoveAnswer

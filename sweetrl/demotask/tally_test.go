@@ -57,9 +57,10 @@ func TestTallyTasks(t *testing.T) {
 	}
 }
 
-// TestTallySimulator checks the replies: the first lone letter of the last
-// agent message is answered, and the count is that of the distinct keys
-// the agent's messages have asked about.
+// TestTallySimulator checks the replies: the letter the last agent message
+// asks about (its first lone letter, or the next listed letter for
+// "next?") is answered, and the count is that of the distinct keys the
+// agent's messages have asked about.
 func TestTallySimulator(t *testing.T) {
 	task := tallyOf("b c d g h", "b d g")
 	for _, tc := range []struct {
@@ -67,17 +68,23 @@ func TestTallySimulator(t *testing.T) {
 		agent []string // the agent's messages so far
 		want  string
 	}{
-		{"a key", []string{"b?"}, "b: key (1/3) next c"},
-		{"a distractor", []string{"c?"}, "c: no (0/3) next b"},
-		{"an unlisted letter", []string{"a?"}, "a: no (0/3) next b"},
-		{"no letter", []string{"what?"}, "? (0/3) next b"},
-		{"the first letter only", []string{"d and g?"}, "d: key (1/3) next b"},
-		{"a key asked again", []string{"b?", "b?"}, "b: key (1/3) next c"},
-		{"counting across turns", []string{"b?", "c?", "d?"}, "d: key (2/3) next g"},
-		{"out of order", []string{"g?"}, "g: key (1/3) next b"},
-		{"all found: the keys", []string{"b?", "c?", "d?", "g?"}, "g: key (3/3: b d g)"},
+		{"a key", []string{"b?"}, "b: key (1/3)"},
+		{"a distractor", []string{"c?"}, "c: no (0/3)"},
+		{"an unlisted letter", []string{"a?"}, "a: no (0/3)"},
+		{"no letter", []string{"what?"}, "? (0/3)"},
+		{"next", []string{"next?"}, "b: key (1/3)"},
+		{"next, twice", []string{"next?", "next?"}, "c: no (1/3)"},
+		{"next after a letter named", []string{"c?", "next?"}, "b: key (1/3)"},
+		{"next, as a word", []string{"the next one?"}, "b: key (1/3)"},
+		{"not the word next", []string{"nextone?"}, "? (0/3)"},
+		{"a letter before next", []string{"next: d?"}, "d: key (1/3)"},
+		{"the first letter only", []string{"d and g?"}, "d: key (1/3)"},
+		{"a key asked again", []string{"b?", "b?"}, "b: key (1/3)"},
+		{"counting across turns", []string{"next?", "next?", "next?"}, "d: key (2/3)"},
+		{"out of order", []string{"g?"}, "g: key (1/3)"},
+		{"all found: the keys", []string{"next?", "next?", "next?", "next?"}, "g: key (3/3: b d g)"},
 		{"after all found", []string{"b?", "d?", "g?", "x?"}, "x: no (3/3: b d g)"},
-		{"a letter skipped", []string{"b?", "c?", "d?", "h?"}, "h: no (2/3) next g"},
+		{"every letter asked", []string{"b?", "c?", "d?", "h?", "g?", "next?"}, "? (3/3: b d g)"},
 	} {
 		var hist []tokenizer.Message
 		for _, a := range tc.agent {
@@ -93,8 +100,8 @@ func TestTallySimulator(t *testing.T) {
 		n     int
 		ok    bool
 	}{
-		{"b: key (1/3)", 1, true}, {"? (0/3) next b", 0, true}, {"x: no (3/3: b d g)", 3, true}, {"h: no (2/3)", 2, true},
-		{"b: key (1/3) then c", 0, false}, {"b: key", 0, false}, {"b: key (4/3)", 0, false}, {"b: key (1/4)", 0, false}, {"b: key (3/3)", 0, false},
+		{"b: key (1/3)", 1, true}, {"? (0/3)", 0, true}, {"x: no (3/3: b d g)", 3, true}, {"h: no (2/3)", 2, true},
+		{"b: key (1/3) next c", 0, false}, {"b: key", 0, false}, {"b: key (4/3)", 0, false}, {"b: key (1/4)", 0, false}, {"b: key (3/3)", 0, false},
 		{"b: key (1/3: b)", 0, false}, {"g: key (3/3: b d)", 0, false}, {"(1/3) b: key", 0, false}, {"Find the 3 keys among b c d g h.", 0, false},
 	} {
 		if n, ok := tallyCount(tc.reply); n != tc.n || ok != tc.ok {
@@ -192,9 +199,11 @@ func TestTallyHarmful(t *testing.T) {
 		agent []string
 		want  []int // indices of the agent turns that are harmful
 	}{
-		{"the optimum", []string{"b?", "c?", "d?", "g?", right}, nil},
-		{"an empty question first", []string{"?", "b?", "c?", "d?", "g?", right}, []int{0}},
+		{"the optimum", []string{"next?", "next?", "next?", "next?", right}, nil},
+		{"the optimum, naming the letters", []string{"b?", "c?", "d?", "g?", right}, nil},
+		{"an empty question first", []string{"?", "next?", "next?", "next?", "next?", right}, []int{0}},
 		{"a repeat", []string{"b?", "b?", "c?", "d?", "g?", right}, []int{1}},
+		{"next after every letter", []string{"b?", "c?", "d?", "h?", "next?", right}, nil},
 		{"an unlisted letter", []string{"b?", "a?", "c?", "d?", "g?", right}, []int{1}},
 		{"a repeat after 3/3 is not harmful", []string{"b?", "c?", "d?", "g?", "g?", right}, nil},
 		{"the last turn is the answer", []string{"b?", "b?", "b?", "b?", "b?", "b?"}, []int{1, 2, 3, 4}},
@@ -252,7 +261,7 @@ func TestTallyScripted(t *testing.T) {
 			switch {
 			case strings.Contains(turn.Content, sweetrl.AnswerMarker):
 				moves[phase][MoveAnswer]++
-			case s.next != 0 && turn.Content == string(s.next)+"?":
+			case turn.Content == TallyNext:
 				moves[phase][MoveNext]++
 			default:
 				moves[phase][MoveWaste]++

@@ -127,35 +127,40 @@ func lastKey(task sweetrl.Task) int {
 
 // TallyHarmful returns the indices (into turns) of the harmful agent turns
 // of a tally dialogue: the turns taken while the running count was below
-// 3/3 that neither ask a listed letter not yet asked nor answer (a letter
-// asked again, an unlisted letter, a question naming none). Each costs one
-// of the six turns the optimum needs when the last key is the fifth letter,
-// and the dialogue so far cannot tell whether it is: in the task that shares
-// the dialogue up to that turn but whose remaining keys come last, the same
-// turn fails. The last agent turn of an episode is its answer, however it
-// reads, and is never counted.
+// 3/3 that neither ask about a listed letter not yet asked nor answer (a
+// letter asked again, an unlisted letter, a question asking about none).
+// Each costs one of the six turns the optimum needs when the last key is
+// the fifth letter, and the dialogue so far cannot tell whether it is: in
+// the task that shares the dialogue up to that turn but whose remaining
+// keys come last, the same turn fails. The last agent turn of an episode is
+// its answer, however it reads, and is never counted.
 func TallyHarmful(task sweetrl.Task, turns []sweetrl.Turn) []int {
 	cands := TallyListed(task)
-	asked := map[byte]bool{}
-	count := 0
-	lastAgent := -1
+	var agent []string
+	var at []int
 	for i, t := range turns {
 		if t.Role == sweetrl.RoleAssistant {
-			lastAgent = i
+			agent = append(agent, t.Content)
+			at = append(at, i)
 		}
 	}
+	asks := tallyAsked(cands, agent)
+	asked := map[byte]bool{}
+	count := 0
 	var out []int
+	a := 0
 	for i, t := range turns {
 		if t.Role != sweetrl.RoleAssistant {
 			count, _ = tallyCount(t.Content)
 			continue
 		}
-		if i == lastAgent || strings.Contains(t.Content, sweetrl.AnswerMarker) {
+		k := asks[a]
+		a++
+		if i == at[len(at)-1] || strings.Contains(t.Content, sweetrl.AnswerMarker) {
 			continue
 		}
-		k, ok := firstLetter(t.Content)
-		useful := ok && slices.Contains(cands, k) && !asked[k]
-		if ok {
+		useful := k != 0 && slices.Contains(cands, k) && !asked[k]
+		if k != 0 {
 			asked[k] = true
 		}
 		if !useful && count < NumKeys {
@@ -236,14 +241,18 @@ func (im Imitation) next(s tallyState, rng *rand.Rand) (reply string, ok bool) {
 }
 
 // canonicalMove is the canonical form of an agent turn: "A" for an answer,
-// the index of the listed letter it asks ("0"…"4"), "x" for an unlisted
-// letter, "?" for none.
+// "N" for a question about the next letter (TallyNext: no letter named,
+// the word "next"), the index of the listed letter it names ("0"…"4"), "x"
+// for an unlisted letter, "?" for none.
 func canonicalMove(cands []byte, text string) string {
 	if strings.Contains(text, sweetrl.AnswerMarker) {
 		return "A"
 	}
 	k, ok := firstLetter(text)
 	if !ok {
+		if tallyAsked(cands, []string{text})[0] != 0 {
+			return "N"
+		}
 		return "?"
 	}
 	if i := slices.Index(cands, k); i >= 0 {
@@ -272,6 +281,8 @@ func (s tallyState) sayCanonical(mv string, rng *rand.Rand) string {
 	switch {
 	case mv == "A":
 		return s.say(MoveAnswer, rng)
+	case mv == "N":
+		return TallyNext
 	case mv == "?":
 		return "?"
 	case mv == "x":

@@ -167,12 +167,12 @@ func budgetChecks(ctx context.Context, t sweetrl.Task) ([]CheckCase, error) {
 	}, nil
 }
 
-// tallyChecks: at the start, ask the first letter over answering with a
-// guess (the first three listed letters); after one letter (the count below
-// 3/3), ask the next letter over asking the first again (a wasted turn,
-// fatal when the last key is the fifth letter); once the count reads 3/3
-// (asking the letters in order), answer right over asking again, and over
-// a wrong answer (the two listed letters that are not keys).
+// tallyChecks: at the start, ask about the next letter over answering with
+// a guess (the first three listed letters); after one letter (the count
+// below 3/3), ask about the next over a question asking about none (a
+// wasted turn, fatal when the last key is the fifth letter); once the count
+// reads 3/3 (asking the letters in order), answer right over asking on,
+// and over a wrong answer (the two listed letters that are not keys).
 func tallyChecks(ctx context.Context, t sweetrl.Task) ([]CheckCase, error) {
 	f, _ := LookupFamily("tally")
 	cands := demotask.TallyListed(t)
@@ -190,7 +190,7 @@ func tallyChecks(ctx context.Context, t sweetrl.Task) ([]CheckCase, error) {
 			others = append(others, string(c))
 		}
 		if found < len(keys) {
-			asks = append(asks, string(c)+"?")
+			asks = append(asks, demotask.TallyNext)
 			if keys[string(c)] {
 				found++
 			}
@@ -212,9 +212,9 @@ func tallyChecks(ctx context.Context, t sweetrl.Task) ([]CheckCase, error) {
 	guess := sweetrl.AnswerMarker + " " + string(cands[0]) + " " + string(cands[1]) + " " + string(cands[2])
 	wrong := sweetrl.AnswerMarker + " " + strings.Join(others, " ")
 	return []CheckCase{
-		{"at the start, ask a letter over answering with a guess", start, asks[0], guess},
-		{"after one letter, ask the next over asking it again", one, string(cands[1]) + "?", asks[0]},
-		{"count 3/3, answer right over asking again", known, right, asks[len(asks)-1]},
+		{"at the start, ask next over answering with a guess", start, demotask.TallyNext, guess},
+		{"after one letter, ask next over an empty question", one, demotask.TallyNext, "?"},
+		{"count 3/3, answer right over asking on", known, right, demotask.TallyNext},
 		{"count 3/3, answer right over a wrong answer", known, right, wrong},
 	}, nil
 }
