@@ -29,10 +29,14 @@ import (
 // asks about that letter. TallySimulator answers "b: key" or "c: no" ("?"
 // when the reply asks about no letter), followed by the tally: the number
 // of keys the agent has asked about so far, "b: key (1/3)", and, once it
-// reads 3/3, the keys, "f: key (3/3: b f n)". Whether to go on asking and
-// what to answer can thus be read off the last reply. The answer names the
-// keys, "I WANT TO ANSWER: b f n"; TallyScorer passes one unit test per key
-// it names, and none when it names more than three letters.
+// reads 3/3, the keys, "f: key (3/3: b f n)". Whether to go on asking can
+// thus be read off the last reply. The agent ends the episode by answering
+// ("I WANT TO ANSWER: done", TallyAnswer), and its answer is the keys the
+// human's replies revealed (TallyProtocol's Answer): the decision that
+// matters in the answer turn is to answer, the text after the marker is
+// not read. TallyScorer passes one unit test per key the answer names, and
+// none when it names more than three letters; an episode that ends at the
+// turn limit without the marker answers nothing.
 //
 // TallyProtocol allows six agent turns: enough to ask the five letters in
 // order and answer, so an agent that asks each listed letter once, in
@@ -76,10 +80,32 @@ const (
 // not asked about.
 const TallyNext = "next?"
 
+// TallyAnswer is the scripted agent's answer. The text after the marker
+// is not read: the answer is the keys the replies revealed.
+const TallyAnswer = sweetrl.AnswerMarker + " done"
+
 // TallyProtocol returns the tally family's episode rules: no system prompt,
-// six agent turns, human replies cut to 400 characters.
+// six agent turns, human replies cut to 400 characters, and the answer
+// taken from the dialogue (tallyAnswer).
 func TallyProtocol() sweetrl.Protocol {
-	return sweetrl.Protocol{System: "", MaxTurns: TallyCandidates + 1, ReplyLimit: 400}
+	return sweetrl.Protocol{System: "", MaxTurns: TallyCandidates + 1, ReplyLimit: 400, Answer: tallyAnswer}
+}
+
+// tallyAnswer is the answer of a tally episode that has just ended: when
+// its last agent turn holds the answer marker, the keys the human's replies
+// revealed ("b: key"), in the order revealed, separated by spaces; "" when
+// the episode ended at the turn limit without the marker.
+func tallyAnswer(history []sweetrl.Turn) string {
+	if len(history) == 0 || !strings.Contains(history[len(history)-1].Content, sweetrl.AnswerMarker) {
+		return ""
+	}
+	var keys []byte
+	for _, t := range history {
+		if c := t.Content; t.Role == sweetrl.RoleUser && len(c) > 1 && strings.HasPrefix(c[1:], ": key") && !slices.Contains(keys, c[0]) {
+			keys = append(keys, c[0])
+		}
+	}
+	return spaced(keys)
 }
 
 // DescribeTally returns a short paragraph describing the tally family.
@@ -87,7 +113,7 @@ func DescribeTally() string {
 	return "Each task lists five letters from a to z, three of which are keys " +
 		`("Find the 3 keys among b c f k n."); the agent asks "next?" (the next listed letter) or names a letter, and the ` +
 		`human answers "b: key" or "c: no" with the count of keys found ("b: key (1/3)"; at 3/3 the keys, ` +
-		`"f: key (3/3: b f n)"). The answer names the keys, "I WANT TO ANSWER: b f n". Six turns are enough to ` +
+		`"f: key (3/3: b f n)"). The agent ends by answering; the answer is the keys the replies revealed. Six turns are enough to ` +
 		"ask every letter once and answer, so a wasted question before the count reads 3/3 fails whenever the " +
 		"last key is the fifth letter."
 }
@@ -188,12 +214,6 @@ func parseTally(task sweetrl.Task) (listed, keys []byte, err error) {
 		keys = append(keys, f[0])
 	}
 	return listed, keys, nil
-}
-
-// TallyRightAnswer returns the right answer of a tally task: the marker
-// and its ground truth, "I WANT TO ANSWER: b f n".
-func TallyRightAnswer(task sweetrl.Task) string {
-	return sweetrl.AnswerMarker + " " + task.GroundTruth
 }
 
 // TallySimulator plays the human of the tally family. It reads the letter
@@ -365,12 +385,10 @@ func tallyScore(keys []byte, answer string) sweetrl.Score {
 // each turn imitates the whole dialogue):
 //
 //   - while the count is below 3/3: with probability TallyWaste it wastes
-//     the turn ("?"), with probability TallyHasty it answers at once,
-//     naming the keys it found and, for the others, letters drawn
-//     uniformly from the listed letters it has not asked, and otherwise it
-//     asks "next?";
+//     the turn ("?"), with probability TallyHasty it answers at once
+//     (TallyAnswer), and otherwise it asks "next?";
 //   - once the count reads 3/3: with probability TallyLinger it wastes the
-//     turn ("?"), and otherwise it answers with the keys.
+//     turn ("?"), and otherwise it answers.
 //
 // It does not count its turns: a question on the sixth turn is, as the
 // protocol says, the answer (and fails). It panics if perTask is negative
@@ -398,55 +416,29 @@ func TallyScriptedTrajectories(tasks []sweetrl.Task, perTask int, seed uint64) [
 type tallyState struct {
 	cands []byte         // the listed letters
 	count int            // the last reply's count (0 before any)
-	found []byte         // the keys the replies revealed, in order
-	asked map[byte]bool  // the letters asked about
 	turns []sweetrl.Turn // the dialogue so far
 }
 
 // tallyStateOf reads the state of an episode of task from its dialogue.
 func tallyStateOf(task sweetrl.Task, turns []sweetrl.Turn) tallyState {
-	s := tallyState{cands: TallyListed(task), asked: map[byte]bool{}, turns: turns}
-	var agent []string
+	s := tallyState{cands: TallyListed(task), turns: turns}
 	for _, t := range turns {
-		if t.Role == sweetrl.RoleAssistant {
-			agent = append(agent, t.Content)
-			continue
-		}
-		if c := t.Content; len(c) > 1 && strings.HasPrefix(c[1:], ": key") && !slices.Contains(s.found, c[0]) {
-			s.found = append(s.found, c[0])
-		}
-		s.count, _ = tallyCount(t.Content)
-	}
-	for _, k := range tallyAsked(s.cands, agent) {
-		if k != 0 {
-			s.asked[k] = true
+		if t.Role == sweetrl.RoleUser {
+			s.count, _ = tallyCount(t.Content)
 		}
 	}
 	return s
 }
 
-// say returns the reply that makes move m; guesses come from guess.
-func (s tallyState) say(m TallyMove, guess *rand.Rand) string {
+// say returns the reply that makes move m.
+func (s tallyState) say(m TallyMove) string {
 	switch m {
 	case MoveNext:
 		return TallyNext
 	case MoveWaste:
 		return "?"
 	}
-	named := slices.Clone(s.found)
-	var unasked []byte
-	for _, c := range s.cands {
-		if !s.asked[c] {
-			unasked = append(unasked, c)
-		}
-	}
-	for len(named) < NumKeys && len(unasked) > 0 {
-		i := guess.IntN(len(unasked))
-		named = append(named, unasked[i])
-		unasked = slices.Delete(unasked, i, i+1)
-	}
-	slices.Sort(named)
-	return sweetrl.AnswerMarker + " " + spaced(named)
+	return TallyAnswer
 }
 
 // TallyMove is a tally agent's kind of turn.
@@ -457,7 +449,7 @@ const (
 	MoveNext TallyMove = iota
 	// MoveWaste asks about no letter ("?").
 	MoveWaste
-	// MoveAnswer answers with the keys found and guesses for the rest.
+	// MoveAnswer answers (TallyAnswer).
 	MoveAnswer
 )
 
@@ -477,17 +469,17 @@ func tallyScripted(rng *rand.Rand) func(s tallyState) string {
 		case u < TallyWaste+TallyHasty:
 			m = MoveAnswer
 		}
-		return s.say(m, rng)
+		return s.say(m)
 	}
 }
 
 // tallyOptimal is the optimal policy of the tally family: ask the next
-// letter until the count reads 3/3, then answer (no guess is ever made).
+// letter until the count reads 3/3, then answer.
 func tallyOptimal(s tallyState) string {
 	if s.count >= NumKeys {
-		return s.say(MoveAnswer, nil)
+		return s.say(MoveAnswer)
 	}
-	return s.say(MoveNext, nil)
+	return s.say(MoveNext)
 }
 
 // playTally plays one tally episode whose every agent reply policy gives.

@@ -160,7 +160,7 @@ func TestTallyBudget(t *testing.T) {
 	}
 	wasteFirst := func(s tallyState) string {
 		if len(s.turns) == 1 { // the task's statement alone
-			return s.say(MoveWaste, nil)
+			return s.say(MoveWaste)
 		}
 		return tallyOptimal(s)
 	}
@@ -170,8 +170,8 @@ func TestTallyBudget(t *testing.T) {
 		if opt.Reward != 1 || len(TallyHarmful(task, opt.DialogueHistory)) != 0 {
 			t.Fatalf("task %d: the optimal policy got %v, harmful turns %v: %+v", i, opt.Reward, TallyHarmful(task, opt.DialogueHistory), opt.DialogueHistory)
 		}
-		if opt.DialogueHistory[len(opt.DialogueHistory)-1].Content != TallyRightAnswer(task) {
-			t.Errorf("task %d: the optimum answered %q", i, opt.DialogueHistory[len(opt.DialogueHistory)-1].Content)
+		if opt.Answer != task.GroundTruth {
+			t.Errorf("task %d: the optimum's answer %q, want %q", i, opt.Answer, task.GroundTruth)
 		}
 		w := playTally(task, wasteFirst)
 		late := lastKey(task) == TallyCandidates-1
@@ -193,7 +193,7 @@ func TestTallyBudget(t *testing.T) {
 // TestTallyHarmful classifies the turns of hand-written dialogues.
 func TestTallyHarmful(t *testing.T) {
 	task := tallyOf("b c d g h", "b d g")
-	right := TallyRightAnswer(task)
+	right := TallyAnswer
 	for _, tc := range []struct {
 		name  string
 		agent []string
@@ -207,7 +207,7 @@ func TestTallyHarmful(t *testing.T) {
 		{"an unlisted letter", []string{"b?", "a?", "c?", "d?", "g?", right}, []int{1}},
 		{"a repeat after 3/3 is not harmful", []string{"b?", "c?", "d?", "g?", "g?", right}, nil},
 		{"the last turn is the answer", []string{"b?", "b?", "b?", "b?", "b?", "b?"}, []int{1, 2, 3, 4}},
-		{"a hasty answer", []string{"I WANT TO ANSWER: b c h"}, nil},
+		{"a hasty answer", []string{TallyAnswer}, nil},
 	} {
 		e := sweetrl.NewEpisodeWith(task, TallyProtocol())
 		for _, a := range tc.agent {
@@ -312,7 +312,7 @@ func TestTallyStatistics(t *testing.T) {
 	if math.Abs(st.LastKeyFifth-0.6) > 0.02 { // C(4,2)/C(5,3) of the key sets
 		t.Errorf("last key fifth in %.3f of tasks, want 0.6", st.LastKeyFifth)
 	}
-	if st.Unseen > 0.02 {
+	if st.Unseen > 0.05 {
 		t.Errorf("%.3f of the imitating policy's turns were off the successes", st.Unseen)
 	}
 }

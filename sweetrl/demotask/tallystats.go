@@ -174,9 +174,7 @@ func TallyHarmful(task sweetrl.Task, turns []sweetrl.Turn) []int {
 // after each dialogue so far (in canonical form: which listed letter each
 // agent turn asked, or that it asked none or an unlisted one, or answered,
 // and whether each reply revealed a key), it draws the next move with the
-// frequencies those dialogues show after the same dialogue. An answer names
-// the keys the replies revealed and guesses the others among the letters
-// not asked, as every scripted answer does.
+// frequencies those dialogues show after the same dialogue.
 type Imitation struct {
 	moves map[string]map[string]int // canonical dialogue so far → next move → count
 }
@@ -280,7 +278,7 @@ func canonicalReply(text string) string {
 func (s tallyState) sayCanonical(mv string, rng *rand.Rand) string {
 	switch {
 	case mv == "A":
-		return s.say(MoveAnswer, rng)
+		return s.say(MoveAnswer)
 	case mv == "N":
 		return TallyNext
 	case mv == "?":

@@ -167,12 +167,13 @@ func budgetChecks(ctx context.Context, t sweetrl.Task) ([]CheckCase, error) {
 	}, nil
 }
 
-// tallyChecks: at the start, ask about the next letter over answering with
-// a guess (the first three listed letters); after one letter (the count
-// below 3/3), ask about the next over a question asking about none (a
-// wasted turn, fatal when the last key is the fifth letter); once the count
-// reads 3/3 (asking the letters in order), answer right over asking on,
-// and over a wrong answer (the two listed letters that are not keys).
+// tallyChecks: at the start, ask about the next letter over answering;
+// after one letter (the count below 3/3), ask about the next over a
+// question asking about none (a wasted turn, fatal when the last key is the
+// fifth letter); once two keys are known (asking the letters in order), ask
+// about the next over answering; once the count reads 3/3, answer over
+// asking on. (A tally answer is the keys the replies revealed: answering is
+// the whole of the decision.)
 func tallyChecks(ctx context.Context, t sweetrl.Task) ([]CheckCase, error) {
 	f, _ := LookupFamily("tally")
 	cands := demotask.TallyListed(t)
@@ -183,38 +184,32 @@ func tallyChecks(ctx context.Context, t sweetrl.Task) ([]CheckCase, error) {
 	for _, tc := range t.TestCases {
 		keys[tc.Call] = true
 	}
-	var asks, others []string
+	var asks []string
+	two := 0 // asks until two keys are known
 	found := 0
 	for _, c := range cands {
-		if !keys[string(c)] {
-			others = append(others, string(c))
+		if found == len(keys) {
+			break
 		}
-		if found < len(keys) {
-			asks = append(asks, demotask.TallyNext)
-			if keys[string(c)] {
-				found++
+		asks = append(asks, demotask.TallyNext)
+		if keys[string(c)] {
+			found++
+			if found == 2 {
+				two = len(asks)
 			}
 		}
 	}
-	start, err := play(ctx, f, t, nil)
-	if err != nil {
-		return nil, err
+	var states [4][]sweetrl.Turn
+	for i, n := range []int{0, 1, two, len(asks)} {
+		var err error
+		if states[i], err = play(ctx, f, t, asks[:n]); err != nil {
+			return nil, err
+		}
 	}
-	one, err := play(ctx, f, t, asks[:1])
-	if err != nil {
-		return nil, err
-	}
-	known, err := play(ctx, f, t, asks)
-	if err != nil {
-		return nil, err
-	}
-	right := demotask.TallyRightAnswer(t)
-	guess := sweetrl.AnswerMarker + " " + string(cands[0]) + " " + string(cands[1]) + " " + string(cands[2])
-	wrong := sweetrl.AnswerMarker + " " + strings.Join(others, " ")
 	return []CheckCase{
-		{"at the start, ask next over answering with a guess", start, demotask.TallyNext, guess},
-		{"after one letter, ask next over an empty question", one, demotask.TallyNext, "?"},
-		{"count 3/3, answer right over asking on", known, right, demotask.TallyNext},
-		{"count 3/3, answer right over a wrong answer", known, right, wrong},
+		{"at the start, ask next over answering", states[0], demotask.TallyNext, demotask.TallyAnswer},
+		{"after one letter, ask next over an empty question", states[1], demotask.TallyNext, "?"},
+		{"count 2/3, ask next over answering", states[2], demotask.TallyNext, demotask.TallyAnswer},
+		{"count 3/3, answer over asking on", states[3], demotask.TallyAnswer, demotask.TallyNext},
 	}, nil
 }

@@ -274,7 +274,7 @@ func TestEveryMethod(t *testing.T) {
 	}
 }
 
-// TestChecks checks the critic check's decisions on both families: the
+// TestChecks checks the critic check's decisions on every family: the
 // better reply of an answer decision scores 1 with the family's scorer,
 // the wrong answer 0, and the state before it holds every key's digit.
 func TestChecks(t *testing.T) {
@@ -293,9 +293,16 @@ func TestChecks(t *testing.T) {
 				if !strings.HasPrefix(cc.Better, sweetrl.AnswerMarker) {
 					continue
 				}
-				ans, _ := sweetrl.Answer(cc.Better)
-				bad, _ := sweetrl.Answer(cc.Worse)
-				sc, err := f.Scorer.Score(context.Background(), []sweetrl.Task{task, task}, []string{ans, bad})
+				// The answers as the episode gives them (a tally answer is
+				// the keys the replies revealed).
+				answer := func(reply string) string {
+					if f.Protocol.Answer != nil {
+						return f.Protocol.Answer(append(slices.Clone(cc.Before), sweetrl.Turn{Role: sweetrl.RoleAssistant, Content: reply}))
+					}
+					a, _ := sweetrl.Answer(reply)
+					return a
+				}
+				sc, err := f.Scorer.Score(context.Background(), []sweetrl.Task{task, task}, []string{answer(cc.Better), answer(cc.Worse)})
 				if err != nil {
 					t.Fatal(err)
 				}
