@@ -43,8 +43,10 @@ somewhat more after sums over a few hundred tokens. Every value is checked to
 from: a score relative to itself; a log-ratio (the difference of two scores
 or mean log-probabilities that may nearly cancel) relative to the sum of the
 two magnitudes it is the difference of; a loss relative to itself; a
-gradient tensor norm-wise, |g_go - g_py| <= tol * |g_py| (a single entry
-near zero carries float32's absolute error, not a relative one). The check
+gradient norm-wise, as one vector over every LoRA matrix of the adapter,
+|g_go - g_py| <= tol * |g_py|, and each matrix relative to the norm of the
+whole (a single entry, or a matrix, whose share of the gradient is small
+carries float32's absolute error, not a relative one). The check
 fails, printing every value that does not agree, and exits with status 1.
 """
 
@@ -285,14 +287,23 @@ def check_prefs(ck, name, model, lora, rec, kind):
 
 
 def check_grads(ck, name, lora, grad_dir):
+    """The gradient is one vector over every LoRA matrix of the adapter: the
+    whole is checked norm-wise, and so is each matrix, relative to the norm
+    of the whole (a matrix whose share of the gradient is small carries
+    float32's absolute error)."""
     go = read_safetensors(os.path.join(grad_dir, "adapter_model.safetensors"))
     ck.require(f"{name} gradient: tensors {sorted(go)} against the adapter's {sorted(lora.tensors)}", sorted(go) == sorted(lora.tensors))
-    for tname, t in lora.tensors.items():
-        g_py = t.grad if t.grad is not None else torch.zeros_like(t)
+    py = {n: (t.grad if t.grad is not None else torch.zeros_like(t)) for n, t in lora.tensors.items()}
+    whole = math.sqrt(sum(g.norm().item() ** 2 for g in py.values()))
+    diff2 = 0.0
+    for tname, g_py in py.items():
         g_go = go.get(tname)
         if g_go is None:
             continue
-        ck.close_norm(f"gradient: {name} {tname}", (g_go - g_py).norm().item(), g_py.norm().item())
+        d = (g_go - g_py).norm().item()
+        diff2 += d * d
+        ck.close_norm(f"gradient matrix: {name} {tname}", d, whole)
+    ck.close_norm(f"gradient: {name}", math.sqrt(diff2), whole)
 
 
 def check_advantages(ck, model, loras, cases):

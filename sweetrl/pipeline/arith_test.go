@@ -53,7 +53,7 @@ func TestArithCrossCheck(t *testing.T) {
 			c := tiny(t, tc.family, t.TempDir())
 			c.From, c.K, c.RLTasks, c.ValTasks, c.CriticEpochs = t.TempDir(), 4, 8, 3, 2
 			c.Score, c.Baseline, c.NLLSequence, c.CheckValues = tc.score, tc.baseline, tc.nllSeq, 3
-			c.LR = LRs{Critic: 3e-2, Actor: 3e-2, DPO: 1e-4, RFT: 5e-4}
+			c.LR = LRs{Critic: 3e-2, Actor: 1e-2, DPO: 1e-4, RFT: 5e-4}
 			fixtureWith(t, c, 0.3)
 			var log strings.Builder
 			c.Log = &log
@@ -101,7 +101,7 @@ func TestArithCrossCheck(t *testing.T) {
 				t.Fatalf("sweetrl_check.py: %v\n%s", err, out)
 			}
 			t.Logf("%s", out)
-			for _, kind := range []string{"score", "turn log-ratio", "loss", "step loss", "gradient", "advantage"} {
+			for _, kind := range []string{"score", "turn log-ratio", "loss", "step loss", "gradient", "gradient matrix", "advantage"} {
 				if !strings.Contains(string(out), "\n  "+kind+" ") {
 					t.Errorf("the script checked no %s", kind)
 				}

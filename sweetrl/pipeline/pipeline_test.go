@@ -226,7 +226,8 @@ func TestEveryMethod(t *testing.T) {
 	for _, family := range Families {
 		t.Run(family, func(t *testing.T) {
 			c := tiny(t, family, t.TempDir())
-			c.From, c.K, c.RLTasks, c.ValTasks, c.Full, c.Select = t.TempDir(), 4, 8, 3, true, true
+			// 6 episodes per task: the validation split of every family holds a pair.
+			c.From, c.K, c.RLTasks, c.ValTasks, c.Full, c.Select = t.TempDir(), 6, 8, 3, true, true
 			fixture(t, c)
 			var log strings.Builder
 			c.Log = &log
