@@ -2,7 +2,8 @@
 # Installs what building and testing turnwise needs on a fresh Debian
 # machine: C and C++ compilers for cgo and the kernel emulator, CMake,
 # OpenBLAS, Gloo (the collectives of CPU ranks), Python 3 (the ColBench
-# answer evaluator runs answers under it), Debian's chromium, the DejaVu
+# answer evaluator runs answers under it) with Debian's PyTorch
+# (scripts/sweetrl_check.py checks the SWEET-RL arithmetic with it), Debian's chromium, the DejaVu
 # fonts and npm (sweetrl/frontend/render renders pages in chromium, with
 # Tailwind compiled by the npm tailwindcss CLI that scripts/setup-render.sh
 # installs in build/node/). Safe to run again: it installs only what is
@@ -18,6 +19,16 @@ command -v cmake >/dev/null 2>&1 || need+=(cmake)
 [ -e /usr/include/gloo/allreduce.h ] || need+=(libgloo-dev)
 command -v make >/dev/null 2>&1 || need+=(make)
 command -v python3 >/dev/null 2>&1 || need+=(python3)
+# A Python that imports torch: the one on PATH, or Debian's, where
+# python3-torch installs it.
+have_torch() {
+	local py
+	for py in python3 /usr/bin/python3; do
+		command -v "$py" >/dev/null 2>&1 && "$py" -c 'import torch' >/dev/null 2>&1 && return 0
+	done
+	return 1
+}
+have_torch || need+=(python3-torch)
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
 [ -e /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || need+=(fonts-dejavu-core)
 command -v npm >/dev/null 2>&1 || need+=(npm)
@@ -35,4 +46,4 @@ if ! command -v go >/dev/null 2>&1; then
 	exit 1
 fi
 "$(dirname "$0")/setup-render.sh"
-echo "setup: $(go version), gcc $(gcc -dumpversion), $(cmake --version | head -1), $(python3 --version), OpenBLAS and Gloo present"
+echo "setup: $(go version), gcc $(gcc -dumpversion), $(cmake --version | head -1), $(python3 --version), PyTorch, OpenBLAS and Gloo present"

@@ -20,6 +20,7 @@ CPU, in minutes.
 Families (--family):
   keys    %s
   budget  %s
+  tally   %s
 
 Steps: a small byte-level model is trained from scratch (SFT) on scripted
 dialogues of mixed quality; it plays K episodes of each RL task against a
@@ -38,7 +39,10 @@ from a small grid (--select-critic: only the critics', by validation pair
 accuracy); --full adds the ablation rows (SWEET-RL with the other
 critic score, with the other advantage baseline, and the value-head critic)
 and, on the keys family, runs the budget family too (in OUT/budget).
---from DIR reuses DIR's supervised model and rollouts.
+--from DIR reuses DIR's supervised model and rollouts. --stages sft runs
+the supervised start alone and evaluates it on the held-out tasks (the
+same tasks and sampling seeds as a whole run's "SFT start" row), to check
+a family's start before any RL method runs on it.
 
 Same seed, same --threads: same table (OpenBLAS chooses its GEMM kernels by
 CPU model; pin them with OPENBLAS_CORETYPE for the same numbers on other
@@ -52,7 +56,11 @@ func runDemo(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	fs := newFlags("demo", stderr)
 	keys, _ := pipeline.LookupFamily("keys")
 	budget, _ := pipeline.LookupFamily("budget")
-	fs.Usage = func() { fmt.Fprintf(stderr, demoUsage, keys.Describe, budget.Describe); fs.PrintDefaults() }
+	tally, _ := pipeline.LookupFamily("tally")
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, demoUsage, keys.Describe, budget.Describe, tally.Describe)
+		fs.PrintDefaults()
+	}
 	var bf backendFlags
 	bf.registerDevice(fs)
 	bf.registerRecompute(fs)
@@ -61,6 +69,7 @@ func runDemo(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	fs.StringVar(&c.OutDir, "out", "runs/demo", "directory for the models, rollouts, evaluation episodes and results.json")
 	fs.StringVar(&c.Family, "family", "keys", "task family: "+strings.Join(pipeline.Families, " or "))
 	fs.StringVar(&c.From, "from", "", "reuse this earlier run's supervised model and rollouts (same family, seed and counts)")
+	stages := fs.String("stages", "all", "all: every stage; sft: the supervised start alone, evaluated on the held-out tasks")
 	fs.Uint64Var(&c.Seed, "seed", 1, "seed of the tasks, the model and every sampling")
 	fs.IntVar(&c.SFTTasks, "sft-tasks", pipeline.DefaultSFTTasks, "tasks of scripted dialogues for the supervised start")
 	fs.IntVar(&c.SFTSteps, "sft-steps", 1200, "supervised steps")
@@ -86,6 +95,7 @@ func runDemo(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	fs.BoolVar(&c.Select, "select", false, "choose each method's learning rate on the validation split from a small grid")
 	fs.BoolVar(&c.SelectCritic, "select-critic", false, "choose only the critics' learning rates on the validation split (pair accuracy; no episodes)")
 	critSelect := fs.String("critic-select", "accuracy", "how the critic's epoch (and, with --select or --select-critic, its lr) is kept on the validation split: accuracy (pair accuracy, then loss) or check (the critic check on the validation tasks: its worst decision, then the mean, then pair accuracy)")
+	fs.IntVar(&c.CheckValues, "check-values", 4, "write this many of the critic's and the actor's pairs, their values and gradients, to OUT/check/ for scripts/sweetrl_check.py (0: none)")
 	fs.BoolVar(&c.Full, "full", false, "add the ablation rows, and on the keys family run the budget family too")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -106,6 +116,19 @@ func runDemo(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	}
 	if _, err := pipeline.LookupFamily(c.Family); err != nil {
 		return fmt.Errorf("--family: %w", err)
+	}
+	if c.CheckValues < 0 {
+		return fmt.Errorf("--check-values %d: want a count ≥ 0", c.CheckValues)
+	}
+	switch *stages {
+	case "all":
+	case "sft":
+		c.SFTOnly = true
+		if c.From != "" {
+			return errors.New("--stages sft makes the supervised start; --from reuses one: give one of them")
+		}
+	default:
+		return fmt.Errorf("--stages %q: want all or sft", *stages)
 	}
 	bf.threads = *threads
 	if c.Backend, err = bf.open(); err != nil {

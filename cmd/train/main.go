@@ -39,6 +39,7 @@ func commands() map[string]command {
 		"critic":        {"SWEET-RL critic: Bradley–Terry on trajectory pairs, with the ground truth in its prompt", runCritic},
 		"demo":          {"the whole SWEET-RL pipeline on a built-in task family, with a table of held-out success", runDemo},
 		"eval":          {"play held-out tasks and report pass rate and success (frontend: mean CLIP cosine, win rate) with 95% confidence intervals", runEval},
+		"family-stats":  {"a built-in task family's statistics from its scripted dialogues alone: scripted success, imitation of the successes, optimum, harmful turns", runFamilyStats},
 		"export":        {"turn a model, or an adapter on its base, into a merged Hugging Face directory or a GGUF file (f32, f16, bf16)", runExport},
 		"generate":      {"continue a prompt with a model (greedy, temperature, top-p)", runGenerate},
 		"info":          {"print a model's architecture and parameter counts", runInfo},

@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"github.com/turnwise/turnwise/internal/outfile"
 	"io"
@@ -48,7 +49,11 @@ type Config struct {
 	// rollouts are reused (they must have been made with the same family,
 	// seed, task counts, steps and episodes per task); "": make them.
 	From string
-	Seed uint64
+	// SFTOnly runs the supervised start alone and evaluates it on the
+	// held-out tasks (the "SFT start" row of a whole run, on the same tasks
+	// and sampling seeds): no rollouts and no other method.
+	SFTOnly bool
+	Seed    uint64
 
 	SFTTasks, SFTSteps int
 	RLTasks            int // tasks the policy plays for RL, validation tasks included
@@ -80,6 +85,10 @@ type Config struct {
 	// SelectCritic, its learning rate) is kept on the validation split.
 	CriticSelect CriticSelect
 	Full         bool // add the ablation rows: SWEET-RL with the released code's score, and the value-head critic
+	// CheckValues is how many of the critic's and the actor's pairs (and
+	// held-out tasks of advantages) go to ArithFile, for an independent
+	// check of the arithmetic; 0: none.
+	CheckValues int
 
 	Log io.Writer
 }
@@ -149,6 +158,7 @@ type runner struct {
 	rlVal   []sweetrl.Trajectory // rollouts of the validation tasks
 	val     []sweetrl.Task
 	test    []sweetrl.Task
+	arith   ArithValues // what goes to ArithFile
 }
 
 const (
@@ -175,6 +185,15 @@ func Run(ctx context.Context, c Config) (*Result, error) {
 	}
 	train, test := f.Split(c.Seed, c.SFTTasks+c.RLTasks, c.TestTasks)
 	r.test = test
+	if c.SFTOnly {
+		if c.From != "" {
+			return nil, errors.New("the supervised start alone makes its model: it reuses none (From)")
+		}
+		if err := r.supervised(train[:c.SFTTasks]); err != nil {
+			return nil, err
+		}
+		return &r.res, r.evaluate([]row{{name: "SFT start"}})
+	}
 	trajs, err := r.prepare(train)
 	if err != nil {
 		return nil, err
@@ -280,23 +299,7 @@ func (r *runner) prepare(train []sweetrl.Task) ([]sweetrl.Trajectory, error) {
 		return trajs, r.writeManifest(made)
 	}
 
-	scripted := r.f.Scripted(train[:c.SFTTasks], 1, c.Seed)
-	r.header("supervised start: %d scripted dialogues of the %s family (mean reward %.2f), a byte-level model from scratch",
-		len(scripted), r.f.Name, sweetrl.MeanReward(scripted))
-	m, err := llama.NewRandom(c.Backend, c.Model, engine.F32, 0.02, c.Seed)
-	if err != nil {
-		return nil, err
-	}
-	m.Recompute = c.Recompute
-	r.m = m
-	ex, err := rl.Examples(r.tok, r.f.Protocol.System, scripted)
-	if err != nil {
-		return nil, err
-	}
-	if err := rl.SupervisedFT(m, nil, ex, rl.SFTOptions{Steps: c.SFTSteps, BatchTokens: 2048, MaxLen: 256, LR: 3e-3, Seed: c.Seed}, c.Log); err != nil {
-		return nil, err
-	}
-	if err := m.SaveHF(filepath.Join(c.OutDir, "sft")); err != nil {
+	if err := r.supervised(train[:c.SFTTasks]); err != nil {
 		return nil, err
 	}
 
@@ -329,6 +332,29 @@ func (r *runner) prepare(train []sweetrl.Task) ([]sweetrl.Trajectory, error) {
 	r.logf("rollouts: mean reward %.3f, success %.3f", sweetrl.MeanReward(trajs), sweetrl.SuccessRate(trajs))
 	r.newSampler() // the rollouts advanced it; what follows starts as a run with --from does
 	return trajs, r.writeManifest(want)
+}
+
+// supervised trains the supervised start from scratch on one scripted
+// dialogue of each of tasks and saves it in OutDir/sft.
+func (r *runner) supervised(tasks []sweetrl.Task) error {
+	c := r.c
+	scripted := r.f.Scripted(tasks, 1, c.Seed)
+	r.header("supervised start: %d scripted dialogues of the %s family (mean reward %.2f, success %.3f), a byte-level model from scratch",
+		len(scripted), r.f.Name, sweetrl.MeanReward(scripted), sweetrl.SuccessRate(scripted))
+	m, err := llama.NewRandom(c.Backend, c.Model, engine.F32, 0.02, c.Seed)
+	if err != nil {
+		return err
+	}
+	m.Recompute = c.Recompute
+	r.m = m
+	ex, err := rl.Examples(r.tok, r.f.Protocol.System, scripted)
+	if err != nil {
+		return err
+	}
+	if err := rl.SupervisedFT(m, nil, ex, rl.SFTOptions{Steps: c.SFTSteps, BatchTokens: 2048, MaxLen: 256, LR: 3e-3, Seed: c.Seed}, c.Log); err != nil {
+		return err
+	}
+	return m.SaveHF(filepath.Join(c.OutDir, "sft"))
 }
 
 func (r *runner) writeManifest(mf manifest) error {

@@ -38,11 +38,12 @@ type CheckCase struct {
 }
 
 // Families are the built-in task families' names.
-var Families = []string{"keys", "budget"}
+var Families = []string{"keys", "budget", "tally"}
 
 // LookupFamily returns the built-in family of the given name: "keys" (the
-// demo's first family) or "budget" (hidden keys among distractors under a
-// turn budget).
+// demo's first family), "budget" (hidden keys among distractors under a
+// turn budget) or "tally" (the budget's rules with a running tally in the
+// human's replies).
 func LookupFamily(name string) (Family, error) {
 	switch name {
 	case "keys", "":
@@ -51,6 +52,9 @@ func LookupFamily(name string) (Family, error) {
 	case "budget":
 		return Family{Name: "budget", Describe: demotask.DescribeBudget(), Protocol: demotask.BudgetProtocol(), Split: demotask.BudgetSplit,
 			Scripted: demotask.BudgetScriptedTrajectories, Sim: demotask.Simulator{}, Scorer: demotask.Scorer{}, Checks: budgetChecks}, nil
+	case "tally":
+		return Family{Name: "tally", Describe: demotask.DescribeTally(), Protocol: demotask.TallyProtocol(), Split: demotask.TallySplit,
+			Scripted: demotask.TallyScriptedTrajectories, Sim: demotask.TallySimulator{}, Scorer: demotask.TallyScorer{}, Checks: tallyChecks}, nil
 	}
 	return Family{}, fmt.Errorf("unknown task family %q (want one of %s)", name, strings.Join(Families, ", "))
 }
@@ -160,5 +164,52 @@ func budgetChecks(ctx context.Context, t sweetrl.Task) ([]CheckCase, error) {
 		{"after one letter, ask the next over asking it again", one, string(cands[1]) + "?", asks[0]},
 		{"all keys known, answer right over asking again", known, right, asks[0]},
 		{"all keys known, answer right over a wrong answer", known, right, wrong},
+	}, nil
+}
+
+// tallyChecks: at the start, ask about the next letter over answering;
+// after one letter (the count below 3/3), ask about the next over a
+// question asking about none (a wasted turn, fatal when the last key is the
+// fifth letter); once two keys are known (asking the letters in order), ask
+// about the next over answering; once the count reads 3/3, answer over
+// asking on. (A tally answer is the keys the replies revealed: answering is
+// the whole of the decision.)
+func tallyChecks(ctx context.Context, t sweetrl.Task) ([]CheckCase, error) {
+	f, _ := LookupFamily("tally")
+	cands := demotask.TallyListed(t)
+	if len(cands) != demotask.TallyCandidates {
+		return nil, fmt.Errorf("not a tally task: %d listed letters", len(cands))
+	}
+	keys := map[string]bool{}
+	for _, tc := range t.TestCases {
+		keys[tc.Call] = true
+	}
+	var asks []string
+	two := 0 // asks until two keys are known
+	found := 0
+	for _, c := range cands {
+		if found == len(keys) {
+			break
+		}
+		asks = append(asks, demotask.TallyNext)
+		if keys[string(c)] {
+			found++
+			if found == 2 {
+				two = len(asks)
+			}
+		}
+	}
+	var states [4][]sweetrl.Turn
+	for i, n := range []int{0, 1, two, len(asks)} {
+		var err error
+		if states[i], err = play(ctx, f, t, asks[:n]); err != nil {
+			return nil, err
+		}
+	}
+	return []CheckCase{
+		{"at the start, ask next over answering", states[0], demotask.TallyNext, demotask.TallyAnswer},
+		{"after one letter, ask next over an empty question", states[1], demotask.TallyNext, "?"},
+		{"count 2/3, ask next over answering", states[2], demotask.TallyNext, demotask.TallyAnswer},
+		{"count 3/3, answer over asking on", states[3], demotask.TallyAnswer, demotask.TallyNext},
 	}, nil
 }

@@ -26,15 +26,18 @@ type policy struct {
 	trainLoss float64
 }
 
+// row is a method of the table: its name, its adapter's directory (""
+// for the SFT start), the trained policy, or why it was skipped.
+type row struct {
+	name, key string
+	pol       *policy
+	skipped   string
+}
+
 // methods trains every method, evaluates it on the test tasks and prints
 // the table.
 func (r *runner) methods() error {
 	c := r.c
-	type row struct {
-		name, key string
-		pol       *policy
-		skipped   string
-	}
 	var rows []row
 	rows = append(rows, row{name: "SFT start"})
 
@@ -102,7 +105,13 @@ func (r *runner) methods() error {
 		}
 	}
 
-	// Evaluation on held-out tasks.
+	return r.evaluate(rows)
+}
+
+// evaluate plays the held-out tasks with each row's policy, prints the
+// table and writes results.json.
+func (r *runner) evaluate(rows []row) error {
+	c := r.c
 	r.header("evaluation: %d held-out tasks × %d seeds per method, temperature 1", len(r.test), c.EvalSeeds)
 	for i, rw := range rows {
 		out := Row{Method: rw.name, Skipped: rw.skipped}
@@ -289,6 +298,11 @@ func (r *runner) trainCritic(sp criticSpec) (*rl.Critic, error) {
 	if err := r.m.SavePEFT(best.crit.Adapter, filepath.Join(c.OutDir, sp.key)); err != nil {
 		return nil, err
 	}
+	if c.CheckValues > 0 && sp.key == "critic" && !sp.value {
+		if err := r.arithCritic(sp, best.crit, tr, best.lr); err != nil {
+			return nil, err
+		}
+	}
 	if best.crit.Head != nil {
 		if err := best.crit.Head.Save(r.m.Backend(), filepath.Join(c.OutDir, sp.key, rl.ValueHeadFile)); err != nil {
 			return nil, err
@@ -428,10 +442,14 @@ func (r *runner) trainActor(key string, crit rl.Critic) (*policy, error) {
 	if c.NLLSequence {
 		nll = "whole sequence"
 	}
-	return r.choosePolicy("actor", key, fmt.Sprintf("SWEET-RL actor (%s, NLL over the %s)", key, nll), c.LR.Actor, func(ad *llama.Adapter, lr float64) (float64, error) {
+	p, err := r.choosePolicy("actor", key, fmt.Sprintf("SWEET-RL actor (%s, NLL over the %s)", key, nll), c.LR.Actor, func(ad *llama.Adapter, lr float64) (float64, error) {
 		o := r.prefOptions("actor step", rl.RefActorEpochs, rl.RefActorNLL, lr)
 		o.Progress = nil
 		st, err := rl.TrainPreferences(r.m, ad, pairs, o)
 		return st.LastLoss, err
 	})
+	if err == nil && c.CheckValues > 0 && r.arith.Actor == nil { // the first actor: the main critic's
+		err = r.arithActor(key, p, pairs)
+	}
+	return p, err
 }

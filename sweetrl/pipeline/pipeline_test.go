@@ -189,11 +189,18 @@ func TestStagesGiveTheSameRollouts(t *testing.T) {
 // whose supervised model is a random one.
 func fixture(t *testing.T, c Config) {
 	t.Helper()
+	fixtureWith(t, c, 0.02)
+}
+
+// fixtureWith is fixture with a random model whose weights have standard
+// deviation std.
+func fixtureWith(t *testing.T, c Config, std float64) {
+	t.Helper()
 	f, err := LookupFamily(c.Family)
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := llama.NewRandom(c.Backend, c.Model, engine.F32, 0.02, c.Seed)
+	m, err := llama.NewRandom(c.Backend, c.Model, engine.F32, std, c.Seed)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -219,7 +226,8 @@ func TestEveryMethod(t *testing.T) {
 	for _, family := range Families {
 		t.Run(family, func(t *testing.T) {
 			c := tiny(t, family, t.TempDir())
-			c.From, c.K, c.RLTasks, c.ValTasks, c.Full, c.Select = t.TempDir(), 4, 8, 3, true, true
+			// 6 episodes per task: the validation split of every family holds a pair.
+			c.From, c.K, c.RLTasks, c.ValTasks, c.Full, c.Select = t.TempDir(), 6, 8, 3, true, true
 			fixture(t, c)
 			var log strings.Builder
 			c.Log = &log
@@ -243,7 +251,7 @@ func TestEveryMethod(t *testing.T) {
 			if len(res.Critics) != 3 {
 				t.Errorf("%d critic reports, want 3", len(res.Critics))
 			}
-			nChecks := map[string]int{"keys": 3, "budget": 4}[family]
+			nChecks := map[string]int{"keys": 3, "budget": 4, "tally": 4}[family]
 			wantBaseline := []string{"reference", "policy", ""} // the paper's, the released code's, the value head
 			for i, cr := range res.Critics {
 				if cr.Val.Pairs == 0 || len(cr.Check) != nChecks || cr.Epoch < 1 || cr.Epoch > c.CriticEpochs || cr.Baseline != wantBaseline[i] {
@@ -267,7 +275,7 @@ func TestEveryMethod(t *testing.T) {
 	}
 }
 
-// TestChecks checks the critic check's decisions on both families: the
+// TestChecks checks the critic check's decisions on every family: the
 // better reply of an answer decision scores 1 with the family's scorer,
 // the wrong answer 0, and the state before it holds every key's digit.
 func TestChecks(t *testing.T) {
@@ -286,9 +294,16 @@ func TestChecks(t *testing.T) {
 				if !strings.HasPrefix(cc.Better, sweetrl.AnswerMarker) {
 					continue
 				}
-				ans, _ := sweetrl.Answer(cc.Better)
-				bad, _ := sweetrl.Answer(cc.Worse)
-				sc, err := f.Scorer.Score(context.Background(), []sweetrl.Task{task, task}, []string{ans, bad})
+				// The answers as the episode gives them (a tally answer is
+				// the keys the replies revealed).
+				answer := func(reply string) string {
+					if f.Protocol.Answer != nil {
+						return f.Protocol.Answer(append(slices.Clone(cc.Before), sweetrl.Turn{Role: sweetrl.RoleAssistant, Content: reply}))
+					}
+					a, _ := sweetrl.Answer(reply)
+					return a
+				}
+				sc, err := f.Scorer.Score(context.Background(), []sweetrl.Task{task, task}, []string{answer(cc.Better), answer(cc.Worse)})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -472,5 +487,45 @@ func TestSelectCriticByCheck(t *testing.T) {
 	}
 	if len(res.Choices) != 4 || !strings.Contains(res.Choices[2], "critic check on validation tasks") || !strings.Contains(res.Choices[2], "(configured)") {
 		t.Errorf("choices %q: want the critic's epoch kept by the critic check", res.Choices)
+	}
+}
+
+// TestSFTOnly runs the supervised start alone: it makes the model a whole
+// run makes, evaluates it on the same held-out tasks with the same result
+// as the whole run's first row, and plays no rollout.
+func TestSFTOnly(t *testing.T) {
+	for _, family := range []string{"keys", "tally"} {
+		t.Run(family, func(t *testing.T) {
+			whole, alone := tiny(t, family, t.TempDir()), tiny(t, family, t.TempDir())
+			alone.SFTOnly = true
+			full, err := Run(context.Background(), whole)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var log strings.Builder
+			alone.Log = &log
+			res, err := Run(context.Background(), alone)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(res.Rows) != 1 || res.Rows[0].Method != "SFT start" || !reflect.DeepEqual(res.Rows[0], full.Rows[0]) {
+				t.Errorf("rows %+v, want the whole run's first row %+v", res.Rows, full.Rows[0])
+			}
+			if !bytes.Equal(readFile(t, filepath.Join(alone.OutDir, "sft/model.safetensors")), readFile(t, filepath.Join(whole.OutDir, "sft/model.safetensors"))) {
+				t.Error("the supervised start alone made another model")
+			}
+			for _, f := range []string{"rollouts.jsonl.zst", "stages.json"} {
+				if _, err := os.Stat(filepath.Join(alone.OutDir, f)); err == nil {
+					t.Errorf("the supervised start alone wrote %s", f)
+				}
+			}
+			if !strings.Contains(log.String(), "results on 3 held-out tasks of the "+family+" family") {
+				t.Errorf("log:\n%s", log.String())
+			}
+			alone.From = whole.OutDir
+			if _, err := Run(context.Background(), alone); err == nil {
+				t.Error("the supervised start alone reused another run's")
+			}
+		})
 	}
 }

@@ -373,7 +373,16 @@ func prefMicroBatch(m *llama.Model, ad *llama.Adapter, tp *trainer.Params,
 	for _, k := range idx {
 		seqs = append(seqs, pairs[k].Chosen, pairs[k].Rejected)
 	}
-	p := pack(seqs)
+	// The NLL term over the whole chosen sequence needs the log-probability
+	// of each of its tokens, not only of those its score weighs.
+	var whole []bool
+	if o.NLLCoef != 0 && o.NLLSequence {
+		whole = make([]bool, len(seqs))
+		for j := range idx {
+			whole[2*j] = true
+		}
+	}
+	p := packAll(seqs, whole)
 	pass, err := m.ForwardTrain(p.bt, ad)
 	if err != nil {
 		return ms, err

@@ -2,6 +2,7 @@ package rl
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"strings"
@@ -95,20 +96,28 @@ func TestScoresMatchForward(t *testing.T) {
 	}
 }
 
-// TestPreferenceGradient checks the gradient TrainPreferences steps with
-// against central differences of the loss it documents, NLL term included.
+// TestPreferenceGradient checks the loss and the gradient TrainPreferences
+// steps with against the loss it documents and its central differences, NLL
+// term included, over the reply's tokens and over the whole chosen sequence
+// (whose unweighted tokens then need log-probabilities too).
 func TestPreferenceGradient(t *testing.T) {
+	for _, whole := range []bool{false, true} {
+		t.Run(fmt.Sprintf("NLLSequence=%v", whole), func(t *testing.T) { testPreferenceGradient(t, whole) })
+	}
+}
+
+func testPreferenceGradient(t *testing.T, whole bool) {
 	m := newModel(t, 0.5)
 	ad := newAdapter(t, m)
 	r := rand.New(rand.NewPCG(3, 4))
 	pairs := []PrefPair{
 		{Chosen: randSeq(r, 7, func(i int) float32 { return 1 }), Rejected: randSeq(r, 6, func(int) float32 { return 1 })},
-		{Chosen: randSeq(r, 5, func(i int) float32 { return 0.25 }), Rejected: randSeq(r, 8, func(i int) float32 { return float32(i % 2) })},
+		{Chosen: randSeq(r, 5, func(i int) float32 { return 0.25 * float32(i/3) }), Rejected: randSeq(r, 8, func(i int) float32 { return float32(i % 2) })},
 	}
 	// A reference that differs from the current weights, so that the
 	// margins are not zero.
 	ref := []float64{-20, -15, -3, -9}
-	o := PrefOptions{Beta: 0.7, NLLCoef: 0.5}
+	o := PrefOptions{Beta: 0.7, NLLCoef: 0.5, NLLSequence: whole}
 	loss := func() float64 {
 		var seqs []Seq
 		for _, p := range pairs {
@@ -122,6 +131,9 @@ func TestPreferenceGradient(t *testing.T) {
 		for k, p := range pairs {
 			x, _, _ := sweetrl.PreferenceLoss(sc[2*k], ref[2*k], sc[2*k+1], ref[2*k+1], o.Beta)
 			u := unitWeights(p.Chosen)
+			if whole {
+				u = allWeights(p.Chosen)
+			}
 			meanC, err := Scores(m, ad, []Seq{u}, 1000)
 			if err != nil {
 				t.Fatal(err)

@@ -45,12 +45,18 @@ type packed struct {
 // pack packs seqs into one batch (llama.Batch.Append): the target of
 // position off+i is IDs[i+1] where W[i+1] ≠ 0 and −1 (no log-probability)
 // elsewhere.
-func pack(seqs []Seq) packed {
+func pack(seqs []Seq) packed { return packAll(seqs, nil) }
+
+// packAll is pack, except that every token after the first of the
+// sequences k with all[k] set gets its target (a log-probability), weighed
+// or not: the NLL term over a whole sequence needs them all.
+func packAll(seqs []Seq, all []bool) packed {
 	var p packed
-	for _, s := range seqs {
+	for k, s := range seqs {
 		s.check()
 		p.off = append(p.off, len(p.bt.IDs))
-		p.bt.Append(s.IDs, func(i int) bool { return s.W[i] != 0 })
+		whole := k < len(all) && all[k]
+		p.bt.Append(s.IDs, func(i int) bool { return s.W[i] != 0 || (whole && i > 0) })
 	}
 	return p
 }
