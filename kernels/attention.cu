@@ -48,32 +48,15 @@
 // (qLen = 1) still fills h/g rows of a tile rather than one.
 //
 // Blocks. Warp w of a block owns the 16 rows 16w … 16w+15 of the block's
-// rows: the backward's blocks are 4 warps (128 threads) owning kRows = 64
-// rows, the forward's 4 or 8 warps (64 or 128 rows, R below). Work items are
-// (sequence, key/value head, tile of R rows): the forward and the dQ kernel
-// tile each sequence's qLen·h/g query rows, the dK/dV kernel its kLen keys.
-// The grid cannot depend on seqs (it is device data), so the launcher sizes
-// it from a bound — a sequence of n rows has ceil(n/R) ≤ n/R + 1 tiles, and
-// the sequences' rows do not overlap, so ceil(rows/R) + nseq tiles per
-// key/value head — and each block finds its (sequence, tile) by a warp-wide
-// prefix sum over the tile counts of seqs (find_tile, find_rows_tile);
-// blocks past the end do nothing. Within a sequence the forward and dQ
-// kernels take their query tiles last first, the costliest (most keys)
-// being scheduled first.
-//
-// In the backward, two warp-level products carry all the arithmetic, each on
-// shared-memory tiles of 16 rows:
-//   warp_nt:        C[16][N] = A[16][D]·B[N][D]ᵀ     (scores Q·Kᵀ, dO·Vᵀ, K·Qᵀ, V·dOᵀ)
-//   WarpAcc::mma:   acc[16][D] += A[16][N]·B[N][D]   (P·V, dS·K, Pᵀ·dO, dSᵀ·Q)
-// with D the head width rounded up to 32, 64 or 128 (template; the padding
-// columns of every tile are zero) and N the width of the inner tile. For bf16
-// they run on tensor cores (wmma 16×16×16, bf16 operands, f32 accumulation;
-// the probabilities P and dS are rounded to bf16 as operands, as in
-// FlashAttention). For f32 they are SIMT: lane (rg, cg) = (lane/8, lane%8)
-// holds rows rg+4i, and columns cg+8j of C or the 4-column groups cg+8m of
-// acc, reading 16-byte vectors from shared memory rows padded by 16 bytes
-// (conflict-free). Scores are scaled in f32 after the product (s·scale·log2 e,
-// softmax in base 2 with exp2f), never by rounding scale·q.
+// rows: 4 or 8 warps (64 or 128 rows, R below). Work items are (sequence,
+// key/value head, tile of R of the sequence's qLen·h/g query rows). The grid
+// cannot depend on seqs (it is device data), so the launcher sizes it from a
+// bound — a sequence of n rows has ceil(n/R) ≤ n/R + 1 tiles, and the
+// sequences' rows do not overlap, so ceil(rows/R) + nseq tiles per key/value
+// head — and each block finds its (sequence, tile) by a warp-wide prefix sum
+// over the tile counts of seqs (find_rows_tile); blocks past the end do
+// nothing. Within a sequence the blocks take the query tiles last first, the
+// costliest (most keys) being scheduled first.
 //
 // Forward (attn_fwd_kernel: FlashAttention-2's forward, Dao 2023), per item
 // of R query rows: Q is loaded once; then, for each tile of N keys up to the
@@ -158,7 +141,6 @@
 // common path (no mask, no rescale) for its 128 mma.sync and 63 ldmatrix.
 #include <algorithm>
 #include <initializer_list>
-#include <mma.h>
 #include <type_traits>
 
 #include "common.cuh"
@@ -180,292 +162,15 @@ namespace {
 
 typedef __nv_bfloat16 bf16;
 
-constexpr int kWarps = 4;                // warps per block
-constexpr int kThreads = 32 * kWarps;    // threads per block
-constexpr int kStrip = 16;               // rows a warp owns
-constexpr int kRows = kStrip * kWarps;   // rows a block owns: query rows, or keys (dK/dV)
 constexpr unsigned kFull = 0xffffffffu;  // all lanes of a warp
 constexpr float kLn2 = 0.6931471805599453f;
 
-// Row stride, in elements, of a shared-memory tile of w columns of T: 16
-// bytes of padding keep rows 16-byte aligned for vector access and wmma
-// (ldm a multiple of 8 bf16 or 4 floats) and put consecutive rows in
-// different banks.
-template <class T> __host__ __device__ constexpr int padded(int w) { return w + 16 / (int)sizeof(T); }
-__host__ __device__ constexpr int cmax(int a, int b) { return a > b ? a : b; }
-
-// Inner tile width: keys per step of the forward (chosen so that shared
-// memory fits, see above).
-template <class T> struct Inner {
-	static constexpr int fwd = std::is_same<T, float>::value ? 32 : 64;
-};
-
-// ---- Warp-level products --------------------------------------------------
-
-// C[16][N] (row stride N+4) = A[16][D]·B[N][D]ᵀ, A and B of row stride
-// padded<float>(D): SIMT, lane (rg, cg) computing C[rg+4i][cg+8j].
-template <int D, int N> __device__ __forceinline__ void warp_nt(float *C, const float *A, const float *B) {
-	constexpr int LA = padded<float>(D), LC = padded<float>(N), NJ = N / 8;
-	const int lane = threadIdx.x % 32, rg = lane / 8, cg = lane % 8;
-	float acc[4][NJ];
-	UNROLL
-	for (int i = 0; i < 4; i++)
-		UNROLL
-		for (int j = 0; j < NJ; j++) acc[i][j] = 0.0f;
-	UNROLL_BY(2)
-	for (int d = 0; d < D; d += 4) {
-		float4 a[4], b[NJ];
-		UNROLL
-		for (int i = 0; i < 4; i++) a[i] = *(const float4 *)&A[(rg + 4 * i) * LA + d];
-		UNROLL
-		for (int j = 0; j < NJ; j++) b[j] = *(const float4 *)&B[(cg + 8 * j) * LA + d];
-		UNROLL
-		for (int i = 0; i < 4; i++)
-			UNROLL
-			for (int j = 0; j < NJ; j++) {
-				float s = acc[i][j];
-				s = fmaf(a[i].x, b[j].x, s);
-				s = fmaf(a[i].y, b[j].y, s);
-				s = fmaf(a[i].z, b[j].z, s);
-				acc[i][j] = fmaf(a[i].w, b[j].w, s);
-			}
-	}
-	UNROLL
-	for (int i = 0; i < 4; i++)
-		UNROLL
-		for (int j = 0; j < NJ; j++) C[(rg + 4 * i) * LC + cg + 8 * j] = acc[i][j];
-}
-
-// The same product on tensor cores: bf16 A and B (row stride padded<bf16>(D)),
-// f32 C. Bᵀ is B read as a column-major matrix_b.
-template <int D, int N> __device__ __forceinline__ void warp_nt(float *C, const bf16 *A, const bf16 *B) {
-	using namespace nvcuda;
-	constexpr int LA = padded<bf16>(D), LC = padded<float>(N);
-	wmma::fragment<wmma::accumulator, 16, 16, 16, float> c[N / 16];
-	UNROLL
-	for (int n = 0; n < N / 16; n++) wmma::fill_fragment(c[n], 0.0f);
-	UNROLL
-	for (int kk = 0; kk < D / 16; kk++) {
-		wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::row_major> a;
-		wmma::load_matrix_sync(a, A + 16 * kk, LA);
-		UNROLL
-		for (int n = 0; n < N / 16; n++) {
-			wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::col_major> b;
-			wmma::load_matrix_sync(b, B + 16 * n * LA + 16 * kk, LA);
-			wmma::mma_sync(c[n], a, b, c[n]);
-		}
-	}
-	UNROLL
-	for (int n = 0; n < N / 16; n++) wmma::store_matrix_sync(C + 16 * n, c[n], LC, wmma::mem_row_major);
-}
-
-// A warp's f32 accumulator of 16 rows × D columns, SIMT: lane (rg, cg) holds
-// rows rg+4i, columns 4(cg+8m) … 4(cg+8m)+3.
-template <int D> struct SimtAcc {
-	static constexpr int M = D / 32;
-	float v[4][M][4];
-
-	__device__ __forceinline__ void zero() {
-		UNROLL
-		for (int i = 0; i < 4; i++)
-			UNROLL
-			for (int m = 0; m < M; m++)
-				UNROLL
-				for (int e = 0; e < 4; e++) v[i][m][e] = 0.0f;
-	}
-
-	// acc += A[16][N]·B[N][D]; A of row stride N+4, B of row stride D+4.
-	template <int N> __device__ __forceinline__ void mma(const float *A, const float *B) {
-		constexpr int LA = padded<float>(N), LB = padded<float>(D);
-		const int lane = threadIdx.x % 32, rg = lane / 8, cg = lane % 8;
-		UNROLL_BY(2)
-		for (int k = 0; k < N; k += 4) {
-			float4 a[4];
-			UNROLL
-			for (int i = 0; i < 4; i++) a[i] = *(const float4 *)&A[(rg + 4 * i) * LA + k];
-			UNROLL
-			for (int kk = 0; kk < 4; kk++) {
-				float4 b[M];
-				UNROLL
-				for (int m = 0; m < M; m++) b[m] = *(const float4 *)&B[(k + kk) * LB + 4 * (cg + 8 * m)];
-				UNROLL
-				for (int i = 0; i < 4; i++) {
-					const float x = kk == 0 ? a[i].x : kk == 1 ? a[i].y : kk == 2 ? a[i].z : a[i].w;
-					UNROLL
-					for (int m = 0; m < M; m++) {
-						v[i][m][0] = fmaf(x, b[m].x, v[i][m][0]);
-						v[i][m][1] = fmaf(x, b[m].y, v[i][m][1]);
-						v[i][m][2] = fmaf(x, b[m].z, v[i][m][2]);
-						v[i][m][3] = fmaf(x, b[m].w, v[i][m][3]);
-					}
-				}
-			}
-		}
-	}
-
-	// Row r is multiplied by c[r] (c: 16 floats the warp wrote before a
-	// __syncwarp); stage is unused.
-	__device__ __forceinline__ void rescale(const float *c, float *) {
-		const int rg = threadIdx.x % 32 / 8;
-		UNROLL
-		for (int i = 0; i < 4; i++) {
-			const float f = c[rg + 4 * i];
-			UNROLL
-			for (int m = 0; m < M; m++)
-				UNROLL
-				for (int e = 0; e < 4; e++) v[i][m][e] *= f;
-		}
-	}
-
-	// C[16][D] (row stride D+4) = acc.
-	__device__ __forceinline__ void store(float *C) const {
-		constexpr int LC = padded<float>(D);
-		const int lane = threadIdx.x % 32, rg = lane / 8, cg = lane % 8;
-		UNROLL
-		for (int i = 0; i < 4; i++)
-			UNROLL
-			for (int m = 0; m < M; m++)
-				*(float4 *)&C[(rg + 4 * i) * LC + 4 * (cg + 8 * m)] =
-				    make_float4(v[i][m][0], v[i][m][1], v[i][m][2], v[i][m][3]);
-	}
-};
-
-// The same accumulator on tensor cores: D/16 wmma accumulator fragments.
-template <int D> struct WmmaAcc {
-	nvcuda::wmma::fragment<nvcuda::wmma::accumulator, 16, 16, 16, float> f[D / 16];
-
-	__device__ __forceinline__ void zero() {
-		UNROLL
-		for (int n = 0; n < D / 16; n++) nvcuda::wmma::fill_fragment(f[n], 0.0f);
-	}
-
-	// acc += A[16][N]·B[N][D]; bf16 A of row stride N+8, B of row stride D+8.
-	template <int N> __device__ __forceinline__ void mma(const bf16 *A, const bf16 *B) {
-		using namespace nvcuda;
-		constexpr int LA = padded<bf16>(N), LB = padded<bf16>(D);
-		UNROLL_BY(1) // unrolled, the B fragments of every step stay live: 255 registers and spills at D = 128
-		for (int kk = 0; kk < N / 16; kk++) {
-			wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::row_major> a;
-			wmma::load_matrix_sync(a, A + 16 * kk, LA);
-			UNROLL
-			for (int n = 0; n < D / 16; n++) {
-				wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::row_major> b;
-				wmma::load_matrix_sync(b, B + 16 * kk * LB + 16 * n, LB);
-				wmma::mma_sync(f[n], a, b, f[n]);
-			}
-		}
-	}
-
-	// Row r is multiplied by c[r]. A fragment's element-to-row mapping is
-	// unspecified, so the tile goes through stage ([16][D+4] f32 of the warp's
-	// own) and back, unless every factor is 1 (the common case once the
-	// running maxima settle).
-	__device__ __forceinline__ void rescale(const float *c, float *stage) {
-		constexpr int LS = padded<float>(D);
-		const int lane = threadIdx.x % 32;
-		if (__all_sync(kFull, c[lane % 16] == 1.0f)) return;
-		store(stage);
-		__syncwarp();
-		for (int x = lane; x < 16 * D; x += 32) stage[x / D * LS + x % D] *= c[x / D];
-		__syncwarp();
-		UNROLL
-		for (int n = 0; n < D / 16; n++)
-			nvcuda::wmma::load_matrix_sync(f[n], stage + 16 * n, LS, nvcuda::wmma::mem_row_major);
-	}
-
-	// C[16][D] (row stride D+4) = acc.
-	__device__ __forceinline__ void store(float *C) const {
-		UNROLL
-		for (int n = 0; n < D / 16; n++)
-			nvcuda::wmma::store_matrix_sync(C + 16 * n, f[n], padded<float>(D), nvcuda::wmma::mem_row_major);
-	}
-};
-
-template <class T, int D> struct AccOf { typedef SimtAcc<D> type; };
-template <int D> struct AccOf<bf16, D> { typedef WmmaAcc<D> type; };
-
-// ---- Tiles between global and shared memory ---------------------------------
-
-// Copies ROWS rows of dh elements into dst [ROWS][padded<T>(D)] (block-wide,
-// in packs of 8 elements — one or two 16-byte accesses — consecutive threads
-// on consecutive packs): row r comes from src + off(r), or is zero when
-// off(r) < 0; columns dh … D−1 are zero.
-template <class T, int D, int ROWS, class Off>
-__device__ __forceinline__ void load_rows(T *dst, const T *__restrict__ src, int dh, Off off) {
-	typedef Pack<T, 8> P;
-	constexpr int LT = padded<T>(D), C8 = D / 8; // packs per row
-	for (int c = threadIdx.x; c < ROWS * C8; c += kThreads) {
-		const int r = c / C8, x = c % C8 * 8;
-		const int64_t o = off(r);
-		P pk = {};
-		if (o >= 0 && x < dh) pk = *reinterpret_cast<const P *>(src + o + x);
-		*reinterpret_cast<P *>(dst + r * LT + x) = pk;
-	}
-}
-
-// Stores the warp's 16 staged rows (stage [16][D+4] f32), each multiplied by
-// mul·rowmul[r] (rowmul may be null), rounded to T: row r to dst + off(r)
-// (skipped when off(r) < 0), its first dh columns, in packs of 8 elements.
-template <class T, int D, class Off>
-__device__ __forceinline__ void store_rows(T *__restrict__ dst, const float *stage, const float *rowmul, float mul,
-                                           int dh, Off off) {
-	constexpr int LS = padded<float>(D), C8 = D / 8;
-	for (int c = threadIdx.x % 32; c < kStrip * C8; c += 32) {
-		const int r = c / C8, x = c % C8 * 8;
-		const int64_t o = off(r);
-		if (o < 0 || x >= dh) continue;
-		const float f = rowmul ? mul * rowmul[r] : mul;
-		float val[8];
-		UNROLL
-		for (int e = 0; e < 8; e++) val[e] = stage[r * LS + x + e] * f;
-		store_pack<8>(dst + o + x, val);
-	}
-}
-
-// ---- Finding a block's work ---------------------------------------------------
-
-// The tiles of kRows rows of sequence s: its qLen·rep query rows (keys =
-// false) or its kLen keys (keys = true).
-__device__ __forceinline__ int tiles_of(const int32_t *s, bool keys, int rep) {
-	return keys ? ceil_div(s[3], kRows) : ceil_div(s[1] * rep, kRows);
-}
-
-// Numbering the tiles of all sequences in order, finds the sequence *seq and
-// its tile *tile (0-based) that tile number id is; false when id is past the
-// last. Called by whole warps (every lane gets the answer): each round, the
-// lanes take 32 sequences and an inclusive prefix sum of their tile counts.
-__device__ __forceinline__ bool find_tile(const int32_t *__restrict__ seqs, int nseq, bool keys, int rep, int id,
-                                          int *seq, int *tile) {
-	const int lane = threadIdx.x % 32;
-	int before = 0; // tiles of the sequences of earlier rounds
-	for (int base = 0; base < nseq; base += 32) {
-		const int s = base + lane;
-		const int n = s < nseq ? tiles_of(seqs + 4 * s, keys, rep) : 0;
-		int incl = n;
-		UNROLL
-		for (int o = 1; o < 32; o *= 2) {
-			const int x = __shfl_up_sync(kFull, incl, o);
-			if (lane >= o) incl += x;
-		}
-		const int total = __shfl_sync(kFull, incl, 31);
-		if (id < before + total) {
-			const int owner = __ffs(__ballot_sync(kFull, before + incl > id)) - 1;
-			const int first = __shfl_sync(kFull, before + incl - n, owner); // its first tile's number
-			*seq = base + owner;
-			*tile = id - first;
-			return true;
-		}
-		before += total;
-	}
-	return false;
-}
-
 // Element offset of query row ρ of the group of key/value head g in q (and
-// out, dout, dq), for the sequence starting at row qs; rep = h/g.
+// out), for the sequence starting at row qs; rep = h/g.
 __device__ __forceinline__ int64_t qrow_offset(int qs, int rho, int rep, int h, int g, int dh) {
 	return ((int64_t)(qs + rho / rep) * h + g * rep + rho % rep) * dh;
 }
-// Index of the same row in lse and D ([nq, h]).
+// Index of the same row in lse ([nq, h]).
 __device__ __forceinline__ int64_t qrow_index(int qs, int rho, int rep, int h, int g) {
 	return (int64_t)(qs + rho / rep) * h + g * rep + rho % rep;
 }
@@ -538,8 +243,9 @@ __device__ __forceinline__ void cp_async_wait_upto(int n) {
 }
 
 // The sequence *seq and its tile *tile of `rows` query rows that block item
-// id is, numbering the tiles of all sequences in order (find_tile with a
-// tile height chosen at run time); false past the last. Whole warps call it.
+// id is, numbering the tiles of all sequences in order; false past the last.
+// Called by whole warps (every lane gets the answer): each round, the lanes
+// take 32 sequences and an inclusive prefix sum of their tile counts.
 __device__ __forceinline__ bool find_rows_tile(const int32_t *__restrict__ seqs, int nseq, int rep, int rows, int id,
                                                int *seq, int *tile) {
 	const int lane = threadIdx.x % 32;
@@ -935,36 +641,13 @@ template <class T> __global__ void __launch_bounds__(128) attn_fwd_combine_kerne
 
 namespace {
 
-// Calls f(T*, integral_constant<int, D>) for the storage type T that dt names
-// (f32, bf16) and the padded head width D ∈ {32, 64, 128} that fits dh; returns
-// cudaErrorInvalidValue for any other dtype.
-template <class F> cudaError_t dispatch(tw_dtype dt, int64_t dh, F f) {
-	auto width = [&](auto *t) -> cudaError_t {
-		if (dh <= 32) return f(t, std::integral_constant<int, 32>());
-		if (dh <= 64) return f(t, std::integral_constant<int, 64>());
-		return f(t, std::integral_constant<int, 128>());
-	};
-	switch (dt) {
-	case TW_F32: return width((float *)nullptr);
-	case TW_BF16: return width((bf16 *)nullptr);
-	default: return cudaErrorInvalidValue;
-	}
-}
-
-// The checks both directions share: shape limits, head width, alignment.
+// The checks of the shapes: limits, head width, alignment.
 bool shapes_ok(int64_t nq, int64_t nk, int64_t h, int64_t g, int64_t dh, std::initializer_list<const void *> ptrs) {
 	if (dh % 8 != 0 || dh > 128 || g < 1 || h % g != 0) return false;
 	if (nq * h > INT32_MAX || nk * g > INT32_MAX) return false; // row numbers are 32-bit in the kernels
 	for (const void *p : ptrs)
 		if (!pack_aligned<bf16, 8>(p)) return false; // 16 bytes: the packs of both dtypes
 	return true;
-}
-
-// Grid for items of 64 rows out of `rows` rows split among nseq sequences,
-// times g key/value heads; 0 if it would not fit a grid.
-unsigned grid_of(int64_t rows, int64_t nseq, int64_t g) {
-	const int64_t n = (ceil_div<int64_t>(rows, kRows) + nseq) * g;
-	return n > INT32_MAX ? 0 : (unsigned)n;
 }
 
 // Lets kernel use bytes of dynamic shared memory (over 48 KiB needs the
