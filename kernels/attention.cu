@@ -19,8 +19,8 @@
 //   over 64, for 64 keys with bf16 up to 64, for 32 keys with f32: another
 //   key tile, or a combination whose shared memory exceeds the device's
 //   (128 rows, 128 keys, 3 stages: 224 KiB, over an A100's 163), is
-//   cudaErrorInvalidValue. tw_attention_configs lists what a sweep tries.
-//   The backward's fields are attention_backward.cu's.
+//   cudaErrorInvalidValue. The backward's fields are attention_backward.cu's.
+//   tw_attention_configs lists what a sweep tries, both directions'.
 //   Shapes outside attention.cuh's rules, or a dtype other than f32 and
 //   bf16 (q, k, v and out share it), give cudaErrorInvalidValue. seqs is
 //   trusted, not checked (a launcher does not read device memory). Extents
@@ -689,23 +689,44 @@ extern "C" cudaError_t tw_attention(void *out, float *lse, const void *q, const 
 	});
 }
 
+// The forward's configurations (fwd_rows × fwd_keys × fwd_stages), then
+// decoding's (dec_keys × dec_split), then the backward's (kBwdConfigs128,
+// and bwd_split 1, 2, 4 beside the default's choice), each varying one
+// direction's fields from the defaults; the defaults first, the forward's
+// spelled out (the other fields' 0 is their default), and no entry twice.
 extern "C" int tw_attention_configs(tw_attention_config *out, int max) {
 	int n = 0;
-	auto add = [&](int rows, int keys, int stages, int dsplit, int dkeys) {
-		if (out != nullptr && n < max) {
-			out[n] = tw_attention_config{};
-			out[n].fwd_rows = rows, out[n].fwd_keys = keys, out[n].fwd_stages = stages;
-			out[n].dec_split = dsplit, out[n].dec_keys = dkeys;
-		}
+	auto add = [&](const tw_attention_config &c) {
+		if (out != nullptr && n < max) out[n] = c;
 		n++;
 	};
-	add(128, 64, 2, 0, 0); // the defaults, spelled out: measured first
+	auto fwd = [&](int rows, int keys, int stages) {
+		tw_attention_config c{};
+		c.fwd_rows = rows, c.fwd_keys = keys, c.fwd_stages = stages;
+		add(c);
+	};
+	fwd(128, 64, 2); // the defaults: measured first
 	for (int rows : {64, 128})
 		for (int keys : {32, 64, 128})
 			for (int stages : {1, 2, 3})
-				if (!(rows == 128 && keys == 64 && stages == 2)) add(rows, keys, stages, 0, 0);
+				if (!(rows == 128 && keys == 64 && stages == 2)) fwd(rows, keys, stages);
 	for (int dkeys : {64, 128})
 		for (int dsplit : {0, 1, 4, 16})
-			if (!(dkeys == 64 && dsplit == 0)) add(0, 0, 0, dsplit, dkeys);
+			if (!(dkeys == 64 && dsplit == 0)) {
+				tw_attention_config c{};
+				c.dec_split = dsplit, c.dec_keys = dkeys;
+				add(c);
+			}
+	for (const BwdConfig &b : kBwdConfigs128)
+		if (&b != &kBwdConfigs128[0]) { // [0]: the default
+			tw_attention_config c{};
+			c.bwd_rows = b.rows, c.bwd_keys = b.keys, c.bwd_stages = b.stages;
+			add(c);
+		}
+	for (int split : {1, 2, 4}) {
+		tw_attention_config c{};
+		c.bwd_split = split;
+		add(c);
+	}
 	return n;
 }

@@ -15,9 +15,10 @@
 //   Configuration (tw_attention_config, 0 = default): bf16 with head width
 //   dh in (64, 128]: bwd_rows ∈ {64, 128}, bwd_keys ∈ {64, 128}, bwd_stages
 //   ∈ {1, 2}, all but rows = keys = 128 with 2 stages (over 227 KiB of
-//   shared memory); default 64, 128, 2. bf16 with dh ≤ 64: the default
-//   only. f32: 64, 64, 1 only. bwd_split: any ≥ 1; 0 picks one from the SM
-//   count (split_of). Other values: cudaErrorInvalidValue.
+//   shared memory); default 64, 128, 2 (attention.cuh's kBwdConfigs128,
+//   which the sweep's tw_attention_configs lists too). bf16 with dh ≤ 64:
+//   the default only. f32: 64, 64, 1 only. bwd_split: any ≥ 1; 0 picks one
+//   from the SM count (split_of). Other values: cudaErrorInvalidValue.
 //   Workspace: tw_attention_backward_workspace(nq, nk, h, g, dh, cfg) bytes
 //   (layout below); the same device must be current for both calls, as the
 //   default split depends on it.
@@ -673,13 +674,8 @@ __global__ void __launch_bounds__(2 * BC, BC == 64 ? 2 : 1) attn_bwd_kernel(cons
 
 namespace {
 
-// A backward configuration: query rows per tile, keys per block, stages.
-struct BwdConfig {
-	int rows, keys, stages;
-};
-
-constexpr BwdConfig kDefaultBf16{64, 128, 2};
-constexpr BwdConfig kDefaultF32{64, 64, 1};
+constexpr BwdConfig kDefaultBf16 = kBwdConfigs128[0]; // also bf16's only one at D = 32, 64
+constexpr BwdConfig kDefaultF32{64, 64, 1};           // f32's only one
 
 // The configuration cfg asks for with dtype dt (bf16: is_bf16), 0 fields
 // taking the default.
@@ -734,6 +730,20 @@ Workspace workspace_of(int64_t nq, int64_t nk, int64_t h, int64_t g, int64_t dh,
 	return w;
 }
 
+// The instantiation of entries I … of kBwdConfigs128 (bf16, D = 128) that c
+// names, as dispatch below; cudaErrorInvalidValue if none.
+template <int I, class F> cudaError_t dispatch128(BwdConfig c, F f) {
+	constexpr int n = sizeof(kBwdConfigs128) / sizeof(kBwdConfigs128[0]);
+	if constexpr (I == n) {
+		return cudaErrorInvalidValue;
+	} else {
+		constexpr BwdConfig x = kBwdConfigs128[I];
+		if (c.rows == x.rows && c.keys == x.keys && c.stages == x.stages)
+			return f((bf16 *)nullptr, IntC<128>(), IntC<x.rows>(), IntC<x.keys>(), IntC<x.stages>());
+		return dispatch128<I + 1>(c, f);
+	}
+}
+
 // Calls f(T*, D, BR, BC, STAGES as integral_constants) for the storage type
 // dt names, the padded head width D ∈ {32, 64, 128} that fits dh and the
 // compiled configuration c names; cudaErrorInvalidValue if there is none.
@@ -747,20 +757,10 @@ template <class F> cudaError_t dispatch(tw_dtype dt, int64_t dh, BwdConfig c, F 
 		return f(t, IntC<128>(), IntC<64>(), IntC<64>(), IntC<1>());
 	}
 	if (dt != TW_BF16) return cudaErrorInvalidValue;
-	bf16 *t = nullptr;
-	if (dh <= 64) {
-		if (!is(kDefaultBf16)) return cudaErrorInvalidValue;
-		if (dh <= 32) return f(t, IntC<32>(), IntC<64>(), IntC<128>(), IntC<2>());
-		return f(t, IntC<64>(), IntC<64>(), IntC<128>(), IntC<2>());
-	}
-	if (is({64, 64, 1})) return f(t, IntC<128>(), IntC<64>(), IntC<64>(), IntC<1>());
-	if (is({64, 64, 2})) return f(t, IntC<128>(), IntC<64>(), IntC<64>(), IntC<2>());
-	if (is({64, 128, 1})) return f(t, IntC<128>(), IntC<64>(), IntC<128>(), IntC<1>());
-	if (is({64, 128, 2})) return f(t, IntC<128>(), IntC<64>(), IntC<128>(), IntC<2>());
-	if (is({128, 64, 1})) return f(t, IntC<128>(), IntC<128>(), IntC<64>(), IntC<1>());
-	if (is({128, 64, 2})) return f(t, IntC<128>(), IntC<128>(), IntC<64>(), IntC<2>());
-	if (is({128, 128, 1})) return f(t, IntC<128>(), IntC<128>(), IntC<128>(), IntC<1>());
-	return cudaErrorInvalidValue;
+	if (dh > 64) return dispatch128<0>(c, f);
+	if (!is(kDefaultBf16)) return cudaErrorInvalidValue;
+	if (dh <= 32) return f((bf16 *)nullptr, IntC<32>(), IntC<64>(), IntC<128>(), IntC<2>());
+	return f((bf16 *)nullptr, IntC<64>(), IntC<64>(), IntC<128>(), IntC<2>());
 }
 
 } // namespace
