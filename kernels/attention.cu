@@ -3,7 +3,9 @@
 // (attention_backward.cu has the backward).
 //
 // Contract: engine.Backend.Attention (engine/backend.go); the launchers'
-// arguments are listed in kernels.h. What the kernels add to it:
+// arguments are listed in kernels.h; the shapes, the alignment and the
+// causality rule both directions share are attention.cuh's. What the forward
+// adds to them:
 //   Workspace of the forward: tw_attention_workspace gives
 //   split·nq·h·(dh+2)·4 bytes when the launch decodes with its keys split
 //   in split > 1 chunks (see Decoding below), else 0; 16-byte aligned.
@@ -17,20 +19,13 @@
 //   over 64, for 64 keys with bf16 up to 64, for 32 keys with f32: another
 //   key tile, or a combination whose shared memory exceeds the device's
 //   (128 rows, 128 keys, 3 stages: 224 KiB, over an A100's 163), is
-//   cudaErrorInvalidValue. tw_attention_configs lists what a sweep tries.
-//   The backward's fields are attention_backward.cu's.
-//   dt is f32 or bf16 (q, k, v and out share it); dh is a
-//   multiple of 8 up to 128; h is a multiple of g ≥ 1. Anything else gives
-//   cudaErrorInvalidValue. seqs is trusted, not checked (a launcher does not
-//   read device memory). Extents with nothing to compute (nq·h = 0 or
-//   nseq = 0) launch nothing and succeed.
-//   Alignment, tighter than kernels.h's conventions: q, k, v and out are
-//   16-byte aligned (whole allocations are, and so are views
-//   of whole rows, dh being a multiple of 8), for 16-byte vector loads and
-//   stores; otherwise cudaErrorInvalidValue.
-//   Causality: query t of a sequence sees keys 0 … t+off, off = kLen − qLen
-//   (causal) or kLen (noncausal ≠ 0: every key), and never key kLen or
-//   beyond; every kernel below bounds its keys by that one rule.
+//   cudaErrorInvalidValue. The backward's fields are attention_backward.cu's.
+//   tw_attention_configs lists what a sweep tries, both directions'.
+//   Shapes outside attention.cuh's rules, or a dtype other than f32 and
+//   bf16 (q, k, v and out share it), give cudaErrorInvalidValue. seqs is
+//   trusted, not checked (a launcher does not read device memory). Extents
+//   with nothing to compute (nq·h = 0 or nseq = 0) launch nothing and
+//   succeed.
 //   Numerics: softmax in f32, out rounded once. The forward is
 //   deterministic: no float atomics; every element is summed by one thread
 //   (or one warp's mma sequence) in a fixed order — a split decode's chunks
@@ -40,40 +35,18 @@
 //
 // Design
 //
-// Rows. The h/g query heads that share key/value head g are handled together:
-// for sequence b the block's "rows" are the pairs (t, j) of a query t and one
-// of those heads j, numbered ρ = t·(h/g) + j — consecutive in memory for one
-// t, since the heads of a group are adjacent in q. One key/value tile in
-// shared memory then serves every head of the group, and a decoding step
-// (qLen = 1) still fills h/g rows of a tile rather than one.
+// Rows are attention.cuh's: one key/value tile in shared memory serves every
+// head of a group, and a decoding step (qLen = 1) still fills h/g rows of a
+// tile rather than one.
 //
 // Blocks. Warp w of a block owns the 16 rows 16w … 16w+15 of the block's
-// rows: the backward's blocks are 4 warps (128 threads) owning kRows = 64
-// rows, the forward's 4 or 8 warps (64 or 128 rows, R below). Work items are
-// (sequence, key/value head, tile of R rows): the forward and the dQ kernel
-// tile each sequence's qLen·h/g query rows, the dK/dV kernel its kLen keys.
-// The grid cannot depend on seqs (it is device data), so the launcher sizes
-// it from a bound — a sequence of n rows has ceil(n/R) ≤ n/R + 1 tiles, and
-// the sequences' rows do not overlap, so ceil(rows/R) + nseq tiles per
-// key/value head — and each block finds its (sequence, tile) by a warp-wide
-// prefix sum over the tile counts of seqs (find_tile, find_rows_tile);
-// blocks past the end do nothing. Within a sequence the forward and dQ
-// kernels take their query tiles last first, the costliest (most keys)
+// rows: 4 or 8 warps (64 or 128 rows, R below). Work items are (sequence,
+// key/value head, tile of R of the sequence's qLen·h/g query rows); the
+// launcher sizes the grid by attention.cuh's tiles_bound, ceil(rows/R) + nseq
+// tiles per key/value head, and each block finds its (sequence, tile) by
+// find_tile (QueryTiles); blocks past the end do nothing. Within a sequence
+// the blocks take the query tiles last first, the costliest (most keys)
 // being scheduled first.
-//
-// In the backward, two warp-level products carry all the arithmetic, each on
-// shared-memory tiles of 16 rows:
-//   warp_nt:        C[16][N] = A[16][D]·B[N][D]ᵀ     (scores Q·Kᵀ, dO·Vᵀ, K·Qᵀ, V·dOᵀ)
-//   WarpAcc::mma:   acc[16][D] += A[16][N]·B[N][D]   (P·V, dS·K, Pᵀ·dO, dSᵀ·Q)
-// with D the head width rounded up to 32, 64 or 128 (template; the padding
-// columns of every tile are zero) and N the width of the inner tile. For bf16
-// they run on tensor cores (wmma 16×16×16, bf16 operands, f32 accumulation;
-// the probabilities P and dS are rounded to bf16 as operands, as in
-// FlashAttention). For f32 they are SIMT: lane (rg, cg) = (lane/8, lane%8)
-// holds rows rg+4i, and columns cg+8j of C or the 4-column groups cg+8m of
-// acc, reading 16-byte vectors from shared memory rows padded by 16 bytes
-// (conflict-free). Scores are scaled in f32 after the product (s·scale·log2 e,
-// softmax in base 2 with exp2f), never by rounding scale·q.
 //
 // Forward (attn_fwd_kernel: FlashAttention-2's forward, Dao 2023), per item
 // of R query rows: Q is loaded once; then, for each tile of N keys up to the
@@ -88,11 +61,10 @@
 //   i−1 used (every warp is done with it once past the barrier); with S = 1
 //   a second barrier follows the tile.
 //   Layout: a stored row is D elements (D·size bytes, no padding), its
-//   16-byte chunks XOR-swizzled (swz): chunk c of row r sits at c ^ (r mod
-//   8) — for rows under 128 bytes, at c ^ (the row's 128-byte line mod C)
-//   — so the 8 rows one ldmatrix phase reads (8 consecutive rows, one chunk
-//   column) fall in 8 distinct groups of 4 banks: conflict-free, and every
-//   chunk 16-byte aligned, as cp.async and ldmatrix require.
+//   16-byte chunks swizzled by attention.cuh's swz_chunk (swz below: the
+//   byte offset), so the 8 rows one ldmatrix phase reads fall in 8 distinct
+//   groups of 4 banks: conflict-free, and every chunk 16-byte aligned, as
+//   cp.async and ldmatrix require.
 //   bf16, per warp of 16 rows (FwdMath<bf16>), on mma.sync m16n8k16 (bf16
 //   operands, f32 accumulators; fragment layouts in sm80.cuh). Q's A
 //   fragments are loaded once by ldmatrix.x4 and stay in registers (D/16 ×
@@ -153,324 +125,14 @@
 // Registers (ptxas -v of nvcc 11.8, sm_90 / sm_80; __launch_bounds__(256)
 // allows 255): 169 / 171 at N = 32, 174 / 177 at N = 64, 241 / 241 at
 // N = 128, none spilled; so one 8-warp block or two 4-warp blocks per SM
-// (D = 64: 130 / 130; f32 at D = 128: 177 / 202; no spills anywhere). The
+// (D = 64: 130 / 128; f32 at D = 128: 177 / 202; no spills anywhere). The
 // loop body at N = 64 is about 410 instructions per warp and tile on the
 // common path (no mask, no rescale) for its 128 mma.sync and 63 ldmatrix.
 #include <algorithm>
-#include <initializer_list>
-#include <mma.h>
-#include <type_traits>
 
 #include "common.cuh"
-#include "kernels.h"
-#include "pack.cuh"
+#include "attention.cuh"
 #include "sm80.cuh"
-
-// Loop unrolling hints, spelled for nvcc or for g++ (the emulator build).
-#define ATTN_PRAGMA(x) _Pragma(#x)
-#ifdef __CUDACC__
-#define UNROLL ATTN_PRAGMA(unroll)
-#define UNROLL_BY(n) ATTN_PRAGMA(unroll n)
-#else
-#define UNROLL ATTN_PRAGMA(GCC unroll 16)
-#define UNROLL_BY(n) ATTN_PRAGMA(GCC unroll n)
-#endif
-
-namespace {
-
-typedef __nv_bfloat16 bf16;
-
-constexpr int kWarps = 4;                // warps per block
-constexpr int kThreads = 32 * kWarps;    // threads per block
-constexpr int kStrip = 16;               // rows a warp owns
-constexpr int kRows = kStrip * kWarps;   // rows a block owns: query rows, or keys (dK/dV)
-constexpr unsigned kFull = 0xffffffffu;  // all lanes of a warp
-constexpr float kLn2 = 0.6931471805599453f;
-
-// Row stride, in elements, of a shared-memory tile of w columns of T: 16
-// bytes of padding keep rows 16-byte aligned for vector access and wmma
-// (ldm a multiple of 8 bf16 or 4 floats) and put consecutive rows in
-// different banks.
-template <class T> __host__ __device__ constexpr int padded(int w) { return w + 16 / (int)sizeof(T); }
-__host__ __device__ constexpr int cmax(int a, int b) { return a > b ? a : b; }
-
-// Inner tile width: keys per step of the forward (chosen so that shared
-// memory fits, see above).
-template <class T> struct Inner {
-	static constexpr int fwd = std::is_same<T, float>::value ? 32 : 64;
-};
-
-// ---- Warp-level products --------------------------------------------------
-
-// C[16][N] (row stride N+4) = A[16][D]·B[N][D]ᵀ, A and B of row stride
-// padded<float>(D): SIMT, lane (rg, cg) computing C[rg+4i][cg+8j].
-template <int D, int N> __device__ __forceinline__ void warp_nt(float *C, const float *A, const float *B) {
-	constexpr int LA = padded<float>(D), LC = padded<float>(N), NJ = N / 8;
-	const int lane = threadIdx.x % 32, rg = lane / 8, cg = lane % 8;
-	float acc[4][NJ];
-	UNROLL
-	for (int i = 0; i < 4; i++)
-		UNROLL
-		for (int j = 0; j < NJ; j++) acc[i][j] = 0.0f;
-	UNROLL_BY(2)
-	for (int d = 0; d < D; d += 4) {
-		float4 a[4], b[NJ];
-		UNROLL
-		for (int i = 0; i < 4; i++) a[i] = *(const float4 *)&A[(rg + 4 * i) * LA + d];
-		UNROLL
-		for (int j = 0; j < NJ; j++) b[j] = *(const float4 *)&B[(cg + 8 * j) * LA + d];
-		UNROLL
-		for (int i = 0; i < 4; i++)
-			UNROLL
-			for (int j = 0; j < NJ; j++) {
-				float s = acc[i][j];
-				s = fmaf(a[i].x, b[j].x, s);
-				s = fmaf(a[i].y, b[j].y, s);
-				s = fmaf(a[i].z, b[j].z, s);
-				acc[i][j] = fmaf(a[i].w, b[j].w, s);
-			}
-	}
-	UNROLL
-	for (int i = 0; i < 4; i++)
-		UNROLL
-		for (int j = 0; j < NJ; j++) C[(rg + 4 * i) * LC + cg + 8 * j] = acc[i][j];
-}
-
-// The same product on tensor cores: bf16 A and B (row stride padded<bf16>(D)),
-// f32 C. Bᵀ is B read as a column-major matrix_b.
-template <int D, int N> __device__ __forceinline__ void warp_nt(float *C, const bf16 *A, const bf16 *B) {
-	using namespace nvcuda;
-	constexpr int LA = padded<bf16>(D), LC = padded<float>(N);
-	wmma::fragment<wmma::accumulator, 16, 16, 16, float> c[N / 16];
-	UNROLL
-	for (int n = 0; n < N / 16; n++) wmma::fill_fragment(c[n], 0.0f);
-	UNROLL
-	for (int kk = 0; kk < D / 16; kk++) {
-		wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::row_major> a;
-		wmma::load_matrix_sync(a, A + 16 * kk, LA);
-		UNROLL
-		for (int n = 0; n < N / 16; n++) {
-			wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::col_major> b;
-			wmma::load_matrix_sync(b, B + 16 * n * LA + 16 * kk, LA);
-			wmma::mma_sync(c[n], a, b, c[n]);
-		}
-	}
-	UNROLL
-	for (int n = 0; n < N / 16; n++) wmma::store_matrix_sync(C + 16 * n, c[n], LC, wmma::mem_row_major);
-}
-
-// A warp's f32 accumulator of 16 rows × D columns, SIMT: lane (rg, cg) holds
-// rows rg+4i, columns 4(cg+8m) … 4(cg+8m)+3.
-template <int D> struct SimtAcc {
-	static constexpr int M = D / 32;
-	float v[4][M][4];
-
-	__device__ __forceinline__ void zero() {
-		UNROLL
-		for (int i = 0; i < 4; i++)
-			UNROLL
-			for (int m = 0; m < M; m++)
-				UNROLL
-				for (int e = 0; e < 4; e++) v[i][m][e] = 0.0f;
-	}
-
-	// acc += A[16][N]·B[N][D]; A of row stride N+4, B of row stride D+4.
-	template <int N> __device__ __forceinline__ void mma(const float *A, const float *B) {
-		constexpr int LA = padded<float>(N), LB = padded<float>(D);
-		const int lane = threadIdx.x % 32, rg = lane / 8, cg = lane % 8;
-		UNROLL_BY(2)
-		for (int k = 0; k < N; k += 4) {
-			float4 a[4];
-			UNROLL
-			for (int i = 0; i < 4; i++) a[i] = *(const float4 *)&A[(rg + 4 * i) * LA + k];
-			UNROLL
-			for (int kk = 0; kk < 4; kk++) {
-				float4 b[M];
-				UNROLL
-				for (int m = 0; m < M; m++) b[m] = *(const float4 *)&B[(k + kk) * LB + 4 * (cg + 8 * m)];
-				UNROLL
-				for (int i = 0; i < 4; i++) {
-					const float x = kk == 0 ? a[i].x : kk == 1 ? a[i].y : kk == 2 ? a[i].z : a[i].w;
-					UNROLL
-					for (int m = 0; m < M; m++) {
-						v[i][m][0] = fmaf(x, b[m].x, v[i][m][0]);
-						v[i][m][1] = fmaf(x, b[m].y, v[i][m][1]);
-						v[i][m][2] = fmaf(x, b[m].z, v[i][m][2]);
-						v[i][m][3] = fmaf(x, b[m].w, v[i][m][3]);
-					}
-				}
-			}
-		}
-	}
-
-	// Row r is multiplied by c[r] (c: 16 floats the warp wrote before a
-	// __syncwarp); stage is unused.
-	__device__ __forceinline__ void rescale(const float *c, float *) {
-		const int rg = threadIdx.x % 32 / 8;
-		UNROLL
-		for (int i = 0; i < 4; i++) {
-			const float f = c[rg + 4 * i];
-			UNROLL
-			for (int m = 0; m < M; m++)
-				UNROLL
-				for (int e = 0; e < 4; e++) v[i][m][e] *= f;
-		}
-	}
-
-	// C[16][D] (row stride D+4) = acc.
-	__device__ __forceinline__ void store(float *C) const {
-		constexpr int LC = padded<float>(D);
-		const int lane = threadIdx.x % 32, rg = lane / 8, cg = lane % 8;
-		UNROLL
-		for (int i = 0; i < 4; i++)
-			UNROLL
-			for (int m = 0; m < M; m++)
-				*(float4 *)&C[(rg + 4 * i) * LC + 4 * (cg + 8 * m)] =
-				    make_float4(v[i][m][0], v[i][m][1], v[i][m][2], v[i][m][3]);
-	}
-};
-
-// The same accumulator on tensor cores: D/16 wmma accumulator fragments.
-template <int D> struct WmmaAcc {
-	nvcuda::wmma::fragment<nvcuda::wmma::accumulator, 16, 16, 16, float> f[D / 16];
-
-	__device__ __forceinline__ void zero() {
-		UNROLL
-		for (int n = 0; n < D / 16; n++) nvcuda::wmma::fill_fragment(f[n], 0.0f);
-	}
-
-	// acc += A[16][N]·B[N][D]; bf16 A of row stride N+8, B of row stride D+8.
-	template <int N> __device__ __forceinline__ void mma(const bf16 *A, const bf16 *B) {
-		using namespace nvcuda;
-		constexpr int LA = padded<bf16>(N), LB = padded<bf16>(D);
-		UNROLL_BY(1) // unrolled, the B fragments of every step stay live: 255 registers and spills at D = 128
-		for (int kk = 0; kk < N / 16; kk++) {
-			wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::row_major> a;
-			wmma::load_matrix_sync(a, A + 16 * kk, LA);
-			UNROLL
-			for (int n = 0; n < D / 16; n++) {
-				wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::row_major> b;
-				wmma::load_matrix_sync(b, B + 16 * kk * LB + 16 * n, LB);
-				wmma::mma_sync(f[n], a, b, f[n]);
-			}
-		}
-	}
-
-	// Row r is multiplied by c[r]. A fragment's element-to-row mapping is
-	// unspecified, so the tile goes through stage ([16][D+4] f32 of the warp's
-	// own) and back, unless every factor is 1 (the common case once the
-	// running maxima settle).
-	__device__ __forceinline__ void rescale(const float *c, float *stage) {
-		constexpr int LS = padded<float>(D);
-		const int lane = threadIdx.x % 32;
-		if (__all_sync(kFull, c[lane % 16] == 1.0f)) return;
-		store(stage);
-		__syncwarp();
-		for (int x = lane; x < 16 * D; x += 32) stage[x / D * LS + x % D] *= c[x / D];
-		__syncwarp();
-		UNROLL
-		for (int n = 0; n < D / 16; n++)
-			nvcuda::wmma::load_matrix_sync(f[n], stage + 16 * n, LS, nvcuda::wmma::mem_row_major);
-	}
-
-	// C[16][D] (row stride D+4) = acc.
-	__device__ __forceinline__ void store(float *C) const {
-		UNROLL
-		for (int n = 0; n < D / 16; n++)
-			nvcuda::wmma::store_matrix_sync(C + 16 * n, f[n], padded<float>(D), nvcuda::wmma::mem_row_major);
-	}
-};
-
-template <class T, int D> struct AccOf { typedef SimtAcc<D> type; };
-template <int D> struct AccOf<bf16, D> { typedef WmmaAcc<D> type; };
-
-// ---- Tiles between global and shared memory ---------------------------------
-
-// Copies ROWS rows of dh elements into dst [ROWS][padded<T>(D)] (block-wide,
-// in packs of 8 elements — one or two 16-byte accesses — consecutive threads
-// on consecutive packs): row r comes from src + off(r), or is zero when
-// off(r) < 0; columns dh … D−1 are zero.
-template <class T, int D, int ROWS, class Off>
-__device__ __forceinline__ void load_rows(T *dst, const T *__restrict__ src, int dh, Off off) {
-	typedef Pack<T, 8> P;
-	constexpr int LT = padded<T>(D), C8 = D / 8; // packs per row
-	for (int c = threadIdx.x; c < ROWS * C8; c += kThreads) {
-		const int r = c / C8, x = c % C8 * 8;
-		const int64_t o = off(r);
-		P pk = {};
-		if (o >= 0 && x < dh) pk = *reinterpret_cast<const P *>(src + o + x);
-		*reinterpret_cast<P *>(dst + r * LT + x) = pk;
-	}
-}
-
-// Stores the warp's 16 staged rows (stage [16][D+4] f32), each multiplied by
-// mul·rowmul[r] (rowmul may be null), rounded to T: row r to dst + off(r)
-// (skipped when off(r) < 0), its first dh columns, in packs of 8 elements.
-template <class T, int D, class Off>
-__device__ __forceinline__ void store_rows(T *__restrict__ dst, const float *stage, const float *rowmul, float mul,
-                                           int dh, Off off) {
-	constexpr int LS = padded<float>(D), C8 = D / 8;
-	for (int c = threadIdx.x % 32; c < kStrip * C8; c += 32) {
-		const int r = c / C8, x = c % C8 * 8;
-		const int64_t o = off(r);
-		if (o < 0 || x >= dh) continue;
-		const float f = rowmul ? mul * rowmul[r] : mul;
-		float val[8];
-		UNROLL
-		for (int e = 0; e < 8; e++) val[e] = stage[r * LS + x + e] * f;
-		store_pack<8>(dst + o + x, val);
-	}
-}
-
-// ---- Finding a block's work ---------------------------------------------------
-
-// The tiles of kRows rows of sequence s: its qLen·rep query rows (keys =
-// false) or its kLen keys (keys = true).
-__device__ __forceinline__ int tiles_of(const int32_t *s, bool keys, int rep) {
-	return keys ? ceil_div(s[3], kRows) : ceil_div(s[1] * rep, kRows);
-}
-
-// Numbering the tiles of all sequences in order, finds the sequence *seq and
-// its tile *tile (0-based) that tile number id is; false when id is past the
-// last. Called by whole warps (every lane gets the answer): each round, the
-// lanes take 32 sequences and an inclusive prefix sum of their tile counts.
-__device__ __forceinline__ bool find_tile(const int32_t *__restrict__ seqs, int nseq, bool keys, int rep, int id,
-                                          int *seq, int *tile) {
-	const int lane = threadIdx.x % 32;
-	int before = 0; // tiles of the sequences of earlier rounds
-	for (int base = 0; base < nseq; base += 32) {
-		const int s = base + lane;
-		const int n = s < nseq ? tiles_of(seqs + 4 * s, keys, rep) : 0;
-		int incl = n;
-		UNROLL
-		for (int o = 1; o < 32; o *= 2) {
-			const int x = __shfl_up_sync(kFull, incl, o);
-			if (lane >= o) incl += x;
-		}
-		const int total = __shfl_sync(kFull, incl, 31);
-		if (id < before + total) {
-			const int owner = __ffs(__ballot_sync(kFull, before + incl > id)) - 1;
-			const int first = __shfl_sync(kFull, before + incl - n, owner); // its first tile's number
-			*seq = base + owner;
-			*tile = id - first;
-			return true;
-		}
-		before += total;
-	}
-	return false;
-}
-
-// Element offset of query row ρ of the group of key/value head g in q (and
-// out, dout, dq), for the sequence starting at row qs; rep = h/g.
-__device__ __forceinline__ int64_t qrow_offset(int qs, int rho, int rep, int h, int g, int dh) {
-	return ((int64_t)(qs + rho / rep) * h + g * rep + rho % rep) * dh;
-}
-// Index of the same row in lse and D ([nq, h]).
-__device__ __forceinline__ int64_t qrow_index(int qs, int rho, int rep, int h, int g) {
-	return (int64_t)(qs + rho / rep) * h + g * rep + rho % rep;
-}
-
-} // namespace
 
 // The kernels stay outside the anonymous namespace: their block-scope
 // declaration of the dynamic shared memory must name the global smem.
@@ -485,6 +147,7 @@ __device__ __forceinline__ int64_t qrow_index(int qs, int rho, int rep, int h, i
 namespace {
 
 constexpr int kFwdMaxWarps = 8; // warps of the largest forward block (128 rows)
+constexpr float kLn2 = 0.6931471805599453f;
 
 // Parameters of one forward launch (passed by value).
 struct FwdArgs {
@@ -504,20 +167,12 @@ struct FwdArgs {
 };
 
 // Byte offset of chunk c (16 bytes) of row r in a tile of C chunks per row,
-// XOR-swizzled so that the 8 rows one ldmatrix phase reads (8 consecutive
-// rows, one chunk column) fall in 8 distinct 16-byte bank groups: with C ≥ 8
-// (rows of 128 bytes or more) the chunk index is XORed with r mod 8; narrower
-// rows share a 128-byte line (8/C rows each), and the XOR uses the line
-// number instead, mod C. The swizzle permutes chunks within their row, so
-// every chunk stays 16-byte aligned (cp.async, ldmatrix). As the XOR term
-// depends on r mod 8 only, and C is a power of two,
+// swizzled (attention.cuh's swz_chunk). As the XOR term depends on r mod 8
+// only, and C is a power of two,
 //   swz(r + 8m, 2k + b) = (swz(r, b) ^ 32k) + 128·m·C   (b = 0, 1; 2k < C),
 // which is how the fragment loads below address a tile: one per-lane
 // offset, an XOR with a constant and an immediate.
-template <int C> __device__ __forceinline__ int swz(int r, int c) {
-	if constexpr (C >= 8) return (r * C + (c ^ (r & 7))) * 16;
-	else return (r * C + (c ^ ((r / (8 / C)) & (C - 1)))) * 16;
-}
+template <int C> __device__ __forceinline__ int swz(int r, int c) { return (r * C + swz_chunk<C>(r, c)) * 16; }
 
 // 2^x: the SFU instruction (flush-to-zero; 2^-inf = 0) on a GPU, exp2f here.
 __device__ __forceinline__ float fast_exp2(float x) {
@@ -535,34 +190,6 @@ __device__ __forceinline__ void cp_async_wait_upto(int n) {
 	if (n <= 0) cp_async_wait<0>();
 	else if (n == 1) cp_async_wait<1>();
 	else cp_async_wait<2>();
-}
-
-// The sequence *seq and its tile *tile of `rows` query rows that block item
-// id is, numbering the tiles of all sequences in order (find_tile with a
-// tile height chosen at run time); false past the last. Whole warps call it.
-__device__ __forceinline__ bool find_rows_tile(const int32_t *__restrict__ seqs, int nseq, int rep, int rows, int id,
-                                               int *seq, int *tile) {
-	const int lane = threadIdx.x % 32;
-	int before = 0;
-	for (int base = 0; base < nseq; base += 32) {
-		const int s = base + lane;
-		const int n = s < nseq ? ceil_div(seqs[4 * s + 1] * rep, rows) : 0;
-		int incl = n;
-		UNROLL
-		for (int o = 1; o < 32; o *= 2) {
-			const int x = __shfl_up_sync(kFull, incl, o);
-			if (lane >= o) incl += x;
-		}
-		const int total = __shfl_sync(kFull, incl, 31);
-		if (id < before + total) {
-			const int owner = __ffs(__ballot_sync(kFull, before + incl > id)) - 1;
-			*seq = base + owner;
-			*tile = id - __shfl_sync(kFull, before + incl - n, owner);
-			return true;
-		}
-		before += total;
-	}
-	return false;
 }
 
 // The two products of a warp's 16 rows, on fragments in the layout of
@@ -715,9 +342,10 @@ __global__ void __launch_bounds__(32 * kFwdMaxWarps) attn_fwd_kernel(FwdArgs a) 
 	const int nthr = blockDim.x, rows = a.rows, S = a.stages;
 	const int rep = a.h / a.g, chunk = blockIdx.x % a.split, kvh = blockIdx.x / a.split % a.g;
 	int s, tile;
-	if (!find_rows_tile(a.seqs, a.nseq, rep, rows, blockIdx.x / a.split / a.g, &s, &tile)) return; // the whole block
+	if (!find_tile(a.seqs, a.nseq, blockIdx.x / a.split / a.g, QueryTiles{rep, rows}, &s, &tile))
+		return; // the whole block
 	const int qs = a.seqs[4 * s], ql = a.seqs[4 * s + 1], ks = a.seqs[4 * s + 2], kl = a.seqs[4 * s + 3];
-	const int off = a.noncausal ? kl : kl - ql, nrows = ql * rep;
+	const int off = key_offset(ql, kl, a.noncausal), nrows = ql * rep;
 	const int r0 = (ceil_div(nrows, rows) - 1 - tile) * rows; // the costliest tile first
 	const int r1 = min(r0 + rows, nrows);
 	const int kEnd = min((r1 - 1) / rep + off + 1, kl); // keys some row of the tile sees
@@ -730,7 +358,8 @@ __global__ void __launch_bounds__(32 * kFwdMaxWarps) attn_fwd_kernel(FwdArgs a) 
 	for (int x = threadIdx.x; x < rows * C; x += nthr) {
 		const int r = x / C, c = x % C;
 		const bool ok = r0 + r < r1 && c * E < a.dh;
-		cp_async16(Qs + swz<C>(r, c), ok ? q + qrow_offset(qs, r0 + r, rep, a.h, kvh, a.dh) + c * E : q, ok ? 16 : 0);
+		cp_async16(Qs + swz<C>(r, c), ok ? q + qrow_index(qrow_first(qs, kvh, rep, a.h), r0 + r, rep, a.h) * a.dh + c * E : q,
+		           ok ? 16 : 0);
 	}
 	cp_async_commit();
 	// Key tile it into stage st: keys past kEnd and columns past dh are zero.
@@ -870,7 +499,7 @@ __global__ void __launch_bounds__(32 * kFwdMaxWarps) attn_fwd_kernel(FwdArgs a) 
 		const int rho = h2 ? rho1 : rho0;
 		if (rho >= r1) continue;
 		const float m = h2 ? m1 : m0, l = h2 ? l1 : l0;
-		const int64_t ri = qrow_index(qs, rho, rep, a.h, kvh); // the row's index in [nq·h]
+		const int64_t ri = qrow_index(qrow_first(qs, kvh, rep, a.h), rho, rep, a.h); // the row's index in [nq·h]
 		if (a.split == 1) {
 			const float inv = __fdividef(1.0f, l); // l ≥ 1 (the maximum's term is 1)
 			T *dst = (T *)a.out + ri * a.dh;
@@ -905,11 +534,11 @@ __global__ void __launch_bounds__(32 * kFwdMaxWarps) attn_fwd_kernel(FwdArgs a) 
 template <class T> __global__ void __launch_bounds__(128) attn_fwd_combine_kernel(FwdArgs a) {
 	const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, rep = a.h / a.g, kvh = blockIdx.x % a.g;
 	int s, tile;
-	if (!find_rows_tile(a.seqs, a.nseq, rep, a.rows, blockIdx.x / a.g, &s, &tile)) return;
+	if (!find_tile(a.seqs, a.nseq, blockIdx.x / a.g, QueryTiles{rep, a.rows}, &s, &tile)) return;
 	const int qs = a.seqs[4 * s], nrows = a.seqs[4 * s + 1] * rep;
 	const int r0 = (ceil_div(nrows, a.rows) - 1 - tile) * a.rows, r1 = min(r0 + a.rows, nrows);
 	for (int rho = r0 + warp; rho < r1; rho += 4) {
-		const int64_t ri = qrow_index(qs, rho, rep, a.h, kvh);
+		const int64_t ri = qrow_index(qrow_first(qs, kvh, rep, a.h), rho, rep, a.h);
 		float m = -INFINITY;
 		for (int c = 0; c < a.split; c++) m = fmaxf(m, a.part_ml[2 * (c * a.nqh + ri)]);
 		float l = 0.0f, acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
@@ -930,50 +559,6 @@ template <class T> __global__ void __launch_bounds__(128) attn_fwd_combine_kerne
 		if (lane == 0) a.lse[ri] = (m + log2f(l)) * kLn2;
 	}
 }
-
-// ---- Launchers --------------------------------------------------------------------
-
-namespace {
-
-// Calls f(T*, integral_constant<int, D>) for the storage type T that dt names
-// (f32, bf16) and the padded head width D ∈ {32, 64, 128} that fits dh; returns
-// cudaErrorInvalidValue for any other dtype.
-template <class F> cudaError_t dispatch(tw_dtype dt, int64_t dh, F f) {
-	auto width = [&](auto *t) -> cudaError_t {
-		if (dh <= 32) return f(t, std::integral_constant<int, 32>());
-		if (dh <= 64) return f(t, std::integral_constant<int, 64>());
-		return f(t, std::integral_constant<int, 128>());
-	};
-	switch (dt) {
-	case TW_F32: return width((float *)nullptr);
-	case TW_BF16: return width((bf16 *)nullptr);
-	default: return cudaErrorInvalidValue;
-	}
-}
-
-// The checks both directions share: shape limits, head width, alignment.
-bool shapes_ok(int64_t nq, int64_t nk, int64_t h, int64_t g, int64_t dh, std::initializer_list<const void *> ptrs) {
-	if (dh % 8 != 0 || dh > 128 || g < 1 || h % g != 0) return false;
-	if (nq * h > INT32_MAX || nk * g > INT32_MAX) return false; // row numbers are 32-bit in the kernels
-	for (const void *p : ptrs)
-		if (!pack_aligned<bf16, 8>(p)) return false; // 16 bytes: the packs of both dtypes
-	return true;
-}
-
-// Grid for items of 64 rows out of `rows` rows split among nseq sequences,
-// times g key/value heads; 0 if it would not fit a grid.
-unsigned grid_of(int64_t rows, int64_t nseq, int64_t g) {
-	const int64_t n = (ceil_div<int64_t>(rows, kRows) + nseq) * g;
-	return n > INT32_MAX ? 0 : (unsigned)n;
-}
-
-// Lets kernel use bytes of dynamic shared memory (over 48 KiB needs the
-// opt-in; set on every call, as the setting is per device).
-template <class K> cudaError_t allow_smem(K kernel, size_t bytes) {
-	return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes);
-}
-
-} // namespace
 
 // ---- Forward launchers --------------------------------------------------------------
 
@@ -1011,11 +596,7 @@ struct FwdPlan {
 // device's SM count and the shape, not on the dtype, so that
 // tw_attention_workspace (which has no dtype) agrees with tw_attention.
 int dec_auto_split(int64_t nk, int64_t g, int64_t nseq) {
-	int dev = 0, sms = 0;
-	if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
-	    sms < 1)
-		sms = 1;
-	const int64_t items = nseq * g, want = ceil_div<int64_t>(2 * 2 * (int64_t)sms, items);
+	const int64_t items = nseq * g, want = ceil_div<int64_t>(2 * 2 * (int64_t)sm_count(), items);
 	const int64_t cap = std::max<int64_t>(1, nk / nseq / 256);
 	return (int)std::max<int64_t>(1, std::min<int64_t>({want, cap, kMaxSplit}));
 }
@@ -1039,8 +620,6 @@ FwdPlan fwd_plan(int64_t nq, int64_t nk, int64_t g, int64_t nseq, bool f32, cons
 	}
 	return p;
 }
-
-template <int V> using IntC = std::integral_constant<int, V>;
 
 // Calls f(T*, D, N) (D, N: IntC) for the compiled instantiation that fits dt,
 // dh and the key tile: bf16 with D = 128 (dh 72 … 128) and N = 32, 64 or
@@ -1085,13 +664,13 @@ extern "C" cudaError_t tw_attention(void *out, float *lse, const void *q, const 
 	if (nq == 0 || h == 0 || nseq == 0) return cudaSuccess;
 	if (!shapes_ok(nq, nk, h, g, dh, {out, q, k, v})) return cudaErrorInvalidValue;
 	const FwdPlan p = fwd_plan(nq, nk, g, nseq, dt == TW_F32, cfg);
-	const int64_t items = (ceil_div<int64_t>(nq * (h / g), p.rows) + nseq) * g;
+	const int64_t items = tiles_bound(nq * (h / g), p.rows, nseq) * g;
 	if (items * p.split > INT32_MAX) return cudaErrorInvalidValue;
 	FwdArgs a{};
 	a.out = out, a.lse = lse, a.q = q, a.k = k, a.v = v, a.seqs = seqs;
 	a.nqh = nq * h, a.nseq = (int)nseq, a.h = (int)h, a.g = (int)g, a.dh = (int)dh;
 	a.rows = p.rows, a.stages = p.stages, a.split = p.split, a.noncausal = noncausal;
-	a.sl2 = (float)((double)scale * 1.4426950408889634);
+	a.sl2 = scale_log2e(scale);
 	if (p.split > 1) {
 		if (workspace == nullptr || (uintptr_t)workspace % 16 != 0) return cudaErrorInvalidValue;
 		a.part_o = (float *)workspace;
@@ -1110,23 +689,44 @@ extern "C" cudaError_t tw_attention(void *out, float *lse, const void *q, const 
 	});
 }
 
+// The forward's configurations (fwd_rows × fwd_keys × fwd_stages), then
+// decoding's (dec_keys × dec_split), then the backward's (kBwdConfigs128,
+// and bwd_split 1, 2, 4 beside the default's choice), each varying one
+// direction's fields from the defaults; the defaults first, the forward's
+// spelled out (the other fields' 0 is their default), and no entry twice.
 extern "C" int tw_attention_configs(tw_attention_config *out, int max) {
 	int n = 0;
-	auto add = [&](int rows, int keys, int stages, int dsplit, int dkeys) {
-		if (out != nullptr && n < max) {
-			out[n] = tw_attention_config{};
-			out[n].fwd_rows = rows, out[n].fwd_keys = keys, out[n].fwd_stages = stages;
-			out[n].dec_split = dsplit, out[n].dec_keys = dkeys;
-		}
+	auto add = [&](const tw_attention_config &c) {
+		if (out != nullptr && n < max) out[n] = c;
 		n++;
 	};
-	add(128, 64, 2, 0, 0); // the defaults, spelled out: measured first
+	auto fwd = [&](int rows, int keys, int stages) {
+		tw_attention_config c{};
+		c.fwd_rows = rows, c.fwd_keys = keys, c.fwd_stages = stages;
+		add(c);
+	};
+	fwd(128, 64, 2); // the defaults: measured first
 	for (int rows : {64, 128})
 		for (int keys : {32, 64, 128})
 			for (int stages : {1, 2, 3})
-				if (!(rows == 128 && keys == 64 && stages == 2)) add(rows, keys, stages, 0, 0);
+				if (!(rows == 128 && keys == 64 && stages == 2)) fwd(rows, keys, stages);
 	for (int dkeys : {64, 128})
 		for (int dsplit : {0, 1, 4, 16})
-			if (!(dkeys == 64 && dsplit == 0)) add(0, 0, 0, dsplit, dkeys);
+			if (!(dkeys == 64 && dsplit == 0)) {
+				tw_attention_config c{};
+				c.dec_split = dsplit, c.dec_keys = dkeys;
+				add(c);
+			}
+	for (const BwdConfig &b : kBwdConfigs128)
+		if (&b != &kBwdConfigs128[0]) { // [0]: the default
+			tw_attention_config c{};
+			c.bwd_rows = b.rows, c.bwd_keys = b.keys, c.bwd_stages = b.stages;
+			add(c);
+		}
+	for (int split : {1, 2, 4}) {
+		tw_attention_config c{};
+		c.bwd_split = split;
+		add(c);
+	}
 	return n;
 }

@@ -3,26 +3,25 @@
 // forward).
 //
 // Contract: engine.Backend.AttentionBackward (engine/backend.go); the
-// launchers' arguments are listed in kernels.h. What the kernels add to it:
-//   dt is f32 or bf16 (q, k, v, out, dout and the gradients share it); dh is
-//   a multiple of 8 up to 128; h is a multiple of g ≥ 1. lse [nq, h] f32 is
-//   the forward's natural-log log-sum-exp of each (query row, head)'s scaled
-//   scores. seqs is trusted, not checked (a launcher does not read device
-//   memory); the sequences' query ranges and key ranges must not overlap.
-//   Every gradient empty: nothing is launched. Anything else gives
-//   cudaErrorInvalidValue.
-//   Alignment: q, k, v, out, dout, dq, dk, dv 16-byte aligned.
+// launchers' arguments are listed in kernels.h; the shapes, the alignment
+// (q, k, v, out, dout, dq, dk, dv: 16 bytes) and the causality rule both
+// directions share are attention.cuh's. What the backward adds to them:
+//   dt is f32 or bf16 (q, k, v, out, dout and the gradients share it).
+//   lse [nq, h] f32 is the forward's natural-log log-sum-exp of each (query
+//   row, head)'s scaled scores. seqs is trusted, not checked (a launcher
+//   does not read device memory); the sequences' query ranges and key
+//   ranges must not overlap. Every gradient empty: nothing is launched.
+//   Anything else gives cudaErrorInvalidValue.
 //   Configuration (tw_attention_config, 0 = default): bf16 with head width
 //   dh in (64, 128]: bwd_rows ∈ {64, 128}, bwd_keys ∈ {64, 128}, bwd_stages
 //   ∈ {1, 2}, all but rows = keys = 128 with 2 stages (over 227 KiB of
-//   shared memory); default 64, 128, 2. bf16 with dh ≤ 64: the default
-//   only. f32: 64, 64, 1 only. bwd_split: any ≥ 1; 0 picks one from the SM
-//   count (split_of). Other values: cudaErrorInvalidValue.
+//   shared memory); default 64, 128, 2 (attention.cuh's kBwdConfigs128,
+//   which the sweep's tw_attention_configs lists too). bf16 with dh ≤ 64:
+//   the default only. f32: 64, 64, 1 only. bwd_split: any ≥ 1; 0 picks one
+//   from the SM count (split_of). Other values: cudaErrorInvalidValue.
 //   Workspace: tw_attention_backward_workspace(nq, nk, h, g, dh, cfg) bytes
 //   (layout below); the same device must be current for both calls, as the
 //   default split depends on it.
-//   Causality: query t of a sequence sees keys 0 … t+off, off = kLen − qLen
-//   (causal) or kLen (noncausal: every key), and never key kLen or beyond.
 //   Numerics: P = exp2(s·scale·log2 e − lse·log2 e) in f32; dS = P∘(dP − D)
 //   with D = rowsum(dO∘O) in f32; bf16 products on tensor cores with P and
 //   dS rounded to bf16 as operands (dS from the rounded P), f32
@@ -33,11 +32,9 @@
 // Design (FlashAttention-2's backward, Dao 2023, one kernel for the five
 // products):
 //
-// Rows. As in the forward, the h/g query heads sharing key/value head g are
-// handled together: for a sequence the "rows" are the pairs (t, j) of a query
-// t and one head j of the group, ρ = t·(h/g) + j (adjacent in memory). One
-// K/V tile in shared memory serves all of them, and dK, dV sum over the heads
-// of the group in the order of ρ, as part of the one accumulation.
+// Rows are attention.cuh's: one K/V tile in shared memory serves all the
+// heads of a group, and dK, dV sum over them in the order of ρ, as part of
+// the one accumulation.
 //
 // Blocks. A block owns BC keys (bwd_keys) of one sequence and key/value head,
 // BC/16 warps, warp w the 16 keys 16w … 16w+15, and the part p (of bwd_split)
@@ -136,51 +133,28 @@
 // counters (int); dQ's f32 partial sums [nq, h, dh] (bf16 only, but always
 // reserved: the workspace size does not know the dtype); dK, dV partial
 // sums [2][nk, g, dh] f32 when the split is above 1.
-#include <initializer_list>
-#include <type_traits>
 #ifdef TW_EMU
 #include <sched.h>
 #endif
 
 #include "common.cuh"
-#include "kernels.h"
-#include "pack.cuh"
+#include "attention.cuh"
 #include "sm80.cuh"
-
-// Loop unrolling hints, spelled for nvcc or for g++ (the emulator build).
-#define BWD_PRAGMA(x) _Pragma(#x)
-#ifdef __CUDACC__
-#define BWD_UNROLL BWD_PRAGMA(unroll)
-#define BWD_UNROLL_BY(n) BWD_PRAGMA(unroll n)
-#else
-#define BWD_UNROLL BWD_PRAGMA(GCC unroll 16)
-#define BWD_UNROLL_BY(n) BWD_PRAGMA(GCC unroll n)
-#endif
 
 namespace {
 
-typedef __nv_bfloat16 bf16;
-
-constexpr unsigned kFull = 0xffffffffu;
-constexpr float kLog2e = 1.4426950408889634f;
 constexpr int kSlice = 64; // query rows per slice of a tile (registers: Sᵀ, dPᵀ of 16 × 64)
 
 // ---- Shared-memory tiles ----------------------------------------------------
 
 // A [rows][D] tile of T in shared memory, unpadded, its 16-byte chunks
-// XOR-swizzled by row so that ldmatrix (8 rows, one chunk each) and the
-// cp.async stores meet 8 different bank groups: chunk c of row r is stored
-// at chunk c ^ (r mod 8), or, when a row has only 4 chunks (bf16, D = 32;
-// two rows per 128 bytes), c ^ (r/2 mod 4).
+// swizzled by row (attention.cuh's swz_chunk), so that ldmatrix (8 rows,
+// one chunk each) and the cp.async stores meet 8 different bank groups.
 template <class T, int D> struct Tile {
 	static constexpr int E = 16 / (int)sizeof(T); // elements per chunk
 	static constexpr int C = D / E;               // chunks per row
-	static_assert(C == 4 || C % 8 == 0, "Tile: 4 chunks per row, or a multiple of 8");
 	// Element offset of (r, c); the E elements of c's chunk are contiguous.
-	static __device__ __forceinline__ int at(int r, int c) {
-		const int sw = C >= 8 ? (r & 7) : ((r >> 1) & 3);
-		return r * D + ((c / E) ^ sw) * E + c % E;
-	}
+	static __device__ __forceinline__ int at(int r, int c) { return r * D + swz_chunk<C>(r, c / E) * E + c % E; }
 };
 
 // Byte offsets of a block's shared memory (every region 16-byte aligned).
@@ -216,11 +190,11 @@ __device__ __forceinline__ void prod_nt(float (&acc)[N / 8][4], const T *X, int 
 	typedef Tile<T, D> TL;
 	const int lane = threadIdx.x % 32;
 	if constexpr (is_mma<T>()) {
-		BWD_UNROLL_BY(2)
+		UNROLL_BY(2)
 		for (int kk = 0; kk < D / 16; kk++) {
 			uint32_t a[4];
 			ldmatrix_x4(a, X + TL::at(xr + lane % 16, 16 * kk + 8 * (lane / 16)));
-			BWD_UNROLL
+			UNROLL
 			for (int n = 0; n < N / 8; n += 2) {
 				uint32_t b[4]; // B fragments of n-tiles n and n+1
 				ldmatrix_x4(b, Y + TL::at(yr + 8 * n + lane % 8 + 8 * (lane / 16), 16 * kk + 8 * (lane / 8 % 2)));
@@ -230,13 +204,13 @@ __device__ __forceinline__ void prod_nt(float (&acc)[N / 8][4], const T *X, int 
 		}
 	} else {
 		const int g = lane / 4, t = lane % 4;
-		BWD_UNROLL_BY(2)
+		UNROLL_BY(2)
 		for (int d = 0; d < D; d += 4) {
 			const float4 a0 = *(const float4 *)(X + TL::at(xr + g, d));
 			const float4 a1 = *(const float4 *)(X + TL::at(xr + g + 8, d));
-			BWD_UNROLL
+			UNROLL
 			for (int n = 0; n < N / 8; n++)
-				BWD_UNROLL
+				UNROLL
 				for (int e = 0; e < 2; e++) {
 					const float4 b = *(const float4 *)(Y + TL::at(yr + 8 * n + 2 * t + e, d));
 					float s0 = acc[n][e], s1 = acc[n][2 + e];
@@ -254,7 +228,7 @@ __device__ __forceinline__ void prod_nt(float (&acc)[N / 8][4], const T *X, int 
 template <class T, int D, int NC>
 __device__ __forceinline__ void mma_kstep(float (&acc)[NC / 8][4], const uint32_t (&a)[4], const T *Y, int yr, int c0) {
 	const int lane = threadIdx.x % 32;
-	BWD_UNROLL
+	UNROLL
 	for (int n = 0; n < NC / 8; n += 2) {
 		uint32_t b[4];
 		ldmatrix_x4_trans(b, Y + Tile<T, D>::at(yr + lane % 16, c0 + 8 * n + 8 * (lane / 16)));
@@ -269,10 +243,10 @@ template <int D, int NC, int K>
 __device__ __forceinline__ void simt_nn(float (&acc)[NC / 8][4], const float *As, int lda, int ldk, const float *Y,
                                         int yr, int c0) {
 	const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-	BWD_UNROLL_BY(4)
+	UNROLL_BY(4)
 	for (int k = 0; k < K; k++) {
 		const float a0 = As[g * lda + k * ldk], a1 = As[(g + 8) * lda + k * ldk];
-		BWD_UNROLL
+		UNROLL
 		for (int n = 0; n < NC / 8; n++) {
 			const float2 b = *(const float2 *)(Y + Tile<float, D>::at(yr + k, c0 + 8 * n + 2 * t));
 			acc[n][0] = fmaf(a0, b.x, acc[n][0]);
@@ -284,9 +258,9 @@ __device__ __forceinline__ void simt_nn(float (&acc)[NC / 8][4], const float *As
 }
 
 template <int N> __device__ __forceinline__ void zero(float (&acc)[N][4]) {
-	BWD_UNROLL
+	UNROLL
 	for (int n = 0; n < N; n++)
-		BWD_UNROLL
+		UNROLL
 		for (int e = 0; e < 4; e++) acc[n][e] = 0.0f;
 }
 
@@ -310,7 +284,7 @@ template <class T> __device__ __forceinline__ float unpack(uint32_t x, int hi) {
 template <int LDS> __device__ __forceinline__ void stage_rows(float *dst, const float (&x)[kSlice / 8][4]) {
 	const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
 	__syncwarp();
-	BWD_UNROLL
+	UNROLL
 	for (int n = 0; n < kSlice / 8; n++) {
 		store2(dst + g * LDS + 8 * n + 2 * t, x[n][0], x[n][1]);
 		store2(dst + (g + 8) * LDS + 8 * n + 2 * t, x[n][2], x[n][3]);
@@ -340,41 +314,6 @@ __device__ __forceinline__ void acquire_wait(const int *ctr, int want) {
 __device__ __forceinline__ void release_one(int *ctr) {
 	__threadfence();
 	atomicAdd(ctr, 1);
-}
-
-// ---- Finding a block's work -----------------------------------------------------
-
-// Numbering the key tiles (BC keys) of all sequences in order, finds the
-// sequence *seq and its key tile *kb that tile number id is, and *qbase, the
-// number of query tiles (BR rows of h/g heads) of the sequences before it;
-// false when id is past the last. Called by a whole warp: each round, the
-// lanes take 32 sequences and inclusive prefix sums of their tile counts.
-__device__ __forceinline__ bool find_work(const int32_t *__restrict__ seqs, int nseq, int rep, int BR, int BC, int id,
-                                          int *seq, int *kb, int *qbase) {
-	const int lane = threadIdx.x % 32;
-	int kbefore = 0, qbefore = 0;
-	for (int base = 0; base < nseq; base += 32) {
-		const int s = base + lane;
-		const int nk = s < nseq ? ceil_div(seqs[4 * s + 3], BC) : 0;
-		const int nq = s < nseq ? ceil_div(seqs[4 * s + 1] * rep, BR) : 0;
-		int kin = nk, qin = nq;
-		BWD_UNROLL
-		for (int o = 1; o < 32; o *= 2) {
-			const int x = __shfl_up_sync(kFull, kin, o), y = __shfl_up_sync(kFull, qin, o);
-			if (lane >= o) kin += x, qin += y;
-		}
-		const int ktotal = __shfl_sync(kFull, kin, 31), qtotal = __shfl_sync(kFull, qin, 31);
-		if (id < kbefore + ktotal) {
-			const int owner = __ffs(__ballot_sync(kFull, kbefore + kin > id)) - 1;
-			*seq = base + owner;
-			*kb = id - __shfl_sync(kFull, kbefore + kin - nk, owner);
-			*qbase = __shfl_sync(kFull, qbefore + qin - nq, owner);
-			return true;
-		}
-		kbefore += ktotal;
-		qbefore += qtotal;
-	}
-	return false;
 }
 
 // The kernel's arguments. dqacc is dq itself for f32.
@@ -459,7 +398,9 @@ __global__ void __launch_bounds__(2 * BC, BC == 64 ? 2 : 1) attn_bwd_kernel(cons
 		ticket = __shfl_sync(kFull, ticket, 0);
 		const int id = ticket / (a.g * a.split);
 		int seq = -1, kb = 0, qbase = 0;
-		if (!find_work(a.seqs, a.nseq, a.h / a.g, BR, BC, id, &seq, &kb, &qbase)) seq = -1;
+		// Items are the key tiles of all sequences in order; qbase, the query
+		// tiles of the sequences before, numbers the first of its dQ counters.
+		if (!find_tile(a.seqs, a.nseq, id, KeyTiles{BC}, &seq, &kb, QueryTiles{a.h / a.g, BR}, &qbase)) seq = -1;
 		if (lane == 0) {
 			info[0] = seq, info[1] = kb, info[2] = qbase, info[3] = id;
 			info[4] = ticket / a.split % a.g, info[5] = ticket % a.split;
@@ -471,7 +412,7 @@ __global__ void __launch_bounds__(2 * BC, BC == 64 ? 2 : 1) attn_bwd_kernel(cons
 
 	const int32_t *sq = a.seqs + 4 * seq;
 	const int qs = sq[0], ql = sq[1], ks = sq[2], kl = sq[3];
-	const int rep = a.h / a.g, rows = ql * rep, off = a.noncausal ? kl : kl - ql, split = a.split;
+	const int rep = a.h / a.g, rows = ql * rep, off = key_offset(ql, kl, a.noncausal), split = a.split;
 	const int nqt = ceil_div(rows, BR), j0 = kb * BC;
 	// Contract violations (overlapping sequences) must not index past the counters.
 	if ((int64_t)(qbase + nqt) * a.g > a.nqctr || (int64_t)(id + 1) * a.g > a.nkctr) return;
@@ -485,8 +426,8 @@ __global__ void __launch_bounds__(2 * BC, BC == 64 ? 2 : 1) attn_bwd_kernel(cons
 	const bool last_part = part == split - 1;
 	if (lo >= hi && !last_part) return; // an empty part takes no part in the dK/dV sum
 
-	const int64_t qrow0 = (int64_t)qs * a.h + kvh * rep; // row of ρ = 0 in [nq·h]
-	auto qidx = [&](int rho) -> int64_t { return qrow0 + (int64_t)(rho / rep) * a.h + rho % rep; };
+	const int64_t qrow0 = qrow_first(qs, kvh, rep, a.h); // row of ρ = 0 in [nq·h]
+	auto qidx = [&](int rho) -> int64_t { return qrow_index(qrow0, rho, rep, a.h); };
 
 	// Keys and values; Q, dO of query tile `tile` into stage buffer `buf`;
 	// the per-row scalars of a tile.
@@ -515,7 +456,7 @@ __global__ void __launch_bounds__(2 * BC, BC == 64 ? 2 : 1) attn_bwd_kernel(cons
 		const int rho = tile * BR + tid;
 		if (rho >= rows) return Row{INFINITY, 0.0f, -1}; // P = 0
 		const int64_t i = qidx(rho);
-		return Row{a.lse[i] * kLog2e, a.Dl[i], min(rho / rep + off, kl - 1)};
+		return Row{a.lse[i] * (float)kLog2e, a.Dl[i], min(rho / rep + off, kl - 1)};
 	};
 	auto put_row = [&](int buf, Row r) {
 		lse2s[buf * BR + tid] = r.lse2, Ds[buf * BR + tid] = r.d, lims[buf * BR + tid] = r.lim;
@@ -553,7 +494,7 @@ __global__ void __launch_bounds__(2 * BC, BC == 64 ? 2 : 1) attn_bwd_kernel(cons
 		const int *lm = lims + buf * BR;
 		const int r0 = i * BR;
 
-		BWD_UNROLL_BY(1)
+		UNROLL_BY(1)
 		for (int c0 = 0; c0 < BR; c0 += kSlice) {
 			float s[kSlice / 8][4], dp[kSlice / 8][4];
 			zero(s);
@@ -562,11 +503,11 @@ __global__ void __launch_bounds__(2 * BC, BC == 64 ? 2 : 1) attn_bwd_kernel(cons
 			// where the slice's first row's last key is before the block's last.
 			const int rs = min(r0 + c0, rows - 1);
 			const bool masked = j0 + BC - 1 > min(rs / rep + off, kl - 1);
-			BWD_UNROLL
+			UNROLL
 			for (int n = 0; n < kSlice / 8; n++) {
 				const int col = c0 + 8 * n + 2 * tq;
 				const float2 l = *(const float2 *)(l2 + col);
-				BWD_UNROLL
+				UNROLL
 				for (int e = 0; e < 4; e++) {
 					float p = exp2f(fmaf(s[n][e], a.sl2, -(e % 2 ? l.y : l.x)));
 					if (masked && key0 + 8 * (e / 2) > lm[col + e % 2]) p = 0.0f;
@@ -582,9 +523,9 @@ __global__ void __launch_bounds__(2 * BC, BC == 64 ? 2 : 1) attn_bwd_kernel(cons
 			T *dSw = dSt + kw * LDS + c0; // the warp's 16 rows of dSᵀ, this slice's columns
 			uint32_t pa[kSlice / 16][4];
 			if constexpr (is_mma<T>()) {
-				BWD_UNROLL
+				UNROLL
 				for (int kk = 0; kk < kSlice / 16; kk++) {
-					BWD_UNROLL
+					UNROLL
 					for (int r = 0; r < 4; r++) pa[kk][r] = pack2<T>(s[2 * kk + r / 2][2 * (r % 2)], s[2 * kk + r / 2][2 * (r % 2) + 1]);
 					mma_kstep<T, D, D>(dva, pa[kk], dOb, c0 + 16 * kk, 0);
 				}
@@ -595,10 +536,10 @@ __global__ void __launch_bounds__(2 * BC, BC == 64 ? 2 : 1) attn_bwd_kernel(cons
 			}
 			zero(dp);
 			prod_nt<T, D, kSlice>(dp, Vs, kw, dOb, c0);
-			BWD_UNROLL
+			UNROLL
 			for (int n = 0; n < kSlice / 8; n++) {
 				const float2 dd = *(const float2 *)(Db + c0 + 8 * n + 2 * tq);
-				BWD_UNROLL
+				UNROLL
 				for (int e = 0; e < 4; e++) {
 					float p;
 					if constexpr (is_mma<T>()) p = unpack<T>(pa[n / 2][2 * (n % 2) + e / 2], e % 2);
@@ -608,10 +549,10 @@ __global__ void __launch_bounds__(2 * BC, BC == 64 ? 2 : 1) attn_bwd_kernel(cons
 			}
 			if constexpr (is_mma<T>()) {
 				// dSᵀ as A fragments for dK, and to shared memory for dQ.
-				BWD_UNROLL
+				UNROLL
 				for (int kk = 0; kk < kSlice / 16; kk++) {
 					uint32_t da[4];
-					BWD_UNROLL
+					UNROLL
 					for (int r = 0; r < 4; r++) {
 						da[r] = pack2<T>(dp[2 * kk + r / 2][2 * (r % 2)], dp[2 * kk + r / 2][2 * (r % 2) + 1]);
 						*(uint32_t *)(dSw + (gq + 8 * (r % 2)) * LDS + 16 * kk + 8 * (r / 2) + 2 * tq) = da[r];
@@ -631,17 +572,17 @@ __global__ void __launch_bounds__(2 * BC, BC == 64 ? 2 : 1) attn_bwd_kernel(cons
 		if (tid == 0 && kb > 0) acquire_wait(qc, kb);
 		__syncthreads(); // dSᵀ complete; the adds before this one visible
 		constexpr int DQ = D < 64 ? D : 64, MU = BR / 16, UNITS = MU * (D / DQ);
-		BWD_UNROLL_BY(1)
+		UNROLL_BY(1)
 		for (int u = warp; u < UNITS; u += W) {
 			const int m0 = u % MU * 16, d0 = u / MU * DQ;
 			// The partial sum's loads are issued first, their latency hidden
 			// by the product.
 			float acc[DQ / 8][4], prev[DQ / 8][4];
-			BWD_UNROLL
+			UNROLL
 			for (int h2 = 0; h2 < 2; h2++) {
 				const int rho = r0 + m0 + gq + 8 * h2;
 				const int64_t base = rho < rows ? qidx(rho) * a.dh : 0;
-				BWD_UNROLL
+				UNROLL
 				for (int n = 0; n < DQ / 8; n++) {
 					const int col = d0 + 8 * n + 2 * tq;
 					float2 x = make_float2(0.0f, 0.0f);
@@ -651,7 +592,7 @@ __global__ void __launch_bounds__(2 * BC, BC == 64 ? 2 : 1) attn_bwd_kernel(cons
 			}
 			zero(acc);
 			if constexpr (is_mma<T>()) {
-				BWD_UNROLL_BY(1)
+				UNROLL_BY(1)
 				for (int kk = 0; kk < BC / 16; kk++) {
 					uint32_t af[4]; // A[m][k] = dSᵀ[k][m]
 					ldmatrix_x4_trans(af, dSt + (16 * kk + lane % 8 + 8 * (lane / 16)) * LDS + m0 + 8 * (lane / 8 % 2));
@@ -660,12 +601,12 @@ __global__ void __launch_bounds__(2 * BC, BC == 64 ? 2 : 1) attn_bwd_kernel(cons
 			} else {
 				simt_nn<D, DQ, BC>(acc, (const float *)dSt + m0, 1, LDS, (const float *)Ks, 0, d0);
 			}
-			BWD_UNROLL
+			UNROLL
 			for (int h2 = 0; h2 < 2; h2++) {
 				const int rho = r0 + m0 + gq + 8 * h2;
 				if (rho >= rows) continue;
 				const int64_t base = qidx(rho) * a.dh;
-				BWD_UNROLL
+				UNROLL
 				for (int n = 0; n < DQ / 8; n++) {
 					const int col = d0 + 8 * n + 2 * tq;
 					if (col >= a.dh) continue;
@@ -697,12 +638,12 @@ __global__ void __launch_bounds__(2 * BC, BC == 64 ? 2 : 1) attn_bwd_kernel(cons
 		if (tid == 0) acquire_wait(kc, rank);
 		__syncthreads();
 	}
-	BWD_UNROLL
+	UNROLL
 	for (int h2 = 0; h2 < 2; h2++) {
 		const int j = key0 + 8 * h2;
 		if (j >= kl) continue;
 		const int64_t base = ((int64_t)(ks + j) * a.g + kvh) * a.dh;
-		BWD_UNROLL
+		UNROLL
 		for (int n = 0; n < D / 8; n++) {
 			const int col = 8 * n + 2 * tq;
 			if (col >= a.dh) continue;
@@ -733,13 +674,8 @@ __global__ void __launch_bounds__(2 * BC, BC == 64 ? 2 : 1) attn_bwd_kernel(cons
 
 namespace {
 
-// A backward configuration: query rows per tile, keys per block, stages.
-struct BwdConfig {
-	int rows, keys, stages;
-};
-
-constexpr BwdConfig kDefaultBf16{64, 128, 2};
-constexpr BwdConfig kDefaultF32{64, 64, 1};
+constexpr BwdConfig kDefaultBf16 = kBwdConfigs128[0]; // also bf16's only one at D = 32, 64
+constexpr BwdConfig kDefaultF32{64, 64, 1};           // f32's only one
 
 // The configuration cfg asks for with dtype dt (bf16: is_bf16), 0 fields
 // taking the default.
@@ -759,12 +695,8 @@ BwdConfig resolve(const tw_attention_config *cfg, bool is_bf16) {
 // at most 16.
 int split_of(const tw_attention_config *cfg, int64_t nq, int64_t nk, int64_t h, int64_t g, int keys) {
 	if (cfg && cfg->bwd_split > 0) return cfg->bwd_split;
-	int dev = 0, sms = 0;
-	if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
-	    sms < 1)
-		sms = 1;
 	const int64_t blocks = ceil_div<int64_t>(nk, keys) * g;
-	int64_t s = blocks > 0 ? ceil_div<int64_t>(2 * sms, blocks) : 1;
+	int64_t s = blocks > 0 ? ceil_div<int64_t>(2 * (int64_t)sm_count(), blocks) : 1;
 	const int64_t tiles = ceil_div<int64_t>(nq * (g > 0 ? h / g : 1), 64);
 	s = s < tiles ? s : tiles;
 	s = s < 16 ? s : 16;
@@ -783,9 +715,10 @@ Workspace workspace_of(int64_t nq, int64_t nk, int64_t h, int64_t g, int64_t dh,
 	auto up = [](size_t x) { return (x + 255) / 256 * 256; };
 	Workspace w{};
 	const int64_t rep = g > 0 ? h / g : 0;
-	// Bounds for tiles of 64 (the smallest): Σ ceil(n_s/64) ≤ n/64 + (sequences with n_s > 0).
-	w.nqctr = (ceil_div<int64_t>(nq * rep, 64) + nq) * g;
-	w.nkctr = (ceil_div<int64_t>(nk, 64) + nk) * g;
+	// Bounds for tiles of 64 (the smallest), with at most nq (nk) sequences
+	// that have query rows (keys).
+	w.nqctr = tiles_bound(nq * rep, 64, nq) * g;
+	w.nkctr = tiles_bound(nk, 64, nk) * g;
 	const int sb = split_of(cfg, nq, nk, h, g, resolve(cfg, true).keys);
 	const int sf = split_of(cfg, nq, nk, h, g, resolve(cfg, false).keys);
 	w.split = sb > 1 || sf > 1;
@@ -797,44 +730,37 @@ Workspace workspace_of(int64_t nq, int64_t nk, int64_t h, int64_t g, int64_t dh,
 	return w;
 }
 
+// The instantiation of entries I … of kBwdConfigs128 (bf16, D = 128) that c
+// names, as dispatch below; cudaErrorInvalidValue if none.
+template <int I, class F> cudaError_t dispatch128(BwdConfig c, F f) {
+	constexpr int n = sizeof(kBwdConfigs128) / sizeof(kBwdConfigs128[0]);
+	if constexpr (I == n) {
+		return cudaErrorInvalidValue;
+	} else {
+		constexpr BwdConfig x = kBwdConfigs128[I];
+		if (c.rows == x.rows && c.keys == x.keys && c.stages == x.stages)
+			return f((bf16 *)nullptr, IntC<128>(), IntC<x.rows>(), IntC<x.keys>(), IntC<x.stages>());
+		return dispatch128<I + 1>(c, f);
+	}
+}
+
 // Calls f(T*, D, BR, BC, STAGES as integral_constants) for the storage type
 // dt names, the padded head width D ∈ {32, 64, 128} that fits dh and the
 // compiled configuration c names; cudaErrorInvalidValue if there is none.
-template <int V> using ic = std::integral_constant<int, V>;
 template <class F> cudaError_t dispatch(tw_dtype dt, int64_t dh, BwdConfig c, F f) {
 	auto is = [&](BwdConfig x) { return c.rows == x.rows && c.keys == x.keys && c.stages == x.stages; };
 	if (dt == TW_F32) {
 		if (!is(kDefaultF32)) return cudaErrorInvalidValue;
 		float *t = nullptr;
-		if (dh <= 32) return f(t, ic<32>(), ic<64>(), ic<64>(), ic<1>());
-		if (dh <= 64) return f(t, ic<64>(), ic<64>(), ic<64>(), ic<1>());
-		return f(t, ic<128>(), ic<64>(), ic<64>(), ic<1>());
+		if (dh <= 32) return f(t, IntC<32>(), IntC<64>(), IntC<64>(), IntC<1>());
+		if (dh <= 64) return f(t, IntC<64>(), IntC<64>(), IntC<64>(), IntC<1>());
+		return f(t, IntC<128>(), IntC<64>(), IntC<64>(), IntC<1>());
 	}
 	if (dt != TW_BF16) return cudaErrorInvalidValue;
-	bf16 *t = nullptr;
-	if (dh <= 64) {
-		if (!is(kDefaultBf16)) return cudaErrorInvalidValue;
-		if (dh <= 32) return f(t, ic<32>(), ic<64>(), ic<128>(), ic<2>());
-		return f(t, ic<64>(), ic<64>(), ic<128>(), ic<2>());
-	}
-	if (is({64, 64, 1})) return f(t, ic<128>(), ic<64>(), ic<64>(), ic<1>());
-	if (is({64, 64, 2})) return f(t, ic<128>(), ic<64>(), ic<64>(), ic<2>());
-	if (is({64, 128, 1})) return f(t, ic<128>(), ic<64>(), ic<128>(), ic<1>());
-	if (is({64, 128, 2})) return f(t, ic<128>(), ic<64>(), ic<128>(), ic<2>());
-	if (is({128, 64, 1})) return f(t, ic<128>(), ic<128>(), ic<64>(), ic<1>());
-	if (is({128, 64, 2})) return f(t, ic<128>(), ic<128>(), ic<64>(), ic<2>());
-	if (is({128, 128, 1})) return f(t, ic<128>(), ic<128>(), ic<128>(), ic<1>());
-	return cudaErrorInvalidValue;
-}
-
-// The checks of the shapes: limits, head width, alignment.
-bool bwd_shapes_ok(int64_t nq, int64_t nk, int64_t h, int64_t g, int64_t dh,
-                   std::initializer_list<const void *> ptrs) {
-	if (dh % 8 != 0 || dh > 128 || g < 1 || h % g != 0) return false;
-	if (nq * h > INT32_MAX || nk * g > INT32_MAX) return false; // row numbers are 32-bit in the kernels
-	for (const void *p : ptrs)
-		if (!pack_aligned<bf16, 8>(p)) return false; // 16 bytes: cp.async
-	return true;
+	if (dh > 64) return dispatch128<0>(c, f);
+	if (!is(kDefaultBf16)) return cudaErrorInvalidValue;
+	if (dh <= 32) return f((bf16 *)nullptr, IntC<32>(), IntC<64>(), IntC<128>(), IntC<2>());
+	return f((bf16 *)nullptr, IntC<64>(), IntC<64>(), IntC<128>(), IntC<2>());
 }
 
 } // namespace
@@ -859,15 +785,15 @@ extern "C" cudaError_t tw_attention_backward(void *dq, void *dk, void *dv, const
 	cudaError_t e = dispatch(dt, dh > 0 ? dh : 8, c, [](auto...) { return cudaSuccess; });
 	if (e != cudaSuccess) return e;
 	if (dh == 0 || (nq * h == 0 && nk * g == 0)) return cudaSuccess; // every gradient is empty
-	if (!bwd_shapes_ok(nq, nk, h, g, dh, {dq, dk, dv, dout, out, q, k, v})) return cudaErrorInvalidValue;
+	if (!shapes_ok(nq, nk, h, g, dh, {dq, dk, dv, dout, out, q, k, v})) return cudaErrorInvalidValue;
 	const int split = split_of(cfg, nq, nk, h, g, c.keys);
-	const int64_t grid = (ceil_div<int64_t>(nk, c.keys) + nseq) * g * split;
+	const int64_t grid = tiles_bound(nk, c.keys, nseq) * g * split;
 	if (grid > INT32_MAX || split > INT32_MAX / g) return cudaErrorInvalidValue;
 	const Workspace w = workspace_of(nq, nk, h, g, dh, cfg);
 	unsigned char *ws = (unsigned char *)workspace;
 	float *Dl = (float *)(ws + w.dl);
 	int *ctr = (int *)(ws + w.ctr);
-	const float sl2 = (float)((double)scale * 1.4426950408889634);
+	const float sl2 = scale_log2e(scale);
 	return dispatch(dt, dh, c, [&](auto *t, auto width, auto br, auto bc, auto stages) {
 		typedef std::remove_pointer_t<decltype(t)> T;
 		constexpr int D = decltype(width)::value, BR = decltype(br)::value, BC = decltype(bc)::value,
@@ -890,9 +816,7 @@ extern "C" cudaError_t tw_attention_backward(void *dq, void *dk, void *dv, const
 		a.scale = scale, a.sl2 = sl2;
 		const size_t bytes = BwdSmem<T, D, BR, BC, S>::bytes;
 		static_assert(BwdSmem<T, D, BR, BC, S>::bytes <= 227 * 1024, "shared memory");
-		if ((e = cudaFuncSetAttribute(attn_bwd_kernel<T, D, BR, BC, S>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-		                              (int)bytes)) != cudaSuccess)
-			return e;
+		if ((e = allow_smem(attn_bwd_kernel<T, D, BR, BC, S>, bytes)) != cudaSuccess) return e;
 		LAUNCH((unsigned)grid, 2 * BC, bytes, stream, attn_bwd_kernel<T, D, BR, BC, S>)(a);
 		return cudaGetLastError();
 	});

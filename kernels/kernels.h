@@ -154,8 +154,9 @@ cudaError_t tw_attention(void *out, float *lse, const void *q, const void *k, co
 size_t tw_attention_workspace(int64_t nq, int64_t nk, int64_t h, int64_t g, int64_t dh, int64_t nseq,
                               const tw_attention_config *cfg);
 /* The configurations a tuning sweep tries (those the kernels are compiled
- * for, at Llama's bf16 head width 128): writes the first max of them to out
- * (out may be NULL) and returns how many there are. */
+ * for, at Llama's bf16 head width 128: the forward's, decoding's and the
+ * backward's, the defaults first): writes the first max of them to out (out
+ * may be NULL) and returns how many there are. */
 int tw_attention_configs(tw_attention_config *out, int max);
 /* engine.Backend.AttentionBackward (attention_backward.cu): gradients shaped
  * as their tensors above; workspace: tw_attention_backward_workspace(nq, nk,

@@ -37,7 +37,8 @@ func attnBwdCase(name string) enginetest.AttnBwdCase {
 // head width 128, the defaults elsewhere) with several splits of the query
 // axis, each checked whole against the float64 gradient: a causal case
 // whose sequences span several key blocks and query tiles (GQA 4, width
-// 128), and a non-causal one (width 72: padded columns).
+// 128), and a non-causal one (width 72: padded columns). The tuning sweep
+// (AttentionConfigs) must list exactly these rows × keys × stages.
 func TestAttentionBackwardConfigs(t *testing.T) {
 	causal := attnBwdCase("causal packed 200,57,1 H8/G2 dh128")
 	nonCausal := attnBwdCase("non-causal packed 130,20 H2/G2 dh72")
@@ -48,9 +49,26 @@ func TestAttentionBackwardConfigs(t *testing.T) {
 		split []int
 	}
 	var runs []run
-	for _, rks := range [][3]int{{64, 64, 1}, {64, 64, 2}, {64, 128, 1}, {64, 128, 2}, {128, 64, 1}, {128, 64, 2}, {128, 128, 1}} {
+	compiled := [][3]int{{64, 64, 1}, {64, 64, 2}, {64, 128, 1}, {64, 128, 2}, {128, 64, 1}, {128, 64, 2}, {128, 128, 1}}
+	for _, rks := range compiled {
 		cfg := AttentionConfig{BwdRows: rks[0], BwdKeys: rks[1], BwdStages: rks[2]}
 		runs = append(runs, run{causal, engine.BF16, cfg, []int{1, 3}}, run{nonCausal, engine.BF16, cfg, []int{2}})
+	}
+	// The sweep (AttentionConfigs) lists every one of them, and no other.
+	swept := map[[3]int]bool{{64, 128, 2}: true} // the defaults: 0
+	for _, c := range AttentionConfigs() {
+		if c.BwdRows != 0 || c.BwdKeys != 0 || c.BwdStages != 0 {
+			swept[[3]int{c.BwdRows, c.BwdKeys, c.BwdStages}] = true
+		}
+	}
+	for _, rks := range compiled {
+		if !swept[rks] {
+			t.Errorf("AttentionConfigs() lacks the backward's rows, keys, stages %v", rks)
+		}
+		delete(swept, rks)
+	}
+	for rks := range swept {
+		t.Errorf("AttentionConfigs() lists the backward's rows, keys, stages %v, which is not compiled", rks)
 	}
 	// The defaults of the other widths and of f32, and more splits.
 	runs = append(runs,

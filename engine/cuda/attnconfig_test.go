@@ -101,21 +101,31 @@ func runSmallAttention(b *Backend) {
 	}
 }
 
-// TestAttentionConfigs runs enginetest.AttentionTunables once per
-// configuration a sweep tries (AttentionConfigs: every compiled key tile,
-// row count and stage count of the forward, and decoding's key tiles and
-// splits): each must match the float64 reference, the same bits run after
-// run.
+// TestAttentionConfigs runs enginetest.AttentionTunables, the forward's
+// cases, once per forward or decoding configuration a sweep tries
+// (AttentionConfigs: every compiled key tile, row count and stage count of
+// the forward, and decoding's key tiles and splits): each must match the
+// float64 reference, the same bits run after run. The backward's
+// configurations leave the forward at its defaults: TestAttentionBackwardConfigs
+// runs them.
 func TestAttentionConfigs(t *testing.T) {
 	cfgs := AttentionConfigs()
 	if len(cfgs) < 2 {
 		t.Fatalf("AttentionConfigs() = %v: want the defaults and more", cfgs)
 	}
+	seen := map[AttentionConfig]bool{}
 	for _, c := range cfgs {
 		if c.String() == "" {
 			t.Errorf("configuration %+v prints as the defaults", c)
 		}
+		if seen[c] {
+			t.Errorf("configuration %q listed twice", c)
+		}
+		seen[c] = true
 		t.Run(c.String(), func(t *testing.T) {
+			if c.FwdRows == 0 && c.FwdKeys == 0 && c.FwdStages == 0 && c.DecSplit == 0 && c.DecKeys == 0 {
+				t.Skip("a backward configuration: TestAttentionBackwardConfigs runs it")
+			}
 			// The forward's shared memory at head width 128, bf16
 			// (kernels/attention.cu: Q, then the stages of K and V).
 			if need := c.FwdRows*256 + c.FwdStages*c.FwdKeys*512; need > sharedMemoryOptin() {

@@ -43,8 +43,9 @@
 #                     the first of the long checks
 #   attn-sweep        the attention cases of the kernel suite once per
 #                     configuration `train bench --attention-configs` lists
-#                     (tile sizes, pipeline depths, decoding splits; 3
-#                     repetitions each), as far as its time goes: a table
+#                     (the forward's and the backward's tile sizes and
+#                     pipeline depths, decoding's and the backward's splits;
+#                     3 repetitions each), as far as its time goes: a table
 #                     case × configuration in its log, the best
 #                     configuration of each case in its note, the results in
 #                     attn-sweep.tar.gz (on the emulator bundle, at the small

@@ -1,0 +1,191 @@
+// attention.cuh — what the attention forward (attention.cu) and backward
+// (attention_backward.cu) share: the rules both kernels follow and the
+// helpers that encode them, each written here once. Include after
+// common.cuh; nothing else includes it.
+//
+// Contract (both directions; each file adds its own):
+//   Shapes: dt is f32 or bf16; dh is a multiple of 8 up to 128; h is a
+//   multiple of g ≥ 1; nq·h and nk·g fit 32 bits (row numbers are 32-bit in
+//   the kernels); every dt tensor is 16-byte aligned (whole allocations are,
+//   and so are views of whole rows, dh being a multiple of 8), for cp.async
+//   and 16-byte vector accesses. shapes_ok checks all but the dtype.
+//   Rows: the h/g query heads that share key/value head g are handled
+//   together: for a sequence the "rows" are the pairs (t, j) of a query t
+//   and one head j of the group, ρ = t·(h/g) + j, consecutive in memory for
+//   one t (the heads of a group are adjacent in q); qrow_index maps ρ to
+//   the row of [nq·h] (lse, the backward's D; times dh, the element offset
+//   in q, out, dout, dq). One key/value tile in shared memory then serves
+//   every head of the group.
+//   Causality: query t of a sequence sees keys 0 … t+off, off = kLen − qLen
+//   (causal) or kLen (noncausal: every key), and never key kLen or beyond
+//   (key_offset); every kernel bounds its keys by that one rule.
+//   Grids: a grid cannot depend on seqs (device data), so a launcher sizes
+//   it by tiles_bound and each block finds its (sequence, tile) with
+//   find_tile, a warp-wide prefix sum over the sequences' tile counts
+//   (QueryTiles, KeyTiles); blocks past the last tile do nothing.
+//   Shared-memory tiles: a stored row is C 16-byte chunks, unpadded, chunk
+//   c of row r at chunk swz_chunk<C>(r, c) of the row (see there).
+#pragma once
+
+#include <initializer_list>
+#include <stdint.h>
+#include <type_traits>
+
+#include "common.cuh"
+#include "kernels.h"
+#include "pack.cuh"
+
+// Loop unrolling hints, spelled for nvcc or for g++ (the emulator build).
+#define ATTN_PRAGMA(x) _Pragma(#x)
+#ifdef __CUDACC__
+#define UNROLL ATTN_PRAGMA(unroll)
+#define UNROLL_BY(n) ATTN_PRAGMA(unroll n)
+#else
+#define UNROLL ATTN_PRAGMA(GCC unroll 16)
+#define UNROLL_BY(n) ATTN_PRAGMA(GCC unroll n)
+#endif
+
+namespace {
+
+typedef __nv_bfloat16 bf16;
+
+constexpr unsigned kFull = 0xffffffffu;     // all lanes of a warp
+constexpr double kLog2e = 1.4426950408889634; // log2 e (the softmax runs in base 2)
+template <int V> using IntC = std::integral_constant<int, V>;
+
+// ---- Device side ----------------------------------------------------------------
+
+// The swizzled position of chunk c (16 bytes) of row r in a tile of C chunks
+// per row (C a power of two), chosen so that the 8 rows one ldmatrix phase
+// (or a cp.async store) touches — 8 consecutive rows, one chunk column —
+// fall in 8 distinct 16-byte bank groups: with C ≥ 8 (rows of 128 bytes or
+// more) c is XORed with r mod 8; narrower rows share a 128-byte line (8/C
+// rows each), and the XOR uses the line number instead, mod C. It permutes
+// chunks within their row, so every chunk stays 16-byte aligned (cp.async,
+// ldmatrix).
+template <int C> __host__ __device__ __forceinline__ int swz_chunk(int r, int c) {
+	static_assert(C > 0 && (C & (C - 1)) == 0, "swz_chunk: C a power of two");
+	if constexpr (C >= 8) return c ^ (r & 7);
+	else return c ^ (int)(((unsigned)r / (8 / C)) & (C - 1));
+}
+
+// The key offset of the causality rule (see the top): query t sees keys
+// 0 … min(t + off, kLen − 1).
+__device__ __forceinline__ int key_offset(int qlen, int klen, bool noncausal) { return noncausal ? klen : klen - qlen; }
+
+// Row of ρ = 0 in [nq·h] for the sequence starting at query qs and the group
+// of key/value head kvh (rep = h/g heads per group), and row ρ's.
+__device__ __forceinline__ int64_t qrow_first(int qs, int kvh, int rep, int h) { return (int64_t)qs * h + kvh * rep; }
+__device__ __forceinline__ int64_t qrow_index(int64_t first, int rho, int rep, int h) {
+	return first + (int64_t)(rho / rep) * h + rho % rep;
+}
+
+// Tile counts of a sequence, given its row (qStart, qLen, kStart, kLen) of
+// seqs: QueryTiles, tiles of `rows` of its qLen·rep rows; KeyTiles, tiles of
+// `keys` of its kLen keys.
+struct QueryTiles {
+	int rep, rows;
+	__device__ __forceinline__ int operator()(const int32_t *s) const { return ceil_div(s[1] * rep, rows); }
+};
+struct KeyTiles {
+	int keys;
+	__device__ __forceinline__ int operator()(const int32_t *s) const { return ceil_div(s[3], keys); }
+};
+struct NoTiles { // find_tile without a second count
+	__device__ __forceinline__ int operator()(const int32_t *) const { return 0; }
+};
+
+// Numbering the tiles of all sequences in order (count(s) of them for
+// sequence s), finds the sequence *seq and its tile *tile (0-based) that
+// tile number id is; false when id is past the last. With a second count
+// `also`, *also_before gets its sum over the sequences before *seq. Called
+// by whole warps (every lane gets the answer): each round, the lanes take 32
+// sequences and inclusive prefix sums of their counts.
+template <class Count, class Also = NoTiles>
+__device__ __forceinline__ bool find_tile(const int32_t *__restrict__ seqs, int nseq, int id, Count count, int *seq,
+                                          int *tile, Also also = Also(), int *also_before = nullptr) {
+	constexpr bool kAlso = !std::is_same<Also, NoTiles>::value;
+	const int lane = threadIdx.x % 32;
+	int before = 0, abefore = 0; // over the sequences of earlier rounds
+	for (int base = 0; base < nseq; base += 32) {
+		const int s = base + lane;
+		const int n = s < nseq ? count(seqs + 4 * s) : 0;
+		const int na = kAlso && s < nseq ? also(seqs + 4 * s) : 0;
+		int incl = n, ain = na;
+		UNROLL
+		for (int o = 1; o < 32; o *= 2) {
+			const int x = __shfl_up_sync(kFull, incl, o);
+			if constexpr (kAlso) {
+				const int y = __shfl_up_sync(kFull, ain, o);
+				if (lane >= o) ain += y;
+			}
+			if (lane >= o) incl += x;
+		}
+		const int total = __shfl_sync(kFull, incl, 31);
+		int atotal = 0;
+		if constexpr (kAlso) atotal = __shfl_sync(kFull, ain, 31);
+		if (id < before + total) {
+			const int owner = __ffs(__ballot_sync(kFull, before + incl > id)) - 1;
+			*seq = base + owner;
+			*tile = id - __shfl_sync(kFull, before + incl - n, owner);
+			if constexpr (kAlso) *also_before = __shfl_sync(kFull, abefore + ain - na, owner);
+			return true;
+		}
+		before += total;
+		abefore += atotal;
+	}
+	return false;
+}
+
+// ---- Host side ------------------------------------------------------------------
+
+// A tile configuration of the backward (attention_backward.cu): query rows
+// per tile (bwd_rows), keys per block (bwd_keys), stages (bwd_stages).
+struct BwdConfig {
+	int rows, keys, stages;
+};
+
+// The backward's configurations compiled for bf16 at head width 128 (dh in
+// (64, 128]), its default first: rows and keys 64 or 128, stages 1 or 2, all
+// but 128, 128, 2 (229 KiB of shared memory). The backward's dispatch and
+// the sweep's list (tw_attention_configs) both read it.
+constexpr BwdConfig kBwdConfigs128[] = {{64, 128, 2}, {64, 64, 1},   {64, 64, 2},  {64, 128, 1},
+                                        {128, 64, 1}, {128, 64, 2}, {128, 128, 1}};
+
+// A bound on the tiles of `tile` rows that sequences of n rows in all, nseq
+// of them, can have: a sequence of m rows has ceil(m/tile) ≤ m/tile + 1
+// tiles, and the sequences' rows do not overlap.
+inline int64_t tiles_bound(int64_t n, int64_t tile, int64_t nseq) { return ceil_div<int64_t>(n, tile) + nseq; }
+
+// The current device's SM count (1 if the query fails): the default splits
+// of both directions follow it.
+inline int sm_count() {
+	int dev = 0, sms = 0;
+	if (cudaGetDevice(&dev) != cudaSuccess ||
+	    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || sms < 1)
+		sms = 1;
+	return sms;
+}
+
+// scale·log2 e, rounded once: the factor that turns a product q·k into the
+// exponent of 2 of the softmax (which runs in base 2).
+inline float scale_log2e(float scale) { return (float)((double)scale * kLog2e); }
+
+// The contract's shape rules (see the top), ptrs being the dt tensors; the
+// dtype is the launchers' dispatch's question.
+inline bool shapes_ok(int64_t nq, int64_t nk, int64_t h, int64_t g, int64_t dh,
+                      std::initializer_list<const void *> ptrs) {
+	if (dh % 8 != 0 || dh > 128 || g < 1 || h % g != 0) return false;
+	if (nq * h > INT32_MAX || nk * g > INT32_MAX) return false; // row numbers are 32-bit in the kernels
+	for (const void *p : ptrs)
+		if (!pack_aligned<bf16, 8>(p)) return false; // 16 bytes
+	return true;
+}
+
+// Lets kernel use bytes of dynamic shared memory (over 48 KiB needs the
+// opt-in; set on every call, as the setting is per device).
+template <class K> cudaError_t allow_smem(K kernel, size_t bytes) {
+	return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes);
+}
+
+} // namespace
