@@ -579,13 +579,15 @@ step_bench_step() {
 step_bench_step_own() { bench_step own bench-step-own; }
 
 # step_attn_sweep measures the kernel suite's attention cases once per
-# configuration of the attention kernels that train bench lists, into
+# configuration of the attention kernels that train bench lists (the
+# defaults, listed first, over every case; a forward, backward or decoding
+# configuration over that direction's cases), into
 # bench/attn-sweep/CONFIG.json (a configuration that fails, e.g. one whose
 # shared memory this device lacks, is listed as such), then tabulates them.
 step_attn_sweep() {
 	load_torch
 	cd "$B" || exit 1
-	local dir=$WORK/bench/attn-sweep cfgs c n=0 failed="" skipped=0 to
+	local dir=$WORK/bench/attn-sweep cfgs c n=0 failed="" skipped=0 to filter
 	mkdir -p "$dir"
 	cfgs=$(ours bin/train bench --attention-configs 2>&1) || { note "train bench --attention-configs failed: $cfgs"; exit 1; }
 	[ -n "$cfgs" ] || { note "train bench --attention-configs lists nothing"; exit 1; }
@@ -597,7 +599,16 @@ step_attn_sweep() {
 			skipped=$((skipped + 1))
 			continue
 		fi
-		ours timeout -s QUIT -k 5 "$to" bin/train bench --backend cuda --suite kernels --filter '^attention/' \
+		# The defaults (listed first) over every attention case; any other
+		# configuration over the cases its direction runs.
+		case $c in
+		fwd.*) filter='^attention/fwd' ;;
+		bwd.*) filter='^attention/bwd' ;;
+		dec.*) filter='^attention/decode' ;;
+		*) filter='^attention/' ;;
+		esac
+		[ "$n" -gt 0 ] || filter='^attention/'
+		ours timeout -s QUIT -k 5 "$to" bin/train bench --backend cuda --suite kernels --filter "$filter" \
 			--attention-config "$c" --reps 3 --min-time 5ms --quiet --json "$dir/$c.json" >"$dir/$c.out" 2>&1
 		rc=$?
 		n=$((n + 1))
