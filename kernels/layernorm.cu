@@ -9,12 +9,15 @@
 // d ≤ 0 launches nothing.
 //
 // Design.
-//   Forward: one block per row (up to 256 threads; 16-byte packs when d and
-//   the pointers allow). Pass 1 sums the row, pass 2 the squared deviations
-//   from the mean (two passes: no cancellation in the variance), pass 3
-//   writes out; passes 2 and 3 re-read the row, an L1/L2 hit. Each sum is a
-//   warp-shuffle and shared-memory block reduction in a fixed order, so mean
-//   and rstd are deterministic.
+//   Forward: one block per row, 16-byte packs when d and the pointers
+//   allow. Rows of up to 4·256 packs (8192 bf16 elements) are held in
+//   registers: a block of ⌈packs/4⌉ threads (a multiple of 32; 128 for
+//   Llama's 4096-wide bf16 rows), each loading its four packs at once (four
+//   loads in flight); the sum, the squared deviations from the mean (two
+//   passes: no cancellation in the variance) and out come from the
+//   registers. Wider rows use 256 threads and read the row three times (L1/
+//   L2 hits after the first). Each sum is a warp-shuffle and shared-memory
+//   block reduction in a fixed order, so mean and rstd are deterministic.
 //   Backward: one kernel for dx and the partial sums of dw and db, then one
 //   colsum_kernel launch that adds both in a fixed order (colsum.cuh). One
 //   block per norm group of colsum.cuh (at least 16 consecutive rows, at
@@ -39,6 +42,8 @@
 //   rather than from the rounded g that pass 1 summed, so a row whose g is
 //   constant (d = 1 above all) gets the product's rounding error instead of
 //   0 in dx.
+#include <type_traits>
+
 #include "colsum.cuh"
 #include "common.cuh"
 #include "kernels.h"
@@ -47,39 +52,81 @@
 
 static constexpr int kRowThreads = 256; // most threads per row
 
-template <class T, class W, int V>
+// C = kCached keeps the row in registers: each thread loads its C packs
+// (threadIdx.x + k·blockDim.x)·V at once (C loads in flight) and computes
+// the mean, the variance and out from its registers. C = 0, for rows of
+// more than kCached·256 packs, reads the row three times (L1/L2 hits after
+// the first).
+static constexpr int kCached = 4;
+
+template <class T, class W, int V, int C>
 __global__ void __launch_bounds__(kRowThreads)
 	layernorm_kernel(T *__restrict__ out, float *__restrict__ mean, float *__restrict__ rstd, const T *__restrict__ x,
 	                 const W *__restrict__ w, const W *__restrict__ b, int64_t d, float eps) {
 	__shared__ float scratch[32];
 	const int64_t off = (int64_t)blockIdx.x * d;
 	const T *xs = x + off; // [d]
-	const int64_t stride = (int64_t)blockDim.x * V;
-	float s = 0.0f;
-	for (int64_t j = (int64_t)threadIdx.x * V; j < d; j += stride) {
-		float xv[V];
-		load_pack(xv, xs + j);
-		for (int e = 0; e < V; e++) s += xv[e];
-	}
-	const float mu = block_sum(s, scratch) / (float)d;
-	float ss = 0.0f;
-	for (int64_t j = (int64_t)threadIdx.x * V; j < d; j += stride) {
-		float xv[V];
-		load_pack(xv, xs + j);
-		for (int e = 0; e < V; e++) ss += (xv[e] - mu) * (xv[e] - mu);
-	}
-	const float r = 1.0f / sqrtf(block_sum(ss, scratch) / (float)d + eps);
-	if (threadIdx.x == 0) {
-		mean[blockIdx.x] = mu;
-		rstd[blockIdx.x] = r;
-	}
-	for (int64_t j = (int64_t)threadIdx.x * V; j < d; j += stride) {
-		float xv[V], wv[V], bv[V];
-		load_pack(xv, xs + j);
-		load_pack(wv, w + j);
-		load_pack(bv, b + j);
-		for (int e = 0; e < V; e++) xv[e] = (xv[e] - mu) * r * wv[e] + bv[e];
-		store_pack(out + off + j, xv);
+	if constexpr (C > 0) {
+		float xv[C][V];
+		VEC_UNROLL
+		for (int k = 0; k < C; k++) {
+			const int64_t j = ((int64_t)threadIdx.x + (int64_t)k * blockDim.x) * V;
+			if (j < d) load_pack(xv[k], xs + j);
+		}
+		float s = 0.0f;
+		VEC_UNROLL
+		for (int k = 0; k < C; k++)
+			if (((int64_t)threadIdx.x + (int64_t)k * blockDim.x) * V < d)
+				for (int e = 0; e < V; e++) s += xv[k][e];
+		const float mu = block_sum(s, scratch) / (float)d;
+		float ss = 0.0f;
+		VEC_UNROLL
+		for (int k = 0; k < C; k++)
+			if (((int64_t)threadIdx.x + (int64_t)k * blockDim.x) * V < d)
+				for (int e = 0; e < V; e++) ss += (xv[k][e] - mu) * (xv[k][e] - mu);
+		const float r = 1.0f / sqrtf(block_sum(ss, scratch) / (float)d + eps);
+		if (threadIdx.x == 0) {
+			mean[blockIdx.x] = mu;
+			rstd[blockIdx.x] = r;
+		}
+		VEC_UNROLL
+		for (int k = 0; k < C; k++) {
+			const int64_t j = ((int64_t)threadIdx.x + (int64_t)k * blockDim.x) * V;
+			if (j >= d) continue;
+			float wv[V], bv[V];
+			load_pack(wv, w + j);
+			load_pack(bv, b + j);
+			for (int e = 0; e < V; e++) xv[k][e] = (xv[k][e] - mu) * r * wv[e] + bv[e];
+			store_pack(out + off + j, xv[k]);
+		}
+	} else {
+		const int64_t stride = (int64_t)blockDim.x * V;
+		float s = 0.0f;
+		for (int64_t j = (int64_t)threadIdx.x * V; j < d; j += stride) {
+			float xv[V];
+			load_pack(xv, xs + j);
+			for (int e = 0; e < V; e++) s += xv[e];
+		}
+		const float mu = block_sum(s, scratch) / (float)d;
+		float ss = 0.0f;
+		for (int64_t j = (int64_t)threadIdx.x * V; j < d; j += stride) {
+			float xv[V];
+			load_pack(xv, xs + j);
+			for (int e = 0; e < V; e++) ss += (xv[e] - mu) * (xv[e] - mu);
+		}
+		const float r = 1.0f / sqrtf(block_sum(ss, scratch) / (float)d + eps);
+		if (threadIdx.x == 0) {
+			mean[blockIdx.x] = mu;
+			rstd[blockIdx.x] = r;
+		}
+		for (int64_t j = (int64_t)threadIdx.x * V; j < d; j += stride) {
+			float xv[V], wv[V], bv[V];
+			load_pack(xv, xs + j);
+			load_pack(wv, w + j);
+			load_pack(bv, b + j);
+			for (int e = 0; e < V; e++) xv[e] = (xv[e] - mu) * r * wv[e] + bv[e];
+			store_pack(out + off + j, xv);
+		}
 	}
 }
 
@@ -227,15 +274,22 @@ extern "C" cudaError_t tw_layernorm(void *out, float *mean, float *rstd, const v
 		using T = elem_t<decltype(t)>;
 		return dispatch_weight<T>(dt, wdt, [&](auto *wt) {
 			using W = elem_t<decltype(wt)>;
-			constexpr int V = pack_width<T>();
-			if (d % V == 0 && pack_aligned<T, V>(out) && pack_aligned<T, V>(x) && pack_aligned<W, V>(w) &&
-			    pack_aligned<W, V>(b))
-				LAUNCH((unsigned)n, row_threads(d / V, kRowThreads), 0, stream, layernorm_kernel<T, W, V>)(
-					(T *)out, mean, rstd, (const T *)x, (const W *)w, (const W *)b, d, eps);
-			else
-				LAUNCH((unsigned)n, row_threads(d, kRowThreads), 0, stream, layernorm_kernel<T, W, 1>)(
-					(T *)out, mean, rstd, (const T *)x, (const W *)w, (const W *)b, d, eps);
-			return cudaGetLastError();
+			constexpr int VT = pack_width<T>();
+			const bool packed = d % VT == 0 && pack_aligned<T, VT>(out) && pack_aligned<T, VT>(x) &&
+			                    pack_aligned<W, VT>(w) && pack_aligned<W, VT>(b);
+			const auto launch = [&](auto v) {
+				constexpr int V = decltype(v)::value;
+				const int64_t packs = ceil_div<int64_t>(d, V);
+				if (packs <= (int64_t)kCached * kRowThreads)
+					LAUNCH((unsigned)n, row_threads(ceil_div<int64_t>(packs, kCached), kRowThreads), 0, stream,
+					       layernorm_kernel<T, W, V, kCached>)((T *)out, mean, rstd, (const T *)x, (const W *)w,
+					                                           (const W *)b, d, eps);
+				else
+					LAUNCH((unsigned)n, row_threads(packs, kRowThreads), 0, stream, layernorm_kernel<T, W, V, 0>)(
+						(T *)out, mean, rstd, (const T *)x, (const W *)w, (const W *)b, d, eps);
+				return cudaGetLastError();
+			};
+			return packed ? launch(std::integral_constant<int, VT>()) : launch(std::integral_constant<int, 1>());
 		});
 	});
 }

@@ -10,13 +10,17 @@
 // nothing.
 //
 // Design.
-//   Forward: one block per row (up to 256 threads; 16-byte packs when d and
-//   the pointers allow). Pass 1 reads the row and sums squares in f32 (each
+//   Forward: one block per row, 16-byte packs when d and the pointers allow.
+//   Rows of up to 4·256 packs (8192 bf16 elements) are held in registers: a
+//   block of ⌈packs/4⌉ threads (a multiple of 32), each loading its four
+//   packs at once (four loads in flight), summing squares in f32 (each
 //   thread over its packs, then a warp-shuffle and shared-memory block
-//   reduction: a fixed order, so rstd is deterministic). Pass 2 re-reads the
-//   row — an L1/L2 hit — and writes out. The fused add writes resid in pass 1
-//   and re-reads it in pass 2; each thread touches the same elements in both
-//   passes, so aliasing x is safe and needs no barrier.
+//   reduction: a fixed order, so rstd is deterministic) and writing out from
+//   its registers; Llama's 4096-wide bf16 rows take blocks of 128 threads.
+//   Wider rows use 256 threads and re-read the row (an L1/L2 hit) for out.
+//   The fused add writes resid in the first pass; each thread touches the
+//   same elements in both passes, so aliasing x is safe and needs no
+//   barrier. Speed on a GPU: unmeasured since this design.
 //   Backward: one kernel for dx and the partial sums of dw, then
 //   colsum_kernel, which adds the partials in a fixed order (in f64) and
 //   rounds the new dw once (colsum.cuh). The rows are cut into the norm
@@ -38,6 +42,8 @@
 //   must start from the g whose products pass 1 summed into c, not from the
 //   exact product an FMA would use (nvcc contracts a·b − c by default; the
 //   same hazard made layernorm's dx wrong on a GPU).
+#include <type_traits>
+
 #include "colsum.cuh"
 #include "common.cuh"
 #include "kernels.h"
@@ -65,43 +71,109 @@ __device__ __forceinline__ float rstd_of(float ss, int64_t d, float eps) {
 	return 1.0f / sqrtf(ss / (float)d + eps);
 }
 
+// The forward kernels: C = kCached keeps the row in registers (each thread
+// loads its C packs (threadIdx.x + k·blockDim.x)·V at once, C loads in
+// flight, then sums, then writes from the registers); C = 0, for rows of
+// more than kCached·256 packs, loops over the row twice.
+static constexpr int kCached = 4;
+
+// out = round(w · round(v·r)) for one pack of V elements at column j.
 template <class T, class W, int V>
+__device__ __forceinline__ void norm_pack(T *out, const W *w, float (&v)[V], float r) {
+	float wv[V];
+	load_pack(wv, w);
+	for (int e = 0; e < V; e++) v[e] *= r;
+	round_to<T>(v);
+	for (int e = 0; e < V; e++) v[e] *= wv[e];
+	store_pack(out, v);
+}
+
+template <class T, class W, int V, int C>
 __global__ void __launch_bounds__(kRowThreads)
 	rmsnorm_kernel(T *__restrict__ out, float *__restrict__ rstd, const T *__restrict__ x, const W *__restrict__ w,
 	               int64_t d, float eps) {
 	__shared__ float scratch[32];
 	const T *xs = x + blockIdx.x * d; // [d]
 	float ss = 0.0f;
-	for (int64_t j = (int64_t)threadIdx.x * V; j < d; j += (int64_t)blockDim.x * V) {
-		float xv[V];
-		load_pack(xv, xs + j);
-		for (int e = 0; e < V; e++) ss += xv[e] * xv[e];
+	if constexpr (C > 0) {
+		float xv[C][V];
+		VEC_UNROLL
+		for (int k = 0; k < C; k++) {
+			const int64_t j = ((int64_t)threadIdx.x + (int64_t)k * blockDim.x) * V;
+			if (j < d) load_pack(xv[k], xs + j);
+		}
+		VEC_UNROLL
+		for (int k = 0; k < C; k++)
+			if (((int64_t)threadIdx.x + (int64_t)k * blockDim.x) * V < d)
+				for (int e = 0; e < V; e++) ss += xv[k][e] * xv[k][e];
+		const float r = rstd_of(block_sum(ss, scratch), d, eps);
+		if (threadIdx.x == 0) rstd[blockIdx.x] = r;
+		VEC_UNROLL
+		for (int k = 0; k < C; k++) {
+			const int64_t j = ((int64_t)threadIdx.x + (int64_t)k * blockDim.x) * V;
+			if (j < d) norm_pack<T, W, V>(out + blockIdx.x * d + j, w + j, xv[k], r);
+		}
+	} else {
+		for (int64_t j = (int64_t)threadIdx.x * V; j < d; j += (int64_t)blockDim.x * V) {
+			float xv[V];
+			load_pack(xv, xs + j);
+			for (int e = 0; e < V; e++) ss += xv[e] * xv[e];
+		}
+		const float r = rstd_of(block_sum(ss, scratch), d, eps);
+		if (threadIdx.x == 0) rstd[blockIdx.x] = r;
+		norm_row<T, W, V>(out + blockIdx.x * d, xs, w, d, r);
 	}
-	const float r = rstd_of(block_sum(ss, scratch), d, eps);
-	if (threadIdx.x == 0) rstd[blockIdx.x] = r;
-	norm_row<T, W, V>(out + blockIdx.x * d, xs, w, d, r);
 }
 
-// resid may alias x: no __restrict__ on either.
-template <class T, class W, int V>
+// resid may alias x: no __restrict__ on either (each thread reads its
+// elements before it writes them).
+template <class T, class W, int V, int C>
 __global__ void __launch_bounds__(kRowThreads)
 	add_rmsnorm_kernel(T *resid, T *__restrict__ out, float *__restrict__ rstd, const T *x,
 	                   const T *__restrict__ delta, const W *__restrict__ w, int64_t d, float eps) {
 	__shared__ float scratch[32];
 	const int64_t off = blockIdx.x * d;
 	float ss = 0.0f;
-	for (int64_t j = (int64_t)threadIdx.x * V; j < d; j += (int64_t)blockDim.x * V) {
-		float xv[V], dv[V];
-		load_pack(xv, x + off + j);
-		load_pack(dv, delta + off + j);
-		for (int e = 0; e < V; e++) xv[e] += dv[e];
-		round_to<T>(xv); // the sum as stored in resid
-		for (int e = 0; e < V; e++) ss += xv[e] * xv[e];
-		store_pack(resid + off + j, xv);
+	if constexpr (C > 0) {
+		float xv[C][V], dv[C][V];
+		VEC_UNROLL
+		for (int k = 0; k < C; k++) {
+			const int64_t j = ((int64_t)threadIdx.x + (int64_t)k * blockDim.x) * V;
+			if (j < d) {
+				load_pack(xv[k], x + off + j);
+				load_pack(dv[k], delta + off + j);
+			}
+		}
+		VEC_UNROLL
+		for (int k = 0; k < C; k++) {
+			const int64_t j = ((int64_t)threadIdx.x + (int64_t)k * blockDim.x) * V;
+			if (j >= d) continue;
+			for (int e = 0; e < V; e++) xv[k][e] += dv[k][e];
+			round_to<T>(xv[k]); // the sum as stored in resid
+			for (int e = 0; e < V; e++) ss += xv[k][e] * xv[k][e];
+			store_pack(resid + off + j, xv[k]);
+		}
+		const float r = rstd_of(block_sum(ss, scratch), d, eps);
+		if (threadIdx.x == 0) rstd[blockIdx.x] = r;
+		VEC_UNROLL
+		for (int k = 0; k < C; k++) {
+			const int64_t j = ((int64_t)threadIdx.x + (int64_t)k * blockDim.x) * V;
+			if (j < d) norm_pack<T, W, V>(out + off + j, w + j, xv[k], r);
+		}
+	} else {
+		for (int64_t j = (int64_t)threadIdx.x * V; j < d; j += (int64_t)blockDim.x * V) {
+			float xv[V], dv[V];
+			load_pack(xv, x + off + j);
+			load_pack(dv, delta + off + j);
+			for (int e = 0; e < V; e++) xv[e] += dv[e];
+			round_to<T>(xv); // the sum as stored in resid
+			for (int e = 0; e < V; e++) ss += xv[e] * xv[e];
+			store_pack(resid + off + j, xv);
+		}
+		const float r = rstd_of(block_sum(ss, scratch), d, eps);
+		if (threadIdx.x == 0) rstd[blockIdx.x] = r;
+		norm_row<T, W, V>(out + off, resid + off, w, d, r); // this thread's own writes of pass 1
 	}
-	const float r = rstd_of(block_sum(ss, scratch), d, eps);
-	if (threadIdx.x == 0) rstd[blockIdx.x] = r;
-	norm_row<T, W, V>(out + off, resid + off, w, d, r); // this thread's own writes of pass 1
 }
 
 // One row's packs of a thread (norm_plan): x, dout and dx.
@@ -223,6 +295,17 @@ template <class T, class F> static cudaError_t dispatch_weight(tw_dtype dt, tw_d
 	return cudaErrorInvalidValue;
 }
 
+// Launches a forward kernel K<V, C> for rows of d elements in packs of V:
+// the cached form when a row fits kCached packs per thread of a block.
+template <int V, class L> static cudaError_t launch_forward(int64_t d, L launch) {
+	const int64_t packs = ceil_div<int64_t>(d, V);
+	if (packs <= (int64_t)kCached * kRowThreads)
+		launch(std::integral_constant<int, kCached>(), row_threads(ceil_div<int64_t>(packs, kCached), kRowThreads));
+	else
+		launch(std::integral_constant<int, 0>(), row_threads(packs, kRowThreads));
+	return cudaGetLastError();
+}
+
 extern "C" cudaError_t tw_rmsnorm(void *out, float *rstd, const void *x, const void *w, tw_dtype dt, tw_dtype wdt,
                                   int64_t n, int64_t d, float eps, cudaStream_t stream) {
 	if (n <= 0 || d <= 0) return cudaSuccess;
@@ -233,12 +316,14 @@ extern "C" cudaError_t tw_rmsnorm(void *out, float *rstd, const void *x, const v
 			using W = elem_t<decltype(wt)>;
 			constexpr int V = pack_width<T>();
 			if (d % V == 0 && pack_aligned<T, V>(out) && pack_aligned<T, V>(x) && pack_aligned<W, V>(w))
-				LAUNCH((unsigned)n, row_threads(d / V, kRowThreads), 0, stream, rmsnorm_kernel<T, W, V>)(
+				return launch_forward<V>(d, [&](auto c, int threads) {
+					LAUNCH((unsigned)n, threads, 0, stream, rmsnorm_kernel<T, W, V, decltype(c)::value>)(
+						(T *)out, rstd, (const T *)x, (const W *)w, d, eps);
+				});
+			return launch_forward<1>(d, [&](auto c, int threads) {
+				LAUNCH((unsigned)n, threads, 0, stream, rmsnorm_kernel<T, W, 1, decltype(c)::value>)(
 					(T *)out, rstd, (const T *)x, (const W *)w, d, eps);
-			else
-				LAUNCH((unsigned)n, row_threads(d, kRowThreads), 0, stream, rmsnorm_kernel<T, W, 1>)(
-					(T *)out, rstd, (const T *)x, (const W *)w, d, eps);
-			return cudaGetLastError();
+			});
 		});
 	});
 }
@@ -255,12 +340,14 @@ extern "C" cudaError_t tw_add_rmsnorm(void *resid, void *out, float *rstd, const
 			constexpr int V = pack_width<T>();
 			if (d % V == 0 && pack_aligned<T, V>(resid) && pack_aligned<T, V>(out) && pack_aligned<T, V>(x) &&
 			    pack_aligned<T, V>(delta) && pack_aligned<W, V>(w))
-				LAUNCH((unsigned)n, row_threads(d / V, kRowThreads), 0, stream, add_rmsnorm_kernel<T, W, V>)(
+				return launch_forward<V>(d, [&](auto c, int threads) {
+					LAUNCH((unsigned)n, threads, 0, stream, add_rmsnorm_kernel<T, W, V, decltype(c)::value>)(
+						(T *)resid, (T *)out, rstd, (const T *)x, (const T *)delta, (const W *)w, d, eps);
+				});
+			return launch_forward<1>(d, [&](auto c, int threads) {
+				LAUNCH((unsigned)n, threads, 0, stream, add_rmsnorm_kernel<T, W, 1, decltype(c)::value>)(
 					(T *)resid, (T *)out, rstd, (const T *)x, (const T *)delta, (const W *)w, d, eps);
-			else
-				LAUNCH((unsigned)n, row_threads(d, kRowThreads), 0, stream, add_rmsnorm_kernel<T, W, 1>)(
-					(T *)resid, (T *)out, rstd, (const T *)x, (const T *)delta, (const W *)w, d, eps);
-			return cudaGetLastError();
+			});
 		});
 	});
 }

@@ -12,12 +12,13 @@ import (
 // against ref.RMSNorm, and RMSNormBackward, which accumulates, against finite
 // differences, with and without dw. Shapes include many of a GPU's row
 // groups (4100 rows), rows of more than 256 16-byte packs (D = 4104) and
-// activations at an element offset (skip) that is not 16-byte aligned; a
+// activations at an element offset (skip) that is not 16-byte aligned (1030
+// such elements: more than a GPU block holds in registers); a
 // second backward from the same starting values must give the same bits.
 func testRMSNorm(t *testing.T, b engine.Backend) {
 	const eps = 1e-5
 	cases := []struct{ n, d, skip int }{{1, 1, 0}, {3, 8, 0}, {17, 129, 0}, {2, 4096, 0}, {5, 288, 0}, {4100, 24, 0},
-		{3, 4104, 0}, {40, 64, 3}, {9, 96, 1}}
+		{3, 4104, 0}, {40, 64, 3}, {9, 96, 1}, {2, 1030, 1}}
 	for _, dt := range FloatDTypes {
 		for _, c := range cases {
 			t.Run(fmt.Sprintf("%v/N=%d_D=%d_skip%d", dt, c.n, c.d, c.skip), func(t *testing.T) {
