@@ -122,16 +122,19 @@ static inline cudaError_t launch_colsum(W *dst0, W *dst1, const float *part, int
 // group, so up to four rows are reduced at once, and each slot loads its
 // next row while it reduces the current one (two rows of loads in flight
 // per slot). Thread t of a slot owns the P packs of V columns
-// (t + k·th)·V, k < P, in every row it touches: it keeps the weight and its
-// gradient partials in registers (no shared-memory traffic per row), and a
-// warp's accesses are 16-byte packs of consecutive columns (coalesced).
+// (t + k·th)·V, k < P, in every row it touches: it keeps its gradient
+// partials in registers (no shared-memory traffic per row; the weight is
+// re-read per row, an L1 hit), and a warp's accesses are 16-byte packs of
+// consecutive columns (coalesced).
 // Row sums go through slot_sum (one barrier per row). At the end
 // flush_partial adds the slots' partials in slot order and writes the
 // group's row of the workspace.
 //
-// norm_plan picks P and th from d: P·V ≤ 16 elements per thread (V = 1: 8),
-// th ≤ 512; a row that needs more (d > 4096 for f32 or unaligned rows, >
-// 8192 for 16-bit packs) takes the family's shared-memory kernel instead.
+// norm_plan picks P and th from d: one pack per thread up to 256 packs,
+// else two (element by element, V = 1: eight elements), th ≤ 512 — the
+// registers ptxas can give 512 threads without spilling; a row that needs
+// more (d > 4096 for f32 or unaligned rows, > 8192 for 16-bit packs) takes
+// the family's shared-memory kernel instead.
 static constexpr int kNormThreads = 512; // most threads of a norm backward block
 static constexpr int kNormSlots = 4;     // most row slots of a block
 
