@@ -8,16 +8,18 @@
 // dt (nearest even; none for f32), and quick's intermediates as the contract
 // says: out = round(x·round(σ(round(1.702·x)))). n ≤ 0 launches nothing.
 //
-// Design: element-wise, grid-stride loops over 16-byte packs (8 bf16/f16 or 4
-// f32) when every pointer is 16-byte aligned, then the n mod 8 (or 4)
-// trailing elements one per thread; otherwise element by element. The kind
-// is a template argument. Each element is computed by one thread:
-// deterministic.
+// Design: vec.cuh's flat_kernel (a grid-stride loop of at most 8 blocks of
+// 256 threads per SM): 16-byte packs (8 bf16/f16 or 4 f32), two per thread
+// per iteration with every load issued before the first store; the head
+// before the first pointer's 16-byte boundary (a view at an unaligned
+// element offset) and the tail after the last whole pack one element per
+// thread; every element one per thread when the pointers' misalignments
+// differ. The kind is a template argument. Each element is computed by one
+// thread: deterministic. Speed on a GPU: unmeasured since this design.
 #include "common.cuh"
 #include "kernels.h"
 #include "pack.cuh"
-
-static constexpr int kThreads = 256;
+#include "vec.cuh"
 
 // The kinds, numbered as engine.GELUKind.
 enum { kErf = 0, kTanh = 1, kQuick = 2 };
@@ -49,39 +51,38 @@ template <int K> __device__ __forceinline__ float gelu_grad(float v) {
 	return s + kQuickAlpha * v * s * (1.0f - s);
 }
 
-template <class T, int K, int V> __device__ __forceinline__ void gelu_pack(T *out, const T *x) {
-	float f[V];
-	load_pack(f, x);
-	for (int e = 0; e < V; e++) f[e] = gelu<T, K>(f[e]);
-	store_pack(out, f);
-}
+static constexpr int kUnroll = 2; // packs per thread per iteration
 
-template <class T, int K, int V> __device__ __forceinline__ void gelu_backward_pack(T *dx, const T *dout, const T *x) {
-	float f[V], g[V];
-	load_pack(f, x);
-	load_pack(g, dout);
-	for (int e = 0; e < V; e++) f[e] = g[e] * gelu_grad<K>(f[e]);
-	store_pack(dx, f);
-}
+template <class T, int K> struct GELUOp {
+	T *__restrict__ out;
+	const T *__restrict__ x;
+	template <int N> struct Regs {
+		Pack<T, N> x;
+	};
+	template <int N> __device__ __forceinline__ void load(Regs<N> &r, int64_t i) const { r.x = ld<N>(x + i); }
+	template <int N> __device__ __forceinline__ void store(const Regs<N> &r, int64_t i) const {
+		Pack<T, N> o;
+		for (int e = 0; e < N; e++) o.v[e] = from_float<T>(gelu<T, K>(to_float(r.x.v[e])));
+		st<N>(out + i, o);
+	}
+};
 
-// Packs [0, n/V) in a grid-stride loop, then the tail [n/V·V, n) one
-// element per thread.
-template <class T, int K, int V>
-__global__ void __launch_bounds__(kThreads) gelu_kernel(T *__restrict__ out, const T *__restrict__ x, int64_t n) {
-	const int64_t tid = blockIdx.x * (int64_t)blockDim.x + threadIdx.x, nthreads = (int64_t)gridDim.x * blockDim.x;
-	const int64_t packs = n / V;
-	for (int64_t i = tid; i < packs; i += nthreads) gelu_pack<T, K, V>(out + i * V, x + i * V);
-	for (int64_t i = packs * V + tid; i < n; i += nthreads) gelu_pack<T, K, 1>(out + i, x + i);
-}
-
-template <class T, int K, int V>
-__global__ void __launch_bounds__(kThreads)
-	gelu_backward_kernel(T *__restrict__ dx, const T *__restrict__ dout, const T *__restrict__ x, int64_t n) {
-	const int64_t tid = blockIdx.x * (int64_t)blockDim.x + threadIdx.x, nthreads = (int64_t)gridDim.x * blockDim.x;
-	const int64_t packs = n / V;
-	for (int64_t i = tid; i < packs; i += nthreads) gelu_backward_pack<T, K, V>(dx + i * V, dout + i * V, x + i * V);
-	for (int64_t i = packs * V + tid; i < n; i += nthreads) gelu_backward_pack<T, K, 1>(dx + i, dout + i, x + i);
-}
+template <class T, int K> struct GELUBackwardOp {
+	T *__restrict__ dx;
+	const T *__restrict__ dout, *__restrict__ x;
+	template <int N> struct Regs {
+		Pack<T, N> g, x;
+	};
+	template <int N> __device__ __forceinline__ void load(Regs<N> &r, int64_t i) const {
+		r.g = ld<N>(dout + i);
+		r.x = ld<N>(x + i);
+	}
+	template <int N> __device__ __forceinline__ void store(const Regs<N> &r, int64_t i) const {
+		Pack<T, N> o;
+		for (int e = 0; e < N; e++) o.v[e] = from_float<T>(to_float(r.g.v[e]) * gelu_grad<K>(to_float(r.x.v[e])));
+		st<N>(dx + i, o);
+	}
+};
 
 // Calls f with the kind as an integral constant.
 template <class F> static cudaError_t dispatch_kind(int kind, F f) {
@@ -99,13 +100,10 @@ extern "C" cudaError_t tw_gelu(void *out, const void *x, tw_dtype dt, int64_t n,
 	return dispatch_float(dt, [&](auto *t) {
 		using T = elem_t<decltype(t)>;
 		return dispatch_kind(kind, [&](auto k) {
-			constexpr int K = decltype(k)::value, V = pack_width<T>();
-			if (pack_aligned<T, V>(out) && pack_aligned<T, V>(x))
-				LAUNCH(grid_for(ceil_div<int64_t>(n, V), kThreads), kThreads, 0, stream, gelu_kernel<T, K, V>)(
-					(T *)out, (const T *)x, n);
-			else
-				LAUNCH(grid_for(n, kThreads), kThreads, 0, stream, gelu_kernel<T, K, 1>)((T *)out, (const T *)x, n);
-			return cudaGetLastError();
+			constexpr int K = decltype(k)::value;
+			const GELUOp<T, K> op{(T *)out, (const T *)x};
+			return launch_flat<pack_width<T>(), kUnroll, T>(
+				op, n, out, [&](int64_t h) { return aligned16<T>(x, h); }, stream);
 		});
 	});
 }
@@ -117,14 +115,10 @@ extern "C" cudaError_t tw_gelu_backward(void *dx, const void *dout, const void *
 	return dispatch_float(dt, [&](auto *t) {
 		using T = elem_t<decltype(t)>;
 		return dispatch_kind(kind, [&](auto k) {
-			constexpr int K = decltype(k)::value, V = pack_width<T>();
-			if (pack_aligned<T, V>(dx) && pack_aligned<T, V>(dout) && pack_aligned<T, V>(x))
-				LAUNCH(grid_for(ceil_div<int64_t>(n, V), kThreads), kThreads, 0, stream,
-				       gelu_backward_kernel<T, K, V>)((T *)dx, (const T *)dout, (const T *)x, n);
-			else
-				LAUNCH(grid_for(n, kThreads), kThreads, 0, stream, gelu_backward_kernel<T, K, 1>)(
-					(T *)dx, (const T *)dout, (const T *)x, n);
-			return cudaGetLastError();
+			constexpr int K = decltype(k)::value;
+			const GELUBackwardOp<T, K> op{(T *)dx, (const T *)dout, (const T *)x};
+			return launch_flat<pack_width<T>(), kUnroll, T>(
+				op, n, dx, [&](int64_t h) { return aligned16<T>(dout, h) && aligned16<T>(x, h); }, stream);
 		});
 	});
 }

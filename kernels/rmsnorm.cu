@@ -10,33 +10,45 @@
 // nothing.
 //
 // Design.
-//   Forward: one block per row (up to 256 threads; 16-byte packs when d and
-//   the pointers allow). Pass 1 reads the row and sums squares in f32 (each
+//   Forward: one block per row, 16-byte packs when d and the pointers allow.
+//   Rows of up to 4·256 packs (8192 bf16 elements) are held in registers: a
+//   block of ⌈packs/4⌉ threads (a multiple of 32), each loading its four
+//   packs at once (four loads in flight), summing squares in f32 (each
 //   thread over its packs, then a warp-shuffle and shared-memory block
-//   reduction: a fixed order, so rstd is deterministic). Pass 2 re-reads the
-//   row — an L1/L2 hit — and writes out. The fused add writes resid in pass 1
-//   and re-reads it in pass 2; each thread touches the same elements in both
-//   passes, so aliasing x is safe and needs no barrier.
-//   Backward: one kernel for dx and the partial sums of dw, then one that
-//   sums the partials. The rows are cut into the row groups of colsum.cuh
-//   (at most 1024 groups of consecutive rows, a partition that depends on n
-//   alone, never on the device). A block per group walks its rows: pass 1
-//   reduces Σ g·n over the row, pass 2 updates dx and adds dout·n into a [d]
-//   f32 partial of dw in shared memory, each thread always owning the same
-//   columns (no races, no atomics). The partial goes to workspace
-//   [groups, d] f32. Then colsum_kernel adds, for each column, the partials
-//   in group order (in f64, in a fixed order) and rounds the new dw once.
-//   Deterministic: the same bits on every run and every GPU.
+//   reduction: a fixed order, so rstd is deterministic) and writing out from
+//   its registers; Llama's 4096-wide bf16 rows take blocks of 128 threads.
+//   Wider rows use 256 threads and re-read the row (an L1/L2 hit) for out.
+//   The fused add writes resid in the first pass; each thread touches the
+//   same elements in both passes, so aliasing x is safe and needs no
+//   barrier. Speed on a GPU: unmeasured since this design.
+//   Backward: one kernel for dx and the partial sums of dw, then
+//   colsum_kernel, which adds the partials in a fixed order (in f64) and
+//   rounds the new dw once (colsum.cuh). The rows are cut into the norm
+//   groups of colsum.cuh (at least 16 consecutive rows, at most 256 groups:
+//   a partition that depends on n alone, never on the device); one block per
+//   group. rmsnorm_backward_kernel, for rows up to 4096 f32 or 8192 16-bit
+//   elements (colsum.cuh's norm_plan): up to four row slots per block, each
+//   loading its next row (x, dout and dx: 16-byte packs) while it reduces
+//   the current one; a thread keeps its columns' dw partial in registers
+//   (w is re-read per row: an L1 hit). Per row: c = Σ g·n over the slot (slot_sum), then dx += r·(g −
+//   n·c) and the partial += dout·n. flush_partial adds the slots' partials
+//   in slot order into the workspace [groups, d] f32. Wider rows take
+//   rmsnorm_backward_smem_kernel: element by element, the partial in shared
+//   memory (4·d bytes; over 48 KiB for d > 12288 raises the kernel's limit;
+//   d ≤ 58112 with dw), each thread always owning the same columns (no
+//   races, no atomics, no bank conflicts). Deterministic: the same bits on
+//   every run and every GPU. Speed on a GPU: unmeasured since this design.
 //   g = dout·w is computed with __fmul_rn in both passes: pass 2's g − n·c
 //   must start from the g whose products pass 1 summed into c, not from the
 //   exact product an FMA would use (nvcc contracts a·b − c by default; the
 //   same hazard made layernorm's dx wrong on a GPU).
-//   Shared memory for the dw partial is 4·d bytes (over 48 KiB for d > 12288
-//   raises the kernel's limit; d ≤ 58112 with dw).
+#include <type_traits>
+
 #include "colsum.cuh"
 #include "common.cuh"
 #include "kernels.h"
 #include "pack.cuh"
+#include "vec.cuh"
 
 static constexpr int kRowThreads = 256; // most threads per row
 
@@ -59,92 +71,221 @@ __device__ __forceinline__ float rstd_of(float ss, int64_t d, float eps) {
 	return 1.0f / sqrtf(ss / (float)d + eps);
 }
 
+// The forward kernels: C = kCached keeps the row in registers (each thread
+// loads its C packs (threadIdx.x + k·blockDim.x)·V at once, C loads in
+// flight, then sums, then writes from the registers); C = 0, for rows of
+// more than kCached·256 packs, loops over the row twice.
+static constexpr int kCached = 4;
+
+// out = round(w · round(v·r)) for one pack of V elements at column j.
 template <class T, class W, int V>
+__device__ __forceinline__ void norm_pack(T *out, const W *w, float (&v)[V], float r) {
+	float wv[V];
+	load_pack(wv, w);
+	for (int e = 0; e < V; e++) v[e] *= r;
+	round_to<T>(v);
+	for (int e = 0; e < V; e++) v[e] *= wv[e];
+	store_pack(out, v);
+}
+
+template <class T, class W, int V, int C>
 __global__ void __launch_bounds__(kRowThreads)
 	rmsnorm_kernel(T *__restrict__ out, float *__restrict__ rstd, const T *__restrict__ x, const W *__restrict__ w,
 	               int64_t d, float eps) {
 	__shared__ float scratch[32];
 	const T *xs = x + blockIdx.x * d; // [d]
 	float ss = 0.0f;
-	for (int64_t j = (int64_t)threadIdx.x * V; j < d; j += (int64_t)blockDim.x * V) {
-		float xv[V];
-		load_pack(xv, xs + j);
-		for (int e = 0; e < V; e++) ss += xv[e] * xv[e];
+	if constexpr (C > 0) {
+		float xv[C][V];
+		VEC_UNROLL
+		for (int k = 0; k < C; k++) {
+			const int64_t j = ((int64_t)threadIdx.x + (int64_t)k * blockDim.x) * V;
+			if (j < d) load_pack(xv[k], xs + j);
+		}
+		VEC_UNROLL
+		for (int k = 0; k < C; k++)
+			if (((int64_t)threadIdx.x + (int64_t)k * blockDim.x) * V < d)
+				for (int e = 0; e < V; e++) ss += xv[k][e] * xv[k][e];
+		const float r = rstd_of(block_sum(ss, scratch), d, eps);
+		if (threadIdx.x == 0) rstd[blockIdx.x] = r;
+		VEC_UNROLL
+		for (int k = 0; k < C; k++) {
+			const int64_t j = ((int64_t)threadIdx.x + (int64_t)k * blockDim.x) * V;
+			if (j < d) norm_pack<T, W, V>(out + blockIdx.x * d + j, w + j, xv[k], r);
+		}
+	} else {
+		for (int64_t j = (int64_t)threadIdx.x * V; j < d; j += (int64_t)blockDim.x * V) {
+			float xv[V];
+			load_pack(xv, xs + j);
+			for (int e = 0; e < V; e++) ss += xv[e] * xv[e];
+		}
+		const float r = rstd_of(block_sum(ss, scratch), d, eps);
+		if (threadIdx.x == 0) rstd[blockIdx.x] = r;
+		norm_row<T, W, V>(out + blockIdx.x * d, xs, w, d, r);
 	}
-	const float r = rstd_of(block_sum(ss, scratch), d, eps);
-	if (threadIdx.x == 0) rstd[blockIdx.x] = r;
-	norm_row<T, W, V>(out + blockIdx.x * d, xs, w, d, r);
 }
 
-// resid may alias x: no __restrict__ on either.
-template <class T, class W, int V>
+// resid may alias x: no __restrict__ on either (each thread reads its
+// elements before it writes them).
+template <class T, class W, int V, int C>
 __global__ void __launch_bounds__(kRowThreads)
 	add_rmsnorm_kernel(T *resid, T *__restrict__ out, float *__restrict__ rstd, const T *x,
 	                   const T *__restrict__ delta, const W *__restrict__ w, int64_t d, float eps) {
 	__shared__ float scratch[32];
 	const int64_t off = blockIdx.x * d;
 	float ss = 0.0f;
-	for (int64_t j = (int64_t)threadIdx.x * V; j < d; j += (int64_t)blockDim.x * V) {
-		float xv[V], dv[V];
-		load_pack(xv, x + off + j);
-		load_pack(dv, delta + off + j);
-		for (int e = 0; e < V; e++) xv[e] += dv[e];
-		round_to<T>(xv); // the sum as stored in resid
-		for (int e = 0; e < V; e++) ss += xv[e] * xv[e];
-		store_pack(resid + off + j, xv);
+	if constexpr (C > 0) {
+		float xv[C][V], dv[C][V];
+		VEC_UNROLL
+		for (int k = 0; k < C; k++) {
+			const int64_t j = ((int64_t)threadIdx.x + (int64_t)k * blockDim.x) * V;
+			if (j < d) {
+				load_pack(xv[k], x + off + j);
+				load_pack(dv[k], delta + off + j);
+			}
+		}
+		VEC_UNROLL
+		for (int k = 0; k < C; k++) {
+			const int64_t j = ((int64_t)threadIdx.x + (int64_t)k * blockDim.x) * V;
+			if (j >= d) continue;
+			for (int e = 0; e < V; e++) xv[k][e] += dv[k][e];
+			round_to<T>(xv[k]); // the sum as stored in resid
+			for (int e = 0; e < V; e++) ss += xv[k][e] * xv[k][e];
+			store_pack(resid + off + j, xv[k]);
+		}
+		const float r = rstd_of(block_sum(ss, scratch), d, eps);
+		if (threadIdx.x == 0) rstd[blockIdx.x] = r;
+		VEC_UNROLL
+		for (int k = 0; k < C; k++) {
+			const int64_t j = ((int64_t)threadIdx.x + (int64_t)k * blockDim.x) * V;
+			if (j < d) norm_pack<T, W, V>(out + off + j, w + j, xv[k], r);
+		}
+	} else {
+		for (int64_t j = (int64_t)threadIdx.x * V; j < d; j += (int64_t)blockDim.x * V) {
+			float xv[V], dv[V];
+			load_pack(xv, x + off + j);
+			load_pack(dv, delta + off + j);
+			for (int e = 0; e < V; e++) xv[e] += dv[e];
+			round_to<T>(xv); // the sum as stored in resid
+			for (int e = 0; e < V; e++) ss += xv[e] * xv[e];
+			store_pack(resid + off + j, xv);
+		}
+		const float r = rstd_of(block_sum(ss, scratch), d, eps);
+		if (threadIdx.x == 0) rstd[blockIdx.x] = r;
+		norm_row<T, W, V>(out + off, resid + off, w, d, r); // this thread's own writes of pass 1
 	}
-	const float r = rstd_of(block_sum(ss, scratch), d, eps);
-	if (threadIdx.x == 0) rstd[blockIdx.x] = r;
-	norm_row<T, W, V>(out + off, resid + off, w, d, r); // this thread's own writes of pass 1
 }
 
-template <class T, class W, int V>
-__global__ void __launch_bounds__(kRowThreads)
+// One row's packs of a thread (norm_plan): x, dout and dx.
+template <class T, int V, int P> struct RMSRow {
+	Pack<T, V> x[P], g[P], dx[P];
+	float r;
+};
+
+template <class T, int V, int P>
+__device__ __forceinline__ void load_rms_row(RMSRow<T, V, P> &row, const T *__restrict__ x, const T *__restrict__ dout,
+                                             const T *dx, const float *__restrict__ rstd, int64_t i, int64_t d,
+                                             int t, int th) {
+	row.r = rstd[i];
+	VEC_UNROLL
+	for (int k = 0; k < P; k++) {
+		const int64_t col = ((int64_t)t + (int64_t)k * th) * V;
+		if (col < d) {
+			row.x[k] = ld<V>(x + i * d + col);
+			row.g[k] = ld<V>(dout + i * d + col);
+			row.dx[k] = ld<V>(dx + i * d + col);
+		}
+	}
+}
+
+template <class T, class W, int V, int P>
+__global__ void __launch_bounds__(kNormThreads)
 	rmsnorm_backward_kernel(T *__restrict__ dx, float *__restrict__ dw_part, const T *__restrict__ dout,
 	                        const T *__restrict__ x, const W *__restrict__ w, const float *__restrict__ rstd,
-	                        int64_t n, int64_t d, int64_t rows) {
+	                        int64_t n, int64_t d, int64_t rows, int th) {
+	extern __shared__ unsigned char smem[];
+	__shared__ float scratch[2][32];
+	const int slots = blockDim.x / th, slot = threadIdx.x / th, t = threadIdx.x - slot * th;
+	float acc[P][V];
+	VEC_UNROLL
+	for (int k = 0; k < P; k++)
+		for (int e = 0; e < V; e++) acc[k][e] = 0.0f;
+	const int64_t lo = blockIdx.x * rows, hi = lo + rows < n ? lo + rows : n;
+	RMSRow<T, V, P> cur;
+	if (lo + slot < hi) load_rms_row(cur, x, dout, dx, rstd, lo + slot, d, t, th);
+	int it = 0;
+	for (int64_t base = lo; base < hi; base += slots, it ^= 1) {
+		const int64_t i = base + slot;
+		const bool live = i < hi;
+		RMSRow<T, V, P> next;
+		if (i + slots < hi) load_rms_row(next, x, dout, dx, rstd, i + slots, d, t, th);
+		// c = mean_j (dout·w)_j · n_j over the row.
+		float s = 0.0f;
+		if (live)
+			VEC_UNROLL
+			for (int k = 0; k < P; k++) {
+				const int64_t col = ((int64_t)t + (int64_t)k * th) * V;
+				if (col >= d) continue;
+				const Pack<W, V> wp = ld<V>(w + col); // an L1 hit after the first row
+				for (int e = 0; e < V; e++)
+					s += __fmul_rn(to_float(cur.g[k].v[e]), to_float(wp.v[e])) * (to_float(cur.x[k].v[e]) * cur.r);
+			}
+		const float c = slot_sum(s, scratch[it], th) / (float)d;
+		// dx += r·(g − n·c); the dw partial += dout·n.
+		if (live)
+			VEC_UNROLL
+			for (int k = 0; k < P; k++) {
+				const int64_t col = ((int64_t)t + (int64_t)k * th) * V;
+				if (col >= d) continue;
+				const Pack<W, V> wp = ld<V>(w + col);
+				Pack<T, V> o;
+				for (int e = 0; e < V; e++) {
+					const float gv = to_float(cur.g[k].v[e]), nv = to_float(cur.x[k].v[e]) * cur.r;
+					float a = to_float(cur.dx[k].v[e]);
+					a += cur.r * (__fmul_rn(gv, to_float(wp.v[e])) - nv * c); // g as the sum rounded it
+					acc[k][e] += gv * nv;
+					o.v[e] = from_float<T>(a);
+				}
+				st<V>(dx + i * d + col, o);
+			}
+		cur = next;
+	}
+	if (dw_part != nullptr) flush_partial<V, P>(dw_part + blockIdx.x * d, acc, reinterpret_cast<float *>(smem), th, d);
+}
+
+// Rows too wide for rmsnorm_backward_kernel's registers: a block per group,
+// element by element; thread t owns columns t, t + blockDim.x, … and their
+// dw partial in shared memory [d] (consecutive threads, consecutive banks).
+template <class T, class W>
+__global__ void __launch_bounds__(kRowThreads)
+	rmsnorm_backward_smem_kernel(T *__restrict__ dx, float *__restrict__ dw_part, const T *__restrict__ dout,
+	                             const T *__restrict__ x, const W *__restrict__ w, const float *__restrict__ rstd,
+	                             int64_t n, int64_t d, int64_t rows) {
 	extern __shared__ unsigned char smem[];
 	float *dws = reinterpret_cast<float *>(smem); // [d] this group's Σ dout·n (only when dw_part)
 	__shared__ float scratch[32];
 	const bool want_dw = dw_part != nullptr;
-	const int64_t stride = (int64_t)blockDim.x * V;
 	if (want_dw)
-		for (int64_t j = (int64_t)threadIdx.x * V; j < d; j += stride)
-			for (int e = 0; e < V; e++) dws[j + e] = 0.0f;
-
+		for (int64_t j = threadIdx.x; j < d; j += blockDim.x) dws[j] = 0.0f;
 	const int64_t lo = blockIdx.x * rows, hi = lo + rows < n ? lo + rows : n;
 	for (int64_t i = lo; i < hi; i++) {
 		const T *xs = x + i * d, *gs = dout + i * d; // [d] each
 		T *dxs = dx + i * d;                          // [d]
 		const float r = rstd[i];
-		// Pass 1: c = mean_j (dout·w)_j · n_j.
 		float s = 0.0f;
-		for (int64_t j = (int64_t)threadIdx.x * V; j < d; j += stride) {
-			float xv[V], gv[V], wv[V];
-			load_pack(xv, xs + j);
-			load_pack(gv, gs + j);
-			load_pack(wv, w + j);
-			for (int e = 0; e < V; e++) s += __fmul_rn(gv[e], wv[e]) * (xv[e] * r);
-		}
+		for (int64_t j = threadIdx.x; j < d; j += blockDim.x)
+			s += __fmul_rn(to_float(gs[j]), to_float(w[j])) * (to_float(xs[j]) * r);
 		const float c = block_sum(s, scratch) / (float)d;
-		// Pass 2: dx += r·(g − n·c); dw partial += dout·n.
-		for (int64_t j = (int64_t)threadIdx.x * V; j < d; j += stride) {
-			float xv[V], gv[V], wv[V], acc[V];
-			load_pack(xv, xs + j);
-			load_pack(gv, gs + j);
-			load_pack(wv, w + j);
-			load_pack(acc, dxs + j);
-			for (int e = 0; e < V; e++) {
-				const float nv = xv[e] * r;
-				acc[e] += r * (__fmul_rn(gv[e], wv[e]) - nv * c); // g as pass 1 rounded it
-				if (want_dw) dws[j + e] += gv[e] * nv;
-			}
-			store_pack(dxs + j, acc);
+		for (int64_t j = threadIdx.x; j < d; j += blockDim.x) {
+			const float gv = to_float(gs[j]), nv = to_float(xs[j]) * r;
+			float a = to_float(dxs[j]);
+			a += r * (__fmul_rn(gv, to_float(w[j])) - nv * c);
+			dxs[j] = from_float<T>(a);
+			if (want_dw) dws[j] += gv * nv;
 		}
 	}
 	if (want_dw)
-		for (int64_t j = (int64_t)threadIdx.x * V; j < d; j += stride)
-			for (int e = 0; e < V; e++) dw_part[blockIdx.x * d + j + e] = dws[j + e];
+		for (int64_t j = threadIdx.x; j < d; j += blockDim.x) dw_part[blockIdx.x * d + j] = dws[j];
 }
 
 // Calls f with a null W* for the weight dtype wdt, which must be T's or f32.
@@ -152,6 +293,17 @@ template <class T, class F> static cudaError_t dispatch_weight(tw_dtype dt, tw_d
 	if (wdt == dt) return f((T *)nullptr);
 	if (wdt == TW_F32) return f((float *)nullptr);
 	return cudaErrorInvalidValue;
+}
+
+// Launches a forward kernel K<V, C> for rows of d elements in packs of V:
+// the cached form when a row fits kCached packs per thread of a block.
+template <int V, class L> static cudaError_t launch_forward(int64_t d, L launch) {
+	const int64_t packs = ceil_div<int64_t>(d, V);
+	if (packs <= (int64_t)kCached * kRowThreads)
+		launch(std::integral_constant<int, kCached>(), row_threads(ceil_div<int64_t>(packs, kCached), kRowThreads));
+	else
+		launch(std::integral_constant<int, 0>(), row_threads(packs, kRowThreads));
+	return cudaGetLastError();
 }
 
 extern "C" cudaError_t tw_rmsnorm(void *out, float *rstd, const void *x, const void *w, tw_dtype dt, tw_dtype wdt,
@@ -164,12 +316,14 @@ extern "C" cudaError_t tw_rmsnorm(void *out, float *rstd, const void *x, const v
 			using W = elem_t<decltype(wt)>;
 			constexpr int V = pack_width<T>();
 			if (d % V == 0 && pack_aligned<T, V>(out) && pack_aligned<T, V>(x) && pack_aligned<W, V>(w))
-				LAUNCH((unsigned)n, row_threads(d / V, kRowThreads), 0, stream, rmsnorm_kernel<T, W, V>)(
+				return launch_forward<V>(d, [&](auto c, int threads) {
+					LAUNCH((unsigned)n, threads, 0, stream, rmsnorm_kernel<T, W, V, decltype(c)::value>)(
+						(T *)out, rstd, (const T *)x, (const W *)w, d, eps);
+				});
+			return launch_forward<1>(d, [&](auto c, int threads) {
+				LAUNCH((unsigned)n, threads, 0, stream, rmsnorm_kernel<T, W, 1, decltype(c)::value>)(
 					(T *)out, rstd, (const T *)x, (const W *)w, d, eps);
-			else
-				LAUNCH((unsigned)n, row_threads(d, kRowThreads), 0, stream, rmsnorm_kernel<T, W, 1>)(
-					(T *)out, rstd, (const T *)x, (const W *)w, d, eps);
-			return cudaGetLastError();
+			});
 		});
 	});
 }
@@ -186,34 +340,45 @@ extern "C" cudaError_t tw_add_rmsnorm(void *resid, void *out, float *rstd, const
 			constexpr int V = pack_width<T>();
 			if (d % V == 0 && pack_aligned<T, V>(resid) && pack_aligned<T, V>(out) && pack_aligned<T, V>(x) &&
 			    pack_aligned<T, V>(delta) && pack_aligned<W, V>(w))
-				LAUNCH((unsigned)n, row_threads(d / V, kRowThreads), 0, stream, add_rmsnorm_kernel<T, W, V>)(
+				return launch_forward<V>(d, [&](auto c, int threads) {
+					LAUNCH((unsigned)n, threads, 0, stream, add_rmsnorm_kernel<T, W, V, decltype(c)::value>)(
+						(T *)resid, (T *)out, rstd, (const T *)x, (const T *)delta, (const W *)w, d, eps);
+				});
+			return launch_forward<1>(d, [&](auto c, int threads) {
+				LAUNCH((unsigned)n, threads, 0, stream, add_rmsnorm_kernel<T, W, 1, decltype(c)::value>)(
 					(T *)resid, (T *)out, rstd, (const T *)x, (const T *)delta, (const W *)w, d, eps);
-			else
-				LAUNCH((unsigned)n, row_threads(d, kRowThreads), 0, stream, add_rmsnorm_kernel<T, W, 1>)(
-					(T *)resid, (T *)out, rstd, (const T *)x, (const T *)delta, (const W *)w, d, eps);
-			return cudaGetLastError();
+			});
 		});
 	});
 }
 
 extern "C" size_t tw_rmsnorm_backward_workspace(int64_t n, int64_t d) {
 	if (n <= 0 || d <= 0) return 0;
-	return (size_t)colsum_groups(n) * (size_t)d * sizeof(float);
+	return (size_t)norm_groups(n) * (size_t)d * sizeof(float);
 }
 
-// Launches the backward kernel with pack width V, raising its shared-memory
-// limit when the dw partial needs more than the default 48 KiB.
-template <class T, class W, int V>
-static cudaError_t launch_backward(T *dx, float *part, const T *dout, const T *x, const W *w, const float *rstd,
-                                   int64_t n, int64_t d, cudaStream_t stream) {
+// Launches rmsnorm_backward_kernel with packs of V and P packs per thread.
+template <class T, class W, int V, int P>
+static cudaError_t launch_backward(const NormPlan &pl, T *dx, float *part, const T *dout, const T *x, const W *w,
+                                   const float *rstd, int64_t n, int64_t d, cudaStream_t stream) {
+	LAUNCH((unsigned)norm_groups(n), pl.th * pl.slots, part ? norm_flush_smem(pl, V) : 0, stream,
+	       rmsnorm_backward_kernel<T, W, V, P>)(dx, part, dout, x, w, rstd, n, d, norm_rows(n), pl.th);
+	return cudaGetLastError();
+}
+
+// Launches the shared-memory kernel, raising its limit when the dw partial
+// needs more than the default 48 KiB.
+template <class T, class W>
+static cudaError_t launch_backward_smem(T *dx, float *part, const T *dout, const T *x, const W *w, const float *rstd,
+                                        int64_t n, int64_t d, cudaStream_t stream) {
 	const size_t smem = part ? (size_t)d * sizeof(float) : 0;
 	if (smem > 48 * 1024) {
-		cudaError_t e = cudaFuncSetAttribute(rmsnorm_backward_kernel<T, W, V>,
+		cudaError_t e = cudaFuncSetAttribute(rmsnorm_backward_smem_kernel<T, W>,
 		                                     cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
 		if (e != cudaSuccess) return e;
 	}
-	LAUNCH((unsigned)colsum_groups(n), row_threads(ceil_div<int64_t>(d, V), kRowThreads), smem, stream,
-	       rmsnorm_backward_kernel<T, W, V>)(dx, part, dout, x, w, rstd, n, d, colsum_group_rows(n));
+	LAUNCH((unsigned)norm_groups(n), row_threads(d, kRowThreads), smem, stream, rmsnorm_backward_smem_kernel<T, W>)(
+		dx, part, dout, x, w, rstd, n, d, norm_rows(n));
 	return cudaGetLastError();
 }
 
@@ -227,17 +392,25 @@ extern "C" cudaError_t tw_rmsnorm_backward(void *dx, void *dw, const void *dout,
 		return dispatch_weight<T>(dt, wdt, [&](auto *wt) {
 			using W = elem_t<decltype(wt)>;
 			constexpr int V = pack_width<T>();
-			float *part = dw ? (float *)workspace : nullptr; // [colsum_groups(n), d]
+			float *part = dw ? (float *)workspace : nullptr; // [norm_groups(n), d]
+			const bool packed = d % V == 0 && pack_aligned<T, V>(dx) && pack_aligned<T, V>(dout) &&
+			                    pack_aligned<T, V>(x) && pack_aligned<W, V>(w);
+			const NormPlan pl = norm_plan(d, packed ? V : 1);
 			cudaError_t e;
-			if (d % V == 0 && pack_aligned<T, V>(dx) && pack_aligned<T, V>(dout) && pack_aligned<T, V>(x) &&
-			    pack_aligned<W, V>(w))
-				e = launch_backward<T, W, V>((T *)dx, part, (const T *)dout, (const T *)x, (const W *)w, rstd, n, d,
-				                             stream);
+			if (pl.p == 0)
+				e = launch_backward_smem<T, W>((T *)dx, part, (const T *)dout, (const T *)x, (const W *)w, rstd, n, d,
+				                               stream);
+			else if (!packed)
+				e = launch_backward<T, W, 1, 8>(pl, (T *)dx, part, (const T *)dout, (const T *)x, (const W *)w, rstd,
+				                                n, d, stream);
+			else if (pl.p == 1)
+				e = launch_backward<T, W, V, 1>(pl, (T *)dx, part, (const T *)dout, (const T *)x, (const W *)w, rstd,
+				                                n, d, stream);
 			else
-				e = launch_backward<T, W, 1>((T *)dx, part, (const T *)dout, (const T *)x, (const W *)w, rstd, n, d,
-				                             stream);
+				e = launch_backward<T, W, V, 2>(pl, (T *)dx, part, (const T *)dout, (const T *)x, (const W *)w, rstd,
+				                                n, d, stream);
 			if (e != cudaSuccess || !dw) return e;
-			return launch_colsum<W>((W *)dw, part, colsum_groups(n), d, stream);
+			return launch_colsum<W>((W *)dw, nullptr, part, norm_groups(n), d, stream);
 		});
 	});
 }

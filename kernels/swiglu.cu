@@ -8,82 +8,85 @@
 // none for f32), so dup = round(dout · round(silu(gate))). n ≤ 0 launches
 // nothing.
 //
-// Design: element-wise, grid-stride loops over 16-byte packs (8 bf16/f16 or 4
-// f32) when every pointer is 16-byte aligned, then the n mod 8 (or 4)
-// trailing elements one per thread; otherwise element by element. Each
-// element is computed by one thread: deterministic.
+// Design: vec.cuh's flat_kernel (a grid-stride loop of at most 8 blocks of
+// 256 threads per SM): 16-byte packs (8 bf16/f16 or 4 f32), two per thread
+// per iteration with every load issued before the first store; the head
+// before the first pointer's 16-byte boundary (a view at an unaligned
+// element offset) and the tail after the last whole pack one element per
+// thread; every element one per thread when the pointers' misalignments
+// differ. Each element is computed by one thread: deterministic. Speed on a
+// GPU: unmeasured since this design.
 #include "common.cuh"
 #include "kernels.h"
 #include "pack.cuh"
+#include "vec.cuh"
 
-static constexpr int kThreads = 256;
+// __frcp_rn: the correctly rounded 1/x, as 1.0f / x, without the division's
+// out-of-line slow path (its call made ptxas spill in the scalar f32 kernel).
+__device__ __forceinline__ float sigmoid(float g) { return __frcp_rn(1.0f + expf(-g)); }
 
-__device__ __forceinline__ float sigmoid(float g) { return 1.0f / (1.0f + expf(-g)); }
+static constexpr int kUnroll = 2; // packs per thread per iteration
 
-// out = round(silu(g))·u for the V elements of one pack.
-template <class T, int V> __device__ __forceinline__ void swiglu_pack(T *out, const T *gate, const T *up) {
-	float g[V], u[V];
-	load_pack(g, gate);
-	load_pack(u, up);
-	for (int e = 0; e < V; e++) g[e] *= sigmoid(g[e]);
-	round_to<T>(g);
-	for (int e = 0; e < V; e++) g[e] *= u[e];
-	store_pack(out, g);
-}
-
-template <class T, int V> __device__ __forceinline__ void swiglu_backward_pack(T *dgate, T *dup, const T *dout,
-                                                                                const T *gate, const T *up) {
-	float g[V], u[V], d[V], dg[V], silu[V];
-	load_pack(g, gate);
-	load_pack(u, up);
-	load_pack(d, dout);
-	for (int e = 0; e < V; e++) {
-		const float s = sigmoid(g[e]);
-		silu[e] = g[e] * s;
-		dg[e] = d[e] * u[e] * (s * (1.0f + g[e] * (1.0f - s)));
+template <class T> struct SwiGLUOp {
+	T *__restrict__ out;
+	const T *__restrict__ gate, *__restrict__ up;
+	template <int N> struct Regs {
+		Pack<T, N> g, u;
+	};
+	template <int N> __device__ __forceinline__ void load(Regs<N> &r, int64_t i) const {
+		r.g = ld<N>(gate + i);
+		r.u = ld<N>(up + i);
 	}
-	round_to<T>(silu);
-	for (int e = 0; e < V; e++) silu[e] *= d[e];
-	store_pack(dgate, dg);
-	store_pack(dup, silu);
-}
+	// out = round(silu(g))·u.
+	template <int N> __device__ __forceinline__ void store(const Regs<N> &r, int64_t i) const {
+		float g[N];
+		for (int e = 0; e < N; e++) {
+			const float v = to_float(r.g.v[e]);
+			g[e] = v * sigmoid(v);
+		}
+		round_to<T>(g);
+		Pack<T, N> o;
+		for (int e = 0; e < N; e++) o.v[e] = from_float<T>(g[e] * to_float(r.u.v[e]));
+		st<N>(out + i, o);
+	}
+};
 
-// Packs [0, n/V) in a grid-stride loop, then the tail [n/V·V, n) one
-// element per thread.
-template <class T, int V>
-__global__ void __launch_bounds__(kThreads)
-	swiglu_kernel(T *__restrict__ out, const T *__restrict__ gate, const T *__restrict__ up, int64_t n) {
-	const int64_t tid = blockIdx.x * (int64_t)blockDim.x + threadIdx.x, nthreads = (int64_t)gridDim.x * blockDim.x;
-	const int64_t packs = n / V;
-	for (int64_t i = tid; i < packs; i += nthreads) swiglu_pack<T, V>(out + i * V, gate + i * V, up + i * V);
-	for (int64_t i = packs * V + tid; i < n; i += nthreads) swiglu_pack<T, 1>(out + i, gate + i, up + i);
-}
-
-template <class T, int V>
-__global__ void __launch_bounds__(kThreads)
-	swiglu_backward_kernel(T *__restrict__ dgate, T *__restrict__ dup, const T *__restrict__ dout,
-	                       const T *__restrict__ gate, const T *__restrict__ up, int64_t n) {
-	const int64_t tid = blockIdx.x * (int64_t)blockDim.x + threadIdx.x, nthreads = (int64_t)gridDim.x * blockDim.x;
-	const int64_t packs = n / V;
-	for (int64_t i = tid; i < packs; i += nthreads)
-		swiglu_backward_pack<T, V>(dgate + i * V, dup + i * V, dout + i * V, gate + i * V, up + i * V);
-	for (int64_t i = packs * V + tid; i < n; i += nthreads)
-		swiglu_backward_pack<T, 1>(dgate + i, dup + i, dout + i, gate + i, up + i);
-}
+template <class T> struct SwiGLUBackwardOp {
+	T *__restrict__ dgate, *__restrict__ dup;
+	const T *__restrict__ dout, *__restrict__ gate, *__restrict__ up;
+	template <int N> struct Regs {
+		Pack<T, N> d, g, u;
+	};
+	template <int N> __device__ __forceinline__ void load(Regs<N> &r, int64_t i) const {
+		r.d = ld<N>(dout + i);
+		r.g = ld<N>(gate + i);
+		r.u = ld<N>(up + i);
+	}
+	template <int N> __device__ __forceinline__ void store(const Regs<N> &r, int64_t i) const {
+		float silu[N];
+		Pack<T, N> dg;
+		for (int e = 0; e < N; e++) {
+			const float g = to_float(r.g.v[e]), d = to_float(r.d.v[e]), u = to_float(r.u.v[e]);
+			const float s = sigmoid(g);
+			silu[e] = g * s;
+			dg.v[e] = from_float<T>(d * u * (s * (1.0f + g * (1.0f - s))));
+		}
+		round_to<T>(silu);
+		Pack<T, N> du;
+		for (int e = 0; e < N; e++) du.v[e] = from_float<T>(silu[e] * to_float(r.d.v[e]));
+		st<N>(dgate + i, dg);
+		st<N>(dup + i, du);
+	}
+};
 
 extern "C" cudaError_t tw_swiglu(void *out, const void *gate, const void *up, tw_dtype dt, int64_t n,
                                  cudaStream_t stream) {
 	if (n <= 0) return cudaSuccess;
 	return dispatch_float(dt, [&](auto *t) {
 		using T = elem_t<decltype(t)>;
-		constexpr int V = pack_width<T>();
-		if (pack_aligned<T, V>(out) && pack_aligned<T, V>(gate) && pack_aligned<T, V>(up))
-			LAUNCH(grid_for(ceil_div<int64_t>(n, V), kThreads), kThreads, 0, stream, swiglu_kernel<T, V>)(
-				(T *)out, (const T *)gate, (const T *)up, n);
-		else
-			LAUNCH(grid_for(n, kThreads), kThreads, 0, stream, swiglu_kernel<T, 1>)(
-				(T *)out, (const T *)gate, (const T *)up, n);
-		return cudaGetLastError();
+		const SwiGLUOp<T> op{(T *)out, (const T *)gate, (const T *)up};
+		return launch_flat<pack_width<T>(), kUnroll, T>(
+			op, n, out, [&](int64_t h) { return aligned16<T>(gate, h) && aligned16<T>(up, h); }, stream);
 	});
 }
 
@@ -92,15 +95,13 @@ extern "C" cudaError_t tw_swiglu_backward(void *dgate, void *dup, const void *do
 	if (n <= 0) return cudaSuccess;
 	return dispatch_float(dt, [&](auto *t) {
 		using T = elem_t<decltype(t)>;
-		constexpr int V = pack_width<T>();
-		if (pack_aligned<T, V>(dgate) && pack_aligned<T, V>(dup) && pack_aligned<T, V>(dout) &&
-		    pack_aligned<T, V>(gate) && pack_aligned<T, V>(up))
-			LAUNCH(grid_for(ceil_div<int64_t>(n, V), kThreads), kThreads, 0, stream,
-			       swiglu_backward_kernel<T, V>)((T *)dgate, (T *)dup, (const T *)dout, (const T *)gate,
-			                                     (const T *)up, n);
-		else
-			LAUNCH(grid_for(n, kThreads), kThreads, 0, stream, swiglu_backward_kernel<T, 1>)(
-				(T *)dgate, (T *)dup, (const T *)dout, (const T *)gate, (const T *)up, n);
-		return cudaGetLastError();
+		const SwiGLUBackwardOp<T> op{(T *)dgate, (T *)dup, (const T *)dout, (const T *)gate, (const T *)up};
+		return launch_flat<pack_width<T>(), kUnroll, T>(
+			op, n, dgate,
+			[&](int64_t h) {
+				return aligned16<T>(dup, h) && aligned16<T>(dout, h) && aligned16<T>(gate, h) &&
+				       aligned16<T>(up, h);
+			},
+			stream);
 	});
 }

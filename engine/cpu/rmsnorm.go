@@ -76,60 +76,62 @@ func normRow(o floats, off int, x, w, buf []float32, eps float32) float32 {
 	return r
 }
 
-// RMSNormBackward implements engine.Backend.RMSNormBackward in two passes:
-// rows in parallel for dx, then columns in parallel for dw, so every element
-// is summed by one goroutine in a fixed order.
+// RMSNormBackward implements engine.Backend.RMSNormBackward in one pass
+// over the rows: fixed blocks of normRows rows (in parallel) each update dx
+// row by row and, when dw is wanted, sum their rows' dOut·n into an f64
+// partial [D] while the row is loaded; then the partials are added to dw in
+// block order (in parallel over columns) and rounded once — the same sums
+// whatever the thread count, and x and dOut are read once.
 func (b *Backend) RMSNormBackward(dx, dw, dOut, x, w, rstd *engine.Tensor) {
 	n, d := engine.NormShape("RMSNormBackward", dOut, rstd, x, w)
 	engine.MustSameShape("RMSNormBackward dx/x", dx, x)
 	dxs, dos, xs, ws, rs := floatsOf(dx), floatsOf(dOut), floatsOf(x), floatsOf(w), f32s(rstd)
-	b.parallel(n, 8, func(wk, lo, hi int) {
+	var dws floats
+	if dw != nil {
+		engine.MustShape("RMSNormBackward", "dw", dw, d)
+		dws = floatsOf(dw)
+	}
+	nblk := (n + normRows - 1) / normRows
+	var parts []float64 // [nblk, D] f64, when dw is wanted
+	if dw != nil {
+		b.partials = grow(b.partials, nblk*d)
+		parts = b.partials
+	}
+	b.parallel(nblk, 1, func(wk, lo, hi int) {
 		buf := b.scratchOf(wk, 4*d)
 		xb, gb, db, wb := buf[:d], buf[d:2*d], buf[2*d:3*d], ws.load(0, d, buf[3*d:])
-		for i := lo; i < hi; i++ {
-			xr := xs.load(i*d, d, xb)
-			gr := dos.load(i*d, d, gb)
-			r := rs[i]
-			// c = mean_j (dOut·w)_j · n_j
-			var c float64
-			for j := range xr {
-				c += float64(gr[j]*wb[j]) * float64(xr[j]*r)
+		for k := lo; k < hi; k++ {
+			var acc []float64
+			if parts != nil {
+				acc = parts[k*d : (k+1)*d]
+				clear(acc)
 			}
-			cf := float32(c / float64(d))
-			acc := dxs.load(i*d, d, db)
-			for j := range xr {
-				acc[j] += r * (gr[j]*wb[j] - xr[j]*r*cf)
+			for i := k * normRows; i < min((k+1)*normRows, n); i++ {
+				xr := xs.load(i*d, d, xb)
+				gr := dos.load(i*d, d, gb)
+				r := rs[i]
+				// c = mean_j (dOut·w)_j · n_j
+				var c float64
+				for j := range xr {
+					c += float64(gr[j]*wb[j]) * float64(xr[j]*r)
+				}
+				cf := float32(c / float64(d))
+				dxr := dxs.load(i*d, d, db)
+				for j := range xr {
+					dxr[j] += r * (gr[j]*wb[j] - xr[j]*r*cf)
+				}
+				if acc != nil {
+					for j := range acc {
+						acc[j] += float64(gr[j] * (xr[j] * r))
+					}
+				}
+				dxs.store(i*d, dxr)
 			}
-			dxs.store(i*d, acc)
 		}
 	})
 	if dw == nil {
 		return
 	}
-	// dw: fixed blocks of normRows rows each sum their rows into a partial
-	// [D] (in parallel), then the partials are added in block order (in
-	// parallel over columns) — the same sums whatever the thread count.
-	engine.MustShape("RMSNormBackward", "dw", dw, d)
-	dws := floatsOf(dw)
-	nblk := (n + normRows - 1) / normRows
-	b.partials = grow(b.partials, nblk*d)
-	parts := b.partials // [nblk, D] f64
-	b.parallel(nblk, 1, func(wk, lo, hi int) {
-		buf := b.scratchOf(wk, 2*d)
-		xb, gb := buf[:d], buf[d:]
-		for k := lo; k < hi; k++ {
-			acc := parts[k*d : (k+1)*d]
-			for j := range acc {
-				acc[j] = 0
-			}
-			for i := k * normRows; i < min((k+1)*normRows, n); i++ {
-				xr, gr, r := xs.load(i*d, d, xb), dos.load(i*d, d, gb), rs[i]
-				for j := range acc {
-					acc[j] += float64(gr[j] * (xr[j] * r))
-				}
-			}
-		}
-	})
 	b.parallel(d, 64, func(wk, lo, hi int) {
 		cur := dws.load(lo, hi-lo, b.scratchOf(wk, hi-lo))
 		for j := lo; j < hi; j++ {
@@ -143,5 +145,6 @@ func (b *Backend) RMSNormBackward(dx, dw, dOut, x, w, rstd *engine.Tensor) {
 	})
 }
 
-// normRows is the row block of RMSNormBackward's weight gradient.
+// normRows is the row block of the norm backwards and of colSums: each
+// block's column sums form one f64 partial.
 const normRows = 64

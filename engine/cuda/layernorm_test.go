@@ -22,9 +22,11 @@ func TestLayerNormBiasBackwardGroups(t *testing.T) {
 		n, d   int
 		dt, wt engine.DType
 	}{
-		{2100, 9, engine.F32, engine.F32},    // three rows per group, scalar path
-		{1100, 24, engine.BF16, engine.BF16}, // two rows per group, packs
+		{2100, 9, engine.F32, engine.F32},    // 132 norm groups of 16 rows (the last 4), 33 bias groups of 64; element by element
+		{1100, 24, engine.BF16, engine.BF16}, // 69 norm groups of 16 rows (the last 12), one pack per thread
 		{1030, 16, engine.BF16, engine.F32},  // f32 weight and bias, bf16 activations
+		{37, 4096, engine.BF16, engine.BF16}, // Llama's width: two packs per thread, two row slots, groups of 16, 16, 5
+		{20, 2056, engine.F32, engine.F32},   // two packs per thread, the second pack of threads 226… past the row
 	}
 	for _, c := range cases {
 		t.Run(fmt.Sprintf("%v_w%v/N=%d_D=%d", c.dt, c.wt, c.n, c.d), func(t *testing.T) {

@@ -12,9 +12,10 @@ import (
 )
 
 // Kernel paths of the rmsnorm family that the conformance suite's shapes do
-// not reach: the RMSNorm backward with several rows per dw group and with a
-// dw partial above 48 KiB of shared memory, and an f32 weight with bf16
-// activations. Shapes stay small: the emulator runs every thread.
+// not reach: the RMSNorm backward with many row groups and slots, rows of
+// two packs per thread, a dw partial above 48 KiB of shared memory (the
+// wide-row kernel), and an f32 weight with bf16 activations. Shapes stay
+// small: the emulator runs every thread.
 
 func TestRMSNormBackwardGroups(t *testing.T) {
 	b := newBackend(t)
@@ -22,10 +23,11 @@ func TestRMSNormBackwardGroups(t *testing.T) {
 		n, d   int
 		dt, wt engine.DType
 	}{
-		{1100, 24, engine.F32, engine.F32},  // two rows per dw group
-		{2100, 9, engine.BF16, engine.BF16}, // three rows per group, scalar path
-		{300, 16, engine.BF16, engine.F32},  // f32 weight, bf16 activations
-		{3, 12800, engine.F32, engine.F32},  // dw partial of 50 KiB
+		{1100, 24, engine.F32, engine.F32},   // 69 groups of 16 rows (the last 12), four row slots
+		{2100, 9, engine.BF16, engine.BF16},  // 132 groups of 16 rows (the last 4), element by element
+		{300, 16, engine.BF16, engine.F32},   // f32 weight, bf16 activations
+		{37, 4096, engine.BF16, engine.BF16}, // Llama's width: two packs per thread, two row slots
+		{3, 12800, engine.F32, engine.F32},   // wide rows: dw partial of 50 KiB in shared memory
 	}
 	for _, c := range cases {
 		t.Run(fmt.Sprintf("%v_w%v/N=%d_D=%d", c.dt, c.wt, c.n, c.d), func(t *testing.T) {

@@ -12,10 +12,14 @@ import (
 // AddBiasBackward, which accumulates into a non-zero db of f32 or of the
 // activations' dtype, against finite differences of the float64 sum and
 // against the float64 column sums. Shapes include one element, odd widths,
-// CLIP's [50, 768], more rows than a GPU's row groups (1030) and a view
-// that starts one element into its buffer (unaligned).
+// CLIP's [50, 768], more rows than one row group of a GPU's column sum (130,
+// 1030), many groups (4100 rows: 65 groups of 64), and views that start one
+// or eight elements into their buffer (unaligned, or aligned only for
+// bf16). A second AddBiasBackward into the same starting values must give
+// the same bits (the column sums have a fixed order).
 func testBias(t *testing.T, b engine.Backend) {
-	cases := []struct{ n, d, skip int }{{1, 1, 0}, {3, 37, 0}, {130, 64, 0}, {50, 768, 0}, {1030, 5, 0}, {4, 16, 1}}
+	cases := []struct{ n, d, skip int }{{1, 1, 0}, {3, 37, 0}, {130, 64, 0}, {50, 768, 0}, {1030, 5, 0}, {4100, 24, 0},
+		{4, 16, 1}, {70, 32, 8}}
 	for _, dt := range FloatDTypes {
 		for _, c := range cases {
 			t.Run(fmt.Sprintf("%v/N=%d_D=%d_offset%d", dt, c.n, c.d, c.skip), func(t *testing.T) {
@@ -31,7 +35,7 @@ func testBias(t *testing.T, b engine.Backend) {
 				Close(t, "x + b", engine.ToF32(b, x), want, 0)
 
 				gv := Values(r, dt, c.n*c.d, 1)
-				dOut := engine.FromF32(b, dt, gv, c.n, c.d)
+				dOut := viewAt(b, dt, gv, c.skip, c.n, c.d)
 				x64, b64, g64 := F64(xv), F64(bv), F64(gv)
 				loss := func() float64 {
 					var s float64
@@ -51,6 +55,9 @@ func testBias(t *testing.T, b engine.Backend) {
 						want[j] += float64(db0[j])
 					}
 					Close(t, fmt.Sprintf("db %v against the column sums", bt), engine.ToF32(b, db), want, Tol(bt))
+					again := engine.FromF32(b, bt, db0, c.d)
+					b.AddBiasBackward(again, dOut)
+					identical(t, fmt.Sprintf("db %v (second run)", bt), engine.ToF32(b, again), engine.ToF32(b, db))
 				}
 			})
 		}

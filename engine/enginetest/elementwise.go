@@ -9,6 +9,7 @@ import (
 )
 
 func testElementwise(t *testing.T, b engine.Backend) {
+	t.Run("views", func(t *testing.T) { testElementwiseViews(t, b) })
 	for _, dt := range FloatDTypes {
 		for _, n := range []int{1, 7, 3000, 65537} {
 			t.Run(fmt.Sprintf("%v/n=%d", dt, n), func(t *testing.T) {

@@ -24,7 +24,8 @@ func geluRef(k engine.GELUKind, x []float64, round func(float64) float64) []floa
 // GELUBackward against finite differences of it, dx overwritten over
 // arbitrary previous contents. Values span [−5, 5] (both tails); shapes
 // include one element, odd lengths, CLIP's MLP [50, 3072] and a view that
-// starts one element into its buffer (unaligned: a GPU's scalar path).
+// starts one or three elements into its buffer (unaligned: a GPU's
+// vector path after a misaligned head).
 func testGELU(t *testing.T, b engine.Backend) {
 	cases := []struct {
 		name  string
@@ -36,6 +37,7 @@ func testGELU(t *testing.T, b engine.Backend) {
 		{"16x172", []int{16, 172}, 0},
 		{"50x3072", []int{50, 3072}, 0},
 		{"3x5x7_offset1", []int{3, 5, 7}, 1},
+		{"5x37_offset3", []int{5, 37}, 3},
 	}
 	for _, k := range []engine.GELUKind{engine.GELUErf, engine.GELUTanh, engine.GELUQuick} {
 		for _, dt := range FloatDTypes {

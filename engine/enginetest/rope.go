@@ -23,6 +23,7 @@ func testRoPE(t *testing.T, b engine.Backend) {
 		{5, 3, 8, 10000, nil, 40},
 		{7, 2, 64, 500000, llama3, 9000},
 		{4, 8, 128, 500000, llama3, 131072},
+		{3, 40, 128, 500000, llama3, 9000}, // more packs per token than a GPU block has threads
 	}
 	for _, dt := range FloatDTypes {
 		for _, c := range cases {
