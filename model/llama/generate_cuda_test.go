@@ -114,3 +114,14 @@ func constant(n int, v float32) []float32 {
 	}
 	return out
 }
+
+// TestStackedLoRACUDA compares an adapter's stacked A matrices with
+// separate ones (testStackedLoRA) on the CUDA kernels.
+func TestStackedLoRACUDA(t *testing.T) {
+	b, err := cuda.New(cuda.Options{GEMM: "own"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	testStackedLoRA(t, b)
+}

@@ -255,10 +255,15 @@ func (m *Model) forwardCached(take func(engine.DType, ...int) *engine.Tensor, kc
 	a.up = take(m.dt, n, c.FFN)   // [N, F]
 	a.act = take(m.dt, n, c.FFN)  // [N, F]
 	if ad != nil {
-		t := take(m.dt, n, ad.Config.Rank) // [N, r] x·Aᵀ
+		// One scratch for the (x·Aᵀ)ᵀ of every group of projections that
+		// read one input, each group's stacked in its first rows.
+		r := ad.Config.Rank
+		t := take(m.dt, ad.Config.widestGroup()*r, n) // [k·r, N]
 		a.lora = map[string]*engine.Tensor{}
-		for _, name := range ad.Config.Targets {
-			a.lora[name] = t
+		for _, g := range sharedInput(ad.Config.Targets) {
+			for i, name := range g {
+				a.lora[name] = t.Rows(i*r, (i+1)*r)
+			}
 		}
 	}
 	run := layerRun{m: m, ad: ad, n: n, pos: in.pos, take: take,
