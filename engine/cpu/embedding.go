@@ -37,6 +37,16 @@ func (b *Backend) EmbeddingBackward(dTable, dOut, ids *engine.Tensor) {
 	checkIDs("EmbeddingBackward", idx, v)
 	dt, do := floatsOf(dTable), floatsOf(dOut)
 	b.parallel(d, 16, func(w, lo, hi int) {
+		if dt.dt == engine.F32 && do.dt == engine.F32 {
+			for i, id := range idx {
+				src, dst := i*d, int(id)*d
+				s, t := do.f[src+lo:src+hi], dt.f[dst+lo:dst+hi]
+				for j := range t {
+					t[j] += s[j]
+				}
+			}
+			return
+		}
 		n := hi - lo
 		buf := b.scratchOf(w, 2*n)
 		tb, gb := buf[:n], buf[n:2*n]
