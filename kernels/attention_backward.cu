@@ -190,11 +190,11 @@ __device__ __forceinline__ void prod_nt(float (&acc)[N / 8][4], const T *X, int 
 	typedef Tile<T, D> TL;
 	const int lane = threadIdx.x % 32;
 	if constexpr (is_mma<T>()) {
-		UNROLL_BY(2)
+		TW_UNROLL_BY(2)
 		for (int kk = 0; kk < D / 16; kk++) {
 			uint32_t a[4];
 			ldmatrix_x4(a, X + TL::at(xr + lane % 16, 16 * kk + 8 * (lane / 16)));
-			UNROLL
+			TW_UNROLL
 			for (int n = 0; n < N / 8; n += 2) {
 				uint32_t b[4]; // B fragments of n-tiles n and n+1
 				ldmatrix_x4(b, Y + TL::at(yr + 8 * n + lane % 8 + 8 * (lane / 16), 16 * kk + 8 * (lane / 8 % 2)));
@@ -204,13 +204,13 @@ __device__ __forceinline__ void prod_nt(float (&acc)[N / 8][4], const T *X, int 
 		}
 	} else {
 		const int g = lane / 4, t = lane % 4;
-		UNROLL_BY(2)
+		TW_UNROLL_BY(2)
 		for (int d = 0; d < D; d += 4) {
 			const float4 a0 = *(const float4 *)(X + TL::at(xr + g, d));
 			const float4 a1 = *(const float4 *)(X + TL::at(xr + g + 8, d));
-			UNROLL
+			TW_UNROLL
 			for (int n = 0; n < N / 8; n++)
-				UNROLL
+				TW_UNROLL
 				for (int e = 0; e < 2; e++) {
 					const float4 b = *(const float4 *)(Y + TL::at(yr + 8 * n + 2 * t + e, d));
 					float s0 = acc[n][e], s1 = acc[n][2 + e];
@@ -228,7 +228,7 @@ __device__ __forceinline__ void prod_nt(float (&acc)[N / 8][4], const T *X, int 
 template <class T, int D, int NC>
 __device__ __forceinline__ void mma_kstep(float (&acc)[NC / 8][4], const uint32_t (&a)[4], const T *Y, int yr, int c0) {
 	const int lane = threadIdx.x % 32;
-	UNROLL
+	TW_UNROLL
 	for (int n = 0; n < NC / 8; n += 2) {
 		uint32_t b[4];
 		ldmatrix_x4_trans(b, Y + Tile<T, D>::at(yr + lane % 16, c0 + 8 * n + 8 * (lane / 16)));
@@ -243,10 +243,10 @@ template <int D, int NC, int K>
 __device__ __forceinline__ void simt_nn(float (&acc)[NC / 8][4], const float *As, int lda, int ldk, const float *Y,
                                         int yr, int c0) {
 	const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-	UNROLL_BY(4)
+	TW_UNROLL_BY(4)
 	for (int k = 0; k < K; k++) {
 		const float a0 = As[g * lda + k * ldk], a1 = As[(g + 8) * lda + k * ldk];
-		UNROLL
+		TW_UNROLL
 		for (int n = 0; n < NC / 8; n++) {
 			const float2 b = *(const float2 *)(Y + Tile<float, D>::at(yr + k, c0 + 8 * n + 2 * t));
 			acc[n][0] = fmaf(a0, b.x, acc[n][0]);
@@ -258,9 +258,9 @@ __device__ __forceinline__ void simt_nn(float (&acc)[NC / 8][4], const float *As
 }
 
 template <int N> __device__ __forceinline__ void zero(float (&acc)[N][4]) {
-	UNROLL
+	TW_UNROLL
 	for (int n = 0; n < N; n++)
-		UNROLL
+		TW_UNROLL
 		for (int e = 0; e < 4; e++) acc[n][e] = 0.0f;
 }
 
@@ -284,7 +284,7 @@ template <class T> __device__ __forceinline__ float unpack(uint32_t x, int hi) {
 template <int LDS> __device__ __forceinline__ void stage_rows(float *dst, const float (&x)[kSlice / 8][4]) {
 	const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
 	__syncwarp();
-	UNROLL
+	TW_UNROLL
 	for (int n = 0; n < kSlice / 8; n++) {
 		store2(dst + g * LDS + 8 * n + 2 * t, x[n][0], x[n][1]);
 		store2(dst + (g + 8) * LDS + 8 * n + 2 * t, x[n][2], x[n][3]);
@@ -494,7 +494,7 @@ __global__ void __launch_bounds__(2 * BC, BC == 64 ? 2 : 1) attn_bwd_kernel(cons
 		const int *lm = lims + buf * BR;
 		const int r0 = i * BR;
 
-		UNROLL_BY(1)
+		TW_UNROLL_BY(1)
 		for (int c0 = 0; c0 < BR; c0 += kSlice) {
 			float s[kSlice / 8][4], dp[kSlice / 8][4];
 			zero(s);
@@ -503,11 +503,11 @@ __global__ void __launch_bounds__(2 * BC, BC == 64 ? 2 : 1) attn_bwd_kernel(cons
 			// where the slice's first row's last key is before the block's last.
 			const int rs = min(r0 + c0, rows - 1);
 			const bool masked = j0 + BC - 1 > min(rs / rep + off, kl - 1);
-			UNROLL
+			TW_UNROLL
 			for (int n = 0; n < kSlice / 8; n++) {
 				const int col = c0 + 8 * n + 2 * tq;
 				const float2 l = *(const float2 *)(l2 + col);
-				UNROLL
+				TW_UNROLL
 				for (int e = 0; e < 4; e++) {
 					float p = exp2f(fmaf(s[n][e], a.sl2, -(e % 2 ? l.y : l.x)));
 					if (masked && key0 + 8 * (e / 2) > lm[col + e % 2]) p = 0.0f;
@@ -523,9 +523,9 @@ __global__ void __launch_bounds__(2 * BC, BC == 64 ? 2 : 1) attn_bwd_kernel(cons
 			T *dSw = dSt + kw * LDS + c0; // the warp's 16 rows of dSᵀ, this slice's columns
 			uint32_t pa[kSlice / 16][4];
 			if constexpr (is_mma<T>()) {
-				UNROLL
+				TW_UNROLL
 				for (int kk = 0; kk < kSlice / 16; kk++) {
-					UNROLL
+					TW_UNROLL
 					for (int r = 0; r < 4; r++) pa[kk][r] = pack2<T>(s[2 * kk + r / 2][2 * (r % 2)], s[2 * kk + r / 2][2 * (r % 2) + 1]);
 					mma_kstep<T, D, D>(dva, pa[kk], dOb, c0 + 16 * kk, 0);
 				}
@@ -536,10 +536,10 @@ __global__ void __launch_bounds__(2 * BC, BC == 64 ? 2 : 1) attn_bwd_kernel(cons
 			}
 			zero(dp);
 			prod_nt<T, D, kSlice>(dp, Vs, kw, dOb, c0);
-			UNROLL
+			TW_UNROLL
 			for (int n = 0; n < kSlice / 8; n++) {
 				const float2 dd = *(const float2 *)(Db + c0 + 8 * n + 2 * tq);
-				UNROLL
+				TW_UNROLL
 				for (int e = 0; e < 4; e++) {
 					float p;
 					if constexpr (is_mma<T>()) p = unpack<T>(pa[n / 2][2 * (n % 2) + e / 2], e % 2);
@@ -549,10 +549,10 @@ __global__ void __launch_bounds__(2 * BC, BC == 64 ? 2 : 1) attn_bwd_kernel(cons
 			}
 			if constexpr (is_mma<T>()) {
 				// dSᵀ as A fragments for dK, and to shared memory for dQ.
-				UNROLL
+				TW_UNROLL
 				for (int kk = 0; kk < kSlice / 16; kk++) {
 					uint32_t da[4];
-					UNROLL
+					TW_UNROLL
 					for (int r = 0; r < 4; r++) {
 						da[r] = pack2<T>(dp[2 * kk + r / 2][2 * (r % 2)], dp[2 * kk + r / 2][2 * (r % 2) + 1]);
 						*(uint32_t *)(dSw + (gq + 8 * (r % 2)) * LDS + 16 * kk + 8 * (r / 2) + 2 * tq) = da[r];
@@ -572,17 +572,17 @@ __global__ void __launch_bounds__(2 * BC, BC == 64 ? 2 : 1) attn_bwd_kernel(cons
 		if (tid == 0 && kb > 0) acquire_wait(qc, kb);
 		__syncthreads(); // dSᵀ complete; the adds before this one visible
 		constexpr int DQ = D < 64 ? D : 64, MU = BR / 16, UNITS = MU * (D / DQ);
-		UNROLL_BY(1)
+		TW_UNROLL_BY(1)
 		for (int u = warp; u < UNITS; u += W) {
 			const int m0 = u % MU * 16, d0 = u / MU * DQ;
 			// The partial sum's loads are issued first, their latency hidden
 			// by the product.
 			float acc[DQ / 8][4], prev[DQ / 8][4];
-			UNROLL
+			TW_UNROLL
 			for (int h2 = 0; h2 < 2; h2++) {
 				const int rho = r0 + m0 + gq + 8 * h2;
 				const int64_t base = rho < rows ? qidx(rho) * a.dh : 0;
-				UNROLL
+				TW_UNROLL
 				for (int n = 0; n < DQ / 8; n++) {
 					const int col = d0 + 8 * n + 2 * tq;
 					float2 x = make_float2(0.0f, 0.0f);
@@ -592,7 +592,7 @@ __global__ void __launch_bounds__(2 * BC, BC == 64 ? 2 : 1) attn_bwd_kernel(cons
 			}
 			zero(acc);
 			if constexpr (is_mma<T>()) {
-				UNROLL_BY(1)
+				TW_UNROLL_BY(1)
 				for (int kk = 0; kk < BC / 16; kk++) {
 					uint32_t af[4]; // A[m][k] = dSᵀ[k][m]
 					ldmatrix_x4_trans(af, dSt + (16 * kk + lane % 8 + 8 * (lane / 16)) * LDS + m0 + 8 * (lane / 8 % 2));
@@ -601,12 +601,12 @@ __global__ void __launch_bounds__(2 * BC, BC == 64 ? 2 : 1) attn_bwd_kernel(cons
 			} else {
 				simt_nn<D, DQ, BC>(acc, (const float *)dSt + m0, 1, LDS, (const float *)Ks, 0, d0);
 			}
-			UNROLL
+			TW_UNROLL
 			for (int h2 = 0; h2 < 2; h2++) {
 				const int rho = r0 + m0 + gq + 8 * h2;
 				if (rho >= rows) continue;
 				const int64_t base = qidx(rho) * a.dh;
-				UNROLL
+				TW_UNROLL
 				for (int n = 0; n < DQ / 8; n++) {
 					const int col = d0 + 8 * n + 2 * tq;
 					if (col >= a.dh) continue;
@@ -638,12 +638,12 @@ __global__ void __launch_bounds__(2 * BC, BC == 64 ? 2 : 1) attn_bwd_kernel(cons
 		if (tid == 0) acquire_wait(kc, rank);
 		__syncthreads();
 	}
-	UNROLL
+	TW_UNROLL
 	for (int h2 = 0; h2 < 2; h2++) {
 		const int j = key0 + 8 * h2;
 		if (j >= kl) continue;
 		const int64_t base = ((int64_t)(ks + j) * a.g + kvh) * a.dh;
-		UNROLL
+		TW_UNROLL
 		for (int n = 0; n < D / 8; n++) {
 			const int col = 8 * n + 2 * tq;
 			if (col >= a.dh) continue;

@@ -26,11 +26,38 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 
+#include <atomic>
+
 #ifdef __CUDACC__
 #define LAUNCH(grid, block, smem, stream, ...) __VA_ARGS__<<<(grid), (block), (smem), (stream)>>>
 #else
 #define LAUNCH(grid, block, smem, stream, ...) TW_EMU_LAUNCH(grid, block, smem, stream, __VA_ARGS__)
 #endif
+
+// TW_UNROLL and TW_UNROLL_BY(n) unroll the loop that follows (fully, or n
+// times); nvcc and GCC (the emulator build) spell the pragma differently.
+#define TW_PRAGMA(x) _Pragma(#x)
+#ifdef __CUDACC__
+#define TW_UNROLL TW_PRAGMA(unroll)
+#define TW_UNROLL_BY(n) TW_PRAGMA(unroll n)
+#else
+#define TW_UNROLL TW_PRAGMA(GCC unroll 16)
+#define TW_UNROLL_BY(n) TW_PRAGMA(GCC unroll n)
+#endif
+
+// The current device's SM count, asked of the runtime once per device (the
+// emulator answers 132); 1 when the query fails (no device: the launch that
+// follows fails by itself). Grids and the default splits follow it.
+inline int sm_count() {
+	static std::atomic<int> cache[64];
+	int dev = 0;
+	if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return 1;
+	int v = cache[dev].load(std::memory_order_relaxed);
+	if (v > 0) return v;
+	if (cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || v < 1) return 1;
+	cache[dev].store(v, std::memory_order_relaxed);
+	return v;
+}
 
 // ceil(a / b) for positive integers.
 template <class T> __host__ __device__ __forceinline__ T ceil_div(T a, T b) { return (a + b - 1) / b; }

@@ -54,7 +54,7 @@
 #include "common.cuh"
 #include "kernels.h"
 #include "pack.cuh"
-#include "vecio.cuh"
+#include "vec.cuh"
 
 static constexpr int kFwdThreads = 128; // most threads of a forward block
 static constexpr int kFwdUnroll = 4;    // packs in flight per forward thread

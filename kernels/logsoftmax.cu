@@ -11,7 +11,7 @@
 // one thread. n ≤ 0 or v ≤ 0 launches nothing.
 //
 // Design: one block per row (up to kThreads threads). A row is read as a
-// misaligned head, a body of 16-byte packs and a tail (vecio.cuh), so every
+// misaligned head, a body of 16-byte packs and a tail (vec.cuh), so every
 // row is read with vector loads whatever v and the offset; the backward
 // takes that path when logits and dlogits sit at the same offset from the
 // 16-byte grid, else element by element.
@@ -36,7 +36,7 @@
 #include "common.cuh"
 #include "kernels.h"
 #include "pack.cuh"
-#include "vecio.cuh"
+#include "vec.cuh"
 
 static constexpr int kThreads = 512; // most threads per row
 static constexpr int kUnroll = 4;    // packs a thread loads before it uses them

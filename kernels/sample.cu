@@ -98,7 +98,7 @@
 #include "common.cuh"
 #include "kernels.h"
 #include "pack.cuh"
-#include "vecio.cuh"
+#include "vec.cuh"
 
 static constexpr int kThreads = 256; // threads per block
 static constexpr int kWarps = kThreads / 32;

@@ -32,7 +32,7 @@
 #include "common.cuh"
 #include "kernels.h"
 #include "pack.cuh"
-#include "vecio.cuh"
+#include "vec.cuh"
 
 static constexpr int kSumBlock = 256;        // threads per part
 static constexpr int kSumUnroll = 4;         // groups a thread loads before it adds them
