@@ -3,7 +3,6 @@ package cpu
 import (
 	"math"
 	"slices"
-	"sync"
 
 	"github.com/turnwise/turnwise/engine"
 )
@@ -24,7 +23,8 @@ func (b *Backend) Sample(ids, logits, u *engine.Tensor, p engine.SampleParams) {
 	})
 }
 
-// sampleRow draws one index from row (which it overwrites) with uniform u.
+// sampleRow draws one index from row (which it overwrites) with uniform u,
+// as worker w (whose key scratch it uses).
 func (b *Backend) sampleRow(w int, row []float32, u float32, p engine.SampleParams) int {
 	if p.Temperature <= 0 {
 		best := 0
@@ -54,8 +54,7 @@ func (b *Backend) sampleRow(w int, row []float32, u float32, p engine.SamplePara
 	// prefix of that order whose running sum (f64, in that order) reaches
 	// TopP·total.
 	target := float64(p.TopP) * total
-	kp := keyPool.Get().(*[]uint64)
-	keys, keep, mass, ok := nucleusPrefix(row, target, (*kp)[:0])
+	keys, keep, mass, ok := nucleusPrefix(row, target, b.keys[w][:0])
 	if !ok { // the heavy tokens fell short: rank them all (all are kept if the sum never reaches target)
 		keys, keep, mass, _ = rankedPrefix(row, target, 0, keys[:0])
 	}
@@ -67,13 +66,9 @@ func (b *Backend) sampleRow(w int, row []float32, u float32, p engine.SamplePara
 			row[j] = 0
 		}
 	}
-	*kp = keys
-	keyPool.Put(kp)
+	b.keys[w] = keys // kept for the worker's next row
 	return drawIndexOrder(row, float64(u)*mass)
 }
-
-// keyPool holds the rank keys of sampleRow, one slice per concurrent row.
-var keyPool = sync.Pool{New: func() any { return new([]uint64) }}
 
 // rankKey orders the tokens of a row of non-negative weights heaviest first,
 // lower index first among equal weights: ascending keys are that ranking
