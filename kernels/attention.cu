@@ -11,9 +11,12 @@
 //   in split > 1 chunks (see Decoding below), else 0; 16-byte aligned.
 //   Configuration (tw_attention_config; 0 is the default), forward:
 //   fwd_rows 64 or 128 (default 128 for bf16, 64 for f32), fwd_keys 32, 64
-//   or 128 (default 64 for bf16, 32 for f32), fwd_stages 1, 2 or 3 (default
-//   2), dec_keys 64 or 128 (default 64 for bf16, 32 for f32), dec_split 1 …
-//   1024 (default: chosen per launch, dec_auto_split). Rows and stages are
+//   or 128 (default for bf16 128 at head widths over 64, else 64; 32 for
+//   f32), fwd_stages 1, 2 or 3 (default 2), dec_keys 64 or 128 (default 64
+//   for bf16, 32 for f32), dec_split 1 … 1024 (default: chosen per launch,
+//   dec_auto_split). The bf16 defaults are the sweep's fastest on an H200
+//   (2026-11-27, Llama-3.1-8B heads at 2k and 8k tokens: 128 rows and 128
+//   keys ran 1.11-1.16× the 128 × 64 of before; 2 and 3 stages within 0.5%). Rows and stages are
 //   run-time parameters of the kernel; the key tile is a template
 //   parameter, compiled for 32, 64 and 128 keys with bf16 at head widths
 //   over 64, for 64 keys with bf16 up to 64, for 32 keys with f32: another
@@ -211,7 +214,7 @@ template <int D, int N> struct FwdMath<bf16, D, N> {
 	// Q rows 16w … 16w+15 of the block's tile Qs.
 	__device__ __forceinline__ void load_q(const unsigned char *Qs, int warp, int lane) {
 		const int r = 16 * warp + lane % 16;
-		UNROLL
+		TW_UNROLL
 		for (int kk = 0; kk < D / 16; kk++) ldmatrix_x4(qf[kk], Qs + swz<C>(r, 2 * kk + lane / 16));
 	}
 
@@ -221,12 +224,12 @@ template <int D, int N> struct FwdMath<bf16, D, N> {
 		// then keys 16np+8…15 likewise: the b of key groups 2np and 2np+1.
 		// The lane's row: key 8·(lane/16) + lane%8, chunk 2kk + lane/8%2.
 		const uint32_t ko = swz<C>(8 * (lane / 16) + lane % 8, lane / 8 % 2);
-		UNROLL
+		TW_UNROLL
 		for (int n = 0; n < N / 8; n++) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
-		UNROLL
+		TW_UNROLL
 		for (int kk = 0; kk < D / 16; kk++) {
 			const uint32_t kx = ko ^ (uint32_t)(32 * kk);
-			UNROLL
+			TW_UNROLL
 			for (int np = 0; np < N / 16; np++) {
 				uint32_t b[4];
 				ldmatrix_x4(b, Ks + kx + 16 * np * C * 16);
@@ -244,12 +247,12 @@ template <int D, int N> struct FwdMath<bf16, D, N> {
 		// groups 2dp and 2dp+1. The lane's row: key 8·(lane/8%2) + lane%8,
 		// chunk 2dp + lane/16.
 		const uint32_t vo = swz<C>(8 * (lane / 8 % 2) + lane % 8, lane / 16);
-		UNROLL
+		TW_UNROLL
 		for (int kk = 0; kk < N / 16; kk++) {
 			const uint32_t a[4] = {pack_bf16x2(p[2 * kk][0], p[2 * kk][1]), pack_bf16x2(p[2 * kk][2], p[2 * kk][3]),
 			                       pack_bf16x2(p[2 * kk + 1][0], p[2 * kk + 1][1]),
 			                       pack_bf16x2(p[2 * kk + 1][2], p[2 * kk + 1][3])};
-			UNROLL
+			TW_UNROLL
 			for (int dp = 0; dp < D / 16; dp++) {
 				uint32_t b[4];
 				ldmatrix_x4_trans(b, Vs + (vo ^ (uint32_t)(32 * dp)) + 16 * kk * C * 16);
@@ -268,12 +271,12 @@ template <int D, int N> struct FwdMath<float, D, N> {
 
 	__device__ __forceinline__ void scores(float (&s)[N / 8][4], const unsigned char *Ks, int lane) const {
 		const int g = lane / 4, t = lane % 4;
-		UNROLL
+		TW_UNROLL
 		for (int n = 0; n < N / 8; n++) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
-		UNROLL_BY(2)
+		TW_UNROLL_BY(2)
 		for (int c = 0; c < C; c++) {
 			const float4 q0 = *(const float4 *)(q + swz<C>(g, c)), q1 = *(const float4 *)(q + swz<C>(g + 8, c));
-			UNROLL
+			TW_UNROLL
 			for (int n = 0; n < N / 8; n++) {
 				const float4 k0 = *(const float4 *)(Ks + swz<C>(8 * n + 2 * t, c));
 				const float4 k1 = *(const float4 *)(Ks + swz<C>(8 * n + 2 * t + 1, c));
@@ -292,16 +295,16 @@ template <int D, int N> struct FwdMath<float, D, N> {
 	__device__ __forceinline__ void pv(float (&o)[D / 8][4], const float (&p)[N / 8][4], const unsigned char *Vs,
 	                                   float *scratch, int lane) const {
 		const int g = lane / 4, t = lane % 4;
-		UNROLL
+		TW_UNROLL
 		for (int n = 0; n < N / 8; n++) {
 			*(float2 *)&scratch[g * N + 8 * n + 2 * t] = make_float2(p[n][0], p[n][1]);
 			*(float2 *)&scratch[(g + 8) * N + 8 * n + 2 * t] = make_float2(p[n][2], p[n][3]);
 		}
 		__syncwarp();
-		UNROLL_BY(4)
+		TW_UNROLL_BY(4)
 		for (int key = 0; key < N; key++) {
 			const float p0 = scratch[g * N + key], p1 = scratch[(g + 8) * N + key];
-			UNROLL
+			TW_UNROLL
 			for (int j = 0; j < D / 8; j++) {
 				// columns 8j+2t, 8j+2t+1: chunk 2j + t/2, floats 2(t%2), +1
 				const float2 x = *(const float2 *)(Vs + swz<C>(key, 2 * j + t / 2) + 8 * (t % 2));
@@ -389,7 +392,7 @@ __global__ void __launch_bounds__(32 * kFwdMaxWarps) attn_fwd_kernel(FwdArgs a) 
 	float m0 = -INFINITY, m1 = -INFINITY; // running maxima of rows g, g+8 (scaled, base 2)
 	float l0 = 0.0f, l1 = 0.0f;           // this lane's share of their running sums
 	float o[D / 8][4];
-	UNROLL
+	TW_UNROLL
 	for (int j = 0; j < D / 8; j++) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;
 	float *scratch = L::kScratch ? (float *)(smem + L::scratch(rows, S)) + warp * 16 * N : nullptr;
 
@@ -420,14 +423,14 @@ __global__ void __launch_bounds__(32 * kFwdMaxWarps) attn_fwd_kernel(FwdArgs a) 
 			// subtraction would not give (so l ≥ 1). Keys a row does not see: −inf
 			// (only on tiles that reach past `full`: the diagonal, and the
 			// end of the sequence).
-			UNROLL
+			TW_UNROLL
 			for (int n = 0; n < N / 8; n++)
-				UNROLL
+				TW_UNROLL
 				for (int e = 0; e < 4; e++) sc[n][e] = __fmul_rn(sc[n][e], a.sl2);
 			if (j0 + N > full) { // warp-uniform
-				UNROLL
+				TW_UNROLL
 				for (int n = 0; n < N / 8; n++)
-					UNROLL
+					TW_UNROLL
 					for (int e = 0; e < 2; e++) {
 						const int key = j0 + 8 * n + 2 * t4 + e;
 						if (key > last0) sc[n][e] = -INFINITY;
@@ -437,14 +440,14 @@ __global__ void __launch_bounds__(32 * kFwdMaxWarps) attn_fwd_kernel(FwdArgs a) 
 			// Row maxima: the lane's keys by a tree (a short dependency chain
 			// before the exponentials), then over the quad that holds the row.
 			float t0max[N / 8], t1max[N / 8];
-			UNROLL
+			TW_UNROLL
 			for (int n = 0; n < N / 8; n++) {
 				t0max[n] = fmaxf(sc[n][0], sc[n][1]);
 				t1max[n] = fmaxf(sc[n][2], sc[n][3]);
 			}
-			UNROLL
+			TW_UNROLL
 			for (int w = 1; w < N / 8; w *= 2)
-				UNROLL
+				TW_UNROLL
 				for (int n = 0; n + w < N / 8; n += 2 * w) {
 					t0max[n] = fmaxf(t0max[n], t0max[n + w]);
 					t1max[n] = fmaxf(t1max[n], t1max[n + w]);
@@ -462,9 +465,9 @@ __global__ void __launch_bounds__(32 * kFwdMaxWarps) attn_fwd_kernel(FwdArgs a) 
 			m0 = mx0;
 			m1 = mx1;
 			float sum0 = 0.0f, sum1 = 0.0f;
-			UNROLL
+			TW_UNROLL
 			for (int n = 0; n < N / 8; n++)
-				UNROLL
+				TW_UNROLL
 				for (int e = 0; e < 2; e++) {
 					sc[n][e] = fast_exp2(sc[n][e] - b0);
 					sc[n][2 + e] = fast_exp2(sc[n][2 + e] - b1);
@@ -475,7 +478,7 @@ __global__ void __launch_bounds__(32 * kFwdMaxWarps) attn_fwd_kernel(FwdArgs a) 
 			l1 = l1 * c1 + sum1;
 			// Once the maxima settle every factor is 1: skip the rescale then.
 			if (__any_sync(kFull, c0 != 1.0f || c1 != 1.0f)) {
-				UNROLL
+				TW_UNROLL
 				for (int j = 0; j < D / 8; j++) {
 					o[j][0] *= c0;
 					o[j][1] *= c0;
@@ -494,7 +497,7 @@ __global__ void __launch_bounds__(32 * kFwdMaxWarps) attn_fwd_kernel(FwdArgs a) 
 	l1 += __shfl_xor_sync(kFull, l1, 1);
 	l0 += __shfl_xor_sync(kFull, l0, 2);
 	l1 += __shfl_xor_sync(kFull, l1, 2);
-	UNROLL
+	TW_UNROLL
 	for (int h2 = 0; h2 < 2; h2++) {
 		const int rho = h2 ? rho1 : rho0;
 		if (rho >= r1) continue;
@@ -503,7 +506,7 @@ __global__ void __launch_bounds__(32 * kFwdMaxWarps) attn_fwd_kernel(FwdArgs a) 
 		if (a.split == 1) {
 			const float inv = __fdividef(1.0f, l); // l ≥ 1 (the maximum's term is 1)
 			T *dst = (T *)a.out + ri * a.dh;
-			UNROLL
+			TW_UNROLL
 			for (int j = 0; j < D / 8; j++) {
 				const int col = 8 * j + 2 * t4;
 				if (8 * j >= a.dh) break;
@@ -515,7 +518,7 @@ __global__ void __launch_bounds__(32 * kFwdMaxWarps) attn_fwd_kernel(FwdArgs a) 
 		} else {
 			const int64_t pi = chunk * a.nqh + ri;
 			float *dst = a.part_o + pi * a.dh;
-			UNROLL
+			TW_UNROLL
 			for (int j = 0; j < D / 8; j++) {
 				if (8 * j >= a.dh) break;
 				*(float2 *)&dst[8 * j + 2 * t4] = make_float2(o[j][2 * h2], o[j][2 * h2 + 1]);
@@ -548,12 +551,12 @@ template <class T> __global__ void __launch_bounds__(128) attn_fwd_combine_kerne
 			if (mc == -INFINITY) continue;
 			const float w = fast_exp2(mc - m);
 			l = fmaf(w, a.part_ml[2 * pi + 1], l);
-			UNROLL
+			TW_UNROLL
 			for (int e = 0; e < 4; e++)
 				if (lane + 32 * e < a.dh) acc[e] = fmaf(w, a.part_o[pi * a.dh + lane + 32 * e], acc[e]);
 		}
 		const float inv = __fdividef(1.0f, l); // l ≥ 1: the chunk holding the maximum has l_c ≥ 1
-		UNROLL
+		TW_UNROLL
 		for (int e = 0; e < 4; e++)
 			if (lane + 32 * e < a.dh) ((T *)a.out)[ri * a.dh + lane + 32 * e] = from_float<T>(acc[e] * inv);
 		if (lane == 0) a.lse[ri] = (m + log2f(l)) * kLn2;
@@ -590,26 +593,30 @@ struct FwdPlan {
 	int rows, keys, stages, split; // FwdArgs' fields; keys: N
 };
 
-// The default key split of a decoding launch: at least two waves of blocks
-// (about two resident per SM: the decode tiles take ~110 KiB of shared
-// memory), but chunks of at least 256 keys on average. It depends on the
-// device's SM count and the shape, not on the dtype, so that
-// tw_attention_workspace (which has no dtype) agrees with tw_attention.
+// The default key split of a decoding launch: as many chunks as fit in two
+// whole waves of blocks (about two resident per SM: the decode tiles take
+// ~110 KiB of shared memory; a split that spills into a third wave leaves
+// it mostly idle: on an H200, 16 sequences × 8 KV heads ran 1.19× faster
+// split 4 ways, 2 waves, than 5, the old "at least two waves"), but chunks
+// of at least 256 keys on average. It depends on the device's SM count and
+// the shape, not on the dtype, so that tw_attention_workspace (which has no
+// dtype) agrees with tw_attention.
 int dec_auto_split(int64_t nk, int64_t g, int64_t nseq) {
-	const int64_t items = nseq * g, want = ceil_div<int64_t>(2 * 2 * (int64_t)sm_count(), items);
+	const int64_t items = nseq * g, want = 2 * 2 * (int64_t)sm_count() / items;
 	const int64_t cap = std::max<int64_t>(1, nk / nseq / 256);
 	return (int)std::max<int64_t>(1, std::min<int64_t>({want, cap, kMaxSplit}));
 }
 
-// The plan of a forward launch of nq query rows over nseq sequences; f32:
-// the dtype's defaults are f32's.
-FwdPlan fwd_plan(int64_t nq, int64_t nk, int64_t g, int64_t nseq, bool f32, const tw_attention_config *cfg) {
+// The plan of a forward launch of nq query rows over nseq sequences at head
+// width dh; f32: the dtype's defaults are f32's.
+FwdPlan fwd_plan(int64_t nq, int64_t nk, int64_t g, int64_t nseq, int64_t dh, bool f32,
+                 const tw_attention_config *cfg) {
 	const tw_attention_config c = cfg ? *cfg : tw_attention_config{};
 	FwdPlan p;
 	p.decode = nseq > 0 && nq <= 2 * nseq;
 	if (!p.decode) {
 		p.rows = c.fwd_rows ? c.fwd_rows : f32 ? 64 : 128;
-		p.keys = c.fwd_keys ? c.fwd_keys : f32 ? 32 : 64;
+		p.keys = c.fwd_keys ? c.fwd_keys : f32 ? 32 : dh > 64 ? 128 : 64;
 		p.stages = c.fwd_stages ? c.fwd_stages : 2;
 		p.split = 1;
 	} else {
@@ -651,7 +658,7 @@ template <class F> cudaError_t fwd_dispatch(tw_dtype dt, int64_t dh, int keys, F
 extern "C" size_t tw_attention_workspace(int64_t nq, int64_t nk, int64_t h, int64_t g, int64_t dh, int64_t nseq,
                                          const tw_attention_config *cfg) {
 	if (nq <= 0 || nk < 0 || h <= 0 || g < 1 || dh <= 0 || nseq <= 0 || !fwd_config_ok(cfg)) return 0;
-	const FwdPlan p = fwd_plan(nq, nk, g, nseq, false, cfg); // the split does not depend on the dtype
+	const FwdPlan p = fwd_plan(nq, nk, g, nseq, dh, false, cfg); // the split does not depend on the dtype
 	return p.split > 1 ? (size_t)p.split * (size_t)(nq * h) * (size_t)(dh + 2) * sizeof(float) : 0;
 }
 
@@ -663,7 +670,7 @@ extern "C" cudaError_t tw_attention(void *out, float *lse, const void *q, const 
 	if (!fwd_config_ok(cfg)) return cudaErrorInvalidValue;
 	if (nq == 0 || h == 0 || nseq == 0) return cudaSuccess;
 	if (!shapes_ok(nq, nk, h, g, dh, {out, q, k, v})) return cudaErrorInvalidValue;
-	const FwdPlan p = fwd_plan(nq, nk, g, nseq, dt == TW_F32, cfg);
+	const FwdPlan p = fwd_plan(nq, nk, g, nseq, dh, dt == TW_F32, cfg);
 	const int64_t items = tiles_bound(nq * (h / g), p.rows, nseq) * g;
 	if (items * p.split > INT32_MAX) return cudaErrorInvalidValue;
 	FwdArgs a{};
@@ -690,10 +697,11 @@ extern "C" cudaError_t tw_attention(void *out, float *lse, const void *q, const 
 }
 
 // The forward's configurations (fwd_rows × fwd_keys × fwd_stages), then
-// decoding's (dec_keys × dec_split), then the backward's (kBwdConfigs128,
-// and bwd_split 1, 2, 4 beside the default's choice), each varying one
-// direction's fields from the defaults; the defaults first, the forward's
-// spelled out (the other fields' 0 is their default), and no entry twice.
+// decoding's (dec_keys × dec_split), then the backward's (every entry of
+// kBwdConfigs128, whose default depends on the device, and bwd_split 1, 2,
+// 4 beside the default's choice), each varying one direction's fields from
+// the defaults; the forward's defaults at head width 128 first, spelled out
+// (the other fields' 0 is their default), and no entry twice.
 extern "C" int tw_attention_configs(tw_attention_config *out, int max) {
 	int n = 0;
 	auto add = [&](const tw_attention_config &c) {
@@ -705,11 +713,11 @@ extern "C" int tw_attention_configs(tw_attention_config *out, int max) {
 		c.fwd_rows = rows, c.fwd_keys = keys, c.fwd_stages = stages;
 		add(c);
 	};
-	fwd(128, 64, 2); // the defaults: measured first
+	fwd(128, 128, 2); // the defaults: measured first
 	for (int rows : {64, 128})
 		for (int keys : {32, 64, 128})
 			for (int stages : {1, 2, 3})
-				if (!(rows == 128 && keys == 64 && stages == 2)) fwd(rows, keys, stages);
+				if (!(rows == 128 && keys == 128 && stages == 2)) fwd(rows, keys, stages);
 	for (int dkeys : {64, 128})
 		for (int dsplit : {0, 1, 4, 16})
 			if (!(dkeys == 64 && dsplit == 0)) {
@@ -717,12 +725,11 @@ extern "C" int tw_attention_configs(tw_attention_config *out, int max) {
 				c.dec_split = dsplit, c.dec_keys = dkeys;
 				add(c);
 			}
-	for (const BwdConfig &b : kBwdConfigs128)
-		if (&b != &kBwdConfigs128[0]) { // [0]: the default
-			tw_attention_config c{};
-			c.bwd_rows = b.rows, c.bwd_keys = b.keys, c.bwd_stages = b.stages;
-			add(c);
-		}
+	for (const BwdConfig &b : kBwdConfigs128) {
+		tw_attention_config c{};
+		c.bwd_rows = b.rows, c.bwd_keys = b.keys, c.bwd_stages = b.stages;
+		add(c);
+	}
 	for (int split : {1, 2, 4}) {
 		tw_attention_config c{};
 		c.bwd_split = split;

@@ -35,16 +35,6 @@
 #include "kernels.h"
 #include "pack.cuh"
 
-// Loop unrolling hints, spelled for nvcc or for g++ (the emulator build).
-#define ATTN_PRAGMA(x) _Pragma(#x)
-#ifdef __CUDACC__
-#define UNROLL ATTN_PRAGMA(unroll)
-#define UNROLL_BY(n) ATTN_PRAGMA(unroll n)
-#else
-#define UNROLL ATTN_PRAGMA(GCC unroll 16)
-#define UNROLL_BY(n) ATTN_PRAGMA(GCC unroll n)
-#endif
-
 namespace {
 
 typedef __nv_bfloat16 bf16;
@@ -112,7 +102,7 @@ __device__ __forceinline__ bool find_tile(const int32_t *__restrict__ seqs, int 
 		const int n = s < nseq ? count(seqs + 4 * s) : 0;
 		const int na = kAlso && s < nseq ? also(seqs + 4 * s) : 0;
 		int incl = n, ain = na;
-		UNROLL
+		TW_UNROLL
 		for (int o = 1; o < 32; o *= 2) {
 			const int x = __shfl_up_sync(kFull, incl, o);
 			if constexpr (kAlso) {
@@ -156,16 +146,6 @@ constexpr BwdConfig kBwdConfigs128[] = {{64, 128, 2}, {64, 64, 1},   {64, 64, 2}
 // of them, can have: a sequence of m rows has ceil(m/tile) ≤ m/tile + 1
 // tiles, and the sequences' rows do not overlap.
 inline int64_t tiles_bound(int64_t n, int64_t tile, int64_t nseq) { return ceil_div<int64_t>(n, tile) + nseq; }
-
-// The current device's SM count (1 if the query fails): the default splits
-// of both directions follow it.
-inline int sm_count() {
-	int dev = 0, sms = 0;
-	if (cudaGetDevice(&dev) != cudaSuccess ||
-	    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || sms < 1)
-		sms = 1;
-	return sms;
-}
 
 // scale·log2 e, rounded once: the factor that turns a product q·k into the
 // exponent of 2 of the softmax (which runs in base 2).

@@ -15,9 +15,12 @@
 //   Configuration (tw_attention_config, 0 = default): bf16 with head width
 //   dh in (64, 128]: bwd_rows ∈ {64, 128}, bwd_keys ∈ {64, 128}, bwd_stages
 //   ∈ {1, 2}, all but rows = keys = 128 with 2 stages (over 227 KiB of
-//   shared memory); default 64, 128, 2 (attention.cuh's kBwdConfigs128,
+//   shared memory); default 128, 128, 1 where the device's shared memory
+//   holds it (an H100 or H200: the sweep's fastest on an H200, 2026-11-27,
+//   Llama-3.1-8B heads at 2k and 8k tokens, causal or not: 1.05-1.07× the
+//   64, 128, 2 of before), else 64, 128, 2 (attention.cuh's kBwdConfigs128,
 //   which the sweep's tw_attention_configs lists too). bf16 with dh ≤ 64:
-//   the default only. f32: 64, 64, 1 only. bwd_split: any ≥ 1; 0 picks one
+//   64, 128, 2 only. f32: 64, 64, 1 only. bwd_split: any ≥ 1; 0 picks one
 //   from the SM count (split_of). Other values: cudaErrorInvalidValue.
 //   Workspace: tw_attention_backward_workspace(nq, nk, h, g, dh, cfg) bytes
 //   (layout below); the same device must be current for both calls, as the
@@ -113,9 +116,9 @@
 // dSᵀ [BC][BR+8] (padded: it is written by 32-bit stores of the C layout),
 // lse·log2 e, D, last key per row [stages][BR]), in KiB:
 //   BR, BC, stages = 64, 64, 1: 73.8     64, 64, 2: 106.5 (two blocks per SM)
-//                    64, 128, 1: 114.8   64, 128, 2: 147.5 (the default)
+//                    64, 128, 1: 114.8   64, 128, 2: 147.5 (an A100's default)
 //                    128, 64, 1: 114.5   128, 64, 2: 180.0
-//                    128, 128, 1: 163.5  (128, 128, 2 would be 229.0)
+//                    128, 128, 1: 163.5 (the default)  (128, 128, 2 would be 229.0)
 // so on an A100 (163 KiB) all but 128×64×2 and 128×128×1 fit; bf16 at
 // D = 64, 32: 83.5, 51.5; f32 (64, 64, 1) at D = 128, 64, 32: 145.8, 81.8,
 // 49.8.
@@ -190,11 +193,11 @@ __device__ __forceinline__ void prod_nt(float (&acc)[N / 8][4], const T *X, int 
 	typedef Tile<T, D> TL;
 	const int lane = threadIdx.x % 32;
 	if constexpr (is_mma<T>()) {
-		UNROLL_BY(2)
+		TW_UNROLL_BY(2)
 		for (int kk = 0; kk < D / 16; kk++) {
 			uint32_t a[4];
 			ldmatrix_x4(a, X + TL::at(xr + lane % 16, 16 * kk + 8 * (lane / 16)));
-			UNROLL
+			TW_UNROLL
 			for (int n = 0; n < N / 8; n += 2) {
 				uint32_t b[4]; // B fragments of n-tiles n and n+1
 				ldmatrix_x4(b, Y + TL::at(yr + 8 * n + lane % 8 + 8 * (lane / 16), 16 * kk + 8 * (lane / 8 % 2)));
@@ -204,13 +207,13 @@ __device__ __forceinline__ void prod_nt(float (&acc)[N / 8][4], const T *X, int 
 		}
 	} else {
 		const int g = lane / 4, t = lane % 4;
-		UNROLL_BY(2)
+		TW_UNROLL_BY(2)
 		for (int d = 0; d < D; d += 4) {
 			const float4 a0 = *(const float4 *)(X + TL::at(xr + g, d));
 			const float4 a1 = *(const float4 *)(X + TL::at(xr + g + 8, d));
-			UNROLL
+			TW_UNROLL
 			for (int n = 0; n < N / 8; n++)
-				UNROLL
+				TW_UNROLL
 				for (int e = 0; e < 2; e++) {
 					const float4 b = *(const float4 *)(Y + TL::at(yr + 8 * n + 2 * t + e, d));
 					float s0 = acc[n][e], s1 = acc[n][2 + e];
@@ -228,7 +231,7 @@ __device__ __forceinline__ void prod_nt(float (&acc)[N / 8][4], const T *X, int 
 template <class T, int D, int NC>
 __device__ __forceinline__ void mma_kstep(float (&acc)[NC / 8][4], const uint32_t (&a)[4], const T *Y, int yr, int c0) {
 	const int lane = threadIdx.x % 32;
-	UNROLL
+	TW_UNROLL
 	for (int n = 0; n < NC / 8; n += 2) {
 		uint32_t b[4];
 		ldmatrix_x4_trans(b, Y + Tile<T, D>::at(yr + lane % 16, c0 + 8 * n + 8 * (lane / 16)));
@@ -243,10 +246,10 @@ template <int D, int NC, int K>
 __device__ __forceinline__ void simt_nn(float (&acc)[NC / 8][4], const float *As, int lda, int ldk, const float *Y,
                                         int yr, int c0) {
 	const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-	UNROLL_BY(4)
+	TW_UNROLL_BY(4)
 	for (int k = 0; k < K; k++) {
 		const float a0 = As[g * lda + k * ldk], a1 = As[(g + 8) * lda + k * ldk];
-		UNROLL
+		TW_UNROLL
 		for (int n = 0; n < NC / 8; n++) {
 			const float2 b = *(const float2 *)(Y + Tile<float, D>::at(yr + k, c0 + 8 * n + 2 * t));
 			acc[n][0] = fmaf(a0, b.x, acc[n][0]);
@@ -258,9 +261,9 @@ __device__ __forceinline__ void simt_nn(float (&acc)[NC / 8][4], const float *As
 }
 
 template <int N> __device__ __forceinline__ void zero(float (&acc)[N][4]) {
-	UNROLL
+	TW_UNROLL
 	for (int n = 0; n < N; n++)
-		UNROLL
+		TW_UNROLL
 		for (int e = 0; e < 4; e++) acc[n][e] = 0.0f;
 }
 
@@ -284,7 +287,7 @@ template <class T> __device__ __forceinline__ float unpack(uint32_t x, int hi) {
 template <int LDS> __device__ __forceinline__ void stage_rows(float *dst, const float (&x)[kSlice / 8][4]) {
 	const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
 	__syncwarp();
-	UNROLL
+	TW_UNROLL
 	for (int n = 0; n < kSlice / 8; n++) {
 		store2(dst + g * LDS + 8 * n + 2 * t, x[n][0], x[n][1]);
 		store2(dst + (g + 8) * LDS + 8 * n + 2 * t, x[n][2], x[n][3]);
@@ -494,7 +497,7 @@ __global__ void __launch_bounds__(2 * BC, BC == 64 ? 2 : 1) attn_bwd_kernel(cons
 		const int *lm = lims + buf * BR;
 		const int r0 = i * BR;
 
-		UNROLL_BY(1)
+		TW_UNROLL_BY(1)
 		for (int c0 = 0; c0 < BR; c0 += kSlice) {
 			float s[kSlice / 8][4], dp[kSlice / 8][4];
 			zero(s);
@@ -503,11 +506,11 @@ __global__ void __launch_bounds__(2 * BC, BC == 64 ? 2 : 1) attn_bwd_kernel(cons
 			// where the slice's first row's last key is before the block's last.
 			const int rs = min(r0 + c0, rows - 1);
 			const bool masked = j0 + BC - 1 > min(rs / rep + off, kl - 1);
-			UNROLL
+			TW_UNROLL
 			for (int n = 0; n < kSlice / 8; n++) {
 				const int col = c0 + 8 * n + 2 * tq;
 				const float2 l = *(const float2 *)(l2 + col);
-				UNROLL
+				TW_UNROLL
 				for (int e = 0; e < 4; e++) {
 					float p = exp2f(fmaf(s[n][e], a.sl2, -(e % 2 ? l.y : l.x)));
 					if (masked && key0 + 8 * (e / 2) > lm[col + e % 2]) p = 0.0f;
@@ -523,9 +526,9 @@ __global__ void __launch_bounds__(2 * BC, BC == 64 ? 2 : 1) attn_bwd_kernel(cons
 			T *dSw = dSt + kw * LDS + c0; // the warp's 16 rows of dSᵀ, this slice's columns
 			uint32_t pa[kSlice / 16][4];
 			if constexpr (is_mma<T>()) {
-				UNROLL
+				TW_UNROLL
 				for (int kk = 0; kk < kSlice / 16; kk++) {
-					UNROLL
+					TW_UNROLL
 					for (int r = 0; r < 4; r++) pa[kk][r] = pack2<T>(s[2 * kk + r / 2][2 * (r % 2)], s[2 * kk + r / 2][2 * (r % 2) + 1]);
 					mma_kstep<T, D, D>(dva, pa[kk], dOb, c0 + 16 * kk, 0);
 				}
@@ -536,10 +539,10 @@ __global__ void __launch_bounds__(2 * BC, BC == 64 ? 2 : 1) attn_bwd_kernel(cons
 			}
 			zero(dp);
 			prod_nt<T, D, kSlice>(dp, Vs, kw, dOb, c0);
-			UNROLL
+			TW_UNROLL
 			for (int n = 0; n < kSlice / 8; n++) {
 				const float2 dd = *(const float2 *)(Db + c0 + 8 * n + 2 * tq);
-				UNROLL
+				TW_UNROLL
 				for (int e = 0; e < 4; e++) {
 					float p;
 					if constexpr (is_mma<T>()) p = unpack<T>(pa[n / 2][2 * (n % 2) + e / 2], e % 2);
@@ -549,10 +552,10 @@ __global__ void __launch_bounds__(2 * BC, BC == 64 ? 2 : 1) attn_bwd_kernel(cons
 			}
 			if constexpr (is_mma<T>()) {
 				// dSᵀ as A fragments for dK, and to shared memory for dQ.
-				UNROLL
+				TW_UNROLL
 				for (int kk = 0; kk < kSlice / 16; kk++) {
 					uint32_t da[4];
-					UNROLL
+					TW_UNROLL
 					for (int r = 0; r < 4; r++) {
 						da[r] = pack2<T>(dp[2 * kk + r / 2][2 * (r % 2)], dp[2 * kk + r / 2][2 * (r % 2) + 1]);
 						*(uint32_t *)(dSw + (gq + 8 * (r % 2)) * LDS + 16 * kk + 8 * (r / 2) + 2 * tq) = da[r];
@@ -572,17 +575,17 @@ __global__ void __launch_bounds__(2 * BC, BC == 64 ? 2 : 1) attn_bwd_kernel(cons
 		if (tid == 0 && kb > 0) acquire_wait(qc, kb);
 		__syncthreads(); // dSᵀ complete; the adds before this one visible
 		constexpr int DQ = D < 64 ? D : 64, MU = BR / 16, UNITS = MU * (D / DQ);
-		UNROLL_BY(1)
+		TW_UNROLL_BY(1)
 		for (int u = warp; u < UNITS; u += W) {
 			const int m0 = u % MU * 16, d0 = u / MU * DQ;
 			// The partial sum's loads are issued first, their latency hidden
 			// by the product.
 			float acc[DQ / 8][4], prev[DQ / 8][4];
-			UNROLL
+			TW_UNROLL
 			for (int h2 = 0; h2 < 2; h2++) {
 				const int rho = r0 + m0 + gq + 8 * h2;
 				const int64_t base = rho < rows ? qidx(rho) * a.dh : 0;
-				UNROLL
+				TW_UNROLL
 				for (int n = 0; n < DQ / 8; n++) {
 					const int col = d0 + 8 * n + 2 * tq;
 					float2 x = make_float2(0.0f, 0.0f);
@@ -592,7 +595,7 @@ __global__ void __launch_bounds__(2 * BC, BC == 64 ? 2 : 1) attn_bwd_kernel(cons
 			}
 			zero(acc);
 			if constexpr (is_mma<T>()) {
-				UNROLL_BY(1)
+				TW_UNROLL_BY(1)
 				for (int kk = 0; kk < BC / 16; kk++) {
 					uint32_t af[4]; // A[m][k] = dSᵀ[k][m]
 					ldmatrix_x4_trans(af, dSt + (16 * kk + lane % 8 + 8 * (lane / 16)) * LDS + m0 + 8 * (lane / 8 % 2));
@@ -601,12 +604,12 @@ __global__ void __launch_bounds__(2 * BC, BC == 64 ? 2 : 1) attn_bwd_kernel(cons
 			} else {
 				simt_nn<D, DQ, BC>(acc, (const float *)dSt + m0, 1, LDS, (const float *)Ks, 0, d0);
 			}
-			UNROLL
+			TW_UNROLL
 			for (int h2 = 0; h2 < 2; h2++) {
 				const int rho = r0 + m0 + gq + 8 * h2;
 				if (rho >= rows) continue;
 				const int64_t base = qidx(rho) * a.dh;
-				UNROLL
+				TW_UNROLL
 				for (int n = 0; n < DQ / 8; n++) {
 					const int col = d0 + 8 * n + 2 * tq;
 					if (col >= a.dh) continue;
@@ -638,12 +641,12 @@ __global__ void __launch_bounds__(2 * BC, BC == 64 ? 2 : 1) attn_bwd_kernel(cons
 		if (tid == 0) acquire_wait(kc, rank);
 		__syncthreads();
 	}
-	UNROLL
+	TW_UNROLL
 	for (int h2 = 0; h2 < 2; h2++) {
 		const int j = key0 + 8 * h2;
 		if (j >= kl) continue;
 		const int64_t base = ((int64_t)(ks + j) * a.g + kvh) * a.dh;
-		UNROLL
+		TW_UNROLL
 		for (int n = 0; n < D / 8; n++) {
 			const int col = 8 * n + 2 * tq;
 			if (col >= a.dh) continue;
@@ -674,13 +677,21 @@ __global__ void __launch_bounds__(2 * BC, BC == 64 ? 2 : 1) attn_bwd_kernel(cons
 
 namespace {
 
-constexpr BwdConfig kDefaultBf16 = kBwdConfigs128[0]; // also bf16's only one at D = 32, 64
-constexpr BwdConfig kDefaultF32{64, 64, 1};           // f32's only one
+constexpr BwdConfig kDefaultBf16 = kBwdConfigs128[0]; // bf16's only one at D = 32, 64; an A100's at 128
+constexpr BwdConfig kLargeBf16{128, 128, 1};           // the default at D = 128 where it fits
+constexpr BwdConfig kDefaultF32{64, 64, 1};            // f32's only one
 
-// The configuration cfg asks for with dtype dt (bf16: is_bf16), 0 fields
-// taking the default.
-BwdConfig resolve(const tw_attention_config *cfg, bool is_bf16) {
-	BwdConfig c = is_bf16 ? kDefaultBf16 : kDefaultF32;
+// The default bf16 configuration at head width dh (see the top).
+BwdConfig default_bf16(int64_t dh) {
+	if (dh <= 64) return kDefaultBf16;
+	const size_t need = BwdSmem<bf16, 128, kLargeBf16.rows, kLargeBf16.keys, kLargeBf16.stages>::bytes;
+	return smem_optin() >= need ? kLargeBf16 : kDefaultBf16;
+}
+
+// The configuration cfg asks for with dtype dt (bf16: is_bf16) at head
+// width dh, 0 fields taking the default.
+BwdConfig resolve(const tw_attention_config *cfg, bool is_bf16, int64_t dh) {
+	BwdConfig c = is_bf16 ? default_bf16(dh) : kDefaultF32;
 	if (cfg) {
 		if (cfg->bwd_rows) c.rows = cfg->bwd_rows;
 		if (cfg->bwd_keys) c.keys = cfg->bwd_keys;
@@ -719,8 +730,8 @@ Workspace workspace_of(int64_t nq, int64_t nk, int64_t h, int64_t g, int64_t dh,
 	// that have query rows (keys).
 	w.nqctr = tiles_bound(nq * rep, 64, nq) * g;
 	w.nkctr = tiles_bound(nk, 64, nk) * g;
-	const int sb = split_of(cfg, nq, nk, h, g, resolve(cfg, true).keys);
-	const int sf = split_of(cfg, nq, nk, h, g, resolve(cfg, false).keys);
+	const int sb = split_of(cfg, nq, nk, h, g, resolve(cfg, true, dh).keys);
+	const int sf = split_of(cfg, nq, nk, h, g, resolve(cfg, false, dh).keys);
 	w.split = sb > 1 || sf > 1;
 	w.dl = 0;
 	w.ctr = up(w.dl + sizeof(float) * nq * h);
@@ -779,7 +790,7 @@ extern "C" cudaError_t tw_attention_backward(void *dq, void *dk, void *dv, const
 	if (nseq < 0 || nq < 0 || nk < 0 || h < 0 || g < 0 || dh < 0) return cudaErrorInvalidValue;
 	if (cfg && (cfg->bwd_rows < 0 || cfg->bwd_keys < 0 || cfg->bwd_stages < 0 || cfg->bwd_split < 0))
 		return cudaErrorInvalidValue;
-	const BwdConfig c = resolve(cfg, dt == TW_BF16);
+	const BwdConfig c = resolve(cfg, dt == TW_BF16, dh);
 	// The configuration is checked before anything else (even when there is
 	// nothing to compute), so that a sweep learns at once what is not built.
 	cudaError_t e = dispatch(dt, dh > 0 ? dh : 8, c, [](auto...) { return cudaSuccess; });

@@ -47,14 +47,14 @@ __global__ void __launch_bounds__(kThreads) add_bias_kernel(T *__restrict__ x, c
 	int64_t p = tid, c = tid % ppr; // c: p's pack within its row
 	for (; p + (kUnroll - 1) * nth < packs; p += kUnroll * nth) {
 		Pack<T, V> xv[kUnroll], bv[kUnroll];
-		VEC_UNROLL
+		TW_UNROLL
 		for (int u = 0; u < kUnroll; u++) {
 			xv[u] = ld<V>(x + (p + u * nth) * V);
 			bv[u] = ld<V>(b + c * V);
 			c += step;
 			if (c >= ppr) c -= ppr;
 		}
-		VEC_UNROLL
+		TW_UNROLL
 		for (int u = 0; u < kUnroll; u++) {
 			Pack<T, V> o;
 			for (int e = 0; e < V; e++) o.v[e] = from_float<T>(to_float(xv[u].v[e]) + to_float(bv[u].v[e]));
@@ -87,9 +87,9 @@ __global__ void __launch_bounds__(kColsumThreadsX *kRowLanes)
 		int64_t i = lo + threadIdx.y;
 		for (; i + (kRowUnroll - 1) * kRowLanes < hi; i += kRowUnroll * kRowLanes) {
 			Pack<T, V> g[kRowUnroll];
-			VEC_UNROLL
+			TW_UNROLL
 			for (int u = 0; u < kRowUnroll; u++) g[u] = ld<V>(dout + (i + u * kRowLanes) * d + j);
-			VEC_UNROLL
+			TW_UNROLL
 			for (int u = 0; u < kRowUnroll; u++)
 				for (int e = 0; e < V; e++) s[e] += to_float(g[u].v[e]);
 		}

@@ -184,19 +184,19 @@ __device__ __forceinline__ void flush_partial(float *__restrict__ part, const fl
                                               int64_t d) {
 	const int slot = threadIdx.x / th, t = threadIdx.x - slot * th, slots = blockDim.x / th;
 	if (slot > 0)
-		VEC_UNROLL
+		TW_UNROLL
 		for (int k = 0; k < P; k++)
 			for (int e = 0; e < V; e++) smem[(((slot - 1) * P + k) * V + e) * th + t] = acc[k][e];
 	__syncthreads();
 	if (slot == 0)
-		VEC_UNROLL
+		TW_UNROLL
 		for (int k = 0; k < P; k++) {
 			const int64_t col = ((int64_t)t + (int64_t)k * th) * V;
 			if (col >= d) continue;
 			Pack<float, V> o;
 			for (int e = 0; e < V; e++) {
 				float s = acc[k][e];
-				VEC_UNROLL
+				TW_UNROLL
 				for (int q = 1; q < slots; q++) s += smem[(((q - 1) * P + k) * V + e) * th + t];
 				o.v[e] = s;
 			}

@@ -29,6 +29,8 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 
+#include <atomic>
+
 // Counts one launch on the calling host thread (launch.cu).
 extern "C" void tw_count_launch(void);
 
@@ -39,6 +41,44 @@ extern "C" void tw_count_launch(void);
 #define LAUNCH(grid, block, smem, stream, ...) \
 	tw_count_launch(), TW_EMU_LAUNCH(grid, block, smem, stream, __VA_ARGS__)
 #endif
+
+// TW_UNROLL and TW_UNROLL_BY(n) unroll the loop that follows (fully, or n
+// times); nvcc and GCC (the emulator build) spell the pragma differently.
+#define TW_PRAGMA(x) _Pragma(#x)
+#ifdef __CUDACC__
+#define TW_UNROLL TW_PRAGMA(unroll)
+#define TW_UNROLL_BY(n) TW_PRAGMA(unroll n)
+#else
+#define TW_UNROLL TW_PRAGMA(GCC unroll 16)
+#define TW_UNROLL_BY(n) TW_PRAGMA(GCC unroll n)
+#endif
+
+// The current device's SM count, asked of the runtime once per device (the
+// emulator answers 132); 1 when the query fails (no device: the launch that
+// follows fails by itself). Grids and the default splits follow it.
+inline int sm_count() {
+	static std::atomic<int> cache[64];
+	int dev = 0;
+	if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return 1;
+	int v = cache[dev].load(std::memory_order_relaxed);
+	if (v > 0) return v;
+	if (cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || v < 1) return 1;
+	cache[dev].store(v, std::memory_order_relaxed);
+	return v;
+}
+
+// The shared memory a block of the current device may opt in to, in bytes
+// (cached per device like sm_count; 0 if the runtime cannot tell).
+inline size_t smem_optin() {
+	static std::atomic<int> cache[64];
+	int dev = 0;
+	if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return 0;
+	int v = cache[dev].load(std::memory_order_relaxed);
+	if (v > 0) return (size_t)v;
+	if (cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess || v < 1) return 0;
+	cache[dev].store(v, std::memory_order_relaxed);
+	return (size_t)v;
+}
 
 // ceil(a / b) for positive integers.
 template <class T> __host__ __device__ __forceinline__ T ceil_div(T a, T b) { return (a + b - 1) / b; }

@@ -110,12 +110,6 @@ using namespace nvcuda;
 using bf16 = __nv_bfloat16;
 
 // Fully unrolls the loop that follows (fragment and accumulator arrays must
-// stay in registers); GCC spells the pragma differently.
-#ifdef __CUDACC__
-#define UNROLL _Pragma("unroll")
-#else
-#define UNROLL _Pragma("GCC unroll 16")
-#endif
 
 // What one launch needs besides the pointers, passed by value.
 struct GemmParams {
@@ -146,7 +140,7 @@ template <int W, class T> __device__ __forceinline__ void load_run(const T *p, i
 	if (vec && n >= W) {
 		load_pack<W>(v, p);
 	} else {
-UNROLL
+TW_UNROLL
 		for (int e = 0; e < W; e++) v[e] = e < n ? to_float(p[e]) : 0.0f;
 	}
 }
@@ -155,7 +149,7 @@ template <int W, class T> __device__ __forceinline__ void store_run(T *p, int n,
 	if (vec && n >= W) {
 		store_pack<W>(p, v);
 	} else {
-UNROLL
+TW_UNROLL
 		for (int e = 0; e < W; e++)
 			if (e < n) p[e] = from_float<T>(v[e]);
 	}
@@ -168,10 +162,10 @@ __device__ __forceinline__ void epilogue_run(T *p, int n, bool vec, float (&acc)
 	if (beta != 0.0f) {
 		float old[W];
 		load_run<W>(p, n, vec, old);
-UNROLL
+TW_UNROLL
 		for (int e = 0; e < W; e++) acc[e] = alpha * acc[e] + beta * old[e];
 	} else {
-UNROLL
+TW_UNROLL
 		for (int e = 0; e < W; e++) acc[e] *= alpha;
 	}
 	store_run<W>(p, n, vec, acc);
@@ -243,7 +237,7 @@ template <class T, int THREADS, int BK, bool KROWS> struct TileCopier {
 	// Copies the next k-tile into s, then advances by BK along k.
 	__device__ __forceinline__ void copy_next(bf16 *s) {
 		const int64_t step = (int64_t)kRowStep * cols; // elements between this thread's chunks
-UNROLL
+TW_UNROLL
 		for (int it = 0; it < kIters; it++) {
 			const bf16 *src = g + it * step;
 			bf16 *dst = s + s_off + it * kRowStep * T::LD;
@@ -255,7 +249,7 @@ UNROLL
 				uint4 raw = make_uint4(0, 0, 0, 0); // 8 bf16, as raw bits
 				uint16_t *e8 = reinterpret_cast<uint16_t *>(&raw);
 				if (row_in) {
-UNROLL
+TW_UNROLL
 					for (int e = 0; e < 8; e++)
 						if (col + e < cols) e8[e] = reinterpret_cast<const uint16_t *>(src)[e];
 				}
@@ -303,14 +297,14 @@ __global__ void __launch_bounds__(C::THREADS, C::MIN_BLOCKS)
 	TileCopier<TB_, C::THREADS, C::BK, !TB> copy_b(b, TB ? N : K, TB ? K : N, TB ? n0 : 0, TB ? 0 : n0, p.vec & kVecB);
 
 	wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[C::FM][C::FN];
-UNROLL
+TW_UNROLL
 	for (int i = 0; i < C::FM; i++)
-UNROLL
+TW_UNROLL
 		for (int j = 0; j < C::FN; j++) wmma::fill_fragment(acc[i][j], 0.0f);
 
 	// Prologue: k-tiles 0 … kStages−2 in flight, one commit group each.
 	const int ktiles = ceil_div(K, C::BK);
-UNROLL
+TW_UNROLL
 	for (int s = 0; s < kStages - 1; s++) {
 		if (s < ktiles) {
 			copy_a.copy_next(sA + s * TA_::ELEMS);
@@ -329,22 +323,22 @@ UNROLL
 		cp_async_commit();
 
 		const bf16 *tA = sA + read * TA_::ELEMS, *tB = sB + read * TB_::ELEMS;
-UNROLL
+TW_UNROLL
 		for (int kk = 0; kk < C::BK; kk += 16) {
 			// All of the warp's B fragments, then one A fragment at a time
 			// (fewer live registers than holding all of both).
 			wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, LayoutB> fb[C::FN];
-UNROLL
+TW_UNROLL
 			for (int j = 0; j < C::FN; j++) {
 				const int col = wn + j * 16; // column of op(B)
 				load_frag_shared(fb[j], TB ? tB + col * TB_::LD + kk : tB + kk * TB_::LD + col, TB_::LD);
 			}
-UNROLL
+TW_UNROLL
 			for (int i = 0; i < C::FM; i++) {
 				const int r = wm + i * 16; // row of op(A)
 				wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, LayoutA> fa;
 				load_frag_shared(fa, TA ? tA + kk * TA_::LD + r : tA + r * TA_::LD + kk, TA_::LD);
-UNROLL
+TW_UNROLL
 				for (int j = 0; j < C::FN; j++) wmma::mma_sync(acc[i][j], fa, fb[j], acc[i][j]);
 			}
 		}
@@ -356,9 +350,9 @@ UNROLL
 
 	float *scratch = reinterpret_cast<float *>(smem) + warp * 16 * kScratchLd; // [16][kScratchLd]
 	const int r = lane / 2, c8 = lane % 2 * 8;                                   // this lane's run
-UNROLL
+TW_UNROLL
 	for (int i = 0; i < C::FM; i++)
-UNROLL
+TW_UNROLL
 		for (int j = 0; j < C::FN; j++) {
 			const int fm = m0 + wm + i * 16, fn = n0 + wn + j * 16; // fragment origin in C
 			if (fm >= M || fn >= N) continue;                      // warp-uniform
@@ -367,7 +361,7 @@ UNROLL
 			const int gm = fm + r, gn = fn + c8;
 			if (gm < M && gn < N) {
 				float v[8];
-UNROLL
+TW_UNROLL
 				for (int e = 0; e < 8; e++) v[e] = scratch[r * kScratchLd + c8 + e];
 				epilogue_run<8>(c + (int64_t)gm * N + gn, N - gn, p.vec & kVecC, v, p.alpha, p.beta);
 			}
@@ -465,14 +459,14 @@ __global__ void __launch_bounds__(kF32Threads)
 			ra = fetch_a(kt + 1);
 			rb = fetch_b(kt + 1);
 		}
-UNROLL
+TW_UNROLL
 		for (int k = 0; k < kF32BK; k++) {
 			const float4 av = *reinterpret_cast<const float4 *>(&sA[s][k][4 * ty]);
 			const float4 bv = *reinterpret_cast<const float4 *>(&sB[s][k][4 * tx]);
 			const float ar[4] = {av.x, av.y, av.z, av.w}, br[4] = {bv.x, bv.y, bv.z, bv.w};
-UNROLL
+TW_UNROLL
 			for (int i = 0; i < 4; i++)
-UNROLL
+TW_UNROLL
 				for (int j = 0; j < 4; j++) acc[i][j] = fmaf(ar[i], br[j], acc[i][j]);
 		}
 		if (more) { // the other buffer was last read in iteration kt−1, before the barrier
@@ -484,7 +478,7 @@ UNROLL
 
 	const int gn = n0 + 4 * tx;
 	if (gn < N) {
-UNROLL
+TW_UNROLL
 		for (int i = 0; i < 4; i++) {
 			const int gm = m0 + 4 * ty + i;
 			if (gm < M) epilogue_run<4>(c + (int64_t)gm * N + gn, N - gn, p.vec & kVecC, acc[i], p.alpha, p.beta);

@@ -80,9 +80,11 @@ cudaError_t tw_add(void *out, const void *a, const void *b, tw_dtype dt, int64_t
 cudaError_t tw_embedding(void *out, tw_dtype odt, const void *table, tw_dtype tdt, const int32_t *ids,
                          int64_t n, int64_t d, cudaStream_t stream);
 /* engine.Backend.EmbeddingBackward: dtable [v, d] tdt, dout [n, d] odt,
- * ids [n]. */
+ * ids [n]; workspace: tw_embedding_backward_workspace(n) bytes. */
 cudaError_t tw_embedding_backward(void *dtable, tw_dtype tdt, const void *dout, tw_dtype odt,
-                                  const int32_t *ids, int64_t n, int64_t v, int64_t d, cudaStream_t stream);
+                                  const int32_t *ids, int64_t n, int64_t v, int64_t d, void *workspace,
+                                  cudaStream_t stream);
+size_t tw_embedding_backward_workspace(int64_t n);
 
 /* ---- rmsnorm.cu ---------------------------------------------------------- */
 

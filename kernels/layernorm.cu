@@ -68,19 +68,19 @@ __global__ void __launch_bounds__(kRowThreads)
 	const T *xs = x + off; // [d]
 	if constexpr (C > 0) {
 		float xv[C][V];
-		VEC_UNROLL
+		TW_UNROLL
 		for (int k = 0; k < C; k++) {
 			const int64_t j = ((int64_t)threadIdx.x + (int64_t)k * blockDim.x) * V;
 			if (j < d) load_pack(xv[k], xs + j);
 		}
 		float s = 0.0f;
-		VEC_UNROLL
+		TW_UNROLL
 		for (int k = 0; k < C; k++)
 			if (((int64_t)threadIdx.x + (int64_t)k * blockDim.x) * V < d)
 				for (int e = 0; e < V; e++) s += xv[k][e];
 		const float mu = block_sum(s, scratch) / (float)d;
 		float ss = 0.0f;
-		VEC_UNROLL
+		TW_UNROLL
 		for (int k = 0; k < C; k++)
 			if (((int64_t)threadIdx.x + (int64_t)k * blockDim.x) * V < d)
 				for (int e = 0; e < V; e++) ss += (xv[k][e] - mu) * (xv[k][e] - mu);
@@ -89,7 +89,7 @@ __global__ void __launch_bounds__(kRowThreads)
 			mean[blockIdx.x] = mu;
 			rstd[blockIdx.x] = r;
 		}
-		VEC_UNROLL
+		TW_UNROLL
 		for (int k = 0; k < C; k++) {
 			const int64_t j = ((int64_t)threadIdx.x + (int64_t)k * blockDim.x) * V;
 			if (j >= d) continue;
@@ -143,7 +143,7 @@ __device__ __forceinline__ void load_ln_row(LNRow<T, V, P> &row, const T *__rest
                                             int64_t d, int t, int th) {
 	row.mu = mean[i];
 	row.r = rstd[i];
-	VEC_UNROLL
+	TW_UNROLL
 	for (int k = 0; k < P; k++) {
 		const int64_t col = ((int64_t)t + (int64_t)k * th) * V;
 		if (col < d) {
@@ -164,7 +164,7 @@ __global__ void __launch_bounds__(kNormThreads)
 	const int slots = blockDim.x / th, slot = threadIdx.x / th, t = threadIdx.x - slot * th;
 	const float rd = __frcp_rn((float)d); // 1/d: a product per row, no division's slow path in the loop
 	float adw[P][V], adb[P][V];
-	VEC_UNROLL
+	TW_UNROLL
 	for (int k = 0; k < P; k++)
 		for (int e = 0; e < V; e++) adw[k][e] = adb[k][e] = 0.0f;
 	const int64_t lo = blockIdx.x * rows, hi = lo + rows < n ? lo + rows : n;
@@ -179,7 +179,7 @@ __global__ void __launch_bounds__(kNormThreads)
 		// cg = mean_j g_j, cn = mean_j g_j·n_j with g = dout·w.
 		float sg = 0.0f, sgn = 0.0f;
 		if (live)
-			VEC_UNROLL
+			TW_UNROLL
 			for (int k = 0; k < P; k++) {
 				const int64_t col = ((int64_t)t + (int64_t)k * th) * V;
 				if (col >= d) continue;
@@ -194,7 +194,7 @@ __global__ void __launch_bounds__(kNormThreads)
 		const float cg = sg * rd, cn = sgn * rd;
 		// dx = r·(g − cg − n·cn); the partials += dout·n, dout.
 		if (live)
-			VEC_UNROLL
+			TW_UNROLL
 			for (int k = 0; k < P; k++) {
 				const int64_t col = ((int64_t)t + (int64_t)k * th) * V;
 				if (col >= d) continue;

@@ -3,27 +3,44 @@
 //
 // Contract: engine.Backend.LogSoftmaxGather and LogSoftmaxGatherBackward
 // (engine/backend.go); the launchers' arguments are listed in kernels.h.
-// What the kernels add to it: logits of any float dtype; the gradient is
-// rounded once to it. As the CPU backend: a NaN in the row gives lse NaN; an
-// infinite maximum m gives lse = m. A target ≥ v (outside the contract)
-// gives logp NaN rather than a stray read. The backward may run in place
-// because each element is read, then written, by one thread. n ≤ 0 or v ≤ 0
-// launches nothing.
+// What the kernels add to it: logits of any float dtype, at any element
+// offset; the gradient is rounded once to it. As the CPU backend: a NaN in
+// the row gives lse NaN; an infinite maximum m gives lse = m. A target ≥ v
+// (outside the contract) gives logp NaN rather than a stray read. The
+// backward may run in place because each element is read, then written, by
+// one thread. n ≤ 0 or v ≤ 0 launches nothing.
 //
-// Design: one block per row (up to 512 threads), 16-byte packs when v and the
-// pointers allow. The forward reads the row once, with an online
-// log-sum-exp: each thread keeps (m, s), its running maximum and
-// s = Σ exp(x − m) in f32, rescaling s once per pack whose maximum exceeds m;
-// then the (m, s) pairs are merged across the warp by shuffles and across
-// warps through shared memory (a fixed tree: deterministic). exp and log are
-// the precise expf and logf. With ~31 terms per thread and tree merging, the
-// f32 sum is within a few ulp of the CPU's f64 one. The backward is
-// element-wise over the row.
+// Design: one block per row (up to kThreads threads). A row is read as a
+// misaligned head, a body of 16-byte packs and a tail (vec.cuh), so every
+// row is read with vector loads whatever v and the offset; the backward
+// takes that path when logits and dlogits sit at the same offset from the
+// 16-byte grid, else element by element.
+//
+// Forward: each thread loads kUnroll packs (kUnroll·16 bytes) before it uses
+// any, so several loads are in flight while the exponentials of the previous
+// group are computed. Per group of kUnroll packs it keeps an online
+// log-sum-exp: (m, s), its running maximum and s = Σ exp(x − m) in f32,
+// rescaled once per group whose maximum exceeds m. A term is
+// exp2f((x − m)·log2 e): one multiply and the hardware's exp2 (2 ulp)
+// rather than expf's longer sequence, which would otherwise bound the
+// kernel by arithmetic at the copy bandwidth. The threads' (m, s) pairs are
+// merged across the warp by shuffles and across warps through shared memory
+// (a fixed tree: deterministic), with the precise expf. With ~30 terms per
+// thread and tree merging, the f32 sum is within a few ulp of the CPU's f64
+// one.
+//
+// Backward: element-wise over the row, kUnroll packs loaded before any is
+// stored; dlogits = −g·exp2f((x − lse)·log2 e), plus g at the target.
+//
+// Speed on a GPU is unmeasured (written without one).
 #include "common.cuh"
 #include "kernels.h"
 #include "pack.cuh"
+#include "vec.cuh"
 
 static constexpr int kThreads = 512; // most threads per row
+static constexpr int kUnroll = 4;    // packs a thread loads before it uses them
+static constexpr float kLog2e = 1.4426950408889634f;
 
 // Merges (m2, s2) into (m, s): the pair of the union of both sets of terms.
 // A maximum of −inf means no finite term yet (s = 0): its rescale factor is
@@ -36,6 +53,16 @@ __device__ __forceinline__ void lse_merge(float &m, float &s, float m2, float s2
 	s = a + b;
 }
 
+// One term of the online log-sum-exp of a thread: x joins (m, s).
+__device__ __forceinline__ void lse_add(float &m, float &s, int &nan, float x) {
+	nan |= x != x;
+	if (x > m) {
+		s = m == -INFINITY ? 0.0f : s * expf(m - x);
+		m = x;
+	}
+	if (m != -INFINITY) s += exp2f((x - m) * kLog2e);
+}
+
 template <class T, int V>
 __global__ void __launch_bounds__(kThreads)
 	logsoftmax_gather_kernel(float *__restrict__ logp, float *__restrict__ lse, const T *__restrict__ logits,
@@ -43,22 +70,43 @@ __global__ void __launch_bounds__(kThreads)
 	__shared__ float wm[32], ws[32]; // each warp's (m, s)
 	const int64_t row = blockIdx.x;
 	const T *x = logits + row * v; // [v]
+	const int64_t h = V > 1 ? vec_head(x, v) : v, np = (v - h) / V, tail = v - h - np * V;
+	const T *body = x + h; // [np·V], 16-byte aligned
 	float m = -INFINITY, s = 0.0f;
 	int nan = 0;
-	for (int64_t j = (int64_t)threadIdx.x * V; j < v; j += (int64_t)blockDim.x * V) {
-		float f[V];
-		load_pack(f, x + j);
-		float pm = f[0];
-		for (int e = 0; e < V; e++) {
-			pm = fmaxf(pm, f[e]);
-			nan |= f[e] != f[e];
+	// The head and the tail (fewer than V elements each): one element a thread.
+	if (V == 1) {
+		for (int64_t j = threadIdx.x; j < v; j += blockDim.x) lse_add(m, s, nan, to_float(x[j]));
+	} else if (threadIdx.x < h + tail) {
+		const int64_t j = threadIdx.x < h ? threadIdx.x : v - tail + (threadIdx.x - h);
+		lse_add(m, s, nan, to_float(x[j]));
+	}
+	// The body: kUnroll packs in flight, then their terms.
+	for (int64_t q0 = threadIdx.x; q0 < np; q0 += (int64_t)blockDim.x * kUnroll) {
+		float f[kUnroll][V];
+		TW_UNROLL
+		for (int u = 0; u < kUnroll; u++) {
+			const int64_t q = q0 + (int64_t)u * blockDim.x;
+			if (q < np) load_pack(f[u], body + q * V);
+			else
+				for (int e = 0; e < V; e++) f[u][e] = -INFINITY;
 		}
-		if (pm > m) {
-			s = m == -INFINITY ? 0.0f : s * expf(m - pm);
-			m = pm;
+		float gm = -INFINITY;
+		TW_UNROLL
+		for (int u = 0; u < kUnroll; u++)
+			for (int e = 0; e < V; e++) {
+				gm = fmaxf(gm, f[u][e]);
+				nan |= f[u][e] != f[u][e];
+			}
+		if (gm > m) {
+			s = m == -INFINITY ? 0.0f : s * expf(m - gm);
+			m = gm;
 		}
-		if (m != -INFINITY)
-			for (int e = 0; e < V; e++) s += expf(f[e] - m);
+		if (m != -INFINITY) {
+			TW_UNROLL
+			for (int u = 0; u < kUnroll; u++)
+				for (int e = 0; e < V; e++) s += exp2f((f[u][e] - m) * kLog2e);
+		}
 	}
 	nan = __syncthreads_or(nan);
 
@@ -85,6 +133,12 @@ __global__ void __launch_bounds__(kThreads)
 	}
 }
 
+// The gradient of one element j of a row with target t: −g·p, plus g at t.
+__device__ __forceinline__ float lsg_grad(float x, int64_t j, int32_t t, float g, float l) {
+	const float d = -g * exp2f((x - l) * kLog2e);
+	return j == t ? d + g : d;
+}
+
 // No __restrict__ on dlogits and logits: they may alias.
 template <class T, int V>
 __global__ void __launch_bounds__(kThreads)
@@ -93,23 +147,40 @@ __global__ void __launch_bounds__(kThreads)
 	                                  int64_t v) {
 	const int64_t row = blockIdx.x;
 	const T *x = logits + row * v; // [v]
-	T *dx = dlogits + row * v;     // [v]
+	T *dx = dlogits + row * v;     // [v], at the same offset from the 16-byte grid as x
 	const int32_t t = targets[row];
 	const float g = t < 0 ? 0.0f : dlogp[row], l = lse[row];
-	for (int64_t j = (int64_t)threadIdx.x * V; j < v; j += (int64_t)blockDim.x * V) {
-		float f[V];
-		if (t < 0) {
-			for (int e = 0; e < V; e++) f[e] = 0.0f;
-		} else {
-			load_pack(f, x + j);
-			for (int e = 0; e < V; e++) {
-				f[e] = -g * expf(f[e] - l);
-				if (j + e == t) f[e] += g;
-			}
+	const int64_t h = V > 1 ? vec_head(x, v) : v, np = (v - h) / V, tail = v - h - np * V;
+	if (V == 1) {
+		for (int64_t j = threadIdx.x; j < v; j += blockDim.x)
+			dx[j] = from_float<T>(t < 0 ? 0.0f : lsg_grad(to_float(x[j]), j, t, g, l));
+	} else if (threadIdx.x < h + tail) {
+		const int64_t j = threadIdx.x < h ? threadIdx.x : v - tail + (threadIdx.x - h);
+		dx[j] = from_float<T>(t < 0 ? 0.0f : lsg_grad(to_float(x[j]), j, t, g, l));
+	}
+	for (int64_t q0 = threadIdx.x; q0 < np; q0 += (int64_t)blockDim.x * kUnroll) {
+		float f[kUnroll][V];
+		TW_UNROLL
+		for (int u = 0; u < kUnroll; u++) {
+			const int64_t q = q0 + (int64_t)u * blockDim.x;
+			if (t >= 0 && q < np) load_pack(f[u], x + h + q * V);
+			else
+				for (int e = 0; e < V; e++) f[u][e] = 0.0f;
 		}
-		store_pack(dx + j, f);
+		TW_UNROLL
+		for (int u = 0; u < kUnroll; u++) {
+			const int64_t q = q0 + (int64_t)u * blockDim.x;
+			if (q >= np) continue;
+			float o[V];
+			for (int e = 0; e < V; e++) o[e] = t < 0 ? 0.0f : lsg_grad(f[u][e], h + q * V + e, t, g, l);
+			store_pack(dx + h + q * V, o);
+		}
 	}
 }
+
+// Threads for a row of v elements: enough for kUnroll packs each, at most
+// kThreads.
+template <int V> static int threads_for(int64_t v) { return row_threads(ceil_div<int64_t>(v, (int64_t)V * kUnroll), kThreads); }
 
 extern "C" cudaError_t tw_logsoftmax_gather(float *logp, float *lse, const void *logits, tw_dtype dt,
                                             const int32_t *targets, int64_t n, int64_t v, cudaStream_t stream) {
@@ -118,12 +189,8 @@ extern "C" cudaError_t tw_logsoftmax_gather(float *logp, float *lse, const void 
 	return dispatch_float(dt, [&](auto *p) {
 		using T = elem_t<decltype(p)>;
 		constexpr int V = pack_width<T>();
-		if (v % V == 0 && pack_aligned<T, V>(logits))
-			LAUNCH((unsigned)n, row_threads(v / V, kThreads), 0, stream, logsoftmax_gather_kernel<T, V>)(
-				logp, lse, (const T *)logits, targets, v);
-		else
-			LAUNCH((unsigned)n, row_threads(v, kThreads), 0, stream, logsoftmax_gather_kernel<T, 1>)(
-				logp, lse, (const T *)logits, targets, v);
+		LAUNCH((unsigned)n, threads_for<V>(v), 0, stream, logsoftmax_gather_kernel<T, V>)(
+			logp, lse, (const T *)logits, targets, v);
 		return cudaGetLastError();
 	});
 }
@@ -136,11 +203,12 @@ extern "C" cudaError_t tw_logsoftmax_gather_backward(void *dlogits, const float 
 	return dispatch_float(dt, [&](auto *p) {
 		using T = elem_t<decltype(p)>;
 		constexpr int V = pack_width<T>();
-		if (v % V == 0 && pack_aligned<T, V>(logits) && pack_aligned<T, V>(dlogits))
-			LAUNCH((unsigned)n, row_threads(v / V, kThreads), 0, stream, logsoftmax_gather_backward_kernel<T, V>)(
+		// Vector accesses need both rows at the same offset from the 16-byte grid.
+		if ((uintptr_t)dlogits % 16 == (uintptr_t)logits % 16)
+			LAUNCH((unsigned)n, threads_for<V>(v), 0, stream, logsoftmax_gather_backward_kernel<T, V>)(
 				(T *)dlogits, dlogp, (const T *)logits, lse, targets, v);
 		else
-			LAUNCH((unsigned)n, row_threads(v, kThreads), 0, stream, logsoftmax_gather_backward_kernel<T, 1>)(
+			LAUNCH((unsigned)n, threads_for<1>(v), 0, stream, logsoftmax_gather_backward_kernel<T, 1>)(
 				(T *)dlogits, dlogp, (const T *)logits, lse, targets, v);
 		return cudaGetLastError();
 	});

@@ -97,18 +97,18 @@ __global__ void __launch_bounds__(kRowThreads)
 	float ss = 0.0f;
 	if constexpr (C > 0) {
 		float xv[C][V];
-		VEC_UNROLL
+		TW_UNROLL
 		for (int k = 0; k < C; k++) {
 			const int64_t j = ((int64_t)threadIdx.x + (int64_t)k * blockDim.x) * V;
 			if (j < d) load_pack(xv[k], xs + j);
 		}
-		VEC_UNROLL
+		TW_UNROLL
 		for (int k = 0; k < C; k++)
 			if (((int64_t)threadIdx.x + (int64_t)k * blockDim.x) * V < d)
 				for (int e = 0; e < V; e++) ss += xv[k][e] * xv[k][e];
 		const float r = rstd_of(block_sum(ss, scratch), d, eps);
 		if (threadIdx.x == 0) rstd[blockIdx.x] = r;
-		VEC_UNROLL
+		TW_UNROLL
 		for (int k = 0; k < C; k++) {
 			const int64_t j = ((int64_t)threadIdx.x + (int64_t)k * blockDim.x) * V;
 			if (j < d) norm_pack<T, W, V>(out + blockIdx.x * d + j, w + j, xv[k], r);
@@ -136,7 +136,7 @@ __global__ void __launch_bounds__(kRowThreads)
 	float ss = 0.0f;
 	if constexpr (C > 0) {
 		float xv[C][V], dv[C][V];
-		VEC_UNROLL
+		TW_UNROLL
 		for (int k = 0; k < C; k++) {
 			const int64_t j = ((int64_t)threadIdx.x + (int64_t)k * blockDim.x) * V;
 			if (j < d) {
@@ -144,7 +144,7 @@ __global__ void __launch_bounds__(kRowThreads)
 				load_pack(dv[k], delta + off + j);
 			}
 		}
-		VEC_UNROLL
+		TW_UNROLL
 		for (int k = 0; k < C; k++) {
 			const int64_t j = ((int64_t)threadIdx.x + (int64_t)k * blockDim.x) * V;
 			if (j >= d) continue;
@@ -155,7 +155,7 @@ __global__ void __launch_bounds__(kRowThreads)
 		}
 		const float r = rstd_of(block_sum(ss, scratch), d, eps);
 		if (threadIdx.x == 0) rstd[blockIdx.x] = r;
-		VEC_UNROLL
+		TW_UNROLL
 		for (int k = 0; k < C; k++) {
 			const int64_t j = ((int64_t)threadIdx.x + (int64_t)k * blockDim.x) * V;
 			if (j < d) norm_pack<T, W, V>(out + off + j, w + j, xv[k], r);
@@ -187,7 +187,7 @@ __device__ __forceinline__ void load_rms_row(RMSRow<T, V, P> &row, const T *__re
                                              const T *dx, const float *__restrict__ rstd, int64_t i, int64_t d,
                                              int t, int th) {
 	row.r = rstd[i];
-	VEC_UNROLL
+	TW_UNROLL
 	for (int k = 0; k < P; k++) {
 		const int64_t col = ((int64_t)t + (int64_t)k * th) * V;
 		if (col < d) {
@@ -207,7 +207,7 @@ __global__ void __launch_bounds__(kNormThreads)
 	__shared__ float scratch[2][32];
 	const int slots = blockDim.x / th, slot = threadIdx.x / th, t = threadIdx.x - slot * th;
 	float acc[P][V];
-	VEC_UNROLL
+	TW_UNROLL
 	for (int k = 0; k < P; k++)
 		for (int e = 0; e < V; e++) acc[k][e] = 0.0f;
 	const int64_t lo = blockIdx.x * rows, hi = lo + rows < n ? lo + rows : n;
@@ -222,7 +222,7 @@ __global__ void __launch_bounds__(kNormThreads)
 		// c = mean_j (dout·w)_j · n_j over the row.
 		float s = 0.0f;
 		if (live)
-			VEC_UNROLL
+			TW_UNROLL
 			for (int k = 0; k < P; k++) {
 				const int64_t col = ((int64_t)t + (int64_t)k * th) * V;
 				if (col >= d) continue;
@@ -233,7 +233,7 @@ __global__ void __launch_bounds__(kNormThreads)
 		const float c = slot_sum(s, scratch[it], th) / (float)d;
 		// dx += r·(g − n·c); the dw partial += dout·n.
 		if (live)
-			VEC_UNROLL
+			TW_UNROLL
 			for (int k = 0; k < P; k++) {
 				const int64_t col = ((int64_t)t + (int64_t)k * th) * V;
 				if (col >= d) continue;

@@ -9,26 +9,42 @@
 //   does. When rounding leaves no candidate whose running sum exceeds u·M,
 //   the draw is the last candidate with a positive weight. Logits must be
 //   finite for T > 0.
-//   tw_sample_workspace(b, v): b·round_up(v, 4)·4 bytes (16-byte aligned, as
-//   cudaMalloc gives): the weights, [b, round_up(v, 4)] f32.
-//   b ≤ 0 or v ≤ 0 launches nothing; an integer dtype, v ≥ 2^29 (the exact
+//   tw_sample_workspace(b, v) bytes, 16-byte aligned (as cudaMalloc gives):
+//   the weights, [b, round_up(v, 4)] f32, then per row the radix histograms
+//   and per-chunk partials (sample_layout below).
+//   b ≤ 0 or v ≤ 0 launches nothing; an integer dtype or v ≥ 2^29 (the exact
 //   mantissa sums below need V·2^24 < 2^53) is cudaErrorInvalidValue.
 //
-// Design: one block of kThreads threads per row (grid-stride over rows).
+// Design: every row is split into S chunks of C weights (C = 4096, larger
+// for rows over 256·4096 so that S ≤ kMaxChunks; S and C depend on v
+// alone), one block of kThreads threads per (row, chunk), so a batch of 8
+// rows of 128256 logits runs on 8·32 blocks instead of 8. The steps that
+// need the whole row are separate launches on the stream; what a block needs
+// from the others it reads from the workspace, and what several blocks add
+// up is either an integer (atomics, exact in any order) or written per chunk
+// and summed in a fixed order. So every result depends on the logits, u and
+// the shape alone: the same ids on every run and every device.
 //
-// argmax_kernel (temperature ≤ 0): each thread scans j = t, t + kThreads, …
-//   (coalesced) keeping its best (value, index) with a strict >, so its
-//   lowest index on ties; the block then reduces the pairs by the order
-//   (value descending, index ascending): xor butterflies in each warp, then
-//   warp 0 over the warp winners.
+// argmax (temperature ≤ 0): argmax_chunk_kernel keeps each thread's best
+//   (value, index) with a strict >, so its lowest index on ties, reduces them
+//   over the block by the order (value descending, index ascending) and
+//   writes the chunk's winner; argmax_finish_kernel reduces the chunks'.
 //
-// sample_kernel (temperature > 0), per row:
-//   1. the row's max (block_max, f32);
-//   2. the weights into the workspace row (float4 stores, zeros padding the
-//      row to a multiple of 4), and the first radix histogram;
-//   3. the nucleus threshold τ by a radix select over the weights' bits (top-p
-//      only, 3 more passes over the workspace row);
-//   4. the draw: a block-wide prefix sum over the candidates in index order.
+// temperature > 0:
+//   1. max_chunk_kernel: each chunk's max; the chunk-0 block of a row also
+//      zeroes the row's histograms and draw slots.
+//   2. weights_kernel: the row's max from the chunks', the weights into the
+//      workspace (one f64 exp per token, as engine/cpu: the exact f32
+//      weights are what make the sums below exact and the ids equal to the
+//      CPU's), and the first radix histogram; without top-p also the chunk's
+//      candidate mass.
+//   3. radix_pass_kernel, three launches (top-p only): the nucleus threshold
+//      τ by a radix select over the weights' bits, 8 bits at a time.
+//   4. nucleus_chunk_kernel (top-p only): τ and how many of its ties the
+//      nucleus keeps, the chunk's mass above τ and its ties at τ.
+//   5. draw_kernel: the chunk's running sums; the first candidate whose sum
+//      exceeds u·M, and the last positive candidate, into two integer slots
+//      of the row by atomicMax; sample_finish_kernel writes the id.
 //
 //   Radix select. Weights are non-negative f32, so their bit patterns order
 //   like their values. The heaviest-first cumulative mass reaches top_p·Σe
@@ -43,67 +59,110 @@
 //   its mass is (Σ of the 24-bit integer mantissas)·2^(E−150) — an integer
 //   sum, exact in u64 and in f64; passes 2 and 3 stay inside τ's exponent
 //   and sum mantissas in the same integer units; pass 4's buckets are single
-//   values, so it counts tokens. Integer sums are exact in any order, so the
-//   histograms use shared-memory atomics (integer only) and are still
-//   deterministic. To bound contention on popular buckets (ties are common
-//   in bf16 logits) every 8th lane shares one of 8 private copies of the
-//   histogram (rows padded against bank conflicts); the copies are summed
-//   before the search. Rounding enters only where masses of different
-//   exponents meet: the f64 suffix sums over exponent buckets (a fixed
-//   order: warp 0, 8 buckets a lane, high to low, then a Kogge-Stone suffix
-//   scan across lanes) and the final hi + lo·2^(E−150). Σe itself is the
-//   total of pass 1's buckets in that same order. If rounding ever leaves no
-//   bucket reaching the target, the lowest non-empty one is taken (every
-//   token kept). r is found by bisection on the exact mass above τ plus r·τ.
+//   values, so it counts tokens. Integer sums are exact in any order, so a
+//   block histograms its chunk with shared-memory atomics (every 8th lane
+//   shares one of 8 private copies, against contention on the popular
+//   buckets of tied bf16 logits) and adds its non-zero buckets to the row's
+//   histogram in global memory with integer atomics: deterministic. The pick
+//   after a pass is made by every block that needs it, from the row's
+//   histograms, by the same arithmetic: a block replays all the picks before
+//   its own pass (a few hundred cycles of warp 0 each). Rounding enters only
+//   where masses of different exponents meet: the f64 suffix sums over
+//   exponent buckets (a fixed order: warp 0, 8 buckets a lane, high to low,
+//   then a Kogge-Stone suffix scan across lanes) and the final
+//   hi + lo·2^(E−150). Σe itself is the total of pass 1's buckets in that
+//   same order. If rounding ever leaves no bucket reaching the target, the
+//   lowest non-empty one is taken (every token kept). r is found by
+//   bisection on the exact mass above τ plus r·τ.
 //
-//   Draw. The row is walked in tiles of kTile = kThreads·8 weights; thread t
-//   owns the 8 consecutive weights at 8t (two float4 loads). The candidate
-//   weights c_j (e_j or 0) get an f64 block-wide exclusive prefix sum
-//   (per-thread sums in index order, Kogge-Stone scans within warps and over
-//   the warp totals: a fixed order) plus the tiles before; when ties at τ are
-//   only partly kept, an integer prefix count of the ties ranks them first.
-//   Each thread finds its first positive candidate whose running sum exceeds
-//   u·M; the block keeps the lowest such index (integer atomicMin) and stops
-//   after the first tile that has one. So the draw is the first candidate in
-//   index order whose (fixed-order) running sum exceeds u·M.
+//   Draw. The candidates' mass of chunk s is M_s = (Σ of its weights > τ,
+//   f64 in a fixed order) + k_s·τ, k_s its ties kept (the first r ties of the
+//   row in index order: the ties of the chunks before s are counted first).
+//   A block walks its chunk in tiles of kThreads·kItems weights, thread t
+//   owning kItems consecutive ones; the running sum at a weight is
+//   P_s (Σ of M over the chunks before, in chunk order) + the tiles before +
+//   a block-wide f64 exclusive scan of the threads' sums (fixed order) + the
+//   thread's own sum up to it. The draw is the first candidate in index
+//   order whose running sum exceeds u·M: each block finds its first, the
+//   row's slot keeps the lowest (atomicMax of v − index).
 //
-//   Everything is deterministic: the same logits and u give the same ids on
-//   every run. Against engine/cpu (sequential f64 sums, a sort for the
-//   nucleus) results differ only where a draw or the nucleus boundary lies
-//   within f64 rounding of a tie.
+//   Against engine/cpu (sequential f64 sums, a sort for the nucleus) ids
+//   differ only where a draw or the nucleus boundary lies within f64
+//   rounding of a tie.
 //
-//   Cost per row: two coalesced reads of the logits, one write and up to four
-//   reads of the f32 weights (L2-resident for a 128256-token row), an f64
-//   exp per token (as engine/cpu: about 20 FP64 instructions, the largest
-//   compute term — expf would be several times cheaper but differs from the
-//   CPU's weights in the last bit), and per pass a few hundred cycles of
-//   search in warp 0. Rows run in parallel, one block each; a single row
-//   uses one SM.
+//   Cost: the logits are read twice and the f32 weights written once and
+//   read up to five times (L2-resident for a batch of rows), spread over
+//   S·b blocks; 8 launches with top-p, 5 without, 2 for greedy. Speed on a
+//   GPU is unmeasured (written without one); at a few rows the launches,
+//   not the bytes, will dominate.
 #include "common.cuh"
 #include "kernels.h"
 #include "pack.cuh"
+#include "vec.cuh"
 
-static constexpr int kThreads = 1024;          // threads per block (one block per row)
+static constexpr int kThreads = 256; // threads per block
 static constexpr int kWarps = kThreads / 32;
-static constexpr int kItems = 8;               // weights per thread per draw tile
-static constexpr int kTile = kThreads * kItems; // weights per draw tile
-static constexpr int kBins = 256;              // radix buckets (8-bit digits)
-static constexpr int kCopies = 8;              // private histogram copies (lane % 8)
+static constexpr int kItems = 16;               // weights per thread per draw tile
+static constexpr int kTile = kThreads * kItems; // weights per tile: the smallest chunk
+static constexpr int kMaxChunks = 256;          // most chunks per row
+static constexpr int kBins = 256;               // radix buckets (8-bit digits)
+static constexpr int kCopies = 8;               // private histogram copies (lane % 8)
+static constexpr int kPasses = 4;               // radix passes
 static_assert(kThreads >= kBins, "one thread per bucket when the copies are summed");
+static_assert(kTile % 4 == 0, "chunks start on 16-byte boundaries of the weights");
+
+typedef unsigned long long u64;
+
+// The workspace of b rows of v logits.
+struct SampleLayout {
+	int64_t vp;     // a row of weights, padded to a multiple of 4
+	int64_t chunk;  // C, a multiple of kTile
+	int64_t chunks; // S
+	float *w;       // [b, vp] weights
+	u64 *hist;      // [b, kPasses, kBins] the row's radix histograms
+	double *mass;   // [b, S] the chunks' candidate mass above τ (all of it without top-p)
+	float *cmax;    // [b, S] the chunks' max logit (argmax: their best value)
+	int *cidx;      // [b, S] argmax: the chunks' best index; top-p: their ties at τ
+	unsigned *slot; // [b, 2] the draw (v − index, 0: none), the last positive candidate (index + 1)
+	size_t bytes;
+};
+
+static SampleLayout sample_layout(void *ws, int64_t b, int64_t v) {
+	SampleLayout l;
+	l.vp = (v + 3) / 4 * 4;
+	l.chunk = kTile;
+	while (ceil_div<int64_t>(v, l.chunk) > kMaxChunks) l.chunk *= 2;
+	l.chunks = ceil_div<int64_t>(v, l.chunk);
+	char *p = (char *)ws;
+	size_t off = 0;
+	auto take = [&](size_t n) {
+		char *q = p ? p + off : nullptr;
+		off += (n + 15) / 16 * 16;
+		return q;
+	};
+	l.w = (float *)take((size_t)(b * l.vp) * sizeof(float));
+	l.hist = (u64 *)take((size_t)(b * kPasses * kBins) * sizeof(u64));
+	l.mass = (double *)take((size_t)(b * l.chunks) * sizeof(double));
+	l.cmax = (float *)take((size_t)(b * l.chunks) * sizeof(float));
+	l.cidx = (int *)take((size_t)(b * l.chunks) * sizeof(int));
+	l.slot = (unsigned *)take((size_t)(b * 2) * sizeof(unsigned));
+	l.bytes = off;
+	return l;
+}
 
 // The block's shared state.
 struct SampleSmem {
-	unsigned long long hist[kCopies][kBins + 1]; // [8][257] histogram copies; +1 pads copies onto other banks
-	unsigned long long bins[kBins];              // [256] the copies summed: mantissa sums, or counts (pass 4)
-	double vals[kBins];                          // [256] the buckets' masses as f64 (exact), per pass's units
-	double dscan[kWarps];                        // [32] f64 warp totals of scans and sums
-	int iscan[kWarps];                           // [32] i32 warp totals of scans
-	float fscan[kWarps];                         // [32] block_max scratch
-	int digit;                                   // the digit a search picked
-	double before;                               // the mass of the buckets above it
-	double total;                                // Σ of pass 1's buckets (Σe)
-	int claim;                                   // lowest index drawn in this tile (INT32_MAX: none yet)
-	int last;                                    // last candidate with a positive weight
+	u64 hist[kCopies][kBins + 1]; // [8][257] histogram copies; +1 pads copies onto other banks
+	u64 bins[kBins];              // [256] the row's histogram of a pass: mantissa sums, or counts (pass 4)
+	double vals[kBins];           // [256] the buckets' masses as f64 (exact), per pass's units
+	double dscan[kWarps];         // f64 warp totals of scans and sums
+	long long iscan[kWarps];      // integer warp totals of scans
+	float fscan[32];              // block_max scratch
+	int iv[kWarps];               // argmax: the warps' best indices
+	int digit;                    // the digit a search picked
+	double before;                // the mass of the buckets above it
+	double dsum;                  // a sum thread 0 made for the block
+	int found;                    // draw: this block's first drawn index (INT32_MAX: none yet)
 };
 
 // ---- helpers ----------------------------------------------------------------------
@@ -132,12 +191,12 @@ template <class T> static __device__ __forceinline__ T block_exclusive_scan(T v,
 	if (lane == 31) scratch[warp] = x;
 	__syncthreads();
 	if (warp == 0) { // inclusive scan of the warp totals
-		T w = scratch[lane];
+		T w = lane < kWarps ? scratch[lane] : T(0);
 		for (int o = 1; o < 32; o <<= 1) {
 			const T y = __shfl_up_sync(0xffffffffu, w, o);
 			if (lane >= o) w += y;
 		}
-		scratch[lane] = w;
+		if (lane < kWarps) scratch[lane] = w;
 	}
 	__syncthreads();
 	const T r = warp > 0 ? scratch[warp - 1] + excl : excl;
@@ -146,26 +205,49 @@ template <class T> static __device__ __forceinline__ T block_exclusive_scan(T v,
 	return r;
 }
 
+// Sum over the block in a fixed order (each warp's xor butterfly, then warp
+// 0 over the warp sums); every thread gets it. scratch: kWarps values.
+static __device__ __forceinline__ double block_sum_f64(double v, double *scratch) {
+	const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+	for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+	if (lane == 0) scratch[warp] = v;
+	__syncthreads();
+	v = lane < kWarps ? scratch[lane] : 0.0;
+	for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+	__syncthreads();
+	return v;
+}
+
 static __device__ __forceinline__ void hist_clear(SampleSmem &sm) {
 	for (int i = threadIdx.x; i < kCopies * (kBins + 1); i += kThreads) (&sm.hist[0][0])[i] = 0;
 }
-static __device__ __forceinline__ void hist_add(SampleSmem &sm, unsigned digit, unsigned long long val) {
+static __device__ __forceinline__ void hist_add(SampleSmem &sm, unsigned digit, u64 val) {
 	atomicAdd(&sm.hist[threadIdx.x % kCopies][digit], val);
+}
+// Adds the block's histogram (its copies summed) to the row's, g [kBins].
+// Starts with a barrier (the copies are complete) and ends with one.
+static __device__ __forceinline__ void hist_flush(SampleSmem &sm, u64 *g) {
+	__syncthreads();
+	if (threadIdx.x < kBins) {
+		u64 s = 0;
+		for (int c = 0; c < kCopies; c++) s += sm.hist[c][threadIdx.x];
+		if (s != 0) atomicAdd(&g[threadIdx.x], s);
+	}
+	__syncthreads();
 }
 
 // Pass kinds: how a bucket's sum turns into a mass (vals).
 enum Units { kExponentBuckets, kMantissaSums, kCounts };
 
-// Sums the histogram copies into bins and turns them into masses in vals:
+// Reads the row's histogram g into bins and turns it into masses in vals:
 // kExponentBuckets: bucket E holds Σ mant24, mass Σ·2^(max(E,1)−150) (f64,
 // exact); kMantissaSums: Σ mant24 in the units of τ's exponent; kCounts:
 // bucket d is the single value prefix·128 + d, mass count·mant24 of it.
 // Ends with a barrier.
-static __device__ void hist_sum(SampleSmem &sm, Units units, unsigned prefix) {
+static __device__ void hist_load(SampleSmem &sm, const u64 *g, Units units, unsigned prefix) {
 	if (threadIdx.x < kBins) {
 		const unsigned d = threadIdx.x;
-		unsigned long long s = 0;
-		for (int c = 0; c < kCopies; c++) s += sm.hist[c][d];
+		const u64 s = g[d];
 		sm.bins[d] = s;
 		double m = (double)s;
 		if (units == kExponentBuckets) m *= mant_unit(d);
@@ -219,6 +301,86 @@ static __device__ void pick_bucket(SampleSmem &sm, double hi, double lo, double 
 	if (lane == 0) sm.digit = d, sm.before = before;
 }
 
+// Where the radix select stands after some passes' picks.
+struct Select {
+	double total;    // Σe (pass 1's buckets)
+	double target;   // top_p·Σe
+	double hi;       // mass of the exponents above τ's (f64)
+	double lo;       // mass in τ's exponent above the prefix, in units (exact)
+	double unit;     // 2^(max(E,1)−150) of τ's exponent E
+	unsigned prefix; // τ's bits found so far
+	int pshift;      // the prefix is bits ≥ pshift
+	long long ties;  // after pass 4: the row's tokens with e = τ
+};
+
+// Replays the picks after the first `picks` passes (1 ≤ picks ≤ kPasses;
+// only the total when !nucleus) from the row's histograms g [kPasses,
+// kBins], as every block of the row does: the same inputs and arithmetic
+// give every block the same Select. All threads must call it.
+static __device__ Select replay(SampleSmem &sm, const u64 *g, int picks, bool nucleus, float top_p) {
+	Select s{};
+	hist_load(sm, g, kExponentBuckets, 0);
+	if (threadIdx.x < 32) {
+		double unused;
+		const double total = bucket_suffix(sm.vals, unused);
+		if (nucleus) pick_bucket(sm, 0.0, 0.0, 1.0, (double)top_p * total);
+		if (threadIdx.x == 0) sm.dsum = total;
+	}
+	__syncthreads();
+	s.total = sm.dsum;
+	s.target = (double)top_p * s.total;
+	if (!nucleus) {
+		__syncthreads();
+		return s;
+	}
+	s.prefix = (unsigned)sm.digit;
+	s.hi = sm.before;
+	s.unit = mant_unit(s.prefix);
+	s.lo = 0.0;
+	s.pshift = 23;
+	for (int pass = 1; pass < picks; pass++) {
+		const int shift = pass < 3 ? s.pshift - 8 : 0; // digits: bits 22..15, 14..7, 6..0
+		__syncthreads(); // the last search's results are read
+		hist_load(sm, g + pass * kBins, pass < 3 ? kMantissaSums : kCounts, s.prefix);
+		if (threadIdx.x < 32) pick_bucket(sm, s.hi, s.lo, s.unit, s.target);
+		__syncthreads();
+		s.lo += sm.before;
+		s.prefix = (s.prefix << (s.pshift - shift)) | (unsigned)sm.digit;
+		s.pshift = shift;
+		if (pass == 3) s.ties = (long long)sm.bins[sm.digit];
+	}
+	__syncthreads(); // sm is free for the caller
+	return s;
+}
+
+// The nucleus after all passes: τ, the ties it keeps (r) and its mass M.
+struct Nucleus {
+	float tau;     // −1 without top-p: every weight is a candidate
+	long long r;   // ties at τ kept (the first r in index order)
+	long long ties;
+	double mass;   // M, the candidates' total
+};
+
+static __device__ Nucleus nucleus_of(SampleSmem &sm, const u64 *g, bool nucleus, float top_p) {
+	const Select s = replay(sm, g, kPasses, nucleus, top_p);
+	Nucleus n{-1.0f, 0, 0, s.total};
+	if (!nucleus) return n;
+	n.tau = __uint_as_float(s.prefix);
+	n.ties = s.ties;
+	// The fewest ties r ≥ 1 that reach the target (all of them if rounding
+	// leaves the target out of reach).
+	const double m_tau = (double)mant24(s.prefix);
+	long long lo_r = 1, hi_r = s.ties;
+	while (lo_r < hi_r) {
+		const long long mid = (lo_r + hi_r) / 2;
+		if (s.hi + (s.lo + (double)mid * m_tau) * s.unit >= s.target) hi_r = mid;
+		else lo_r = mid + 1;
+	}
+	n.r = lo_r;
+	n.mass = s.hi + (s.lo + (double)lo_r * m_tau) * s.unit;
+	return n;
+}
+
 // ---- greedy ---------------------------------------------------------------------
 
 // Is (v, i) ahead of (bv, bi) in the order value descending, index ascending?
@@ -227,43 +389,65 @@ static __device__ __forceinline__ bool ahead(float v, int i, float bv, int bi) {
 	return i >= 0 && (bi < 0 || v > bv || (v == bv && i < bi));
 }
 
-template <class T>
-__global__ void __launch_bounds__(kThreads)
-	argmax_kernel(int32_t *__restrict__ ids,     // [b]
-	              const T *__restrict__ logits,  // [b, v]
-	              int64_t b, int64_t v) {
-	__shared__ float wv[kWarps];
-	__shared__ int wi[kWarps];
+// Reduces (best, bi) over the block by that order; thread 0 gets the winner.
+static __device__ __forceinline__ void block_best(float &best, int &bi, SampleSmem &sm) {
 	const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-	for (int64_t row = blockIdx.x; row < b; row += gridDim.x) {
-		const T *x = logits + row * v; // [v]
-		float best = -INFINITY;
-		int bi = -1;
-		for (int j = threadIdx.x; j < v; j += kThreads) {
-			const float f = to_float(x[j]);
-			const float key = f != f ? -INFINITY : f; // NaN never wins
-			if (bi < 0 || key > best) best = key, bi = j;
-		}
+	for (int o = 16; o > 0; o >>= 1) {
+		const float ov = __shfl_xor_sync(0xffffffffu, best, o);
+		const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
+		if (ahead(ov, oi, best, bi)) best = ov, bi = oi;
+	}
+	if (lane == 0) sm.fscan[warp] = best, sm.iv[warp] = bi;
+	__syncthreads();
+	if (warp == 0) {
+		best = lane < kWarps ? sm.fscan[lane] : -INFINITY;
+		bi = lane < kWarps ? sm.iv[lane] : -1;
 		for (int o = 16; o > 0; o >>= 1) {
 			const float ov = __shfl_xor_sync(0xffffffffu, best, o);
 			const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
 			if (ahead(ov, oi, best, bi)) best = ov, bi = oi;
 		}
-		if (lane == 0) wv[warp] = best, wi[warp] = bi;
-		__syncthreads();
-		if (warp == 0) {
-			best = wv[lane], bi = wi[lane];
-			for (int o = 16; o > 0; o >>= 1) {
-				const float ov = __shfl_xor_sync(0xffffffffu, best, o);
-				const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
-				if (ahead(ov, oi, best, bi)) best = ov, bi = oi;
-			}
-			if (lane == 0) {
-				const float x0 = to_float(x[0]);
-				ids[row] = x0 != x0 ? 0 : bi; // engine/cpu keeps index 0 when it is NaN
-			}
-		}
-		__syncthreads();
+	}
+	__syncthreads();
+}
+
+template <class T>
+__global__ void __launch_bounds__(kThreads)
+	argmax_chunk_kernel(SampleLayout l, const T *__restrict__ logits, int64_t v) {
+	__shared__ SampleSmem sm;
+	const int64_t row = blockIdx.x, c = blockIdx.y;
+	const T *x = logits + row * v; // [v]
+	const int64_t j0 = c * l.chunk, j1 = min(v, j0 + l.chunk);
+	float best = -INFINITY;
+	int bi = -1;
+	for (int64_t j = j0 + threadIdx.x; j < j1; j += kThreads) {
+		const float f = to_float(x[j]);
+		const float key = f != f ? -INFINITY : f; // NaN never wins
+		if (bi < 0 || key > best) best = key, bi = (int)j;
+	}
+	block_best(best, bi, sm);
+	if (threadIdx.x == 0) l.cmax[row * l.chunks + c] = best, l.cidx[row * l.chunks + c] = bi;
+}
+
+template <class T>
+__global__ void __launch_bounds__(32)
+	argmax_finish_kernel(int32_t *__restrict__ ids, SampleLayout l, const T *__restrict__ logits, int64_t v) {
+	const int64_t row = blockIdx.x;
+	float best = -INFINITY;
+	int bi = -1;
+	for (int64_t c = threadIdx.x; c < l.chunks; c += 32) {
+		const float cv = l.cmax[row * l.chunks + c];
+		const int ci = l.cidx[row * l.chunks + c];
+		if (ahead(cv, ci, best, bi)) best = cv, bi = ci;
+	}
+	for (int o = 16; o > 0; o >>= 1) {
+		const float ov = __shfl_xor_sync(0xffffffffu, best, o);
+		const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
+		if (ahead(ov, oi, best, bi)) best = ov, bi = oi;
+	}
+	if (threadIdx.x == 0) {
+		const float x0 = to_float(logits[row * v]);
+		ids[row] = x0 != x0 ? 0 : bi; // engine/cpu keeps index 0 when it is NaN
 	}
 }
 
@@ -271,170 +455,222 @@ __global__ void __launch_bounds__(kThreads)
 
 template <class T>
 __global__ void __launch_bounds__(kThreads)
-	sample_kernel(int32_t *__restrict__ ids,    // [b]
-	              const T *__restrict__ logits, // [b, v]
-	              const float *__restrict__ u,  // [b]
-	              float *__restrict__ ws,       // [b, vp] weights
-	              int64_t b, int64_t v, int64_t vp, float inv_t, float top_p, bool nucleus) {
+	max_chunk_kernel(SampleLayout l, const T *__restrict__ logits, int64_t v) {
 	__shared__ SampleSmem sm;
-	const int nq = (int)(vp / 4); // float4 groups in a row
-	for (int64_t row = blockIdx.x; row < b; row += gridDim.x) {
-		const T *x = logits + row * v; // [v]
-		float *w = ws + row * vp;      // [vp] weights, zero from v on
-
-		// 1. The max.
-		float mx = -INFINITY;
-		for (int j = threadIdx.x; j < v; j += kThreads) mx = fmaxf(mx, to_float(x[j]));
-		mx = block_max(mx, sm.fscan);
-
-		// 2. The weights, and pass 1 of the radix select: buckets by exponent.
-		hist_clear(sm);
-		__syncthreads();
-		for (int q = threadIdx.x; q < nq; q += kThreads) {
-			float e[4];
-			for (int k = 0; k < 4; k++) {
-				const int j = 4 * q + k;
-				e[k] = 0.0f;
-				if (j < v) {
-					const float y = __fmul_rn(__fsub_rn(to_float(x[j]), mx), inv_t);
-					e[k] = (float)exp((double)y);
-					const unsigned bits = __float_as_uint(e[k]);
-					hist_add(sm, bits >> 23, mant24(bits));
-				}
-			}
-			reinterpret_cast<float4 *>(w)[q] = make_float4(e[0], e[1], e[2], e[3]);
-		}
-		__syncthreads(); // the weights and the histogram are complete
-		hist_sum(sm, kExponentBuckets, 0);
-		if (threadIdx.x < 32) {
-			double unused;
-			const double total = bucket_suffix(sm.vals, unused);
-			if (nucleus) pick_bucket(sm, 0.0, 0.0, 1.0, (double)top_p * total);
-			if (threadIdx.x == 0) sm.total = total;
-		}
-		__syncthreads();
-
-		// 3. The nucleus: τ, and how many of the ties at τ it keeps (r).
-		float tau = -1.0f; // every weight is > −1: all tokens are candidates
-		long long r = 0, ties = 0;
-		double mass = sm.total; // M, the candidates' total
-		if (nucleus) {          // uniform across the block
-			const double target = (double)top_p * sm.total;
-			unsigned prefix = (unsigned)sm.digit; // τ's bits found so far
-			const double hi = sm.before;          // mass of the exponents above τ's (f64)
-			const double unit = mant_unit(prefix); // 2^(max(E,1)−150) of τ's exponent E
-			double lo = 0.0;                      // mass in τ's exponent above the prefix, in units (exact)
-			int pshift = 23;                      // the prefix is bits ≥ pshift
-			for (int pass = 0; pass < 3; pass++) {
-				const int shift = pass < 2 ? pshift - 8 : 0; // digits: bits 22..15, 14..7, 6..0
-				const unsigned dmask = (1u << (pshift - shift)) - 1;
-				__syncthreads(); // the last search's results are read
-				hist_clear(sm);
-				__syncthreads();
-				for (int q = threadIdx.x; q < nq; q += kThreads) {
-					const float4 e4 = reinterpret_cast<const float4 *>(w)[q];
-					const float e[4] = {e4.x, e4.y, e4.z, e4.w};
-					for (int k = 0; k < 4; k++) {
-						const unsigned bits = __float_as_uint(e[k]);
-						if (4 * q + k < v && (bits >> pshift) == prefix)
-							hist_add(sm, (bits >> shift) & dmask, pass < 2 ? mant24(bits) : 1u);
-					}
-				}
-				__syncthreads();
-				hist_sum(sm, pass < 2 ? kMantissaSums : kCounts, prefix);
-				if (threadIdx.x < 32) pick_bucket(sm, hi, lo, unit, target);
-				__syncthreads();
-				lo += sm.before;
-				prefix = (prefix << (pshift - shift)) | (unsigned)sm.digit;
-				pshift = shift;
-			}
-			tau = __uint_as_float(prefix);
-			ties = (long long)sm.bins[sm.digit];
-			// The fewest ties r ≥ 1 that reach the target (all of them if
-			// rounding leaves the target out of reach).
-			const double m_tau = (double)mant24(prefix);
-			long long lo_r = 1, hi_r = ties;
-			while (lo_r < hi_r) {
-				const long long mid = (lo_r + hi_r) / 2;
-				if (hi + (lo + (double)mid * m_tau) * unit >= target) hi_r = mid;
-				else lo_r = mid + 1;
-			}
-			r = lo_r;
-			mass = hi + (lo + (double)r * m_tau) * unit;
-		}
-		const bool rank_ties = r < ties; // only some ties at τ are candidates
-
-		// 4. The draw: the first candidate whose running sum exceeds u·M.
-		const double target = (double)u[row] * mass;
-		if (threadIdx.x == 0) sm.claim = INT32_MAX, sm.last = -1;
-		__syncthreads();
-		double carry = 0.0;     // candidate mass of the tiles before
-		long long tie_carry = 0; // ties at τ in the tiles before
-		int last = -1;           // this thread's last positive candidate
-		for (int64_t base = 0; base < v; base += kTile) {
-			const int64_t j0 = base + (int64_t)kItems * threadIdx.x; // this thread's 8 weights
-			float e[kItems];
-			for (int h = 0; h < kItems; h += 4) {
-				const float4 e4 = j0 + h < vp ? reinterpret_cast<const float4 *>(w + j0)[h / 4] : make_float4(0, 0, 0, 0);
-				e[h] = e4.x, e[h + 1] = e4.y, e[h + 2] = e4.z, e[h + 3] = e4.w;
-			}
-			long long rank = 0; // ties at τ before this thread's first weight
-			if (rank_ties) {    // uniform across the block
-				int nt = 0;
-				for (int k = 0; k < kItems; k++) nt += j0 + k < v && e[k] == tau;
-				int tile_ties;
-				rank = tie_carry + block_exclusive_scan(nt, sm.iscan, tile_ties);
-				tie_carry += tile_ties;
-			}
-			double c[kItems], own = 0.0; // candidate weights; their sum
-			for (int k = 0; k < kItems; k++) {
-				const bool tie = j0 + k < v && e[k] == tau;
-				c[k] = (e[k] > tau || (tie && (!rank_ties || rank < r))) ? (double)e[k] : 0.0;
-				rank += tie;
-				own += c[k];
-			}
-			double tile_mass;
-			double s = carry + block_exclusive_scan(own, sm.dscan, tile_mass);
-			carry += tile_mass;
-			bool drawn = false;
-			for (int k = 0; k < kItems && !drawn; k++) {
-				if (c[k] > 0.0) {
-					s += c[k];
-					last = (int)(j0 + k);
-					if (s > target) {
-						atomicMin(&sm.claim, (int)(j0 + k));
-						drawn = true;
-					}
-				}
-			}
-			if (__syncthreads_or(drawn)) break; // a barrier, and uniform across the block
-		}
-		if (last >= 0) atomicMax(&sm.last, last);
-		__syncthreads();
-		if (threadIdx.x == 0) ids[row] = sm.claim != INT32_MAX ? sm.claim : (sm.last >= 0 ? sm.last : 0);
-		__syncthreads(); // sm is reused by the next row
+	const int64_t row = blockIdx.x, c = blockIdx.y;
+	const T *x = logits + row * v; // [v]
+	const int64_t j0 = c * l.chunk, j1 = min(v, j0 + l.chunk);
+	float mx = -INFINITY;
+	for (int64_t j = j0 + threadIdx.x; j < j1; j += kThreads) mx = fmaxf(mx, to_float(x[j]));
+	mx = block_max(mx, sm.fscan);
+	if (threadIdx.x == 0) l.cmax[row * l.chunks + c] = mx;
+	if (c == 0) { // the row's integer slots start at 0 for the atomics of the later steps
+		for (int i = threadIdx.x; i < kPasses * kBins; i += kThreads) l.hist[row * kPasses * kBins + i] = 0;
+		if (threadIdx.x < 2) l.slot[row * 2 + threadIdx.x] = 0;
 	}
+}
+
+template <class T>
+__global__ void __launch_bounds__(kThreads)
+	weights_kernel(SampleLayout l, const T *__restrict__ logits, int64_t v, float inv_t, bool nucleus) {
+	__shared__ SampleSmem sm;
+	const int64_t row = blockIdx.x, c = blockIdx.y;
+	const T *x = logits + row * v;   // [v]
+	float *w = l.w + row * l.vp;     // [vp] weights, zero from v on
+	float mx = -INFINITY;            // the row's max, from its chunks' (exact in any order)
+	for (int64_t k = 0; k < l.chunks; k++) mx = fmaxf(mx, l.cmax[row * l.chunks + k]);
+	hist_clear(sm);
+	__syncthreads();
+	const int64_t j0 = c * l.chunk, j1 = min(l.vp, j0 + l.chunk);
+	double own = 0.0; // the chunk's mass, without top-p: this thread's weights in index order
+	for (int64_t j = j0 + threadIdx.x; j < j1; j += kThreads) {
+		float e = 0.0f;
+		if (j < v) {
+			const float y = __fmul_rn(__fsub_rn(to_float(x[j]), mx), inv_t);
+			e = (float)exp((double)y);
+			const unsigned bits = __float_as_uint(e);
+			hist_add(sm, bits >> 23, mant24(bits));
+		}
+		w[j] = e;
+		own += (double)e;
+	}
+	hist_flush(sm, l.hist + row * kPasses * kBins);
+	if (!nucleus) {
+		own = block_sum_f64(own, sm.dscan);
+		if (threadIdx.x == 0) l.mass[row * l.chunks + c] = own;
+	}
+}
+
+// Pass `pass` (1…3) of the radix select: the picks before it, then the
+// histogram of the chunk's weights whose bits above the digit equal the
+// prefix.
+__global__ void __launch_bounds__(kThreads)
+	radix_pass_kernel(SampleLayout l, int64_t v, int pass, float top_p) {
+	__shared__ SampleSmem sm;
+	const int64_t row = blockIdx.x, c = blockIdx.y;
+	u64 *g = l.hist + row * kPasses * kBins;
+	const Select s = replay(sm, g, pass, true, top_p);
+	const int shift = pass < 3 ? s.pshift - 8 : 0;
+	const unsigned dmask = (1u << (s.pshift - shift)) - 1;
+	hist_clear(sm);
+	__syncthreads();
+	const float4 *w = reinterpret_cast<const float4 *>(l.w + row * l.vp); // [vp/4]
+	const int64_t q0 = c * l.chunk / 4, q1 = min(l.vp, (c + 1) * l.chunk) / 4;
+	for (int64_t q = q0 + threadIdx.x; q < q1; q += kThreads) {
+		const float4 e4 = w[q];
+		const float e[4] = {e4.x, e4.y, e4.z, e4.w};
+		for (int k = 0; k < 4; k++) {
+			const unsigned bits = __float_as_uint(e[k]);
+			if (4 * q + k < v && (bits >> s.pshift) == s.prefix)
+				hist_add(sm, (bits >> shift) & dmask, pass < 3 ? mant24(bits) : 1u);
+		}
+	}
+	hist_flush(sm, g + pass * kBins);
+}
+
+// The chunk's mass above τ (f64, fixed order) and its ties at τ.
+__global__ void __launch_bounds__(kThreads)
+	nucleus_chunk_kernel(SampleLayout l, int64_t v, float top_p) {
+	__shared__ SampleSmem sm;
+	const int64_t row = blockIdx.x, c = blockIdx.y;
+	const Nucleus nu = nucleus_of(sm, l.hist + row * kPasses * kBins, true, top_p);
+	const float *w = l.w + row * l.vp;
+	const int64_t j0 = c * l.chunk, j1 = min(v, j0 + l.chunk);
+	double above = 0.0;
+	long long ties = 0;
+	for (int64_t j = j0 + threadIdx.x; j < j1; j += kThreads) {
+		const float e = w[j];
+		if (e > nu.tau) above += (double)e;
+		ties += e == nu.tau;
+	}
+	above = block_sum_f64(above, sm.dscan);
+	long long all;
+	block_exclusive_scan(ties, sm.iscan, all);
+	if (threadIdx.x == 0) l.mass[row * l.chunks + c] = above, l.cidx[row * l.chunks + c] = (int)all;
+}
+
+__global__ void __launch_bounds__(kThreads)
+	draw_kernel(SampleLayout l, const float *__restrict__ u, int64_t v, float top_p, bool nucleus) {
+	__shared__ SampleSmem sm;
+	const int64_t row = blockIdx.x, c = blockIdx.y;
+	const Nucleus nu = nucleus_of(sm, l.hist + row * kPasses * kBins, nucleus, top_p);
+	const bool rank_ties = nu.r < nu.ties; // only some ties at τ are candidates
+	const double target = (double)u[row] * nu.mass;
+	// P_s and the ties before this chunk, by thread 0 in chunk order.
+	if (threadIdx.x == 0) {
+		double p = 0.0;
+		long long tb = 0;
+		for (int64_t k = 0; k < c; k++) {
+			double m = l.mass[row * l.chunks + k];
+			if (nucleus) {
+				const long long tk = l.cidx[row * l.chunks + k];
+				const long long kept = rank_ties ? max(0ll, min(tk, nu.r - tb)) : tk;
+				m += (double)kept * (double)nu.tau;
+				tb += tk;
+			}
+			p += m;
+		}
+		sm.dsum = p;
+		sm.iscan[0] = tb;
+		sm.found = INT32_MAX;
+	}
+	__syncthreads();
+	double carry = sm.dsum;        // the candidates' mass before this tile
+	long long tie_carry = sm.iscan[0]; // ties at τ before this tile
+	__syncthreads();
+	const float *w = l.w + row * l.vp;
+	const int64_t j0c = c * l.chunk, j1c = min(v, j0c + l.chunk);
+	int last = -1; // this thread's last positive candidate
+	for (int64_t base = j0c; base < j1c; base += kTile) {
+		const int64_t j0 = base + (int64_t)kItems * threadIdx.x; // this thread's kItems weights
+		float e[kItems];
+		TW_UNROLL
+		for (int h = 0; h < kItems; h += 4) {
+			const float4 e4 = j0 + h < l.vp ? *reinterpret_cast<const float4 *>(w + j0 + h) : make_float4(0, 0, 0, 0);
+			e[h] = e4.x, e[h + 1] = e4.y, e[h + 2] = e4.z, e[h + 3] = e4.w;
+		}
+		long long rank = 0; // ties at τ in the row before this thread's first weight
+		if (rank_ties) {    // uniform across the block
+			long long nt = 0, tile_ties;
+			for (int k = 0; k < kItems; k++) nt += j0 + k < j1c && e[k] == nu.tau;
+			rank = tie_carry + block_exclusive_scan(nt, sm.iscan, tile_ties);
+			tie_carry += tile_ties;
+		}
+		double cw[kItems], own = 0.0; // candidate weights; their sum
+		for (int k = 0; k < kItems; k++) {
+			const bool in = j0 + k < j1c;
+			const bool tie = in && e[k] == nu.tau;
+			cw[k] = in && (e[k] > nu.tau || (tie && (!rank_ties || rank < nu.r))) ? (double)e[k] : 0.0;
+			rank += tie;
+			own += cw[k];
+		}
+		double tile_mass;
+		double s = carry + block_exclusive_scan(own, sm.dscan, tile_mass);
+		carry += tile_mass;
+		bool drawn = false;
+		for (int k = 0; k < kItems && !drawn; k++) {
+			if (cw[k] > 0.0) {
+				s += cw[k];
+				last = (int)(j0 + k);
+				if (s > target) {
+					atomicMin(&sm.found, (int)(j0 + k));
+					drawn = true;
+				}
+			}
+		}
+		if (__syncthreads_or(drawn)) break; // a barrier, and uniform across the block
+	}
+	if (last >= 0) atomicMax(&l.slot[row * 2 + 1], (unsigned)last + 1);
+	__syncthreads();
+	if (threadIdx.x == 0 && sm.found != INT32_MAX) atomicMax(&l.slot[row * 2], (unsigned)(v - sm.found));
+}
+
+__global__ void __launch_bounds__(32) sample_finish_kernel(int32_t *__restrict__ ids, SampleLayout l, int64_t v, int64_t b) {
+	const int64_t row = (int64_t)blockIdx.x * 32 + threadIdx.x;
+	if (row >= b) return;
+	const unsigned drawn = l.slot[row * 2], last = l.slot[row * 2 + 1];
+	ids[row] = drawn ? (int32_t)(v - drawn) : last ? (int32_t)(last - 1) : 0;
 }
 
 // ---- launchers --------------------------------------------------------------------
 
-static int64_t padded(int64_t v) { return (v + 3) / 4 * 4; }
-
 extern "C" size_t tw_sample_workspace(int64_t b, int64_t v) {
-	return b > 0 && v > 0 ? (size_t)b * (size_t)padded(v) * sizeof(float) : 0;
+	return b > 0 && v > 0 ? sample_layout(nullptr, b, v).bytes : 0;
 }
 
 template <class T>
 static cudaError_t sample(int32_t *ids, const T *logits, const float *u, int64_t b, int64_t v, float temperature,
-                          float top_p, float *ws, cudaStream_t stream) {
-	const unsigned grid = (unsigned)(b < 65535 ? b : 65535);
+                          float top_p, void *ws, cudaStream_t stream) {
+	const SampleLayout l = sample_layout(ws, b, v);
+	const dim3 grid((unsigned)b, (unsigned)l.chunks);
+	const unsigned rows32 = (unsigned)ceil_div<int64_t>(b, 32);
+	cudaError_t err;
+#define TW_SAMPLE_CHECK()                                                                                             \
+	if ((err = cudaGetLastError()) != cudaSuccess) return err
 	if (temperature <= 0) {
-		LAUNCH(grid, kThreads, 0, stream, argmax_kernel<T>)(ids, logits, b, v);
-	} else {
-		const float inv_t = 1 / temperature; // f32, as engine/cpu
-		const bool nucleus = top_p > 0 && top_p < 1;
-		LAUNCH(grid, kThreads, 0, stream, sample_kernel<T>)(ids, logits, u, ws, b, v, padded(v), inv_t, top_p, nucleus);
+		LAUNCH(grid, kThreads, 0, stream, argmax_chunk_kernel<T>)(l, logits, v);
+		TW_SAMPLE_CHECK();
+		LAUNCH((unsigned)b, 32, 0, stream, argmax_finish_kernel<T>)(ids, l, logits, v);
+		return cudaGetLastError();
 	}
+	const float inv_t = 1 / temperature; // f32, as engine/cpu
+	const bool nucleus = top_p > 0 && top_p < 1;
+	LAUNCH(grid, kThreads, 0, stream, max_chunk_kernel<T>)(l, logits, v);
+	TW_SAMPLE_CHECK();
+	LAUNCH(grid, kThreads, 0, stream, weights_kernel<T>)(l, logits, v, inv_t, nucleus);
+	TW_SAMPLE_CHECK();
+	if (nucleus) {
+		for (int pass = 1; pass < kPasses; pass++) {
+			LAUNCH(grid, kThreads, 0, stream, radix_pass_kernel)(l, v, pass, top_p);
+			TW_SAMPLE_CHECK();
+		}
+		LAUNCH(grid, kThreads, 0, stream, nucleus_chunk_kernel)(l, v, top_p);
+		TW_SAMPLE_CHECK();
+	}
+	LAUNCH(grid, kThreads, 0, stream, draw_kernel)(l, u, v, top_p, nucleus);
+	TW_SAMPLE_CHECK();
+	LAUNCH(rows32, 32, 0, stream, sample_finish_kernel)(ids, l, v, b);
+#undef TW_SAMPLE_CHECK
 	return cudaGetLastError();
 }
 
@@ -444,7 +680,7 @@ extern "C" cudaError_t tw_sample(int32_t *ids, const void *logits, tw_dtype dt, 
 		using T = elem_t<decltype(t)>;
 		if (v >= (int64_t)1 << 29) return cudaErrorInvalidValue;
 		if (b <= 0 || v <= 0) return cudaSuccess;
-		float *ws = (float *)workspace; // [b, padded(v)]
-		return sample(ids, (const T *)logits, u, b, v, temperature, top_p, ws, stream);
+		if (b > INT32_MAX) return cudaErrorInvalidValue;
+		return sample(ids, (const T *)logits, u, b, v, temperature, top_p, workspace, stream);
 	});
 }

@@ -1,9 +1,9 @@
-// vec.cuh — what the memory-bound kernels share: the device's SM count, grids
-// sized to fill it, and a flat element-wise loop over 16-byte packs with a
-// misaligned head and a scalar tail. Include after common.cuh and pack.cuh.
+// vec.cuh — what the memory-bound kernels share: grids sized to fill the
+// device, a flat element-wise loop over 16-byte packs with a misaligned head
+// and a scalar tail, and the head/body/tail split of a run at any offset.
+// Include after common.cuh and pack.cuh.
 //
-// sm_count() asks cudaDeviceGetAttribute once per device (the emulator
-// answers 132) and remembers the answer. fill_grid(work, per_block,
+// fill_grid(work, per_block,
 // per_sm) is the grid of a grid-stride loop: enough blocks for the work, at
 // most per_sm resident blocks on every SM (one wave; more blocks would only
 // add scheduling). A grid so sized may depend on the device; the kernels that
@@ -36,30 +36,8 @@
 
 #include <stdint.h>
 
-#include <atomic>
-
 #include "common.cuh"
 #include "pack.cuh"
-
-// Unrolls the loop that follows; GCC spells the pragma differently.
-#ifdef __CUDACC__
-#define VEC_UNROLL _Pragma("unroll")
-#else
-#define VEC_UNROLL _Pragma("GCC unroll 8")
-#endif
-
-// The SM count of the current device, asked once per device. A failed query
-// (no device: the launch will fail by itself) counts as 128 SMs.
-inline int sm_count() {
-	static std::atomic<int> cache[64];
-	int dev = 0;
-	if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return 128;
-	int v = cache[dev].load(std::memory_order_relaxed);
-	if (v > 0) return v;
-	if (cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || v < 1) v = 128;
-	cache[dev].store(v, std::memory_order_relaxed);
-	return v;
-}
 
 // Blocks for a grid-stride loop over `work` items, per_block items a block
 // takes per iteration: ceil(work / per_block), at least 1 and at most per_sm
@@ -84,9 +62,9 @@ __global__ void __launch_bounds__(kFlatThreads) flat_kernel(const Op op, int64_t
 	int64_t p = tid;
 	for (; p + (U - 1) * nth < packs; p += U * nth) {
 		typename Op::template Regs<V> r[U];
-		VEC_UNROLL
+		TW_UNROLL
 		for (int u = 0; u < U; u++) op.load(r[u], head + (p + u * nth) * V);
-		VEC_UNROLL
+		TW_UNROLL
 		for (int u = 0; u < U; u++) op.store(r[u], head + (p + u * nth) * V);
 	}
 	for (; p < packs; p += nth) {
@@ -144,5 +122,24 @@ template <int N, class T> __device__ __forceinline__ void st(T *p, const Pack<T,
 	if constexpr (N == 1)
 		*p = v.v[0];
 	else
-		*reinterpret_cast<Pack<T, N> *>(p) = v;
+		put_pack(p, v);
+}
+
+// ---- Runs at any offset (embedding, logsoftmax, sample, sumsquares) ----
+//
+// A run that starts at any element offset is read as a misaligned head, a
+// body of 16-byte packs and a tail:
+// A run x[0, len) of T splits as
+//   head: x[0, h), h < V elements up to the first 16-byte boundary (0 when
+//         x is aligned), read element by element;
+//   body: (len − h) / V packs of V = 16/sizeof(T) elements from x + h, each
+//         one aligned 16-byte access (Pack<T, V>);
+//   tail: the last (len − h) % V elements, read element by element.
+// Every T is at least sizeof(T)-aligned (the engine's tensors are), so h is
+// an integer count of elements.
+
+// Elements before the first 16-byte boundary at or after p, at most len.
+template <class T> __host__ __device__ __forceinline__ int64_t vec_head(const T *p, int64_t len) {
+	const int64_t h = (int64_t)((16 - (uintptr_t)p % 16) % 16) / (int64_t)sizeof(T);
+	return h < len ? h : len;
 }

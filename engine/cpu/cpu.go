@@ -36,7 +36,7 @@ type Options struct {
 type Backend struct {
 	threads  int
 	scratch  [][]float32    // per-worker f32 scratch, grown on demand
-	iscratch [][]int32      // per-worker i32 scratch (sampling's sort order)
+	keys     [][]uint64     // per-worker rank keys (sampling's nucleus)
 	partials []float64      // per-chunk partial sums of reductions
 	gemmA    []float32      // f32 copies of bf16/f16 GEMM operands
 	gemmB    []float32      //
@@ -54,10 +54,10 @@ func New(opt Options) *Backend {
 	}
 	setBLASThreads(n)
 	return &Backend{
-		threads:  n,
-		scratch:  make([][]float32, n),
-		iscratch: make([][]int32, n),
-		sbgemm:   findSBGEMM(),
+		threads: n,
+		scratch: make([][]float32, n),
+		keys:    make([][]uint64, n),
+		sbgemm:  findSBGEMM(),
 	}
 }
 

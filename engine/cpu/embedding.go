@@ -27,25 +27,37 @@ func (b *Backend) Embedding(out, table, ids *engine.Tensor) {
 
 // EmbeddingBackward implements engine.Backend.EmbeddingBackward. Goroutines
 // split the D columns, and each walks all tokens in order, so repeated ids
-// accumulate in token order whatever the thread count.
+// accumulate in token order whatever the thread count: per token, its window
+// of the table row and of dOut are widened to f32 (vector conversions for
+// bf16), added, and the row rounded back to the table's dtype — the rounding
+// after every addition that the contract's token order implies.
 func (b *Backend) EmbeddingBackward(dTable, dOut, ids *engine.Tensor) {
 	_, v, d := engine.EmbeddingShape("EmbeddingBackward", dOut, dTable, ids)
 	idx := i32s(ids)
 	checkIDs("EmbeddingBackward", idx, v)
 	dt, do := floatsOf(dTable), floatsOf(dOut)
-	b.parallel(d, 16, func(_, lo, hi int) {
-		for i, id := range idx {
-			src, dst := i*d, int(id)*d
-			if dt.dt == engine.F32 && do.dt == engine.F32 {
+	b.parallel(d, 16, func(w, lo, hi int) {
+		if dt.dt == engine.F32 && do.dt == engine.F32 {
+			for i, id := range idx {
+				src, dst := i*d, int(id)*d
 				s, t := do.f[src+lo:src+hi], dt.f[dst+lo:dst+hi]
 				for j := range t {
 					t[j] += s[j]
 				}
-				continue
 			}
-			for j := lo; j < hi; j++ {
-				dt.set(dst+j, dt.at(dst+j)+do.at(src+j))
+			return
+		}
+		n := hi - lo
+		buf := b.scratchOf(w, 2*n)
+		tb, gb := buf[:n], buf[n:2*n]
+		for i, id := range idx {
+			src, dst := i*d+lo, int(id)*d+lo
+			t := dt.load(dst, n, tb) // the table's storage itself when it is f32
+			g := do.load(src, n, gb)
+			for j, x := range g {
+				t[j] += x
 			}
+			dt.store(dst, t)
 		}
 	})
 }

@@ -1,7 +1,6 @@
 package cpu
 
 import (
-	"cmp"
 	"math"
 	"slices"
 
@@ -24,7 +23,8 @@ func (b *Backend) Sample(ids, logits, u *engine.Tensor, p engine.SampleParams) {
 	})
 }
 
-// sampleRow draws one index from row (which it overwrites) with uniform u.
+// sampleRow draws one index from row (which it overwrites) with uniform u,
+// as worker w (whose key scratch it uses).
 func (b *Backend) sampleRow(w int, row []float32, u float32, p engine.SampleParams) int {
 	if p.Temperature <= 0 {
 		best := 0
@@ -50,31 +50,75 @@ func (b *Backend) sampleRow(w int, row []float32, u float32, p engine.SamplePara
 	if p.TopP <= 0 || p.TopP >= 1 {
 		return drawIndexOrder(row, float64(u)*total)
 	}
-	// Nucleus: rank by weight, descending, ties by index.
-	b.iscratch[w] = grow(b.iscratch[w], len(row))
-	order := b.iscratch[w]
-	for j := range order {
-		order[j] = int32(j)
+	// Nucleus: rank by weight, descending, ties by index; keep the shortest
+	// prefix of that order whose running sum (f64, in that order) reaches
+	// TopP·total.
+	target := float64(p.TopP) * total
+	keys, keep, mass, ok := nucleusPrefix(row, target, b.keys[w][:0])
+	if !ok { // the heavy tokens fell short: rank them all (all are kept if the sum never reaches target)
+		keys, keep, mass, _ = rankedPrefix(row, target, 0, keys[:0])
 	}
-	slices.SortFunc(order, func(x, y int32) int {
-		if c := cmp.Compare(row[y], row[x]); c != 0 {
-			return c
-		}
-		return cmp.Compare(x, y)
-	})
-	keep, mass := 0, 0.0
-	for keep < len(order) {
-		mass += float64(row[order[keep]])
-		keep++
-		if mass >= float64(p.TopP)*total {
-			break
+	// Zero the tokens outside the nucleus (every key after the last kept one
+	// in the ranking), then draw in index order.
+	lastKept := keys[keep-1]
+	for j, e := range row {
+		if rankKey(e, j) > lastKept {
+			row[j] = 0
 		}
 	}
-	// Zero the tokens outside the nucleus, then draw in index order.
-	for _, j := range order[keep:] {
-		row[j] = 0
-	}
+	b.keys[w] = keys // kept for the worker's next row
 	return drawIndexOrder(row, float64(u)*mass)
+}
+
+// rankKey orders the tokens of a row of non-negative weights heaviest first,
+// lower index first among equal weights: ascending keys are that ranking
+// (the bits of a non-negative float order like its value).
+func rankKey(e float32, j int) uint64 {
+	return uint64(^math.Float32bits(e))<<32 | uint64(uint32(j))
+}
+
+// rankedPrefix ranks the tokens whose weight bits are at least minBits and
+// returns their keys in rank order, with the length keep of the shortest
+// prefix whose running sum in that order reaches target, and that sum; when
+// even all of them fall short, keep is all of them and ok is false.
+func rankedPrefix(row []float32, target float64, minBits uint32, keys []uint64) ([]uint64, int, float64, bool) {
+	for j, e := range row {
+		if math.Float32bits(e) >= minBits {
+			keys = append(keys, rankKey(e, j))
+		}
+	}
+	slices.Sort(keys)
+	mass := 0.0
+	for k, key := range keys {
+		mass += float64(math.Float32frombits(^uint32(key >> 32)))
+		if mass >= target {
+			return keys, k + 1, mass, true
+		}
+	}
+	return keys, len(keys), mass, false
+}
+
+// nucleusPrefix is rankedPrefix over just the heaviest tokens that can hold
+// the nucleus: a histogram of the weights by their top 16 bits (f64 sums
+// per bucket) finds the highest bucket from which the mass of all heavier
+// ones reaches target with a margin far above the rounding of either sum;
+// the tokens from that bucket up are ranked (a prefix of the full ranking,
+// so the running sums and the result are those of ranking every token).
+// ok is false when the margin is not met.
+func nucleusPrefix(row []float32, target float64, keys []uint64) ([]uint64, int, float64, bool) {
+	var hist [1 << 15]float64 // finite weights are ≤ 1: top 16 bits ≤ 0x3f80
+	for _, e := range row {
+		hist[math.Float32bits(e)>>16&(1<<15-1)] += float64(e)
+	}
+	need := target * (1 + 1e-9)
+	above := 0.0
+	for top := len(hist) - 1; top >= 0; top-- {
+		above += hist[top]
+		if above >= need {
+			return rankedPrefix(row, target, uint32(top)<<16, keys)
+		}
+	}
+	return keys, 0, 0, false
 }
 
 // drawIndexOrder returns the first index at which the running sum of the

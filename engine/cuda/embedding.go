@@ -19,7 +19,8 @@ func (b *Backend) Embedding(out, table, ids *engine.Tensor) {
 func (b *Backend) EmbeddingBackward(dTable, dOut, ids *engine.Tensor) {
 	n, v, d := engine.EmbeddingShape("EmbeddingBackward", dOut, dTable, ids)
 	b.launch("EmbeddingBackward", func(str C.cudaStream_t) C.cudaError_t {
+		ws := b.workspace(int(C.tw_embedding_backward_workspace(i64(n))))
 		return C.tw_embedding_backward(ptr(dTable), dt(dTable), ptr(dOut), dt(dOut), iptr(ids),
-			i64(n), i64(v), i64(d), str)
+			i64(n), i64(v), i64(d), devPtr(ws), str)
 	})
 }

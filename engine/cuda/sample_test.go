@@ -93,3 +93,46 @@ func TestSampleTies(t *testing.T) {
 		}
 	}
 }
+
+// TestSampleChunks: rows split over many chunks — ties at the nucleus
+// boundary that are kept only in part and span chunks, a vocabulary of
+// Llama 3's size, and one over 256 chunks of 4096 (larger chunks) — draw the
+// CPU backend's ids, and a rerun draws the same.
+func TestSampleChunks(t *testing.T) {
+	g, c := newBackend(t), cpu.New(cpu.Options{})
+	for _, cs := range []struct {
+		rows, v, grid int
+		sp            engine.SampleParams
+	}{
+		{5, 10000, 1, engine.SampleParams{Temperature: 1, TopP: 0.6}},  // all tied: 6000 kept, over two chunks
+		{4, 12289, 3, engine.SampleParams{Temperature: 1, TopP: 0.45}}, // three values, a partial tie group
+		{3, 128256, 64, engine.SampleParams{Temperature: 0.8, TopP: 0.9}},
+		{3, 128256, 64, engine.SampleParams{Temperature: 1}},
+		{3, 128256, 64, engine.SampleParams{}},
+		{2, 1100003, 1000, engine.SampleParams{Temperature: 1, TopP: 0.95}},
+	} {
+		for _, dt := range []engine.DType{engine.F32, engine.BF16} {
+			t.Run(fmt.Sprintf("%v/V=%d/T=%g_p=%g", dt, cs.v, cs.sp.Temperature, cs.sp.TopP), func(t *testing.T) {
+				r := enginetest.Rand(uint64(cs.v + cs.grid))
+				lv := make([]float32, cs.rows*cs.v)
+				for i := range lv {
+					lv[i] = dt.Round(float32(r.IntN(cs.grid)) * 0.0625)
+				}
+				uv := make([]float32, cs.rows)
+				for i := range uv {
+					uv[i] = float32(r.Float64())
+				}
+				uv[0] = 0.999
+				want := draw(c, dt, lv, uv, cs.rows, cs.v, cs.sp)
+				for run := 0; run < 2; run++ {
+					got := draw(g, dt, lv, uv, cs.rows, cs.v, cs.sp)
+					for i := range got {
+						if got[i] != want[i] {
+							t.Fatalf("run %d, row %d (u=%g): drew %d, CPU %d", run, i, uv[i], got[i], want[i])
+						}
+					}
+				}
+			})
+		}
+	}
+}

@@ -1,0 +1,82 @@
+package cpu
+
+import (
+	"cmp"
+	"fmt"
+	"math"
+	"slices"
+	"testing"
+
+	"github.com/turnwise/turnwise/engine"
+	"github.com/turnwise/turnwise/engine/enginetest"
+)
+
+// sampleRowSorted is the nucleus rule by a full sort of the row, as this
+// backend drew before the histogram prefilter: the ids must not change.
+func sampleRowSorted(row []float32, u float32, p engine.SampleParams) int {
+	m := float32(math.Inf(-1))
+	for _, x := range row {
+		m = max(m, x)
+	}
+	inv := 1 / p.Temperature
+	var total float64
+	for j, x := range row {
+		e := float32(math.Exp(float64((x - m) * inv)))
+		row[j] = e
+		total += float64(e)
+	}
+	if p.TopP <= 0 || p.TopP >= 1 {
+		return drawIndexOrder(row, float64(u)*total)
+	}
+	order := make([]int32, len(row))
+	for j := range order {
+		order[j] = int32(j)
+	}
+	slices.SortFunc(order, func(x, y int32) int {
+		if c := cmp.Compare(row[y], row[x]); c != 0 {
+			return c
+		}
+		return cmp.Compare(x, y)
+	})
+	keep, mass := 0, 0.0
+	for keep < len(order) {
+		mass += float64(row[order[keep]])
+		keep++
+		if mass >= float64(p.TopP)*total {
+			break
+		}
+	}
+	for _, j := range order[keep:] {
+		row[j] = 0
+	}
+	return drawIndexOrder(row, float64(u)*mass)
+}
+
+// TestSampleNucleusPrefilter: the nucleus found by ranking only the heavy
+// tokens draws what ranking the whole row draws, on rows with many ties
+// (coarse grids), smooth rows, peaked and flat ones, and top-p near 0 and 1.
+func TestSampleNucleusPrefilter(t *testing.T) {
+	b := New(Options{})
+	for _, cs := range []struct {
+		v, grid int
+		step    float32
+	}{{50, 4, 0.25}, {4099, 8, 0.25}, {20011, 64, 0.0625}, {128256, 1 << 20, 1e-5}, {30000, 1, 1}, {1000, 200, 0.5}} {
+		for _, sp := range []engine.SampleParams{{Temperature: 1, TopP: 0.9}, {Temperature: 0.7, TopP: 0.5}, {Temperature: 2, TopP: 0.01},
+			{Temperature: 1, TopP: 0.999999}, {Temperature: 0.3, TopP: 0.3}} {
+			t.Run(fmt.Sprintf("V=%d_grid=%d/T=%g_p=%g", cs.v, cs.grid, sp.Temperature, sp.TopP), func(t *testing.T) {
+				r := enginetest.Rand(uint64(cs.v*7 + cs.grid))
+				row := make([]float32, cs.v)
+				for k := 0; k < 8; k++ {
+					for j := range row {
+						row[j] = float32(r.IntN(cs.grid)) * cs.step
+					}
+					u := float32(r.Float64())
+					want := sampleRowSorted(append([]float32(nil), row...), u, sp)
+					if got := b.sampleRow(0, append([]float32(nil), row...), u, sp); got != want {
+						t.Fatalf("draw %d (u=%g): %d, the full sort draws %d", k, u, got, want)
+					}
+				}
+			})
+		}
+	}
+}
