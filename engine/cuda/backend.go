@@ -32,7 +32,8 @@ type Options struct {
 	// (the zero value: the kernels' defaults).
 	Attention AttentionConfig
 	// NoGraphs makes Record refuse, so that callers run every op one by
-	// one (for comparing the two, or ruling graphs out).
+	// one (for comparing the two, or ruling graphs out); TW_CUDA_GRAPHS=0
+	// in the environment does the same for every backend.
 	NoGraphs bool
 }
 
@@ -86,7 +87,7 @@ func New(opt Options) (*Backend, error) {
 		syncEach:  os.Getenv("TW_CUDA_SYNC") == "1",
 		lt:        lt,
 		timers:    map[*Timer]struct{}{},
-		noGraphs:  opt.NoGraphs,
+		noGraphs:  opt.NoGraphs || os.Getenv("TW_CUDA_GRAPHS") == "0",
 	}, nil
 }
 

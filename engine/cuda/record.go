@@ -26,13 +26,13 @@ type recording struct {
 // captures fails the capture instead of being baked in) and the graph is
 // instantiated. A panic in fn — an op that cannot be captured panics with
 // the runtime's error — ends the capture and becomes Record's error. It
-// refuses with Options.NoGraphs, and with TW_CUDA_SYNC=1, whose
+// refuses with Options.NoGraphs or TW_CUDA_GRAPHS=0, and with TW_CUDA_SYNC=1, whose
 // synchronisation after every op a capture cannot hold. Recordings must be
 // freed before the backend is closed.
 func (b *Backend) Record(fn func()) (_ engine.Recording, err error) {
 	switch {
 	case b.noGraphs:
-		return nil, errors.New("cuda: recording: graphs are turned off (Options.NoGraphs)")
+		return nil, errors.New("cuda: recording: graphs are turned off (Options.NoGraphs or TW_CUDA_GRAPHS=0)")
 	case b.syncEach:
 		return nil, errors.New("cuda: recording: TW_CUDA_SYNC=1 synchronises after every op, which a graph cannot hold")
 	case b.rec != nil:

@@ -25,6 +25,17 @@ func TestRecordReplay(t *testing.T) {
 	if _, err := plain.Record(func() {}); err == nil {
 		t.Fatal("Record with Options.NoGraphs succeeded")
 	}
+	t.Run("TW_CUDA_GRAPHS=0", func(t *testing.T) {
+		t.Setenv("TW_CUDA_GRAPHS", "0")
+		off, err := New(Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer off.Close()
+		if _, err := off.Record(func() {}); err == nil || !strings.Contains(err.Error(), "TW_CUDA_GRAPHS=0") {
+			t.Fatalf("Record with TW_CUDA_GRAPHS=0: error %v, want one naming the variable", err)
+		}
+	})
 
 	type state struct{ x, w, y, cache, rows *engine.Tensor }
 	newState := func(be engine.Backend) state {
