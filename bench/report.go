@@ -384,13 +384,13 @@ func (p *printer) steps(m *Result) {
 			mfu = fmt.Sprintf("%.1f%%", 100*s.MFU)
 		}
 		if s.Error != "" {
-			rows = append(rows, []string{s.Name, s.Impl, s.GEMM, fmt.Sprint(s.Tokens), "error: " + s.Error, "", "", "", "", "", ""})
+			rows = append(rows, []string{s.Name, s.Impl, s.GEMM, fmt.Sprint(s.Tokens), "error: " + s.Error, "", "", "", "", "", "", ""})
 			continue
 		}
 		rows = append(rows, []string{s.Name, s.Impl, s.GEMM, fmt.Sprint(s.Tokens), seconds(s.Median), fmt.Sprintf("%.0f", s.TokensPerS),
-			mfu, FormatBytes(s.PeakBytes), FormatBytes(s.DeviceUsedBytes), ratio, memRatio})
+			mfu, FormatBytes(s.PeakBytes), FormatBytes(s.DeviceUsedBytes), count(s.Launches), ratio, memRatio})
 	}
-	p.table([]string{"step", "impl", "GEMM", "tokens", "time", "tokens/s", "MFU", "peak memory", "device used",
+	p.table([]string{"step", "impl", "GEMM", "tokens", "time", "tokens/s", "MFU", "peak memory", "device used", "launches",
 		"tokens/s over " + TorchPEFT, "peak memory over " + TorchPEFT}, rows)
 	for _, c := range counts {
 		p.line("- FLOPs counted: %s", c)
@@ -429,12 +429,22 @@ func (p *printer) generation(m *Result) {
 			ratio = fmt.Sprintf("%.2f×", g.TokensPerS/peer.TokensPerS)
 		}
 		if g.Error != "" {
-			rows = append(rows, []string{g.Name, g.Impl, g.GEMM, g.Phase, fmt.Sprint(g.Batch), "error: " + g.Error, "", ""})
+			rows = append(rows, []string{g.Name, g.Impl, g.GEMM, g.Phase, fmt.Sprint(g.Batch), "error: " + g.Error, "", "", "", ""})
 			continue
 		}
-		rows = append(rows, []string{g.Name, g.Impl, g.GEMM, g.Phase, fmt.Sprint(g.Batch), seconds(g.Median), fmt.Sprintf("%.0f", g.TokensPerS), ratio})
+		rows = append(rows, []string{g.Name, g.Impl, g.GEMM, g.Phase, fmt.Sprint(g.Batch), seconds(g.Median), fmt.Sprintf("%.0f", g.TokensPerS),
+			count(g.Launches), count(g.Calls), ratio})
 	}
-	p.table([]string{"generation", "impl", "GEMM", "phase", "batch", "time", "tokens/s", "tokens/s over " + TorchHF}, rows)
+	p.table([]string{"generation", "impl", "GEMM", "phase", "batch", "time", "tokens/s", "launches per step", "host calls per step",
+		"tokens/s over " + TorchHF}, rows)
+}
+
+// count formats a count per step, "" when there is none.
+func count(n float64) string {
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%.0f", n)
 }
 
 // gemmTag is " (GEMM gemm)" for our entries that record their GEMM, else "".

@@ -134,7 +134,10 @@ type Step struct {
 	// driver reports it) after the timed steps: everything, the context included.
 	DeviceUsedBytes int64   `json:"device_used_bytes,omitempty"`
 	InitS           float64 `json:"init_s,omitempty"` // building the model and adapters
-	Error           string  `json:"error,omitempty"`
+	// Launches are our step's kernels, device copies and memsets, per step
+	// (engine.LaunchCounter; absent where the backend does not count).
+	Launches float64 `json:"launches_per_step,omitempty"`
+	Error    string  `json:"error,omitempty"`
 }
 
 // Generation is the prefill or decode phase of generation at one batch size.
@@ -150,7 +153,14 @@ type Generation struct {
 	Runs       []float64 `json:"runs_s,omitempty"`
 	Median     float64   `json:"median_s,omitempty"`
 	TokensPerS float64   `json:"tokens_per_s,omitempty"`
-	Error      string    `json:"error,omitempty"`
+	// Launches are our kernels, device copies and memsets per step — the
+	// prefill, or one decoding step (a token per sequence) — and Calls the
+	// host's calls that queued them, a replayed recording of a step (a
+	// CUDA graph) being one (engine.LaunchCounter; both absent where the
+	// backend does not count).
+	Launches float64 `json:"launches_per_step,omitempty"`
+	Calls    float64 `json:"calls_per_step,omitempty"`
+	Error    string  `json:"error,omitempty"`
 }
 
 // ShortGEMM names a GEMM as the result tables do: "cublaslt" for any

@@ -32,10 +32,11 @@ func sample() *Result {
 		r.Kernels = append(r.Kernels, k)
 	}
 	s := Step{Name: "lora_step/llama-3.1-8b/T2048/r16", Impl: Ours, GEMM: CuBLASLt, Model: "llama-3.1-8b", Seqs: 1, SeqLen: 2048, Tokens: 2048,
-		LoRARank: 16, FLOPsPerToken: 3.1e10, FLOPCount: "4N", PeakBytes: 20 << 30, PeakWhat: "allocator", DeviceUsedBytes: 21 << 30, InitS: 12}
+		LoRARank: 16, FLOPsPerToken: 3.1e10, FLOPCount: "4N", PeakBytes: 20 << 30, PeakWhat: "allocator", DeviceUsedBytes: 21 << 30, InitS: 12, Launches: 1893}
 	s.SetRuns([]float64{0.5, 0.52, 0.51}, 989.4, "spec")
 	r.Steps = []Step{s, {Name: "lora_step/llama-3.1-8b/T8192/r16", Impl: Ours, GEMM: CuBLASLt, Error: "out of memory"}}
-	gen := Generation{Name: "decode/llama-3.1-8b/b16/p512/n64", Impl: Ours, GEMM: CuBLASLt, Model: "llama-3.1-8b", Phase: "decode", Batch: 16, Prompt: 512, NewTokens: 64}
+	gen := Generation{Name: "decode/llama-3.1-8b/b16/p512/n64", Impl: Ours, GEMM: CuBLASLt, Model: "llama-3.1-8b", Phase: "decode", Batch: 16, Prompt: 512, NewTokens: 64,
+		Launches: 452, Calls: 1.05}
 	gen.SetRuns([]float64{0.4, 0.41, 0.39}, 16*64)
 	r.Generation = []Generation{gen}
 	return r

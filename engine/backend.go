@@ -10,6 +10,8 @@
 //	backend.go     Backend, every op's contract, and the op parameters
 //	               (GemmParams, AttentionParams, GELUKind, AdamWParams,
 //	               SampleParams)
+//	record.go      Recorder and Recording: ops recorded once and replayed
+//	               (CUDA graphs), and LaunchCounter
 //	tensor.go      Tensor, Shape, Buffer, Device, and the MustShape,
 //	               MustDType, MustSameShape checks
 //	dtype.go       DType and its conversions and rounding (bf16, f16)
@@ -145,6 +147,13 @@ type Backend interface {
 
 	// Copy: dst = src. Same dtype and element count (shapes may differ).
 	Copy(dst, src *Tensor)
+	// ScatterRows copies src's rows to the rows of dst that rows names:
+	// dst[rows[i], …] = src[i, …] for every i; other rows of dst are left
+	// as they are. The indices are read on the device, so a recorded
+	// ScatterRows (see Recorder) writes wherever rows points when replayed.
+	//   dst [R, …], src [N, …] of dst's dtype and row shape, rows [N] i32,
+	//   distinct, in [0, R)
+	ScatterRows(dst, src, rows *Tensor)
 	// Fill sets every element of a float tensor to v (rounded to its dtype).
 	Fill(x *Tensor, v float32)
 	// Cast: dst = src converted element-wise, any of f32, bf16, f16 to any

@@ -259,3 +259,15 @@ func SampleShape(ids, logits, u *Tensor) (b, v int) {
 	MustDType("Sample", "u", u, F32)
 	return b, v
 }
+
+// ScatterRowsShape checks ScatterRows and returns the source rows n and the
+// bytes of one row.
+func ScatterRowsShape(dst, src, rows *Tensor) (n, rowBytes int) {
+	if dst.Rank() < 1 || src.Rank() != dst.Rank() || !src.Shape()[1:].Equal(dst.Shape()[1:]) || src.DType() != dst.DType() {
+		panic(fmt.Sprintf("engine: ScatterRows: src %v must have dst %v's dtype and row shape", src, dst))
+	}
+	n = src.Dim(0)
+	MustDType("ScatterRows", "rows", rows, I32)
+	MustShape("ScatterRows", "rows", rows, n)
+	return n, dst.Shape()[1:].Numel() * dst.DType().Size()
+}

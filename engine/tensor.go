@@ -200,3 +200,25 @@ func MustSameShape(op string, a, b *Tensor) {
 		panic(fmt.Sprintf("engine: %s: shape mismatch: %v vs %v", op, a.shape, b.shape))
 	}
 }
+
+// Stacked returns the tensor whose consecutive row blocks ts are — a view
+// of their buffer, [Σ rows, …] — when they lie end to end in one buffer in
+// that order, with one dtype and row shape; otherwise nil.
+func Stacked(ts ...*Tensor) *Tensor {
+	if len(ts) == 0 || ts[0] == nil || ts[0].Rank() == 0 {
+		return nil
+	}
+	first := ts[0]
+	off := first.off
+	rows := 0
+	for _, t := range ts {
+		if t == nil || t.buf != first.buf || t.dtype != first.dtype || t.Rank() != first.Rank() ||
+			!t.shape[1:].Equal(first.shape[1:]) || t.off != off {
+			return nil
+		}
+		off += t.Bytes()
+		rows += t.shape[0]
+	}
+	shape := append(Shape{rows}, first.shape[1:]...)
+	return &Tensor{buf: first.buf, off: first.off, shape: shape, dtype: first.dtype}
+}

@@ -165,3 +165,26 @@ func TestNewTensorAlignment(t *testing.T) {
 		})
 	}
 }
+
+func TestStacked(t *testing.T) {
+	b := cpu.New(cpu.Options{Threads: 1})
+	buf, _ := b.NewBuffer(4 * 24)
+	other, _ := b.NewBuffer(4 * 24)
+	all := engine.NewTensor(buf, 0, engine.F32, 6, 4)
+	x, y, z := all.Rows(0, 1), all.Rows(1, 3), all.Rows(3, 6)
+	if s := engine.Stacked(x, y, z); s == nil || !s.Shape().Equal(engine.Shape{6, 4}) || s.Offset() != 0 {
+		t.Errorf("Stacked(rows 0, 1–2, 3–5) = %v, want all 6 rows", s)
+	}
+	if s := engine.Stacked(y, z); s == nil || !s.Shape().Equal(engine.Shape{5, 4}) || s.Offset() != 16 {
+		t.Errorf("Stacked(rows 1–2, 3–5) = %v, want rows 1–5", s)
+	}
+	for name, ts := range map[string][]*engine.Tensor{
+		"out of order": {y, x}, "a gap": {x, z}, "a nil": {x, nil},
+		"another buffer": {x, engine.NewTensor(other, 16, engine.F32, 2, 4)},
+		"another width":  {x, engine.NewTensor(buf, 16, engine.F32, 4, 2)},
+	} {
+		if s := engine.Stacked(ts...); s != nil {
+			t.Errorf("%s: Stacked = %v, want nil", name, s)
+		}
+	}
+}

@@ -9,6 +9,9 @@
 //   grid and block are dim3 or integers; a dim3 with several extents must be
 //   written dim3(x, y) (a braced {x, y} would split at its comma). The
 //   launch's error, if any, is returned by cudaGetLastError() afterwards.
+//   Each launch is counted on the calling host thread (tw_launch_count in
+//   kernels.h), the macro being the one place kernels are launched from; it
+//   expands to an expression, so it may stand wherever a kernel call may.
 //
 // Dynamic shared memory: declare it as
 //   extern __shared__ unsigned char smem[];
@@ -28,10 +31,15 @@
 
 #include <atomic>
 
+// Counts one launch on the calling host thread (launch.cu).
+extern "C" void tw_count_launch(void);
+
 #ifdef __CUDACC__
-#define LAUNCH(grid, block, smem, stream, ...) __VA_ARGS__<<<(grid), (block), (smem), (stream)>>>
+#define LAUNCH(grid, block, smem, stream, ...) \
+	tw_count_launch(), __VA_ARGS__<<<(grid), (block), (smem), (stream)>>>
 #else
-#define LAUNCH(grid, block, smem, stream, ...) TW_EMU_LAUNCH(grid, block, smem, stream, __VA_ARGS__)
+#define LAUNCH(grid, block, smem, stream, ...) \
+	tw_count_launch(), TW_EMU_LAUNCH(grid, block, smem, stream, __VA_ARGS__)
 #endif
 
 // TW_UNROLL and TW_UNROLL_BY(n) unroll the loop that follows (fully, or n

@@ -50,6 +50,21 @@ extern "C" {
 /* Element types, numbered as engine.DType. */
 typedef enum { TW_F32 = 0, TW_BF16 = 1, TW_F16 = 2, TW_I32 = 3 } tw_dtype;
 
+/* ---- launch.cu ----------------------------------------------------------- */
+
+/* The number of kernels launched from the calling host thread so far: every
+ * launch of every launcher, whether it succeeded or not. A launcher's
+ * launches are the difference of two reads around its call, made on the
+ * thread that calls it. */
+int64_t tw_launch_count(void);
+
+/* ---- rows.cu ------------------------------------------------------------- */
+
+/* engine.Backend.ScatterRows: dst [r, row_bytes/size] and src [n, …] of one
+ * dtype, rows [n]; the copy moves bytes, so any dtype is accepted. */
+cudaError_t tw_scatter_rows(void *dst, const void *src, const int32_t *rows, int64_t n, int64_t row_bytes,
+                            cudaStream_t stream);
+
 /* ---- elementwise.cu ------------------------------------------------------ */
 
 /* engine.Backend.Fill: x [n] dt. */

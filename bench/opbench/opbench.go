@@ -325,6 +325,17 @@ func MemoryCases(c Config, dt engine.DType) []Case {
 			x, o := filled(b, dt, 1, n, d), engine.MustAlloc(b, engine.F32, n, d)
 			return func() { b.Cast(o, x) }
 		}},
+		// The keys of a batch's tokens written to their rows of a KV cache
+		// of twice as many rows (every other row).
+		{Name: name("scatter_rows"), Bytes: 2*int64(n*c.KVHeads*hd)*es + int64(4*n), Setup: func(b engine.Backend) func() {
+			src, cache := filled(b, dt, 1, n, c.KVHeads*hd), engine.MustAlloc(b, dt, 2*n, c.KVHeads*hd)
+			rows := make([]int32, n)
+			for i := range rows {
+				rows[i] = int32(2 * i)
+			}
+			r := engine.FromI32(b, rows, n)
+			return func() { b.ScatterRows(cache, src, r) }
+		}},
 		{Name: name("embedding"), Bytes: 2*nd*es + int64(4*n), Setup: func(b engine.Backend) func() {
 			t, o, id := filled(b, dt, 1, v, d), engine.MustAlloc(b, dt, n, d), ids(b, n, v)
 			return func() { b.Embedding(o, t, id) }

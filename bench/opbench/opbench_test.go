@@ -15,7 +15,7 @@ func TestEveryOpHasACase(t *testing.T) {
 	notOps := map[string]bool{"Name": true, "Device": true, "NewBuffer": true, "FreeBuffer": true,
 		"Upload": true, "Download": true, "Sync": true}
 	prefix := map[string]string{
-		"Copy": "copy/", "Fill": "fill/", "Cast": "cast_", "Add": "add/",
+		"Copy": "copy/", "ScatterRows": "scatter_rows/", "Fill": "fill/", "Cast": "cast_", "Add": "add/",
 		"Gemm": "gemm/", "Embedding": "embedding/", "EmbeddingBackward": "embedding_backward/",
 		"RMSNorm": "rmsnorm/", "AddRMSNorm": "add_rmsnorm/", "RMSNormBackward": "rmsnorm_backward/",
 		"RoPE": "rope/", "RoPEBackward": "rope_backward/", "Attention": "attention/fwd/",

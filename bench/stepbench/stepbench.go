@@ -131,7 +131,11 @@ func Run(b engine.Backend, memInfo func() (free, total int64, err error), peak P
 			m.Recompute = rc
 			m.TrimPool()
 			tr.ResetPeak()
+			ops0, _, counts := engine.Launches(b)
 			runs, err := trainSteps(m, ad, tp, randomBatch(rng, c.Vocab, seq), o.Steps)
+			if ops1, _, _ := engine.Launches(b); counts && err == nil {
+				s.Launches = float64(ops1-ops0) / float64(len(runs)+1) // the warm-up step too
+			}
 			if err != nil {
 				s.Error = err.Error()
 				logf("%s: %v", s.Name, err)
@@ -160,13 +164,14 @@ func Run(b engine.Backend, memInfo func() (free, total int64, err error), peak P
 			Model: o.Model, Phase: "prefill", Batch: batch, Prompt: o.Prompt}
 		dec := pre
 		dec.Name, dec.Phase, dec.NewTokens = GenerationName("decode", o.Model, batch, o.Prompt, o.NewTokens), "decode", o.NewTokens
-		preRuns, decRuns, err := generate(m, prompts, o.NewTokens, o.GenReps)
+		preRuns, decRuns, err := generate(m, prompts, o.NewTokens, o.GenReps, &pre, &dec)
 		if err != nil {
 			pre.Error, dec.Error = err.Error(), err.Error()
 		} else {
 			pre.SetRuns(preRuns, batch*o.Prompt)
 			dec.SetRuns(decRuns, batch*o.NewTokens)
-			logf("%s: %.0f tokens/s; %s: %.0f tokens/s", pre.Name, pre.TokensPerS, dec.Name, dec.TokensPerS)
+			logf("%s: %.0f tokens/s; %s: %.0f tokens/s, %s launches in %s calls per step", pre.Name, pre.TokensPerS, dec.Name, dec.TokensPerS,
+				fmt.Sprintf("%.0f", dec.Launches), fmt.Sprintf("%.1f", dec.Calls))
 		}
 		gens = append(gens, pre, dec)
 	}
@@ -227,9 +232,11 @@ func trainSteps(m *llama.Model, ad *llama.Adapter, tp *trainer.Params, bt llama.
 
 // generate times, reps times after one warm-up, the prefill of prompts into
 // a fresh cache and then newTokens greedy decoding steps of every sequence
-// (sampling, reading the tokens back, and the next forward, as Generate
-// does), returning the seconds of each phase.
-func generate(m *llama.Model, prompts [][]int32, newTokens, reps int) (prefill, decode []float64, err error) {
+// (Decode: its forward, sampling and reading the tokens back; the sampling
+// of the prefill's logits, which precedes them, included), returning the
+// seconds of each phase; pre and dec receive the launches per step of the
+// last repetition where the backend counts them.
+func generate(m *llama.Model, prompts [][]int32, newTokens, reps int, pre, dec *bench.Generation) (prefill, decode []float64, err error) {
 	b := m.Backend()
 	defer func() {
 		if r := recover(); r != nil {
@@ -237,33 +244,28 @@ func generate(m *llama.Model, prompts [][]int32, newTokens, reps int) (prefill, 
 		}
 	}()
 	s := len(prompts)
-	ids, u := engine.MustAlloc(b, engine.I32, s), engine.MustAlloc(b, engine.F32, s)
-	defer b.FreeBuffer(ids.Buffer())
-	defer b.FreeBuffer(u.Buffer())
 	for r := 0; r <= reps; r++ {
 		kc, err := m.NewCache(s, len(prompts[0])+newTokens)
 		if err != nil {
 			return nil, nil, err
 		}
+		ops0, calls0, _ := engine.Launches(b)
 		t0 := time.Now()
 		logits, err := m.Forward(kc, prompts, nil)
 		if err == nil {
 			err = b.Sync()
 		}
 		t1 := time.Now()
-		for step := 0; step < newTokens && err == nil; step++ {
-			b.Sample(ids, logits, u, engine.SampleParams{})
-			tok := engine.ToI32(b, ids)
-			next := make([][]int32, s)
-			for i := range next {
-				next[i] = tok[i : i+1]
-			}
-			logits, err = m.Forward(kc, next, nil)
+		ops1, calls1, _ := engine.Launches(b)
+		if err == nil {
+			// MaxNew newTokens+1: newTokens forwards, no stop token.
+			_, err = m.Decode(kc, logits, llama.GenerateOptions{MaxNew: newTokens + 1})
 		}
 		if err == nil {
 			err = b.Sync()
 		}
 		t2 := time.Now()
+		ops2, calls2, _ := engine.Launches(b)
 		for l := range kc.K {
 			b.FreeBuffer(kc.K[l].Buffer())
 			b.FreeBuffer(kc.V[l].Buffer())
@@ -275,6 +277,8 @@ func generate(m *llama.Model, prompts [][]int32, newTokens, reps int) (prefill, 
 			prefill = append(prefill, t1.Sub(t0).Seconds())
 			decode = append(decode, t2.Sub(t1).Seconds())
 		}
+		pre.Launches, pre.Calls = float64(ops1-ops0), float64(calls1-calls0)
+		dec.Launches, dec.Calls = float64(ops2-ops1)/float64(newTokens), float64(calls2-calls1)/float64(newTokens)
 	}
 	return prefill, decode, nil
 }

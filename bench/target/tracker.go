@@ -59,3 +59,14 @@ func (t *Tracker) FreeAll() {
 		t.FreeBuffer(buf)
 	}
 }
+
+// Record records through the wrapped backend (engine.Record), so that a
+// model on the tracker can replay recorded steps where the backend can.
+func (t *Tracker) Record(fn func()) (engine.Recording, error) { return engine.Record(t.Backend, fn) }
+
+// Launches returns the wrapped backend's launch counts (engine.Launches),
+// zeros where it does not count.
+func (t *Tracker) Launches() (ops, calls int64) {
+	ops, calls, _ = engine.Launches(t.Backend)
+	return ops, calls
+}

@@ -31,6 +31,10 @@ type Options struct {
 	// Attention sets the attention kernels' tile sizes and pipeline depths
 	// (the zero value: the kernels' defaults).
 	Attention AttentionConfig
+	// NoGraphs makes Record refuse, so that callers run every op one by
+	// one (for comparing the two, or ruling graphs out); TW_CUDA_GRAPHS=0
+	// in the environment does the same for every backend.
+	NoGraphs bool
 }
 
 // Backend implements engine.Backend with the kernels of kernels/*.cu. It is
@@ -50,6 +54,12 @@ type Backend struct {
 	wsSize    int
 	lt        *cublasLt // cuBLASLt state for GEMM "cublas" (cuda tag only), made on first use
 	timers    map[*Timer]struct{}
+
+	ops, calls int64      // Launches
+	noGraphs   bool       // Options.NoGraphs
+	rec        *recording // the recording under way (Record), or nil
+	recordings int        // recordings alive
+	retired    []uintptr  // workspaces outgrown while recordings were alive
 }
 
 var _ engine.Backend = (*Backend)(nil)
@@ -77,6 +87,7 @@ func New(opt Options) (*Backend, error) {
 		syncEach:  os.Getenv("TW_CUDA_SYNC") == "1",
 		lt:        lt,
 		timers:    map[*Timer]struct{}{},
+		noGraphs:  opt.NoGraphs || os.Getenv("TW_CUDA_GRAPHS") == "0",
 	}, nil
 }
 
@@ -131,6 +142,7 @@ func (b *Backend) Close() error {
 		errs = append(errs, t.destroy())
 	}
 	errs = append(errs, b.closeCUBLAS())
+	b.freeRetired()
 	if b.ws != 0 {
 		b.dev.free(b.ws)
 		b.ws, b.wsSize = 0, 0

@@ -43,6 +43,7 @@ func (b *Backend) NewBuffer(nbytes int) (engine.Buffer, error) {
 		b.dev.free(a)
 		return nil, fmt.Errorf("cuda: zeroing %d bytes: %w", nbytes, err)
 	}
+	b.count(1)
 	return &devBuffer{addr: a, size: nbytes, dev: b.Device()}, nil
 }
 

@@ -206,6 +206,7 @@ func (b *Backend) cublasGemm(c, a, bm *engine.Tensor, p engine.GemmParams, g eng
 			panic(fmt.Sprintf("cuda: cublasLtMatmul (C %v, A %v, B %v): status %d", c, a, bm, int(st)))
 		}
 		ran = true
+		b.count(1)
 		return C.cudaSuccess
 	})
 	return ran

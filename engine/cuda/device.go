@@ -3,6 +3,7 @@
 package cuda
 
 // #include <cuda_runtime_api.h>
+// #include "kernels.h"
 import "C"
 
 import (
@@ -67,8 +68,26 @@ func (b *Backend) exit() { runtime.UnlockOSThread() }
 func (b *Backend) launch(op string, fn func(s C.cudaStream_t) C.cudaError_t) {
 	b.enter()
 	defer b.exit()
-	b.check(op, fn(b.stream))
+	before := C.tw_launch_count()
+	e := fn(b.stream)
+	b.count(int64(C.tw_launch_count() - before))
+	b.check(op, e)
 }
+
+// count adds n launches (kernels, copies, memsets queued on the stream) to
+// the backend's count, or to the recording's while one is under way.
+func (b *Backend) count(n int64) {
+	if b.rec != nil {
+		b.rec.launches += n
+		return
+	}
+	b.ops += n
+	b.calls += n
+}
+
+// Launches implements engine.LaunchCounter. Each cuBLASLt matmul counts as
+// one kernel.
+func (b *Backend) Launches() (ops, calls int64) { return b.ops, b.calls }
 
 // check turns a launcher's result into a panic naming the op: launch
 // failures are kernel or programming errors, not a user's. With
@@ -108,14 +127,20 @@ func rtErr(call string, e C.cudaError_t) error {
 // the next call (all work runs in order on one stream, so reuse is safe).
 // It grows at least twofold and never shrinks: freeing device memory waits
 // for the device, so a loop whose sizes grow reallocates a logarithmic
-// number of times and a steady loop never. Called between enter and exit.
+// number of times and a steady loop never. While recordings are alive, an
+// outgrown workspace is kept until the last is freed, since their launches
+// point into it. Called between enter and exit.
 func (b *Backend) workspace(n int) uintptr {
 	if n <= b.wsSize {
 		return b.ws
 	}
 	size := max(n, 2*b.wsSize)
 	if b.ws != 0 {
-		b.dev.free(b.ws)
+		if b.recordings > 0 {
+			b.retired = append(b.retired, b.ws)
+		} else {
+			b.dev.free(b.ws)
+		}
 		b.ws, b.wsSize = 0, 0
 	}
 	a, err := b.dev.alloc(size)

@@ -135,13 +135,14 @@ type emuCounters struct {
 	allocations     int
 	bytes           int
 	mallocs         int // cudaMalloc calls so far
+	graphs          int // graphs and instantiated graphs alive
 }
 
 func readEmuCounters() emuCounters {
 	var c C.tw_emu_counters
 	C.tw_emu_get_counters(&c)
 	return emuCounters{streams: int(c.streams), events: int(c.events), allocations: int(c.allocations),
-		bytes: int(c.bytes), mallocs: int(c.mallocs)}
+		bytes: int(c.bytes), mallocs: int(c.mallocs), graphs: int(c.graphs)}
 }
 
 // emuPrimaryRefs returns the references held to device's primary context.

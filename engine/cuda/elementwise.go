@@ -21,6 +21,17 @@ func (b *Backend) Copy(dst, src *engine.Tensor) {
 	if err := b.dev.copy(addr(dst), addr(src), dst.Bytes()); err != nil {
 		panic(fmt.Sprintf("cuda: Copy %v: %v", src, err))
 	}
+	if dst.Bytes() > 0 {
+		b.count(1)
+	}
+}
+
+// ScatterRows implements engine.Backend.ScatterRows.
+func (b *Backend) ScatterRows(dst, src, rows *engine.Tensor) {
+	n, w := engine.ScatterRowsShape(dst, src, rows)
+	b.launch("ScatterRows", func(str C.cudaStream_t) C.cudaError_t {
+		return C.tw_scatter_rows(ptr(dst), ptr(src), iptr(rows), i64(n), i64(w), str)
+	})
 }
 
 // Fill implements engine.Backend.Fill.

@@ -35,6 +35,58 @@ func testElementwise(t *testing.T, b engine.Backend) {
 	}
 }
 
+// testScatterRows scatters rows of several widths — 16-byte multiples, 4-byte
+// multiples and odd byte counts, which a GPU copies in different word sizes —
+// into a larger tensor, whose other rows must keep their values.
+func testScatterRows(t *testing.T, b engine.Backend) {
+	for _, dt := range []engine.DType{engine.F32, engine.BF16, engine.I32} {
+		for _, w := range []int{1, 3, 8, 24, 1024} {
+			t.Run(fmt.Sprintf("%v/w=%d", dt, w), func(t *testing.T) {
+				const r, n = 11, 4
+				rows := []int32{7, 0, 10, 3}
+				r64 := Rand(uint64(w))
+				dv, sv := make([]float32, r*w), make([]float32, n*w) // integers below 256: exact in bf16
+				for i := range dv {
+					dv[i] = float32(r64.IntN(256))
+				}
+				for i := range sv {
+					sv[i] = float32(r64.IntN(256))
+				}
+				dst, src := engine.MustAlloc(b, dt, r, w), engine.MustAlloc(b, dt, n, w)
+				if dt == engine.I32 {
+					engine.SetI32(b, dst, toI32(dv))
+					engine.SetI32(b, src, toI32(sv))
+				} else {
+					engine.SetF32(b, dst, dv)
+					engine.SetF32(b, src, sv)
+				}
+				b.ScatterRows(dst, src, engine.FromI32(b, rows, n))
+				want := F64(dv)
+				for i, row := range rows {
+					copy(want[int(row)*w:int(row+1)*w], F64(sv[i*w:(i+1)*w]))
+				}
+				var got []float32
+				if dt == engine.I32 {
+					for _, v := range engine.ToI32(b, dst) {
+						got = append(got, float32(v))
+					}
+				} else {
+					got = engine.ToF32(b, dst)
+				}
+				Close(t, "ScatterRows", got, want, 0)
+			})
+		}
+	}
+}
+
+func toI32(v []float32) []int32 {
+	out := make([]int32, len(v))
+	for i, x := range v {
+		out[i] = int32(x)
+	}
+	return out
+}
+
 func mapF64(a, c []float32, f func(a, c float64) float64) []float64 {
 	out := make([]float64, len(a))
 	for i := range a {

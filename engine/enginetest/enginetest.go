@@ -77,6 +77,7 @@ func Run(t *testing.T, b engine.Backend) {
 	}{
 		{"elementwise", testElementwise},
 		{"cast", testCast},
+		{"scatter_rows", testScatterRows},
 		{"gemm", testGemm},
 		{"embedding", testEmbedding},
 		{"rmsnorm", testRMSNorm},

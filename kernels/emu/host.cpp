@@ -17,9 +17,12 @@
 #include <atomic>
 #include <chrono>
 #include <map>
+#include <memory>
 #include <mutex>
+#include <set>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "cuda.h"
 #include "internal.h"
@@ -30,9 +33,29 @@ struct CUctx_st {
 	std::atomic<int> refs{0};             // cuDevicePrimaryCtxRetain minus Release
 	std::atomic<int> pending{cudaSuccess}; // a faulted kernel's error, until a synchronisation reports it
 };
+// One piece of work a graph holds, run by cudaGraphLaunch.
+struct GraphNode {
+	enum Kind { kKernel, kCopy, kSet } kind;
+	tw_emu::LaunchConfig cfg;   // kKernel: the launch as captured
+	void (*body)(void *);       // kKernel
+	std::shared_ptr<void> args; // kKernel: its context (arguments), cloned at capture
+	void *dst;                  // kCopy, kSet
+	const void *src;            // kCopy
+	size_t count;               // kCopy, kSet: bytes
+	int value;                  // kSet
+};
+struct CUgraph_st {
+	std::vector<GraphNode> nodes;
+};
+struct CUgraphExec_st {
+	std::vector<GraphNode> nodes;
+};
 struct CUstream_st {
 	unsigned flags;
 	CUctx_st *ctx;
+	CUgraph_st *capture = nullptr; // the graph being captured on the stream, or none
+	bool invalidated = false;      // the capture has failed (cudaStreamEndCapture says so)
+	cudaStreamCaptureMode mode = cudaStreamCaptureModeGlobal;
 };
 struct CUevent_st {
 	long long t_ns; // -1 until recorded
@@ -61,6 +84,10 @@ struct State {
 	// Armed faults: 0 or the error the next call of that kind returns.
 	std::atomic<int> fault_attr{cudaSuccess}, fault_kernel{cudaSuccess};
 	std::atomic<int> switch_delay_us{0};
+	std::atomic<int> graphs{0};
+	// Streams capturing (under mu), and how many of them in global mode.
+	std::set<CUstream_st *> capturing;
+	int global_captures = 0;
 };
 
 State &state() {
@@ -121,9 +148,59 @@ cudaError_t take_pending(CUctx_st *ctx) {
 	return ret((cudaError_t)ctx->pending.exchange(cudaSuccess));
 }
 
+// Whether s is a stream that is capturing (a capture that failed included).
+bool is_capturing(cudaStream_t s) {
+	if (s == nullptr || s == cudaStreamLegacy || s == cudaStreamPerThread) return false;
+	std::lock_guard<std::mutex> l(state().mu);
+	return s->capture != nullptr;
+}
+
+// Marks s's capture failed because of op, saying so on stderr; returns the
+// error op fails with.
+cudaError_t invalidate(cudaStream_t s, const char *op) {
+	std::lock_guard<std::mutex> l(state().mu);
+	if (!s->invalidated)
+		fprintf(stderr, "tw-emu: %s on a capturing stream: not allowed in a graph; the capture is invalidated\n", op);
+	s->invalidated = true;
+	return cudaErrorStreamCaptureUnsupported;
+}
+
+// Fails op, an unsafe call while a capture in global mode is under way,
+// invalidating every capture; cudaSuccess when no such capture is.
+cudaError_t prohibited(const char *op) {
+	State &a = state();
+	std::lock_guard<std::mutex> l(a.mu);
+	if (a.global_captures == 0) return cudaSuccess;
+	fprintf(stderr, "tw-emu: %s while a stream is capturing (global mode): the captures are invalidated\n", op);
+	for (CUstream_st *s : a.capturing) s->invalidated = true;
+	return cudaErrorStreamCaptureUnsupported;
+}
+
+// Appends node to the graph s is capturing.
+void capture_node(cudaStream_t s, GraphNode node) {
+	std::lock_guard<std::mutex> l(state().mu);
+	if (!s->invalidated) s->capture->nodes.push_back(std::move(node));
+}
+
 } // namespace
 
 void set_last_error(cudaError_t e) { tls_last_error = e; }
+
+bool capture_launch(const LaunchConfig &c, void (*body)(void *), void *ctx, cudaError_t *err) {
+	if (!is_capturing(c.stream)) return false;
+	*err = cudaSuccess;
+	if (!c.clone || !c.drop) {
+		*err = invalidate(c.stream, "a launch whose arguments cannot be kept");
+		return true;
+	}
+	GraphNode n{};
+	n.kind = GraphNode::kKernel;
+	n.cfg = c;
+	n.body = body;
+	n.args = std::shared_ptr<void>(c.clone(ctx), c.drop);
+	capture_node(c.stream, std::move(n));
+	return true;
+}
 
 size_t smem_optin_limit() {
 	static size_t lim = (size_t)env_long("TW_EMU_SMEM_KB", 227) * 1024;
@@ -183,6 +260,9 @@ const char *cudaGetErrorName(cudaError_t e) {
 	case cudaErrorLaunchOutOfResources: return "cudaErrorLaunchOutOfResources";
 	case cudaErrorLaunchFailure: return "cudaErrorLaunchFailure";
 	case cudaErrorNotSupported: return "cudaErrorNotSupported";
+	case cudaErrorIllegalState: return "cudaErrorIllegalState";
+	case cudaErrorStreamCaptureUnsupported: return "cudaErrorStreamCaptureUnsupported";
+	case cudaErrorStreamCaptureInvalidated: return "cudaErrorStreamCaptureInvalidated";
 	default: return "cudaErrorUnknown";
 	}
 }
@@ -205,6 +285,9 @@ const char *cudaGetErrorString(cudaError_t e) {
 	case cudaErrorLaunchOutOfResources: return "too many resources requested for launch";
 	case cudaErrorLaunchFailure: return "unspecified launch failure";
 	case cudaErrorNotSupported: return "operation not supported";
+	case cudaErrorIllegalState: return "the operation cannot be performed in the present state";
+	case cudaErrorStreamCaptureUnsupported: return "operation not permitted when stream is capturing";
+	case cudaErrorStreamCaptureInvalidated: return "operation failed due to a previous error during capture";
 	default: return "unknown error";
 	}
 }
@@ -226,7 +309,10 @@ cudaError_t cudaSetDevice(int device) {
 	return cudaSuccess;
 }
 
-cudaError_t cudaDeviceSynchronize(void) { return take_pending(runtime_ctx()); }
+cudaError_t cudaDeviceSynchronize(void) {
+	if (cudaError_t e = prohibited("cudaDeviceSynchronize")) return ret(e);
+	return take_pending(runtime_ctx());
+}
 
 cudaError_t cudaDeviceGetAttribute(int *value, cudaDeviceAttr attr, int device) {
 	if (device < 0 || device >= state().ndevices) return ret(cudaErrorInvalidDevice);
@@ -254,6 +340,10 @@ cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes) {
 
 cudaError_t cudaMalloc(void **devPtr, size_t size) {
 	if (!devPtr) return ret(cudaErrorInvalidValue);
+	if (cudaError_t e = prohibited("cudaMalloc")) {
+		*devPtr = nullptr;
+		return ret(e);
+	}
 	*devPtr = nullptr;
 	if (size == 0) return cudaSuccess;
 	size_t rounded = (size + 255) / 256 * 256;
@@ -271,6 +361,7 @@ cudaError_t cudaMalloc(void **devPtr, size_t size) {
 
 cudaError_t cudaFree(void *devPtr) {
 	if (!devPtr) return cudaSuccess;
+	if (cudaError_t e = prohibited("cudaFree")) return ret(e);
 	State &a = state();
 	{
 		std::lock_guard<std::mutex> l(a.mu);
@@ -294,7 +385,8 @@ cudaError_t cudaFreeHost(void *ptr) {
 	return cudaSuccess;
 }
 
-cudaError_t cudaMemcpy(void *dst, const void *src, size_t count, cudaMemcpyKind kind) {
+// The copy of cudaMemcpy, done now: checks its arguments and copies.
+static cudaError_t copy_now(void *dst, const void *src, size_t count, cudaMemcpyKind kind) {
 	if (count == 0) return cudaSuccess;
 	bool ok;
 	switch (kind) {
@@ -321,21 +413,53 @@ static cudaError_t queue_check(cudaStream_t stream, const char *op) {
 	return e;
 }
 
-cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t count, cudaMemcpyKind kind, cudaStream_t stream) {
-	if (cudaError_t e = queue_check(stream, "cudaMemcpyAsync")) return ret(e);
-	return cudaMemcpy(dst, src, count, kind);
+cudaError_t cudaMemcpy(void *dst, const void *src, size_t count, cudaMemcpyKind kind) {
+	if (cudaError_t e = prohibited("cudaMemcpy")) return ret(e);
+	return copy_now(dst, src, count, kind);
 }
 
-cudaError_t cudaMemset(void *devPtr, int value, size_t count) {
+cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t count, cudaMemcpyKind kind, cudaStream_t stream) {
+	if (cudaError_t e = queue_check(stream, "cudaMemcpyAsync")) return ret(e);
+	if (!is_capturing(stream)) return copy_now(dst, src, count, kind);
+	const bool d2d = kind == cudaMemcpyDeviceToDevice ||
+	                 (kind == cudaMemcpyDefault && is_device(dst) && is_device(src));
+	if (!d2d) return ret(invalidate(stream, "cudaMemcpyAsync to or from the host"));
+	if (count == 0) return cudaSuccess;
+	if (!device_range(dst, count) || !device_range(src, count)) return ret(cudaErrorInvalidValue);
+	GraphNode n{};
+	n.kind = GraphNode::kCopy;
+	n.dst = dst;
+	n.src = src;
+	n.count = count;
+	capture_node(stream, std::move(n));
+	return cudaSuccess;
+}
+
+// The memset of cudaMemset, done now.
+static cudaError_t set_now(void *devPtr, int value, size_t count) {
 	if (count == 0) return cudaSuccess;
 	if (!device_range(devPtr, count)) return ret(cudaErrorInvalidValue);
 	memset(devPtr, value, count);
 	return cudaSuccess;
 }
 
+cudaError_t cudaMemset(void *devPtr, int value, size_t count) {
+	if (cudaError_t e = prohibited("cudaMemset")) return ret(e);
+	return set_now(devPtr, value, count);
+}
+
 cudaError_t cudaMemsetAsync(void *devPtr, int value, size_t count, cudaStream_t stream) {
 	if (cudaError_t e = queue_check(stream, "cudaMemsetAsync")) return ret(e);
-	return cudaMemset(devPtr, value, count);
+	if (!is_capturing(stream)) return set_now(devPtr, value, count);
+	if (count == 0) return cudaSuccess;
+	if (!device_range(devPtr, count)) return ret(cudaErrorInvalidValue);
+	GraphNode n{};
+	n.kind = GraphNode::kSet;
+	n.dst = devPtr;
+	n.count = count;
+	n.value = value;
+	capture_node(stream, std::move(n));
+	return cudaSuccess;
 }
 
 cudaError_t cudaStreamCreate(cudaStream_t *stream) { return cudaStreamCreateWithFlags(stream, 0); }
@@ -350,12 +474,104 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t *stream, unsigned int flags) 
 cudaError_t cudaStreamDestroy(cudaStream_t stream) {
 	if (stream == nullptr || stream == cudaStreamLegacy || stream == cudaStreamPerThread)
 		return ret(cudaErrorInvalidResourceHandle);
+	if (is_capturing(stream)) return ret(cudaErrorIllegalState);
 	delete stream;
 	state().streams--;
 	return cudaSuccess;
 }
 
-cudaError_t cudaStreamSynchronize(cudaStream_t stream) { return take_pending(stream_ctx(stream)); }
+cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
+	if (is_capturing(stream)) return ret(invalidate(stream, "cudaStreamSynchronize"));
+	return take_pending(stream_ctx(stream));
+}
+
+cudaError_t cudaStreamBeginCapture(cudaStream_t stream, cudaStreamCaptureMode mode) {
+	if (stream == nullptr || stream == cudaStreamLegacy || stream == cudaStreamPerThread)
+		return ret(cudaErrorStreamCaptureUnsupported);
+	if (mode < cudaStreamCaptureModeGlobal || mode > cudaStreamCaptureModeRelaxed) return ret(cudaErrorInvalidValue);
+	if (cudaError_t e = queue_check(stream, "cudaStreamBeginCapture")) return ret(e);
+	State &a = state();
+	std::lock_guard<std::mutex> l(a.mu);
+	if (stream->capture) return ret(cudaErrorIllegalState);
+	stream->capture = new CUgraph_st;
+	stream->invalidated = false;
+	stream->mode = mode;
+	a.capturing.insert(stream);
+	if (mode == cudaStreamCaptureModeGlobal) a.global_captures++;
+	return cudaSuccess;
+}
+
+cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t *graph) {
+	if (!graph) return ret(cudaErrorInvalidValue);
+	*graph = nullptr;
+	if (stream == nullptr || stream == cudaStreamLegacy || stream == cudaStreamPerThread)
+		return ret(cudaErrorIllegalState);
+	State &a = state();
+	std::lock_guard<std::mutex> l(a.mu);
+	CUgraph_st *g = stream->capture;
+	if (!g) return ret(cudaErrorIllegalState);
+	stream->capture = nullptr;
+	a.capturing.erase(stream);
+	if (stream->mode == cudaStreamCaptureModeGlobal) a.global_captures--;
+	if (stream->invalidated) {
+		delete g;
+		return ret(cudaErrorStreamCaptureInvalidated);
+	}
+	a.graphs++;
+	*graph = g;
+	return cudaSuccess;
+}
+
+cudaError_t cudaStreamIsCapturing(cudaStream_t stream, cudaStreamCaptureStatus *status) {
+	if (!status) return ret(cudaErrorInvalidValue);
+	*status = cudaStreamCaptureStatusNone;
+	if (stream == nullptr || stream == cudaStreamLegacy || stream == cudaStreamPerThread) return cudaSuccess;
+	std::lock_guard<std::mutex> l(state().mu);
+	if (stream->capture)
+		*status = stream->invalidated ? cudaStreamCaptureStatusInvalidated : cudaStreamCaptureStatusActive;
+	return cudaSuccess;
+}
+
+cudaError_t cudaGraphInstantiateWithFlags(cudaGraphExec_t *exec, cudaGraph_t graph, unsigned long long flags) {
+	if (!exec || !graph || flags != 0) return ret(cudaErrorInvalidValue);
+	*exec = new CUgraphExec_st{graph->nodes};
+	state().graphs++;
+	return cudaSuccess;
+}
+
+cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream) {
+	if (!exec) return ret(cudaErrorInvalidResourceHandle);
+	if (cudaError_t e = queue_check(stream, "cudaGraphLaunch")) return ret(e);
+	for (const GraphNode &n : exec->nodes) {
+		cudaError_t e = cudaSuccess;
+		switch (n.kind) {
+		case GraphNode::kKernel: {
+			LaunchConfig c = n.cfg;
+			c.stream = stream;
+			e = launch(c, n.body, n.args.get());
+			break;
+		}
+		case GraphNode::kCopy: e = cudaMemcpyAsync(n.dst, n.src, n.count, cudaMemcpyDeviceToDevice, stream); break;
+		case GraphNode::kSet: e = cudaMemsetAsync(n.dst, n.value, n.count, stream); break;
+		}
+		if (e != cudaSuccess) return ret(e);
+	}
+	return cudaSuccess;
+}
+
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec) {
+	if (!exec) return ret(cudaErrorInvalidResourceHandle);
+	delete exec;
+	state().graphs--;
+	return cudaSuccess;
+}
+
+cudaError_t cudaGraphDestroy(cudaGraph_t graph) {
+	if (!graph) return ret(cudaErrorInvalidResourceHandle);
+	delete graph;
+	state().graphs--;
+	return cudaSuccess;
+}
 
 cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t event, unsigned int) {
 	return event ? cudaSuccess : ret(cudaErrorInvalidResourceHandle);
@@ -484,6 +700,7 @@ void tw_emu_get_counters(tw_emu_counters *c) {
 	c->allocations = (long)a.live.size();
 	c->bytes = a.total;
 	c->mallocs = a.mallocs;
+	c->graphs = a.graphs.load();
 }
 
 int tw_emu_primary_ctx_refs(int device) {

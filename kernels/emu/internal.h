@@ -19,6 +19,10 @@ size_t func_smem_limit(const void *func);
 // cudaSuccess if work may be queued on stream from this thread: the stream
 // belongs to the current context. Otherwise the error, and why in *why.
 cudaError_t check_stream(cudaStream_t stream, std::string *why);
+// When the launch's stream is capturing, keeps the launch in the graph
+// (cloning ctx) and returns true, with *err the launch's result; otherwise
+// returns false.
+bool capture_launch(const LaunchConfig &c, void (*body)(void *), void *ctx, cudaError_t *err);
 // Called after a launch on stream has run: delivers an armed kernel fault to
 // the stream's context.
 void after_launch(cudaStream_t stream);

@@ -752,6 +752,11 @@ cudaError_t launch(const LaunchConfig &c, void (*body)(void *), void *ctx) {
 		                         "cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes), "
 		                         "at most %zu)",
 		                         c.smem, limit, smem_optin_limit()));
+	cudaError_t captured;
+	if (capture_launch(c, body, ctx, &captured)) {
+		if (captured != cudaSuccess) set_last_error(captured);
+		return captured;
+	}
 	Pool &p = pool();
 	Job j{c, body, ctx, (long)g.x * g.y * g.z, (int)nthreads, tw_emu_reverse() != 0};
 	std::lock_guard<std::mutex> serial(p.launch_mu);

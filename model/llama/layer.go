@@ -24,7 +24,8 @@ import (
 // The layer's output res2 + down is never formed: the next layer's
 // attention norm (or the final norm) adds down to res2 as it normalises. A
 // projection y = x·Wᵀ is linear (linear.go), which adds the LoRA term of an
-// adapted projection.
+// adapted projection; the projections of one input (q, k and v of h1, gate
+// and up of h2) are computed together.
 
 // layerActs are one layer's activations: what its backward reads. Training
 // keeps one set per layer (or one shared set, recomputed, with
@@ -43,7 +44,7 @@ type layerActs struct {
 	gate, up *engine.Tensor            // [N, F] projections before SwiGLU
 	act      *engine.Tensor            // [N, F] SwiGLU output
 	down     *engine.Tensor            // [N, D] MLP output
-	lora     map[string]*engine.Tensor // [N, r] x·Aᵀ of each adapted projection
+	lora     map[string]*engine.Tensor // [r, N] (x·Aᵀ)ᵀ of each adapted projection
 }
 
 // layerRun is what the layers of one pass share: the model, the adapter,
@@ -72,21 +73,73 @@ func (r *layerRun) buf(t **engine.Tensor, dt engine.DType, shape ...int) *engine
 	return *t
 }
 
-// proj computes y = x·Wᵀ for layer l's projection name, adding the
-// adapter's term when it adapts that projection; a.lora keeps x·Aᵀ.
-func (r *layerRun) proj(l int, a *layerActs, name string, y, x *engine.Tensor) {
-	lp := r.ad.pair(l, name)
-	var t *engine.Tensor
-	if lp != nil {
-		if a.lora == nil {
-			a.lora = map[string]*engine.Tensor{}
+// named pairs a projection's name with its output (or output gradient).
+type named struct {
+	name string
+	y    *engine.Tensor
+}
+
+// projs returns the projections outs of layer l, which read one input,
+// with their weights and adapters (and, when gr is non-nil, their
+// gradients and the backward's LoRA scratch). A group's LoRA inputs (x·Aᵀ)ᵀ
+// in a.lora are row blocks of one [k·r, N] buffer, taken at the first
+// forward, so that linear computes them in one GEMM.
+func (r *layerRun) projs(l int, a *layerActs, gr *layerGrads, outs ...named) []proj {
+	w := &r.m.Weights.Layers[l]
+	ps := make([]proj, len(outs))
+	k := 0 // adapted projections so far
+	var group *engine.Tensor
+	for i, o := range outs {
+		p := proj{y: o.y, w: w.proj(o.name), lp: r.ad.pair(l, o.name)}
+		if gr != nil {
+			if gr.g != nil {
+				p.gw = gr.g.proj(o.name)
+			}
+			p.glp = gr.ga.pair(l, o.name)
 		}
-		if a.lora[name] == nil {
-			a.lora[name] = r.take(r.m.dt, r.n, r.ad.Config.Rank)
+		if p.lp != nil {
+			rank := r.ad.Config.Rank
+			if a.lora == nil {
+				a.lora = map[string]*engine.Tensor{}
+			}
+			if a.lora[o.name] == nil {
+				if group == nil {
+					group = r.take(r.m.dt, len(adaptedOf(r.ad, l, outs))*rank, r.n)
+				}
+				a.lora[o.name] = group.Rows(k*rank, (k+1)*rank)
+			}
+			p.t = a.lora[o.name]
+			if gr != nil {
+				p.dt = gr.dt.Rows(k*rank, (k+1)*rank)
+			}
+			k++
 		}
-		t = a.lora[name]
+		ps[i] = p
 	}
-	linear(r.m.b, y, x, r.m.Weights.Layers[l].proj(name), lp, r.ad.scale(), t)
+	return ps
+}
+
+// adaptedOf returns the projections of outs that ad adapts in layer l.
+func adaptedOf(ad *Adapter, l int, outs []named) []named {
+	var out []named
+	for _, o := range outs {
+		if ad.pair(l, o.name) != nil {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+// project computes layer l's projections outs of x (linear).
+func (r *layerRun) project(l int, a *layerActs, x *engine.Tensor, outs ...named) {
+	linear(r.m.b, x, r.projs(l, a, nil, outs...), r.ad.scale())
+}
+
+// projectBackward is project's backward: given each projection's dy in
+// grads, it overwrites dx and accumulates the weight and adapter gradients
+// (linearBackward).
+func (r *layerRun) projectBackward(l int, a *layerActs, gr *layerGrads, dx, x *engine.Tensor, grads ...named) {
+	linearBackward(r.m.b, dx, x, r.projs(l, a, gr, grads...), r.ad.scale())
 }
 
 // attentionForward is layer l's attention half, from the residual stream x
@@ -107,9 +160,7 @@ func (r *layerRun) attentionForward(l int, a *layerActs, x, delta *engine.Tensor
 	r.buf(&a.q, m.dt, n, nh, hd)
 	r.buf(&a.k, m.dt, n, ng, hd)
 	r.buf(&a.v, m.dt, n, ng, hd)
-	r.proj(l, a, "q", a.q.Reshape(n, nh*hd), a.h1)
-	r.proj(l, a, "k", a.k.Reshape(n, ng*hd), a.h1)
-	r.proj(l, a, "v", a.v.Reshape(n, ng*hd), a.h1)
+	r.project(l, a, a.h1, named{"q", a.q.Reshape(n, nh*hd)}, named{"k", a.k.Reshape(n, ng*hd)}, named{"v", a.v.Reshape(n, ng*hd)})
 	b.RoPE(a.q, r.pos, m.invFreq)
 	b.RoPE(a.k, r.pos, m.invFreq)
 	keys, values, seqs := r.kv(l, a.k, a.v)
@@ -117,7 +168,7 @@ func (r *layerRun) attentionForward(l int, a *layerActs, x, delta *engine.Tensor
 	r.buf(&a.lse, engine.F32, n, nh)
 	b.Attention(a.att, a.lse, a.q, keys, values, seqs, engine.AttentionParams{Scale: attentionScale(hd)})
 	r.buf(&a.o, m.dt, n, d)
-	r.proj(l, a, "o", a.o, a.att.Reshape(n, nh*hd))
+	r.project(l, a, a.att.Reshape(n, nh*hd), named{"o", a.o})
 }
 
 // mlpForward is layer l's MLP half, after attentionForward filled a.
@@ -131,11 +182,10 @@ func (r *layerRun) mlpForward(l int, a *layerActs) {
 	r.buf(&a.gate, m.dt, n, c.FFN)
 	r.buf(&a.up, m.dt, n, c.FFN)
 	r.buf(&a.act, m.dt, n, c.FFN)
-	r.proj(l, a, "gate", a.gate, a.h2)
-	r.proj(l, a, "up", a.up, a.h2)
+	r.project(l, a, a.h2, named{"gate", a.gate}, named{"up", a.up})
 	b.SwiGLU(a.act, a.gate, a.up)
 	r.buf(&a.down, m.dt, n, c.Dim)
-	r.proj(l, a, "down", a.down, a.act)
+	r.project(l, a, a.act, named{"down", a.down})
 }
 
 // layerForward runs layer l on the residual stream x plus δ (nil before
@@ -160,21 +210,9 @@ type layerGrads struct {
 	dgate, dup *engine.Tensor // [N, F]
 	datt, dq   *engine.Tensor // [N, H, Dh]
 	dk, dv     *engine.Tensor // [N, G, Dh]
-	dt         *engine.Tensor // [N, r] LoRA scratch (nil without an adapter)
+	dt         *engine.Tensor // [k·r, N] LoRA scratch, k the largest group (nil without an adapter)
 	g          *Layer         // the layer's weight gradients (nil: a frozen base)
 	ga         *Adapter       // adapter gradients (nil: a frozen adapter, or none)
-}
-
-// projBackward is proj's backward for layer l's projection name, given
-// dy: dx = dy·W (+ the adapter's term), added to dx when accumulate, and
-// the weight and adapter gradients accumulated.
-func (r *layerRun) projBackward(l int, a *layerActs, gr *layerGrads, name string, dx *engine.Tensor, accumulate bool, dy, x *engine.Tensor) {
-	var gw *engine.Tensor
-	if gr.g != nil {
-		gw = gr.g.proj(name)
-	}
-	linearBackward(r.m.b, dx, accumulate, dy, x, r.m.Weights.Layers[l].proj(name), gw,
-		r.ad.pair(l, name), gr.ga.pair(l, name), r.ad.scale(), a.lora[name], gr.dt)
 }
 
 // mlpBackward mirrors mlpForward: from gr.dres, the gradient of res2 + down,
@@ -185,10 +223,9 @@ func (r *layerRun) mlpBackward(l int, a *layerActs, gr *layerGrads) {
 	if gr.g != nil {
 		gNorm = gr.g.MLPNorm
 	}
-	r.projBackward(l, a, gr, "down", gr.dact, false, gr.dres, a.act)
+	r.projectBackward(l, a, gr, gr.dact, a.act, named{"down", gr.dres})
 	b.SwiGLUBackward(gr.dgate, gr.dup, gr.dact, a.gate, a.up)
-	r.projBackward(l, a, gr, "gate", gr.dh, false, gr.dgate, a.h2)
-	r.projBackward(l, a, gr, "up", gr.dh, true, gr.dup, a.h2)
+	r.projectBackward(l, a, gr, gr.dh, a.h2, named{"gate", gr.dgate}, named{"up", gr.dup})
 	b.RMSNormBackward(gr.dres, gNorm, gr.dh, a.res2, w.MLPNorm, a.rstd2)
 }
 
@@ -203,12 +240,11 @@ func (r *layerRun) attentionBackward(l int, a *layerActs, gr *layerGrads, seqs *
 	if gr.g != nil {
 		gNorm = gr.g.AttnNorm
 	}
-	r.projBackward(l, a, gr, "o", gr.datt.Reshape(n, nh*hd), false, gr.dres, a.att.Reshape(n, nh*hd))
+	r.projectBackward(l, a, gr, gr.datt.Reshape(n, nh*hd), a.att.Reshape(n, nh*hd), named{"o", gr.dres})
 	b.AttentionBackward(gr.dq, gr.dk, gr.dv, gr.datt, a.att, a.lse, a.q, a.k, a.v, seqs, engine.AttentionParams{Scale: attentionScale(hd)})
 	b.RoPEBackward(gr.dq, r.pos, m.invFreq)
 	b.RoPEBackward(gr.dk, r.pos, m.invFreq)
-	r.projBackward(l, a, gr, "q", gr.dh, false, gr.dq.Reshape(n, nh*hd), a.h1)
-	r.projBackward(l, a, gr, "k", gr.dh, true, gr.dk.Reshape(n, ng*hd), a.h1)
-	r.projBackward(l, a, gr, "v", gr.dh, true, gr.dv.Reshape(n, ng*hd), a.h1)
+	r.projectBackward(l, a, gr, gr.dh, a.h1, named{"q", gr.dq.Reshape(n, nh*hd)}, named{"k", gr.dk.Reshape(n, ng*hd)},
+		named{"v", gr.dv.Reshape(n, ng*hd)})
 	b.RMSNormBackward(gr.dres, gNorm, gr.dh, a.res1, w.AttnNorm, a.rstd1)
 }

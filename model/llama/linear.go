@@ -2,43 +2,119 @@ package llama
 
 import "github.com/turnwise/turnwise/engine"
 
-// linear computes a projection of x [N, in] by w [out, in] into y [N, out]:
+// proj is one projection of a group that reads one input x [N, in] (q, k
+// and v read h1; gate and up read h2), with what its forward or backward
+// needs.
+type proj struct {
+	y   *engine.Tensor // [N, out]: the output, or in the backward its gradient dy
+	w   *engine.Tensor // [out, in]
+	lp  *LoRAPair      // its adapter (nil: not adapted)
+	t   *engine.Tensor // [r, N]: (x·Aᵀ)ᵀ, written by the forward for the backward (adapted only)
+	gw  *engine.Tensor // [out, in]: the weight gradient (backward; nil: a frozen base)
+	glp *LoRAPair      // the adapter's gradients (backward; nil: a frozen adapter)
+	dt  *engine.Tensor // [r, N]: scratch for (s·dy·B)ᵀ (backward, adapted only)
+}
+
+// linear computes the projections ps of x [N, in]:
 //
 //	y = x·Wᵀ + s·(x·Aᵀ)·Bᵀ
 //
-// the second term only when lp (a LoRA pair) is non-nil; t [N, r] then
-// receives x·Aᵀ, which the backward needs.
-func linear(b engine.Backend, y, x, w *engine.Tensor, lp *LoRAPair, s float32, t *engine.Tensor) {
-	b.Gemm(y, x, w, engine.GemmParams{TransB: true, Alpha: 1})
-	if lp != nil {
-		b.Gemm(t, x, lp.A, engine.GemmParams{TransB: true, Alpha: 1})
-		b.Gemm(y, t, lp.B, engine.GemmParams{TransB: true, Alpha: s, Beta: 1})
+// the second term for the adapted ones, whose t [r, N] receives (x·Aᵀ)ᵀ.
+// The t of the group are one GEMM, [t₁; …; t_k] = [A₁; …; A_k]·xᵀ, when
+// the adapted A and t lie stacked in one buffer each (an adapter's own
+// layout, newAdapter; and the activations', layerRun.projs): one launch
+// that reads x once instead of k. Each element is the same dot product
+// either way.
+func linear(b engine.Backend, x *engine.Tensor, ps []proj, s float32) {
+	for _, p := range ps {
+		b.Gemm(p.y, x, p.w, engine.GemmParams{TransB: true, Alpha: 1})
+	}
+	ad := adapted(ps)
+	if len(ad) == 0 {
+		return
+	}
+	if a, t := stackOf(ad, func(p proj) *engine.Tensor { return p.lp.A }), stackOf(ad, func(p proj) *engine.Tensor { return p.t }); a != nil && t != nil {
+		b.Gemm(t, a, x, engine.GemmParams{TransB: true, Alpha: 1})
+	} else {
+		for _, p := range ad {
+			b.Gemm(p.t, p.lp.A, x, engine.GemmParams{TransB: true, Alpha: 1})
+		}
+	}
+	for _, p := range ad {
+		b.Gemm(p.y, p.t, p.lp.B, engine.GemmParams{TransA: true, TransB: true, Alpha: s, Beta: 1})
 	}
 }
 
-// linearBackward is linear's backward, given dy [N, out]:
+// linearBackward is linear's backward, given each projection's dy in its y:
 //
-//	dx  = dy·W + dt·A         (added to dx when accumulate, else overwriting it)
+//	dx  = Σ dy·W + Σ dt·A     (overwritten)
 //	gw += dyᵀ·x               (skipped when gw is nil: a frozen base)
-//	dt  = s·dy·B              [N, r] scratch
-//	gB += s·dyᵀ·t, gA += dtᵀ·x (when lp is non-nil; glp nil: a frozen adapter)
-func linearBackward(b engine.Backend, dx *engine.Tensor, accumulate bool, dy, x, w, gw *engine.Tensor,
-	lp, glp *LoRAPair, s float32, t, dt *engine.Tensor) {
-	beta := float32(0)
-	if accumulate {
-		beta = 1
+//	dt  = s·dy·B              (kept transposed, [r, N])
+//	gB += s·dyᵀ·t, gA += dtᵀ·x (adapted projections; glp nil: a frozen adapter)
+//
+// As in the forward, the dt·A terms of a group are one GEMM when the A and
+// dt lie stacked (dx += [dt₁ … dt_k]·[A₁; …; A_k], summed over the k·r
+// columns in f32 before one rounding, where the projections one by one
+// round dx after each: in bf16 the results differ by that rounding), and
+// so are the gA when the gradients lie stacked.
+func linearBackward(b engine.Backend, dx, x *engine.Tensor, ps []proj, s float32) {
+	for i, p := range ps {
+		beta := float32(1)
+		if i == 0 {
+			beta = 0
+		}
+		b.Gemm(dx, p.y, p.w, engine.GemmParams{Alpha: 1, Beta: beta})
+		if p.gw != nil {
+			b.Gemm(p.gw, p.y, x, engine.GemmParams{TransA: true, Alpha: 1, Beta: 1})
+		}
 	}
-	b.Gemm(dx, dy, w, engine.GemmParams{Alpha: 1, Beta: beta})
-	if gw != nil {
-		b.Gemm(gw, dy, x, engine.GemmParams{TransA: true, Alpha: 1, Beta: 1})
-	}
-	if lp == nil {
+	ad := adapted(ps)
+	if len(ad) == 0 {
 		return
 	}
-	b.Gemm(dt, dy, lp.B, engine.GemmParams{Alpha: s})
-	b.Gemm(dx, dt, lp.A, engine.GemmParams{Alpha: 1, Beta: 1})
-	if glp != nil {
-		b.Gemm(glp.B, dy, t, engine.GemmParams{TransA: true, Alpha: s, Beta: 1})
-		b.Gemm(glp.A, dt, x, engine.GemmParams{TransA: true, Alpha: 1, Beta: 1})
+	for _, p := range ad {
+		b.Gemm(p.dt, p.lp.B, p.y, engine.GemmParams{TransA: true, TransB: true, Alpha: s})
 	}
+	dt := stackOf(ad, func(p proj) *engine.Tensor { return p.dt })
+	if a := stackOf(ad, func(p proj) *engine.Tensor { return p.lp.A }); a != nil && dt != nil {
+		b.Gemm(dx, dt, a, engine.GemmParams{TransA: true, Alpha: 1, Beta: 1})
+	} else {
+		for _, p := range ad {
+			b.Gemm(dx, p.dt, p.lp.A, engine.GemmParams{TransA: true, Alpha: 1, Beta: 1})
+		}
+	}
+	if ad[0].glp == nil {
+		return
+	}
+	for _, p := range ad {
+		b.Gemm(p.glp.B, p.y, p.t, engine.GemmParams{TransA: true, TransB: true, Alpha: s, Beta: 1})
+	}
+	if ga := stackOf(ad, func(p proj) *engine.Tensor { return p.glp.A }); ga != nil && dt != nil {
+		b.Gemm(ga, dt, x, engine.GemmParams{Alpha: 1, Beta: 1})
+	} else {
+		for _, p := range ad {
+			b.Gemm(p.glp.A, p.dt, x, engine.GemmParams{Alpha: 1, Beta: 1})
+		}
+	}
+}
+
+// adapted returns the projections of ps that have an adapter.
+func adapted(ps []proj) []proj {
+	var out []proj
+	for _, p := range ps {
+		if p.lp != nil {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// stackOf returns the tensor that part's tensors of ps are the consecutive
+// row blocks of (engine.Stacked), or nil.
+func stackOf(ps []proj, part func(proj) *engine.Tensor) *engine.Tensor {
+	ts := make([]*engine.Tensor, len(ps))
+	for i, p := range ps {
+		ts[i] = part(p)
+	}
+	return engine.Stacked(ts...)
 }

@@ -182,23 +182,40 @@ func (m *Model) newAdapter(lc LoRAConfig, dt engine.DType) (*Adapter, error) {
 	if _, err := m.Config.LoRAParams(lc); err != nil {
 		return nil, err
 	}
+	// The A matrices of the projections that read one input lie stacked,
+	// in one buffer [k·r, in] (see linear); every tensor is still its own
+	// [r, in] or [out, r] view, as saved and loaded.
 	a := &Adapter{Config: lc, Layers: make([]map[string]*LoRAPair, m.Config.Layers)}
+	r := lc.Rank
 	for l := range a.Layers {
 		a.Layers[l] = map[string]*LoRAPair{}
-		for _, p := range lc.Targets {
-			out, in, _ := m.Config.projDims(p)
-			at, err := engine.Alloc(m.b, dt, lc.Rank, in)
+		for _, g := range sharedInput(lc.Targets) {
+			_, in, _ := m.Config.projDims(g[0])
+			stack, err := engine.Alloc(m.b, dt, len(g)*r, in)
 			if err != nil {
 				return nil, fmt.Errorf("LoRA adapter: %w", err)
 			}
-			bt, err := engine.Alloc(m.b, dt, out, lc.Rank)
-			if err != nil {
-				return nil, fmt.Errorf("LoRA adapter: %w", err)
+			for i, p := range g {
+				out, _, _ := m.Config.projDims(p)
+				bt, err := engine.Alloc(m.b, dt, out, r)
+				if err != nil {
+					return nil, fmt.Errorf("LoRA adapter: %w", err)
+				}
+				a.Layers[l][p] = &LoRAPair{A: stack.Rows(i*r, (i+1)*r), B: bt}
 			}
-			a.Layers[l][p] = &LoRAPair{A: at, B: bt}
 		}
 	}
 	return a, nil
+}
+
+// widestGroup returns the most projections lc adapts that read one input
+// (3 for q, k and v).
+func (lc LoRAConfig) widestGroup() int {
+	k := 0
+	for _, g := range sharedInput(lc.Targets) {
+		k = max(k, len(g))
+	}
+	return k
 }
 
 // NewAdapter returns a fresh adapter in the model's dtype: A uniform in

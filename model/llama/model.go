@@ -2,6 +2,7 @@ package llama
 
 import (
 	"fmt"
+	"math"
 	"path/filepath"
 
 	"github.com/turnwise/turnwise/engine"
@@ -107,44 +108,133 @@ func (m *Model) Forward(kc *Cache, tokens [][]int32, ad *Adapter) (logitsOut *en
 		}
 	}()
 	defer catchOOM(&err, fmt.Sprintf("forward of %d slots", len(tokens)))
-	if len(tokens) != len(kc.Len) {
-		return nil, fmt.Errorf("forward: %d token lists for a cache of %d slots", len(tokens), len(kc.Len))
+	st, err := m.planStep(kc, tokens)
+	if err != nil {
+		return nil, err
 	}
-	var ids, pos, seqs []int32
-	last := make([]int, len(tokens)) // row of each slot's last new token, or −1
+	scratch := arena{pool: m.pool} // one step's activations
+	defer scratch.release()
+	in := newStepInputs(scratch.take, st, 0)
+	in.upload(b, st, nil)
+	if m.out == nil || m.out.Dim(0) != len(tokens) {
+		if m.out != nil {
+			b.FreeBuffer(m.out.Buffer())
+		}
+		if m.out, err = engine.Alloc(b, engine.F32, len(tokens), c.Vocab); err != nil {
+			return nil, err
+		}
+	}
+	m.forwardCached(scratch.take, kc, ad, in, st.last, m.out)
+	st.advance(kc)
+	return m.out, nil
+}
+
+// stepPlan is what a forward over the cache computes on the host before its
+// first op: each new token, its position, the cache row its key and value
+// go to, the attention's sequence table, and the row of each slot's last
+// new token.
+type stepPlan struct {
+	ids, pos, rows []int32 // [N]
+	seqs           []int32 // [B, 4]: qStart, qLen, kStart, kLen
+	last           []int   // [S]: each slot's last new token's row, or −1
+	lens           []int   // [S]: new tokens per slot
+}
+
+// planStep checks tokens against the cache and plans their forward.
+func (m *Model) planStep(kc *Cache, tokens [][]int32) (stepPlan, error) {
+	if len(tokens) != len(kc.Len) {
+		return stepPlan{}, fmt.Errorf("forward: %d token lists for a cache of %d slots", len(tokens), len(kc.Len))
+	}
+	st := stepPlan{last: make([]int, len(tokens)), lens: make([]int, len(tokens))}
 	for s, toks := range tokens {
-		last[s] = -1
+		st.last[s] = -1
+		st.lens[s] = len(toks)
 		if len(toks) == 0 {
 			continue
 		}
 		if kc.Len[s]+len(toks) > kc.MaxLen {
-			return nil, fmt.Errorf("forward: slot %d would hold %d tokens, the cache holds %d", s, kc.Len[s]+len(toks), kc.MaxLen)
+			return stepPlan{}, fmt.Errorf("forward: slot %d would hold %d tokens, the cache holds %d", s, kc.Len[s]+len(toks), kc.MaxLen)
 		}
-		seqs = append(seqs, int32(len(ids)), int32(len(toks)), int32(s*kc.MaxLen), int32(kc.Len[s]+len(toks)))
+		st.seqs = append(st.seqs, int32(len(st.ids)), int32(len(toks)), int32(s*kc.MaxLen), int32(kc.Len[s]+len(toks)))
 		for j, t := range toks {
-			if t < 0 || int(t) >= c.Vocab {
-				return nil, fmt.Errorf("forward: slot %d token %d = %d is outside the vocabulary of %d", s, j, t, c.Vocab)
+			if t < 0 || int(t) >= m.Config.Vocab {
+				return stepPlan{}, fmt.Errorf("forward: slot %d token %d = %d is outside the vocabulary of %d", s, j, t, m.Config.Vocab)
 			}
-			ids = append(ids, t)
-			pos = append(pos, int32(kc.Len[s]+j))
+			st.ids = append(st.ids, t)
+			st.pos = append(st.pos, int32(kc.Len[s]+j))
+			st.rows = append(st.rows, int32(s*kc.MaxLen+kc.Len[s]+j))
 		}
-		last[s] = len(ids) - 1
+		st.last[s] = len(st.ids) - 1
 	}
-	n := len(ids)
-	if n == 0 {
-		return nil, fmt.Errorf("forward: no tokens")
+	if len(st.ids) == 0 {
+		return stepPlan{}, fmt.Errorf("forward: no tokens")
 	}
-	scratch := arena{pool: m.pool} // one step's activations
-	defer scratch.release()
-	take := scratch.take
+	return st, nil
+}
 
-	d, hd := c.Dim, c.HeadDim
-	idT := take(engine.I32, n)
-	posT := take(engine.I32, n)
-	seqT := take(engine.I32, len(seqs)/4, 4)
-	engine.SetI32(b, idT, ids)
-	engine.SetI32(b, posT, pos)
-	engine.SetI32(b, seqT, seqs)
+// advance counts the step's tokens into the cache.
+func (st stepPlan) advance(kc *Cache) {
+	for s, n := range st.lens {
+		kc.Len[s] += n
+	}
+}
+
+// stepInputs are a forward's inputs on the device: views of one i32 buffer,
+// end to end, so that one upload sets them all.
+type stepInputs struct {
+	all            *engine.Tensor // the buffer
+	ids, pos, rows *engine.Tensor // [N] i32
+	seqs           *engine.Tensor // [B, 4] i32
+	u              *engine.Tensor // [S] f32: a sampler's uniforms (decode), or nil
+}
+
+// newStepInputs takes the buffer for st's inputs, with room for s uniforms.
+func newStepInputs(take func(engine.DType, ...int) *engine.Tensor, st stepPlan, s int) *stepInputs {
+	n, nb := len(st.ids), len(st.seqs)/4
+	in := &stepInputs{all: take(engine.I32, 3*n+4*nb+s)}
+	off := 0
+	view := func(dt engine.DType, shape ...int) *engine.Tensor {
+		t := engine.NewTensor(in.all.Buffer(), in.all.Offset()+4*off, dt, shape...)
+		off += engine.Shape(shape).Numel()
+		return t
+	}
+	in.ids, in.pos, in.rows = view(engine.I32, n), view(engine.I32, n), view(engine.I32, n)
+	in.seqs = view(engine.I32, nb, 4)
+	if s > 0 {
+		in.u = view(engine.F32, s)
+	}
+	return in
+}
+
+// upload writes st and the uniforms u (nil without a sampler) to the device.
+func (in *stepInputs) upload(b engine.Backend, st stepPlan, u []float32) {
+	words := make([]int32, in.all.Numel())
+	put := func(t *engine.Tensor, v []int32) {
+		copy(words[(t.Offset()-in.all.Offset())/4:], v)
+	}
+	put(in.ids, st.ids)
+	put(in.pos, st.pos)
+	put(in.rows, st.rows)
+	put(in.seqs, st.seqs)
+	if in.u != nil {
+		bits := make([]int32, len(u))
+		for i, x := range u {
+			bits[i] = int32(math.Float32bits(x))
+		}
+		put(in.u, bits)
+	}
+	engine.SetI32(b, in.all, words)
+}
+
+// forwardCached is Forward's ops, with its inputs on the device: tokens in
+// through the layers, their keys and values into the cache, and the f32
+// logits of each slot's last new token (row last[s] of the tokens; −1: a
+// slot without new tokens, whose row is zero) into out [S, V]. It issues ops
+// alone — no upload, download or host decision on device data — so that a
+// decoding step can be recorded and replayed (generate.go).
+func (m *Model) forwardCached(take func(engine.DType, ...int) *engine.Tensor, kc *Cache, ad *Adapter, in *stepInputs, last []int, out *engine.Tensor) {
+	c, b := m.Config, m.b
+	n, d, hd := in.ids.Numel(), c.Dim, c.HeadDim
 
 	// One set of activations for every layer, aliased where nothing needs
 	// both: the residual stream (res1 = res2, updated in place), a norm's
@@ -165,26 +255,27 @@ func (m *Model) Forward(kc *Cache, tokens [][]int32, ad *Adapter) (logitsOut *en
 	a.up = take(m.dt, n, c.FFN)   // [N, F]
 	a.act = take(m.dt, n, c.FFN)  // [N, F]
 	if ad != nil {
-		t := take(m.dt, n, ad.Config.Rank) // [N, r] x·Aᵀ
+		// One scratch for the (x·Aᵀ)ᵀ of every group of projections that
+		// read one input, each group's stacked in its first rows.
+		r := ad.Config.Rank
+		t := take(m.dt, ad.Config.widestGroup()*r, n) // [k·r, N]
 		a.lora = map[string]*engine.Tensor{}
-		for _, name := range ad.Config.Targets {
-			a.lora[name] = t
+		for _, g := range sharedInput(ad.Config.Targets) {
+			for i, name := range g {
+				a.lora[name] = t.Rows(i*r, (i+1)*r)
+			}
 		}
 	}
-	run := layerRun{m: m, ad: ad, n: n, pos: posT, take: take,
-		// The cache hook: the new keys and values go to their slots' rows
-		// of the cache, and attention reads the cache.
-		kv: func(l int, k, v *engine.Tensor) (keys, values, seqTable *engine.Tensor) {
-			for i := 0; i < len(seqs); i += 4 {
-				qs, ql, ks, kl := int(seqs[i]), int(seqs[i+1]), int(seqs[i+2]), int(seqs[i+3])
-				dst := ks + kl - ql
-				b.Copy(kc.K[l].Rows(dst, dst+ql), k.Rows(qs, qs+ql))
-				b.Copy(kc.V[l].Rows(dst, dst+ql), v.Rows(qs, qs+ql))
-			}
-			return kc.K[l], kc.V[l], seqT
+	run := layerRun{m: m, ad: ad, n: n, pos: in.pos, take: take,
+		// The cache hook: the new keys and values go to their rows of the
+		// cache, and attention reads the cache.
+		kv: func(l int, k, v *engine.Tensor) (keys, values, seqs *engine.Tensor) {
+			b.ScatterRows(kc.K[l], k, in.rows)
+			b.ScatterRows(kc.V[l], v, in.rows)
+			return kc.K[l], kc.V[l], in.seqs
 		}}
 
-	b.Embedding(res, m.Weights.Embed, idT)
+	b.Embedding(res, m.Weights.Embed, in.ids)
 	var delta *engine.Tensor // the previous layer's MLP output
 	for l := range m.Weights.Layers {
 		_, delta = run.layerForward(l, a, res, delta)
@@ -192,30 +283,34 @@ func (m *Model) Forward(kc *Cache, tokens [][]int32, ad *Adapter) (logitsOut *en
 	b.AddRMSNorm(res, h, rstd, res, delta, m.Weights.FinalNorm, c.NormEps)
 
 	// Logits of each slot's last new token, in the activation dtype (as HF
-	// computes them), then widened to f32.
-	sel := take(m.dt, len(tokens), d) // [S, D]
-	b.Fill(sel, 0)
-	for s, r := range last {
-		if r >= 0 {
-			b.Copy(sel.Rows(s, s+1), h.Rows(r, r+1))
+	// computes them), then widened to f32. When every slot has one new
+	// token, in slot order (decoding), those rows are h itself.
+	sel := h
+	if !oneEach(last, n) {
+		sel = take(m.dt, len(last), d) // [S, D]
+		b.Fill(sel, 0)
+		for s, r := range last {
+			if r >= 0 {
+				b.Copy(sel.Rows(s, s+1), h.Rows(r, r+1))
+			}
 		}
 	}
-	logits := take(m.dt, len(tokens), c.Vocab)
+	logits := take(m.dt, len(last), c.Vocab)
 	b.Gemm(logits, sel, m.Weights.Head, engine.GemmParams{TransB: true, Alpha: 1})
-	if m.out == nil || m.out.Dim(0) != len(tokens) {
-		if m.out != nil {
-			b.FreeBuffer(m.out.Buffer())
-		}
-		if m.out, err = engine.Alloc(b, engine.F32, len(tokens), c.Vocab); err != nil {
-			return nil, err
-		}
-	}
-	out := m.out
 	b.Cast(out, logits)
-	for s, toks := range tokens {
-		kc.Len[s] += len(toks)
+}
+
+// oneEach reports whether the n tokens are one per slot, slot s's at row s.
+func oneEach(last []int, n int) bool {
+	if len(last) != n {
+		return false
 	}
-	return out, nil
+	for s, r := range last {
+		if r != s {
+			return false
+		}
+	}
+	return true
 }
 
 // PoolStats returns the counters of the pool the model draws its

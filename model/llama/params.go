@@ -2,6 +2,7 @@ package llama
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/turnwise/turnwise/engine"
@@ -45,6 +46,11 @@ type layerParam struct {
 	hf    string  // Hugging Face module within a layer: model.layers.i.<hf>.weight
 	gguf  string  // GGUF tensor within a block: blk.i.<gguf>.weight
 	shape []width // [out, in] for a projection (y = x·Wᵀ), [D] for a norm
+	// input names the activation a projection reads (layer.go): the
+	// projections that read one are computed together, and an adapter's
+	// A matrices of such projections lie stacked in one buffer, so that
+	// their LoRA inputs x·Aᵀ are one GEMM.
+	input string
 	// residual marks the projections whose output is added to the residual
 	// stream (o, down): NewRandom scales their initial weights.
 	residual bool
@@ -58,21 +64,21 @@ func (p *layerParam) isProjection() bool { return len(p.shape) == 2 }
 var layerParams = []layerParam{
 	{name: "attn_norm", hf: "input_layernorm", gguf: "attn_norm", shape: []width{widthD},
 		field: func(l *Layer) **engine.Tensor { return &l.AttnNorm }},
-	{name: "q", hf: "self_attn.q_proj", gguf: "attn_q", shape: []width{widthQ, widthD},
+	{name: "q", input: "h1", hf: "self_attn.q_proj", gguf: "attn_q", shape: []width{widthQ, widthD},
 		field: func(l *Layer) **engine.Tensor { return &l.Wq }},
-	{name: "k", hf: "self_attn.k_proj", gguf: "attn_k", shape: []width{widthKV, widthD},
+	{name: "k", input: "h1", hf: "self_attn.k_proj", gguf: "attn_k", shape: []width{widthKV, widthD},
 		field: func(l *Layer) **engine.Tensor { return &l.Wk }},
-	{name: "v", hf: "self_attn.v_proj", gguf: "attn_v", shape: []width{widthKV, widthD},
+	{name: "v", input: "h1", hf: "self_attn.v_proj", gguf: "attn_v", shape: []width{widthKV, widthD},
 		field: func(l *Layer) **engine.Tensor { return &l.Wv }},
-	{name: "o", hf: "self_attn.o_proj", gguf: "attn_output", shape: []width{widthD, widthQ}, residual: true,
+	{name: "o", input: "att", hf: "self_attn.o_proj", gguf: "attn_output", shape: []width{widthD, widthQ}, residual: true,
 		field: func(l *Layer) **engine.Tensor { return &l.Wo }},
 	{name: "mlp_norm", hf: "post_attention_layernorm", gguf: "ffn_norm", shape: []width{widthD},
 		field: func(l *Layer) **engine.Tensor { return &l.MLPNorm }},
-	{name: "gate", hf: "mlp.gate_proj", gguf: "ffn_gate", shape: []width{widthF, widthD},
+	{name: "gate", input: "h2", hf: "mlp.gate_proj", gguf: "ffn_gate", shape: []width{widthF, widthD},
 		field: func(l *Layer) **engine.Tensor { return &l.Wgate }},
-	{name: "up", hf: "mlp.up_proj", gguf: "ffn_up", shape: []width{widthF, widthD},
+	{name: "up", input: "h2", hf: "mlp.up_proj", gguf: "ffn_up", shape: []width{widthF, widthD},
 		field: func(l *Layer) **engine.Tensor { return &l.Wup }},
-	{name: "down", hf: "mlp.down_proj", gguf: "ffn_down", shape: []width{widthD, widthF}, residual: true,
+	{name: "down", input: "act", hf: "mlp.down_proj", gguf: "ffn_down", shape: []width{widthD, widthF}, residual: true,
 		field: func(l *Layer) **engine.Tensor { return &l.Wdown }},
 }
 
@@ -88,6 +94,27 @@ func projectionNames() []string {
 		}
 	}
 	return out
+}
+
+// sharedInput groups names (projections) by the activation they read, in
+// the table's order: one group per input, each in the table's order.
+func sharedInput(names []string) [][]string {
+	var groups [][]string
+	at := map[string]int{} // input → its group
+	for i := range layerParams {
+		p := &layerParams[i]
+		if !p.isProjection() || !slices.Contains(names, p.name) {
+			continue
+		}
+		g, ok := at[p.input]
+		if !ok {
+			g = len(groups)
+			at[p.input] = g
+			groups = append(groups, nil)
+		}
+		groups[g] = append(groups[g], p.name)
+	}
+	return groups
 }
 
 // projection returns the table entry of the projection named name.

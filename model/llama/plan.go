@@ -105,12 +105,13 @@ func (c Config) Plan(o PlanOptions) (Plan, error) {
 	const f32 = 4
 	add(false, "weights", "weights", np*wb, "%d parameters × %d B", np, wb)
 	var la, rank, targets int64 // LoRA parameters, rank and adapted projections
+	var widest int64            // the most adapted projections that read one input
 	if o.LoRA != nil {
 		var err error
 		if la, err = c.LoRAParams(*o.LoRA); err != nil {
 			return Plan{}, err
 		}
-		rank, targets = int64(o.LoRA.Rank), int64(len(o.LoRA.Targets))
+		rank, targets, widest = int64(o.LoRA.Rank), int64(len(o.LoRA.Targets)), int64(o.LoRA.widestGroup())
 		add(false, "lora_adapters", "LoRA adapters", la*wb, "%d parameters, rank %d, %d B each", la, rank, wb)
 	}
 
@@ -119,13 +120,15 @@ func (c Config) Plan(o PlanOptions) (Plan, error) {
 	q, kv, h := int64(c.Heads*c.HeadDim), int64(c.KVHeads*c.HeadDim), int64(c.Heads)
 	if o.Inference {
 		add(false, "kv_cache", "KV cache", 2*int64(c.Layers)*n*kv*wb, "2 × %d layers × %d tokens × %d × %d B", c.Layers, n, kv, wb)
-		// Forward's temporaries for a prefill of all n tokens: ids and
-		// positions [N] i32, the sequence table [B, 4] i32; the residual,
+		// Forward's temporaries for a prefill of all n tokens: ids,
+		// positions and cache rows [N] i32, the sequence table [B, 4] i32;
+		// the residual,
 		// a sublayer's input and output [N, D], q and the attention output
 		// [N, H·Dh], k and v [N, G·Dh], gate, up and SwiGLU [N, F], the
-		// LoRA scratch [N, r]; rstd [N] and log-sum-exp [N, H] in f32;
+		// LoRA scratch [k·r, N] (k the most adapted projections of one
+		// input); rstd [N] and log-sum-exp [N, H] in f32;
 		// each sequence's last hidden state [B, D] and logits [B, V].
-		perToken := (3*d+2*q+2*kv+3*f+rank)*wb + (1+h)*f32 + 2*4
+		perToken := (3*d+2*q+2*kv+3*f+widest*rank)*wb + (1+h)*f32 + 3*4
 		add(true, "prefill_activations", "prefill activations", n*perToken+b*16+b*(d+v)*wb,
 			"%d tokens × %d B, plus each sequence's last hidden state and logits", n, perToken)
 		add(false, "sampling", "logits and sampling", b*v*f32+4*b*4, "f32 logits [%d, %d], the sampler's ids, uniforms, log-probabilities, log-sum-exps", b, v)
@@ -172,12 +175,12 @@ func (c Config) Plan(o PlanOptions) (Plan, error) {
 	// One after the other: the logits of a chunk of tokens, then the
 	// backward's gradients — of the residual stream [N, D], of act, gate
 	// and up [N, F], of att and q [N, H·Dh], of k and v [N, G·Dh], and the
-	// LoRA scratch [N, r].
+	// LoRA scratch [k·r, N] (k the most adapted projections of one input).
 	chunk := min(int64(o.LogitChunk), n)
 	addTransient("logits_chunk", "logits chunk", chunk*v*wb, "%d tokens × %d", chunk, v)
 	var dt int64
 	if o.LoRA != nil {
-		dt = rank
+		dt = widest * rank
 	}
 	addTransient("layer_gradients", "backward buffers", n*(d+3*f+2*q+2*kv+dt)*wb, "gradients of one layer's activations, reused by every layer")
 	return p, nil

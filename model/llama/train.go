@@ -243,7 +243,7 @@ func (p *Pass) Backward(dLogP *engine.Tensor, g *Weights, ga *Adapter) (err erro
 		datt: take(m.dt, n, nh, hd), dq: take(m.dt, n, nh, hd),
 		dk: take(m.dt, n, ng, hd), dv: take(m.dt, n, ng, hd)}
 	if p.ad != nil {
-		gr.dt = take(m.dt, n, p.ad.Config.Rank)
+		gr.dt = take(m.dt, p.ad.Config.widestGroup()*p.ad.Config.Rank, n)
 	}
 	for l := c.Layers - 1; l >= 0; l-- {
 		a := &p.layers[l]

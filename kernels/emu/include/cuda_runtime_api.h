@@ -50,10 +50,13 @@ typedef enum cudaError {
 	cudaErrorInvalidDeviceFunction = 98,
 	cudaErrorDeviceUninitialized = 201, /* "invalid device context": CUDA_ERROR_INVALID_CONTEXT */
 	cudaErrorInvalidResourceHandle = 400,
+	cudaErrorIllegalState = 401,
 	cudaErrorNotReady = 600,
 	cudaErrorLaunchOutOfResources = 701,
 	cudaErrorLaunchFailure = 719,
 	cudaErrorNotSupported = 801,
+	cudaErrorStreamCaptureUnsupported = 900,
+	cudaErrorStreamCaptureInvalidated = 901,
 	cudaErrorUnknown = 999
 } cudaError_t;
 
@@ -144,6 +147,42 @@ cudaError_t cudaEventSynchronize(cudaEvent_t event);
 cudaError_t cudaEventQuery(cudaEvent_t event);
 cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end);
 
+/* Stream capture and graphs, modelled as far as a capture-and-replay loop
+ * needs them. Between cudaStreamBeginCapture and cudaStreamEndCapture, the
+ * kernel launches, device-to-device cudaMemcpyAsync and cudaMemsetAsync
+ * queued on the stream are checked as launches are and kept, in order, in
+ * the graph instead of run; cudaGraphLaunch runs a graph's work in that
+ * order on a stream (cudaGraphInstantiateWithFlags copies it, flags 0).
+ * What a capture cannot hold fails with cudaErrorStreamCaptureUnsupported
+ * and invalidates the capture, whose cudaStreamEndCapture then returns
+ * cudaErrorStreamCaptureInvalidated and no graph: synchronising the
+ * capturing stream, a copy to or from the host on it, and, while any
+ * capture in global mode is under way, cudaMalloc, cudaFree, cudaMemcpy,
+ * cudaMemset and cudaDeviceSynchronize from any thread (every capture in
+ * progress is invalidated). Capturing the legacy stream (0) is
+ * unsupported; beginning a capture on a capturing stream, or ending one on a
+ * stream that is not capturing, is cudaErrorIllegalState. Graphs are
+ * linear: no fork, join or event nodes. */
+typedef struct CUgraph_st *cudaGraph_t;
+typedef struct CUgraphExec_st *cudaGraphExec_t;
+typedef enum cudaStreamCaptureMode {
+	cudaStreamCaptureModeGlobal = 0,
+	cudaStreamCaptureModeThreadLocal = 1,
+	cudaStreamCaptureModeRelaxed = 2
+} cudaStreamCaptureMode;
+typedef enum cudaStreamCaptureStatus {
+	cudaStreamCaptureStatusNone = 0,
+	cudaStreamCaptureStatusActive = 1,
+	cudaStreamCaptureStatusInvalidated = 2
+} cudaStreamCaptureStatus;
+cudaError_t cudaStreamBeginCapture(cudaStream_t stream, cudaStreamCaptureMode mode);
+cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t *graph);
+cudaError_t cudaStreamIsCapturing(cudaStream_t stream, cudaStreamCaptureStatus *status);
+cudaError_t cudaGraphInstantiateWithFlags(cudaGraphExec_t *exec, cudaGraph_t graph, unsigned long long flags);
+cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream);
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec);
+cudaError_t cudaGraphDestroy(cudaGraph_t graph);
+
 /* Kernel attributes. The emulator records MaxDynamicSharedMemorySize per
  * kernel and refuses launches that ask for more dynamic shared memory than
  * that (48 KiB until raised), as a GPU does. The opt-in ceiling is 227 KiB
@@ -177,6 +216,7 @@ typedef struct {
 	long allocations; /* live cudaMalloc allocations */
 	size_t bytes;     /* their size */
 	long mallocs;     /* cudaMalloc calls that allocated, since start-up */
+	int graphs;       /* graphs and instantiated graphs not destroyed */
 } tw_emu_counters;
 void tw_emu_get_counters(tw_emu_counters *c);
 /* References to device's primary context held through

@@ -160,9 +160,14 @@ struct LaunchConfig {
 	cudaStream_t stream;
 	const char *name;     // the kernel expression as written at the launch
 	const void *func;     // the kernel, for cudaFuncSetAttribute's limits
+	// Copy and release a launch's context (its arguments), so that a launch
+	// on a capturing stream can be kept in the graph and replayed later.
+	void *(*clone)(const void *ctx);
+	void (*drop)(void *ctx);
 };
 // Runs body(ctx) once per thread of every block; returns the launch error
-// (also stored for cudaGetLastError).
+// (also stored for cudaGetLastError). On a stream that is capturing, the
+// launch is checked and kept in the graph (with a clone of ctx) instead.
 cudaError_t launch(const LaunchConfig &cfg, void (*body)(void *), void *ctx);
 
 enum BarrierOp { kSyncthreads, kSyncthreadsCount, kSyncthreadsAnd, kSyncthreadsOr };
@@ -486,16 +491,18 @@ template <class... P> struct Launch {
 	template <class... A> void operator()(A &&...a) const {
 		static_assert(sizeof...(A) == sizeof...(P), "LAUNCH: wrong number of kernel arguments");
 		using Args = std::tuple<std::decay_t<P>...>;
-		Args args(std::forward<A>(a)...);
 		struct Ctx {
 			void (*k)(P...);
-			Args *args;
-		} ctx{kernel, &args};
-		launch(cfg,
+			Args args;
+		} ctx{kernel, Args(std::forward<A>(a)...)};
+		LaunchConfig c = cfg;
+		c.clone = [](const void *p) -> void * { return new Ctx(*static_cast<const Ctx *>(p)); };
+		c.drop = [](void *p) { delete static_cast<Ctx *>(p); };
+		launch(c,
 		       [](void *p) {
 			       Ctx *c = static_cast<Ctx *>(p);
 			       async::thread_begin();
-			       std::apply(c->k, *c->args);
+			       std::apply(c->k, c->args);
 		       },
 		       &ctx);
 	}
@@ -504,7 +511,8 @@ template <class... P> struct Launch {
 template <class... P>
 inline Launch<P...> make_launch(dim3 grid, dim3 block, size_t smem, cudaStream_t stream, const char *name,
                                 void (*kernel)(P...)) {
-	return Launch<P...>{LaunchConfig{grid, block, smem, stream, name, reinterpret_cast<const void *>(kernel)}, kernel};
+	return Launch<P...>{
+		LaunchConfig{grid, block, smem, stream, name, reinterpret_cast<const void *>(kernel), nullptr, nullptr}, kernel};
 }
 
 } // namespace tw_emu

@@ -1,0 +1,77 @@
+//go:build cuda || cudaemu
+
+package stepbench
+
+import (
+	"math/rand/v2"
+	"testing"
+
+	"github.com/turnwise/turnwise/bench"
+	"github.com/turnwise/turnwise/engine"
+	"github.com/turnwise/turnwise/engine/cuda"
+	"github.com/turnwise/turnwise/model/llama"
+	"github.com/turnwise/turnwise/optim"
+	"github.com/turnwise/turnwise/trainer"
+)
+
+// TestLaunches counts the launches of a LoRA step (rank 16 on every
+// projection) and of a decoding step at batch 1 and 4, on a model of
+// Llama-3.1-8B's structure — 32 layers, grouped-query attention 4:1, an
+// untied classifier — at toy widths: the launches do not depend on the
+// widths, and the classifier's depend on the tokens only through the number
+// of LogitChunk chunks, so a step of T tokens launches what the 256-token
+// step does plus (T/256 − 1) times the difference between the 512- and the
+// 256-token steps. It logs the counts and checks that a decoding step is
+// one host call once recorded.
+func TestLaunches(t *testing.T) {
+	c := llama.Config{Dim: 64, Layers: 32, Heads: 8, KVHeads: 2, HeadDim: 8, FFN: 96, Vocab: 512,
+		NormEps: 1e-5, RopeTheta: 500000, MaxSeqLen: 1024, BOS: 1, EOS: []int32{2}}
+	b, err := cuda.New(cuda.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	m, err := llama.NewRandom(b, c, engine.BF16, 0.02, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ad, err := m.NewAdapter(llama.LoRAEvery(16), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp, err := trainer.NewParams(m, ad, optim.AdamWConfig{Beta1: 0.9, Beta2: 0.95, Eps: 1e-8, MaxGradNorm: 1}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tp.Free()
+	rng := rand.New(rand.NewPCG(1, 2))
+	step := map[int]float64{}
+	for _, seq := range []int{256, 512} {
+		ops0, _ := b.Launches()
+		if _, err := trainSteps(m, ad, tp, randomBatch(rng, c.Vocab, seq), 1); err != nil {
+			t.Fatal(err)
+		}
+		ops1, _ := b.Launches()
+		step[seq] = float64(ops1-ops0) / 2
+	}
+	perChunk := step[512] - step[256]
+	t.Logf("LoRA step: %.0f launches at 256 tokens, %.0f more per further %d-token chunk: %.0f at 2048 tokens",
+		step[256], perChunk, llama.LogitChunk, step[256]+7*perChunk)
+	for _, batch := range []int{1, 4} {
+		prompts := make([][]int32, batch)
+		for i := range prompts {
+			prompts[i] = randomBatch(rng, c.Vocab, 16).IDs
+		}
+		var pre, dec bench.Generation
+		if _, _, err := generate(m, prompts, 8, 1, &pre, &dec); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("batch %d: prefill %.0f launches; a decoding step %.1f launches in %.2f host calls", batch, pre.Launches, dec.Launches, dec.Calls)
+		// The sampling of the prefill's logits and the first of the 8
+		// steps run plainly (that step also zeroes the buffers it is the
+		// first to take), the other 7 are replayed at one call each.
+		if dec.Calls > dec.Launches/4 {
+			t.Errorf("batch %d: %.2f host calls per decoding step of %.1f launches: not replayed", batch, dec.Calls, dec.Launches)
+		}
+	}
+}

@@ -1,0 +1,118 @@
+package llama_test
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/turnwise/turnwise/engine"
+	"github.com/turnwise/turnwise/engine/cpu"
+	"github.com/turnwise/turnwise/engine/enginetest"
+	"github.com/turnwise/turnwise/model/llama"
+)
+
+func TestStackedLoRA(t *testing.T) { testStackedLoRA(t, cpu.New(cpu.Options{Threads: 2})) }
+
+// testStackedLoRA runs a training step's forward and backward with an
+// adapter in its own layout — each layer's A matrices of q, k and v stacked
+// in one buffer, and of gate and up, so that their LoRA inputs are one GEMM
+// per group — and with a copy whose every tensor has a buffer of its own (a
+// GEMM per projection), gradients likewise, and compares: the forward's
+// log-probabilities bit for bit (each element is the same dot product), the
+// gradients within GradTol (the stacked dx GEMM sums the k·r columns of a
+// group before rounding dx once; one by one, dx is rounded after each
+// projection's term). It also wants the stacked layout to survive a PEFT
+// save and load, and generation to give the same tokens either way.
+func testStackedLoRA(t *testing.T, b engine.Backend) {
+	for _, dt := range []engine.DType{engine.F32, engine.BF16} {
+		t.Run(dt.String(), func(t *testing.T) {
+			// Grouped-query attention with a head width the CUDA kernels take.
+			c := llama.Config{Dim: 32, Layers: 2, Heads: 4, KVHeads: 2, HeadDim: 16, FFN: 40, Vocab: 37,
+				NormEps: 1e-5, RopeTheta: 10000, MaxSeqLen: 64, BOS: 1, EOS: []int32{2}}
+			m, err := llama.NewRandom(b, c, dt, 0.5, 6)
+			if err != nil {
+				t.Fatal(err)
+			}
+			lc := llama.LoRAConfig{Rank: 4, Alpha: 8, Targets: []string{"q", "k", "v", "gate", "up", "down"}}
+			ad, err := m.NewAdapter(lc, 7)
+			if err != nil {
+				t.Fatal(err)
+			}
+			randomizeB(b, ad, rand.New(rand.NewPCG(1, 1)))
+			apart := func(x *engine.Tensor) *engine.Tensor {
+				y := engine.MustAlloc(b, x.DType(), x.Shape()...)
+				b.Copy(y, x)
+				return y
+			}
+			sep := ad.Map(apart)
+			stacked := func(a *llama.Adapter, l int, names ...string) bool {
+				var as []*engine.Tensor
+				for _, p := range names {
+					as = append(as, a.Layers[l][p].A)
+				}
+				return engine.Stacked(as...) != nil
+			}
+			if !stacked(ad, 1, "q", "k", "v") || !stacked(ad, 0, "gate", "up") || stacked(sep, 0, "q", "k", "v") {
+				t.Fatal("the adapter's A matrices are not stacked by input, or the copy's are")
+			}
+			dir := t.TempDir()
+			if err := m.SavePEFT(ad, dir); err != nil {
+				t.Fatal(err)
+			}
+			if back, err := m.LoadPEFT(dir); err != nil || !stacked(back, 1, "q", "k", "v") {
+				t.Fatalf("the loaded adapter's A matrices are not stacked (error %v)", err)
+			}
+
+			bt := tinyBatch(rand.New(rand.NewPCG(2, 2)), m.Config.Vocab)
+			dl := engine.MustAlloc(b, engine.F32, len(bt.IDs))
+			b.Fill(dl, -1)
+			step := func(a, ga *llama.Adapter) []float32 {
+				p, err := m.ForwardTrain(bt, a)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer p.Release()
+				logp := engine.ToF32(b, p.LogP)
+				if err := p.Backward(dl, nil, ga); err != nil {
+					t.Fatal(err)
+				}
+				return logp
+			}
+			ga, err := m.NewAdapterGrads(ad, engine.F32)
+			if err != nil {
+				t.Fatal(err)
+			}
+			gsep := ga.Map(apart)
+			with, without := step(ad, ga), step(sep, gsep)
+			for i := range with {
+				if math.Float32bits(with[i]) != math.Float32bits(without[i]) {
+					t.Fatalf("token %d: log-probability %v stacked, %v apart", i, with[i], without[i])
+				}
+			}
+			want := map[string][]float32{}
+			gsep.Each(func(name string, x *engine.Tensor) { want[name] = engine.ToF32(b, x) })
+			ga.Each(func(name string, x *engine.Tensor) {
+				if err := enginetest.RelErr(engine.ToF32(b, x), enginetest.F64(want[name])); err > enginetest.GradTol(dt) {
+					t.Errorf("%s: stacked and apart differ by %.3g (relative to the largest), over %g", name, err, enginetest.GradTol(dt))
+				}
+			})
+
+			prompts := [][]int32{{1, 5, 9}, {3, 4}}
+			g1, err := m.Generate(prompts, llama.GenerateOptions{MaxNew: 6, Adapter: ad})
+			if err != nil {
+				t.Fatal(err)
+			}
+			g2, err := m.Generate(prompts, llama.GenerateOptions{MaxNew: 6, Adapter: sep})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for s := range g1 {
+				for i := range g1[s].Tokens {
+					if g1[s].Tokens[i] != g2[s].Tokens[i] || math.Float32bits(g1[s].LogProb[i]) != math.Float32bits(g2[s].LogProb[i]) {
+						t.Fatalf("slot %d token %d: %d (%v) stacked, %d (%v) apart", s, i, g1[s].Tokens[i], g1[s].LogProb[i], g2[s].Tokens[i], g2[s].LogProb[i])
+					}
+				}
+			}
+		})
+	}
+}
