@@ -42,7 +42,8 @@ and, on the keys family, runs the budget family too (in OUT/budget).
 --from DIR reuses DIR's supervised model and rollouts. --stages sft runs
 the supervised start alone and evaluates it on the held-out tasks (the
 same tasks and sampling seeds as a whole run's "SFT start" row), to check
-a family's start before any RL method runs on it.
+a family's start before any RL method runs on it; --stages prepare makes the
+supervised start and the rollouts alone, for later runs to reuse (--from).
 
 Same seed, same --threads: same table (OpenBLAS chooses its GEMM kernels by
 CPU model; pin them with OPENBLAS_CORETYPE for the same numbers on other
@@ -69,7 +70,7 @@ func runDemo(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	fs.StringVar(&c.OutDir, "out", "runs/demo", "directory for the models, rollouts, evaluation episodes and results.json")
 	fs.StringVar(&c.Family, "family", "keys", "task family: "+strings.Join(pipeline.Families, " or "))
 	fs.StringVar(&c.From, "from", "", "reuse this earlier run's supervised model and rollouts (same family, seed and counts)")
-	stages := fs.String("stages", "all", "all: every stage; sft: the supervised start alone, evaluated on the held-out tasks")
+	stages := fs.String("stages", "all", "all: every stage; sft: the supervised start alone, evaluated on the held-out tasks; prepare: the supervised start and the rollouts, for --from")
 	fs.Uint64Var(&c.Seed, "seed", 1, "seed of the tasks, the model and every sampling")
 	fs.IntVar(&c.SFTTasks, "sft-tasks", pipeline.DefaultSFTTasks, "tasks of scripted dialogues for the supervised start")
 	fs.IntVar(&c.SFTSteps, "sft-steps", 1200, "supervised steps")
@@ -127,8 +128,13 @@ func runDemo(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 		if c.From != "" {
 			return errors.New("--stages sft makes the supervised start; --from reuses one: give one of them")
 		}
+	case "prepare":
+		c.PrepareOnly = true
+		if c.From != "" {
+			return errors.New("--stages prepare makes the supervised start and the rollouts; --from reuses them: give one of them")
+		}
 	default:
-		return fmt.Errorf("--stages %q: want all or sft", *stages)
+		return fmt.Errorf("--stages %q: want all, sft or prepare", *stages)
 	}
 	bf.threads = *threads
 	if c.Backend, err = bf.open(); err != nil {

@@ -53,7 +53,10 @@ type Config struct {
 	// held-out tasks (the "SFT start" row of a whole run, on the same tasks
 	// and sampling seeds): no rollouts and no other method.
 	SFTOnly bool
-	Seed    uint64
+	// PrepareOnly makes the supervised start and the rollouts (the stages
+	// a later run reuses with From) and stops.
+	PrepareOnly bool
+	Seed        uint64
 
 	SFTTasks, SFTSteps int
 	RLTasks            int // tasks the policy plays for RL, validation tasks included
@@ -195,8 +198,8 @@ func Run(ctx context.Context, c Config) (*Result, error) {
 		return &r.res, r.evaluate([]row{{name: "SFT start"}})
 	}
 	trajs, err := r.prepare(train)
-	if err != nil {
-		return nil, err
+	if err != nil || c.PrepareOnly {
+		return &r.res, err
 	}
 	rlSet := train[c.SFTTasks:]
 	r.val = rlSet[len(rlSet)-c.ValTasks:]
