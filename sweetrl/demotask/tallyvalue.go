@@ -16,9 +16,9 @@ import (
 // It is exact: the simulator is deterministic, and the scripted agent's
 // moves are enumerated with their probabilities. The reward depends on the
 // hidden keys, which the dialogue need not show: this is what a critic
-// that reads the ground truth could know at best. It fails when task is
-// not the family's, or when before is not what the family's simulator
-// answers to its agent turns.
+// that reads the ground truth could know at best. The human turns of
+// before are taken as they are. It fails when task is not the family's,
+// or before does not open with its problem or has ended.
 func TallyScriptedValue(task sweetrl.Task, before []sweetrl.Turn, reply string) (float64, error) {
 	_, keys, err := parseTally(task)
 	if err != nil {
@@ -27,35 +27,41 @@ func TallyScriptedValue(task sweetrl.Task, before []sweetrl.Turn, reply string) 
 	if len(before) == 0 || before[0].Role != sweetrl.RoleUser || before[0].Content != task.ProblemDescription {
 		return 0, fmt.Errorf("tally value: the dialogue does not open with the task's problem")
 	}
-	var outs []string
-	for _, t := range before {
+	e, err := replayTally(task, before, nil)
+	if err != nil {
+		return 0, err
+	}
+	if e.Done() || e.NeedsHuman() {
+		return 0, fmt.Errorf("tally value: the dialogue of %d turns does not end before an agent turn", len(before))
+	}
+	return tallyExpected(task, keys, before, []string{reply})
+}
+
+// replayTally plays the dialogue before (its human turns as they are) on
+// task, then the agent replies outs against TallySimulator.
+func replayTally(task sweetrl.Task, before []sweetrl.Turn, outs []string) (*sweetrl.Episode, error) {
+	e := sweetrl.NewEpisodeWith(task, TallyProtocol())
+	for i, t := range before {
+		if i == 0 {
+			continue // the problem, which the episode opens with
+		}
+		if e.Done() {
+			return nil, fmt.Errorf("tally value: the episode ended before turn %d", i)
+		}
+		var err error
 		if t.Role == sweetrl.RoleAssistant {
 			o := t.Output
 			if o == "" {
 				o = t.Content
 			}
-			outs = append(outs, o)
+			_, err = e.AgentTurn("", o)
+		} else {
+			err = e.HumanTurn(t.Content)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("tally value: turn %d: %w", i, err)
 		}
 	}
-	e, err := replayTally(task, outs)
-	if err != nil {
-		return 0, err
-	}
-	h := e.History()
-	if len(h) != len(before) || e.Done() {
-		return 0, fmt.Errorf("tally value: the dialogue of %d turns replays as %d (ended: %v)", len(before), len(h), e.Done())
-	}
-	for i := range h {
-		if h[i].Role != before[i].Role || h[i].Content != before[i].Content {
-			return 0, fmt.Errorf("tally value: turn %d replays as %q, the dialogue has %q", i, h[i].Content, before[i].Content)
-		}
-	}
-	return tallyExpected(task, keys, append(outs, reply))
-}
-
-// replayTally plays the agent replies outs on task against TallySimulator.
-func replayTally(task sweetrl.Task, outs []string) (*sweetrl.Episode, error) {
-	e := sweetrl.NewEpisodeWith(task, TallyProtocol())
 	for i, o := range outs {
 		if e.Done() {
 			return nil, fmt.Errorf("tally value: the episode ended before agent turn %d", i+1)
@@ -77,10 +83,10 @@ func replayTally(task sweetrl.Task, outs []string) (*sweetrl.Episode, error) {
 	return e, nil
 }
 
-// tallyExpected is the expected reward after the agent replies outs and
-// the scripted agent plays on.
-func tallyExpected(task sweetrl.Task, keys []byte, outs []string) (float64, error) {
-	e, err := replayTally(task, outs)
+// tallyExpected is the expected reward after the dialogue before, the
+// agent replies outs and the scripted agent playing on.
+func tallyExpected(task sweetrl.Task, keys []byte, before []sweetrl.Turn, outs []string) (float64, error) {
+	e, err := replayTally(task, before, outs)
 	if err != nil {
 		return 0, err
 	}
@@ -90,7 +96,7 @@ func tallyExpected(task sweetrl.Task, keys []byte, outs []string) (float64, erro
 	s := tallyStateOf(task, e.History())
 	var v float64
 	for _, mp := range tallyMoves(s.count) {
-		x, err := tallyExpected(task, keys, append(outs[:len(outs):len(outs)], s.say(mp.move)))
+		x, err := tallyExpected(task, keys, before, append(outs[:len(outs):len(outs)], s.say(mp.move)))
 		if err != nil {
 			return 0, err
 		}

@@ -11,7 +11,7 @@ import (
 // tallyBefore plays the replies outs on task and returns the dialogue.
 func tallyBefore(t *testing.T, task sweetrl.Task, outs ...string) []sweetrl.Turn {
 	t.Helper()
-	e, err := replayTally(task, outs)
+	e, err := replayTally(task, []sweetrl.Turn{{Role: sweetrl.RoleUser, Content: task.ProblemDescription}}, outs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,15 +70,16 @@ func TestTallyScriptedValue(t *testing.T) {
 		const n = 6000
 		var sum, sq float64
 		for range n {
-			outs := append(append([]string(nil), tc.outs...), tc.reply)
-			e, err := replayTally(tc.task, outs)
+			before := tallyBefore(t, tc.task, tc.outs...)
+			outs := []string{tc.reply}
+			e, err := replayTally(tc.task, before, outs)
 			if err != nil {
 				t.Fatal(err)
 			}
 			for !e.Done() {
 				o := policy(tallyStateOf(tc.task, e.History()))
 				outs = append(outs, o)
-				if e, err = replayTally(tc.task, outs); err != nil {
+				if e, err = replayTally(tc.task, before, outs); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -92,7 +93,11 @@ func TestTallyScriptedValue(t *testing.T) {
 			t.Errorf("%q after %q: exact %v, sampled %v ± %v", tc.reply, tc.outs, want, mean, se)
 		}
 	}
-	if _, err := TallyScriptedValue(first, tallyBefore(t, last, TallyNext, TallyNext, TallyNext), TallyNext); err == nil {
+	other := tallyTask([]byte("bcfkm"), []byte("bcf"))
+	if _, err := TallyScriptedValue(first, tallyBefore(t, other, TallyNext), TallyNext); err == nil {
 		t.Error("a dialogue of another task: want an error")
+	}
+	if _, err := TallyScriptedValue(first, tallyBefore(t, first, TallyAnswer), TallyNext); err == nil {
+		t.Error("a dialogue that has ended: want an error")
 	}
 }

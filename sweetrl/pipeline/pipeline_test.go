@@ -227,7 +227,7 @@ func TestEveryMethod(t *testing.T) {
 		t.Run(family, func(t *testing.T) {
 			c := tiny(t, family, t.TempDir())
 			// 6 episodes per task: the validation split of every family holds a pair.
-			c.From, c.K, c.RLTasks, c.ValTasks, c.Full, c.Select = t.TempDir(), 6, 8, 3, true, true
+			c.From, c.K, c.RLTasks, c.ValTasks, c.Ablations, c.Select = t.TempDir(), 6, 8, 3, true, true
 			fixture(t, c)
 			var log strings.Builder
 			c.Log = &log

@@ -97,8 +97,10 @@ func (tc *TurnCandidates) Turns() int { return len(tc.turns) }
 
 // Pairs ranks every turn's candidates by adv and forms the actor's pairs
 // from them as ActorPairs does (with its critic's advantage, the same
-// pairs): the pair draws start afresh at each call.
-func (tc *TurnCandidates) Pairs(adv AdvantageFunc) ([]PrefPair, ActorStats, error) {
+// pairs): the pair draws start afresh at each call. With dropEqual a pair
+// of two candidates of equal advantage is dropped too (counted as tied):
+// an exact value ties often, a critic's advantage hardly ever.
+func (tc *TurnCandidates) Pairs(adv AdvantageFunc, dropEqual bool) ([]PrefPair, ActorStats, error) {
 	var st ActorStats
 	src := tc.pairs
 	rng := rand.New(&src)
@@ -119,7 +121,7 @@ func (tc *TurnCandidates) Pairs(adv AdvantageFunc) ([]PrefPair, ActorStats, erro
 		}
 		st.MeanSpread += (hi - lo) / float64(len(tc.turns))
 		for _, p := range sweetrl.PairsByAdvantage(a, tc.o.PairsPerTurn, rng) {
-			if outs[p.Chosen] == outs[p.Rejected] {
+			if outs[p.Chosen] == outs[p.Rejected] || (dropEqual && a[p.Chosen] == a[p.Rejected]) {
 				st.TiedPairs++
 				continue
 			}

@@ -42,7 +42,7 @@ func TestTurnCandidates(t *testing.T) {
 			t.Errorf("the sampler made %d calls, ActorPairs' %d", pol2.calls, pol.calls)
 		}
 		for range 2 {
-			got, st, err := tc.Pairs(CriticAdvantage(critic, pol2, proto.System, o.BatchTokens))
+			got, st, err := tc.Pairs(CriticAdvantage(critic, pol2, proto.System, o.BatchTokens), false)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -64,7 +64,7 @@ func TestTurnCandidates(t *testing.T) {
 		}
 		return a, nil
 	}
-	pairs, st, err := tc.Pairs(early)
+	pairs, st, err := tc.Pairs(early, false)
 	if err != nil || st.Turns != tc.Turns() || len(pairs) == 0 {
 		t.Fatalf("%v: %+v", err, st)
 	}
@@ -75,6 +75,16 @@ func TestTurnCandidates(t *testing.T) {
 		if !slices.ContainsFunc(tc.polSum, func(seqs []Seq) bool { return in(p.Chosen, seqs[:2]) && in(p.Rejected, seqs[2:]) }) {
 			t.Errorf("a pair is not a turn's early candidate against its late one")
 		}
+	}
+	// An advantage that ties every candidate forms no pair with dropEqual.
+	flat := func(_ sweetrl.Task, _ []sweetrl.Turn, cands []string) ([]float64, error) {
+		return make([]float64, len(cands)), nil
+	}
+	if pairs, st, err := tc.Pairs(flat, true); err != nil || len(pairs) != 0 || st.TiedPairs != 2*st.Turns {
+		t.Errorf("equal advantages: %d pairs, %+v, %v; want none, every one tied", len(pairs), st, err)
+	}
+	if pairs, _, _ := tc.Pairs(flat, false); len(pairs) == 0 {
+		t.Error("equal advantages without dropEqual: no pair")
 	}
 }
 
