@@ -22,7 +22,7 @@ BUNDLE_EMU := build/gpu-bundle-emu
 
 include kernels/kernels.mk
 
-.PHONY: all setup build run test vet race bench bench-gpu test-emu test-cuda-build \
+.PHONY: all setup build run test check-tree vet race bench bench-gpu test-emu test-cuda-build \
 	gpu-bundle gpu-bundle-emu test-bundles clean
 
 all: build
@@ -79,7 +79,15 @@ test-cuda-build: setup
 		echo "nvcc not found: the real CUDA build was skipped (scripts/setup-cuda.sh installs it)"; \
 	fi
 
-test: setup vet
+# No generated file in the repository: a tracked file that .gitignore
+# ignores (bytecode, a build output) fails the tests.
+check-tree:
+	@if command -v git >/dev/null 2>&1 && git rev-parse --git-dir >/dev/null 2>&1; then \
+		bad=$$(git ls-files -ci --exclude-standard); \
+		if [ -n "$$bad" ]; then echo "tracked files that .gitignore ignores (remove them with git rm --cached):" >&2; echo "$$bad" >&2; exit 1; fi; \
+	fi
+
+test: setup vet check-tree
 	$(GO) test -count=1 ./...
 	$(GO) test -race -count=1 ./engine/...
 	$(MAKE) --no-print-directory test-emu

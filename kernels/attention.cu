@@ -11,9 +11,12 @@
 //   in split > 1 chunks (see Decoding below), else 0; 16-byte aligned.
 //   Configuration (tw_attention_config; 0 is the default), forward:
 //   fwd_rows 64 or 128 (default 128 for bf16, 64 for f32), fwd_keys 32, 64
-//   or 128 (default 64 for bf16, 32 for f32), fwd_stages 1, 2 or 3 (default
-//   2), dec_keys 64 or 128 (default 64 for bf16, 32 for f32), dec_split 1 …
-//   1024 (default: chosen per launch, dec_auto_split). Rows and stages are
+//   or 128 (default for bf16 128 at head widths over 64, else 64; 32 for
+//   f32), fwd_stages 1, 2 or 3 (default 2), dec_keys 64 or 128 (default 64
+//   for bf16, 32 for f32), dec_split 1 … 1024 (default: chosen per launch,
+//   dec_auto_split). The bf16 defaults are the sweep's fastest on an H200
+//   (2026-11-27, Llama-3.1-8B heads at 2k and 8k tokens: 128 rows and 128
+//   keys ran 1.11-1.16× the 128 × 64 of before; 2 and 3 stages within 0.5%). Rows and stages are
 //   run-time parameters of the kernel; the key tile is a template
 //   parameter, compiled for 32, 64 and 128 keys with bf16 at head widths
 //   over 64, for 64 keys with bf16 up to 64, for 32 keys with f32: another
@@ -590,26 +593,30 @@ struct FwdPlan {
 	int rows, keys, stages, split; // FwdArgs' fields; keys: N
 };
 
-// The default key split of a decoding launch: at least two waves of blocks
-// (about two resident per SM: the decode tiles take ~110 KiB of shared
-// memory), but chunks of at least 256 keys on average. It depends on the
-// device's SM count and the shape, not on the dtype, so that
-// tw_attention_workspace (which has no dtype) agrees with tw_attention.
+// The default key split of a decoding launch: as many chunks as fit in two
+// whole waves of blocks (about two resident per SM: the decode tiles take
+// ~110 KiB of shared memory; a split that spills into a third wave leaves
+// it mostly idle: on an H200, 16 sequences × 8 KV heads ran 1.19× faster
+// split 4 ways, 2 waves, than 5, the old "at least two waves"), but chunks
+// of at least 256 keys on average. It depends on the device's SM count and
+// the shape, not on the dtype, so that tw_attention_workspace (which has no
+// dtype) agrees with tw_attention.
 int dec_auto_split(int64_t nk, int64_t g, int64_t nseq) {
-	const int64_t items = nseq * g, want = ceil_div<int64_t>(2 * 2 * (int64_t)sm_count(), items);
+	const int64_t items = nseq * g, want = 2 * 2 * (int64_t)sm_count() / items;
 	const int64_t cap = std::max<int64_t>(1, nk / nseq / 256);
 	return (int)std::max<int64_t>(1, std::min<int64_t>({want, cap, kMaxSplit}));
 }
 
-// The plan of a forward launch of nq query rows over nseq sequences; f32:
-// the dtype's defaults are f32's.
-FwdPlan fwd_plan(int64_t nq, int64_t nk, int64_t g, int64_t nseq, bool f32, const tw_attention_config *cfg) {
+// The plan of a forward launch of nq query rows over nseq sequences at head
+// width dh; f32: the dtype's defaults are f32's.
+FwdPlan fwd_plan(int64_t nq, int64_t nk, int64_t g, int64_t nseq, int64_t dh, bool f32,
+                 const tw_attention_config *cfg) {
 	const tw_attention_config c = cfg ? *cfg : tw_attention_config{};
 	FwdPlan p;
 	p.decode = nseq > 0 && nq <= 2 * nseq;
 	if (!p.decode) {
 		p.rows = c.fwd_rows ? c.fwd_rows : f32 ? 64 : 128;
-		p.keys = c.fwd_keys ? c.fwd_keys : f32 ? 32 : 64;
+		p.keys = c.fwd_keys ? c.fwd_keys : f32 ? 32 : dh > 64 ? 128 : 64;
 		p.stages = c.fwd_stages ? c.fwd_stages : 2;
 		p.split = 1;
 	} else {
@@ -651,7 +658,7 @@ template <class F> cudaError_t fwd_dispatch(tw_dtype dt, int64_t dh, int keys, F
 extern "C" size_t tw_attention_workspace(int64_t nq, int64_t nk, int64_t h, int64_t g, int64_t dh, int64_t nseq,
                                          const tw_attention_config *cfg) {
 	if (nq <= 0 || nk < 0 || h <= 0 || g < 1 || dh <= 0 || nseq <= 0 || !fwd_config_ok(cfg)) return 0;
-	const FwdPlan p = fwd_plan(nq, nk, g, nseq, false, cfg); // the split does not depend on the dtype
+	const FwdPlan p = fwd_plan(nq, nk, g, nseq, dh, false, cfg); // the split does not depend on the dtype
 	return p.split > 1 ? (size_t)p.split * (size_t)(nq * h) * (size_t)(dh + 2) * sizeof(float) : 0;
 }
 
@@ -663,7 +670,7 @@ extern "C" cudaError_t tw_attention(void *out, float *lse, const void *q, const 
 	if (!fwd_config_ok(cfg)) return cudaErrorInvalidValue;
 	if (nq == 0 || h == 0 || nseq == 0) return cudaSuccess;
 	if (!shapes_ok(nq, nk, h, g, dh, {out, q, k, v})) return cudaErrorInvalidValue;
-	const FwdPlan p = fwd_plan(nq, nk, g, nseq, dt == TW_F32, cfg);
+	const FwdPlan p = fwd_plan(nq, nk, g, nseq, dh, dt == TW_F32, cfg);
 	const int64_t items = tiles_bound(nq * (h / g), p.rows, nseq) * g;
 	if (items * p.split > INT32_MAX) return cudaErrorInvalidValue;
 	FwdArgs a{};
@@ -690,10 +697,11 @@ extern "C" cudaError_t tw_attention(void *out, float *lse, const void *q, const 
 }
 
 // The forward's configurations (fwd_rows × fwd_keys × fwd_stages), then
-// decoding's (dec_keys × dec_split), then the backward's (kBwdConfigs128,
-// and bwd_split 1, 2, 4 beside the default's choice), each varying one
-// direction's fields from the defaults; the defaults first, the forward's
-// spelled out (the other fields' 0 is their default), and no entry twice.
+// decoding's (dec_keys × dec_split), then the backward's (every entry of
+// kBwdConfigs128, whose default depends on the device, and bwd_split 1, 2,
+// 4 beside the default's choice), each varying one direction's fields from
+// the defaults; the forward's defaults at head width 128 first, spelled out
+// (the other fields' 0 is their default), and no entry twice.
 extern "C" int tw_attention_configs(tw_attention_config *out, int max) {
 	int n = 0;
 	auto add = [&](const tw_attention_config &c) {
@@ -705,11 +713,11 @@ extern "C" int tw_attention_configs(tw_attention_config *out, int max) {
 		c.fwd_rows = rows, c.fwd_keys = keys, c.fwd_stages = stages;
 		add(c);
 	};
-	fwd(128, 64, 2); // the defaults: measured first
+	fwd(128, 128, 2); // the defaults: measured first
 	for (int rows : {64, 128})
 		for (int keys : {32, 64, 128})
 			for (int stages : {1, 2, 3})
-				if (!(rows == 128 && keys == 64 && stages == 2)) fwd(rows, keys, stages);
+				if (!(rows == 128 && keys == 128 && stages == 2)) fwd(rows, keys, stages);
 	for (int dkeys : {64, 128})
 		for (int dsplit : {0, 1, 4, 16})
 			if (!(dkeys == 64 && dsplit == 0)) {
@@ -717,12 +725,11 @@ extern "C" int tw_attention_configs(tw_attention_config *out, int max) {
 				c.dec_split = dsplit, c.dec_keys = dkeys;
 				add(c);
 			}
-	for (const BwdConfig &b : kBwdConfigs128)
-		if (&b != &kBwdConfigs128[0]) { // [0]: the default
-			tw_attention_config c{};
-			c.bwd_rows = b.rows, c.bwd_keys = b.keys, c.bwd_stages = b.stages;
-			add(c);
-		}
+	for (const BwdConfig &b : kBwdConfigs128) {
+		tw_attention_config c{};
+		c.bwd_rows = b.rows, c.bwd_keys = b.keys, c.bwd_stages = b.stages;
+		add(c);
+	}
 	for (int split : {1, 2, 4}) {
 		tw_attention_config c{};
 		c.bwd_split = split;

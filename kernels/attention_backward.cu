@@ -15,9 +15,12 @@
 //   Configuration (tw_attention_config, 0 = default): bf16 with head width
 //   dh in (64, 128]: bwd_rows ∈ {64, 128}, bwd_keys ∈ {64, 128}, bwd_stages
 //   ∈ {1, 2}, all but rows = keys = 128 with 2 stages (over 227 KiB of
-//   shared memory); default 64, 128, 2 (attention.cuh's kBwdConfigs128,
+//   shared memory); default 128, 128, 1 where the device's shared memory
+//   holds it (an H100 or H200: the sweep's fastest on an H200, 2026-11-27,
+//   Llama-3.1-8B heads at 2k and 8k tokens, causal or not: 1.05-1.07× the
+//   64, 128, 2 of before), else 64, 128, 2 (attention.cuh's kBwdConfigs128,
 //   which the sweep's tw_attention_configs lists too). bf16 with dh ≤ 64:
-//   the default only. f32: 64, 64, 1 only. bwd_split: any ≥ 1; 0 picks one
+//   64, 128, 2 only. f32: 64, 64, 1 only. bwd_split: any ≥ 1; 0 picks one
 //   from the SM count (split_of). Other values: cudaErrorInvalidValue.
 //   Workspace: tw_attention_backward_workspace(nq, nk, h, g, dh, cfg) bytes
 //   (layout below); the same device must be current for both calls, as the
@@ -113,9 +116,9 @@
 // dSᵀ [BC][BR+8] (padded: it is written by 32-bit stores of the C layout),
 // lse·log2 e, D, last key per row [stages][BR]), in KiB:
 //   BR, BC, stages = 64, 64, 1: 73.8     64, 64, 2: 106.5 (two blocks per SM)
-//                    64, 128, 1: 114.8   64, 128, 2: 147.5 (the default)
+//                    64, 128, 1: 114.8   64, 128, 2: 147.5 (an A100's default)
 //                    128, 64, 1: 114.5   128, 64, 2: 180.0
-//                    128, 128, 1: 163.5  (128, 128, 2 would be 229.0)
+//                    128, 128, 1: 163.5 (the default)  (128, 128, 2 would be 229.0)
 // so on an A100 (163 KiB) all but 128×64×2 and 128×128×1 fit; bf16 at
 // D = 64, 32: 83.5, 51.5; f32 (64, 64, 1) at D = 128, 64, 32: 145.8, 81.8,
 // 49.8.
@@ -674,13 +677,21 @@ __global__ void __launch_bounds__(2 * BC, BC == 64 ? 2 : 1) attn_bwd_kernel(cons
 
 namespace {
 
-constexpr BwdConfig kDefaultBf16 = kBwdConfigs128[0]; // also bf16's only one at D = 32, 64
-constexpr BwdConfig kDefaultF32{64, 64, 1};           // f32's only one
+constexpr BwdConfig kDefaultBf16 = kBwdConfigs128[0]; // bf16's only one at D = 32, 64; an A100's at 128
+constexpr BwdConfig kLargeBf16{128, 128, 1};           // the default at D = 128 where it fits
+constexpr BwdConfig kDefaultF32{64, 64, 1};            // f32's only one
 
-// The configuration cfg asks for with dtype dt (bf16: is_bf16), 0 fields
-// taking the default.
-BwdConfig resolve(const tw_attention_config *cfg, bool is_bf16) {
-	BwdConfig c = is_bf16 ? kDefaultBf16 : kDefaultF32;
+// The default bf16 configuration at head width dh (see the top).
+BwdConfig default_bf16(int64_t dh) {
+	if (dh <= 64) return kDefaultBf16;
+	const size_t need = BwdSmem<bf16, 128, kLargeBf16.rows, kLargeBf16.keys, kLargeBf16.stages>::bytes;
+	return smem_optin() >= need ? kLargeBf16 : kDefaultBf16;
+}
+
+// The configuration cfg asks for with dtype dt (bf16: is_bf16) at head
+// width dh, 0 fields taking the default.
+BwdConfig resolve(const tw_attention_config *cfg, bool is_bf16, int64_t dh) {
+	BwdConfig c = is_bf16 ? default_bf16(dh) : kDefaultF32;
 	if (cfg) {
 		if (cfg->bwd_rows) c.rows = cfg->bwd_rows;
 		if (cfg->bwd_keys) c.keys = cfg->bwd_keys;
@@ -719,8 +730,8 @@ Workspace workspace_of(int64_t nq, int64_t nk, int64_t h, int64_t g, int64_t dh,
 	// that have query rows (keys).
 	w.nqctr = tiles_bound(nq * rep, 64, nq) * g;
 	w.nkctr = tiles_bound(nk, 64, nk) * g;
-	const int sb = split_of(cfg, nq, nk, h, g, resolve(cfg, true).keys);
-	const int sf = split_of(cfg, nq, nk, h, g, resolve(cfg, false).keys);
+	const int sb = split_of(cfg, nq, nk, h, g, resolve(cfg, true, dh).keys);
+	const int sf = split_of(cfg, nq, nk, h, g, resolve(cfg, false, dh).keys);
 	w.split = sb > 1 || sf > 1;
 	w.dl = 0;
 	w.ctr = up(w.dl + sizeof(float) * nq * h);
@@ -779,7 +790,7 @@ extern "C" cudaError_t tw_attention_backward(void *dq, void *dk, void *dv, const
 	if (nseq < 0 || nq < 0 || nk < 0 || h < 0 || g < 0 || dh < 0) return cudaErrorInvalidValue;
 	if (cfg && (cfg->bwd_rows < 0 || cfg->bwd_keys < 0 || cfg->bwd_stages < 0 || cfg->bwd_split < 0))
 		return cudaErrorInvalidValue;
-	const BwdConfig c = resolve(cfg, dt == TW_BF16);
+	const BwdConfig c = resolve(cfg, dt == TW_BF16, dh);
 	// The configuration is checked before anything else (even when there is
 	// nothing to compute), so that a sweep learns at once what is not built.
 	cudaError_t e = dispatch(dt, dh > 0 ? dh : 8, c, [](auto...) { return cudaSuccess; });

@@ -59,6 +59,19 @@ inline int sm_count() {
 	return v;
 }
 
+// The shared memory a block of the current device may opt in to, in bytes
+// (cached per device like sm_count; 0 if the runtime cannot tell).
+inline size_t smem_optin() {
+	static std::atomic<int> cache[64];
+	int dev = 0;
+	if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return 0;
+	int v = cache[dev].load(std::memory_order_relaxed);
+	if (v > 0) return (size_t)v;
+	if (cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess || v < 1) return 0;
+	cache[dev].store(v, std::memory_order_relaxed);
+	return (size_t)v;
+}
+
 // ceil(a / b) for positive integers.
 template <class T> __host__ __device__ __forceinline__ T ceil_div(T a, T b) { return (a + b - 1) / b; }
 

@@ -89,7 +89,7 @@ TW_UNROLL
 		const int64_t j = j0 + (int64_t)u * blockDim.x * V;
 		if (j >= d) continue;
 		if constexpr (std::is_same<To, Tt>::value) {
-			*reinterpret_cast<Pack<To, V> *>(dst + j) = p[u];
+			put_pack(dst + j, p[u]);
 		} else {
 			float f[V];
 			for (int e = 0; e < V; e++) f[e] = to_float(p[u].v[e]);

@@ -7,14 +7,15 @@
 // it. dh must be even and at most 12288 (else cudaErrorInvalidValue: the
 // angles' table lives in shared memory). n, h or dh ≤ 0 launches nothing.
 //
-// Design: one block per token. Each thread first issues the loads of its
-// first pair of packs, then the threads compute the token's dh/2 cos/sin
-// pairs with the precise sincosf (angles reach 1e5 rad, far outside the
-// range where the fast __sincosf is accurate) into shared memory, once for
-// all heads, while those loads are in flight; after a barrier they rotate
-// the h·dh/2 pairs, a pack of consecutive j at a time (16-byte loads of x1
-// and of x2 when dh/2 and x's alignment allow). Speed on a GPU: unmeasured
-// since the loads moved ahead of sincosf. Each element is read and written by one thread:
+// Design: one block per token. Its threads first compute the token's dh/2
+// cos/sin pairs with the precise sincosf (angles reach 1e5 rad, far outside
+// the range where the fast __sincosf is accurate) into shared memory, once
+// for all heads; after a barrier they rotate the h·dh/2 pairs, a pack of
+// consecutive j at a time (16-byte loads of x1 and of x2 when dh/2 and x's
+// alignment allow). (Issuing a thread's first loads before the angles, to
+// overlap them with sincosf, measured 1.23-1.28x slower on an H200 at
+// Llama-3.1-8B's shapes, 2026-11-27, and was taken back.) Each element is
+// read and written by one thread:
 // deterministic, and in place is safe.
 #include "common.cuh"
 #include "kernels.h"
@@ -29,17 +30,6 @@ __global__ void __launch_bounds__(kThreads)
 	extern __shared__ unsigned char smem[];
 	float *cs = reinterpret_cast<float *>(smem); // [half] cos of this token's angles
 	float *sn = cs + half;                       // [half] sign·sin
-	T *xt = x + (int64_t)blockIdx.x * h * 2 * half; // [h, dh] this token's heads
-	const int packs = half / V;                      // per head
-	// The thread's first pair of packs is loaded before the angles are
-	// computed, so its loads are in flight during sincosf and the barrier.
-	float a0[V], b0[V];
-	const int u0 = threadIdx.x;
-	if (u0 < h * packs) {
-		const int hd = u0 / packs, j = (u0 - hd * packs) * V;
-		load_pack(a0, xt + (int64_t)hd * 2 * half + j);
-		load_pack(b0, xt + (int64_t)hd * 2 * half + j + half);
-	}
 	const float p = (float)pos[blockIdx.x];
 	for (int j = threadIdx.x; j < half; j += blockDim.x) {
 		float s, c;
@@ -49,17 +39,15 @@ __global__ void __launch_bounds__(kThreads)
 	}
 	__syncthreads();
 
+	T *xt = x + (int64_t)blockIdx.x * h * 2 * half; // [h, dh] this token's heads
+	const int packs = half / V;                      // per head
 	for (int u = threadIdx.x; u < h * packs; u += blockDim.x) {
 		const int hd = u / packs, j = (u - hd * packs) * V;
 		T *p1 = xt + (int64_t)hd * 2 * half + j; // x1 = x[hd, j … j+V)
 		T *p2 = p1 + half;                       // x2 = x[hd, j+half … j+half+V)
 		float a[V], b[V], o1[V], o2[V];
-		if (u == u0) {
-			for (int e = 0; e < V; e++) a[e] = a0[e], b[e] = b0[e];
-		} else {
-			load_pack(a, p1);
-			load_pack(b, p2);
-		}
+		load_pack(a, p1);
+		load_pack(b, p2);
 		for (int e = 0; e < V; e++) {
 			const float c = cs[j + e], s = sn[j + e];
 			o1[e] = a[e] * c - b[e] * s;

@@ -122,7 +122,7 @@ template <int N, class T> __device__ __forceinline__ void st(T *p, const Pack<T,
 	if constexpr (N == 1)
 		*p = v.v[0];
 	else
-		*reinterpret_cast<Pack<T, N> *>(p) = v;
+		put_pack(p, v);
 }
 
 // ---- Runs at any offset (embedding, logsoftmax, sample, sumsquares) ----

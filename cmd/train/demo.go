@@ -98,7 +98,7 @@ func runDemo(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	fs.IntVar(&c.ValSeeds, "val-seeds", 2, "validation episodes per validation task")
 	fs.IntVar(&c.CheckTasks, "check-tasks", 50, "tasks of the critic check")
 	fs.IntVar(&c.Rank, "lora-rank", 16, "rank of every LoRA adapter")
-	targets := flagcheck.RegisterLoRATargets(fs)
+	targets := registerLoRATargets(fs)
 	fs.IntVar(&c.Candidates, "candidates", rl.RefCandidates, "actor: candidates sampled per turn")
 	fs.Float64Var(&c.DataFraction, "data-fraction", rl.RefDataFraction, "actor: fraction of the agent turns used")
 	fs.IntVar(&c.CriticEpochs, "critic-epochs", rl.RefCriticEpochs, "critic: epochs (the best on validation is kept)")

@@ -140,7 +140,7 @@ func runPlan(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	batch := fs.Int("batch", 1, "sequences per step")
 	seq := fs.Int("seq", 8192, "tokens per sequence")
 	rank := fs.Int("lora-rank", 0, "LoRA rank (0: full fine-tuning)")
-	targets := flagcheck.RegisterLoRATargets(fs)
+	targets := registerLoRATargets(fs)
 	recompute := fs.Bool("recompute", false, "recompute activations per layer in the backward (the trainers' --recompute)")
 	infer := fs.Bool("inference", false, "plan generation (weights, KV cache, a prefill of every token) instead of training")
 	wdt := fs.String("dtype", "bf16", "dtype of the weights and activations: bf16 or f32")

@@ -61,7 +61,7 @@ func runSFT(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	wd := fs.Float64("weight-decay", 0.01, "AdamW weight decay")
 	clip := fs.Float64("clip", 1, "clip the global gradient norm to this (0: off)")
 	rank := fs.Int("lora-rank", 0, "train a LoRA adapter of this rank on a frozen base (0: full fine-tuning)")
-	targets := flagcheck.RegisterLoRATargets(fs)
+	targets := registerLoRATargets(fs)
 	evalFrac := fs.Float64("eval-fraction", 0.05, "fraction of examples held out for evaluation")
 	evalEvery := fs.Int("eval-every", 100, "steps between evaluations (0: never)")
 	runDir := fs.String("out", "runs/sft", "directory for checkpoints, metrics.jsonl and the final model")

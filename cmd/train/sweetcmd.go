@@ -9,7 +9,6 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/turnwise/turnwise/internal/flagcheck"
 	"github.com/turnwise/turnwise/internal/outfile"
 	"github.com/turnwise/turnwise/internal/recipe"
 	"github.com/turnwise/turnwise/model/llama"
@@ -60,7 +59,7 @@ type trainFlags struct {
 	losses                     string
 	zero                       int
 	overlap                    bool
-	targets                    *flagcheck.LoRATargets
+	targets                    *loraTargets
 	ckEvery, keep              int
 	resume, force              bool
 }
@@ -71,7 +70,7 @@ type trainFlags struct {
 // default is the reference's (sweetrl/rl/reference.go).
 func (t *trainFlags) register(fs *pflag.FlagSet, epochs int, nll float64, pref bool) {
 	fs.IntVar(&t.rank, "lora-rank", 16, "rank of the trained LoRA adapter (alpha = 2·rank)")
-	t.targets = flagcheck.RegisterLoRATargets(fs)
+	t.targets = registerLoRATargets(fs)
 	fs.BoolVar(&t.full, "full", false, "fine-tune every weight instead of a LoRA adapter (the reference's setting)")
 	fs.Float64Var(&t.lr, "lr", 0, fmt.Sprintf("peak learning rate (0: the reference's %g with --full, %g for LoRA)", rl.RefLR, rl.LoRALR))
 	fs.IntVar(&t.epochs, "epochs", epochs, "passes over the data")

@@ -114,11 +114,11 @@ fi
 cp bench/peers/*.py "$stage/peers/" 2>/dev/null || echo "build.sh: warning: no bench/peers/*.py; run.sh will report the peers as missing" >&2
 
 # Baselines: the per-kernel results of earlier GPU runs, which run.sh's gate
-# step re-measures on a device of the same kind. Like the test data they go
-# into the build output only, never into the repository.
+# step re-measures on a device of the same kind: the runs recorded in the
+# repository (bench/runs) and those of the shared GPU-runs folder.
 runs=${TW_GPU_RUNS:-$(dirname "$root")/shared/gpu-runs}
 n=0
-for f in "$runs"/*/bench-kernels.json; do
+for f in "$root"/bench/runs/*/bench-kernels.json "$runs"/*/bench-kernels.json; do
 	[ -s "$f" ] || continue
 	run=$(basename "$(dirname "$f")")
 	mkdir -p "$stage/baselines/$run"
@@ -126,9 +126,9 @@ for f in "$runs"/*/bench-kernels.json; do
 	n=$((n + 1))
 done
 if [ "$n" -eq 0 ]; then
-	echo "build.sh: warning: no $runs/*/bench-kernels.json; run.sh's gate step will have no baseline (TW_BUNDLE_BASELINE names one)" >&2
+	echo "build.sh: warning: no bench/runs/*/bench-kernels.json nor $runs/*/bench-kernels.json; run.sh's gate step will have no baseline (TW_BUNDLE_BASELINE names one)" >&2
 else
-	echo "build.sh: $n baseline(s) from $runs"
+	echo "build.sh: $n baseline(s) from bench/runs and $runs"
 fi
 
 {

@@ -540,8 +540,10 @@ sanitize() {
 		bin/engine-cuda.test -test.run '^(TestConformance|TestGemmPaths)$/^(gemm|attention|f32_to|bf16_to)' \
 		-test.timeout "$(max1 $(($(left) - GO_MARGIN)))s" 2>&1 | logged "$WORK/san.out"
 	rc=${PIPESTATUS[0]}
-	summary=$(grep -m1 'ERROR SUMMARY' "$WORK/san.out")
-	note "${summary:-no ERROR SUMMARY line} ($cs)"
+	# memcheck and synccheck end with an ERROR SUMMARY, racecheck with a
+	# RACECHECK SUMMARY (hazards).
+	summary=$(grep -m1 -E '(ERROR|RACECHECK) SUMMARY' "$WORK/san.out")
+	note "${summary:-no summary line} ($cs)"
 	[ "$rc" -eq 0 ] || exit 1
 }
 

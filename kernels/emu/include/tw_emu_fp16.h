@@ -3,7 +3,9 @@
 //
 // Contract: each type is 16 bits holding the IEEE-style encoding
 // (bf16: 1-8-7, f16: 1-5-10). Conversions from float round to nearest, ties
-// to even; NaN stays NaN (made quiet, sign kept); overflow goes to ±inf; f16
+// to even; NaN becomes bf16's canonical NaN 0x7fff (what cvt.rn.bf16.f32
+// returns on an H200, sign and payload dropped) and an f16 quiet NaN (sign and
+// payload kept: not yet compared with a GPU); overflow goes to ±inf; f16
 // subnormals are produced and read exactly. Arithmetic is done in float and
 // rounded once to the 16-bit type, which equals the GPU's result except in
 // rare double-rounding cases of additions whose operands differ by more than
@@ -25,14 +27,14 @@ inline float bits_f32(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
 // float -> bf16 bits, round to nearest even.
 inline uint16_t f32_to_bf16(float f) {
 	uint32_t u = f32_bits(f);
-	if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x0040u); // NaN: quiet
+	if ((u & 0x7fffffffu) > 0x7f800000u) return 0x7fffu; // NaN: canonical
 	u += 0x7fffu + ((u >> 16) & 1u);
 	return (uint16_t)(u >> 16);
 }
 // float -> bf16 bits, round toward zero.
 inline uint16_t f32_to_bf16_rz(float f) {
 	uint32_t u = f32_bits(f);
-	if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x0040u);
+	if ((u & 0x7fffffffu) > 0x7f800000u) return 0x7fffu; // NaN: canonical
 	return (uint16_t)(u >> 16);
 }
 inline float bf16_to_f32(uint16_t h) { return bits_f32((uint32_t)h << 16); }
