@@ -34,15 +34,32 @@ are trained on the same rollouts; each policy then plays the held-out test
 tasks, and a table of pass rate and success with 95%% confidence intervals
 is printed, with the critic check of each critic.
 
+--settings K gives every method the same tuning budget: rejection
+fine-tuning, multi-turn DPO, each critic and each actor validate K settings
+of their knobs (learning rate; for the DPO-trained policies β, epochs 1–3
+and the share of the pairs 0.3–1.0; for the critics β and epochs 1–4; for
+rejection fine-tuning the passes) on the same validation tasks and keep the
+best. --diagnostics adds the rows that locate the bottleneck: critic-guided
+best-of-N on the SFT policy (--best-of), an actor trained on candidates
+ranked by the family's exact value (tally), the critic without the ground
+truth with its actor, and an RPO-style actor. --full is --diagnostics with
+--settings 4 unless --settings is given. --seeds N runs training seeds
+--seed … --seed+N-1, each in OUT/seed-S (--from DIR: DIR/seed-S), and
+prints the study: each method's success as mean ± sd over the seeds and
+the pre-registered paired comparisons (paired bootstrap over tasks within
+each seed, McNemar's exact test, Holm's correction). Every table ends with
+those comparisons.
+
 With --select each method's learning rate is chosen on the validation split
 from a small grid (--select-critic: only the critics', by validation pair
-accuracy); --full adds the ablation rows (SWEET-RL with the other
+accuracy); --ablations adds the ablation rows (SWEET-RL with the other
 critic score, with the other advantage baseline, and the value-head critic)
 and, on the keys family, runs the budget family too (in OUT/budget).
 --from DIR reuses DIR's supervised model and rollouts. --stages sft runs
 the supervised start alone and evaluates it on the held-out tasks (the
 same tasks and sampling seeds as a whole run's "SFT start" row), to check
-a family's start before any RL method runs on it.
+a family's start before any RL method runs on it; --stages prepare makes the
+supervised start and the rollouts alone, for later runs to reuse (--from).
 
 Same seed, same --threads: same table (OpenBLAS chooses its GEMM kernels by
 CPU model; pin them with OPENBLAS_CORETYPE for the same numbers on other
@@ -69,7 +86,7 @@ func runDemo(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	fs.StringVar(&c.OutDir, "out", "runs/demo", "directory for the models, rollouts, evaluation episodes and results.json")
 	fs.StringVar(&c.Family, "family", "keys", "task family: "+strings.Join(pipeline.Families, " or "))
 	fs.StringVar(&c.From, "from", "", "reuse this earlier run's supervised model and rollouts (same family, seed and counts)")
-	stages := fs.String("stages", "all", "all: every stage; sft: the supervised start alone, evaluated on the held-out tasks")
+	stages := fs.String("stages", "all", "all: every stage; sft: the supervised start alone, evaluated on the held-out tasks; prepare: the supervised start and the rollouts, for --from")
 	fs.Uint64Var(&c.Seed, "seed", 1, "seed of the tasks, the model and every sampling")
 	fs.IntVar(&c.SFTTasks, "sft-tasks", pipeline.DefaultSFTTasks, "tasks of scripted dialogues for the supervised start")
 	fs.IntVar(&c.SFTSteps, "sft-steps", 1200, "supervised steps")
@@ -96,11 +113,28 @@ func runDemo(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	fs.BoolVar(&c.SelectCritic, "select-critic", false, "choose only the critics' learning rates on the validation split (pair accuracy; no episodes)")
 	critSelect := fs.String("critic-select", "accuracy", "how the critic's epoch (and, with --select or --select-critic, its lr) is kept on the validation split: accuracy (pair accuracy, then loss) or check (the critic check on the validation tasks: its worst decision, then the mean, then pair accuracy)")
 	fs.IntVar(&c.CheckValues, "check-values", 4, "write this many of the critic's and the actor's pairs, their values and gradients, to OUT/check/ for scripts/sweetrl_check.py (0: none)")
-	fs.BoolVar(&c.Full, "full", false, "add the ablation rows, and on the keys family run the budget family too")
+	fs.BoolVar(&c.Ablations, "ablations", false, "add the ablation rows, and on the keys family run the budget family too")
+	fs.IntVar(&c.Settings, "settings", 0, "the equal tuning budget: validation settings per method, every critic and actor included (< 2: the configured learning rates)")
+	fs.BoolVar(&c.Diagnostics, "diagnostics", false, "add the diagnostic rows: critic-guided best-of-N, the oracle-advantage actor, the critic without the ground truth, an RPO-style actor")
+	fs.IntVar(&c.BestOfN, "best-of", 8, "samples per turn of the critic-guided best-of-N diagnostic")
+	full := fs.Bool("full", false, "--diagnostics, with --settings 4 unless --settings is given")
+	seeds := fs.Int("seeds", 1, "training seeds: --seed, --seed+1, …; more than 1 runs each in OUT/seed-S and prints the study over them")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	c.Targets = targets.Targets()
+	if *full {
+		c.Diagnostics = true
+		if !fs.Changed("settings") {
+			c.Settings = 4
+		}
+	}
+	if *seeds < 1 || c.BestOfN < 1 {
+		return fmt.Errorf("--seeds %d, --best-of %d: want at least 1 of each", *seeds, c.BestOfN)
+	}
+	if c.Settings >= 2 && (c.Select || c.SelectCritic) {
+		return errors.New("--settings gives every method its settings; --select and --select-critic choose learning rates alone: give one of them")
+	}
 	var err error
 	if c.Score, err = rl.ParseCriticScore(*score); err != nil {
 		return fmt.Errorf("--critic-score: %w", err)
@@ -127,15 +161,20 @@ func runDemo(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 		if c.From != "" {
 			return errors.New("--stages sft makes the supervised start; --from reuses one: give one of them")
 		}
+	case "prepare":
+		c.PrepareOnly = true
+		if c.From != "" {
+			return errors.New("--stages prepare makes the supervised start and the rollouts; --from reuses them: give one of them")
+		}
 	default:
-		return fmt.Errorf("--stages %q: want all or sft", *stages)
+		return fmt.Errorf("--stages %q: want all, sft or prepare", *stages)
 	}
 	bf.threads = *threads
 	if c.Backend, err = bf.open(); err != nil {
 		return err
 	}
 	c.Recompute = bf.recompute
-	return pipeline.RunFamilies(context.Background(), c)
+	return pipeline.RunSeeds(context.Background(), c, *seeds)
 }
 
 // runCriticCheck implements "train critic-check".

@@ -39,7 +39,7 @@ func TestFamilyStats(t *testing.T) {
 			t.Errorf("%v: %v, want it refused naming %s", bad, err, bad[0])
 		}
 	}
-	for _, bad := range [][]string{{"--stages", "nope"}, {"--stages", "sft", "--from", "x"}} {
+	for _, bad := range [][]string{{"--stages", "nope"}, {"--stages", "sft", "--from", "x"}, {"--stages", "prepare", "--from", "x"}} {
 		if _, err := runCmd(t, runDemo, "", append([]string{"--out", t.TempDir()}, bad...)...); err == nil || !strings.Contains(err.Error(), "--stages") {
 			t.Errorf("train demo %v: %v, want it refused", bad, err)
 		}

@@ -71,9 +71,9 @@ func spread[T any](s []T, n int) []T {
 // arithCritic records the critic's values: CheckValues of its training
 // pairs, and its advantages on the check decisions of CheckValues held-out
 // tasks.
-func (r *runner) arithCritic(sp criticSpec, crit rl.Critic, pairs []rl.PrefPair, lr float64) error {
-	o := r.prefOptions("", 1, 0, lr)
-	o.Progress = nil
+func (r *runner) arithCritic(sp criticSpec, crit rl.Critic, pairs []rl.PrefPair, set Setting) error {
+	o := r.prefOptions("", 1, 0, set.LR)
+	o.Progress, o.Beta = nil, set.Beta
 	v, err := rl.PrefArith(r.m, crit.Adapter, spread(pairs, r.c.CheckValues), o, func(g *llama.Adapter) error {
 		return r.m.SavePEFT(g, filepath.Join(r.c.OutDir, ArithCriticGrad))
 	})
@@ -101,8 +101,8 @@ func (r *runner) arithCritic(sp criticSpec, crit rl.Critic, pairs []rl.PrefPair,
 // arithActor records CheckValues of the actor's pairs (key names its
 // adapter's directory).
 func (r *runner) arithActor(key string, p *policy, pairs []rl.PrefPair) error {
-	o := r.prefOptions("", rl.RefActorEpochs, rl.RefActorNLL, p.lr)
-	o.Progress = nil
+	o := r.prefOptions("", rl.RefActorEpochs, rl.RefActorNLL, p.set.LR)
+	o.Progress, o.Beta = nil, p.set.Beta
 	v, err := rl.PrefArith(r.m, p.ad, spread(pairs, r.c.CheckValues), o, func(g *llama.Adapter) error {
 		return r.m.SavePEFT(g, filepath.Join(r.c.OutDir, ArithActorGrad))
 	})

@@ -59,13 +59,17 @@ func CriticCheck(ctx context.Context, f Family, c rl.Critic, pol *rl.Sampler, ta
 
 // Describe says in words what a critic's advantage is.
 func Describe(c rl.Critic) string {
+	critic := "critic's"
+	if c.WithoutInfo {
+		critic = "the critic's (without the ground truth)"
+	}
 	switch {
 	case c.Head != nil:
 		return "the value head's value"
 	case c.Baseline == rl.BaselinePolicy:
-		return "critic's mean log-prob − policy's"
+		return critic + " mean log-prob − policy's"
 	}
-	return "critic's mean log-prob − its frozen reference's"
+	return critic + " mean log-prob − its frozen reference's"
 }
 
 // PrintCheck writes the critic check's results.

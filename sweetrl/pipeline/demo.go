@@ -53,7 +53,10 @@ type Config struct {
 	// held-out tasks (the "SFT start" row of a whole run, on the same tasks
 	// and sampling seeds): no rollouts and no other method.
 	SFTOnly bool
-	Seed    uint64
+	// PrepareOnly makes the supervised start and the rollouts (the stages
+	// a later run reuses with From) and stops.
+	PrepareOnly bool
+	Seed        uint64
 
 	SFTTasks, SFTSteps int
 	RLTasks            int // tasks the policy plays for RL, validation tasks included
@@ -84,7 +87,25 @@ type Config struct {
 	// CriticSelect is how each critic's epoch (and, with Select or
 	// SelectCritic, its learning rate) is kept on the validation split.
 	CriticSelect CriticSelect
-	Full         bool // add the ablation rows: SWEET-RL with the released code's score, and the value-head critic
+	// Ablations adds the ablation rows: SWEET-RL with the other critic
+	// score, with the other advantage baseline, and with the value-head
+	// critic (and, on the keys family, RunFamilies runs the budget family
+	// too).
+	Ablations bool
+	// Settings, at 2 or more, is the equal tuning budget: every method —
+	// rejection fine-tuning, multi-turn DPO, each critic and each actor —
+	// validates that many settings of its knobs (Settings, Spaces) on the
+	// same validation tasks and keeps the best; each critic is then judged
+	// after its last epoch, its epochs being a knob. Below 2 each policy
+	// keeps its configured learning rate (or, with Select, the best of
+	// Grid's) and each critic its best epoch of CriticEpochs.
+	Settings int
+	// Diagnostics adds the rows that locate the bottleneck: critic-guided
+	// best-of-N on the SFT policy, an actor trained on candidates ranked
+	// by the family's exact value (where it has one), the critic without
+	// the training-time information with its actor, and an RPO-style actor.
+	Diagnostics bool
+	BestOfN     int // samples per turn of the best-of-N diagnostic
 	// CheckValues is how many of the critic's and the actor's pairs (and
 	// held-out tasks of advantages) go to ArithFile, for an independent
 	// check of the arithmetic; 0: none.
@@ -99,10 +120,23 @@ type Row struct {
 	Summary *rl.Summary `json:"summary,omitempty"`
 	Health  *Health     `json:"health,omitempty"`
 	LR      float64     `json:"lr,omitempty"`
+	// Setting is the method's chosen setting.
+	Setting *Setting `json:"setting,omitempty"`
 	// TrainLoss is the method's last-epoch training loss (preference
 	// methods): a DPO loss near 0 is over-optimisation's sign.
 	TrainLoss float64 `json:"train_loss,omitempty"`
-	Skipped   string  `json:"skipped,omitempty"`
+	// ChosenLogRatio and RejectedLogRatio are a preference method's last
+	// epoch's mean log-ratios log π/π_ref of the chosen and the rejected
+	// sides (nats): a falling chosen log-ratio is likelihood displacement.
+	ChosenLogRatio   *float64 `json:"chosen_logratio,omitempty"`
+	RejectedLogRatio *float64 `json:"rejected_logratio,omitempty"`
+	Skipped          string   `json:"skipped,omitempty"`
+	Note             string   `json:"note,omitempty"` // what a diagnostic row is
+	// Outcomes holds each held-out episode's success, '1' or '0', seed
+	// after seed (episode s·tasks + i is task i's with sampling seed s):
+	// every method plays the same tasks with the same sampling seeds, so
+	// two rows' outcomes pair up for the paired tests (Compare).
+	Outcomes string `json:"outcomes,omitempty"`
 }
 
 // CriticReport is what the demo measured of one critic.
@@ -116,6 +150,8 @@ type CriticReport struct {
 	// critic ranks for); "" for the value head.
 	Baseline string `json:"baseline,omitempty"`
 	Chosen   string `json:"chosen"`
+	// Setting is the critic's chosen setting under Config.Settings.
+	Setting *Setting `json:"setting,omitempty"`
 }
 
 // Result is what Run measured.
@@ -156,6 +192,7 @@ type runner struct {
 	res     Result
 	rlTrain []sweetrl.Trajectory // rollouts of the RL tasks outside the validation split
 	rlVal   []sweetrl.Trajectory // rollouts of the validation tasks
+	cands   *rl.TurnCandidates   // the actor's candidates, once sampled
 	val     []sweetrl.Task
 	test    []sweetrl.Task
 	arith   ArithValues // what goes to ArithFile
@@ -195,8 +232,8 @@ func Run(ctx context.Context, c Config) (*Result, error) {
 		return &r.res, r.evaluate([]row{{name: "SFT start"}})
 	}
 	trajs, err := r.prepare(train)
-	if err != nil {
-		return nil, err
+	if err != nil || c.PrepareOnly {
+		return &r.res, err
 	}
 	rlSet := train[c.SFTTasks:]
 	r.val = rlSet[len(rlSet)-c.ValTasks:]
@@ -407,11 +444,11 @@ func copyFile(src, dst string) error {
 	return outfile.WriteFile(dst, b, 0o644)
 }
 
-// RunFamilies runs the demo (Run) and, with c.Full on the keys family, the
+// RunFamilies runs the demo (Run) and, with c.Ablations on the keys family, the
 // budget family too, in OutDir/budget after a heading on c.Log (reusing
 // From/budget when that earlier run made one).
 func RunFamilies(ctx context.Context, c Config) error {
-	if _, err := Run(ctx, c); err != nil || !c.Full || c.Family != "keys" {
+	if _, err := Run(ctx, c); err != nil || !c.Ablations || c.Family != "keys" {
 		return err
 	}
 	fmt.Fprintf(c.Log, "\n=== the budget family ===\n")

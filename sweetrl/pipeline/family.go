@@ -26,6 +26,10 @@ type Family struct {
 	Scorer   sweetrl.Scorer
 	// Checks returns the decisions of task the critic check ranks.
 	Checks func(ctx context.Context, task sweetrl.Task) ([]CheckCase, error)
+	// Value, where the family has one, is the exact expected reward of an
+	// agent reply after the dialogue before when the scripted agent plays
+	// on (the oracle advantage); nil: none.
+	Value func(task sweetrl.Task, before []sweetrl.Turn, reply string) (float64, error)
 }
 
 // CheckCase is one decision of the critic check: in the state Before (the
@@ -54,7 +58,8 @@ func LookupFamily(name string) (Family, error) {
 			Scripted: demotask.BudgetScriptedTrajectories, Sim: demotask.Simulator{}, Scorer: demotask.Scorer{}, Checks: budgetChecks}, nil
 	case "tally":
 		return Family{Name: "tally", Describe: demotask.DescribeTally(), Protocol: demotask.TallyProtocol(), Split: demotask.TallySplit,
-			Scripted: demotask.TallyScriptedTrajectories, Sim: demotask.TallySimulator{}, Scorer: demotask.TallyScorer{}, Checks: tallyChecks}, nil
+			Scripted: demotask.TallyScriptedTrajectories, Sim: demotask.TallySimulator{}, Scorer: demotask.TallyScorer{}, Checks: tallyChecks,
+			Value: demotask.TallyScriptedValue}, nil
 	}
 	return Family{}, fmt.Errorf("unknown task family %q (want one of %s)", name, strings.Join(Families, ", "))
 }

@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"path/filepath"
+	"slices"
 
 	"github.com/turnwise/turnwise/internal/outfile"
 	"github.com/turnwise/turnwise/model/llama"
@@ -17,21 +19,35 @@ type criticSpec struct {
 	key, name string
 	score     rl.CriticScore
 	value     bool // the value-head ablation
+	noInfo    bool // the ablation without the training-time information
 }
 
 // policy is a trained policy adapter and how it was chosen.
 type policy struct {
-	ad        *llama.Adapter
-	lr        float64
-	trainLoss float64
+	ad  *llama.Adapter
+	set Setting
+	fit fitStats
+}
+
+// fitStats is what training a policy reports: its last training loss
+// (NaN when it has none) and, for a preference method, the last epoch's
+// mean log-ratios of the chosen and the rejected sides.
+type fitStats struct {
+	loss             float64
+	pref             bool
+	chosen, rejected float64
 }
 
 // row is a method of the table: its name, its adapter's directory (""
-// for the SFT start), the trained policy, or why it was skipped.
+// for the SFT start), the trained policy, or why it was skipped; agent,
+// when set, plays instead of a policy (the best-of-N diagnostic), and
+// note says what a diagnostic row is.
 type row struct {
 	name, key string
 	pol       *policy
 	skipped   string
+	agent     func(s *rl.Sampler) rl.BatchAgent
+	note      string
 }
 
 // methods trains every method, evaluates it on the test tasks and prints
@@ -55,7 +71,7 @@ func (r *runner) methods() error {
 
 	// SWEET-RL, with each critic.
 	specs := []criticSpec{{key: "critic", name: "paper's score", score: c.Score}}
-	if c.Full {
+	if c.Ablations {
 		other := rl.ScoreTrajectory
 		if c.Score == rl.ScoreTrajectory {
 			other = rl.ScoreTurn
@@ -68,16 +84,20 @@ func (r *runner) methods() error {
 			specs[i].name = "released code's score"
 		}
 	}
+	var main *rl.Critic // the paper's critic, for the diagnostics
 	for _, sp := range specs {
 		cr, err := r.trainCritic(sp)
 		if err != nil {
 			return err
 		}
+		if sp.key == "critic" {
+			main = cr
+		}
 		baselines := []rl.AdvantageBaseline{c.Baseline}
 		if sp.score == rl.ScoreTrajectory && !sp.value {
 			baselines = []rl.AdvantageBaseline{rl.BaselinePolicy} // the released code's recipe whole
 		}
-		if c.Full && sp.key == "critic" {
+		if c.Ablations && sp.key == "critic" {
 			baselines = []rl.AdvantageBaseline{c.Baseline, 1 - c.Baseline}
 		}
 		for _, bl := range baselines {
@@ -104,8 +124,99 @@ func (r *runner) methods() error {
 			rows = append(rows, row{name: name, key: key, pol: act, skipped: skipIf(act, "no turn pairs")})
 		}
 	}
-
+	if c.Diagnostics {
+		diag, err := r.diagnostics(main)
+		if err != nil {
+			return err
+		}
+		rows = append(rows, diag...)
+	}
 	return r.evaluate(rows)
+}
+
+// The diagnostic rows' names.
+const (
+	RowBestOfN = "critic-guided best-of-N (diagnostic)"
+	RowOracle  = "oracle-advantage actor (diagnostic)"
+	RowNoInfo  = "SWEET-RL, critic without the ground truth"
+	RowRPO     = "SWEET-RL, RPO (NLL weight 1 on the chosen reply)"
+)
+
+// diagnostics trains the rows that locate the bottleneck: the SFT policy
+// with the paper's critic choosing each turn among N samples (no actor
+// training), an actor trained on the same candidates ranked by the
+// family's exact value instead of a critic (what a perfect critic gives
+// the actor stage), the critic without the training-time information and
+// its actor, and the actor with RPO's NLL weight.
+func (r *runner) diagnostics(main *rl.Critic) ([]row, error) {
+	c := r.c
+	var rows []row
+	system := r.f.Protocol.System
+	if main == nil {
+		rows = append(rows, row{name: RowBestOfN, skipped: "no critic pairs"})
+	} else {
+		crit := *main
+		rows = append(rows, row{name: RowBestOfN, note: fmt.Sprintf("the SFT policy; of %d samples per turn the critic's highest advantage is played (the critic reads the ground truth)", c.BestOfN),
+			agent: func(s *rl.Sampler) rl.BatchAgent {
+				s.MaxBatch = 256
+				return &rl.BestOfN{Policy: s, N: c.BestOfN, Advantage: rl.CriticAdvantage(crit, s, system, batchTokens)}
+			}})
+	}
+	if r.f.Value == nil {
+		rows = append(rows, row{name: RowOracle, key: "actor-oracle", skipped: "the family has no exact value"})
+	} else {
+		r.header("oracle-advantage actor: the actor's candidates ranked by the exact value of each reply when the scripted agent plays on")
+		p, err := r.trainRanked("actor-oracle", "oracle-advantage actor", r.oracle(), true, rl.RefActorNLL, c.NLLSequence)
+		if err != nil {
+			return nil, err
+		}
+		rows = append(rows, row{name: RowOracle, key: "actor-oracle", pol: p, skipped: skipIf(p, "no turn pairs"),
+			note: "candidates ranked by the exact value under the scripted agent's continuation (reads the hidden keys)"})
+	}
+	cr, err := r.trainCritic(criticSpec{key: "critic-noinfo", name: "without the ground truth", score: c.Score, noInfo: true})
+	if err != nil {
+		return nil, err
+	}
+	if cr == nil {
+		rows = append(rows, row{name: RowNoInfo, key: "actor-noinfo", skipped: "no critic pairs"})
+	} else {
+		p, err := r.trainActor("actor-noinfo", *cr)
+		if err != nil {
+			return nil, err
+		}
+		rows = append(rows, row{name: RowNoInfo, key: "actor-noinfo", pol: p, skipped: skipIf(p, "no turn pairs")})
+	}
+	if main == nil {
+		rows = append(rows, row{name: RowRPO, key: "actor-rpo", skipped: "no critic pairs"})
+	} else {
+		r.header("RPO-style actor: the paper's critic's pairs, NLL weight 1 on the chosen reply")
+		p, err := r.trainRanked("actor-rpo", "SWEET-RL actor, RPO", rl.CriticAdvantage(*main, r.pol, system, batchTokens), false, 1, false)
+		if err != nil {
+			return nil, err
+		}
+		rows = append(rows, row{name: RowRPO, key: "actor-rpo", pol: p, skipped: skipIf(p, "no turn pairs")})
+	}
+	return rows, nil
+}
+
+// oracle is the family's exact value of each candidate reply.
+func (r *runner) oracle() rl.AdvantageFunc {
+	return func(task sweetrl.Task, before []sweetrl.Turn, cands []string) ([]float64, error) {
+		memo := map[string]float64{}
+		out := make([]float64, len(cands))
+		for i, cand := range cands {
+			v, ok := memo[cand]
+			if !ok {
+				var err error
+				if v, err = r.f.Value(task, before, cand); err != nil {
+					return nil, err
+				}
+				memo[cand] = v
+			}
+			out[i] = v
+		}
+		return out, nil
+	}
 }
 
 // evaluate plays the held-out tasks with each row's policy, prints the
@@ -120,11 +231,20 @@ func (r *runner) evaluate(rows []row) error {
 			continue
 		}
 		var ad *llama.Adapter
-		if rw.pol != nil {
-			ad, out.LR, out.TrainLoss = rw.pol.ad, rw.pol.lr, rw.pol.trainLoss
+		out.Note = rw.note
+		if p := rw.pol; p != nil {
+			ad, out.LR = p.ad, p.set.LR
+			if !math.IsNaN(p.fit.loss) {
+				out.TrainLoss = p.fit.loss
+			}
+			set := p.set
+			out.Setting = &set
+			if p.fit.pref {
+				out.ChosenLogRatio, out.RejectedLogRatio = &p.fit.chosen, &p.fit.rejected
+			}
 		}
 		s, eps, err := rl.Evaluate(r.ctx, r.m, ad, r.tok, r.f.Protocol, r.test, r.f.Sim, r.f.Scorer,
-			rl.EvalOptions{Seeds: c.EvalSeeds, Temperature: 1, MaxNew: maxNew, Seed: c.Seed + 7777, Label: rw.name}, c.Log)
+			rl.EvalOptions{Seeds: c.EvalSeeds, Temperature: 1, MaxNew: maxNew, Seed: c.Seed + 7777, Label: rw.name, Agent: rw.agent}, c.Log)
 		if err != nil {
 			return fmt.Errorf("evaluating %s: %w", rw.name, err)
 		}
@@ -133,10 +253,12 @@ func (r *runner) evaluate(rows []row) error {
 		}
 		h := EpisodeHealth(eps)
 		out.Summary, out.Health = &s, &h
+		out.Outcomes = Outcomes(eps)
 		r.res.Rows = append(r.res.Rows, out)
 	}
 	r.header("results on %d held-out tasks of the %s family (seed %d; %s)", len(r.test), r.f.Name, c.Seed, r.res.Machine)
 	PrintTable(c.Log, &r.res)
+	PrintComparisons(c.Log, Compare([]*Result{&r.res}))
 	fmt.Fprintf(c.Log, "(total time %s)\n", clock(timeSince(r.start)))
 	js, err := json.MarshalIndent(r.res, "", "  ")
 	if err != nil {
@@ -156,7 +278,7 @@ func skipIf(p *policy, why string) string {
 // with 95% confidence intervals, its episodes' health and its learning
 // rate, then each critic's check.
 func PrintTable(w interface{ Write([]byte) (int, error) }, res *Result) {
-	fmt.Fprintf(w, "%-52s %-15s %-15s %6s %6s %8s %9s\n", "method", "pass rate", "success", "degen", "no-ans", "lr", "train loss")
+	fmt.Fprintf(w, "%-52s %-15s %-15s %6s %6s %8s %9s %8s %8s\n", "method", "pass rate", "success", "degen", "no-ans", "lr", "train loss", "Δ chosen", "Δ reject")
 	for _, rw := range res.Rows {
 		s := rw.Summary
 		if s == nil {
@@ -170,12 +292,22 @@ func PrintTable(w interface{ Write([]byte) (int, error) }, res *Result) {
 		if rw.TrainLoss != 0 {
 			loss = fmt.Sprintf("%.4f", rw.TrainLoss)
 		}
-		fmt.Fprintf(w, "%-52s %5.1f%% ± %-5.1f %5.1f%% ± %-5.1f %5.1f%% %5.1f%% %8s %9s\n", rw.Method,
-			100*s.PassRate, 100*s.PassCI, 100*s.Success, 100*s.SuccessCI, 100*rw.Health.Degenerate, 100*rw.Health.NoAnswer, lr, loss)
+		dc, dr := "-", "-"
+		if rw.ChosenLogRatio != nil {
+			dc, dr = fmt.Sprintf("%+.3f", *rw.ChosenLogRatio), fmt.Sprintf("%+.3f", *rw.RejectedLogRatio)
+		}
+		fmt.Fprintf(w, "%-52s %5.1f%% ± %-5.1f %5.1f%% ± %-5.1f %5.1f%% %5.1f%% %8s %9s %8s %8s\n", rw.Method,
+			100*s.PassRate, 100*s.PassCI, 100*s.Success, 100*s.SuccessCI, 100*rw.Health.Degenerate, 100*rw.Health.NoAnswer, lr, loss, dc, dr)
 	}
 	if len(res.Rows) > 0 && res.Rows[0].Summary != nil {
-		fmt.Fprintf(w, "(95%% confidence intervals over %d tasks, %d episodes per method; degen: episodes with a reply that is not text; no-ans: episodes without an answer)\n",
+		fmt.Fprintf(w, "(95%% confidence intervals over %d tasks, %d episodes per method; degen: episodes with a reply that is not text; no-ans: episodes without an answer; "+
+			"Δ chosen, Δ reject: the last epoch's mean log-ratio log π/π_ref of the chosen and the rejected sides, nats)\n",
 			res.Rows[0].Summary.Tasks, res.Rows[0].Summary.Episodes)
+	}
+	for _, rw := range res.Rows {
+		if rw.Note != "" {
+			fmt.Fprintf(w, "%s: %s\n", rw.Method, rw.Note)
+		}
 	}
 	for _, cr := range res.Critics {
 		bl := ""
@@ -190,16 +322,42 @@ func PrintTable(w interface{ Write([]byte) (int, error) }, res *Result) {
 	}
 }
 
-// trainCritic trains the critic sp at each learning rate to try, keeping
-// each run's best epoch on the validation split by c.CriticSelect, and
-// returns the best run's critic (nil when there are no pairs).
+// criticSettings returns the critic's settings to try and whether each
+// keeps its best epoch on validation: with Config.Settings, that many of
+// the critic's space, each judged after its last epoch; else each
+// learning rate to try (lrs) at β 0.1 for CriticEpochs, keeping the best.
+func (r *runner) criticSettings() ([]Setting, bool) {
+	c := r.c
+	def := Setting{LR: c.LR.Critic, Beta: rl.RefBeta, Epochs: c.CriticEpochs}
+	if c.Settings >= 2 {
+		return Settings("critic", def, c.Settings), false
+	}
+	var out []Setting
+	for _, lr := range r.lrs("critic", c.LR.Critic) {
+		s := def
+		s.LR = lr
+		out = append(out, s)
+	}
+	return out, true
+}
+
+// trainCritic trains the critic sp at each setting to try (criticSettings),
+// keeping each run's best epoch on the validation split by c.CriticSelect
+// where the settings say so, and returns the best run's critic (nil when
+// there are no pairs).
 func (r *runner) trainCritic(sp criticSpec) (*rl.Critic, error) {
 	c := r.c
-	tr, err := rl.CriticPairs(r.tok, r.f.Protocol.System, r.rlTrain, sp.score)
+	pairsOf := func(trajs []sweetrl.Trajectory) ([]rl.PrefPair, error) {
+		if sp.noInfo {
+			return rl.Rules{}.CriticPairsWithoutInfo(r.tok, r.f.Protocol.System, trajs, sp.score)
+		}
+		return rl.CriticPairs(r.tok, r.f.Protocol.System, trajs, sp.score)
+	}
+	tr, err := pairsOf(r.rlTrain)
 	if err != nil {
 		return nil, err
 	}
-	val, err := rl.CriticPairs(r.tok, r.f.Protocol.System, r.rlVal, sp.score)
+	val, err := pairsOf(r.rlVal)
 	if err != nil {
 		return nil, err
 	}
@@ -207,8 +365,13 @@ func (r *runner) trainCritic(sp criticSpec) (*rl.Critic, error) {
 	if sp.value {
 		head = "value-head"
 	}
-	r.header("critic (%s, %s): Bradley–Terry on %d trajectory pairs (%d validation pairs), LoRA r=%d, ground truth in its prompt, up to %d epochs",
-		sp.name, head, len(tr), len(val), c.Rank, c.CriticEpochs)
+	info := "ground truth in its prompt"
+	if sp.noInfo {
+		info = "no ground truth"
+	}
+	sets, keepBest := r.criticSettings()
+	r.header("critic (%s, %s): Bradley–Terry on %d trajectory pairs (%d validation pairs), LoRA r=%d, %s, %d settings",
+		sp.name, head, len(tr), len(val), c.Rank, info, len(sets))
 	if len(tr) == 0 {
 		r.logf("skipped: no task has a successful rollout")
 		return nil, nil
@@ -217,11 +380,11 @@ func (r *runner) trainCritic(sp criticSpec) (*rl.Critic, error) {
 		crit  rl.Critic
 		epoch int
 		ev    CriticEval
-		lr    float64
+		set   Setting
 	}
 	var best *run
 	valCheck := r.val[:min(len(r.val), c.CheckTasks)]
-	for _, lr := range r.lrs("critic", c.LR.Critic) {
+	for _, set := range sets {
 		ad, err := r.m.NewAdapter(llama.LoRAFor(c.Rank, c.Targets), r.adapterSeed(sp.key))
 		if err != nil {
 			return nil, err
@@ -233,9 +396,13 @@ func (r *runner) trainCritic(sp criticSpec) (*rl.Critic, error) {
 			}
 		}
 		var keep snapshot
-		cur := run{lr: lr}
-		o := r.prefOptions("critic step", c.CriticEpochs, 0, lr)
+		cur := run{set: set}
+		o := r.prefOptions("critic step", set.Epochs, 0, set.LR)
+		o.Beta = set.Beta
 		o.AfterEpoch = func(epoch int, st rl.PrefStats) error {
+			if !keepBest && epoch < set.Epochs {
+				return nil
+			}
 			var ev CriticEval
 			var err error
 			if sp.value {
@@ -248,7 +415,7 @@ func (r *runner) trainCritic(sp criticSpec) (*rl.Critic, error) {
 			}
 			check := ""
 			if c.CriticSelect == SelectCheck {
-				crit := rl.Critic{Model: r.m, Adapter: ad, Head: vh, Baseline: c.Baseline}
+				crit := rl.Critic{Model: r.m, Adapter: ad, Head: vh, Baseline: c.Baseline, WithoutInfo: sp.noInfo}
 				if ev.Check, err = CriticCheck(r.ctx, r.f, crit, r.pol, valCheck, batchTokens); err != nil {
 					return err
 				}
@@ -258,8 +425,12 @@ func (r *runner) trainCritic(sp criticSpec) (*rl.Critic, error) {
 			if keep == nil || c.CriticSelect.Better(ev, cur.ev) {
 				keep, cur.epoch, cur.ev, mark = take(r.m.Backend(), ad, vh), epoch, ev, "  (best so far)"
 			}
-			r.logf("critic lr %.0e epoch %d: train loss %.4f, accuracy %.3f; validation accuracy %.3f, loss %.4f, drift %.3f nats/token%s%s",
-				lr, epoch, st.LastLoss, st.LastAcc, ev.Pairs.Accuracy, ev.Pairs.Loss, ev.Pairs.Drift, check, mark)
+			what := fmt.Sprintf("lr %.0e", set.LR)
+			if !keepBest {
+				what, mark = set.String()+",", ""
+			}
+			r.logf("critic %s epoch %d: train loss %.4f, accuracy %.3f; validation accuracy %.3f, loss %.4f, drift %.3f nats/token%s%s",
+				what, epoch, st.LastLoss, st.LastAcc, ev.Pairs.Accuracy, ev.Pairs.Loss, ev.Pairs.Drift, check, mark)
 			return nil
 		}
 		if sp.value {
@@ -271,24 +442,33 @@ func (r *runner) trainCritic(sp criticSpec) (*rl.Critic, error) {
 			return nil, fmt.Errorf("critic: %w", err)
 		}
 		keep.restore(r.m.Backend(), ad, vh)
-		cur.crit = rl.Critic{Model: r.m, Adapter: ad, Head: vh, Baseline: c.Baseline}
+		cur.crit = rl.Critic{Model: r.m, Adapter: ad, Head: vh, Baseline: c.Baseline, WithoutInfo: sp.noInfo}
 		checks := cur.ev.Check
 		if checks == nil {
 			if checks, err = CriticCheck(r.ctx, r.f, cur.crit, r.pol, valCheck, batchTokens); err != nil {
 				return nil, err
 			}
 		}
-		r.logf("critic lr %.0e: kept epoch %d; critic check on validation tasks %s%%", lr, cur.epoch, CheckSummary(checks))
+		if keepBest {
+			r.logf("critic lr %.0e: kept epoch %d; critic check on validation tasks %s%%", set.LR, cur.epoch, CheckSummary(checks))
+		} else {
+			r.logf("critic %s: critic check on validation tasks %s%%", set, CheckSummary(checks))
+		}
 		if best == nil || c.CriticSelect.Better(cur.ev, best.ev) {
 			cp := cur
 			best = &cp
 		}
 	}
-	configured := ""
-	if !c.Select && !c.SelectCritic {
-		configured = " (configured)"
+	var why string
+	if keepBest {
+		configured := ""
+		if !c.Select && !c.SelectCritic {
+			configured = " (configured)"
+		}
+		why = fmt.Sprintf("critic (%s): lr %.0e%s, epoch %d of %d — %s", sp.name, best.set.LR, configured, best.epoch, c.CriticEpochs, c.CriticSelect.Describe())
+	} else {
+		why = fmt.Sprintf("critic (%s): %s, of %d settings — %s", sp.name, best.set, len(sets), c.CriticSelect.Describe())
 	}
-	why := fmt.Sprintf("critic (%s): lr %.0e%s, epoch %d of %d — %s", sp.name, best.lr, configured, best.epoch, c.CriticEpochs, c.CriticSelect.Describe())
 	if best.ev.Check != nil {
 		why += fmt.Sprintf(" %s%%, pair accuracy", CheckSummary(best.ev.Check))
 	}
@@ -299,7 +479,7 @@ func (r *runner) trainCritic(sp criticSpec) (*rl.Critic, error) {
 		return nil, err
 	}
 	if c.CheckValues > 0 && sp.key == "critic" && !sp.value {
-		if err := r.arithCritic(sp, best.crit, tr, best.lr); err != nil {
+		if err := r.arithCritic(sp, best.crit, tr, best.set); err != nil {
 			return nil, err
 		}
 	}
@@ -312,7 +492,11 @@ func (r *runner) trainCritic(sp criticSpec) (*rl.Critic, error) {
 	// critic (the paper's and the released code's).
 	// The report keeps the check with the baseline this critic's actor
 	// ranks by: the released code's score goes with its policy baseline.
-	rep := CriticReport{Name: sp.name, LR: best.lr, Epoch: best.epoch, Val: best.ev.Pairs}
+	rep := CriticReport{Name: sp.name, LR: best.set.LR, Epoch: best.epoch, Val: best.ev.Pairs}
+	if !keepBest {
+		set := best.set
+		rep.Setting = &set
+	}
 	bls := []rl.AdvantageBaseline{c.Baseline}
 	if sp.score == rl.ScoreTrajectory && !sp.value {
 		bls[0] = rl.BaselinePolicy
@@ -344,19 +528,36 @@ func (r *runner) validate(label string, ad *llama.Adapter) (rl.Summary, Health, 
 	return s, EpisodeHealth(eps), err
 }
 
-// choosePolicy trains a policy at each learning rate to try with fit
-// (which returns the adapter and its last training loss, NaN when it has
-// none), validates each, and keeps the best validation success (then pass
-// rate).
-func (r *runner) choosePolicy(grid, method, name string, configured float64, fit func(ad *llama.Adapter, lr float64) (float64, error)) (*policy, error) {
+// policySettings returns a policy's settings to try: with Config.Settings,
+// that many of the space kind (def first); else def at each learning rate
+// of the grid with Select, or def alone.
+func (r *runner) policySettings(grid, kind string, def Setting) []Setting {
+	if r.c.Settings >= 2 {
+		return Settings(kind, def, r.c.Settings)
+	}
+	var out []Setting
+	for _, lr := range r.lrs(grid, def.LR) {
+		s := def
+		s.LR = lr
+		out = append(out, s)
+	}
+	return out
+}
+
+// choosePolicy trains a policy at each setting to try (policySettings)
+// with fit, validates each, and keeps the best validation success (then
+// pass rate). The i-th setting's training metrics go to
+// OutDir/metrics/method-i.
+func (r *runner) choosePolicy(grid, kind, method, name string, def Setting, fit func(ad *llama.Adapter, s Setting, metricsDir string) (fitStats, error)) (*policy, error) {
 	var best *policy
 	var bestS rl.Summary
-	for _, lr := range r.lrs(grid, configured) {
+	sets := r.policySettings(grid, kind, def)
+	for i, set := range sets {
 		ad, err := r.m.NewAdapter(llama.LoRAFor(r.c.Rank, r.c.Targets), r.adapterSeed(method))
 		if err != nil {
 			return nil, err
 		}
-		loss, err := fit(ad, lr)
+		fs, err := fit(ad, set, filepath.Join(r.c.OutDir, "metrics", fmt.Sprintf("%s-%d", method, i)))
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", name, err)
 		}
@@ -365,23 +566,34 @@ func (r *runner) choosePolicy(grid, method, name string, configured float64, fit
 			return nil, err
 		}
 		ls := "-"
-		if !math.IsNaN(loss) {
-			ls = fmt.Sprintf("%.4f", loss)
+		if !math.IsNaN(fs.loss) {
+			ls = fmt.Sprintf("%.4f", fs.loss)
 		}
-		r.logf("%s lr %.0e: last training loss %s; validation pass %.1f%%, success %.1f%%, degenerate %.1f%%, no answer %.1f%%, %.2f turns",
-			name, lr, ls, 100*s.PassRate, 100*s.Success, 100*h.Degenerate, 100*h.NoAnswer, h.MeanTurns)
+		if fs.pref {
+			ls += fmt.Sprintf(", log-ratios chosen %+.3f, rejected %+.3f", fs.chosen, fs.rejected)
+		}
+		what := fmt.Sprintf("lr %.0e", set.LR)
+		if r.c.Settings >= 2 {
+			what = set.String()
+		}
+		r.logf("%s %s: last training loss %s; validation pass %.1f%%, success %.1f%%, degenerate %.1f%%, no answer %.1f%%, %.2f turns",
+			name, what, ls, 100*s.PassRate, 100*s.Success, 100*h.Degenerate, 100*h.NoAnswer, h.MeanTurns)
 		if best == nil || s.Success > bestS.Success || (s.Success == bestS.Success && s.PassRate > bestS.PassRate) {
-			best, bestS = &policy{ad: ad, lr: lr}, s
-			if !math.IsNaN(loss) {
-				best.trainLoss = loss
-			}
+			best, bestS = &policy{ad: ad, set: set, fit: fs}, s
 		}
 	}
 	how := "configured"
-	if r.c.Select {
+	switch {
+	case r.c.Settings >= 2:
+		how = fmt.Sprintf("the best validation success (then pass rate) of %d settings", len(sets))
+	case r.c.Select:
 		how = "the best validation success (then pass rate) of the grid"
 	}
-	why := fmt.Sprintf("%s: lr %.0e (%s: validation success %.1f%%, pass %.1f%% on %d tasks)", name, best.lr, how, 100*bestS.Success, 100*bestS.PassRate, len(r.val))
+	what := fmt.Sprintf("lr %.0e", best.set.LR)
+	if r.c.Settings >= 2 {
+		what = best.set.String()
+	}
+	why := fmt.Sprintf("%s: %s (%s: validation success %.1f%%, pass %.1f%% on %d tasks)", name, what, how, 100*bestS.Success, 100*bestS.PassRate, len(r.val))
 	r.res.Choices = append(r.res.Choices, why)
 	r.logf("chosen: %s", why)
 	return best, r.m.SavePEFT(best.ad, filepath.Join(r.c.OutDir, method))
@@ -398,10 +610,43 @@ func (r *runner) trainRFT() (*policy, error) {
 		r.logf("skipped: no successful rollout")
 		return nil, nil
 	}
-	return r.choosePolicy("rft", "rft", "rejection fine-tuning", r.c.LR.RFT, func(ad *llama.Adapter, lr float64) (float64, error) {
-		steps := max(20, 2*len(ex)*100/2048)
-		return math.NaN(), rl.SupervisedFT(r.m, ad, ex, rl.SFTOptions{Steps: steps, BatchTokens: 2048, MaxLen: 256, LR: lr, Seed: r.c.Seed}, nil)
+	return r.choosePolicy("rft", "rft", "rft", "rejection fine-tuning", Setting{LR: r.c.LR.RFT, Epochs: 2}, func(ad *llama.Adapter, s Setting, dir string) (fitStats, error) {
+		steps := max(20, s.Epochs*len(ex)*100/2048)
+		return fitStats{loss: math.NaN()}, rl.SupervisedFT(r.m, ad, ex, rl.SFTOptions{Steps: steps, BatchTokens: 2048, MaxLen: 256, LR: s.LR, Seed: r.c.Seed, MetricsDir: dir}, nil)
 	})
+}
+
+// prefDefault is the default setting of a DPO-trained policy: the
+// reference's β and single epoch over every pair, at learning rate lr.
+func prefDefault(lr float64) Setting {
+	return Setting{LR: lr, Beta: rl.RefBeta, Epochs: rl.RefActorEpochs, Share: 1}
+}
+
+// fitPref trains ad on share s.Share of pairs (a seeded subset, in their
+// order) with the setting's learning rate, β and epochs, the NLL term nll
+// (over the whole sequence with nllSeq), recording metrics in dir.
+func (r *runner) fitPref(ad *llama.Adapter, pairs []rl.PrefPair, s Setting, nll float64, nllSeq bool, dir string) (fitStats, error) {
+	o := r.prefOptions("", s.Epochs, nll, s.LR)
+	o.Progress, o.Beta, o.NLLSequence, o.MetricsDir = nil, s.Beta, nllSeq, dir
+	st, err := rl.TrainPreferences(r.m, ad, sharePairs(pairs, s.Share, r.c.Seed), o)
+	return fitStats{loss: st.LastLoss, pref: true, chosen: st.LastChosen, rejected: st.LastRejected}, err
+}
+
+// sharePairs returns a seeded subset of round(share·n) of the n pairs (at
+// least one), in their order; all of them for a share of 0 or 1.
+func sharePairs(pairs []rl.PrefPair, share float64, seed uint64) []rl.PrefPair {
+	if share <= 0 || share >= 1 {
+		return pairs
+	}
+	n := max(1, int(math.Round(share*float64(len(pairs)))))
+	rng := rand.New(rand.NewPCG(seed, 0x7368617265))
+	idx := rng.Perm(len(pairs))[:n]
+	slices.Sort(idx)
+	out := make([]rl.PrefPair, n)
+	for i, k := range idx {
+		out[i] = pairs[k]
+	}
+	return out
 }
 
 // trainMTDPO is the multi-turn DPO baseline.
@@ -415,40 +660,59 @@ func (r *runner) trainMTDPO() (*policy, error) {
 		r.logf("skipped: no trajectory pairs")
 		return nil, nil
 	}
-	return r.choosePolicy("mtdpo", "mtdpo", "multi-turn DPO", r.c.LR.DPO, func(ad *llama.Adapter, lr float64) (float64, error) {
-		o := r.prefOptions("multi-turn DPO step", rl.RefActorEpochs, 0, lr)
-		o.Progress = nil
-		st, err := rl.TrainPreferences(r.m, ad, pairs, o)
-		return st.LastLoss, err
+	return r.choosePolicy("mtdpo", "pref", "mtdpo", "multi-turn DPO", prefDefault(r.c.LR.DPO), func(ad *llama.Adapter, s Setting, dir string) (fitStats, error) {
+		return r.fitPref(ad, pairs, s, 0, r.c.NLLSequence, dir)
 	})
+}
+
+// candidates returns the actor's candidates, sampled at the first call:
+// every actor ranks the same candidates.
+func (r *runner) candidates() (*rl.TurnCandidates, error) {
+	if r.cands != nil {
+		return r.cands, nil
+	}
+	c := r.c
+	var err error
+	r.cands, err = rl.SampleTurnCandidates(r.rlTrain, r.pol, rl.ActorOptions{Protocol: r.f.Protocol, Candidates: c.Candidates,
+		PairsPerTurn: rl.RefPairsPerTurn, DataFraction: c.DataFraction, BatchTokens: batchTokens, Seed: c.Seed, Progress: c.Log})
+	if err != nil {
+		return nil, fmt.Errorf("actor: %w", err)
+	}
+	return r.cands, nil
 }
 
 // trainActor is SWEET-RL's actor: turn-wise DPO on best-of-N candidates
 // ranked by crit.
 func (r *runner) trainActor(key string, crit rl.Critic) (*policy, error) {
 	c := r.c
-	desc := Describe(crit)
-	r.header("actor (%s): %d candidates per turn on %.0f%% of the agent turns, ranked by %s", key, c.Candidates, 100*c.DataFraction, desc)
-	pairs, st, err := rl.ActorPairs(r.rlTrain, r.pol, crit, rl.ActorOptions{Protocol: r.f.Protocol, Candidates: c.Candidates,
-		PairsPerTurn: rl.RefPairsPerTurn, DataFraction: c.DataFraction, BatchTokens: batchTokens, Seed: c.Seed, Progress: c.Log})
-	if err != nil {
-		return nil, fmt.Errorf("actor: %w", err)
-	}
-	r.logf("actor: %d turns, %d pairs (%d identical pairs dropped), mean advantage spread %.3f", st.Turns, st.Pairs, st.TiedPairs, st.MeanSpread)
-	if len(pairs) == 0 {
-		return nil, nil
-	}
+	r.header("actor (%s): %d candidates per turn on %.0f%% of the agent turns, ranked by %s", key, c.Candidates, 100*c.DataFraction, Describe(crit))
 	nll := "reply"
 	if c.NLLSequence {
 		nll = "whole sequence"
 	}
-	p, err := r.choosePolicy("actor", key, fmt.Sprintf("SWEET-RL actor (%s, NLL over the %s)", key, nll), c.LR.Actor, func(ad *llama.Adapter, lr float64) (float64, error) {
-		o := r.prefOptions("actor step", rl.RefActorEpochs, rl.RefActorNLL, lr)
-		o.Progress = nil
-		st, err := rl.TrainPreferences(r.m, ad, pairs, o)
-		return st.LastLoss, err
+	return r.trainRanked(key, fmt.Sprintf("SWEET-RL actor (%s, NLL over the %s)", key, nll), rl.CriticAdvantage(crit, r.pol, r.f.Protocol.System, batchTokens), false, rl.RefActorNLL, c.NLLSequence)
+}
+
+// trainRanked trains an actor with turn-wise DPO on the actor's
+// candidates ranked by adv (dropEqual: see rl.TurnCandidates.Pairs), with
+// NLL weight nll over the whole sequence (nllSeq) or the reply.
+func (r *runner) trainRanked(key, name string, adv rl.AdvantageFunc, dropEqual bool, nll float64, nllSeq bool) (*policy, error) {
+	cands, err := r.candidates()
+	if err != nil {
+		return nil, err
+	}
+	pairs, st, err := cands.Pairs(adv, dropEqual)
+	if err != nil {
+		return nil, fmt.Errorf("actor: %w", err)
+	}
+	r.logf("actor: %d turns, %d pairs (%d identical or tied pairs dropped), mean advantage spread %.3f", st.Turns, st.Pairs, st.TiedPairs, st.MeanSpread)
+	if len(pairs) == 0 {
+		return nil, nil
+	}
+	p, err := r.choosePolicy("actor", "pref", key, name, prefDefault(r.c.LR.Actor), func(ad *llama.Adapter, s Setting, dir string) (fitStats, error) {
+		return r.fitPref(ad, pairs, s, nll, nllSeq, dir)
 	})
-	if err == nil && c.CheckValues > 0 && r.arith.Actor == nil { // the first actor: the main critic's
+	if err == nil && r.c.CheckValues > 0 && r.arith.Actor == nil { // the first actor: the main critic's
 		err = r.arithActor(key, p, pairs)
 	}
 	return p, err

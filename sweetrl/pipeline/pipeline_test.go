@@ -227,7 +227,7 @@ func TestEveryMethod(t *testing.T) {
 		t.Run(family, func(t *testing.T) {
 			c := tiny(t, family, t.TempDir())
 			// 6 episodes per task: the validation split of every family holds a pair.
-			c.From, c.K, c.RLTasks, c.ValTasks, c.Full, c.Select = t.TempDir(), 6, 8, 3, true, true
+			c.From, c.K, c.RLTasks, c.ValTasks, c.Ablations, c.Select = t.TempDir(), 6, 8, 3, true, true
 			fixture(t, c)
 			var log strings.Builder
 			c.Log = &log
@@ -527,5 +527,35 @@ func TestSFTOnly(t *testing.T) {
 				t.Error("the supervised start alone reused another run's")
 			}
 		})
+	}
+}
+
+// TestPrepareOnly makes the first stages alone: the supervised model and
+// rollouts a whole run makes, no table; a run reusing them prints the
+// whole run's table.
+func TestPrepareOnly(t *testing.T) {
+	whole, prep := tiny(t, "tally", t.TempDir()), tiny(t, "tally", t.TempDir())
+	prep.PrepareOnly = true
+	if _, err := Run(context.Background(), whole); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Run(context.Background(), prep); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"sft/model.safetensors", "rollouts.jsonl.zst"} {
+		if !bytes.Equal(readFile(t, filepath.Join(prep.OutDir, f)), readFile(t, filepath.Join(whole.OutDir, f))) {
+			t.Errorf("the first stages alone made another %s", f)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(prep.OutDir, "results.json")); err == nil {
+		t.Error("the first stages alone wrote results.json")
+	}
+	reuse := tiny(t, "tally", t.TempDir())
+	reuse.From = prep.OutDir
+	if _, err := Run(context.Background(), reuse); err != nil {
+		t.Fatal(err)
+	}
+	if a, b := readFile(t, filepath.Join(whole.OutDir, "results.json")), readFile(t, filepath.Join(reuse.OutDir, "results.json")); !bytes.Equal(a, b) {
+		t.Errorf("a run reusing the prepared stages printed another table:\n%s\nagainst\n%s", b, a)
 	}
 }

@@ -63,6 +63,10 @@ type Critic struct {
 	// (the base a LoRA critic was trained over).
 	RefModel   *llama.Model
 	RefAdapter *llama.Adapter
+	// WithoutInfo reads the dialogue without the training-time information
+	// (no "In light that the final answer is: …" before it): the paper's
+	// ablation, trained on CriticPairsWithoutInfo.
+	WithoutInfo bool
 }
 
 // AdvantageBaseline is what a log-probability critic's score of a candidate
@@ -165,6 +169,9 @@ func (c Critic) Advantages(pol *Sampler, system string, task sweetrl.Task, befor
 func (c Critic) score(pol *Sampler, system string, task sweetrl.Task, before []sweetrl.Turn, cands []string, batchTokens int) (adv []float64, polSum []Seq, err error) {
 	prompt := withSystem(system, sweetrl.TurnsToMessages(before))
 	prefix := criticPrefix(pol.Tok, task.GroundTruth)
+	if c.WithoutInfo {
+		prefix = nil
+	}
 	var critSeqs, polMean []Seq
 	for _, out := range cands {
 		cs, err := lastTurnSeq(pol.Tok, prefix, append(prompt[:len(prompt):len(prompt)], tokenizer.Message{Role: sweetrl.RoleAssistant, Content: out}), mean)
@@ -279,6 +286,15 @@ func ParseCriticScore(v string) (CriticScore, error) {
 // ScoreTrajectory.
 func CriticPairs(tok tokenizer.Tokenizer, system string, trajs []sweetrl.Trajectory, kind CriticScore) ([]PrefPair, error) {
 	return Rules{}.CriticPairs(tok, system, trajs, kind)
+}
+
+// CriticPairsWithoutInfo forms CriticPairs' pairs with each side read
+// without the training-time information (the ground truth): the paper's
+// ablation of it (a Critic with WithoutInfo).
+func (r Rules) CriticPairsWithoutInfo(tok tokenizer.Tokenizer, system string, trajs []sweetrl.Trajectory, kind CriticScore) ([]PrefPair, error) {
+	return seqPairs(trajs, r.pairs(trajs), func(t sweetrl.Trajectory) (Seq, error) {
+		return dialogueSeq(tok, nil, criticMessages(system, t.DialogueHistory), mean, kind == ScoreTurn)
+	})
 }
 
 // TrajectoryPairs forms the multi-turn DPO baseline's pairs: the same

@@ -108,6 +108,10 @@ type EvalOptions struct {
 	// seed alone, so the result is one process's. nil: one process.
 	Comm    engine.Communicator
 	Backend engine.Backend
+	// Agent, when set, makes the agent of each seed from the sampler that
+	// seed's episodes would have been played by (the same draws): a
+	// best-of-N agent wraps it. nil: the sampler plays.
+	Agent func(s *Sampler) BatchAgent
 }
 
 // Evaluate plays Seeds episodes of every task with the agent m + ad against
@@ -152,7 +156,11 @@ func evalSeed(ctx context.Context, m *llama.Model, ad *llama.Adapter, tok tokeni
 	tasks []sweetrl.Task, sim sweetrl.Simulator, scorer sweetrl.Scorer, o EvalOptions, s int, out io.Writer) ([]sweetrl.Trajectory, []sweetrl.Score, error) {
 	agent := &Sampler{Model: m, Adapter: ad, Tok: tok, MaxNew: o.MaxNew, Seed: o.Seed + uint64(s)*1000003,
 		Sample: engine.SampleParams{Temperature: float32(o.Temperature), TopP: 1}}
-	trajs, err := RunEpisodes(ctx, tasks, agent, sim, RolloutOptions{Protocol: proto, SimWorkers: o.SimWorkers,
+	var a BatchAgent = agent
+	if o.Agent != nil {
+		a = o.Agent(agent)
+	}
+	trajs, err := RunEpisodes(ctx, tasks, a, sim, RolloutOptions{Protocol: proto, SimWorkers: o.SimWorkers,
 		Progress: out, Label: fmt.Sprintf("%s episodes (seed %d/%d)", o.Label, s+1, max(o.Seeds, 1))})
 	if err != nil {
 		return nil, nil, err

@@ -31,6 +31,7 @@ func TestStageMetrics(t *testing.T) {
 	opts := PrefOptions{Beta: 0.5, Epochs: 3, PairsPerStep: 2, BatchTokens: 20, LR: 1e-2, MinLRRatio: 0.1,
 		AdamW: optim.AdamWConfig{Beta1: 0.9, Beta2: 0.95, Eps: 1e-8}, PeakFLOPS: 1e9}
 	prefKeys := []string{metrics.Loss, metrics.LR, PairAcc, Margin, ChosenLogRatio, RejectedLogRatio, KL}
+	var prefSt PrefStats // the last preference run's
 	tests := []struct {
 		name  string
 		steps int
@@ -40,13 +41,15 @@ func TestStageMetrics(t *testing.T) {
 		{"critic and mtdpo", 3, prefKeys, func(m *llama.Model, ad *llama.Adapter, dir string) error {
 			o := opts
 			o.MetricsDir = dir
-			_, err := TrainPreferences(m, ad, pairs, o)
+			var err error
+			prefSt, err = TrainPreferences(m, ad, pairs, o)
 			return err
 		}},
 		{"actor", 3, prefKeys, func(m *llama.Model, ad *llama.Adapter, dir string) error {
 			o := opts
 			o.MetricsDir, o.NLLCoef = dir, 0.01
-			_, err := TrainPreferences(m, ad, pairs, o)
+			var err error
+			prefSt, err = TrainPreferences(m, ad, pairs, o)
 			return err
 		}},
 		{"value critic", 3, []string{metrics.Loss, metrics.LR, PairAcc, Margin}, func(m *llama.Model, ad *llama.Adapter, dir string) error {
@@ -135,6 +138,10 @@ func TestStageMetrics(t *testing.T) {
 				kl, _ := last.Get(KL)
 				if math.Abs(mg-(c-rr)) > 1e-9 || !(kl > 0) {
 					t.Errorf("last step: margin %g, chosen %g − rejected %g; KL %g (want > 0 after training)", mg, c, rr, kl)
+				}
+				// One step an epoch: the last epoch's means are its record's.
+				if math.Abs(prefSt.LastChosen-c) > 1e-12 || math.Abs(prefSt.LastRejected-rr) > 1e-12 || c == 0 {
+					t.Errorf("the run's last-epoch log-ratios %g, %g; its last step recorded %g, %g", prefSt.LastChosen, prefSt.LastRejected, c, rr)
 				}
 			}
 			fpt := trainer.FLOPsPerToken(m, ad)

@@ -80,6 +80,12 @@ type PrefStats struct {
 	// epoch; FirstAcc and LastAcc the fraction of pairs whose margin
 	// (s_θ⁺ − s_ref⁺) − (s_θ⁻ − s_ref⁻) was positive.
 	FirstLoss, LastLoss, FirstAcc, LastAcc float64
+	// LastChosen and LastRejected are the means over the last epoch's
+	// pairs of the chosen and the rejected sides' log-ratios s_θ − s_ref,
+	// each measured at its step before the update (0 for the value
+	// critic): a negative LastChosen is likelihood displacement, the
+	// chosen replies made less likely though preferred.
+	LastChosen, LastRejected float64
 	// Losses are the steps' losses, each the mean over the step's pairs.
 	Losses []float64
 }
@@ -257,7 +263,7 @@ func pairLoop(pairs []PrefPair, tp *trainer.Params, o PrefOptions, stream uint64
 			continue
 		}
 		if ep > ps.Epoch {
-			ps.Epoch, ps.Offset, ps.LossSum, ps.AccSum = ep, 0, 0, 0
+			ps.Epoch, ps.Offset, ps.LossSum, ps.AccSum, ps.ChosenSum, ps.RejectedSum = ep, 0, 0, 0, 0, 0
 		}
 		for ps.Offset < len(order) {
 			start := time.Now()
@@ -296,6 +302,8 @@ func pairLoop(pairs []PrefPair, tp *trainer.Params, o PrefOptions, stream uint64
 			sum.loss, sum.right, sum.margin, sum.chosen, sum.rejected, sum.kl = sums[0], sums[1], sums[2], sums[3], sums[4], sums[5]
 			sum.tokens, sum.ratios = int(sums[6]), sums[7] > 0
 			ps.AccSum += exactFloat(sum.right)
+			ps.ChosenSum += exactFloat(sum.chosen)
+			ps.RejectedSum += exactFloat(sum.rejected)
 			ps.Losses = append(ps.Losses, exactFloat(sum.loss))
 			lr := sched.LR(ps.Step)
 			res, err := tp.Step(float32(lr), 1)
@@ -338,6 +346,7 @@ func pairLoop(pairs []PrefPair, tp *trainer.Params, o PrefOptions, stream uint64
 			ps.FirstLoss, ps.FirstAcc = ps.LossSum/exactFloat(n), ps.AccSum/exactFloat(n)
 		}
 		ps.LastLoss, ps.LastAcc = ps.LossSum/exactFloat(n), ps.AccSum/exactFloat(n)
+		ps.LastChosen, ps.LastRejected = ps.ChosenSum/exactFloat(n), ps.RejectedSum/exactFloat(n)
 		if o.AfterEpoch != nil {
 			if err := o.AfterEpoch(ep+1, ps.stats()); err != nil {
 				return ps.stats(), err

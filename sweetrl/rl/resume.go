@@ -80,12 +80,20 @@ type prefState struct {
 	LastLoss  exactFloat   `json:"last_loss"`
 	LastAcc   exactFloat   `json:"last_acc"`
 	Losses    []exactFloat `json:"losses"`
+	// ChosenSum and RejectedSum are the epoch's sums so far of the chosen
+	// and the rejected sides' log-ratios s_θ − s_ref; LastChosen and
+	// LastRejected their means over the last epoch done.
+	ChosenSum    exactFloat `json:"chosen_sum"`
+	RejectedSum  exactFloat `json:"rejected_sum"`
+	LastChosen   exactFloat `json:"last_chosen"`
+	LastRejected exactFloat `json:"last_rejected"`
 }
 
 // stats returns the run's statistics as far as s records them.
 func (s *prefState) stats() PrefStats {
 	st := PrefStats{Pairs: s.Pairs, Steps: s.Step, Skipped: s.Skipped,
-		FirstLoss: float64(s.FirstLoss), FirstAcc: float64(s.FirstAcc), LastLoss: float64(s.LastLoss), LastAcc: float64(s.LastAcc)}
+		FirstLoss: float64(s.FirstLoss), FirstAcc: float64(s.FirstAcc), LastLoss: float64(s.LastLoss), LastAcc: float64(s.LastAcc),
+		LastChosen: float64(s.LastChosen), LastRejected: float64(s.LastRejected)}
 	for _, l := range s.Losses {
 		st.Losses = append(st.Losses, float64(l))
 	}

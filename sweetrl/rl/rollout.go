@@ -39,7 +39,7 @@ type RolloutOptions struct {
 // returns them as trajectories with zero reward (score them with Score).
 // The episodes advance in lockstep: each round, every live episode's agent
 // turn is generated in one batch, then the simulator answers each episode
-// that goes on.
+// that goes on. A TaskAgent is given each episode's task and dialogue too.
 func RunEpisodes(ctx context.Context, tasks []sweetrl.Task, agent BatchAgent, sim sweetrl.Simulator, o RolloutOptions) ([]sweetrl.Trajectory, error) {
 	eps := make([]*sweetrl.Episode, len(tasks))
 	for i, t := range tasks {
@@ -64,7 +64,17 @@ func RunEpisodes(ctx context.Context, tasks []sweetrl.Task, agent BatchAgent, si
 		for k, i := range live {
 			convs[k] = eps[i].AgentMessages()
 		}
-		inputs, outputs, err := agent.ActBatch(ctx, convs)
+		var inputs, outputs []string
+		var err error
+		if ta, ok := agent.(TaskAgent); ok {
+			tasks, hists := make([]sweetrl.Task, len(live)), make([][]sweetrl.Turn, len(live))
+			for k, i := range live {
+				tasks[k], hists[k] = eps[i].Task(), eps[i].History()
+			}
+			inputs, outputs, err = ta.ActTasks(ctx, tasks, hists, convs)
+		} else {
+			inputs, outputs, err = agent.ActBatch(ctx, convs)
+		}
 		if err != nil {
 			return nil, err
 		}
