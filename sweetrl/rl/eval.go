@@ -9,6 +9,7 @@ import (
 	"math"
 
 	"github.com/turnwise/turnwise/engine"
+	"github.com/turnwise/turnwise/internal/stats"
 	"github.com/turnwise/turnwise/model/llama"
 	"github.com/turnwise/turnwise/tokenizer"
 
@@ -78,18 +79,10 @@ func Summarize(task []int, scores []sweetrl.Score) Summary {
 
 // meanCI returns the mean of xs and 1.96 times its standard error.
 func meanCI(xs []float64) (m, half float64) {
-	for _, x := range xs {
-		m += x
-	}
-	m /= float64(len(xs))
+	m, sd := stats.MeanSD(xs)
 	if len(xs) < 2 {
 		return m, 0
 	}
-	var ss float64
-	for _, x := range xs {
-		ss += (x - m) * (x - m)
-	}
-	sd := math.Sqrt(ss / float64(len(xs)-1))
 	return m, 1.96 * sd / math.Sqrt(float64(len(xs)))
 }
 
