@@ -94,7 +94,7 @@ test: setup vet check-tree
 	$(MAKE) --no-print-directory test-cuda-build
 	$(MAKE) --no-print-directory test-bundles
 
-# The GPU bundle (README, "Running on a GPU"): the -tags cuda train, the op
+# The GPU bundle (docs/gpu.md, "The bundle"): the -tags cuda train, the op
 # conformance suite and the model's GPU tests as binaries, the shared
 # libraries a bare machine lacks, stories260K and run.sh, packed under 48 MiB.
 gpu-bundle: setup kernels-cuda
@@ -124,7 +124,7 @@ bench: setup
 	$(GO) test -run '^$$' -bench . ./engine/cpu/
 
 # Renders the 1000 ColBench frontend test ground truths in chromium with 1, 2
-# and 4 tabs (README, "Rendering frontend pages offline"); needs ../shared.
+# and 4 tabs (docs/colbench.md, "Frontend pages: rendering offline"); needs ../shared.
 bench-render: setup
 	nice -n 10 $(GO) test -run '^$$' -bench GroundTruths -benchtime=1x -timeout 60m ./sweetrl/frontend/render/
 

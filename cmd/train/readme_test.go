@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"os"
 	"regexp"
 	"slices"
 	"strings"
@@ -393,27 +392,6 @@ func checkInvocations(invs []invocation) []string {
 		}
 	}
 	return problems
-}
-
-// TestReadmeCommands checks that every train command the README names runs
-// a subcommand that exists with flags that subcommand has, spelt as
-// --help lists them (no deprecated spellings), with values they take.
-func TestReadmeCommands(t *testing.T) {
-	raw, err := os.ReadFile("../../README.md")
-	if errors.Is(err, os.ErrNotExist) {
-		t.Skip("no README.md at the repository root (../../README.md)")
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	invs := readmeInvocations(string(raw))
-	t.Logf("%d train commands in README.md", len(invs))
-	if len(invs) < 10 {
-		t.Fatalf("found only %d train commands in README.md: %v", len(invs), invs)
-	}
-	for _, p := range checkInvocations(invs) {
-		t.Errorf("README.md %s", p)
-	}
 }
 
 // TestReadmeInvocations checks the extraction of train commands from

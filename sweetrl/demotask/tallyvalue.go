@@ -12,7 +12,7 @@ import (
 // ending before an agent turn) when the agent now says reply and the
 // scripted agent of TallyScriptedTrajectories plays every later turn: the
 // value Q(s, a) of the reply under the policy that made the supervised
-// start's data (the supervised policy's moves match it, see the README).
+// start's data (the supervised policy's moves match it, see docs/sweetrl.md).
 // It is exact: the simulator is deterministic, and the scripted agent's
 // moves are enumerated with their probabilities. The reward depends on the
 // hidden keys, which the dialogue need not show: this is what a critic

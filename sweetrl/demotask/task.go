@@ -37,7 +37,7 @@ func Protocol() sweetrl.Protocol {
 }
 
 // Describe returns a short paragraph describing the task family, for help
-// texts and the README.
+// texts and docs/sweetrl.md.
 func Describe() string {
 	return "Each task names three keys, letters from a to h, each with a hidden digit " +
 		`("Need digits for b d g."). Only the human simulator knows the digits: ` +

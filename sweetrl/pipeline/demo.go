@@ -25,7 +25,7 @@ type LRs struct {
 
 // DefaultLRs are the learning rates the demo uses unless told otherwise:
 // those a selection run (Config.Select) chose on the keys family's
-// validation split with seed 1 (see the README).
+// validation split with seed 1 (see docs/sweetrl.md).
 var DefaultLRs = LRs{Critic: 1e-4, Actor: 1e-4, DPO: 1e-4, RFT: 5e-4}
 
 // Grid returns the candidate learning rates of each method for Select.
