@@ -96,7 +96,7 @@ test: setup vet check-tree
 
 # The GPU bundle (docs/gpu.md, "The bundle"): the -tags cuda train, the op
 # conformance suite and the model's GPU tests as binaries, the shared
-# libraries a bare machine lacks, stories260K and run.sh, packed under 48 MiB.
+# libraries a bare machine lacks, stories260K and run.sh, packed under 56 MiB.
 gpu-bundle: setup kernels-cuda
 	@command -v nvcc >/dev/null 2>&1 || { echo "gpu-bundle: needs nvcc (scripts/setup-cuda.sh installs it)" >&2; exit 1; }
 	GO=$(GO) CUDA_STUBS=$(CUDA_STUBS) ./scripts/gpubundle/build.sh cuda $(BUNDLE)
