@@ -14,7 +14,12 @@ import (
 // of ScatterRows, a GEMM's operand), replays the recording with new
 // contents, and checks each replay against the same ops run one by one on a
 // second backend with graphs off — bit for bit — and the launch counts.
+//
+// The bundle runs the suite with TW_CUDA_SYNC=1, under which Record
+// refuses (a subtest checks that); the test clears it so that the GPU runs
+// the graphs.
 func TestRecordReplay(t *testing.T) {
+	t.Setenv("TW_CUDA_SYNC", "")
 	b := newBackend(t)
 	defer b.Close()
 	plain, err := New(Options{NoGraphs: true})
@@ -25,6 +30,17 @@ func TestRecordReplay(t *testing.T) {
 	if _, err := plain.Record(func() {}); err == nil {
 		t.Fatal("Record with Options.NoGraphs succeeded")
 	}
+	t.Run("TW_CUDA_SYNC=1", func(t *testing.T) {
+		t.Setenv("TW_CUDA_SYNC", "1")
+		synced, err := New(Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer synced.Close()
+		if _, err := synced.Record(func() {}); err == nil || !strings.Contains(err.Error(), "TW_CUDA_SYNC=1") {
+			t.Fatalf("Record with TW_CUDA_SYNC=1: error %v, want one naming the variable", err)
+		}
+	})
 	t.Run("TW_CUDA_GRAPHS=0", func(t *testing.T) {
 		t.Setenv("TW_CUDA_GRAPHS", "0")
 		off, err := New(Options{})
@@ -98,8 +114,10 @@ func TestRecordReplay(t *testing.T) {
 
 // TestRecordFails checks that what a graph cannot hold fails the recording
 // with an error, leaving the backend as it was: an upload, a download and an
-// allocation inside the recorded function.
+// allocation inside the recorded function. (TW_CUDA_SYNC is cleared, as
+// in TestRecordReplay: under it every recording fails before it starts.)
 func TestRecordFails(t *testing.T) {
+	t.Setenv("TW_CUDA_SYNC", "")
 	b := newBackend(t)
 	defer b.Close()
 	x := engine.MustAlloc(b, engine.F32, 4)
