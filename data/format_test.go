@@ -230,6 +230,12 @@ func TestTokenizeRecord(t *testing.T) {
 	if !reflect.DeepEqual(ids, whole) {
 		t.Errorf("prompt-completion ids %v; want those of the conversation, %v", ids, whole)
 	}
+	// A token that spans the prompt's end and the completion's start is
+	// the completion's: it is past the prompt's own tokens.
+	ids, mask, _ = TokenizeRecord(mergeTok{}, Record{Prompt: "xa", Completion: "by"})
+	if want := []int32{256, 'x', 300, 'y', 259}; !reflect.DeepEqual(ids, want) || !reflect.DeepEqual(mask, []bool{false, false, true, true, true}) {
+		t.Errorf("merged boundary: ids %v mask %v; want ids %v with loss from the merged token on", ids, mask, want)
+	}
 	if _, _, err := TokenizeRecord(byteTok{}, Record{Messages: []tokenizer.Message{msg("tool", "x")}}); err == nil {
 		t.Error("no error for a tool message")
 	}
@@ -293,4 +299,19 @@ func TestLoadExamplesFormats(t *testing.T) {
 	if err == nil || !strings.HasSuffix(err.Error(), `pc.jsonl:1: sharegpt row without "conversations" (it looks like a prompt-completion row; every row of a file must have the same format)`) {
 		t.Errorf("forced sharegpt: %v", err)
 	}
+}
+
+// mergeTok is byteTok with one merge: "ab" is the token 300.
+type mergeTok struct{ byteTok }
+
+func (mergeTok) Encode(text string, opts tokenizer.EncodeOptions) []int32 {
+	var ids []int32
+	for _, id := range (byteTok{}).Encode(text, opts) {
+		if n := len(ids); n > 0 && ids[n-1] == 'a' && id == 'b' {
+			ids[n-1] = 300
+			continue
+		}
+		ids = append(ids, id)
+	}
+	return ids
 }

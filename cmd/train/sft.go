@@ -37,9 +37,9 @@ separated by blank lines: loss on every token). JSONL rows are chat
 {"messages": [...]} (loss on assistant turns), {"text": "..."} (loss on
 every token), {"prompt": ..., "completion": ...} (loss on the completion)
 or ShareGPT {"conversations": [...]} (loss on gpt turns); the first row's
-keys tell which, unless --data-format says. Checkpoints go to --out; a run started again with the
-same --out resumes from its newest valid checkpoint, bit-exactly on the
-CPU backend.
+keys tell which, unless --data-format says. Checkpoints go to --out; a
+run started again with the same --out resumes from its newest valid
+checkpoint, bit-exactly on the CPU backend.
 
 flags:
 `
