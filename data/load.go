@@ -19,33 +19,33 @@ func TextExamples(tok tokenizer.Tokenizer, docs []string) []Example {
 	return ex
 }
 
-// LoadExamples reads and tokenizes the training data file at path: chat
-// JSONL when its name ends in ".jsonl" (ReadChatJSONL, loss on the
-// assistant turns), plain text otherwise (ReadText, TextExamples). With
-// opts.SkipBadLines, malformed chat lines are skipped and returned;
-// otherwise the first one is the error. A conversation the tokenizer
-// cannot encode is a *LineError naming the file and its line.
+// LoadExamples reads and tokenizes the training data file at path: JSONL
+// when its name ends in ".jsonl" or opts.Format names a format other than
+// FormatAuto (ReadJSONL, TokenizeRecord), plain text otherwise (ReadText,
+// TextExamples). With opts.SkipBadLines, malformed JSONL lines are skipped
+// and returned; otherwise the first one is the error. An example the
+// tokenizer cannot encode is a *LineError naming the file and its line.
 func LoadExamples(path string, tok tokenizer.Tokenizer, opts ReadOptions) (ex []Example, skipped []LineError, err error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, nil, err
 	}
 	defer f.Close()
-	if !strings.HasSuffix(path, ".jsonl") {
+	if !strings.HasSuffix(path, ".jsonl") && (opts.Format == "" || opts.Format == FormatAuto) {
 		docs, err := ReadText(f, path)
 		if err != nil {
 			return nil, nil, err
 		}
 		return TextExamples(tok, docs), nil, nil
 	}
-	chats, skipped, err := ReadChatJSONL(f, path, opts)
+	recs, _, skipped, err := ReadJSONL(f, path, opts)
 	if err != nil {
 		return nil, skipped, err
 	}
-	for _, c := range chats {
-		ids, loss, err := tokenizer.EncodeChat(tok, c.Messages, tokenizer.ChatOptions{})
+	for _, rec := range recs {
+		ids, loss, err := TokenizeRecord(tok, rec)
 		if err != nil {
-			return nil, skipped, &LineError{Name: path, Line: c.Line, Err: err}
+			return nil, skipped, &LineError{Name: path, Line: rec.Line, Err: err}
 		}
 		ex = append(ex, Example{IDs: ids, Loss: loss})
 	}

@@ -1,12 +1,17 @@
 // Package data reads, tokenizes, splits and packs the examples turnwise
 // trains on.
 //
-// Two input formats are supported. Chat JSONL holds one conversation per
-// line, {"messages": [{"role": "user", "content": "..."}, ...]}; only the
-// assistant turns carry loss. Plain text (ReadText) holds documents for
-// pre-training-style data, where every token carries loss.
+// Two kinds of input are supported. JSONL (ReadJSONL) holds one example
+// per line, in one of the formats Format names: a chat conversation,
+// {"messages": [{"role": "user", "content": "..."}, ...]}, where only the
+// assistant turns carry loss; TRL's {"text": "..."} and
+// {"prompt": ..., "completion": ...} rows; or ShareGPT's
+// {"conversations": [{"from": "human", "value": "..."}, ...]}. Every
+// format is read into a Record, a conversation or raw text, and
+// TokenizeRecord gives its loss mask. Plain text (ReadText) holds
+// documents for pre-training-style data, where every token carries loss.
 //
-// LoadExamples reads and tokenizes a file of either format in one call.
+// LoadExamples reads and tokenizes a file of either kind in one call.
 // Malformed lines are reported as *LineError, the project's one line-error
 // type.
 //
@@ -41,11 +46,14 @@ type Chat struct {
 // project, shared with sweetrl.LineError.
 type LineError = jsonl.LineError
 
-// ReadOptions controls ReadChatJSONL.
+// ReadOptions controls ReadJSONL, ReadChatJSONL and LoadExamples.
 type ReadOptions struct {
 	// SkipBadLines makes a malformed line be skipped and reported in the
 	// skipped list instead of ending the read with an error.
 	SkipBadLines bool
+	// Format is the format of a JSONL file's rows; empty or FormatAuto
+	// means the format the first row's keys tell (see ReadJSONL).
+	Format Format
 }
 
 // rawMessage is a message as it appears in the file, kept raw so that a
@@ -56,7 +64,8 @@ type rawMessage struct {
 }
 
 // ReadChatJSONL reads conversations from r, one JSON object per line;
-// name names r in errors. Blank lines are ignored.
+// name names r in errors. Blank lines are ignored. It is ReadJSONL for
+// files of FormatMessages, whatever opts.Format says.
 //
 // A line is malformed when it is not a JSON object, when its "messages"
 // field is missing, not an array or empty, when a message's role is not
@@ -68,38 +77,17 @@ type rawMessage struct {
 // appended to skipped and reading continues. err reports only malformed
 // lines in strict mode and failures of r itself.
 func ReadChatJSONL(r io.Reader, name string, opts ReadOptions) (examples []Chat, skipped []LineError, err error) {
-	jr := jsonl.NewReader(r, name)
-	for {
-		line, lineNo, rerr := jr.Next()
-		if rerr == io.EOF {
-			return examples, skipped, nil
-		}
-		var perr error
-		var je *LineError
-		switch {
-		case errors.As(rerr, &je): // an overlong line, or one not UTF-8
-			perr = je.Err
-		case rerr != nil:
-			return examples, skipped, rerr
-		}
-		var msgs []tokenizer.Message
-		if perr == nil {
-			msgs, perr = parseChatLine(line)
-		}
-		if perr != nil {
-			le := LineError{Name: name, Line: lineNo, Err: perr}
-			if !opts.SkipBadLines {
-				return examples, skipped, &le
-			}
-			skipped = append(skipped, le)
-			continue
-		}
-		examples = append(examples, Chat{Messages: msgs, Line: lineNo})
+	opts.Format = FormatMessages
+	recs, _, skipped, err := ReadJSONL(r, name, opts)
+	for _, rec := range recs {
+		examples = append(examples, Chat{Messages: rec.Messages, Line: rec.Line})
 	}
+	return examples, skipped, err
 }
 
-// parseChatLine parses one non-blank line of chat JSONL.
-func parseChatLine(line []byte) ([]tokenizer.Message, error) {
+// decodeObject decodes one non-blank line of JSONL, which must hold a JSON
+// object.
+func decodeObject(line []byte) (map[string]json.RawMessage, error) {
 	var obj map[string]json.RawMessage
 	if err := json.Unmarshal(line, &obj); err != nil {
 		return nil, fmt.Errorf("not a JSON object: %w", err)
@@ -107,22 +95,41 @@ func parseChatLine(line []byte) ([]tokenizer.Message, error) {
 	if obj == nil {
 		return nil, errors.New("not a JSON object: null")
 	}
+	return obj, nil
+}
+
+// parseMessagesRow parses the object of a chat JSONL line,
+// {"messages": [...]}.
+func parseMessagesRow(obj map[string]json.RawMessage) ([]tokenizer.Message, error) {
 	rawMsgs, ok := obj["messages"]
 	if !ok {
 		return nil, errors.New(`missing "messages"`)
 	}
+	msgs, err := parseMessageList("messages", rawMsgs)
+	if err != nil {
+		return nil, err
+	}
+	if !hasAssistant(msgs) {
+		return nil, errors.New("no assistant message")
+	}
+	return msgs, nil
+}
+
+// parseMessageList parses a non-empty JSON array of messages,
+// [{"role": ..., "content": ...}, ...], the value of the field key. Roles
+// must be "system", "user" or "assistant" and contents strings.
+func parseMessageList(key string, rawMsgs json.RawMessage) ([]tokenizer.Message, error) {
 	var raw []json.RawMessage
 	if err := json.Unmarshal(rawMsgs, &raw); err != nil || raw == nil {
-		return nil, errors.New(`"messages" is not an array`)
+		return nil, fmt.Errorf("%q is not an array", key)
 	}
 	if len(raw) == 0 {
-		return nil, errors.New(`"messages" is empty`)
+		return nil, fmt.Errorf("%q is empty", key)
 	}
 	msgs := make([]tokenizer.Message, len(raw))
-	hasAssistant := false
 	for i, rm := range raw {
 		var m rawMessage
-		if err := json.Unmarshal(rm, &m); err != nil || bytes.Equal(bytes.TrimSpace(rm), []byte("null")) {
+		if err := json.Unmarshal(rm, &m); err != nil || isNull(rm) {
 			return nil, fmt.Errorf("message %d is not a JSON object", i)
 		}
 		if m.Role == nil {
@@ -142,14 +149,18 @@ func parseChatLine(line []byte) ([]tokenizer.Message, error) {
 		if err := json.Unmarshal(m.Content, &msgs[i].Content); err != nil || isNull(m.Content) {
 			return nil, fmt.Errorf("message %d: content is not a string", i)
 		}
-		if msgs[i].Role == "assistant" {
-			hasAssistant = true
-		}
-	}
-	if !hasAssistant {
-		return nil, errors.New("no assistant message")
 	}
 	return msgs, nil
+}
+
+// hasAssistant reports whether one of msgs is an assistant turn.
+func hasAssistant(msgs []tokenizer.Message) bool {
+	for _, m := range msgs {
+		if m.Role == "assistant" {
+			return true
+		}
+	}
+	return false
 }
 
 func isNull(raw json.RawMessage) bool {

@@ -134,7 +134,7 @@ func TestFlagsUsed(t *testing.T) {
 		{"rft", training, cat(episodes, []string{"beta", "batch", "losses", "nll", "temperature", "max-new"})},
 		{"rollout", cat(episodes, []string{"temperature", "max-new", "k", "out"}), []string{"lr", "epochs", "lora-rank", "lora-targets", "trajectories", "json"}},
 		{"eval", cat(episodes, []string{"temperature", "max-new", "seeds", "out", "json", "clip", "against"}), []string{"lr", "epochs", "lora-rank", "lora-targets", "trajectories", "k"}},
-		{"sft", []string{"out", "warmup", "lora-rank", "lora-targets", "steps", "data"}, cat(episodes, []string{"run-dir", "trajectories", "env"})},
+		{"sft", []string{"out", "warmup", "lora-rank", "lora-targets", "steps", "data", "data-format"}, cat(episodes, []string{"run-dir", "trajectories", "env"})},
 		{"demo", []string{"out", "lora-rank", "lora-targets", "check-tasks"}, cat(simulator, []string{"hf", "tasks"})},
 		{"critic-check", []string{"from", "critic", "check-tasks"}, []string{"tasks", "lora-targets", "sim-url"}},
 		{"plan", []string{"dtype", "json", "lora-rank", "lora-targets"}, []string{"weight-dtype", "threads", "backend", "sim-url"}},

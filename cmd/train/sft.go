@@ -32,11 +32,14 @@ const sftUsage = `usage: train sft [flags]
 
 Supervised fine-tuning, or training from scratch. With no flags it trains a
 small byte-level model from scratch on a built-in corpus of short stories
-and then generates from it. Data is chat JSONL ({"messages": [...]}: loss
-on assistant turns) or plain text (documents separated by blank lines: loss
-on every token). Checkpoints go to --out; a run started again with the
-same --out resumes from its newest valid checkpoint, bit-exactly on the
-CPU backend.
+and then generates from it. Data is JSONL or plain text (documents
+separated by blank lines: loss on every token). JSONL rows are chat
+{"messages": [...]} (loss on assistant turns), {"text": "..."} (loss on
+every token), {"prompt": ..., "completion": ...} (loss on the completion)
+or ShareGPT {"conversations": [...]} (loss on gpt turns); the first row's
+keys tell which, unless --data-format says. Checkpoints go to --out; a
+run started again with the same --out resumes from its newest valid
+checkpoint, bit-exactly on the CPU backend.
 
 flags:
 `
@@ -48,7 +51,9 @@ func runSFT(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	var mf modelFlags
 	mf.register(fs)
 	mf.registerRecompute(fs)
-	dataPath := fs.String("data", "", "training data: .jsonl chat or plain text (default: the built-in corpus)")
+	dataPath := fs.String("data", "", "training data: .jsonl or plain text (default: the built-in corpus)")
+	var format data.Format
+	fs.Var(&format, "data-format", "the rows of --data: auto (told by the first row's keys), messages, text, prompt-completion or sharegpt; any but auto reads the file as JSONL whatever its name")
 	skipBad := fs.Bool("skip-bad-lines", false, "skip malformed JSONL lines (counted) instead of stopping")
 	tokPath := fs.String("tokenizer", "", "tokenizer (default: the model's own; bytes when training from scratch)")
 	steps := fs.Int("steps", 400, "optimizer steps")
@@ -84,6 +89,9 @@ func runSFT(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	}
 	if targets.Chosen() && (*rank == 0 || mf.adapter != "") {
 		return errors.New("--lora-targets chooses the projections of a fresh adapter: give it with --lora-rank N, without --adapter")
+	}
+	if *dataPath == "" && fs.Changed("data-format") {
+		return errors.New("--data-format says the format of --data: give it with --data FILE")
 	}
 	if mf.Named() == 0 {
 		mf.Preset = "builtin"
@@ -131,7 +139,7 @@ func runSFT(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	}
 
 	// The data.
-	examples, err := loadExamples(*dataPath, *skipBad, tok, stderr)
+	examples, err := loadExamples(*dataPath, data.ReadOptions{SkipBadLines: *skipBad, Format: format}, tok, stderr)
 	if err != nil {
 		return err
 	}
@@ -164,14 +172,17 @@ func runSFT(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 
 // loadExamples reads and tokenizes the training data: the built-in corpus,
 // or the file at path (data.LoadExamples).
-func loadExamples(path string, skipBad bool, tok tokenizer.Tokenizer, stderr io.Writer) ([]data.Example, error) {
+func loadExamples(path string, opts data.ReadOptions, tok tokenizer.Tokenizer, stderr io.Writer) ([]data.Example, error) {
 	if path == "" {
 		docs, err := data.ReadText(strings.NewReader(tinyCorpus), "built-in corpus")
 		return data.TextExamples(tok, docs), err
 	}
-	ex, skipped, err := data.LoadExamples(path, tok, data.ReadOptions{SkipBadLines: skipBad})
+	ex, skipped, err := data.LoadExamples(path, tok, opts)
 	if len(skipped) > 0 {
 		fmt.Fprintf(stderr, "skipped %d malformed lines (first: %v)\n", len(skipped), &skipped[0])
+	}
+	if errors.Is(err, data.ErrUnknownFormat) {
+		err = fmt.Errorf("%w (or name the format with --data-format)", err)
 	}
 	return ex, err
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -182,5 +183,72 @@ func TestSFTConfig(t *testing.T) {
 	}
 	if saved, _ := os.ReadFile(filepath.Join(dir, "config.yaml")); !strings.Contains(string(saved), `lr: "0.002"`) {
 		t.Errorf("a forced resume did not record its configuration:\n%s", saved)
+	}
+}
+
+// TestSFTDataFormats runs train sft for a couple of steps on a tiny file of
+// each data format, told by its rows and named by --data-format, and checks
+// the flag's errors.
+func TestSFTDataFormats(t *testing.T) {
+	rows := map[string]string{
+		"messages":                   `{"messages": [{"role": "user", "content": "Hi %d"}, {"role": "assistant", "content": "Hello %d!"}]}`,
+		"text":                       `{"text": "Once upon a time there were %d foxes and %d hens."}`,
+		"prompt-completion":          `{"prompt": "%d + 1 =", "completion": " %d"}`,
+		"prompt-completion messages": `{"prompt": [{"role": "user", "content": "%d + 1?"}], "completion": [{"role": "assistant", "content": "%d"}]}`,
+		"sharegpt":                   `{"conversations": [{"from": "system", "value": "Count."}, {"from": "human", "value": "%d"}, {"from": "gpt", "value": "%d"}]}`,
+	}
+	dir := t.TempDir()
+	write := func(name string, row string) string {
+		var b strings.Builder
+		for i := range 6 {
+			fmt.Fprintf(&b, row+"\n", i, i+1)
+		}
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	tiny := []string{"--preset", "tiny", "--steps", "2", "--batch-tokens", "128", "--eval-every", "0", "--eval-fraction", "0", "--prompt=", "--threads", "1"}
+	for name, row := range rows {
+		path := write(strings.ReplaceAll(name, " ", "-")+".jsonl", row)
+		format, _, _ := strings.Cut(name, " ")
+		for _, flag := range []string{"auto", format} {
+			t.Run(name+"/"+flag, func(t *testing.T) {
+				args := append([]string{"--out", t.TempDir(), "--data", path, "--data-format", flag}, tiny...)
+				out, err := runCmd(t, runSFT, "", args...)
+				if err != nil {
+					t.Fatalf("%v\n%s", err, out)
+				}
+				for _, want := range []string{"data: 6 training examples", "step 2/2"} {
+					if !strings.Contains(out, want) {
+						t.Errorf("output lacks %q:\n%s", want, out)
+					}
+				}
+			})
+		}
+	}
+	messages := write("chats.jsonl", rows["messages"])
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"forced format of the wrong shape", []string{"--data", messages, "--data-format", "text"},
+			`chats.jsonl:1: text row without "text" (it looks like a messages row; every row of a file must have the same format)`},
+		{"unknown format", []string{"--data", messages, "--data-format", "alpaca"}, `unknown data format "alpaca"`},
+		{"no --data", []string{"--data-format", "text"}, "--data-format says the format of --data"},
+		{"keys of no format", []string{"--data", write("io.jsonl", `{"input": "%d", "output": "%d"}`)},
+			`io.jsonl:1: unknown data format: a row with the keys "input", "output"; want "messages", "text", "prompt" and "completion", or "conversations" (or name the format with --data-format)`},
+		{"bad row", []string{"--data", write("pc.jsonl", `{"prompt": "%d", "completion": "%d"}`+"\n"+`{"prompt": "x"}`)},
+			`pc.jsonl:2: prompt-completion row without "completion"`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			args := append(append([]string{"--out", t.TempDir()}, tc.args...), tiny...)
+			if _, err := runCmd(t, runSFT, "", args...); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %v; want %q", err, tc.want)
+			}
+		})
 	}
 }
