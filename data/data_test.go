@@ -416,15 +416,22 @@ func FuzzReadChatJSONL(f *testing.F) {
 	})
 }
 
-func TestLoadExamples(t *testing.T) {
+// fileWriter returns a function that writes text to a file name in a
+// fresh temporary directory and returns its path.
+func fileWriter(t *testing.T) func(name, text string) string {
 	dir := t.TempDir()
-	write := func(name, text string) string {
+	return func(name, text string) string {
+		t.Helper()
 		path := filepath.Join(dir, name)
 		if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		return path
 	}
+}
+
+func TestLoadExamples(t *testing.T) {
+	write := fileWriter(t)
 	tok := tokenizer.Bytes{}
 	// Plain text: two documents, each ending with a learned EOS.
 	ex, skipped, err := LoadExamples(write("docs.txt", "ab\n\ncd\n"), tok, ReadOptions{})
@@ -451,7 +458,8 @@ func TestLoadExamples(t *testing.T) {
 	if !reflect.DeepEqual(ex[0], Example{IDs: ids, Loss: mask}) {
 		t.Errorf("chat example %v, want ids %v mask %v", ex[0], ids, mask)
 	}
-	if _, _, err := LoadExamples(filepath.Join(dir, "none.txt"), tok, ReadOptions{}); err == nil || !strings.Contains(err.Error(), "none.txt") {
+	missing := filepath.Join(filepath.Dir(write("x.txt", "")), "none.txt")
+	if _, _, err := LoadExamples(missing, tok, ReadOptions{}); err == nil || !strings.Contains(err.Error(), "none.txt") {
 		t.Errorf("a missing file gave %v", err)
 	}
 }

@@ -2,8 +2,6 @@ package data
 
 import (
 	"errors"
-	"os"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -268,14 +266,7 @@ func TestReadSameAsMessages(t *testing.T) {
 }
 
 func TestLoadExamplesFormats(t *testing.T) {
-	dir := t.TempDir()
-	write := func(name, text string) string {
-		path := filepath.Join(dir, name)
-		if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return path
-	}
+	write := fileWriter(t)
 	tok := tokenizer.Bytes{}
 	pc := `{"prompt": "p", "completion": "c"}` + "\n"
 	want := []Example{{IDs: []int32{tokenizer.BytesBOS, 'p', 'c', tokenizer.BytesEOS}, Loss: []bool{false, false, true, true}}}

@@ -20,21 +20,9 @@ import (
 func proseLines(doc string) []string {
 	lines := strings.Split(doc, "\n")
 	out := make([]string, len(lines))
-	inFence := false
-	var open string
-	for i, l := range lines {
-		if m := fence.FindStringSubmatch(l); m != nil {
-			switch {
-			case !inFence:
-				inFence, open = true, m[1]
-				continue
-			case strings.HasPrefix(m[1], open) && strings.TrimSpace(l) == m[1]:
-				inFence = false
-				continue
-			}
-		}
-		if !inFence {
-			out[i] = l
+	for i, in := range fenced(lines) {
+		if !in {
+			out[i] = lines[i]
 		}
 	}
 	return blankCodeSpans(out)
@@ -45,59 +33,40 @@ func proseLines(doc string) []string {
 // as codeSpans reads them.
 func blankCodeSpans(lines []string) []string {
 	out := slices.Clone(lines)
-	for i := 0; i < len(out); i++ {
-		j := i
-		for j < len(out) && strings.TrimSpace(out[j]) != "" {
-			j++
-		}
-		if j == i {
-			continue
-		}
-		para := []byte(strings.Join(out[i:j], "\n"))
-		for pos := 0; pos < len(para); {
-			k := pos
-			for k < len(para) && para[k] != '`' {
-				k++
-			}
-			if k == len(para) {
-				break
-			}
-			n := k
-			for n < len(para) && para[n] == '`' {
-				n++
-			}
-			ticks := string(para[k:n])
-			end := -1
-			for m := n; m < len(para); {
-				e := strings.Index(string(para[m:]), ticks)
-				if e < 0 {
-					break
+	forParagraphs(lines, func(i int, para string) {
+		b := []byte(para)
+		for _, c := range paragraphSpans(para) {
+			for x := c.open; x < c.close; x++ {
+				if b[x] != '\n' {
+					b[x] = ' '
 				}
-				e += m
-				f := e + len(ticks)
-				if f < len(para) && para[f] == '`' { // a longer run
-					for f < len(para) && para[f] == '`' {
-						f++
-					}
-					m = f
-					continue
-				}
-				end = f
-				break
 			}
-			if end < 0 {
-				pos = n
+		}
+		copy(out[i:], strings.Split(string(b), "\n"))
+	})
+	return out
+}
+
+// fenced reports, for each line of a markdown document, whether it belongs
+// to a fenced code block (the fences included).
+func fenced(lines []string) []bool {
+	out := make([]bool, len(lines))
+	inFence := false
+	var open string
+	for i, l := range lines {
+		if m := fence.FindStringSubmatch(l); m != nil {
+			switch {
+			case !inFence:
+				inFence, open = true, m[1]
+				out[i] = true
+				continue
+			case strings.HasPrefix(m[1], open) && strings.TrimSpace(l) == m[1]:
+				inFence = false
+				out[i] = true
 				continue
 			}
-			for x := k; x < end; x++ {
-				if para[x] != '\n' {
-					para[x] = ' '
-				}
-			}
-			pos = end
 		}
-		copy(out[i:j], strings.Split(string(para), "\n"))
-		i = j
+		out[i] = inFence
 	}
 	return out
 }
@@ -122,22 +91,11 @@ func anchors(doc string) map[string]bool {
 	out := map[string]bool{}
 	seen := map[string]int{}
 	lines := strings.Split(doc, "\n")
-	// Headings are prose: blank the fenced blocks (but keep code spans,
+	// Headings are prose: skip the fenced blocks (but keep code spans,
 	// whose text is part of a heading's).
-	inFence := false
-	var open string
-	for _, l := range lines {
-		if m := fence.FindStringSubmatch(l); m != nil {
-			switch {
-			case !inFence:
-				inFence, open = true, m[1]
-				continue
-			case strings.HasPrefix(m[1], open) && strings.TrimSpace(l) == m[1]:
-				inFence = false
-				continue
-			}
-		}
-		if inFence {
+	in := fenced(lines)
+	for i, l := range lines {
+		if in[i] {
 			continue
 		}
 		m := heading.FindStringSubmatch(l)

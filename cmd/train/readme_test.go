@@ -187,53 +187,74 @@ type span struct {
 // paragraph (a blank line ends an unclosed one).
 func codeSpans(lines []string) []span {
 	var out []span
+	forParagraphs(lines, func(i int, para string) {
+		for _, c := range paragraphSpans(para) {
+			out = append(out, span{i + 1 + strings.Count(para[:c.open], "\n"), strings.ReplaceAll(para[c.from:c.to], "\n", " ")})
+		}
+	})
+	return out
+}
+
+// forParagraphs calls fn with each paragraph of lines (a run of non-blank
+// lines, joined by newlines) and the index of its first line.
+func forParagraphs(lines []string, fn func(first int, para string)) {
 	for i := 0; i < len(lines); i++ {
-		// A paragraph: lines up to the next blank one.
 		j := i
 		for j < len(lines) && strings.TrimSpace(lines[j]) != "" {
 			j++
 		}
-		if j == i {
-			continue
-		}
-		para := strings.Join(lines[i:j], "\n")
-		for pos := 0; pos < len(para); {
-			k := strings.IndexByte(para[pos:], '`')
-			if k < 0 {
-				break
-			}
-			k += pos
-			n := k
-			for n < len(para) && para[n] == '`' {
-				n++
-			}
-			ticks := para[k:n]
-			end := -1
-			for m := n; m < len(para); {
-				e := strings.Index(para[m:], ticks)
-				if e < 0 {
-					break
-				}
-				e += m
-				f := e + len(ticks)
-				if f < len(para) && para[f] == '`' { // a longer run
-					for f < len(para) && para[f] == '`' {
-						f++
-					}
-					m = f
-					continue
-				}
-				end = e
-				break
-			}
-			if end < 0 {
-				pos = n
-				continue
-			}
-			out = append(out, span{i + 1 + strings.Count(para[:k], "\n"), strings.ReplaceAll(para[n:end], "\n", " ")})
-			pos = end + len(ticks)
+		if j > i {
+			fn(i, strings.Join(lines[i:j], "\n"))
 		}
 		i = j
+	}
+}
+
+// spanAt is an inline code span of a paragraph, as byte offsets: its
+// opening backticks start at open, its text is [from, to), its closing
+// backticks end at close.
+type spanAt struct{ open, from, to, close int }
+
+// paragraphSpans returns the inline code spans of a paragraph: a run of
+// backticks opens one, the next run of the same length closes it, and an
+// opening run that is never closed is plain text.
+func paragraphSpans(para string) []spanAt {
+	var out []spanAt
+	for pos := 0; pos < len(para); {
+		k := strings.IndexByte(para[pos:], '`')
+		if k < 0 {
+			break
+		}
+		k += pos
+		n := k
+		for n < len(para) && para[n] == '`' {
+			n++
+		}
+		ticks := para[k:n]
+		end := -1
+		for m := n; m < len(para); {
+			e := strings.Index(para[m:], ticks)
+			if e < 0 {
+				break
+			}
+			e += m
+			f := e + len(ticks)
+			if f < len(para) && para[f] == '`' { // a longer run
+				for f < len(para) && para[f] == '`' {
+					f++
+				}
+				m = f
+				continue
+			}
+			end = e
+			break
+		}
+		if end < 0 {
+			pos = n
+			continue
+		}
+		out = append(out, spanAt{k, n, end, end + len(ticks)})
+		pos = end + len(ticks)
 	}
 	return out
 }
