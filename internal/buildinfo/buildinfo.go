@@ -34,14 +34,15 @@ var (
 // Devel is the Version of a build from an untagged tree.
 const Devel = "devel"
 
-// Info is what a binary was built from.
+// Info is what a binary was built from, with the names JSON and YAML
+// files record it under.
 type Info struct {
-	Version  string `json:"version"`            // a release tag, or Devel
-	Commit   string `json:"commit,omitempty"`   // the source revision; empty when the build records none
-	Modified bool   `json:"modified,omitempty"` // built with uncommitted changes
-	Go       string `json:"go"`                 // the Go toolchain's version
-	Tags     string `json:"tags,omitempty"`     // the build tags, comma-separated (cuda, cudaemu)
-	CUDA     string `json:"cuda,omitempty"`     // the CUDA toolkit of a -tags cuda build ("12.8")
+	Version  string `json:"version" yaml:"version"`                       // a release tag, or Devel
+	Commit   string `json:"commit,omitempty" yaml:"commit,omitempty"`     // the source revision; empty when the build records none
+	Modified bool   `json:"modified,omitempty" yaml:"modified,omitempty"` // built with uncommitted changes
+	Go       string `json:"go" yaml:"go"`                                 // the Go toolchain's version
+	Tags     string `json:"tags,omitempty" yaml:"tags,omitempty"`         // the build tags, comma-separated (cuda, cudaemu)
+	CUDA     string `json:"cuda,omitempty" yaml:"cuda,omitempty"`         // the CUDA toolkit of a -tags cuda build ("12.8")
 }
 
 // Read returns the running binary's Info.
