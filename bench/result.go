@@ -43,8 +43,10 @@ type Result struct {
 // Meta says where, when and by what a Result was measured.
 type Meta struct {
 	Impl     string `json:"impl"`               // who measured: Ours or a peer ("pytorch")
+	Version  string `json:"version,omitempty"`  // our binary's version (buildinfo.Info.Version)
 	Commit   string `json:"commit,omitempty"`   // the source revision of the binary
 	Modified bool   `json:"modified,omitempty"` // built with uncommitted changes
+	Tags     string `json:"tags,omitempty"`     // our binary's build tags (cuda, cudaemu)
 	Date     string `json:"date"`               // RFC 3339, UTC
 	Backend  string `json:"backend"`            // cpu, cuda, cudaemu; torch for the peer
 	Device   string `json:"device"`             // GPU or CPU model

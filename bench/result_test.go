@@ -3,8 +3,11 @@ package bench
 import (
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/turnwise/turnwise/internal/buildinfo"
 )
 
 // kernel returns one of our kernels with the given runs, its figures derived.
@@ -15,7 +18,7 @@ func kernel(name, impl, bound string, runs ...float64) Kernel {
 }
 
 func sample() *Result {
-	r := &Result{Schema: Schema, Meta: Meta{Impl: Ours, Commit: "abc123", Date: "2025-01-02T03:04:05Z", Backend: "cuda",
+	r := &Result{Schema: Schema, Meta: Meta{Impl: Ours, Version: "devel", Commit: "abc123", Tags: "cuda", Date: "2025-01-02T03:04:05Z", Backend: "cuda",
 		Device: "NVIDIA H100 80GB HBM3", Driver: "580.65.06, CUDA 13.0", Toolkit: "11.8", GEMM: "cublaslt 13.1.0 (libcublasLt.so.13)", L2Bytes: 50 << 20,
 		Timer: "cuda events", Shapes: "llama8b", DType: "bf16", Reps: 3, Versions: map[string]string{"go": "go1.26"},
 		Notes: []string{"a note"}}}
@@ -104,5 +107,34 @@ func TestParseDuplicate(t *testing.T) {
 	r.Kernels = append(r.Kernels, r.Kernels[0])
 	if err := r.Validate(); err == nil || !strings.Contains(err.Error(), "twice") {
 		t.Errorf("a kernel listed twice: error %v", err)
+	}
+}
+
+// TestOldMeta checks that a result written before Meta carried the
+// binary's version and build tags still reads.
+func TestOldMeta(t *testing.T) {
+	raw, err := sample().marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := strings.Replace(strings.Replace(string(raw), `"version": "devel",`, "", 1), `"tags": "cuda",`, "", 1)
+	if old == string(raw) || strings.Contains(old, `"tags"`) {
+		t.Fatalf("the sample's version and tags were not removed:\n%s", old)
+	}
+	r, err := Parse([]byte(old))
+	if err != nil || r.Meta.Version != "" || r.Meta.Tags != "" || r.Meta.Commit != "abc123" {
+		t.Errorf("an old result: %v, meta %+v", err, r.Meta)
+	}
+}
+
+// TestNewMeta checks that our results record what the binary was built
+// from.
+func TestNewMeta(t *testing.T) {
+	m := NewMeta()
+	if m.Impl != Ours || m.Version == "" || !strings.HasPrefix(m.Versions["go"], "go") {
+		t.Errorf("NewMeta() = %+v: want our impl, a version and the Go version", m)
+	}
+	if m.Commit == "" && !slices.Contains(m.Notes, buildinfo.NoCommitNote) {
+		t.Errorf("a meta without a commit lacks the note on how to record one: %+v", m)
 	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/turnwise/turnwise/engine"
 	"github.com/turnwise/turnwise/engine/cpu"
+	"github.com/turnwise/turnwise/internal/buildinfo"
 	"github.com/turnwise/turnwise/optim"
 )
 
@@ -728,5 +729,39 @@ func TestOptimizerBackends(t *testing.T) {
 	}
 	if err := Load(dir, host, map[string]Tensors{"model": src.w}, sharded, nil); err == nil || !strings.Contains(err.Error(), "sharded") {
 		t.Errorf("loading into a sharded optimizer: %v, want an error naming it", err)
+	}
+}
+
+// TestManifestBuild checks that a manifest records the binary that saved
+// the checkpoint, and that a checkpoint saved before it did still loads.
+func TestManifestBuild(t *testing.T) {
+	b := cpu.New(cpu.Options{Threads: 1})
+	dir := Dir(t.TempDir(), 3)
+	if err := Save(dir, b, nil, nil, 3, false); err != nil {
+		t.Fatal(err)
+	}
+	m, err := readManifest(dir)
+	if err != nil || m.Build != buildinfo.Read() {
+		t.Fatalf("manifest build %+v, %v; want %+v", m.Build, err, buildinfo.Read())
+	}
+	path := filepath.Join(dir, ManifestName)
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &doc); err != nil || doc["build"] == nil {
+		t.Fatalf("manifest.json has no build: %v\n%s", err, raw)
+	}
+	delete(doc, "build")
+	if raw, err = json.Marshal(doc); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var step int
+	if err := Load(dir, b, nil, nil, &step); err != nil || step != 3 {
+		t.Errorf("a manifest without build: %v, step %d", err, step)
 	}
 }

@@ -10,6 +10,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/turnwise/turnwise/internal/buildinfo"
 )
 
 // Format and Version identify the layout of a checkpoint directory; they
@@ -28,6 +30,9 @@ type Manifest struct {
 	Format  string      `json:"format"`
 	Version int         `json:"version"`
 	Files   []FileEntry `json:"files"`
+	// Build is what the binary that saved the checkpoint was built from;
+	// zero in the manifests saved before it was recorded.
+	Build buildinfo.Info `json:"build,omitzero"`
 }
 
 // FileEntry describes one file of a checkpoint as it lies on disk.

@@ -8,7 +8,7 @@
 // with zstd) with every AdamW parameter's moments and f32 master weights and
 // the optimizer's step counts, trainer.json with the caller's own state, and
 // manifest.json, which records the size and SHA-256 checksum of every other
-// file.
+// file and what the binary that saved it was built from (train version).
 //
 // Save writes all of it into a hidden temporary directory next to the
 // target, syncs every file and the directory, and renames it into place, so
@@ -37,6 +37,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/turnwise/turnwise/engine"
+	"github.com/turnwise/turnwise/internal/buildinfo"
 	"github.com/turnwise/turnwise/internal/outfile"
 	"github.com/turnwise/turnwise/optim"
 	"github.com/turnwise/turnwise/safetensors"
@@ -150,7 +151,7 @@ func Save(dir string, b engine.Backend, groups map[string]Tensors, opt *optim.Ad
 		return fmt.Errorf("checkpoint: save %s: %w", dir, err)
 	}
 
-	m := Manifest{Format: Format, Version: Version}
+	m := Manifest{Format: Format, Version: Version, Build: buildinfo.Read()}
 	add := func(name string, fill func(io.Writer) error) error {
 		e, err := writeFile(tmp, name, fill)
 		if err != nil {

@@ -2,15 +2,14 @@
 
 package target
 
-// #include <cuda.h>
-import "C"
-
 import (
 	"fmt"
 	"os"
 	"runtime"
 
 	"gorgonia.org/cu"
+
+	"github.com/turnwise/turnwise/internal/buildinfo"
 )
 
 // describe fills in the GPU's name, driver, the toolkit this binary was
@@ -38,8 +37,7 @@ func describe(t *Target, ordinal int) error {
 	if nv := kernelModuleVersion(); nv != "" {
 		t.Driver = nv + ", " + t.Driver
 	}
-	tv := int(C.CUDA_VERSION)
-	t.Toolkit = fmt.Sprintf("%d.%d", tv/1000, tv%1000/10)
+	t.Toolkit = buildinfo.Read().CUDA
 	if t.CacheBytes == 0 {
 		t.CacheBytes = 50 << 20 // an H100's, the largest the project runs on
 		t.Notes = append(t.Notes, "the L2 size could not be read; inputs are rotated past 50 MiB")

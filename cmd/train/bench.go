@@ -25,7 +25,7 @@
 //
 // Results carry the commit from the binary's version-control stamp; a build
 // without one (-buildvcs=false, an exported tree) sets it with
-// -ldflags "-X github.com/turnwise/turnwise/bench.commit=$(git rev-parse HEAD)".
+// -ldflags "-X github.com/turnwise/turnwise/internal/buildinfo.commit=$(git rev-parse HEAD)".
 
 package main
 

@@ -54,6 +54,7 @@ func commands() map[string]command {
 		"serve":         {"serve a model and adapter behind the OpenAI API (chat and text completions, streaming, batching)", runServe},
 		"sft":           {"supervised fine-tuning, or training from scratch on the built-in corpus", runSFT},
 		"tokenize":      {"encode text to token ids, decode ids, or render a chat", runTokenize},
+		"version":       {"print what this binary was built from: version, commit, Go version, build tags, CUDA toolkit", runVersion},
 	}
 }
 

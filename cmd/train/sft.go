@@ -93,9 +93,9 @@ func runSFT(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	if *dataPath == "" && fs.Changed("data-format") {
 		return errors.New("--data-format says the format of --data: give it with --data FILE")
 	}
-	if mf.Named() == 0 {
-		mf.Preset = "builtin"
-	}
+	// No model named: the built-in one, from scratch. --preset stays empty,
+	// so that the run's config.yaml, given back as --config, says the same.
+	builtin := mf.Named() == 0
 	var job member
 	err := job.enter(&mf.backendFlags, &stdout)
 	if err != nil {
@@ -108,7 +108,7 @@ func runSFT(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 		ad  *llama.Adapter
 		tok tokenizer.Tokenizer
 	)
-	if mf.Preset == "builtin" {
+	if builtin {
 		b, err := mf.open()
 		if err != nil {
 			return err

@@ -7,13 +7,16 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/turnwise/turnwise/checkpoint"
+	"github.com/turnwise/turnwise/internal/recipe"
 	"github.com/turnwise/turnwise/metrics"
+	"github.com/turnwise/turnwise/trainer"
 )
 
 // TestMain lets a test run the train binary's main in a child process: the
@@ -183,6 +186,47 @@ func TestSFTConfig(t *testing.T) {
 	}
 	if saved, _ := os.ReadFile(filepath.Join(dir, "config.yaml")); !strings.Contains(string(saved), `lr: "0.002"`) {
 		t.Errorf("a forced resume did not record its configuration:\n%s", saved)
+	}
+}
+
+// TestSFTConfigReproduces runs train sft for a few steps on the built-in
+// model and corpus, then again with the first run's saved config.yaml as
+// --config into another directory: the second run's configuration is the
+// first's but for --out, and its losses, gradient norms and final weights
+// are the same bit for bit (the CPU backend at one thread is
+// deterministic).
+func TestSFTConfigReproduces(t *testing.T) {
+	first, second := t.TempDir(), t.TempDir()
+	if out, err := runCmd(t, runSFT, "", "--out", first, "--steps", "3", "--batch-tokens", "256", "--prompt", "",
+		"--threads", "1", "--lr", "2e-3", "--eval-every", "0"); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	saved := filepath.Join(first, trainer.ConfigName)
+	if out, err := runCmd(t, runSFT, "", "--config", saved, "--out", second); err != nil {
+		t.Fatalf("the saved config.yaml given back as --config: %v\n%s", err, out)
+	}
+	was, err := recipe.Load(saved)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now, err := recipe.Load(filepath.Join(second, trainer.ConfigName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ch := recipe.Diff(was, now, "out"); len(ch) > 0 || was["out"] == now["out"] || now["steps"] != "3" || now["preset"] != "" {
+		t.Errorf("the second run's configuration differs from the first's: %v\nfirst %v\nsecond %v", ch, was, now)
+	}
+	if raw, _ := os.ReadFile(saved); !strings.Contains(string(raw), "\n"+recipe.BuildKey+":\n") {
+		t.Errorf("config.yaml does not record the binary:\n%s", raw)
+	}
+	if a, b := metricsByStep(t, first), metricsByStep(t, second); len(a) != 3 || !reflect.DeepEqual(a, b) {
+		t.Errorf("losses and gradient norms by step: first %v, second %v", a, b)
+	}
+	model := filepath.Join(trainer.FinalDir, "model.safetensors")
+	a, errA := os.ReadFile(filepath.Join(first, model))
+	b, errB := os.ReadFile(filepath.Join(second, model))
+	if errA != nil || errB != nil || !bytes.Equal(a, b) {
+		t.Errorf("the final weights differ (%v, %v)", errA, errB)
 	}
 }
 

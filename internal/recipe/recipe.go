@@ -11,7 +11,10 @@
 //	lora-targets: [q, k, v, o]   # a list is a comma-separated flag value
 //
 // Keys are flag names without dashes; a key no flag has, a nested mapping
-// or a value the flag refuses is an error naming the file and line.
+// or a value the flag refuses is an error naming the file and line. The
+// one exception is BuildKey, the mapping in which Save records the binary
+// that wrote the file (buildinfo.Info): reading ignores it, so that a run's
+// saved configuration given back as --config reproduces the run.
 package recipe
 
 import (
@@ -25,11 +28,17 @@ import (
 	"github.com/spf13/pflag"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/turnwise/turnwise/internal/buildinfo"
 	"github.com/turnwise/turnwise/internal/outfile"
 )
 
 // FlagName is the flag that names a recipe file, which commands register.
 const FlagName = "config"
+
+// BuildKey is the key under which Save records what the binary that wrote
+// the file was built from; it names no flag, and reading a recipe skips
+// it.
+const BuildKey = "build"
 
 // Register adds --config, the flag naming a recipe, to fs.
 func Register(fs *pflag.FlagSet) {
@@ -49,9 +58,11 @@ func Parse(fs *pflag.FlagSet, args []string) error {
 }
 
 // Apply reads the recipe at path and sets each flag it names that the
-// command line has not set (call it after fs.Parse). Keys in skip are
-// refused: flags that a recipe must not set (where a run's output goes,
-// --config itself).
+// command line has not set (call it after fs.Parse). A value equal to the
+// flag's own (its default, as Values writes it) leaves the flag untouched,
+// not marked as changed, so that a saved configuration, which names every
+// flag, sets only what differs. Keys in skip are refused: flags that a
+// recipe must not set (where a run's output goes, --config itself).
 func Apply(fs *pflag.FlagSet, path string, skip ...string) error {
 	raw, err := os.ReadFile(path)
 	if err != nil {
@@ -70,8 +81,8 @@ func Apply(fs *pflag.FlagSet, path string, skip ...string) error {
 		if f == nil {
 			return fmt.Errorf("%s: unknown key %q (%s has no --%s flag)", where, e.key, fs.Name(), e.key)
 		}
-		if f.Changed {
-			continue // the command line wins
+		if f.Changed || text(f) == e.value {
+			continue // the command line wins; a flag at this value already is left unset
 		}
 		if err := fs.Set(e.key, e.value); err != nil {
 			return fmt.Errorf("%s: %s: %w", where, e.key, err)
@@ -111,6 +122,9 @@ func parse(raw []byte, path string) ([]entry, error) {
 			return nil, fmt.Errorf("recipe: %s: %q set twice (first on line %d)", where, k.Value, first)
 		}
 		seen[k.Value] = k.Line
+		if k.Value == BuildKey && v.Kind == yaml.MappingNode {
+			continue // Save's record of the binary, not a flag
+		}
 		e := entry{key: strings.TrimLeft(k.Value, "-"), line: k.Line}
 		switch v.Kind {
 		case yaml.ScalarNode:
@@ -144,16 +158,21 @@ func Values(fs *pflag.FlagSet, skip ...string) map[string]string {
 		if f.Name == FlagName || f.Name == "help" || f.Deprecated != "" || slices.Contains(skip, f.Name) {
 			return
 		}
-		v := f.Value.String()
-		if sv, ok := f.Value.(pflag.SliceValue); ok {
-			v = strings.Join(sv.GetSlice(), ",")
-		}
-		vals[f.Name] = v
+		vals[f.Name] = text(f)
 	})
 	return vals
 }
 
-// Save writes vals to path as a recipe (keys in order), atomically.
+// text returns f's value as a recipe writes it: a list comma-separated.
+func text(f *pflag.Flag) string {
+	if sv, ok := f.Value.(pflag.SliceValue); ok {
+		return strings.Join(sv.GetSlice(), ",")
+	}
+	return f.Value.String()
+}
+
+// Save writes vals to path as a recipe (keys in order), atomically, and
+// under BuildKey what the running binary was built from (buildinfo.Read).
 func Save(path string, vals map[string]string) error {
 	keys := make([]string, 0, len(vals))
 	for k := range vals {
@@ -169,6 +188,12 @@ func Save(path string, vals map[string]string) error {
 		}
 		fmt.Fprintf(&buf, "%s: %s", k, v)
 	}
+	build, err := yaml.Marshal(map[string]buildinfo.Info{BuildKey: buildinfo.Read()})
+	if err != nil {
+		return fmt.Errorf("recipe: %s: %w", path, err)
+	}
+	buf.WriteString("# The binary that last started this run (train version); --config skips it.\n")
+	buf.Write(build)
 	return outfile.WriteFile(path, buf.Bytes(), 0o644)
 }
 

@@ -8,6 +8,9 @@ import (
 	"testing"
 
 	"github.com/spf13/pflag"
+	"go.yaml.in/yaml/v3"
+
+	"github.com/turnwise/turnwise/internal/buildinfo"
 )
 
 // flags returns a flag set like a training command's.
@@ -137,5 +140,60 @@ func TestDeprecatedSpelling(t *testing.T) {
 	}
 	if !strings.Contains(log.String(), "use --out") {
 		t.Errorf("no notice for the deprecated spelling: %q", log.String())
+	}
+}
+
+// TestSavedAsRecipe checks that a saved configuration records the binary
+// under BuildKey, and that it reads back as a recipe: the build is
+// skipped, flags at their own value are left unchanged, the others set.
+// A configuration saved before the build was recorded still loads.
+func TestSavedAsRecipe(t *testing.T) {
+	fs, _, _, _, _ := flags()
+	fs.Parse([]string{"--lr", "3e-4", "--out", "runs/a"})
+	path := filepath.Join(t.TempDir(), "config.yaml")
+	if err := Save(path, Values(fs)); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Build buildinfo.Info `yaml:"build"`
+	}
+	if err := yaml.Unmarshal(raw, &doc); err != nil || doc.Build != buildinfo.Read() {
+		t.Errorf("the saved build %+v, %v; want %+v\n%s", doc.Build, err, buildinfo.Read(), raw)
+	}
+	back, err := Load(path)
+	if err != nil || len(Diff(Values(fs), back)) != 0 {
+		t.Errorf("loaded back %v, %v; want %v", back, err, Values(fs))
+	}
+
+	again, lr, epochs, targets, _ := flags()
+	again.Parse([]string{"--out", "runs/b"})
+	if err := Apply(again, path); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		flag    string
+		changed bool
+	}{
+		{"lr", true}, {"out", true}, // set by the recipe, and by the command line
+		{"epochs", false}, {"lora-targets", false}, {"full", false}, // at their defaults in both
+	} {
+		if got := again.Lookup(tc.flag).Changed; got != tc.changed {
+			t.Errorf("--%s changed: %v, want %v", tc.flag, got, tc.changed)
+		}
+	}
+	if *lr != 3e-4 || *epochs != 1 || strings.Join(*targets, ",") != "q,v" || again.Lookup("out").Value.String() != "runs/b" {
+		t.Errorf("applied: lr %v, epochs %v, targets %v, out %v", *lr, *epochs, *targets, again.Lookup("out").Value)
+	}
+
+	old := write(t, "# The resolved configuration of this run\nepochs: \"2\"\nlr: \"0.001\"\n")
+	if vals, err := Load(old); err != nil || len(vals) != 2 || vals["lr"] != "0.001" {
+		t.Errorf("a configuration without the build: %v, %v", vals, err)
+	}
+	if err := Apply(fs, write(t, "build: v1\n")); err == nil || !strings.Contains(err.Error(), `unknown key "build"`) {
+		t.Errorf("a plain value under build: %v; want the error of a key no flag has", err)
 	}
 }

@@ -56,9 +56,10 @@ fi
 [ -e "$lib" ] || { echo "build.sh: $lib is missing: run make kernels-${kind#cuda}" >&2; exit 1; }
 
 # Binaries, stripped (-s -w) to keep the bundle small, with the commit set
-# for train bench's results (the build's own stamp may be off: -buildvcs).
+# for train version, run directories and train bench's results (the build's
+# own stamp may be off: -buildvcs).
 rev=$(git rev-parse HEAD 2>/dev/null || true)
-flags=(-tags "$kind" -trimpath -ldflags "-s -w${rev:+ -X github.com/turnwise/turnwise/bench.commit=$rev}")
+flags=(-tags "$kind" -trimpath -ldflags "-s -w${rev:+ -X github.com/turnwise/turnwise/internal/buildinfo.commit=$rev}")
 echo "build.sh: building the -tags $kind binaries"
 "$GO" build "${flags[@]}" -o "$stage/bin/train" ./cmd/train
 "$GO" test -c "${flags[@]}" -o "$stage/bin/engine-cuda.test" ./engine/cuda/
