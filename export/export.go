@@ -6,6 +6,7 @@ package export
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -37,6 +38,12 @@ type Options struct {
 	Format string
 	// DType is the dtype of the weights written: f32, f16 or bf16.
 	DType engine.DType
+	// Force replaces an existing Out: a directory of files (no
+	// subdirectories) or a file. Without it an existing non-empty Out is
+	// refused. Either way the model is written beside Out first and moved
+	// into place whole, so that Out holds exactly the new model's files and
+	// a failed export leaves Out as it was.
+	Force bool
 }
 
 // Write reads a model (and an adapter, merged into its weights in f32;
@@ -52,6 +59,10 @@ func Write(b engine.Backend, o Options) error {
 	}
 	if o.Out == "" {
 		return errors.New("export: no output named")
+	}
+	replace, err := checkOut(o.Out, o.Format, o.Force)
+	if err != nil {
+		return err
 	}
 	from, adapter := o.From, o.Adapter
 	if _, err := os.Stat(filepath.Join(from, "adapter_config.json")); err == nil {
@@ -117,13 +128,113 @@ func Write(b engine.Backend, o Options) error {
 		}
 		m.Merge(ad)
 	}
-	if o.Format == "gguf" {
-		return m.SaveGGUF(o.Out, o.DType, tokMeta)
+	if err := os.MkdirAll(filepath.Dir(o.Out), 0o755); err != nil {
+		return fmt.Errorf("export: %w", err)
 	}
-	if err := m.SaveHFAs(o.Out, o.DType); err != nil {
+	stage, err := os.MkdirTemp(filepath.Dir(o.Out), "."+filepath.Base(o.Out)+".export-")
+	if err == nil {
+		err = os.Chmod(stage, 0o755) // MkdirTemp's 0700 would become the export's
+	}
+	if err != nil {
+		return fmt.Errorf("export: %w", err)
+	}
+	defer os.RemoveAll(stage) // what is left of it after a failure
+	written := stage
+	if o.Format == "gguf" {
+		written = filepath.Join(stage, filepath.Base(o.Out))
+		err = m.SaveGGUF(written, o.DType, tokMeta)
+	} else if err = m.SaveHFAs(stage, o.DType); err == nil {
+		err = llama.CopyTokenizerFiles(m.Config, src.HF, stage)
+	}
+	if err != nil {
 		return err
 	}
-	return llama.CopyTokenizerFiles(m.Config, src.HF, o.Out)
+	return moveInto(written, o.Out, replace)
+}
+
+// checkOut reports whether out exists and is to be replaced: a missing out
+// or an empty directory (format hf) is written; an existing file (gguf) or
+// a non-empty directory (hf) is refused unless force, and then only if
+// it is a directory of plain files (not holding, or being, the working
+// directory) or a file.
+func checkOut(out, format string, force bool) (replace bool, err error) {
+	st, err := os.Stat(out)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	} else if err != nil {
+		return false, fmt.Errorf("export: %w", err)
+	}
+	if format == "gguf" {
+		if st.IsDir() {
+			return false, fmt.Errorf("export: %s is a directory; --format gguf writes a file", out)
+		}
+		if !force {
+			return false, fmt.Errorf("export: %s exists; --force replaces it", out)
+		}
+		return true, nil
+	}
+	if !st.IsDir() {
+		return false, fmt.Errorf("export: %s is a file; --format hf writes a directory", out)
+	}
+	entries, err := os.ReadDir(out)
+	if err != nil {
+		return false, fmt.Errorf("export: %w", err)
+	}
+	if len(entries) == 0 {
+		return true, nil
+	}
+	if !force {
+		names := make([]string, 0, 3)
+		for _, e := range entries[:min(3, len(entries))] {
+			names = append(names, e.Name())
+		}
+		more := ""
+		if len(entries) > 3 {
+			more = ", …"
+		}
+		return false, fmt.Errorf("export: %s is not empty (%s%s); --force replaces its contents with the new model's files", out, strings.Join(names, ", "), more)
+	}
+	for _, e := range entries {
+		if e.IsDir() {
+			return false, fmt.Errorf("export: %s holds a directory (%s), so it is not a model directory; not replacing it", out, e.Name())
+		}
+	}
+	abs, err1 := filepath.Abs(out)
+	wd, err2 := os.Getwd()
+	if err1 != nil || err2 != nil {
+		return false, fmt.Errorf("export: %s: cannot tell whether it holds the working directory", out)
+	}
+	if rel, err := filepath.Rel(abs, wd); err == nil && (rel == "." || !strings.HasPrefix(rel, "..")) {
+		return false, fmt.Errorf("export: %s is or holds the working directory; not replacing it", out)
+	}
+	return true, nil
+}
+
+// moveInto moves the export written at from to out: out itself, when
+// replace, is first moved aside and removed once the new one is in place.
+func moveInto(from, out string, replace bool) error {
+	old := ""
+	if replace {
+		old = filepath.Join(filepath.Dir(out), "."+filepath.Base(out)+".replaced")
+		if err := os.RemoveAll(old); err != nil {
+			return fmt.Errorf("export: %w", err)
+		}
+		if err := os.Rename(out, old); err != nil {
+			return fmt.Errorf("export: moving the old %s aside: %w", out, err)
+		}
+	}
+	if err := os.Rename(from, out); err != nil {
+		if old != "" {
+			os.Rename(old, out) // put the old one back
+		}
+		return fmt.Errorf("export: %w", err)
+	}
+	if old != "" {
+		if err := os.RemoveAll(old); err != nil {
+			return fmt.Errorf("export: the new model is in %s, but removing the old one (%s): %w", out, old, err)
+		}
+	}
+	return nil
 }
 
 // checkpointDType returns the dtype of the weights in the step checkpoint

@@ -20,6 +20,7 @@ func runExport(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	fs.StringVar(&o.Out, "out", "", "the directory (--format hf) or file (--format gguf) to write")
 	fs.StringVar(&o.Format, "format", "hf", "hf (config.json, safetensors, tokenizer and generation files) or gguf")
 	dtype := fs.String("dtype", "f32", "dtype of the weights written: f32, f16 or bf16")
+	fs.BoolVar(&o.Force, "force", false, "replace an existing --out (a directory of files, or a file); without it a non-empty --out is refused")
 	if err := parse(fs, args); err != nil {
 		return err
 	}

@@ -101,6 +101,74 @@ func TestExportLoadsBack(t *testing.T) {
 			t.Errorf("%s: generate from the export gives %v, want %v", tc.name, got, tc.want)
 		}
 	}
+	// An existing --out: refused without --force; with it, replaced whole
+	// (a stale file of an earlier export does not survive).
+	names := func(dir string) []string {
+		entries, err := os.ReadDir(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ns []string
+		for _, e := range entries {
+			ns = append(ns, e.Name())
+		}
+		return ns
+	}
+	fullDir, fullGGUF := filepath.Join(out, "full"), filepath.Join(out, "full.gguf")
+	before := names(fullDir)
+	if _, err := runCmd(t, runExport, "", "--from", adapter, "--out", fullDir); err == nil || !strings.Contains(err.Error(), "not empty") || !strings.Contains(err.Error(), "--force") {
+		t.Errorf("export into a non-empty directory: %v, want a refusal naming --force", err)
+	}
+	if _, err := runCmd(t, runExport, "", "--from", adapter, "--out", fullGGUF, "--format", "gguf"); err == nil || !strings.Contains(err.Error(), "--force") {
+		t.Errorf("export over an existing GGUF file: %v, want a refusal naming --force", err)
+	}
+	if got := greedyIDs(t, "--hf", fullDir); !reflect.DeepEqual(got, want) || !reflect.DeepEqual(names(fullDir), before) {
+		t.Errorf("a refused export changed %s: files %v (were %v), generate %v", fullDir, names(fullDir), before, got)
+	}
+	if err := os.WriteFile(filepath.Join(fullDir, "stale.json"), []byte("{}"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"--from", adapter, "--out", fullDir, "--force"},
+		{"--from", adapter, "--out", fullGGUF, "--format", "gguf", "--force"},
+	} {
+		if msg, err := runCmd(t, runExport, "", args...); err != nil {
+			t.Fatalf("export %q: %v\n%s", args, err, msg)
+		}
+	}
+	if got, wantNames := names(fullDir), names(filepath.Join(out, "merged")); !reflect.DeepEqual(got, wantNames) {
+		t.Errorf("after export --force, %s holds %v; want exactly a fresh export's %v", fullDir, got, wantNames)
+	}
+	for _, load := range [][]string{{"--hf", fullDir}, {"--gguf", fullGGUF, "--tokenizer", "bytes"}} {
+		if got := greedyIDs(t, load...); !reflect.DeepEqual(got, withAdapter) {
+			t.Errorf("generate %q after export --force: %v, want the merged model's %v", load, got, withAdapter)
+		}
+	}
+	nested := filepath.Join(out, "nested")
+	if err := os.MkdirAll(filepath.Join(nested, "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--from", base, "--out", nested, "--force"}, "holds a directory"},
+		{[]string{"--from", base, "--out", fullGGUF}, "is a file"},
+		{[]string{"--from", base, "--out", fullDir, "--format", "gguf", "--force"}, "is a directory"},
+	} {
+		if _, err := runCmd(t, runExport, "", bad.args...); err == nil || !strings.Contains(err.Error(), bad.want) {
+			t.Errorf("export %q: %v, want an error containing %q", bad.args, err, bad.want)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(nested, "sub")); err != nil {
+		t.Errorf("a refused --force removed %s: %v", nested, err)
+	}
+	for _, n := range names(out) {
+		if strings.HasPrefix(n, ".") {
+			t.Errorf("the exports left %s in %s", n, out)
+		}
+	}
+
 	for _, args := range [][]string{
 		{"--hf", base},
 		{"--hf", base, "--adapter", adapter},
