@@ -144,14 +144,19 @@ func (m *Model) SaveGGUF(path string, dt engine.DType, extra map[string]any) err
 		case strings.HasSuffix(name, "k_proj.weight"):
 			data = interleaveRows(data, c.KVHeads, c.HeadDim, t.Dim(1))
 		}
-		if dt != engine.F32 && err == nil {
+		// 1-D tensors (the norms' weights) stay F32 whatever dt, as
+		// llama.cpp's converter keeps them.
+		typ := tt
+		if t.Rank() == 1 {
+			typ = ggufType[engine.F32]
+		} else if dt != engine.F32 && err == nil {
 			data, err = narrow(name, engine.DecodeF32(engine.F32, data), dt)
 		}
 		dims := make([]uint64, t.Rank())
 		for i := range dims {
 			dims[i] = uint64(t.Dim(t.Rank() - 1 - i))
 		}
-		tensors = append(tensors, gguf.Tensor{Name: ggufName(name, c.Layers), Dims: dims, Type: tt, Data: data})
+		tensors = append(tensors, gguf.Tensor{Name: ggufName(name, c.Layers), Dims: dims, Type: typ, Data: data})
 	})
 	if err != nil {
 		return fmt.Errorf("saving %s: %w", path, err)

@@ -14,6 +14,7 @@ import (
 	"github.com/turnwise/turnwise/engine"
 	"github.com/turnwise/turnwise/engine/cpu"
 	"github.com/turnwise/turnwise/export"
+	"github.com/turnwise/turnwise/gguf"
 	"github.com/turnwise/turnwise/internal/testdata"
 	"github.com/turnwise/turnwise/model/llama"
 	"github.com/turnwise/turnwise/tokenizer"
@@ -101,12 +102,21 @@ func TestExportRoundTrip(t *testing.T) {
 						}
 						m.Weights.Each(func(name string, x *engine.Tensor) {
 							got, orig := engine.ToF32(b, x), tc.want.weights[name]
+							// A GGUF keeps 1-D tensors F32 (llama.cpp's
+							// converter does): exact, whatever dt.
+							want := dt
+							if format == "gguf" && x.Rank() == 1 {
+								want = engine.F32
+							}
 							for i := range got {
-								if got[i] != dt.Round(orig[i]) {
-									t.Fatalf("%s[%d] = %v, want %v rounded to %v", name, i, got[i], orig[i], dt)
+								if got[i] != want.Round(orig[i]) {
+									t.Fatalf("%s[%d] = %v, want %v rounded to %v", name, i, got[i], orig[i], want)
 								}
 							}
 						})
+						if format == "gguf" {
+							checkGGUFTypes(t, o.Out, dt)
+						}
 						tol := map[engine.DType]float64{engine.F32: 0, engine.F16: 0.01, engine.BF16: 0.1}[dt]
 						got := logProbs(t, m, bt, nil)
 						for i := range got {
@@ -127,6 +137,27 @@ func TestExportRoundTrip(t *testing.T) {
 					})
 				}
 			}
+		}
+	}
+}
+
+// checkGGUFTypes fails unless the GGUF file at path stores its 1-D tensors
+// as F32 and the others in dt.
+func checkGGUFTypes(t *testing.T, path string, dt engine.DType) {
+	t.Helper()
+	f, err := gguf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	types := map[engine.DType]gguf.TensorType{engine.F32: gguf.TypeF32, engine.F16: gguf.TypeF16, engine.BF16: gguf.TypeBF16}
+	for _, x := range f.Tensors {
+		want := types[dt]
+		if len(x.Dims) == 1 {
+			want = gguf.TypeF32
+		}
+		if x.Type != want {
+			t.Errorf("%s: %s of shape %v stored as type %v, want %v", path, x.Name, x.Dims, x.Type, want)
 		}
 	}
 }
@@ -175,13 +206,22 @@ func TestExportErrors(t *testing.T) {
 			t.Errorf("Export(%+v) = %v, want an error containing %q", tc.opt, err, tc.want)
 		}
 	}
-	m.Weights.Each(func(name string, x *engine.Tensor) {
-		if name == "model.norm.weight" {
-			v := engine.ToF32(b, x)
-			v[3] = 1e5 // beyond f16's range
-			engine.SetF32(b, x, v)
-		}
-	})
+	big := func(target string) {
+		m.Weights.Each(func(name string, x *engine.Tensor) {
+			if name == target {
+				v := engine.ToF32(b, x)
+				v[3] = 1e5 // beyond f16's range
+				engine.SetF32(b, x, v)
+			}
+		})
+	}
+	// A 1-D tensor stays F32 in a GGUF: a norm weight beyond f16's range
+	// is written; a matrix's is refused.
+	big("model.norm.weight")
+	if err := m.SaveGGUF(filepath.Join(t.TempDir(), "norm.gguf"), engine.F16, nil); err != nil {
+		t.Errorf("SaveGGUF in f16 of a norm weight of 1e5 (kept F32): %v", err)
+	}
+	big("model.layers.0.mlp.down_proj.weight")
 	if err := m.SaveGGUF(filepath.Join(t.TempDir(), "big.gguf"), engine.F16, nil); err == nil || !strings.Contains(err.Error(), "overflows f16") {
 		t.Errorf("SaveGGUF in f16 of a weight of 1e5: %v, want a refusal", err)
 	}
