@@ -294,12 +294,21 @@ func TestHide(t *testing.T) {
 		}
 		e := newEvaluator(t, opts)
 		needIsolation(t, e)
+		// A checkout under one of the directories a program gets a private
+		// tmpfs on (/tmp, …) is out of its sight even unhidden.
+		visible := true
+		for _, d := range e.Isolation.TmpDirs {
+			if rel, err := filepath.Rel(d, dir); err == nil && !strings.HasPrefix(rel, "..") {
+				visible = false
+				t.Logf("%s is under %s, which a program sees as its own empty tmpfs: the file is invisible even unhidden", dir, d)
+			}
+		}
 		res, err := e.Evaluate(context.Background(), []sweetrl.Task{tk}, []string{read})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := res[0].Success(); got == hide {
-			t.Errorf("hide %v: an answer that reads %s scored %+v", hide, secret, res[0])
+		if got, want := res[0].Success(), visible && !hide; got != want {
+			t.Errorf("hide %v: an answer that reads %s scored %+v, want success %v", hide, secret, res[0], want)
 		}
 	}
 	if b, err := os.ReadFile(secret); err != nil || string(b) != "the ground truths" {

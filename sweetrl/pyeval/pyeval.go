@@ -74,7 +74,10 @@
 //     being its working directory, HOME and TMPDIR; a fresh /proc showing
 //     only its own processes; and the files named in Options.Hide (the
 //     tasks and answers files, which hold the ground truths) covered by an
-//     empty file. The harness starts as root to mount these, then drops to
+//     empty file. A program therefore never sees the caller's files under
+//     those four directories (a checkout under /tmp included), and sees
+//     every other file its user id may read unless Options.Hide names it.
+//     The harness starts as root to mount these, then drops to
 //     its id before it reads anything it is given. Without a mount
 //     namespace (not root, or refused) it gets a private directory in the
 //     evaluator's temporary directory instead, and what it writes in /tmp
