@@ -31,6 +31,11 @@ func runPlot(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 		return fmt.Errorf("want one metrics file, got %d arguments", fs.NArg())
 	}
 	in := fs.Arg(0)
+	// Only SVG is drawn: a file named for another image format is refused
+	// before anything is read, rather than filled with SVG.
+	if ext := strings.ToLower(filepath.Ext(*out)); *out != "" && *out != "-" && ext != ".svg" {
+		return fmt.Errorf("-o %s: plot writes SVG only; name the file .svg", *out)
+	}
 	var recs []metrics.Record
 	var err error
 	if in == "-" {

@@ -153,6 +153,12 @@ func TestPlotErrors(t *testing.T) {
 		{"no file", func(string) []string { return nil }, "", []string{"want one metrics file"}},
 		{"two files", func(string) []string { return []string{"a", "b"} }, "", []string{"want one metrics file"}},
 		{"stdin without -o", func(string) []string { return []string{"-"} }, "", []string{"-o"}},
+		{"png", func(dir string) []string {
+			return []string{writeMetrics(t, sampleMetrics), "-o", filepath.Join(dir, "loss.png")}
+		}, "", []string{"loss.png", "SVG only"}},
+		{"no extension", func(dir string) []string {
+			return []string{writeMetrics(t, sampleMetrics), "-o", filepath.Join(dir, "loss")}
+		}, "", []string{"SVG only"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
