@@ -35,18 +35,7 @@ func (b *Backend) sampleRow(w int, row []float32, u float32, p engine.SamplePara
 		}
 		return best
 	}
-	// Probabilities ∝ exp((x − max)/T).
-	m := float32(math.Inf(-1))
-	for _, x := range row {
-		m = max(m, x)
-	}
-	inv := 1 / p.Temperature
-	var total float64
-	for j, x := range row {
-		e := float32(math.Exp(float64((x - m) * inv)))
-		row[j] = e
-		total += float64(e)
-	}
+	total := expWeights(row, p.Temperature)
 	if p.TopP <= 0 || p.TopP >= 1 {
 		return drawIndexOrder(row, float64(u)*total)
 	}
@@ -143,4 +132,21 @@ func lastPositive(row []float32) int {
 		}
 	}
 	return 0
+}
+
+// expWeights replaces row by its unnormalised probabilities exp((x − max)/T)
+// and returns their sum, accumulated in f64 in index order.
+func expWeights(row []float32, temperature float32) float64 {
+	m := float32(math.Inf(-1))
+	for _, x := range row {
+		m = max(m, x)
+	}
+	inv := 1 / temperature
+	var total float64
+	for j, x := range row {
+		e := float32(math.Exp(float64((x - m) * inv)))
+		row[j] = e
+		total += float64(e)
+	}
+	return total
 }

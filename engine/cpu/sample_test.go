@@ -3,7 +3,6 @@ package cpu
 import (
 	"cmp"
 	"fmt"
-	"math"
 	"slices"
 	"testing"
 
@@ -14,17 +13,7 @@ import (
 // sampleRowSorted is the nucleus rule by a full sort of the row, as this
 // backend drew before the histogram prefilter: the ids must not change.
 func sampleRowSorted(row []float32, u float32, p engine.SampleParams) int {
-	m := float32(math.Inf(-1))
-	for _, x := range row {
-		m = max(m, x)
-	}
-	inv := 1 / p.Temperature
-	var total float64
-	for j, x := range row {
-		e := float32(math.Exp(float64((x - m) * inv)))
-		row[j] = e
-		total += float64(e)
-	}
+	total := expWeights(row, p.Temperature)
 	if p.TopP <= 0 || p.TopP >= 1 {
 		return drawIndexOrder(row, float64(u)*total)
 	}
