@@ -60,6 +60,10 @@ the supervised start alone and evaluates it on the held-out tasks (the
 same tasks and sampling seeds as a whole run's "SFT start" row), to check
 a family's start before any RL method runs on it; --stages prepare makes the
 supervised start and the rollouts alone, for later runs to reuse (--from).
+--stages study trains nothing: it prints and writes the study over the
+results that runs of single seeds left in OUT/seed-S: seeds run one at a
+time (or on several machines) with "--seed S --out X/seed-S", then
+"--seed 1 --seeds 3 --stages study --out X".
 
 Same seed, same --threads: same table (OpenBLAS chooses its GEMM kernels by
 CPU model; pin them with OPENBLAS_CORETYPE for the same numbers on other
@@ -86,7 +90,7 @@ func runDemo(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	fs.StringVar(&c.OutDir, "out", "runs/demo", "directory for the models, rollouts, evaluation episodes and results.json")
 	fs.StringVar(&c.Family, "family", "keys", "task family: "+strings.Join(pipeline.Families, " or "))
 	fs.StringVar(&c.From, "from", "", "reuse this earlier run's supervised model and rollouts (same family, seed and counts)")
-	stages := fs.String("stages", "all", "all: every stage; sft: the supervised start alone, evaluated on the held-out tasks; prepare: the supervised start and the rollouts, for --from")
+	stages := fs.String("stages", "all", "all: every stage; sft: the supervised start alone, evaluated on the held-out tasks; prepare: the supervised start and the rollouts, for --from; study: no training, the study over the results already in OUT/seed-S for --seeds seeds from --seed")
 	fs.Uint64Var(&c.Seed, "seed", 1, "seed of the tasks, the model and every sampling")
 	fs.IntVar(&c.SFTTasks, "sft-tasks", pipeline.DefaultSFTTasks, "tasks of scripted dialogues for the supervised start")
 	fs.IntVar(&c.SFTSteps, "sft-steps", 1200, "supervised steps")
@@ -166,8 +170,13 @@ func runDemo(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 		if c.From != "" {
 			return errors.New("--stages prepare makes the supervised start and the rollouts; --from reuses them: give one of them")
 		}
+	case "study":
+		if c.From != "" {
+			return errors.New("--stages study reads the seeds' results in --out; --from reuses stages: give one of them")
+		}
+		return pipeline.ReportSeeds(c, *seeds)
 	default:
-		return fmt.Errorf("--stages %q: want all, sft or prepare", *stages)
+		return fmt.Errorf("--stages %q: want all, sft, prepare or study", *stages)
 	}
 	bf.threads = *threads
 	if c.Backend, err = bf.open(); err != nil {

@@ -219,6 +219,9 @@ func (r *runner) oracle() rl.AdvantageFunc {
 	}
 }
 
+// ResultsFile is the file a run writes its table to, in its directory.
+const ResultsFile = "results.json"
+
 // evaluate plays the held-out tasks with each row's policy, prints the
 // table and writes results.json.
 func (r *runner) evaluate(rows []row) error {
@@ -264,7 +267,7 @@ func (r *runner) evaluate(rows []row) error {
 	if err != nil {
 		return err
 	}
-	return outfile.WriteFile(filepath.Join(c.OutDir, "results.json"), append(js, '\n'), 0o644)
+	return outfile.WriteFile(filepath.Join(c.OutDir, ResultsFile), append(js, '\n'), 0o644)
 }
 
 func skipIf(p *policy, why string) string {

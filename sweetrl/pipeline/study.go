@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"strings"
 
@@ -259,6 +260,52 @@ func RunSeeds(ctx context.Context, c Config, n int) error {
 	if c.PrepareOnly {
 		return nil
 	}
+	return writeStudy(c, results)
+}
+
+// ReportSeeds prints and writes the study (as RunSeeds does) over the
+// results.json files that earlier runs left in OutDir/seed-S for the n
+// seeds c.Seed, c.Seed + 1, …, without training anything: the study of
+// seeds run separately (one at a time, or on several machines).
+func ReportSeeds(c Config, n int) error {
+	var results []*Result
+	for i := range n {
+		seed := c.Seed + uint64(i)
+		path := filepath.Join(c.OutDir, fmt.Sprintf("seed-%d", seed), ResultsFile)
+		res, err := ReadResult(path)
+		if err != nil {
+			return err
+		}
+		if res.Family != c.Family || res.Seed != seed {
+			return fmt.Errorf("%s: the %s family at seed %d, want %s at seed %d", path, res.Family, res.Seed, c.Family, seed)
+		}
+		if len(results) > 0 && res.Machine != results[0].Machine {
+			fmt.Fprintf(c.Log, "note: seed %d ran on %q, seed %d on %q\n", seed, res.Machine, results[0].Seed, results[0].Machine)
+		}
+		results = append(results, res)
+	}
+	return writeStudy(c, results)
+}
+
+// ReadResult reads a run's results.json.
+func ReadResult(path string) (*Result, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var res Result
+	if err := json.Unmarshal(b, &res); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if len(res.Rows) == 0 {
+		return nil, fmt.Errorf("%s: no result rows", path)
+	}
+	return &res, nil
+}
+
+// writeStudy prints the study over results on c.Log and writes it to
+// OutDir/StudyFile.
+func writeStudy(c Config, results []*Result) error {
 	st := NewStudy(results)
 	PrintStudy(c.Log, st)
 	js, err := json.MarshalIndent(st, "", "  ")

@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"math"
@@ -129,8 +130,36 @@ func TestStudy(t *testing.T) {
 		t.Fatalf("%v\n%s", err, log.String())
 	}
 	var st Study
-	if err := json.Unmarshal(readFile(t, filepath.Join(c.OutDir, StudyFile)), &st); err != nil {
+	written := readFile(t, filepath.Join(c.OutDir, StudyFile))
+	if err := json.Unmarshal(written, &st); err != nil {
 		t.Fatal(err)
+	}
+	// The study of the seeds' saved results is the study the run wrote.
+	c.From = ""
+	if err := ReportSeeds(c, 2); err != nil {
+		t.Fatal(err)
+	}
+	if again := readFile(t, filepath.Join(c.OutDir, StudyFile)); !bytes.Equal(again, written) {
+		t.Errorf("the study of the saved results differs from the run's:\n%s\nwant\n%s", again, written)
+	}
+	for _, bad := range []struct {
+		seed uint64
+		n    int
+		want string
+	}{
+		{seed: 3, n: 3, want: "seed-5"}, // a seed that did not run
+		{seed: 2, n: 2, want: "seed-2"}, // nor this one
+	} {
+		cb := c
+		cb.Seed = bad.seed
+		if err := ReportSeeds(cb, bad.n); err == nil || !strings.Contains(err.Error(), bad.want) {
+			t.Errorf("study of %d seeds from %d: error %v, want one naming %s", bad.n, bad.seed, err, bad.want)
+		}
+	}
+	cb := c
+	cb.Family = "keys"
+	if err := ReportSeeds(cb, 2); err == nil || !strings.Contains(err.Error(), "tally family at seed 3") {
+		t.Errorf("a study of another family: error %v", err)
 	}
 	want := []string{"SFT start", "rejection fine-tuning", "multi-turn DPO", "SWEET-RL (paper's score)", RowBestOfN, RowOracle, RowNoInfo, RowRPO}
 	var got []string
