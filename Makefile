@@ -133,7 +133,7 @@ bench-render: setup
 bench-gpu: kernels-cuda
 	mkdir -p build
 	CGO_LDFLAGS="-L$(CUDA_STUBS)" $(GO) build -tags cuda -o build/train-cuda ./cmd/train
-	./build/train-cuda bench --backend cuda --json build/bench-gpu.json --md build/bench-gpu.md
+	./build/train-cuda bench --backend cuda --out build/bench-gpu.json --md build/bench-gpu.md
 
 clean:
 	rm -rf bin build runs

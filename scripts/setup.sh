@@ -6,7 +6,8 @@
 # (scripts/sweetrl_check.py checks the SWEET-RL arithmetic with it), Debian's chromium, the DejaVu
 # fonts and npm (sweetrl/frontend/render renders pages in chromium, with
 # Tailwind compiled by the npm tailwindcss CLI that scripts/setup-render.sh
-# installs in build/node/). Safe to run again: it installs only what is
+# installs in build/node/), and zsh and fish
+# (train completion's scripts are tested in them). Safe to run again: it installs only what is
 # missing. Needs root (or sudo) when something is missing. The CUDA toolkit,
 # for the real kernel build, is scripts/setup-cuda.sh.
 set -euo pipefail
@@ -32,6 +33,9 @@ have_torch || need+=(python3-torch)
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
 [ -e /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || need+=(fonts-dejavu-core)
 command -v npm >/dev/null 2>&1 || need+=(npm)
+# zsh and fish: the tests load train completion's scripts in them.
+command -v zsh >/dev/null 2>&1 || need+=(zsh)
+command -v fish >/dev/null 2>&1 || need+=(fish)
 
 if [ ${#need[@]} -gt 0 ]; then
 	echo "setup: installing ${need[*]}"

@@ -11,7 +11,7 @@
       checkpointing; and prefill and decode of the base model at batch 1
       and 16.
 
-It writes the schema of `train bench --json` (bench/result.go, "turnwise-bench/1"),
+It writes the schema of `train bench --out` (bench/result.go, "turnwise-bench/1"),
 with result names built as bench/opbench and bench/stepbench build ours, so
 that `train bench report` puts the two side by side. Without PyTorch or a
 CUDA device it says so on one line and writes a result that records why.

@@ -7,10 +7,10 @@
 // GPU, and small shapes with a tiny model under the emulator, so the same
 // lines serve both bundles):
 //
-//	train bench --backend cuda --suite kernels --json OUT/bench-kernels.json --md OUT/bench-kernels.md
-//	train bench --backend cuda --suite step --gemm cublas --json OUT/bench-step.json --md OUT/bench-step.md
-//	train bench --backend cuda --suite step --gemm own --json OUT/bench-step-own.json --md OUT/bench-step-own.md
-//	python3 peers/torch_peers.py --json OUT/bench-torch.json   # bench/peers/; writes a "skipped" result without PyTorch or a GPU
+//	train bench --backend cuda --suite kernels --out OUT/bench-kernels.json --md OUT/bench-kernels.md
+//	train bench --backend cuda --suite step --gemm cublas --out OUT/bench-step.json --md OUT/bench-step.md
+//	train bench --backend cuda --suite step --gemm own --out OUT/bench-step-own.json --md OUT/bench-step-own.md
+//	python3 peers/torch_peers.py --out OUT/bench-torch.json   # bench/peers/; writes a "skipped" result without PyTorch or a GPU
 //	train bench report --out OUT/bench.md OUT/bench-kernels.json OUT/bench-step.json OUT/bench-torch.json
 //
 // and, to gate a change on a GPU machine against a saved run:
@@ -20,7 +20,7 @@
 // and, to sweep the attention kernels' tile sizes (run.sh's attn-sweep step):
 //
 //	for c in $(train bench --attention-configs); do
-//		train bench --backend cuda --suite kernels --filter '^attention/' --attention-config $c --reps 3 --json OUT/$c.json
+//		train bench --backend cuda --suite kernels --filter '^attention/' --attention-config $c --reps 3 --out OUT/$c.json
 //	done
 //
 // Results carry the commit from the binary's version-control stamp; a build
@@ -61,32 +61,37 @@ func runBench(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs.IntVar(&o.Reps, "reps", 0, "repetitions per measurement; medians are reported (default: 7 on a GPU, 5 on the CPU, 3 emulated)")
 	fs.DurationVar(&o.MinTime, "min-time", 0, "the least time of one repetition of a kernel (default: 20ms on a GPU, 50ms on the CPU, one call emulated)")
 	fs.StringVar(&o.Filter, "filter", "", "only kernels whose name matches this regular expression (with --baseline: only these are gated)")
-	fs.StringVar(&o.Model, "model", "", "model preset of the step suite (default: llama-3.1-8b on a GPU, else tiny)")
+	fs.StringVar(&o.Model, "preset", "", "model preset of the step suite (default: llama-3.1-8b on a GPU, else tiny)")
+	fs.StringVar(&o.Model, "model", "", "the old name of --preset")
+	_ = fs.MarkDeprecated("model", "use --preset")
 	fs.IntSliceVar(&o.SeqLens, "seqs", nil, "step suite sequence lengths (default: 2048,8192 on a GPU)")
 	fs.IntVar(&o.LoRARank, "lora-rank", 0, "LoRA rank of the step suite (default: 16 on a GPU)")
 	fs.IntVar(&o.Steps, "steps", 0, "timed training steps per configuration, after one warm-up (default: 3)")
 	fs.IntSliceVar(&o.GenBatch, "gen-batch", nil, "generation batch sizes (default: 1,16 on a GPU)")
-	fs.IntVar(&o.Prompt, "prompt", 0, "prompt tokens per sequence of the generation measurements (default: 512 on a GPU)")
+	fs.IntVar(&o.Prompt, "prompt-tokens", 0, "prompt tokens per sequence of the generation measurements (default: 512 on a GPU)")
+	fs.IntVar(&o.Prompt, "prompt", 0, "the old name of --prompt-tokens")
+	_ = fs.MarkDeprecated("prompt", "use --prompt-tokens (--prompt is a prompt's text elsewhere)")
 	fs.IntVar(&o.NewTokens, "new-tokens", 0, "decode steps timed (default: 64 on a GPU)")
-	jsonOut := fs.String("json", "", "write the results as JSON to this file (-: standard output, instead of the markdown)")
+	jsonOut := fs.String("out", "", "write the results as JSON to this file, for train bench report and --baseline")
+	jsonPrint := fs.Bool("json", false, "print the results as JSON instead of the markdown tables")
 	mdOut := fs.String("md", "", "write the results as markdown tables to this file")
 	baseline := fs.String("baseline", "", "re-measure this result's kernels and fail naming every one slower than it by more than --max-slowdown")
 	maxSlow := fs.String("max-slowdown", "5%", "the slowdown --baseline allows (raised, and said so, for kernels whose repeated runs are noisier)")
 	quiet := fs.Bool("quiet", false, "no progress lines on stderr")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, `usage: train bench [flags]
-       train bench report [--out FILE.md] RESULT.json...
-
-Measures every engine op (achieved TFLOP/s or GB/s, % of the GEMM and copy
-ceilings measured in the same run, our GEMM beside the vendor's) and a LoRA
-training step and generation of a model with random weights (tokens/s, MFU,
-peak memory); or, with --baseline, gates on kernel regressions.
-
-flags:`)
-		fs.PrintDefaults()
-	}
-	if err := parse(fs, args); err != nil {
+	if err := parseArgs(fs, args); err != nil {
 		return err
+	}
+	if fs.NArg() > 0 {
+		if *jsonPrint {
+			return fmt.Errorf("unexpected arguments %q: --json prints the JSON; write it to a file with --out %s", fs.Args(), fs.Arg(0))
+		}
+		return fmt.Errorf("unexpected arguments %q (train bench takes flags only)", fs.Args())
+	}
+	if *jsonPrint {
+		if *jsonOut != "" {
+			return errors.New("--json prints the results, --out writes them to a file: give one of them")
+		}
+		*jsonOut = "-"
 	}
 	if *listAttn {
 		cs, err := attentionConfigs()
@@ -99,7 +104,7 @@ flags:`)
 		return nil
 	}
 	if *jsonOut == "-" && *baseline != "" {
-		return errors.New("--json - prints a measurement; with --baseline name a file")
+		return errors.New("--json prints a measurement; with --baseline write the gate's to a file with --out")
 	}
 	if !*quiet {
 		o.Log = stderr
@@ -128,10 +133,6 @@ flags:`)
 func runBenchReport(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	fs := newFlags("bench report", stderr)
 	out := fs.String("out", "", "write the report to this file (default: stdout)")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: train bench report [--out FILE.md] RESULT.json...\n\nSide-by-side tables of results from train bench and its PyTorch peers, with\nratios (ours over the peer, ours over the ceilings) and the targets' verdicts.\n\nflags:")
-		fs.PrintDefaults()
-	}
 	if err := parseArgs(fs, args); err != nil {
 		return err
 	}

@@ -18,7 +18,7 @@ func TestBenchGate(t *testing.T) {
 	dir := t.TempDir()
 	now := filepath.Join(dir, "now.json")
 	if _, err := runCmd(t, runBench, "", "--suite", "kernels", "--small", "--filter", "^(rmsnorm|swiglu)/",
-		"--reps", "5", "--min-time", "2ms", "--threads", "1", "--quiet", "--json", now); err != nil {
+		"--reps", "5", "--min-time", "2ms", "--threads", "1", "--quiet", "--out", now); err != nil {
 		t.Fatal(err)
 	}
 	r, err := bench.Read(now)
@@ -79,7 +79,7 @@ func TestBenchGate(t *testing.T) {
 func TestBenchReport(t *testing.T) {
 	dir := t.TempDir()
 	ours := filepath.Join(dir, "ours.json")
-	if _, err := runCmd(t, runBench, "", "--suite", "step", "--small", "--steps", "1", "--reps", "1", "--threads", "1", "--quiet", "--json", ours); err != nil {
+	if _, err := runCmd(t, runBench, "", "--suite", "step", "--small", "--steps", "1", "--reps", "1", "--threads", "1", "--quiet", "--out", ours); err != nil {
 		t.Fatal(err)
 	}
 	peer := filepath.Join(dir, "peer.json")
@@ -108,24 +108,24 @@ func TestBenchReport(t *testing.T) {
 // TestBenchJSONStdout checks that --json - prints the measurement as JSON,
 // and nothing else, on standard output, the same schema a file gets.
 func TestBenchJSONStdout(t *testing.T) {
-	out, err := runCmd(t, runBench, "", "--suite", "step", "--small", "--steps", "1", "--reps", "1", "--threads", "1", "--quiet", "--json", "-")
+	out, err := runCmd(t, runBench, "", "--suite", "step", "--small", "--steps", "1", "--reps", "1", "--threads", "1", "--quiet", "--json")
 	if err != nil {
 		t.Fatal(err)
 	}
 	r, err := bench.Parse([]byte(out))
 	if err != nil {
-		t.Fatalf("bench --json - printed no result: %v\n%s", err, out)
+		t.Fatalf("bench --json printed no result: %v\n%s", err, out)
 	}
 	if !strings.Contains(out, "lora_step/tiny/T32/r4") || strings.Contains(out, "|") {
-		t.Errorf("bench --json - (%s): want the step's entry and no markdown:\n%s", r.Meta.Backend, out)
+		t.Errorf("bench --json (%s): want the step's entry and no markdown:\n%s", r.Meta.Backend, out)
 	}
 	if r.Meta.GEMM != "openblas" || len(r.Steps) == 0 || r.Steps[0].GEMM != "openblas" {
-		t.Errorf("bench --json - records GEMM %q (steps: %d): want openblas, and on each step", r.Meta.GEMM, len(r.Steps))
+		t.Errorf("bench --json records GEMM %q (steps: %d): want openblas, and on each step", r.Meta.GEMM, len(r.Steps))
 	}
-	if _, err := runCmd(t, runBench, "", "--gemm", "own", "--suite", "step", "--small", "--quiet", "--json", "-"); err == nil || !strings.Contains(err.Error(), "one GEMM") {
+	if _, err := runCmd(t, runBench, "", "--gemm", "own", "--suite", "step", "--small", "--quiet", "--json"); err == nil || !strings.Contains(err.Error(), "one GEMM") {
 		t.Errorf("--gemm own on the cpu backend: %v, want it refused", err)
 	}
-	if _, err := runCmd(t, runBench, "", "--baseline", "x.json", "--json", "-"); err == nil || !strings.Contains(err.Error(), "--json -") {
+	if _, err := runCmd(t, runBench, "", "--baseline", "x.json", "--json"); err == nil || !strings.Contains(err.Error(), "--json prints") {
 		t.Errorf("--json - with --baseline: %v, want it refused", err)
 	}
 }

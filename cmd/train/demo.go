@@ -12,76 +12,9 @@ import (
 	"github.com/turnwise/turnwise/sweetrl/rl"
 )
 
-const demoUsage = `usage: train demo [flags]
-
-The whole SWEET-RL pipeline on a built-in collaborative task family, on the
-CPU, in minutes.
-
-Families (--family):
-  keys    %s
-  budget  %s
-  tally   %s
-
-Steps: a small byte-level model is trained from scratch (SFT) on scripted
-dialogues of mixed quality; it plays K episodes of each RL task against a
-scripted human simulator; the last --val-tasks RL tasks are held out as the
-validation split (never the test tasks); a critic (a LoRA adapter over the
-SFT model) is trained with the Bradley–Terry loss on trajectory pairs,
-seeing the ground truth, keeping its best epoch on validation; the actor
-(another adapter) is trained with turn-wise DPO on best-of-N candidates
-ranked by the critic's advantage; rejection fine-tuning and multi-turn DPO
-are trained on the same rollouts; each policy then plays the held-out test
-tasks, and a table of pass rate and success with 95%% confidence intervals
-is printed, with the critic check of each critic.
-
---settings K gives every method the same tuning budget: rejection
-fine-tuning, multi-turn DPO, each critic and each actor validate K settings
-of their knobs (learning rate; for the DPO-trained policies β, epochs 1–3
-and the share of the pairs 0.3–1.0; for the critics β and epochs 1–4; for
-rejection fine-tuning the passes) on the same validation tasks and keep the
-best. --diagnostics adds the rows that locate the bottleneck: critic-guided
-best-of-N on the SFT policy (--best-of), an actor trained on candidates
-ranked by the family's exact value (tally), the critic without the ground
-truth with its actor, and an RPO-style actor. --full is --diagnostics with
---settings 4 unless --settings is given. --seeds N runs training seeds
---seed … --seed+N-1, each in OUT/seed-S (--from DIR: DIR/seed-S), and
-prints the study: each method's success as mean ± sd over the seeds and
-the pre-registered paired comparisons (paired bootstrap over tasks within
-each seed, McNemar's exact test, Holm's correction). Every table ends with
-those comparisons.
-
-With --select each method's learning rate is chosen on the validation split
-from a small grid (--select-critic: only the critics', by validation pair
-accuracy); --ablations adds the ablation rows (SWEET-RL with the other
-critic score, with the other advantage baseline, and the value-head critic)
-and, on the keys family, runs the budget family too (in OUT/budget).
---from DIR reuses DIR's supervised model and rollouts. --stages sft runs
-the supervised start alone and evaluates it on the held-out tasks (the
-same tasks and sampling seeds as a whole run's "SFT start" row), to check
-a family's start before any RL method runs on it; --stages prepare makes the
-supervised start and the rollouts alone, for later runs to reuse (--from).
---stages study trains nothing: it prints and writes the study over the
-results that runs of single seeds left in OUT/seed-S: seeds run one at a
-time (or on several machines) with "--seed S --out X/seed-S", then
-"--seed 1 --seeds 3 --stages study --out X".
-
-Same seed, same --threads: same table (OpenBLAS chooses its GEMM kernels by
-CPU model; pin them with OPENBLAS_CORETYPE for the same numbers on other
-CPUs).
-
-flags:
-`
-
 // runDemo implements "train demo".
 func runDemo(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	fs := newFlags("demo", stderr)
-	keys, _ := pipeline.LookupFamily("keys")
-	budget, _ := pipeline.LookupFamily("budget")
-	tally, _ := pipeline.LookupFamily("tally")
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, demoUsage, keys.Describe, budget.Describe, tally.Describe)
-		fs.PrintDefaults()
-	}
 	var bf backendFlags
 	bf.registerDevice(fs)
 	bf.registerRecompute(fs)

@@ -63,7 +63,9 @@ func (e *envFlags) register(fs *pflag.FlagSet) {
 // frontend episodes (rollout, eval; the trainers read scored trajectories
 // and need neither, and their --clip is the gradient's).
 func (e *envFlags) registerScoring(fs *pflag.FlagSet) {
-	fs.StringVar(&e.CLIP, "clip", "", "frontend: the Hugging Face openai/clip-vit-base-patch32 directory whose image embeddings score pages (required: there is no substitute metric)")
+	fs.StringVar(&e.CLIP, "clip-model", "", "frontend: the Hugging Face openai/clip-vit-base-patch32 directory whose image embeddings score pages (required: there is no substitute metric)")
+	fs.StringVar(&e.CLIP, "clip", "", "the old name of --clip-model")
+	_ = fs.MarkDeprecated("clip", "use --clip-model (--clip is the gradient clip of the trainers)")
 	fs.IntVar(&e.Render.Tabs, "render-tabs", 4, "frontend: pages the browser renders at once")
 	fs.DurationVar(&e.Render.Timeout, "render-timeout", 20*time.Second, "frontend: time a page has to render; a page past it scores as a black image")
 }

@@ -9,25 +9,9 @@ import (
 	"github.com/turnwise/turnwise/sweetrl/pipeline"
 )
 
-const familyStatsUsage = `usage: train family-stats [flags]
-
-Prints what a built-in task family asks of a learner, computed from its
-scripted dialogues alone, with no model: the share of scripted dialogues
-that succeed, the success of imitating the successful ones exactly (a
-policy drawing each move with the frequencies the successes show after the
-same dialogue so far, played on fresh tasks), the optimum, and the share
-of successes that hold a harmful turn; then the success of the scripted
-dialogues a train demo run's supervised start learns from, and the bar its
-SFT start must reach (0.8 times that). Only the tally family has these
-statistics.
-
-flags:
-`
-
 // runFamilyStats implements "train family-stats".
 func runFamilyStats(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	fs := newFlags("family-stats", stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, familyStatsUsage); fs.PrintDefaults() }
 	family := fs.String("family", "tally", "task family (tally)")
 	n := fs.Int("dialogues", 100000, "scripted dialogues measured (and episodes of the imitating policy)")
 	seed := fs.Uint64("seed", 1, "seed of the tasks and the scripted dialogues")

@@ -129,11 +129,11 @@ func TestFlagsUsed(t *testing.T) {
 		required, forbidden []string
 	}{
 		{"critic", cat(training, []string{"beta", "batch", "losses", "head", "critic-score"}), cat(episodes, []string{"temperature", "max-new", "nll", "candidates"})},
-		{"actor", cat(training, []string{"beta", "batch", "losses", "nll", "temperature", "max-new", "critic", "candidates"}), episodes},
+		{"actor", cat(training, []string{"beta", "batch", "losses", "nll", "temperature", "top-p", "max-new", "critic", "candidates"}), episodes},
 		{"mtdpo", cat(training, []string{"beta", "batch", "losses"}), cat(episodes, []string{"temperature", "max-new", "nll", "head"})},
 		{"rft", training, cat(episodes, []string{"beta", "batch", "losses", "nll", "temperature", "max-new"})},
-		{"rollout", cat(episodes, []string{"temperature", "max-new", "k", "out"}), []string{"lr", "epochs", "lora-rank", "lora-targets", "trajectories", "json"}},
-		{"eval", cat(episodes, []string{"temperature", "max-new", "seeds", "out", "json", "clip", "against"}), []string{"lr", "epochs", "lora-rank", "lora-targets", "trajectories", "k"}},
+		{"rollout", cat(episodes, []string{"temperature", "top-p", "max-new", "k", "out"}), []string{"lr", "epochs", "lora-rank", "lora-targets", "trajectories", "json"}},
+		{"eval", cat(episodes, []string{"temperature", "top-p", "max-new", "seeds", "out", "json", "clip-model", "against"}), []string{"lr", "epochs", "lora-rank", "lora-targets", "trajectories", "k"}},
 		{"sft", []string{"out", "warmup", "lora-rank", "lora-targets", "steps", "data", "data-format"}, cat(episodes, []string{"run-dir", "trajectories", "env"})},
 		{"demo", []string{"out", "lora-rank", "lora-targets", "check-tasks"}, cat(simulator, []string{"hf", "tasks"})},
 		{"critic-check", []string{"from", "critic", "check-tasks"}, []string{"tasks", "lora-targets", "sim-url"}},
@@ -179,6 +179,11 @@ func TestDeprecatedSpellings(t *testing.T) {
 	got, notice, err := runCmdErr(t, runPlan, "--preset", "tiny", "--weight-dtype", "f32")
 	if err != nil || got != want || !strings.Contains(notice, "--weight-dtype has been deprecated, use --dtype") {
 		t.Errorf("plan --weight-dtype f32: %v, notice %q; output equal to --dtype f32's: %v", err, notice, got == want)
+	}
+
+	_, notice, err = runCmdErr(t, runBench, "--model", "tiny", "--suite", "nope")
+	if err == nil || !strings.Contains(notice, "--model has been deprecated, use --preset") {
+		t.Errorf("bench --model tiny: %v, notice %q; want it taken as --preset", err, notice)
 	}
 
 	_, notice, err = runCmdErr(t, runCriticCheck, "--tasks", "5")

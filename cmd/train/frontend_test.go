@@ -138,7 +138,7 @@ func TestFrontendCommands(t *testing.T) {
 	// Rollout: the agent writes no page, so each answer is the black
 	// square, and the simulator asks for a page after every turn.
 	roll := filepath.Join(dir, "roll.jsonl")
-	out, err := runCmd(t, runRollout, "", append(play, "--clip", clipDir, "--k", "2", "--out", roll)...)
+	out, err := runCmd(t, runRollout, "", append(play, "--clip-model", clipDir, "--k", "2", "--out", roll)...)
 	if err != nil {
 		t.Fatalf("rollout: %v\n%s", err, out)
 	}
@@ -240,7 +240,7 @@ func TestFrontendCommands(t *testing.T) {
 	// Eval: the actor's mean cosine, then the base model's win rate
 	// against the actor's answers (both write no page: every task ties).
 	eps := filepath.Join(dir, "actor-eval.jsonl")
-	eval := append(play, "--clip", clipDir)
+	eval := append(play, "--clip-model", clipDir)
 	out, err = runCmd(t, runEval, "", append(eval, "--adapter", actor, "--out", eps)...)
 	if err != nil || !regexp.MustCompile(`mean CLIP cosine 0\.\d{4} ± 0\.\d{4} \(2 tasks, 2 episodes`).MatchString(out) {
 		t.Fatalf("eval: %v\n%s", err, out)

@@ -18,10 +18,6 @@ import (
 // subcommand once per rank, as torchrun starts a script (dist/launch).
 func runLaunch(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	fs := newFlags("launch", stderr)
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: train launch --nproc-per-node N [--nnodes M --node-rank K --master-addr A --master-port P] -- <subcommand> <flags>")
-		fs.PrintDefaults()
-	}
 	var cfg launch.Config
 	fs.IntVar(&cfg.NProcPerNode, "nproc-per-node", 1, "processes (ranks) on this node: one per GPU, or CPU ranks")
 	fs.IntVar(&cfg.NNodes, "nnodes", 1, "nodes in the job; run train launch on each")

@@ -14,6 +14,7 @@ import (
 	"maps"
 	"os"
 	"slices"
+	"strings"
 
 	"github.com/spf13/pflag"
 
@@ -34,6 +35,7 @@ func commands() map[string]command {
 	return map[string]command{
 		"bench":         {"benchmark every op, a LoRA training step and generation; report against peers; gate on kernel regressions", runBench},
 		"actor":         {"SWEET-RL actor: turn-wise DPO on best-of-N candidates ranked by the critic's advantage", runActor},
+		"completion":    {"print a shell completion script: train completion bash|zsh|fish", runCompletion},
 		"collectives":   {"check every collective across the ranks of a job and print all-reduce bandwidth (Gloo on cpu, NCCL on cuda)", runCollectives},
 		"critic-check":  {"print the critic check of a critic over a train demo run's model, on its family's held-out tasks", runCriticCheck},
 		"critic":        {"SWEET-RL critic: Bradley–Terry on trajectory pairs, with the ground truth in its prompt", runCritic},
@@ -65,8 +67,24 @@ func main() {
 // run dispatches to a subcommand and turns its error into an exit status.
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	cmds := commands()
-	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || (args[0] == "help" && len(args) == 1) {
 		usage(stdout, cmds)
+		return 0
+	}
+	if args[0] == "help" {
+		// train help X prints X's help (train X --help) on standard output.
+		name := strings.Join(args[1:], " ")
+		if name == "help" {
+			writeHelp(stdout, name, helps()[name])
+			return 0
+		}
+		c, ok := cmds[args[1]]
+		if !ok || len(args) > 3 || (len(args) == 3 && name != "bench report") {
+			fmt.Fprintf(stderr, "train help: no subcommand %q\n\n", name)
+			usage(stderr, cmds)
+			return 2
+		}
+		c.run(append(args[2:], "--help"), strings.NewReader(""), stdout, stdout)
 		return 0
 	}
 	c, ok := cmds[args[0]]
@@ -92,14 +110,20 @@ func usage(w io.Writer, cmds map[string]command) {
 	for _, n := range slices.Sorted(maps.Keys(cmds)) {
 		fmt.Fprintf(w, "  %-14s %s\n", n, cmds[n].summary)
 	}
-	fmt.Fprintln(w, "\nRun \"train <subcommand> --help\" for its flags.")
+	fmt.Fprintln(w, "\nRun \"train help <subcommand>\" (or \"train <subcommand> --help\") for its description,\nexamples and flags; \"train completion bash|zsh|fish\" prints a shell completion script.")
 }
 
 // newFlags returns a flag set for a subcommand that reports errors instead of
-// exiting, so that run decides the exit status, with --config (recipe.Parse).
+// exiting, so that run decides the exit status, with --config (recipe.Parse)
+// and the subcommand's help (helps) as its usage. Given a *flagCapture as
+// stderr it records the flag set there, for the completion scripts.
 func newFlags(name string, stderr io.Writer) *pflag.FlagSet {
 	fs := pflag.NewFlagSet("train "+name, pflag.ContinueOnError)
 	fs.SetOutput(stderr)
+	fs.Usage = usageFunc(name, fs, stderr)
+	if c, ok := stderr.(*flagCapture); ok {
+		c.fs = fs
+	}
 	recipe.Register(fs)
 	return fs
 }

@@ -11,7 +11,7 @@ import (
 // (train sft --gguf M data.jsonl) — before it loads anything, and that
 // every subcommand has a description.
 func TestStrayArgument(t *testing.T) {
-	takesArgs := map[string]bool{"bench": true, "launch": true, "plot": true}
+	takesArgs := map[string]bool{"bench": true, "launch": true, "plot": true, "completion": true}
 	for name, c := range commands() {
 		if c.summary == "" {
 			t.Errorf("%s has no description", name)

@@ -105,36 +105,10 @@ func runInfo(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	return c.Describe(stdout)
 }
 
-const planUsage = `usage: train plan [flags]
-
-Prints the device memory a training step (or, with --inference, a prefill
-into a KV cache) needs at its peak, line by line: the weights and training
-state, which are allocated once, and the activations and their gradients,
-exactly as the forward and backward take them from the model's buffer pool
-(before the pool rounds sizes up by at most 1/8). Starred lines exist one
-after the other; the total counts the largest.
-
-With --json it prints the same as one JSON object:
-  model         the architecture (dim, layers, heads, kv_heads, head_dim, ffn, vocab)
-  mode          "full", "lora" or "inference"
-  lora_rank     the LoRA rank (0: none)
-  batch, seq    sequences and tokens per sequence
-  weight_dtype  "bf16" or "f32"
-  recompute     whether layers are recomputed in the backward
-  ranks, zero   data-parallel ranks and the ZeRO stage (the plan is per rank)
-  items         the lines: key (stable name), what (in words), bytes,
-                note (how the bytes are made up), transient (starred)
-  total_bytes   the peak
-  pooled_bytes  the part of the peak drawn from the model's buffer pool
-
-flags:
-`
-
 // runPlan implements "train plan": the memory a training or inference job
 // needs.
 func runPlan(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	fs := newFlags("plan", stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, planUsage); fs.PrintDefaults() }
 	var mf modelFlags
 	mf.registerSource(fs)
 	batch := fs.Int("batch", 1, "sequences per step")

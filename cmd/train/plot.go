@@ -15,11 +15,7 @@ import (
 // SVG image.
 func runPlot(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs := newFlags("plot", stderr)
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: train plot [flags] metrics.jsonl\n\nDraws the training loss (and evaluation loss, when recorded) against the step,\nand the learning rate in a second panel, as a standalone SVG image; with\n--metric, the metrics named, a panel each (--log-y: on logarithmic axes).\n\nflags:")
-		fs.PrintDefaults()
-	}
-	out := fs.StringP("output", "o", "", `SVG file to write, "-" for standard output (default: the metrics file's name with .svg)`)
+	out := fs.StringP("out", "o", "", `SVG file to write, "-" for standard output (default: the metrics file's name with .svg)`)
 	title := fs.String("title", "", "title of the image (default: the metrics file's name)")
 	keys := fs.StringSliceP("metric", "y", nil, "metrics to draw, a panel each (such as loss,kl,mfu; default: loss and lr)")
 	logY := fs.Bool("log-y", false, "draw the values on logarithmic axes (default metric: loss)")
@@ -34,7 +30,7 @@ func runPlot(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	// Only SVG is drawn: a file named for another image format is refused
 	// before anything is read, rather than filled with SVG.
 	if ext := strings.ToLower(filepath.Ext(*out)); *out != "" && *out != "-" && ext != ".svg" {
-		return fmt.Errorf("-o %s: plot writes SVG only; name the file .svg", *out)
+		return fmt.Errorf("--out %s: plot writes SVG only; name the file .svg", *out)
 	}
 	var recs []metrics.Record
 	var err error

@@ -12,51 +12,9 @@ import (
 	"github.com/turnwise/turnwise/sweetrl/pyeval"
 )
 
-const scoreAnswersUsage = `usage: train score-answers --tasks FILE --answers FILE [flags]
-       train score-answers --tasks FILE --ground-truth [flags]
-
-Scores final answers to ColBench backend programming tasks as the SWEET-RL
-reference does: an answer containing a forbidden string (import os, sudo,
-exit( …) scores 0; otherwise markdown fences are stripped and, for each of
-the task's unit tests, the ground truth's output and the answer's (under a
-1 s limit) are compared; the reward is the fraction of tests passed. Each
-answer runs in its own sandboxed Python process (see the end of the report
-for the isolation this machine allows). With --compare isolated (the
-default) the ground truth runs in a process of its own and both send their
-outputs as data, which the evaluator compares, so an answer cannot forge a
-pass; --compare in-process compares the objects with == in one process,
-exactly as the reference does.
-
---answers is one of two formats, told apart by the first non-blank line:
-
-  trajectories   JSON lines in the reference layout ({"task": ...,
-                 "dialogue_history": ..., "answer": ..., "reward": ...};
-                 zstd-compressed when the name ends in .zst). Each answer
-                 is scored against the task its trajectory carries, as the
-                 reference's evaluation does; --tasks is optional, and when
-                 given every trajectory's task must be in it (matched by
-                 problem_description) and its row is reported.
-  index lines    {"index": N, "answer": "..."}, N being the task's 0-based
-                 row in --tasks.
-
---ground-truth scores every task's own ground truth as its answer.
-
-Output: one line per answer (its index, tests passed, reward and, for a 0,
-why), then the pass rate (mean reward: the reference's "tests passed"), the
-success rate (reward 1), the Python that ran the answers and the isolation.
-With --json, one JSON object per answer goes to standard output and the
-summary to standard error.
-
-flags:
-`
-
 // runScoreAnswers implements "train score-answers".
 func runScoreAnswers(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	fs := newFlags("score-answers", stderr)
-	fs.Usage = func() {
-		fmt.Fprint(stderr, scoreAnswersUsage)
-		fs.PrintDefaults()
-	}
 	tasksPath := fs.String("tasks", "", "ColBench backend tasks (JSONL)")
 	answersPath := fs.String("answers", "", "answers: trajectories or index lines (JSONL, optionally .zst)")
 	groundTruth := fs.Bool("ground-truth", false, "score each task's ground truth as its answer")

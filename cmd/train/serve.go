@@ -14,27 +14,9 @@ import (
 	"github.com/turnwise/turnwise/serve"
 )
 
-const serveUsage = `usage: train serve [flags]
-
-Serves a model, and with --adapter its LoRA adapter, behind the OpenAI API:
-POST /v1/chat/completions (the Llama 3.1 chat template), POST
-/v1/completions and GET /v1/models, streamed or not. Concurrent requests
-for the same model id with the same sampler (temperature and top_p) are
-decoded together, up to --max-batch, collected for --batch-window after the
-first arrives. SIGINT or SIGTERM stops
-accepting connections and lets the requests in flight finish.
-
-With --load-test N it instead serves on a loopback port, sends N requests
-from --load-concurrency clients, and prints requests/s, latency
-percentiles, and goroutines and heap before and after.
-
-flags:
-`
-
 // runServe implements "train serve".
 func runServe(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	fs := newFlags("serve", stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, serveUsage); fs.PrintDefaults() }
 	var p policyFlags
 	p.register(fs)
 	addr := fs.String("addr", "127.0.0.1:8000", "address to listen on")

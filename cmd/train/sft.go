@@ -28,26 +28,9 @@ var tinyCorpus string
 var builtinConfig = llama.Config{Dim: 128, Layers: 4, Heads: 4, KVHeads: 2, HeadDim: 32, FFN: 384, Vocab: 258,
 	NormEps: 1e-5, RopeTheta: 10000, MaxSeqLen: 256, BOS: tokenizer.BytesBOS, EOS: []int32{tokenizer.BytesEOS}}
 
-const sftUsage = `usage: train sft [flags]
-
-Supervised fine-tuning, or training from scratch. With no flags it trains a
-small byte-level model from scratch on a built-in corpus of short stories
-and then generates from it. Data is JSONL or plain text (documents
-separated by blank lines: loss on every token). JSONL rows are chat
-{"messages": [...]} (loss on assistant turns), {"text": "..."} (loss on
-every token), {"prompt": ..., "completion": ...} (loss on the completion)
-or ShareGPT {"conversations": [...]} (loss on gpt turns); the first row's
-keys tell which, unless --data-format says. Checkpoints go to --out; a
-run started again with the same --out resumes from its newest valid
-checkpoint, bit-exactly on the CPU backend.
-
-flags:
-`
-
 // runSFT implements "train sft".
 func runSFT(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	fs := newFlags("sft", stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, sftUsage); fs.PrintDefaults() }
 	var mf modelFlags
 	mf.register(fs)
 	mf.registerRecompute(fs)

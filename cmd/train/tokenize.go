@@ -10,30 +10,9 @@ import (
 	"github.com/turnwise/turnwise/tokenizer"
 )
 
-const tokenizeUsage = `usage: train tokenize --tokenizer PATH [flags]
-
-Encodes text to token ids (a JSON array), decodes ids to text (--decode;
-the text is written as it is, with no newline added), or renders a
-conversation in the Llama 3.1 chat format (--chat) and prints its text, ids
-and assistant mask as a JSON object.
-
-Input comes from --text (--ids for --decode) or, when that is not given,
-from standard input, byte for byte (a trailing newline is part of the text).
-
-The tokenizer is a Llama 3 tokenizer.json or tokenizer.model, or a .gguf
-model file, whose metadata holds its vocabulary (SentencePiece or Llama 3
-BPE).
-
-flags:
-`
-
 // runTokenize implements "train tokenize".
 func runTokenize(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs := newFlags("tokenize", stderr)
-	fs.Usage = func() {
-		fmt.Fprint(stderr, tokenizeUsage)
-		fs.PrintDefaults()
-	}
 	tokPath := fs.String("tokenizer", "", "tokenizer.json, tokenizer.model or .gguf file (required)")
 	text := fs.String("text", "", "text to encode, or the conversation for --chat (default: standard input)")
 	decode := fs.Bool("decode", false, "decode token ids to text")

@@ -557,7 +557,7 @@ step_bench_kernels() {
 	load_torch
 	cd "$B" || exit 1
 	ours bin/train bench --backend cuda --suite kernels \
-		--json "$WORK/bench/bench-kernels.json" --md "$WORK/bench/bench-kernels.md" || exit 1
+		--out "$WORK/bench/bench-kernels.json" --md "$WORK/bench/bench-kernels.md" || exit 1
 	cat "$WORK/bench/bench-kernels.md"
 	note "$(grep -c '^| ' "$WORK/bench/bench-kernels.md") table lines"
 }
@@ -568,7 +568,7 @@ bench_step() {
 	load_torch
 	cd "$B" || exit 1
 	ours bin/train bench --backend cuda --suite step --gemm "$1" \
-		--json "$WORK/bench/$2.json" --md "$WORK/bench/$2.md" || exit 1
+		--out "$WORK/bench/$2.json" --md "$WORK/bench/$2.md" || exit 1
 	cat "$WORK/bench/$2.md"
 	note "--gemm $1: $(grep -c '^| ' "$WORK/bench/$2.md") table lines"
 }
@@ -611,7 +611,7 @@ step_attn_sweep() {
 		esac
 		[ "$n" -gt 0 ] || filter='^attention/'
 		ours timeout -s QUIT -k 5 "$to" bin/train bench --backend cuda --suite kernels --filter "$filter" \
-			--attention-config "$c" --reps 3 --min-time 5ms --quiet --json "$dir/$c.json" >"$dir/$c.out" 2>&1
+			--attention-config "$c" --reps 3 --min-time 5ms --quiet --out "$dir/$c.json" >"$dir/$c.out" 2>&1
 		rc=$?
 		n=$((n + 1))
 		if [ "$rc" -ne 0 ] || [ ! -s "$dir/$c.json" ]; then
@@ -735,7 +735,7 @@ step_gate() {
 	echo "run.sh: the gate against $base: $(json_meta "$base" device), commit ${commit:-?}, $date; this bundle: $DEVICE_NAME, commit $TW_BUNDLE_COMMIT"
 	load_torch
 	cd "$B" || exit 1
-	ours bin/train bench --backend cuda --baseline "$base" --json "$WORK/bench/gate.json" 2>&1 | logged "$WORK/gate.out"
+	ours bin/train bench --backend cuda --baseline "$base" --out "$WORK/bench/gate.json" 2>&1 | logged "$WORK/gate.out"
 	local rc=${PIPESTATUS[0]} verdict n names
 	verdict=$(grep -E '^([0-9]+ of [0-9]+ kernels got slower: |all [0-9]+ kernels within the allowed slowdown)' "$WORK/gate.out" | tail -1)
 	if [ -z "$verdict" ]; then
