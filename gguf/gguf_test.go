@@ -378,6 +378,9 @@ func TestOpen(t *testing.T) {
 			t.Errorf("Open(%s) error %v, want one naming the file", p, err)
 		}
 	}
+	if _, err := Open(dir); err == nil || !strings.Contains(err.Error(), dir+" is a directory") {
+		t.Errorf("Open(a directory) error %v, want one saying it is a directory", err)
+	}
 }
 
 // TestStories260K reads a real checkpoint converted by llama.cpp's tools.

@@ -50,6 +50,12 @@ func Open(path string) (*File, error) {
 	if err != nil {
 		return nil, fmt.Errorf("gguf: %w", err)
 	}
+	if st.IsDir() {
+		return nil, fmt.Errorf("gguf: %s is a directory, not a GGUF file (a Hugging Face directory loads with --hf)", path)
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("gguf: %s is not a regular file (%s)", path, st.Mode().Type())
+	}
 	size := st.Size()
 	if size < headerSize {
 		return nil, fmt.Errorf("gguf: %s: file is %d bytes, too short for a GGUF header (%d bytes)", path, size, headerSize)

@@ -7,8 +7,24 @@ import "fmt"
 // out); an id the tokenizer cannot decode is an error naming it and its
 // position.
 func DecodeStream(tok Tokenizer, ids []int32, skipSpecial bool) (string, error) {
+	return DecodeContinuation(tok, nil, ids, skipSpecial)
+}
+
+// DecodeContinuation decodes ids as the continuation of prompt: the text
+// that decoding prompt and then ids adds to prompt's, so that a
+// SentencePiece word-start piece keeps its space ("▁box" after a prompt is
+// " box", where alone it would be "box") and a character split between
+// the two is the continuation's.
+func DecodeContinuation(tok Tokenizer, prompt, ids []int32, skipSpecial bool) (string, error) {
 	d := NewStreamDecoder(tok)
 	d.SkipSpecial = skipSpecial
+	for i, id := range prompt {
+		if _, err := d.Next(id); err != nil {
+			return "", fmt.Errorf("prompt id %d (position %d): %w", id, i, err)
+		}
+	}
+	// The prompt's text is dropped, bytes of a character it leaves
+	// incomplete are kept: the continuation completes them.
 	var out []byte
 	for i, id := range ids {
 		s, err := d.Next(id)

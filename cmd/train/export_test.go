@@ -66,6 +66,13 @@ func TestExportLoadsBack(t *testing.T) {
 	if reflect.DeepEqual(withAdapter, want) {
 		t.Fatalf("the trained adapter does not change the greedy continuation %v; the merged exports would test nothing", want)
 	}
+	// --hf ADAPTER loads the adapter on the base its config names.
+	if got := greedyIDs(t, "--hf", adapter); !reflect.DeepEqual(got, withAdapter) {
+		t.Errorf("--hf ADAPTER continues with %v, want the adapter on its base's %v", got, withAdapter)
+	}
+	if _, err := runCmd(t, runGenerate, "", "--hf", adapter, "--adapter", adapter, "--bos-only"); err == nil || !strings.Contains(err.Error(), "names another") {
+		t.Errorf("--hf ADAPTER --adapter ADAPTER: %v, want a refusal", err)
+	}
 
 	// A full fine-tuning run of the base: its last step checkpoint, on
 	// the base it trained, exports as its final directory.

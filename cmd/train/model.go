@@ -54,8 +54,21 @@ func (m *modelFlags) config() (llama.Config, error) {
 }
 
 // load opens the backend, loads (or builds) the model and, with --adapter,
-// its LoRA adapter (nil otherwise).
+// its LoRA adapter (nil otherwise). --hf naming a PEFT adapter's directory
+// loads the base model its adapter_config.json names, with the adapter.
 func (m *modelFlags) load() (*llama.Model, *llama.Adapter, error) {
+	if m.Named() == 1 && m.HF != "" && llama.IsAdapterDir(m.HF) {
+		// --hf ADAPTER: the adapter on the base it names, as PEFT's
+		// AutoPeftModel loads it.
+		if m.adapter != "" {
+			return nil, nil, fmt.Errorf("--hf %s is a PEFT adapter and --adapter %s names another", m.HF, m.adapter)
+		}
+		base, err := llama.AdapterBaseSource(m.HF)
+		if err != nil {
+			return nil, nil, err
+		}
+		m.Source, m.adapter = base, m.HF
+	}
 	mod, err := m.loadBase()
 	if err != nil || m.adapter == "" {
 		return mod, nil, err
@@ -73,6 +86,7 @@ func (m *modelFlags) loadBase() (*llama.Model, error) {
 	if m.Named() != 1 {
 		return nil, errOneModel
 	}
+
 	dt, err := engine.ParseDType(m.dtype)
 	if err != nil || (dt != engine.F32 && dt != engine.BF16) {
 		return nil, fmt.Errorf("--dtype %q: want f32 or bf16", m.dtype)

@@ -64,6 +64,11 @@ func TestGenerateStories260K(t *testing.T) {
 	if !strings.HasPrefix(out, "Once upon a time, there was a little girl named Lily.") {
 		t.Errorf("greedy generation from BOS: %q", out)
 	}
+	// The continuation of a prompt keeps its leading space, as serve's does.
+	out, err = runCmd(t, runGenerate, "", "--gguf", path, "--prompt", "Once upon a time, there was a", "--max-new", "5")
+	if err != nil || out != " little girl named\n" {
+		t.Errorf("the continuation of a prompt: %q (%v), want %q", out, err, " little girl named\n")
+	}
 	out, err = runCmd(t, runGenerate, "", "--gguf", path, "--prompt", "Once upon a time", "--max-new", "8",
 		"--temperature", "1", "--top-p", "0.9", "--seed", "5", "--json")
 	if err != nil {

@@ -82,7 +82,9 @@ func (m *Model) PromptIDs(tok tokenizer.Tokenizer, text string, chat bool) ([]in
 // WriteGeneration writes g, the continuation of prompt: with asJSON one
 // JSON object {text, prompt_ids, ids, logprobs, stopped}; otherwise the
 // text decoded by tok without its stop token and a newline, or, with no
-// tokenizer (nil tok), the ids as a JSON array.
+// tokenizer (nil tok), the ids as a JSON array. The text is decoded as the
+// prompt's continuation (tokenizer.DecodeContinuation): its leading space
+// is kept.
 func WriteGeneration(w io.Writer, tok tokenizer.Tokenizer, prompt []int32, g Generation, asJSON bool) error {
 	text := ""
 	if tok != nil {
@@ -91,7 +93,7 @@ func WriteGeneration(w io.Writer, tok tokenizer.Tokenizer, prompt []int32, g Gen
 			body = body[:len(body)-1]
 		}
 		var err error
-		if text, err = tok.Decode(body); err != nil {
+		if text, err = tokenizer.DecodeContinuation(tok, prompt, body, false); err != nil {
 			return err
 		}
 	}
@@ -112,5 +114,5 @@ func (m *Model) Greedy(tok tokenizer.Tokenizer, prompt []int32, maxNew int, ad *
 	if err != nil {
 		return "", err
 	}
-	return tok.Decode(gen[0].Tokens)
+	return tokenizer.DecodeContinuation(tok, prompt, gen[0].Tokens, false)
 }

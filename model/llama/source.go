@@ -2,6 +2,8 @@ package llama
 
 import (
 	"errors"
+	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 
@@ -79,4 +81,45 @@ func (s Source) Name() string {
 		return strings.TrimSuffix(filepath.Base(s.GGUF), filepath.Ext(s.GGUF))
 	}
 	return s.Preset
+}
+
+// SourceAt returns the Source of a model at path: a Hugging Face directory,
+// or else a GGUF file.
+func SourceAt(path string) (Source, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return Source{}, err
+	}
+	if st.IsDir() {
+		return Source{HF: path}, nil
+	}
+	return Source{GGUF: path}, nil
+}
+
+// AdapterBaseSource returns the Source of the base model that the PEFT
+// adapter in dir names (adapter_config.json's base_model_name_or_path),
+// which must be a local model: a name on a model hub is an error saying
+// how to name the base.
+func AdapterBaseSource(dir string) (Source, error) {
+	base, err := AdapterBase(dir)
+	if err != nil {
+		return Source{}, err
+	}
+	cfg := filepath.Join(dir, "adapter_config.json")
+	if base == "" {
+		return Source{}, fmt.Errorf("%s is a PEFT adapter whose %s names no base_model_name_or_path: give its base model with the adapter (--adapter %s)", dir, cfg, dir)
+	}
+	s, err := SourceAt(base)
+	if err != nil {
+		return Source{}, fmt.Errorf("%s is a PEFT adapter on %q (%s), which is not a model on this machine: give its base model with the adapter (--adapter %s): %w", dir, base, cfg, dir, err)
+	}
+	return s, nil
+}
+
+// IsAdapterDir reports whether dir holds a PEFT adapter
+// (adapter_config.json) rather than a model (config.json).
+func IsAdapterDir(dir string) bool {
+	_, errA := os.Stat(filepath.Join(dir, "adapter_config.json"))
+	_, errM := os.Stat(filepath.Join(dir, HFConfigName))
+	return errA == nil && errM != nil
 }

@@ -2,6 +2,7 @@ package llama
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -102,5 +103,52 @@ func TestSourceTokenizer(t *testing.T) {
 	}
 	if _, err := LoadTokenizer(bad); err == nil || !strings.Contains(err.Error(), "bad.gguf") {
 		t.Errorf("a truncated GGUF file gave %v, want an error naming it", err)
+	}
+}
+
+// TestAdapterBaseSource checks how an adapter's directory leads to its
+// base: a local directory or file it names, and a clear error for a base
+// it does not name or that is not on this machine.
+func TestAdapterBaseSource(t *testing.T) {
+	dir := t.TempDir()
+	baseDir, baseFile := filepath.Join(dir, "base"), filepath.Join(dir, "base.gguf")
+	if err := os.Mkdir(baseDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(baseFile, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		base string
+		want Source
+		err  string
+	}{
+		{base: baseDir, want: Source{HF: baseDir}},
+		{base: baseFile, want: Source{GGUF: baseFile}},
+		{base: "", err: "names no base_model_name_or_path"},
+		{base: "meta-llama/Llama-3.1-8B", err: `on "meta-llama/Llama-3.1-8B"`},
+	}
+	for _, tc := range tests {
+		ad := filepath.Join(t.TempDir(), "adapter")
+		if err := os.Mkdir(ad, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		cfg := fmt.Sprintf(`{"peft_type": "LORA", "r": 4, "base_model_name_or_path": %q}`, tc.base)
+		if err := os.WriteFile(filepath.Join(ad, "adapter_config.json"), []byte(cfg), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if !IsAdapterDir(ad) || IsAdapterDir(baseDir) {
+			t.Errorf("IsAdapterDir: %v for an adapter, %v for a model directory", IsAdapterDir(ad), IsAdapterDir(baseDir))
+		}
+		got, err := AdapterBaseSource(ad)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) || !strings.Contains(err.Error(), ad) {
+				t.Errorf("base %q: error %v, want one naming the adapter and %q", tc.base, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || got != tc.want {
+			t.Errorf("base %q: %+v, %v; want %+v", tc.base, got, err, tc.want)
+		}
 	}
 }
