@@ -56,6 +56,7 @@ func runServe(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	loadPrompt := fs.String("load-prompt", "Once upon a time", "load test: the prompt of each request")
 	loadChat := fs.Bool("load-chat", false, "load test: send chat requests instead of completions")
 	loadStream := fs.Bool("load-stream", false, "load test: ask for streamed replies")
+	loadLong := fs.Int("load-long", 0, "load test: run the requests beside one long streamed request of this many tokens (0: none)")
 	loadRounds := fs.Int("load-rounds", 3, "load test: rounds of --load-test requests, each reported (the first also warms the model's buffer pool)")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -69,6 +70,8 @@ func runServe(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 		return fmt.Errorf("--max-tokens %d: want a count ≥ 0", *maxTokens)
 	case *window < 0:
 		return fmt.Errorf("--batch-window %v: want a duration ≥ 0", *window)
+	case *loadLong < 0:
+		return fmt.Errorf("--load-long %d: want a count ≥ 0", *loadLong)
 	case *loadN < 0 || *loadC < 1 || *loadTokens < 1 || *loadRounds < 1:
 		return fmt.Errorf("--load-test %d, --load-concurrency %d, --load-max-tokens %d, --load-rounds %d: want counts ≥ 0, ≥ 1, ≥ 1, ≥ 1", *loadN, *loadC, *loadTokens, *loadRounds)
 	}
@@ -135,7 +138,7 @@ func runServe(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 		defer s.Close()
 		fmt.Fprintf(stdout, "load test: %d requests from %d clients, max_tokens %d, temperature 1, max batch %d, window %v\n", *loadN, *loadC, *loadTokens, *maxBatch, *window)
 		return serve.LoadRounds(ctx, s, serve.LoadConfig{Model: models[0].ID, Requests: *loadN, Concurrency: *loadC, Prompt: *loadPrompt,
-			Chat: *loadChat, Stream: *loadStream, MaxTokens: *loadTokens, Temperature: 1}, *loadRounds, stdout)
+			Chat: *loadChat, Stream: *loadStream, MaxTokens: *loadTokens, Temperature: 1, LongTokens: *loadLong}, *loadRounds, stdout)
 	}
 	ids := make([]string, len(models))
 	for i, sm := range models {
