@@ -1,6 +1,7 @@
 package serve
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -32,6 +33,11 @@ type LoadConfig struct {
 	// has seed i.
 	MaxTokens   int
 	Temperature float64
+	// LongTokens, when positive, adds one long request: a streamed
+	// completion of LongTokens tokens (the stop tokens barred by
+	// logit_bias) that starts before the others and is cancelled once
+	// they are answered, so that they are measured beside it.
+	LongTokens int
 }
 
 // LoadResult is what LoadTest measured.
@@ -49,6 +55,11 @@ type LoadResult struct {
 	// load and after it.
 	GoroutinesBefore, GoroutinesAfter int
 	HeapBefore, HeapAfter             uint64
+	// LongRan reports (with LoadConfig.LongTokens) that the long request
+	// was still running when the last of the others was answered, and
+	// LongTokens how many tokens it had streamed by then.
+	LongRan    bool
+	LongTokens int
 }
 
 // RequestsPerSec returns the requests answered per second.
@@ -67,6 +78,9 @@ func (r LoadResult) Write(w io.Writer) error {
 		r.Requests, r.Failed, r.Elapsed.Round(time.Millisecond), r.RequestsPerSec(), r.TokensPerSec(),
 		r.P50.Round(10*time.Microsecond), r.P99.Round(10*time.Microsecond),
 		r.GoroutinesBefore, r.GoroutinesAfter, float64(r.HeapBefore)/(1<<20), float64(r.HeapAfter)/(1<<20))
+	if err == nil && (r.LongRan || r.LongTokens > 0) {
+		_, err = fmt.Fprintf(w, "beside one long request, still running at the end: %v (%d tokens streamed by then)\n", r.LongRan, r.LongTokens)
+	}
 	if err == nil && r.FirstError != "" {
 		_, err = fmt.Fprintf(w, "first failure: %s\n", r.FirstError)
 	}
@@ -102,6 +116,13 @@ func LoadTest(ctx context.Context, s *Server, cfg LoadConfig) (LoadResult, error
 	var res LoadResult
 	res.GoroutinesBefore, res.HeapBefore = idleState(-1)
 
+	var long *longRequest
+	if cfg.LongTokens > 0 {
+		if long, err = startLong(ctx, client, "http://"+ln.Addr().String()+"/v1/completions", cfg, s.stopIDs); err != nil {
+			return res, err
+		}
+	}
+
 	lat := make([]time.Duration, cfg.Requests)
 	var mu sync.Mutex
 	next := 0
@@ -135,6 +156,9 @@ func LoadTest(ctx context.Context, s *Server, cfg LoadConfig) (LoadResult, error
 	}
 	wg.Wait()
 	res.Elapsed = time.Since(start)
+	if long != nil {
+		res.LongRan, res.LongTokens = long.stop()
+	}
 	if err := ctx.Err(); err != nil {
 		return res, err
 	}
@@ -228,4 +252,82 @@ func LoadRounds(ctx context.Context, s *Server, cfg LoadConfig, rounds int, w io
 		}
 	}
 	return nil
+}
+
+// longRequest is a load test's long request, streaming in the background.
+type longRequest struct {
+	cancel context.CancelFunc
+	mu     sync.Mutex
+	tokens int  // chunks of text read so far
+	ended  bool // the stream ended
+	done   chan struct{}
+}
+
+// startLong sends the long request of cfg and returns once its first chunk
+// of text has come: the request is then in the running batch.
+func startLong(ctx context.Context, c *http.Client, url string, cfg LoadConfig, stopIDs []int32) (*longRequest, error) {
+	bias := map[string]int{}
+	for _, id := range stopIDs {
+		bias[fmt.Sprint(id)] = -100
+	}
+	body := map[string]any{"model": cfg.Model, "prompt": cfg.Prompt, "max_tokens": cfg.LongTokens, "temperature": cfg.Temperature,
+		"seed": -1, "stream": true, "logit_bias": bias}
+	data, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	lctx, cancel := context.WithCancel(ctx)
+	req, err := http.NewRequestWithContext(lctx, http.MethodPost, url, bytes.NewReader(data))
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		cancel()
+		return nil, fmt.Errorf("serve: load test: the long request: %w", err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		out, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		cancel()
+		return nil, fmt.Errorf("serve: load test: the long request: status %d: %s", resp.StatusCode, bytes.TrimSpace(out))
+	}
+	l := &longRequest{cancel: cancel, done: make(chan struct{})}
+	first := make(chan struct{})
+	go func() {
+		defer close(l.done)
+		defer resp.Body.Close()
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			if !bytes.HasPrefix(sc.Bytes(), []byte("data: {")) {
+				continue
+			}
+			l.mu.Lock()
+			l.tokens++
+			if l.tokens == 1 {
+				close(first)
+			}
+			l.mu.Unlock()
+		}
+		l.mu.Lock()
+		l.ended = true
+		if l.tokens == 0 {
+			close(first)
+		}
+		l.mu.Unlock()
+	}()
+	<-first
+	return l, nil
+}
+
+// stop cancels the long request and reports whether it was still running,
+// and the chunks it had streamed.
+func (l *longRequest) stop() (running bool, tokens int) {
+	l.mu.Lock()
+	running, tokens = !l.ended, l.tokens
+	l.mu.Unlock()
+	l.cancel()
+	<-l.done
+	return running, tokens
 }

@@ -361,11 +361,14 @@ summary to standard error.`,
 		"serve": {
 			text: `Serves a model, and with --adapter its LoRA adapter, behind the OpenAI API:
 POST /v1/chat/completions (the Llama 3.1 chat template), POST
-/v1/completions and GET /v1/models, streamed or not. Concurrent requests
-for the same model id with the same sampler (temperature and top_p) are
-decoded together, up to --max-batch, collected for --batch-window after the
-first arrives. SIGINT or SIGTERM stops accepting connections and lets the
-requests in flight finish.
+/v1/completions and GET /v1/models, streamed or not, and GET /health and
+GET /metrics (Prometheus). Batching is continuous: a request joins the
+running batch (up to --max-batch sequences, whatever their sampling
+parameters or model id) at the next step and leaves it when it ends; its
+prompt is prefilled in chunks of up to --prefill-chunk tokens between
+decoding steps. One line per request is logged on stderr. SIGINT or
+SIGTERM stops accepting connections and lets the requests in flight finish
+for --grace; a second signal ends them at once.
 
 With --load-test N it instead serves on a loopback port, sends N requests
 from --load-concurrency clients, and prints requests/s, latency
@@ -373,6 +376,7 @@ percentiles, and goroutines and heap before and after.`,
 			examples: []example{
 				{"a model and its adapter on port 8000", "train serve --hf MODEL --adapter actor --addr 127.0.0.1:8000"},
 				{"the load test on the tiny preset", "train serve --preset tiny --load-test 64"},
+				{"with a key clients must send as Authorization: Bearer KEY", "train serve --hf MODEL --api-key secret-key --addr 0.0.0.0:8000"},
 			},
 		},
 		"sft": {
