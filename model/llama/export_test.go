@@ -2,6 +2,7 @@ package llama_test
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -231,9 +232,198 @@ func TestExportErrors(t *testing.T) {
 	if err := m.SaveGGUF(filepath.Join(t.TempDir(), "big.gguf"), engine.BF16, nil); err != nil {
 		t.Errorf("SaveGGUF in bf16 of a weight of 1e5: %v", err)
 	}
-	m.Config.RopeScale = &engine.RoPEScaling{Factor: 8, LowFreqFactor: 1, HighFreqFactor: 4, OriginalContext: 8192}
-	if err := m.SaveGGUF(out+".gguf", engine.F32, nil); err == nil || !strings.Contains(err.Error(), "RoPE scaling") {
-		t.Errorf("SaveGGUF of a model with RoPE scaling: %v, want a refusal", err)
+}
+
+// ropeScaledConfig is a tiny model with Llama 3.1's RoPE scaling whose
+// frequencies fall in all three bands of the rule at the positions of
+// tinyBatch: θ 100 and an original context of 64 make the wavelengths of
+// its 8 frequency pairs 6.3, 11, 20, 35, 63, 112, 199 and 353, against
+// band edges of 16 and 64.
+func ropeScaledConfig() llama.Config {
+	return llama.Config{Dim: 64, Layers: 2, Heads: 4, KVHeads: 2, HeadDim: 16, FFN: 48, Vocab: 37,
+		NormEps: 1e-5, RopeTheta: 100, MaxSeqLen: 64, BOS: 1, EOS: []int32{2},
+		RopeScale: &engine.RoPEScaling{Factor: 8, LowFreqFactor: 1, HighFreqFactor: 4, OriginalContext: 64}}
+}
+
+// llama3Divisors computes, as llama.cpp's converter does, the factors by
+// which Llama 3.1's scaling divides each RoPE frequency of c.
+func llama3Divisors(c llama.Config) []float64 {
+	s := c.RopeScale
+	var out []float64
+	for j := 0; j < c.HeadDim/2; j++ {
+		freq := 1 / math.Pow(c.RopeTheta, float64(2*j)/float64(c.HeadDim))
+		wave := 2 * math.Pi / freq
+		lo, hi := float64(s.OriginalContext)/s.LowFreqFactor, float64(s.OriginalContext)/s.HighFreqFactor
+		switch {
+		case wave < hi:
+			out = append(out, 1)
+		case wave > lo:
+			out = append(out, s.Factor)
+		default:
+			smooth := (float64(s.OriginalContext)/wave - s.LowFreqFactor) / (s.HighFreqFactor - s.LowFreqFactor)
+			out = append(out, 1/((1-smooth)/s.Factor+smooth))
+		}
+	}
+	return out
+}
+
+// rewriteGGUF writes a copy of the GGUF file src, its metadata and tensors
+// changed by edit, and returns the copy's path.
+func rewriteGGUF(t *testing.T, src string, edit func(meta map[string]any, tensors []gguf.Tensor)) string {
+	t.Helper()
+	f, err := gguf.Open(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	meta := map[string]any{}
+	for k, v := range f.Meta {
+		if k != gguf.AlignmentKey {
+			meta[k] = v
+		}
+	}
+	var tensors []gguf.Tensor
+	for _, x := range f.Tensors {
+		data, _, err := f.TensorData(x.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tensors = append(tensors, gguf.Tensor{Name: x.Name, Dims: x.Dims, Type: x.Type, Data: append([]byte{}, data...)})
+	}
+	edit(meta, tensors)
+	var buf bytes.Buffer
+	if err := gguf.Write(&buf, meta, tensors); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "edited.gguf")
+	if err := os.WriteFile(out, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestExportRoPEScaling exports a model with Llama 3.1's RoPE scaling to
+// GGUF and checks the rope_freqs.weight tensor llama.cpp reads (F32, the
+// per-frequency divisors), that the file loads back as the same model
+// (same configuration, bit-identical log-probabilities), that exporting
+// it back to Hugging Face keeps rope_scaling, that a file without
+// turnwise's parameter keys (as llama.cpp's converter writes it) has the
+// parameters recovered from the factors, and that factors which disagree
+// with the parameters are refused.
+func TestExportRoPEScaling(t *testing.T) {
+	b := cpu.New(cpu.Options{Threads: 2})
+	c := ropeScaledConfig()
+	m, err := llama.NewRandom(b, c, engine.F32, 0.5, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bt := tinyBatch(rand.New(rand.NewPCG(3, 3)), c.Vocab)
+	want := logProbs(t, m, bt, nil)
+	dir := t.TempDir()
+	hf, file := filepath.Join(dir, "hf"), filepath.Join(dir, "m.gguf")
+	if err := m.SaveHF(hf); err != nil {
+		t.Fatal(err)
+	}
+	if err := export.Write(b, export.Options{From: hf, Out: file, Format: "gguf", DType: engine.F16}); err != nil {
+		t.Fatal(err)
+	}
+	f, err := gguf.Open(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, ok := f.Tensor("rope_freqs.weight")
+	if !ok || info.Type != gguf.TypeF32 || len(info.Dims) != 1 || info.Dims[0] != uint64(c.HeadDim/2) {
+		t.Fatalf("rope_freqs.weight: %+v (present %v), want F32 of [%d]", info, ok, c.HeadDim/2)
+	}
+	data, _, err := f.TensorData("rope_freqs.weight")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bands := map[string]bool{}
+	for j, d := range llama3Divisors(c) {
+		got := math.Float32frombits(binary.LittleEndian.Uint32(data[4*j:]))
+		if math.Abs(float64(got)-d) > 1e-6*d {
+			t.Errorf("rope_freqs.weight[%d] = %v, want %v", j, got, d)
+		}
+		switch d {
+		case 1:
+			bands["high frequencies"] = true
+		case c.RopeScale.Factor:
+			bands["low frequencies"] = true
+		default:
+			bands["between"] = true
+		}
+	}
+	f.Close()
+	if len(bands) != 3 {
+		t.Fatalf("the divisors fall in bands %v; the test needs all three", bands)
+	}
+
+	if err := export.Write(b, export.Options{From: hf, Out: filepath.Join(dir, "f32.gguf"), Format: "gguf", DType: engine.F32}); err != nil {
+		t.Fatal(err)
+	}
+	back, err := llama.Source{GGUF: filepath.Join(dir, "f32.gguf")}.Load(b, engine.F32, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back.Config.RopeScale == nil || *back.Config.RopeScale != *c.RopeScale {
+		t.Fatalf("loaded RoPE scaling %+v, want %+v", back.Config.RopeScale, *c.RopeScale)
+	}
+	if got := logProbs(t, back, bt, nil); !same(got, want) {
+		t.Errorf("log-probabilities of the GGUF export %v, want %v", got, want)
+	}
+
+	hfBack := filepath.Join(dir, "hf-back")
+	if err := export.Write(b, export.Options{From: file, Out: hfBack, Format: "hf", DType: engine.F32}); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(filepath.Join(hfBack, llama.HFConfigName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg struct {
+		RopeScaling map[string]any `json:"rope_scaling"`
+	}
+	if err := json.Unmarshal(raw, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	wantRope := map[string]any{"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 64.0}
+	if fmt.Sprint(cfg.RopeScaling) != fmt.Sprint(wantRope) {
+		t.Errorf("HF→GGUF→HF rope_scaling %v, want %v", cfg.RopeScaling, wantRope)
+	}
+
+	stripped := rewriteGGUF(t, file, func(meta map[string]any, _ []gguf.Tensor) {
+		for k := range meta {
+			if strings.HasPrefix(k, "turnwise.") {
+				delete(meta, k)
+			}
+		}
+	})
+	if got, err := (llama.Source{GGUF: stripped}).Config(); err != nil {
+		t.Error(err)
+	} else if got.RopeScale == nil || *got.RopeScale != *c.RopeScale {
+		t.Errorf("RoPE scaling recovered from rope_freqs.weight alone: %+v, want %+v", got.RopeScale, *c.RopeScale)
+	}
+
+	for _, tc := range []struct {
+		name string
+		keep func(k string) bool
+	}{{"with parameters", func(string) bool { return true }}, {"without parameters", func(k string) bool { return !strings.HasPrefix(k, "turnwise.") }}} {
+		bad := rewriteGGUF(t, file, func(meta map[string]any, tensors []gguf.Tensor) {
+			for k := range meta {
+				if !tc.keep(k) {
+					delete(meta, k)
+				}
+			}
+			for _, x := range tensors {
+				if x.Name == "rope_freqs.weight" {
+					binary.LittleEndian.PutUint32(x.Data[4*3:], math.Float32bits(1.5*math.Float32frombits(binary.LittleEndian.Uint32(x.Data[4*3:]))))
+				}
+			}
+		})
+		if _, err := (llama.Source{GGUF: bad}).Config(); err == nil || !strings.Contains(err.Error(), "rope_freqs.weight[") {
+			t.Errorf("%s: a rope_freqs.weight that breaks the rule: %v, want an error naming the tensor", tc.name, err)
+		}
 	}
 }
 
