@@ -59,11 +59,8 @@ func FromGGUFMetadata(meta map[string]any) (Tokenizer, error) {
 		}
 		return NewSentencePiece(cfg)
 	case "gpt2":
-		merges, err := metaGet[[]string](m, "tokenizer.ggml.merges")
-		if err != nil {
-			return nil, err
-		}
-		if isBytesGGUF(tokens, types, merges) {
+		merges, mergesErr := metaGet[[]string](m, "tokenizer.ggml.merges")
+		if mergesErr == nil && isBytesGGUF(tokens, types, merges) {
 			return Bytes{}, nil
 		}
 		pre, err := metaGet[string](m, "tokenizer.ggml.pre")
@@ -72,6 +69,9 @@ func FromGGUFMetadata(meta map[string]any) (Tokenizer, error) {
 		}
 		if pre != "llama-bpe" {
 			return nil, fmt.Errorf("tokenizer: GGUF pre-tokenizer %q is not supported (only llama-bpe, Llama 3's)", pre)
+		}
+		if mergesErr != nil {
+			return nil, mergesErr
 		}
 		if types == nil {
 			return nil, errors.New("tokenizer: GGUF metadata has no tokenizer.ggml.token_type, which a Llama 3 vocabulary needs to mark its special tokens")

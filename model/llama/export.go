@@ -206,7 +206,8 @@ var tokenizerFiles = []string{"tokenizer.json", "tokenizer_config.json", "specia
 // gives no template, and a generation_config.json naming the
 // configuration's BOS and EOS ids when src has none. A model without tokenizer.json whose
 // vocabulary is the byte tokenizer's loads with that tokenizer
-// (Source.Tokenizer), so nothing more is written for it.
+// (Source.Tokenizer), so nothing more is written for it here (an export
+// writes its files: WriteTokenizerFiles).
 func CopyTokenizerFiles(c Config, src, dst string) error {
 	for _, name := range tokenizerFiles {
 		if src == "" {
@@ -249,7 +250,7 @@ func writeChatTemplate(dir string) error {
 	if _, err := os.Stat(tokPath); errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
-	tok, err := tokenizer.Load(tokPath)
+	tok, err := tokenizer.LoadFile(tokPath)
 	if err != nil {
 		return err
 	}
@@ -281,6 +282,34 @@ func writeChatTemplate(dir string) error {
 		return err
 	}
 	return outfile.WriteFile(cfgPath, append(js, '\n'), 0o644)
+}
+
+// WriteTokenizerFiles writes tok's Hugging Face tokenizer files
+// (tokenizer.HFFiles: tokenizer.json, tokenizer_config.json,
+// special_tokens_map.json) to dir, each that dir does not have yet, so that
+// a directory exported from a GGUF file or from a model trained on bytes
+// carries its tokenizer. A tokenizer without a Hugging Face form here
+// (SentencePiece) writes nothing.
+func WriteTokenizerFiles(tok tokenizer.Tokenizer, dir string) error {
+	files, err := tokenizer.HFFiles(tok)
+	if errors.Is(err, tokenizer.ErrNoHFForm) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	for _, name := range []string{"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"} {
+		path := filepath.Join(dir, name)
+		if _, err := os.Stat(path); err == nil {
+			continue
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		if err := outfile.WriteFile(path, files[name], 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // AdapterBase returns the base model the PEFT adapter in dir names

@@ -552,3 +552,147 @@ func TestExportStories260K(t *testing.T) {
 		}
 	})
 }
+
+// generateText encodes prompt with the tokenizer of the model src names,
+// continues it greedily with that model, and returns the text of the
+// continuation: what a user of src alone gets.
+func generateText(t *testing.T, b engine.Backend, src llama.Source, prompt string) string {
+	t.Helper()
+	m, err := src.Load(b, engine.F32, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := src.Tokenizer("")
+	if err != nil {
+		t.Fatalf("the tokenizer of %+v: %v", src, err)
+	}
+	gen, err := m.Generate([][]int32{tok.Encode(prompt, tokenizer.EncodeOptions{AddBOS: true})}, llama.GenerateOptions{MaxNew: 24})
+	if err != nil {
+		t.Fatal(err)
+	}
+	text, err := tok.Decode(gen[0].Tokens)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return text
+}
+
+// sameIDs fails t unless got encodes sample texts as want does.
+func sameIDs(t *testing.T, what string, got, want tokenizer.Tokenizer) {
+	t.Helper()
+	for _, text := range []string{"Hello, world!\n  x = f(y)", "héllo wörld 日本語 🙂", "<bos><|eot_id|> \xff"} {
+		g, w := got.Encode(text, tokenizer.EncodeOptions{AddBOS: true}), want.Encode(text, tokenizer.EncodeOptions{AddBOS: true})
+		if fmt.Sprint(g) != fmt.Sprint(w) {
+			t.Errorf("%s encodes %q as %v, the source's tokenizer as %v", what, text, g, w)
+		}
+	}
+}
+
+// TestExportTokenizers checks that every export carries its tokenizer: a
+// model trained on bytes (a Hugging Face directory without tokenizer.json)
+// exported to GGUF has the byte tokenizer's tokenizer.ggml.* keys, from
+// which the GGUF alone generates the text the source does; exported to a
+// Hugging Face directory, directly or from that GGUF, it has tokenizer
+// files that load as the byte tokenizer. With the Llama 3 tokenizer (from
+// the shared test data), the GGUF's metadata and the tokenizer.json made
+// back from it encode as the source's tokenizer.json does.
+func TestExportTokenizers(t *testing.T) {
+	b := cpu.New(cpu.Options{Threads: 2})
+	c := tinyConfig(false)
+	c.Vocab, c.BOS, c.EOS = 258, tokenizer.BytesBOS, []int32{tokenizer.BytesEOS}
+	m, err := llama.NewRandom(b, c, engine.F32, 0.5, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	hf := filepath.Join(dir, "bytes-model")
+	if err := m.SaveHF(hf); err != nil {
+		t.Fatal(err)
+	}
+	const prompt = "u>Hello there<eos>a>"
+	want := generateText(t, b, llama.Source{HF: hf}, prompt)
+
+	file := filepath.Join(dir, "bytes.gguf")
+	if err := export.Write(b, export.Options{From: hf, Out: file, Format: "gguf", DType: engine.F32}); err != nil {
+		t.Fatal(err)
+	}
+	f, err := gguf.Open(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for key, check := range map[string]func(v any) bool{
+		"tokenizer.ggml.model":        func(v any) bool { return v == "gpt2" },
+		"tokenizer.ggml.tokens":       func(v any) bool { s, _ := v.([]string); return len(s) == 258 && s[32] == "Ġ" && s[256] == "<bos>" },
+		"tokenizer.ggml.token_type":   func(v any) bool { s, _ := v.([]int32); return len(s) == 258 && s[0] == 1 && s[257] == 3 },
+		"tokenizer.ggml.merges":       func(v any) bool { s, ok := v.([]string); return ok && len(s) == 0 },
+		"tokenizer.ggml.bos_token_id": func(v any) bool { return v == uint32(256) },
+		"tokenizer.ggml.eos_token_id": func(v any) bool { return v == uint32(257) },
+		"tokenizer.chat_template":     func(v any) bool { return v == tokenizer.ByteChatTemplate },
+	} {
+		if v, ok := f.Meta[key]; !ok || !check(v) {
+			t.Errorf("%s: %s = %#v (present %v)", file, key, v, ok)
+		}
+	}
+	f.Close()
+	if got := generateText(t, b, llama.Source{GGUF: file}, prompt); got != want {
+		t.Errorf("the GGUF export alone generates %q, the source %q", got, want)
+	}
+
+	for name, from := range map[string]string{"from the directory": hf, "from the GGUF": file} {
+		out := filepath.Join(t.TempDir(), "hf")
+		if err := export.Write(b, export.Options{From: from, Out: out, Format: "hf", DType: engine.F32}); err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range []string{"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"} {
+			if _, err := os.Stat(filepath.Join(out, name)); err != nil {
+				t.Errorf("%s: %v", name, err)
+			}
+		}
+		tok, err := llama.LoadTokenizer(filepath.Join(out, "tokenizer.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := tok.(tokenizer.Bytes); !ok {
+			t.Errorf("%s: the exported tokenizer.json loads as a %T, want the byte tokenizer", name, tok)
+		}
+		if got := generateText(t, b, llama.Source{HF: out}, prompt); got != want {
+			t.Errorf("%s: the export generates %q, the source %q", name, got, want)
+		}
+	}
+
+	// The Llama 3 tokenizer: HF → GGUF → HF.
+	src, err := tokenizer.LoadJSON(testdata.Path(t, "llama3", "tokenizer.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Vocab, c.BOS, c.EOS = src.VocabSize(), src.BOS(), src.EOS()
+	m3, err := llama.NewRandom(b, c, engine.F32, 0.5, 9)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hf3 := filepath.Join(dir, "llama3-model")
+	if err := m3.SaveHF(hf3); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(testdata.Path(t, "llama3", "tokenizer.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(hf3, "tokenizer.json"), raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	file3, back3 := filepath.Join(dir, "llama3.gguf"), filepath.Join(dir, "llama3-back")
+	if err := export.Write(b, export.Options{From: hf3, Out: file3, Format: "gguf", DType: engine.BF16}); err != nil {
+		t.Fatal(err)
+	}
+	if err := export.Write(b, export.Options{From: file3, Out: back3, Format: "hf", DType: engine.BF16}); err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{file3, filepath.Join(back3, "tokenizer.json")} {
+		tok, err := llama.LoadTokenizer(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sameIDs(t, path, tok, src)
+	}
+}
