@@ -198,7 +198,11 @@ var ErrNoHFForm = errors.New("no Hugging Face tokenizer files are written for th
 // bytes (each at the id of its value) and no merges, whose pre-tokenizer
 // maps the bytes of the text to their characters without splitting it, so
 // every byte becomes its own token, with <bos> and <eos> as special added
-// tokens.
+// tokens. Hugging Face's tools match the text of special tokens in any
+// input (apply_chat_template relies on it to read the rendered template),
+// as turnwise does with EncodeOptions.AllowSpecial, save that Bytes never
+// reads "<bos>" or "<eos>" from text: so a text holding them gives those
+// tokens there, and EncodeChat's ids from a rendered byte chat.
 func HFFiles(tok Tokenizer) (map[string][]byte, error) {
 	var (
 		file     hfOut

@@ -8,7 +8,9 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -694,5 +696,196 @@ func TestExportTokenizers(t *testing.T) {
 			t.Fatal(err)
 		}
 		sameIDs(t, path, tok, src)
+	}
+}
+
+// hfJSModules returns the node_modules directory where
+// scripts/setup-exportcheck.sh installs Hugging Face's JavaScript GGUF
+// reader and tokenizers, or skips t when node or the packages are absent.
+func hfJSModules(t *testing.T) string {
+	t.Helper()
+	if _, err := exec.LookPath("node"); err != nil {
+		t.Skip("node is not installed (scripts/setup.sh installs it)")
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := wd
+	for {
+		if _, err := os.Stat(filepath.Join(root, "go.mod")); err == nil {
+			break
+		}
+		if filepath.Dir(root) == root {
+			t.Fatalf("no go.mod above %s", wd)
+		}
+		root = filepath.Dir(root)
+	}
+	modules := filepath.Join(root, "build", "exportcheck", "node_modules")
+	if _, err := os.Stat(filepath.Join(modules, "@huggingface", "tokenizers")); err != nil {
+		t.Skip("@huggingface/gguf and @huggingface/tokenizers are not installed: run scripts/setup-exportcheck.sh")
+	}
+	return modules
+}
+
+// hfJSResult is what scripts/exportcheck/check.cjs prints.
+type hfJSResult struct {
+	Metadata map[string]any `json:"metadata"`
+	Tensors  []struct {
+		Name  string `json:"name"`
+		Shape []int  `json:"shape"`
+		DType int    `json:"dtype"`
+	} `json:"tensors"`
+	IDs      [][]int32 `json:"ids"`
+	Decoded  []string  `json:"decoded"`
+	Rendered [][]int32 `json:"rendered"`
+}
+
+// loadInHFJS loads the GGUF file (if any) and the Hugging Face directory's
+// tokenizer in Hugging Face's JavaScript libraries and returns what they
+// read; the tokenizer encodes texts, and rendered chats as
+// apply_chat_template does (adding no special tokens).
+func loadInHFJS(t *testing.T, modules, file, dir string, texts, rendered []string) hfJSResult {
+	t.Helper()
+	req, err := json.Marshal(map[string]any{"gguf": file, "hf": dir, "texts": texts, "rendered": rendered})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("node", filepath.Join("..", "..", "scripts", "exportcheck", "check.cjs"), modules)
+	cmd.Stdin = bytes.NewReader(req)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("loading the exports in node: %v\n%s", err, stderr.String())
+	}
+	var res hfJSResult
+	if err := json.Unmarshal(out, &res); err != nil {
+		t.Fatalf("check.cjs printed %.200q: %v", out, err)
+	}
+	return res
+}
+
+// TestExportLoadsInHFJS loads exports in Hugging Face's JavaScript GGUF
+// reader and tokenizers (installed by scripts/setup-exportcheck.sh; the
+// test is skipped without them): a RoPE-scaled model trained on bytes
+// exported to an f16 GGUF, whose metadata, tokenizer keys and tensors
+// (rope_freqs.weight F32 of head_dim/2) they read as written; the Hugging
+// Face directory exported from that GGUF, whose tokenizer.json encodes
+// sample texts to the byte tokenizer's ids, BOS first, and decodes them
+// back; and, with the shared Llama 3 tokenizer, the tokenizer.json made
+// from a GGUF's Llama 3 vocabulary, which encodes as turnwise's does.
+func TestExportLoadsInHFJS(t *testing.T) {
+	modules := hfJSModules(t)
+	b := cpu.New(cpu.Options{Threads: 2})
+	c := ropeScaledConfig()
+	c.Vocab, c.BOS, c.EOS = 258, tokenizer.BytesBOS, []int32{tokenizer.BytesEOS}
+	m, err := llama.NewRandom(b, c, engine.F32, 0.5, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	src, file, hf := filepath.Join(dir, "src"), filepath.Join(dir, "m.gguf"), filepath.Join(dir, "hf")
+	if err := m.SaveHF(src); err != nil {
+		t.Fatal(err)
+	}
+	if err := export.Write(b, export.Options{From: src, Out: file, Format: "gguf", DType: engine.F16}); err != nil {
+		t.Fatal(err)
+	}
+	if err := export.Write(b, export.Options{From: file, Out: hf, Format: "hf", DType: engine.F32}); err != nil {
+		t.Fatal(err)
+	}
+	texts := []string{"Hello, world!", "  two  spaces\tand a tab\n", "héllo 日本 🙂", ""}
+	chat := []tokenizer.Message{{Role: "system", Content: "Be brief."}, {Role: "user", Content: " Hi there\n"}, {Role: "assistant", Content: "Hello!"}, {Role: "user", Content: "2+2?"}}
+	chatOpts := tokenizer.ChatOptions{AddGenerationPrompt: true}
+	rendered, err := tokenizer.RenderByteChat(chat, chatOpts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := loadInHFJS(t, modules, file, hf, texts, []string{rendered})
+	for key, want := range map[string]any{
+		"general.architecture":        "llama",
+		"llama.rope.dimension_count":  float64(c.HeadDim),
+		"tokenizer.ggml.model":        "gpt2",
+		"tokenizer.ggml.pre":          "default",
+		"tokenizer.ggml.bos_token_id": float64(256),
+		"tokenizer.ggml.eos_token_id": float64(257),
+		"tokenizer.ggml.tokens":       map[string]any{"length": 258.0, "head": []any{"\u0100", "\u0101", "\u0102", "\u0103"}, "at256": []any{"<bos>", "<eos>"}},
+		"tokenizer.ggml.merges":       map[string]any{"length": 0.0, "head": []any{}, "at256": []any{}},
+		"tokenizer.chat_template":     tokenizer.ByteChatTemplate,
+	} {
+		if got := res.Metadata[key]; !reflect.DeepEqual(got, want) {
+			t.Errorf("the GGUF reader reads %s = %#v, want %#v", key, got, want)
+		}
+	}
+	const ggmlF32, ggmlF16 = 0, 1
+	types := map[string]int{}
+	for _, x := range res.Tensors {
+		types[x.Name] = x.DType
+		if x.Name == "rope_freqs.weight" && (len(x.Shape) != 1 || x.Shape[0] != c.HeadDim/2) {
+			t.Errorf("rope_freqs.weight has shape %v, want [%d]", x.Shape, c.HeadDim/2)
+		}
+	}
+	if dt, ok := types["rope_freqs.weight"]; !ok || dt != ggmlF32 {
+		t.Errorf("rope_freqs.weight: present %v, type %d, want F32 (%d)", ok, dt, ggmlF32)
+	}
+	if dt := types["token_embd.weight"]; dt != ggmlF16 {
+		t.Errorf("token_embd.weight has type %d, want F16 (%d)", dt, ggmlF16)
+	}
+	for i, text := range texts {
+		want := tokenizer.Bytes{}.Encode(text, tokenizer.EncodeOptions{AddBOS: true})
+		if fmt.Sprint(res.IDs[i]) != fmt.Sprint(want) {
+			t.Errorf("tokenizers.js encodes %q as %v, the byte tokenizer as %v", text, res.IDs[i], want)
+		}
+		if res.Decoded[i] != text {
+			t.Errorf("tokenizers.js decodes %q as %q", text, res.Decoded[i])
+		}
+	}
+	// The chat template renders <bos> and <eos> as text, which the HF
+	// tools read as the special tokens (as apply_chat_template needs).
+	if want, _, err := tokenizer.EncodeChat(tokenizer.Bytes{}, chat, chatOpts); err != nil {
+		t.Fatal(err)
+	} else if fmt.Sprint(res.Rendered[0]) != fmt.Sprint(want) {
+		t.Errorf("tokenizers.js encodes the rendered byte chat %q as %v, EncodeChat as %v", rendered, res.Rendered[0], want)
+	}
+
+	// The Llama 3 vocabulary, HF → GGUF → HF: some seconds of JSON.
+	if testing.Short() {
+		t.Skip("the Llama 3 vocabulary's part is skipped in -short mode")
+	}
+	bpe, err := tokenizer.LoadJSON(testdata.Path(t, "llama3", "tokenizer.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	meta, err := tokenizer.GGUFMetadata(bpe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fromGGUF, err := tokenizer.FromGGUFMetadata(meta)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hf3 := filepath.Join(dir, "llama3")
+	if err := os.MkdirAll(hf3, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := llama.WriteTokenizerFiles(fromGGUF, hf3); err != nil {
+		t.Fatal(err)
+	}
+	texts = append(texts, "I'm sure it's 12345 tokens, isn't it?\n\n\tdef f(x):\n        return x**2")
+	if rendered, err = tokenizer.RenderChat(chat, chatOpts); err != nil {
+		t.Fatal(err)
+	}
+	res = loadInHFJS(t, modules, "", hf3, texts, []string{rendered})
+	for i, text := range texts {
+		want := bpe.Encode(text, tokenizer.EncodeOptions{AddBOS: true})
+		if fmt.Sprint(res.IDs[i]) != fmt.Sprint(want) {
+			t.Errorf("tokenizers.js encodes %q with the Llama 3 tokenizer.json made from GGUF metadata as %v, turnwise as %v", text, res.IDs[i], want)
+		}
+	}
+	if want, _, err := tokenizer.EncodeChat(bpe, chat, chatOpts); err != nil {
+		t.Fatal(err)
+	} else if fmt.Sprint(res.Rendered[0]) != fmt.Sprint(want) {
+		t.Errorf("tokenizers.js encodes the rendered Llama 3.1 chat as %v, EncodeChat as %v", res.Rendered[0], want)
 	}
 }
