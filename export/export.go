@@ -16,6 +16,7 @@ import (
 	"github.com/turnwise/turnwise/gguf"
 	"github.com/turnwise/turnwise/model/llama"
 	"github.com/turnwise/turnwise/safetensors"
+	"github.com/turnwise/turnwise/tokenizer"
 )
 
 // Options says what Write reads and writes.
@@ -50,9 +51,12 @@ type Options struct {
 // or a full fine-tuning run's step checkpoint on the model it trained)
 // onto b and writes it as a Hugging Face directory — config.json,
 // safetensors, and the source directory's tokenizer files or a
-// generation_config.json (llama.CopyTokenizerFiles) — or as a GGUF file
-// (llama.Model.SaveGGUF, with a GGUF source's tokenizer metadata). Errors
-// name the file at fault.
+// generation_config.json (llama.CopyTokenizerFiles), and for a source
+// without tokenizer.json (a GGUF file, a model trained on bytes) tokenizer
+// files made from its tokenizer (llama.WriteTokenizerFiles) — or as a GGUF
+// file (llama.Model.SaveGGUF) with the tokenizer's metadata: a GGUF
+// source's tokenizer.* keys as they are, any other source's tokenizer as
+// tokenizer.GGUFMetadata writes it. Errors name the file at fault.
 func Write(b engine.Backend, o Options) error {
 	if o.Format != "hf" && o.Format != "gguf" {
 		return fmt.Errorf("export: format %q, want hf or gguf", o.Format)
@@ -121,6 +125,22 @@ func Write(b engine.Backend, o Options) error {
 		}
 		f.Close()
 	}
+	// The tokenizer is written out where the source does not carry it in
+	// the format written: a GGUF from a Hugging Face directory, a Hugging
+	// Face directory from a GGUF file or from a directory without
+	// tokenizer.json.
+	var tok tokenizer.Tokenizer
+	_, statErr := os.Stat(filepath.Join(src.HF, "tokenizer.json"))
+	if o.Format == "gguf" && src.GGUF == "" || o.Format == "hf" && (src.GGUF != "" || statErr != nil) {
+		if tok, err = sourceTokenizer(src, tokMeta); err != nil {
+			return err
+		}
+	}
+	if tok != nil && o.Format == "gguf" {
+		if tokMeta, err = tokenizer.GGUFMetadata(tok); err != nil {
+			return fmt.Errorf("export: %w", err)
+		}
+	}
 	if adapter != "" {
 		ad, err := m.LoadPEFT(adapter)
 		if err != nil {
@@ -144,12 +164,32 @@ func Write(b engine.Backend, o Options) error {
 		written = filepath.Join(stage, filepath.Base(o.Out))
 		err = m.SaveGGUF(written, o.DType, tokMeta)
 	} else if err = m.SaveHFAs(stage, o.DType); err == nil {
-		err = llama.CopyTokenizerFiles(m.Config, src.HF, stage)
+		if err = llama.CopyTokenizerFiles(m.Config, src.HF, stage); err == nil && tok != nil {
+			err = llama.WriteTokenizerFiles(tok, stage)
+		}
 	}
 	if err != nil {
 		return err
 	}
 	return moveInto(written, o.Out, replace)
+}
+
+// sourceTokenizer returns the tokenizer of the model src names, nil when
+// it carries none: a GGUF file without tokenizer metadata (meta holds its
+// tokenizer.* keys), or a Hugging Face directory without tokenizer.json
+// whose vocabulary is not the byte tokenizer's.
+func sourceTokenizer(src llama.Source, meta map[string]any) (tokenizer.Tokenizer, error) {
+	if _, ok := meta["tokenizer.ggml.model"]; src.GGUF != "" && !ok {
+		return nil, nil
+	}
+	tok, err := src.Tokenizer("")
+	if src.HF != "" && errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("export: the model's tokenizer: %w", err)
+	}
+	return tok, nil
 }
 
 // checkOut reports whether out exists and is to be replaced: a missing out

@@ -6,7 +6,9 @@
 # (scripts/sweetrl_check.py checks the SWEET-RL arithmetic with it), Debian's chromium, the DejaVu
 # fonts and npm (sweetrl/frontend/render renders pages in chromium, with
 # Tailwind compiled by the npm tailwindcss CLI that scripts/setup-render.sh
-# installs in build/node/), and zsh and fish
+# installs in build/node/), Hugging Face's JavaScript GGUF reader and
+# tokenizers that the export tests load exports in (about 7 MB, by
+# scripts/setup-exportcheck.sh into build/exportcheck/), and zsh and fish
 # (train completion's scripts are tested in them). Safe to run again: it installs only what is
 # missing. Needs root (or sudo) when something is missing. The CUDA toolkit,
 # for the real kernel build, is scripts/setup-cuda.sh.
@@ -50,4 +52,5 @@ if ! command -v go >/dev/null 2>&1; then
 	exit 1
 fi
 "$(dirname "$0")/setup-render.sh"
+"$(dirname "$0")/setup-exportcheck.sh"
 echo "setup: $(go version), gcc $(gcc -dumpversion), $(cmake --version | head -1), $(python3 --version), PyTorch, OpenBLAS and Gloo present"

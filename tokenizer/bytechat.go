@@ -10,6 +10,27 @@ const (
 	ByteChatAssistantTag = "a>"
 )
 
+// ByteChatTemplate is a Jinja chat template, for tokenizer_config.json's
+// chat_template and GGUF's tokenizer.chat_template, that renders a
+// conversation in the byte chat format as RenderByteChat does: bos_token,
+// each message's role tag, trimmed content and eos_token, and with
+// add_generation_prompt the assistant tag.
+const ByteChatTemplate = `{{- bos_token }}
+{%- for message in messages %}
+{%- if message['role'] == 'system' %}
+{{- '` + ByteChatSystemTag + `' }}
+{%- elif message['role'] == 'user' %}
+{{- '` + ByteChatUserTag + `' }}
+{%- else %}
+{{- '` + ByteChatAssistantTag + `' }}
+{%- endif %}
+{{- (message['content'] | trim) + eos_token }}
+{%- endfor %}
+{%- if add_generation_prompt %}
+{{- '` + ByteChatAssistantTag + `' }}
+{%- endif %}
+`
+
 // byteChatTag returns the role tag of a checked role.
 func byteChatTag(role string) string {
 	switch role {

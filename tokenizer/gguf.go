@@ -14,7 +14,9 @@ import (
 // Model "llama" gives a SentencePiece tokenizer (tokens, scores, token_type,
 // bos_token_id, eos_token_id, unknown_token_id, add_space_prefix); model
 // "gpt2" with pre-tokenizer "llama-bpe" gives the Llama 3 byte-level BPE
-// (tokens, token_type, merges). Other tokenizers are an error.
+// (tokens, token_type, merges), and the byte tokenizer's vocabulary as
+// GGUFMetadata writes it (the 256 bytes, <bos> and <eos>, no merges) gives
+// Bytes, whatever the pre-tokenizer. Other tokenizers are an error.
 func FromGGUFMetadata(meta map[string]any) (Tokenizer, error) {
 	m := ggufMeta(meta)
 	model, err := metaGet[string](m, "tokenizer.ggml.model")
@@ -57,6 +59,10 @@ func FromGGUFMetadata(meta map[string]any) (Tokenizer, error) {
 		}
 		return NewSentencePiece(cfg)
 	case "gpt2":
+		merges, mergesErr := metaGet[[]string](m, "tokenizer.ggml.merges")
+		if mergesErr == nil && isBytesGGUF(tokens, types, merges) {
+			return Bytes{}, nil
+		}
 		pre, err := metaGet[string](m, "tokenizer.ggml.pre")
 		if err != nil {
 			return nil, err
@@ -64,9 +70,8 @@ func FromGGUFMetadata(meta map[string]any) (Tokenizer, error) {
 		if pre != "llama-bpe" {
 			return nil, fmt.Errorf("tokenizer: GGUF pre-tokenizer %q is not supported (only llama-bpe, Llama 3's)", pre)
 		}
-		merges, err := metaGet[[]string](m, "tokenizer.ggml.merges")
-		if err != nil {
-			return nil, err
+		if mergesErr != nil {
+			return nil, mergesErr
 		}
 		if types == nil {
 			return nil, errors.New("tokenizer: GGUF metadata has no tokenizer.ggml.token_type, which a Llama 3 vocabulary needs to mark its special tokens")

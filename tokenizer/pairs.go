@@ -64,3 +64,12 @@ func (p *pairTable) put(key, value uint64) (old uint64, stored bool) {
 
 // len returns the number of entries.
 func (p *pairTable) len() int { return p.n }
+
+// each calls fn with every entry's key and value, in no particular order.
+func (p *pairTable) each(fn func(key, value uint64)) {
+	for i := 0; i < len(p.slots); i += 2 {
+		if k := p.slots[i]; k != 0 {
+			fn(k-1, p.slots[i+1])
+		}
+	}
+}

@@ -18,7 +18,7 @@ func runExport(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	fs.StringVar(&o.Base, "base", "", "the base model of an adapter given as --from (default: the adapter's base_model_name_or_path), or the model a step checkpoint's run trained")
 	fs.StringVar(&o.Adapter, "adapter", "", "a PEFT adapter directory to merge into --from")
 	fs.StringVar(&o.Out, "out", "", "the directory (--format hf) or file (--format gguf) to write")
-	fs.StringVar(&o.Format, "format", "hf", "hf (config.json, safetensors, tokenizer and generation files) or gguf")
+	fs.StringVar(&o.Format, "format", "hf", "hf (config.json, safetensors, tokenizer and generation files) or gguf (with the tokenizer's metadata)")
 	dtype := fs.String("dtype", "f32", "dtype of the weights written: f32, f16 or bf16")
 	fs.BoolVar(&o.Force, "force", false, "replace an existing --out (a directory of files, or a file); without it a non-empty --out is refused")
 	if err := parse(fs, args); err != nil {

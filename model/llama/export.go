@@ -91,17 +91,14 @@ var ggufType = map[engine.DType]gguf.TensorType{engine.F32: gguf.TypeF32, engine
 // that the model's own metadata does not set are written too: a GGUF
 // source's tokenizer.ggml.* keys carry its tokenizer over (Export does
 // this); without them the file holds no tokenizer and one is named when
-// loading it (--tokenizer). A model with RoPE scaling (Llama 3.1's) is
-// refused: LoadGGUF does not read GGUF's scaling, so the file would load
-// as another model.
+// loading it (--tokenizer). Llama 3.1's RoPE scaling is written as
+// llama.cpp writes it, a rope_freqs.weight tensor of per-frequency
+// divisors, with its parameters in turnwise.rope.scaling.* keys.
 func (m *Model) SaveGGUF(path string, dt engine.DType, extra map[string]any) error {
 	c := m.Config
 	tt, ok := ggufType[dt]
 	if !ok {
 		return fmt.Errorf("saving %s: weights of dtype %v cannot be saved (want f32, f16 or bf16)", path, dt)
-	}
-	if c.RopeScale != nil {
-		return fmt.Errorf("saving %s: the model uses RoPE scaling, which turnwise's GGUF loader does not read; export it as a Hugging Face directory instead", path)
 	}
 	eos := uint32(0)
 	if len(c.EOS) > 0 {
@@ -123,6 +120,17 @@ func (m *Model) SaveGGUF(path string, dt engine.DType, extra map[string]any) err
 		"tokenizer.ggml.bos_token_id":            uint32(c.BOS),
 		"tokenizer.ggml.eos_token_id":            eos,
 	}
+	var tensors []gguf.Tensor
+	if s := c.RopeScale; s != nil {
+		// Llama 3.1's scaling as llama.cpp's converter writes it: the
+		// divisor of each frequency as rope_freqs.weight; and its
+		// parameters, for loading back the same configuration.
+		tensors = append(tensors, gguf.Tensor{Name: ggufRopeFreqs, Dims: []uint64{uint64(c.HeadDim / 2)}, Type: gguf.TypeF32,
+			Data: engine.EncodeF32(engine.F32, ropeFactors(c.HeadDim, c.RopeTheta, *s))})
+		for k, v := range ropeGGUFMeta(*s) {
+			meta[k] = v
+		}
+	}
 	for k, v := range extra {
 		if _, ok := meta[k]; !ok && k != gguf.AlignmentKey {
 			meta[k] = v
@@ -131,7 +139,6 @@ func (m *Model) SaveGGUF(path string, dt engine.DType, extra map[string]any) err
 	if c.HeadDim*c.Heads != c.Dim {
 		return fmt.Errorf("saving %s: head dimension %d × %d heads is not the model dimension %d, which GGUF's llama metadata cannot say", path, c.HeadDim, c.Heads, c.Dim)
 	}
-	var tensors []gguf.Tensor
 	var err error
 	m.Weights.Each(func(name string, t *engine.Tensor) {
 		if err != nil || (name == "lm_head.weight" && c.TiedEmbed) {
@@ -199,7 +206,8 @@ var tokenizerFiles = []string{"tokenizer.json", "tokenizer_config.json", "specia
 // gives no template, and a generation_config.json naming the
 // configuration's BOS and EOS ids when src has none. A model without tokenizer.json whose
 // vocabulary is the byte tokenizer's loads with that tokenizer
-// (Source.Tokenizer), so nothing more is written for it.
+// (Source.Tokenizer), so nothing more is written for it here (an export
+// writes its files: WriteTokenizerFiles).
 func CopyTokenizerFiles(c Config, src, dst string) error {
 	for _, name := range tokenizerFiles {
 		if src == "" {
@@ -242,7 +250,7 @@ func writeChatTemplate(dir string) error {
 	if _, err := os.Stat(tokPath); errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
-	tok, err := tokenizer.Load(tokPath)
+	tok, err := tokenizer.LoadFile(tokPath)
 	if err != nil {
 		return err
 	}
@@ -274,6 +282,34 @@ func writeChatTemplate(dir string) error {
 		return err
 	}
 	return outfile.WriteFile(cfgPath, append(js, '\n'), 0o644)
+}
+
+// WriteTokenizerFiles writes tok's Hugging Face tokenizer files
+// (tokenizer.HFFiles: tokenizer.json, tokenizer_config.json,
+// special_tokens_map.json) to dir, each that dir does not have yet, so that
+// a directory exported from a GGUF file or from a model trained on bytes
+// carries its tokenizer. A tokenizer without a Hugging Face form here
+// (SentencePiece) writes nothing.
+func WriteTokenizerFiles(tok tokenizer.Tokenizer, dir string) error {
+	files, err := tokenizer.HFFiles(tok)
+	if errors.Is(err, tokenizer.ErrNoHFForm) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	for _, name := range []string{"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"} {
+		path := filepath.Join(dir, name)
+		if _, err := os.Stat(path); err == nil {
+			continue
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		if err := outfile.WriteFile(path, files[name], 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // AdapterBase returns the base model the PEFT adapter in dir names

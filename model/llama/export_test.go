@@ -2,12 +2,15 @@ package llama_test
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"math"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -231,9 +234,198 @@ func TestExportErrors(t *testing.T) {
 	if err := m.SaveGGUF(filepath.Join(t.TempDir(), "big.gguf"), engine.BF16, nil); err != nil {
 		t.Errorf("SaveGGUF in bf16 of a weight of 1e5: %v", err)
 	}
-	m.Config.RopeScale = &engine.RoPEScaling{Factor: 8, LowFreqFactor: 1, HighFreqFactor: 4, OriginalContext: 8192}
-	if err := m.SaveGGUF(out+".gguf", engine.F32, nil); err == nil || !strings.Contains(err.Error(), "RoPE scaling") {
-		t.Errorf("SaveGGUF of a model with RoPE scaling: %v, want a refusal", err)
+}
+
+// ropeScaledConfig is a tiny model with Llama 3.1's RoPE scaling whose
+// frequencies fall in all three bands of the rule at the positions of
+// tinyBatch: θ 100 and an original context of 64 make the wavelengths of
+// its 8 frequency pairs 6.3, 11, 20, 35, 63, 112, 199 and 353, against
+// band edges of 16 and 64.
+func ropeScaledConfig() llama.Config {
+	return llama.Config{Dim: 64, Layers: 2, Heads: 4, KVHeads: 2, HeadDim: 16, FFN: 48, Vocab: 37,
+		NormEps: 1e-5, RopeTheta: 100, MaxSeqLen: 64, BOS: 1, EOS: []int32{2},
+		RopeScale: &engine.RoPEScaling{Factor: 8, LowFreqFactor: 1, HighFreqFactor: 4, OriginalContext: 64}}
+}
+
+// llama3Divisors computes, as llama.cpp's converter does, the factors by
+// which Llama 3.1's scaling divides each RoPE frequency of c.
+func llama3Divisors(c llama.Config) []float64 {
+	s := c.RopeScale
+	var out []float64
+	for j := 0; j < c.HeadDim/2; j++ {
+		freq := 1 / math.Pow(c.RopeTheta, float64(2*j)/float64(c.HeadDim))
+		wave := 2 * math.Pi / freq
+		lo, hi := float64(s.OriginalContext)/s.LowFreqFactor, float64(s.OriginalContext)/s.HighFreqFactor
+		switch {
+		case wave < hi:
+			out = append(out, 1)
+		case wave > lo:
+			out = append(out, s.Factor)
+		default:
+			smooth := (float64(s.OriginalContext)/wave - s.LowFreqFactor) / (s.HighFreqFactor - s.LowFreqFactor)
+			out = append(out, 1/((1-smooth)/s.Factor+smooth))
+		}
+	}
+	return out
+}
+
+// rewriteGGUF writes a copy of the GGUF file src, its metadata and tensors
+// changed by edit, and returns the copy's path.
+func rewriteGGUF(t *testing.T, src string, edit func(meta map[string]any, tensors []gguf.Tensor)) string {
+	t.Helper()
+	f, err := gguf.Open(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	meta := map[string]any{}
+	for k, v := range f.Meta {
+		if k != gguf.AlignmentKey {
+			meta[k] = v
+		}
+	}
+	var tensors []gguf.Tensor
+	for _, x := range f.Tensors {
+		data, _, err := f.TensorData(x.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tensors = append(tensors, gguf.Tensor{Name: x.Name, Dims: x.Dims, Type: x.Type, Data: append([]byte{}, data...)})
+	}
+	edit(meta, tensors)
+	var buf bytes.Buffer
+	if err := gguf.Write(&buf, meta, tensors); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "edited.gguf")
+	if err := os.WriteFile(out, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestExportRoPEScaling exports a model with Llama 3.1's RoPE scaling to
+// GGUF and checks the rope_freqs.weight tensor llama.cpp reads (F32, the
+// per-frequency divisors), that the file loads back as the same model
+// (same configuration, bit-identical log-probabilities), that exporting
+// it back to Hugging Face keeps rope_scaling, that a file without
+// turnwise's parameter keys (as llama.cpp's converter writes it) has the
+// parameters recovered from the factors, and that factors which disagree
+// with the parameters are refused.
+func TestExportRoPEScaling(t *testing.T) {
+	b := cpu.New(cpu.Options{Threads: 2})
+	c := ropeScaledConfig()
+	m, err := llama.NewRandom(b, c, engine.F32, 0.5, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bt := tinyBatch(rand.New(rand.NewPCG(3, 3)), c.Vocab)
+	want := logProbs(t, m, bt, nil)
+	dir := t.TempDir()
+	hf, file := filepath.Join(dir, "hf"), filepath.Join(dir, "m.gguf")
+	if err := m.SaveHF(hf); err != nil {
+		t.Fatal(err)
+	}
+	if err := export.Write(b, export.Options{From: hf, Out: file, Format: "gguf", DType: engine.F16}); err != nil {
+		t.Fatal(err)
+	}
+	f, err := gguf.Open(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, ok := f.Tensor("rope_freqs.weight")
+	if !ok || info.Type != gguf.TypeF32 || len(info.Dims) != 1 || info.Dims[0] != uint64(c.HeadDim/2) {
+		t.Fatalf("rope_freqs.weight: %+v (present %v), want F32 of [%d]", info, ok, c.HeadDim/2)
+	}
+	data, _, err := f.TensorData("rope_freqs.weight")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bands := map[string]bool{}
+	for j, d := range llama3Divisors(c) {
+		got := math.Float32frombits(binary.LittleEndian.Uint32(data[4*j:]))
+		if math.Abs(float64(got)-d) > 1e-6*d {
+			t.Errorf("rope_freqs.weight[%d] = %v, want %v", j, got, d)
+		}
+		switch d {
+		case 1:
+			bands["high frequencies"] = true
+		case c.RopeScale.Factor:
+			bands["low frequencies"] = true
+		default:
+			bands["between"] = true
+		}
+	}
+	f.Close()
+	if len(bands) != 3 {
+		t.Fatalf("the divisors fall in bands %v; the test needs all three", bands)
+	}
+
+	if err := export.Write(b, export.Options{From: hf, Out: filepath.Join(dir, "f32.gguf"), Format: "gguf", DType: engine.F32}); err != nil {
+		t.Fatal(err)
+	}
+	back, err := llama.Source{GGUF: filepath.Join(dir, "f32.gguf")}.Load(b, engine.F32, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back.Config.RopeScale == nil || *back.Config.RopeScale != *c.RopeScale {
+		t.Fatalf("loaded RoPE scaling %+v, want %+v", back.Config.RopeScale, *c.RopeScale)
+	}
+	if got := logProbs(t, back, bt, nil); !same(got, want) {
+		t.Errorf("log-probabilities of the GGUF export %v, want %v", got, want)
+	}
+
+	hfBack := filepath.Join(dir, "hf-back")
+	if err := export.Write(b, export.Options{From: file, Out: hfBack, Format: "hf", DType: engine.F32}); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(filepath.Join(hfBack, llama.HFConfigName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg struct {
+		RopeScaling map[string]any `json:"rope_scaling"`
+	}
+	if err := json.Unmarshal(raw, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	wantRope := map[string]any{"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 64.0}
+	if fmt.Sprint(cfg.RopeScaling) != fmt.Sprint(wantRope) {
+		t.Errorf("HF→GGUF→HF rope_scaling %v, want %v", cfg.RopeScaling, wantRope)
+	}
+
+	stripped := rewriteGGUF(t, file, func(meta map[string]any, _ []gguf.Tensor) {
+		for k := range meta {
+			if strings.HasPrefix(k, "turnwise.") {
+				delete(meta, k)
+			}
+		}
+	})
+	if got, err := (llama.Source{GGUF: stripped}).Config(); err != nil {
+		t.Error(err)
+	} else if got.RopeScale == nil || *got.RopeScale != *c.RopeScale {
+		t.Errorf("RoPE scaling recovered from rope_freqs.weight alone: %+v, want %+v", got.RopeScale, *c.RopeScale)
+	}
+
+	for _, tc := range []struct {
+		name string
+		keep func(k string) bool
+	}{{"with parameters", func(string) bool { return true }}, {"without parameters", func(k string) bool { return !strings.HasPrefix(k, "turnwise.") }}} {
+		bad := rewriteGGUF(t, file, func(meta map[string]any, tensors []gguf.Tensor) {
+			for k := range meta {
+				if !tc.keep(k) {
+					delete(meta, k)
+				}
+			}
+			for _, x := range tensors {
+				if x.Name == "rope_freqs.weight" {
+					binary.LittleEndian.PutUint32(x.Data[4*3:], math.Float32bits(1.5*math.Float32frombits(binary.LittleEndian.Uint32(x.Data[4*3:]))))
+				}
+			}
+		})
+		if _, err := (llama.Source{GGUF: bad}).Config(); err == nil || !strings.Contains(err.Error(), "rope_freqs.weight[") {
+			t.Errorf("%s: a rope_freqs.weight that breaks the rule: %v, want an error naming the tensor", tc.name, err)
+		}
 	}
 }
 
@@ -361,4 +553,339 @@ func TestExportStories260K(t *testing.T) {
 			}
 		}
 	})
+}
+
+// generateText encodes prompt with the tokenizer of the model src names,
+// continues it greedily with that model, and returns the text of the
+// continuation: what a user of src alone gets.
+func generateText(t *testing.T, b engine.Backend, src llama.Source, prompt string) string {
+	t.Helper()
+	m, err := src.Load(b, engine.F32, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := src.Tokenizer("")
+	if err != nil {
+		t.Fatalf("the tokenizer of %+v: %v", src, err)
+	}
+	gen, err := m.Generate([][]int32{tok.Encode(prompt, tokenizer.EncodeOptions{AddBOS: true})}, llama.GenerateOptions{MaxNew: 24})
+	if err != nil {
+		t.Fatal(err)
+	}
+	text, err := tok.Decode(gen[0].Tokens)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return text
+}
+
+// sameIDs fails t unless got encodes sample texts as want does.
+func sameIDs(t *testing.T, what string, got, want tokenizer.Tokenizer) {
+	t.Helper()
+	for _, text := range []string{"Hello, world!\n  x = f(y)", "héllo wörld 日本語 🙂", "<bos><|eot_id|> \xff"} {
+		g, w := got.Encode(text, tokenizer.EncodeOptions{AddBOS: true}), want.Encode(text, tokenizer.EncodeOptions{AddBOS: true})
+		if fmt.Sprint(g) != fmt.Sprint(w) {
+			t.Errorf("%s encodes %q as %v, the source's tokenizer as %v", what, text, g, w)
+		}
+	}
+}
+
+// TestExportTokenizers checks that every export carries its tokenizer: a
+// model trained on bytes (a Hugging Face directory without tokenizer.json)
+// exported to GGUF has the byte tokenizer's tokenizer.ggml.* keys, from
+// which the GGUF alone generates the text the source does; exported to a
+// Hugging Face directory, directly or from that GGUF, it has tokenizer
+// files that load as the byte tokenizer. With the Llama 3 tokenizer (from
+// the shared test data), the GGUF's metadata and the tokenizer.json made
+// back from it encode as the source's tokenizer.json does.
+func TestExportTokenizers(t *testing.T) {
+	b := cpu.New(cpu.Options{Threads: 2})
+	c := tinyConfig(false)
+	c.Vocab, c.BOS, c.EOS = 258, tokenizer.BytesBOS, []int32{tokenizer.BytesEOS}
+	m, err := llama.NewRandom(b, c, engine.F32, 0.5, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	hf := filepath.Join(dir, "bytes-model")
+	if err := m.SaveHF(hf); err != nil {
+		t.Fatal(err)
+	}
+	const prompt = "u>Hello there<eos>a>"
+	want := generateText(t, b, llama.Source{HF: hf}, prompt)
+
+	file := filepath.Join(dir, "bytes.gguf")
+	if err := export.Write(b, export.Options{From: hf, Out: file, Format: "gguf", DType: engine.F32}); err != nil {
+		t.Fatal(err)
+	}
+	f, err := gguf.Open(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for key, check := range map[string]func(v any) bool{
+		"tokenizer.ggml.model":        func(v any) bool { return v == "gpt2" },
+		"tokenizer.ggml.tokens":       func(v any) bool { s, _ := v.([]string); return len(s) == 258 && s[32] == "Ġ" && s[256] == "<bos>" },
+		"tokenizer.ggml.token_type":   func(v any) bool { s, _ := v.([]int32); return len(s) == 258 && s[0] == 1 && s[257] == 3 },
+		"tokenizer.ggml.merges":       func(v any) bool { s, ok := v.([]string); return ok && len(s) == 0 },
+		"tokenizer.ggml.bos_token_id": func(v any) bool { return v == uint32(256) },
+		"tokenizer.ggml.eos_token_id": func(v any) bool { return v == uint32(257) },
+		"tokenizer.chat_template":     func(v any) bool { return v == tokenizer.ByteChatTemplate },
+	} {
+		if v, ok := f.Meta[key]; !ok || !check(v) {
+			t.Errorf("%s: %s = %#v (present %v)", file, key, v, ok)
+		}
+	}
+	f.Close()
+	if got := generateText(t, b, llama.Source{GGUF: file}, prompt); got != want {
+		t.Errorf("the GGUF export alone generates %q, the source %q", got, want)
+	}
+
+	for name, from := range map[string]string{"from the directory": hf, "from the GGUF": file} {
+		out := filepath.Join(t.TempDir(), "hf")
+		if err := export.Write(b, export.Options{From: from, Out: out, Format: "hf", DType: engine.F32}); err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range []string{"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"} {
+			if _, err := os.Stat(filepath.Join(out, name)); err != nil {
+				t.Errorf("%s: %v", name, err)
+			}
+		}
+		tok, err := llama.LoadTokenizer(filepath.Join(out, "tokenizer.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := tok.(tokenizer.Bytes); !ok {
+			t.Errorf("%s: the exported tokenizer.json loads as a %T, want the byte tokenizer", name, tok)
+		}
+		if got := generateText(t, b, llama.Source{HF: out}, prompt); got != want {
+			t.Errorf("%s: the export generates %q, the source %q", name, got, want)
+		}
+	}
+
+	// The Llama 3 tokenizer: HF → GGUF → HF.
+	src, err := tokenizer.LoadJSON(testdata.Path(t, "llama3", "tokenizer.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Vocab, c.BOS, c.EOS = src.VocabSize(), src.BOS(), src.EOS()
+	m3, err := llama.NewRandom(b, c, engine.F32, 0.5, 9)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hf3 := filepath.Join(dir, "llama3-model")
+	if err := m3.SaveHF(hf3); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(testdata.Path(t, "llama3", "tokenizer.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(hf3, "tokenizer.json"), raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	file3, back3 := filepath.Join(dir, "llama3.gguf"), filepath.Join(dir, "llama3-back")
+	if err := export.Write(b, export.Options{From: hf3, Out: file3, Format: "gguf", DType: engine.BF16}); err != nil {
+		t.Fatal(err)
+	}
+	if err := export.Write(b, export.Options{From: file3, Out: back3, Format: "hf", DType: engine.BF16}); err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{file3, filepath.Join(back3, "tokenizer.json")} {
+		tok, err := llama.LoadTokenizer(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sameIDs(t, path, tok, src)
+	}
+}
+
+// hfJSModules returns the node_modules directory where
+// scripts/setup-exportcheck.sh installs Hugging Face's JavaScript GGUF
+// reader and tokenizers, or skips t when node or the packages are absent.
+func hfJSModules(t *testing.T) string {
+	t.Helper()
+	if _, err := exec.LookPath("node"); err != nil {
+		t.Skip("node is not installed (scripts/setup.sh installs it)")
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := wd
+	for {
+		if _, err := os.Stat(filepath.Join(root, "go.mod")); err == nil {
+			break
+		}
+		if filepath.Dir(root) == root {
+			t.Fatalf("no go.mod above %s", wd)
+		}
+		root = filepath.Dir(root)
+	}
+	modules := filepath.Join(root, "build", "exportcheck", "node_modules")
+	if _, err := os.Stat(filepath.Join(modules, "@huggingface", "tokenizers")); err != nil {
+		t.Skip("@huggingface/gguf and @huggingface/tokenizers are not installed: run scripts/setup-exportcheck.sh")
+	}
+	return modules
+}
+
+// hfJSResult is what scripts/exportcheck/check.cjs prints.
+type hfJSResult struct {
+	Metadata map[string]any `json:"metadata"`
+	Tensors  []struct {
+		Name  string `json:"name"`
+		Shape []int  `json:"shape"`
+		DType int    `json:"dtype"`
+	} `json:"tensors"`
+	IDs      [][]int32 `json:"ids"`
+	Decoded  []string  `json:"decoded"`
+	Rendered [][]int32 `json:"rendered"`
+}
+
+// loadInHFJS loads the GGUF file (if any) and the Hugging Face directory's
+// tokenizer in Hugging Face's JavaScript libraries and returns what they
+// read; the tokenizer encodes texts, and rendered chats as
+// apply_chat_template does (adding no special tokens).
+func loadInHFJS(t *testing.T, modules, file, dir string, texts, rendered []string) hfJSResult {
+	t.Helper()
+	req, err := json.Marshal(map[string]any{"gguf": file, "hf": dir, "texts": texts, "rendered": rendered})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("node", filepath.Join("..", "..", "scripts", "exportcheck", "check.cjs"), modules)
+	cmd.Stdin = bytes.NewReader(req)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("loading the exports in node: %v\n%s", err, stderr.String())
+	}
+	var res hfJSResult
+	if err := json.Unmarshal(out, &res); err != nil {
+		t.Fatalf("check.cjs printed %.200q: %v", out, err)
+	}
+	return res
+}
+
+// TestExportLoadsInHFJS loads exports in Hugging Face's JavaScript GGUF
+// reader and tokenizers (installed by scripts/setup-exportcheck.sh; the
+// test is skipped without them): a RoPE-scaled model trained on bytes
+// exported to an f16 GGUF, whose metadata, tokenizer keys and tensors
+// (rope_freqs.weight F32 of head_dim/2) they read as written; the Hugging
+// Face directory exported from that GGUF, whose tokenizer.json encodes
+// sample texts to the byte tokenizer's ids, BOS first, and decodes them
+// back; and, with the shared Llama 3 tokenizer, the tokenizer.json made
+// from a GGUF's Llama 3 vocabulary, which encodes as turnwise's does.
+func TestExportLoadsInHFJS(t *testing.T) {
+	modules := hfJSModules(t)
+	b := cpu.New(cpu.Options{Threads: 2})
+	c := ropeScaledConfig()
+	c.Vocab, c.BOS, c.EOS = 258, tokenizer.BytesBOS, []int32{tokenizer.BytesEOS}
+	m, err := llama.NewRandom(b, c, engine.F32, 0.5, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	src, file, hf := filepath.Join(dir, "src"), filepath.Join(dir, "m.gguf"), filepath.Join(dir, "hf")
+	if err := m.SaveHF(src); err != nil {
+		t.Fatal(err)
+	}
+	if err := export.Write(b, export.Options{From: src, Out: file, Format: "gguf", DType: engine.F16}); err != nil {
+		t.Fatal(err)
+	}
+	if err := export.Write(b, export.Options{From: file, Out: hf, Format: "hf", DType: engine.F32}); err != nil {
+		t.Fatal(err)
+	}
+	texts := []string{"Hello, world!", "  two  spaces\tand a tab\n", "héllo 日本 🙂", ""}
+	chat := []tokenizer.Message{{Role: "system", Content: "Be brief."}, {Role: "user", Content: " Hi there\n"}, {Role: "assistant", Content: "Hello!"}, {Role: "user", Content: "2+2?"}}
+	chatOpts := tokenizer.ChatOptions{AddGenerationPrompt: true}
+	rendered, err := tokenizer.RenderByteChat(chat, chatOpts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := loadInHFJS(t, modules, file, hf, texts, []string{rendered})
+	for key, want := range map[string]any{
+		"general.architecture":        "llama",
+		"llama.rope.dimension_count":  float64(c.HeadDim),
+		"tokenizer.ggml.model":        "gpt2",
+		"tokenizer.ggml.pre":          "default",
+		"tokenizer.ggml.bos_token_id": float64(256),
+		"tokenizer.ggml.eos_token_id": float64(257),
+		"tokenizer.ggml.tokens":       map[string]any{"length": 258.0, "head": []any{"\u0100", "\u0101", "\u0102", "\u0103"}, "at256": []any{"<bos>", "<eos>"}},
+		"tokenizer.ggml.merges":       map[string]any{"length": 0.0, "head": []any{}, "at256": []any{}},
+		"tokenizer.chat_template":     tokenizer.ByteChatTemplate,
+	} {
+		if got := res.Metadata[key]; !reflect.DeepEqual(got, want) {
+			t.Errorf("the GGUF reader reads %s = %#v, want %#v", key, got, want)
+		}
+	}
+	const ggmlF32, ggmlF16 = 0, 1
+	types := map[string]int{}
+	for _, x := range res.Tensors {
+		types[x.Name] = x.DType
+		if x.Name == "rope_freqs.weight" && (len(x.Shape) != 1 || x.Shape[0] != c.HeadDim/2) {
+			t.Errorf("rope_freqs.weight has shape %v, want [%d]", x.Shape, c.HeadDim/2)
+		}
+	}
+	if dt, ok := types["rope_freqs.weight"]; !ok || dt != ggmlF32 {
+		t.Errorf("rope_freqs.weight: present %v, type %d, want F32 (%d)", ok, dt, ggmlF32)
+	}
+	if dt := types["token_embd.weight"]; dt != ggmlF16 {
+		t.Errorf("token_embd.weight has type %d, want F16 (%d)", dt, ggmlF16)
+	}
+	for i, text := range texts {
+		want := tokenizer.Bytes{}.Encode(text, tokenizer.EncodeOptions{AddBOS: true})
+		if fmt.Sprint(res.IDs[i]) != fmt.Sprint(want) {
+			t.Errorf("tokenizers.js encodes %q as %v, the byte tokenizer as %v", text, res.IDs[i], want)
+		}
+		if res.Decoded[i] != text {
+			t.Errorf("tokenizers.js decodes %q as %q", text, res.Decoded[i])
+		}
+	}
+	// The chat template renders <bos> and <eos> as text, which the HF
+	// tools read as the special tokens (as apply_chat_template needs).
+	if want, _, err := tokenizer.EncodeChat(tokenizer.Bytes{}, chat, chatOpts); err != nil {
+		t.Fatal(err)
+	} else if fmt.Sprint(res.Rendered[0]) != fmt.Sprint(want) {
+		t.Errorf("tokenizers.js encodes the rendered byte chat %q as %v, EncodeChat as %v", rendered, res.Rendered[0], want)
+	}
+
+	// The Llama 3 vocabulary, HF → GGUF → HF: some seconds of JSON.
+	if testing.Short() {
+		t.Skip("the Llama 3 vocabulary's part is skipped in -short mode")
+	}
+	bpe, err := tokenizer.LoadJSON(testdata.Path(t, "llama3", "tokenizer.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	meta, err := tokenizer.GGUFMetadata(bpe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fromGGUF, err := tokenizer.FromGGUFMetadata(meta)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hf3 := filepath.Join(dir, "llama3")
+	if err := os.MkdirAll(hf3, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := llama.WriteTokenizerFiles(fromGGUF, hf3); err != nil {
+		t.Fatal(err)
+	}
+	texts = append(texts, "I'm sure it's 12345 tokens, isn't it?\n\n\tdef f(x):\n        return x**2")
+	if rendered, err = tokenizer.RenderChat(chat, chatOpts); err != nil {
+		t.Fatal(err)
+	}
+	res = loadInHFJS(t, modules, "", hf3, texts, []string{rendered})
+	for i, text := range texts {
+		want := bpe.Encode(text, tokenizer.EncodeOptions{AddBOS: true})
+		if fmt.Sprint(res.IDs[i]) != fmt.Sprint(want) {
+			t.Errorf("tokenizers.js encodes %q with the Llama 3 tokenizer.json made from GGUF metadata as %v, turnwise as %v", text, res.IDs[i], want)
+		}
+	}
+	if want, _, err := tokenizer.EncodeChat(bpe, chat, chatOpts); err != nil {
+		t.Fatal(err)
+	} else if fmt.Sprint(res.Rendered[0]) != fmt.Sprint(want) {
+		t.Errorf("tokenizers.js encodes the rendered Llama 3.1 chat as %v, EncodeChat as %v", res.Rendered[0], want)
+	}
 }

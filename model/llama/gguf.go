@@ -11,8 +11,9 @@ import (
 	"github.com/turnwise/turnwise/gguf"
 )
 
-// ConfigFromGGUF reads a llama-architecture configuration from GGUF metadata.
-// Errors name the file and the metadata key.
+// ConfigFromGGUF reads a llama-architecture configuration from GGUF metadata
+// and, for Llama 3.1's RoPE scaling, the rope_freqs.weight tensor
+// (ggufRopeScaling). Errors name the file and the metadata key.
 func ConfigFromGGUF(f *gguf.File) (Config, error) {
 	arch, err := f.String("general.architecture")
 	if err != nil {
@@ -81,6 +82,9 @@ func ConfigFromGGUF(f *gguf.File) (Config, error) {
 	c.TiedEmbed = !hasHead
 	if err := c.validate(n); err != nil {
 		return Config{}, fmt.Errorf("%s: %w", f.Name, err)
+	}
+	if c.RopeScale, err = ggufRopeScaling(f, c.HeadDim, c.RopeTheta); err != nil {
+		return Config{}, err
 	}
 	return c, nil
 }

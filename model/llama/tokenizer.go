@@ -13,15 +13,16 @@ import (
 )
 
 // LoadTokenizer opens a tokenizer file: a Llama 3 tokenizer.json or
-// tokenizer.model (tokenizer.Load), or a GGUF model file whose metadata
-// holds the vocabulary, told apart by its magic bytes.
+// tokenizer.model, or the byte tokenizer's tokenizer.json
+// (tokenizer.LoadFile), or a GGUF model file whose metadata holds the
+// vocabulary, told apart by its magic bytes.
 func LoadTokenizer(path string) (tokenizer.Tokenizer, error) {
 	isGGUF, err := hasGGUFMagic(path)
 	if err != nil {
 		return nil, err
 	}
 	if !isGGUF {
-		return tokenizer.Load(path)
+		return tokenizer.LoadFile(path)
 	}
 	f, err := gguf.Open(path)
 	if err != nil {
