@@ -94,11 +94,9 @@ func Write(b engine.Backend, o Options) error {
 			return err
 		}
 	}
-	src := llama.Source{HF: from}
-	if st, err := os.Stat(from); err != nil {
+	src, err := llama.SourceAt(from)
+	if err != nil {
 		return fmt.Errorf("export: %w", err)
-	} else if !st.IsDir() {
-		src = llama.Source{GGUF: from}
 	}
 	m, err := src.Load(b, dt, 0)
 	if err != nil {
