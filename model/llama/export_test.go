@@ -699,6 +699,68 @@ func TestExportTokenizers(t *testing.T) {
 	}
 }
 
+// TestExportSentencePieceTokenizer exports a GGUF model whose vocabulary
+// is SentencePiece (stories260K) to a Hugging Face directory: it carries
+// tokenizer files, whose tokenizer.json loads as a SentencePiece that
+// encodes as the GGUF's and with which the directory generates the text
+// the GGUF does; exported back to GGUF, the directory's tokenizer becomes
+// tokenizer.ggml.* keys that encode as the original's too.
+func TestExportSentencePieceTokenizer(t *testing.T) {
+	path := testdata.Path(t, "stories260K", "stories260K.gguf")
+	b := cpu.New(cpu.Options{Threads: 2})
+	src, err := llama.LoadTokenizer(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	hf, back := filepath.Join(dir, "hf"), filepath.Join(dir, "back.gguf")
+	if err := export.Write(b, export.Options{From: path, Out: hf, Format: "hf", DType: engine.F32}); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"} {
+		if _, err := os.Stat(filepath.Join(hf, name)); err != nil {
+			t.Errorf("the export has no %s: %v", name, err)
+		}
+	}
+	tok, err := llama.LoadTokenizer(filepath.Join(hf, "tokenizer.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := tok.(*tokenizer.SentencePiece); !ok {
+		t.Errorf("the exported tokenizer.json loads as a %T, want a SentencePiece", tok)
+	}
+	if tok.VocabSize() != src.VocabSize() || tok.BOS() != src.BOS() || fmt.Sprint(tok.EOS()) != fmt.Sprint(src.EOS()) {
+		t.Errorf("the exported tokenizer has %d tokens, BOS %d, EOS %v; the GGUF's %d, %d, %v", tok.VocabSize(), tok.BOS(), tok.EOS(), src.VocabSize(), src.BOS(), src.EOS())
+	}
+	sameIDs(t, "the exported tokenizer.json", tok, src)
+	const prompt = "Once upon a time, there was a"
+	want := generateText(t, b, llama.Source{GGUF: path}, prompt)
+	if got := generateText(t, b, llama.Source{HF: hf}, prompt); got != want {
+		t.Errorf("the Hugging Face export generates %q, the GGUF %q", got, want)
+	}
+
+	if err := export.Write(b, export.Options{From: hf, Out: back, Format: "gguf", DType: engine.F32}); err != nil {
+		t.Fatal(err)
+	}
+	f, err := gguf.Open(back)
+	if err != nil {
+		t.Fatal(err)
+	}
+	model := f.Meta["tokenizer.ggml.model"]
+	f.Close()
+	if model != "llama" {
+		t.Errorf("the GGUF made from the export has tokenizer.ggml.model %v, want llama", model)
+	}
+	tokBack, err := llama.LoadTokenizer(back)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameIDs(t, back, tokBack, src)
+	if got := generateText(t, b, llama.Source{GGUF: back}, prompt); got != want {
+		t.Errorf("the GGUF made from the Hugging Face export generates %q, the original %q", got, want)
+	}
+}
+
 // hfJSModules returns the node_modules directory where
 // scripts/setup-exportcheck.sh installs Hugging Face's JavaScript GGUF
 // reader and tokenizers, or skips t when node or the packages are absent.
@@ -848,6 +910,36 @@ func TestExportLoadsInHFJS(t *testing.T) {
 	} else if fmt.Sprint(res.Rendered[0]) != fmt.Sprint(want) {
 		t.Errorf("tokenizers.js encodes the rendered byte chat %q as %v, EncodeChat as %v", rendered, res.Rendered[0], want)
 	}
+
+	// A SentencePiece vocabulary (stories260K), GGUF → HF. Hugging Face's
+	// tools read special-token text as the token, as turnwise does with
+	// AllowSpecial.
+	t.Run("sentencepiece", func(t *testing.T) {
+		path := testdata.Path(t, "stories260K", "stories260K.gguf")
+		sp, err := llama.LoadTokenizer(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := filepath.Join(t.TempDir(), "stories")
+		if err := export.Write(b, export.Options{From: path, Out: out, Format: "hf", DType: engine.F32}); err != nil {
+			t.Fatal(err)
+		}
+		texts := []string{
+			"Once upon a time, there was a little girl named Lily.", " one leading space", "   three leading spaces",
+			"two  spaces and a trailing one ", "digits 1234567890 and 3.14", "tab\tnewline\n\nend",
+			"héllo wörld 日本 🙂 – ½", "", "The end.</s>Then <s>more",
+		}
+		res := loadInHFJS(t, modules, "", out, texts, nil)
+		for i, text := range texts {
+			want := sp.Encode(text, tokenizer.EncodeOptions{AddBOS: true, AllowSpecial: true})
+			if fmt.Sprint(res.IDs[i]) != fmt.Sprint(want) {
+				t.Errorf("tokenizers.js encodes %q with the SentencePiece tokenizer.json as %v, turnwise as %v", text, res.IDs[i], want)
+			}
+			if !strings.Contains(text, "</s>") && res.Decoded[i] != text {
+				t.Errorf("tokenizers.js decodes %q as %q", text, res.Decoded[i])
+			}
+		}
+	})
 
 	// The Llama 3 vocabulary, HF → GGUF → HF: some seconds of JSON.
 	if testing.Short() {
