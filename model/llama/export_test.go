@@ -927,7 +927,7 @@ func TestExportLoadsInHFJS(t *testing.T) {
 		texts := []string{
 			"Once upon a time, there was a little girl named Lily.", " one leading space", "   three leading spaces",
 			"two  spaces and a trailing one ", "digits 1234567890 and 3.14", "tab\tnewline\n\nend",
-			"héllo wörld 日本 🙂 – ½", "", "The end.</s>Then <s>more",
+			"héllo wörld 日本 🙂 – ½", "", "The end.</s>Then <s>more", storiesText,
 		}
 		res := loadInHFJS(t, modules, "", out, texts, nil)
 		for i, text := range texts {
