@@ -835,8 +835,12 @@ func loadInHFJS(t *testing.T, modules, file, dir string, texts, rendered []strin
 // (rope_freqs.weight F32 of head_dim/2) they read as written; the Hugging
 // Face directory exported from that GGUF, whose tokenizer.json encodes
 // sample texts to the byte tokenizer's ids, BOS first, and decodes them
-// back; and, with the shared Llama 3 tokenizer, the tokenizer.json made
-// from a GGUF's Llama 3 vocabulary, which encodes as turnwise's does.
+// back; the tokenizer.json exported from stories260K's SentencePiece
+// vocabulary, which encodes texts with leading and repeated spaces, digits,
+// special-token text and characters that fall back to bytes as turnwise
+// does and decodes them back; and, with the shared Llama 3 tokenizer, the
+// tokenizer.json made from a GGUF's Llama 3 vocabulary, which encodes as
+// turnwise's does.
 func TestExportLoadsInHFJS(t *testing.T) {
 	modules := hfJSModules(t)
 	b := cpu.New(cpu.Options{Threads: 2})
@@ -928,6 +932,21 @@ func TestExportLoadsInHFJS(t *testing.T) {
 			"Once upon a time, there was a little girl named Lily.", " one leading space", "   three leading spaces",
 			"two  spaces and a trailing one ", "digits 1234567890 and 3.14", "tab\tnewline\n\nend",
 			"héllo wörld 日本 🙂 – ½", "", "The end.</s>Then <s>more", storiesText,
+		}
+		// And texts drawn from words, digits, characters without a token
+		// and runs of spaces.
+		r := rand.New(rand.NewPCG(27, 2))
+		parts := strings.Fields("the a and was Lily Tim once upon time big red ball said she . , ! ? 1 23 456 é ü 日 🙂 \t \n")
+		parts = append(parts, " ", "  ", "   ")
+		for range 200 {
+			var text strings.Builder
+			for range r.IntN(30) {
+				text.WriteString(parts[r.IntN(len(parts))])
+				if r.IntN(3) > 0 {
+					text.WriteByte(' ')
+				}
+			}
+			texts = append(texts, text.String())
 		}
 		res := loadInHFJS(t, modules, "", out, texts, nil)
 		for i, text := range texts {
