@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 )
@@ -183,16 +184,27 @@ func cmpU32(a, b uint32) int {
 }
 
 // ErrNoHFForm is the error of HFFiles for a tokenizer that has no Hugging
-// Face form here (SentencePiece).
+// Face form: one of a type it does not know, or a SentencePiece vocabulary
+// that a Hugging Face BPE cannot encode with (the error says why).
 var ErrNoHFForm = errors.New("no Hugging Face tokenizer files are written for this tokenizer")
 
 // HFFiles returns the Hugging Face tokenizer files that describe tok, by
 // name: tokenizer.json (the tokenizers library's format: a BPE model with
-// its vocab and merges, the added tokens, the pre-tokenizer, a
-// post-processor adding BOS, and the ByteLevel decoder),
-// tokenizer_config.json (the BOS and EOS tokens, the chat template,
-// PreTrainedTokenizerFast) and special_tokens_map.json. LoadFile loads
-// tokenizer.json back as tok. A SentencePiece tokenizer gives ErrNoHFForm.
+// its vocab and merges, the added tokens, the normalizer and
+// pre-tokenizer, a post-processor adding BOS, and the decoder),
+// tokenizer_config.json (the BOS, EOS and unknown tokens, the chat
+// template, PreTrainedTokenizerFast) and special_tokens_map.json. LoadFile
+// loads tokenizer.json back as tok.
+//
+// A SentencePiece vocabulary is written as Hugging Face's converter writes
+// Llama's: a BPE of every token with byte fallback to the <0xAB> tokens,
+// whose merges are every split of a token into two tokens, ranked by the
+// score of the token they make; the normalizer Prepend "▁" and Replace " "
+// with "▁" and no pre-tokenizer, so that each run of text between special
+// tokens gets its leading space as Encode gives it; and the decoder
+// Replace "▁" with " ", ByteFallback, Fuse and Strip one leading space. A
+// vocabulary that a BPE cannot encode with as turnwise does gives an error
+// wrapping ErrNoHFForm, saying why.
 //
 // The byte tokenizer's tokenizer.json is a byte-level BPE of the 256
 // bytes (each at the id of its value) and no merges, whose pre-tokenizer
@@ -207,6 +219,7 @@ func HFFiles(tok Tokenizer) (map[string][]byte, error) {
 	var (
 		file     hfOut
 		bos, eos string
+		unk      string
 		template string
 	)
 	switch t := tok.(type) {
@@ -242,7 +255,14 @@ func HFFiles(tok Tokenizer) (map[string][]byte, error) {
 		}
 		file = newHFOut(vocab, t.mergeStrings(), t.wholePieces, added, pre, bos, t.bos)
 	case *SentencePiece:
-		return nil, fmt.Errorf("tokenizer: SentencePiece: %w", ErrNoHFForm)
+		var err error
+		if file, err = t.hfOut(); err != nil {
+			return nil, err
+		}
+		bos, eos = t.tokens[t.bos], t.tokens[t.eos]
+		if t.unk >= 0 {
+			unk = t.tokens[t.unk]
+		}
 	default:
 		return nil, fmt.Errorf("tokenizer: %T: %w", tok, ErrNoHFForm)
 	}
@@ -252,14 +272,18 @@ func HFFiles(tok Tokenizer) (map[string][]byte, error) {
 	}
 	cfg := map[string]any{"bos_token": bos, "eos_token": eos, "tokenizer_class": "PreTrainedTokenizerFast",
 		"clean_up_tokenization_spaces": false}
+	special := map[string]string{"bos_token": bos, "eos_token": eos}
 	if template != "" {
 		cfg["chat_template"] = template
+	}
+	if unk != "" {
+		cfg["unk_token"], special["unk_token"] = unk, unk
 	}
 	cfgJS, err := json.MarshalIndent(cfg, "", "  ")
 	if err != nil {
 		return nil, err
 	}
-	mapJS, err := json.MarshalIndent(map[string]string{"bos_token": bos, "eos_token": eos}, "", "  ")
+	mapJS, err := json.MarshalIndent(special, "", "  ")
 	if err != nil {
 		return nil, err
 	}
@@ -305,7 +329,7 @@ type hfModelOut struct {
 	ByteFallback            bool             `json:"byte_fallback"`
 	IgnoreMerges            bool             `json:"ignore_merges"`
 	Vocab                   map[string]int32 `json:"vocab"`
-	Merges                  []string         `json:"merges"`
+	Merges                  any              `json:"merges"` // "left right" strings or [left, right] pairs
 }
 
 // hfByteLevel is the ByteLevel pre-tokenizer (or, with useRegex, the
@@ -314,9 +338,10 @@ func hfByteLevel(useRegex bool) map[string]any {
 	return map[string]any{"type": "ByteLevel", "add_prefix_space": useRegex, "trim_offsets": true, "use_regex": useRegex}
 }
 
-// newHFOut assembles a byte-level BPE tokenizer.json whose post-processor
-// puts the token bos (id bosID) in front of each sequence.
-func newHFOut(vocab map[string]int32, merges []string, ignoreMerges bool, added []hfAddedOut, pre any, bos string, bosID int32) hfOut {
+// newHFOut assembles a BPE tokenizer.json with the ByteLevel decoder and
+// no normalizer, whose post-processor puts the token bos (id bosID) in
+// front of each sequence.
+func newHFOut(vocab map[string]int32, merges any, ignoreMerges bool, added []hfAddedOut, pre any, bos string, bosID int32) hfOut {
 	seq := func(id string, typ int) map[string]any {
 		return map[string]any{"Sequence": map[string]any{"id": id, "type_id": typ}}
 	}
@@ -338,7 +363,11 @@ func newHFOut(vocab map[string]int32, merges []string, ignoreMerges bool, added 
 }
 
 // LoadFile reads the tokenizer file at path: the byte tokenizer's
-// tokenizer.json (HFFiles) as Bytes, any other as Load does.
+// tokenizer.json (HFFiles) as Bytes; a SentencePiece vocabulary's
+// tokenizer.json (a BPE with byte_fallback, as HFFiles and Hugging Face's
+// converter for Llama write it) as a SentencePiece, whose EOS token is the
+// eos_token of tokenizer_config.json beside the file, if it names one, else
+// </s>; any other as Load does.
 func LoadFile(path string) (Tokenizer, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -349,6 +378,13 @@ func LoadFile(path string) (Tokenizer, error) {
 			return nil, fmt.Errorf("tokenizer: %s: %w", path, err)
 		} else if ok {
 			return Bytes{}, nil
+		}
+		if isSentencePieceJSON(data) {
+			eos, err := hfConfigEOS(filepath.Join(filepath.Dir(path), "tokenizer_config.json"))
+			if err != nil {
+				return nil, err
+			}
+			return parseSentencePieceJSON(path, data, eos)
 		}
 	}
 	return Load(path)

@@ -10,7 +10,9 @@
 //     written by hand.
 //   - SentencePiece, the score-driven BPE of Llama 2 era models such as the
 //     tinyllamas checkpoints, built from the token, score and type arrays of
-//     a GGUF file (NewSentencePiece).
+//     a GGUF file (NewSentencePiece), or read from a Hugging Face
+//     tokenizer.json in the form Hugging Face's converter gives Llama's
+//     (LoadFile).
 //   - Bytes, one token per byte plus BOS and EOS, for models trained from
 //     scratch without tokenizer files.
 //

@@ -288,8 +288,9 @@ func writeChatTemplate(dir string) error {
 // (tokenizer.HFFiles: tokenizer.json, tokenizer_config.json,
 // special_tokens_map.json) to dir, each that dir does not have yet, so that
 // a directory exported from a GGUF file or from a model trained on bytes
-// carries its tokenizer. A tokenizer without a Hugging Face form here
-// (SentencePiece) writes nothing.
+// carries its tokenizer. A tokenizer without a Hugging Face form (a
+// SentencePiece vocabulary that a Hugging Face BPE cannot encode with as
+// turnwise does, tokenizer.ErrNoHFForm) writes nothing.
 func WriteTokenizerFiles(tok tokenizer.Tokenizer, dir string) error {
 	files, err := tokenizer.HFFiles(tok)
 	if errors.Is(err, tokenizer.ErrNoHFForm) {

@@ -699,6 +699,68 @@ func TestExportTokenizers(t *testing.T) {
 	}
 }
 
+// TestExportSentencePieceTokenizer exports a GGUF model whose vocabulary
+// is SentencePiece (stories260K) to a Hugging Face directory: it carries
+// tokenizer files, whose tokenizer.json loads as a SentencePiece that
+// encodes as the GGUF's and with which the directory generates the text
+// the GGUF does; exported back to GGUF, the directory's tokenizer becomes
+// tokenizer.ggml.* keys that encode as the original's too.
+func TestExportSentencePieceTokenizer(t *testing.T) {
+	path := testdata.Path(t, "stories260K", "stories260K.gguf")
+	b := cpu.New(cpu.Options{Threads: 2})
+	src, err := llama.LoadTokenizer(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	hf, back := filepath.Join(dir, "hf"), filepath.Join(dir, "back.gguf")
+	if err := export.Write(b, export.Options{From: path, Out: hf, Format: "hf", DType: engine.F32}); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"} {
+		if _, err := os.Stat(filepath.Join(hf, name)); err != nil {
+			t.Errorf("the export has no %s: %v", name, err)
+		}
+	}
+	tok, err := llama.LoadTokenizer(filepath.Join(hf, "tokenizer.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := tok.(*tokenizer.SentencePiece); !ok {
+		t.Errorf("the exported tokenizer.json loads as a %T, want a SentencePiece", tok)
+	}
+	if tok.VocabSize() != src.VocabSize() || tok.BOS() != src.BOS() || fmt.Sprint(tok.EOS()) != fmt.Sprint(src.EOS()) {
+		t.Errorf("the exported tokenizer has %d tokens, BOS %d, EOS %v; the GGUF's %d, %d, %v", tok.VocabSize(), tok.BOS(), tok.EOS(), src.VocabSize(), src.BOS(), src.EOS())
+	}
+	sameIDs(t, "the exported tokenizer.json", tok, src)
+	const prompt = "Once upon a time, there was a"
+	want := generateText(t, b, llama.Source{GGUF: path}, prompt)
+	if got := generateText(t, b, llama.Source{HF: hf}, prompt); got != want {
+		t.Errorf("the Hugging Face export generates %q, the GGUF %q", got, want)
+	}
+
+	if err := export.Write(b, export.Options{From: hf, Out: back, Format: "gguf", DType: engine.F32}); err != nil {
+		t.Fatal(err)
+	}
+	f, err := gguf.Open(back)
+	if err != nil {
+		t.Fatal(err)
+	}
+	model := f.Meta["tokenizer.ggml.model"]
+	f.Close()
+	if model != "llama" {
+		t.Errorf("the GGUF made from the export has tokenizer.ggml.model %v, want llama", model)
+	}
+	tokBack, err := llama.LoadTokenizer(back)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameIDs(t, back, tokBack, src)
+	if got := generateText(t, b, llama.Source{GGUF: back}, prompt); got != want {
+		t.Errorf("the GGUF made from the Hugging Face export generates %q, the original %q", got, want)
+	}
+}
+
 // hfJSModules returns the node_modules directory where
 // scripts/setup-exportcheck.sh installs Hugging Face's JavaScript GGUF
 // reader and tokenizers, or skips t when node or the packages are absent.
@@ -773,8 +835,12 @@ func loadInHFJS(t *testing.T, modules, file, dir string, texts, rendered []strin
 // (rope_freqs.weight F32 of head_dim/2) they read as written; the Hugging
 // Face directory exported from that GGUF, whose tokenizer.json encodes
 // sample texts to the byte tokenizer's ids, BOS first, and decodes them
-// back; and, with the shared Llama 3 tokenizer, the tokenizer.json made
-// from a GGUF's Llama 3 vocabulary, which encodes as turnwise's does.
+// back; the tokenizer.json exported from stories260K's SentencePiece
+// vocabulary, which encodes texts with leading and repeated spaces, digits,
+// special-token text and characters that fall back to bytes as turnwise
+// does and decodes them back; and, with the shared Llama 3 tokenizer, the
+// tokenizer.json made from a GGUF's Llama 3 vocabulary, which encodes as
+// turnwise's does.
 func TestExportLoadsInHFJS(t *testing.T) {
 	modules := hfJSModules(t)
 	b := cpu.New(cpu.Options{Threads: 2})
@@ -848,6 +914,51 @@ func TestExportLoadsInHFJS(t *testing.T) {
 	} else if fmt.Sprint(res.Rendered[0]) != fmt.Sprint(want) {
 		t.Errorf("tokenizers.js encodes the rendered byte chat %q as %v, EncodeChat as %v", rendered, res.Rendered[0], want)
 	}
+
+	// A SentencePiece vocabulary (stories260K), GGUF → HF. Hugging Face's
+	// tools read special-token text as the token, as turnwise does with
+	// AllowSpecial.
+	t.Run("sentencepiece", func(t *testing.T) {
+		path := testdata.Path(t, "stories260K", "stories260K.gguf")
+		sp, err := llama.LoadTokenizer(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := filepath.Join(t.TempDir(), "stories")
+		if err := export.Write(b, export.Options{From: path, Out: out, Format: "hf", DType: engine.F32}); err != nil {
+			t.Fatal(err)
+		}
+		texts := []string{
+			"Once upon a time, there was a little girl named Lily.", " one leading space", "   three leading spaces",
+			"two  spaces and a trailing one ", "digits 1234567890 and 3.14", "tab\tnewline\n\nend",
+			"héllo wörld 日本 🙂 – ½", "", "The end.</s>Then <s>more", storiesText,
+		}
+		// And texts drawn from words, digits, characters without a token
+		// and runs of spaces.
+		r := rand.New(rand.NewPCG(27, 2))
+		parts := strings.Fields("the a and was Lily Tim once upon time big red ball said she . , ! ? 1 23 456 é ü 日 🙂 \t \n")
+		parts = append(parts, " ", "  ", "   ")
+		for range 200 {
+			var text strings.Builder
+			for range r.IntN(30) {
+				text.WriteString(parts[r.IntN(len(parts))])
+				if r.IntN(3) > 0 {
+					text.WriteByte(' ')
+				}
+			}
+			texts = append(texts, text.String())
+		}
+		res := loadInHFJS(t, modules, "", out, texts, nil)
+		for i, text := range texts {
+			want := sp.Encode(text, tokenizer.EncodeOptions{AddBOS: true, AllowSpecial: true})
+			if fmt.Sprint(res.IDs[i]) != fmt.Sprint(want) {
+				t.Errorf("tokenizers.js encodes %q with the SentencePiece tokenizer.json as %v, turnwise as %v", text, res.IDs[i], want)
+			}
+			if !strings.Contains(text, "</s>") && res.Decoded[i] != text {
+				t.Errorf("tokenizers.js decodes %q as %q", text, res.Decoded[i])
+			}
+		}
+	})
 
 	// The Llama 3 vocabulary, HF → GGUF → HF: some seconds of JSON.
 	if testing.Short() {

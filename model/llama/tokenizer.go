@@ -13,7 +13,8 @@ import (
 )
 
 // LoadTokenizer opens a tokenizer file: a Llama 3 tokenizer.json or
-// tokenizer.model, or the byte tokenizer's tokenizer.json
+// tokenizer.model, the byte tokenizer's tokenizer.json, or a SentencePiece
+// vocabulary's tokenizer.json as Hugging Face writes Llama 2's
 // (tokenizer.LoadFile), or a GGUF model file whose metadata holds the
 // vocabulary, told apart by its magic bytes.
 func LoadTokenizer(path string) (tokenizer.Tokenizer, error) {
