@@ -6,6 +6,7 @@ package export
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -45,6 +46,8 @@ type Options struct {
 	// into place whole, so that Out holds exactly the new model's files and
 	// a failed export leaves Out as it was.
 	Force bool
+	// Log receives notices: what the export could not carry (nil: none).
+	Log io.Writer
 }
 
 // Write reads a model (and an adapter, merged into its weights in f32;
@@ -164,6 +167,13 @@ func Write(b engine.Backend, o Options) error {
 	} else if err = m.SaveHFAs(stage, o.DType); err == nil {
 		if err = llama.CopyTokenizerFiles(m.Config, src.HF, stage); err == nil && tok != nil {
 			err = llama.WriteTokenizerFiles(tok, stage)
+			if errors.Is(err, tokenizer.ErrNoHFForm) {
+				// The export stands without them: say so, and how to load it.
+				if o.Log != nil {
+					fmt.Fprintf(o.Log, "export: no tokenizer files in %s (%v): load it with --tokenizer %s\n", o.Out, err, o.From)
+				}
+				err = nil
+			}
 		}
 	}
 	if err != nil {

@@ -31,7 +31,7 @@ func runExport(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	if err != nil || !dt.IsFloat() {
 		return fmt.Errorf("--dtype %q: want f32, f16 or bf16", *dtype)
 	}
-	o.DType = dt
+	o.DType, o.Log = dt, stderr
 	if err := export.Write(cpu.New(cpu.Options{}), o); err != nil {
 		return err
 	}

@@ -290,12 +290,10 @@ func writeChatTemplate(dir string) error {
 // a directory exported from a GGUF file or from a model trained on bytes
 // carries its tokenizer. A tokenizer without a Hugging Face form (a
 // SentencePiece vocabulary that a Hugging Face BPE cannot encode with as
-// turnwise does, tokenizer.ErrNoHFForm) writes nothing.
+// turnwise does) writes nothing and returns an error wrapping
+// tokenizer.ErrNoHFForm that says why, for the caller to report.
 func WriteTokenizerFiles(tok tokenizer.Tokenizer, dir string) error {
 	files, err := tokenizer.HFFiles(tok)
-	if errors.Is(err, tokenizer.ErrNoHFForm) {
-		return nil
-	}
 	if err != nil {
 		return err
 	}

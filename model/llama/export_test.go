@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -998,5 +999,26 @@ func TestExportLoadsInHFJS(t *testing.T) {
 		t.Fatal(err)
 	} else if fmt.Sprint(res.Rendered[0]) != fmt.Sprint(want) {
 		t.Errorf("tokenizers.js encodes the rendered Llama 3.1 chat as %v, EncodeChat as %v", res.Rendered[0], want)
+	}
+}
+
+// TestWriteTokenizerFilesNoHFForm checks that a tokenizer without a Hugging
+// Face form (a SentencePiece vocabulary without byte tokens, which a
+// Hugging Face BPE cannot encode with as turnwise does) writes nothing and
+// says why, for the export to report, instead of passing silently.
+func TestWriteTokenizerFilesNoHFForm(t *testing.T) {
+	cfg := tokenizer.SentencePieceConfig{BOS: 1, EOS: 2, Unknown: 0,
+		Tokens: []string{"<unk>", "<s>", "</s>", "▁", "a", "▁a"}, Scores: []float32{0, 0, 0, -10, -10, -1}}
+	tok, err := tokenizer.NewSentencePiece(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	err = llama.WriteTokenizerFiles(tok, dir)
+	if !errors.Is(err, tokenizer.ErrNoHFForm) || !strings.Contains(err.Error(), "byte") {
+		t.Errorf("WriteTokenizerFiles: %v, want ErrNoHFForm saying which byte has no token", err)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Errorf("wrote %d files, want none", len(entries))
 	}
 }
