@@ -23,6 +23,10 @@ const (
 	peftDefaultAlpha = 8
 )
 
+// PEFTDefaultAlpha is PEFT's default lora_alpha (peft.LoraConfig), the
+// default of train sft's --lora-alpha.
+const PEFTDefaultAlpha = peftDefaultAlpha
+
 // peftConfig is adapter_config.json, in the fields turnwise writes and
 // reads. Fields PEFT has that change what an adapter computes, and that
 // turnwise does not implement, are refused when set (see peftRefused).

@@ -1,0 +1,151 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/spf13/pflag"
+
+	"github.com/turnwise/turnwise/checkpoint"
+	"github.com/turnwise/turnwise/engine/cpu"
+	"github.com/turnwise/turnwise/internal/recipe"
+	"github.com/turnwise/turnwise/trainer"
+)
+
+// TestThreadsClamp checks that --threads above the machine's CPU count is
+// lowered to it with a notice, and that a count within it is kept quietly.
+func TestThreadsClamp(t *testing.T) {
+	n := runtime.NumCPU()
+	for _, tc := range []struct {
+		threads, want int
+		notice        string
+	}{
+		{n + 3, n, fmt.Sprintf("--threads %d: this machine has %d CPUs; using %d threads", n+3, n, n)},
+		{n, n, ""},
+		{1, 1, ""},
+	} {
+		var notices bytes.Buffer
+		fs := pflag.NewFlagSet("x", pflag.ContinueOnError)
+		fs.SetOutput(&notices)
+		var bf backendFlags
+		bf.register(fs)
+		if err := fs.Parse([]string{"--threads", fmt.Sprint(tc.threads)}); err != nil {
+			t.Fatal(err)
+		}
+		b, err := bf.open()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := b.(*cpu.Backend).Threads(); got != tc.want || !strings.Contains(notices.String(), tc.notice) || (tc.notice == "") != (notices.Len() == 0) {
+			t.Errorf("--threads %d: %d threads, notice %q; want %d threads and notice %q", tc.threads, got, notices.String(), tc.want, tc.notice)
+		}
+	}
+}
+
+// TestSFTGuards checks the flags train sft refuses before it reads any
+// data: a LoRA rank above the adapted projections' dimensions, and
+// contradictory lengths of the run.
+func TestSFTGuards(t *testing.T) {
+	model := byteModel(t) // k and v are [16, 32]
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"rank above the built-in model's dimensions", []string{"--lora-rank", "100000"},
+			"--lora-rank 100000: LoRA rank 100000 exceeds projection q's smaller dimension (128×128): an update B·A has rank at most 128, want a rank of 1 to 64"},
+		{"rank above a loaded model's dimensions", []string{"--hf", model, "--lora-rank", "17"}, "want a rank of 1 to 16"},
+		{"rank above the targets' dimensions", []string{"--hf", model, "--lora-rank", "33", "--lora-targets", "q,o"}, "want a rank of 1 to 32"},
+		{"epochs and steps", []string{"--epochs", "2", "--steps", "5"}, "--epochs 2 and --steps 5 both say how long the run is"},
+		{"no length", []string{"--steps", "0"}, "--steps 0: give a number of steps, or --epochs N"},
+		{"zero epochs", []string{"--epochs", "0"}, "--epochs"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			out, err := runCmd(t, runSFT, "", append([]string{"--out", t.TempDir(), "--prompt="}, tc.args...)...)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %v, want one containing %q", err, tc.want)
+			}
+			if strings.Contains(out, "training examples") {
+				t.Errorf("the run read its data before refusing:\n%s", out)
+			}
+		})
+	}
+	if _, err := runCmd(t, runSFT, "", "--out", t.TempDir(), "--hf", model, "--lora-rank", "16", "--steps", "1", "--prompt=", "--threads", "1"); err != nil {
+		t.Errorf("rank 16 on a model whose smallest adapted dimension is 16: %v", err)
+	}
+}
+
+// chatFile writes n short chat rows to a JSONL file and returns its path.
+func chatFile(t *testing.T, n int) string {
+	var b strings.Builder
+	for i := range n {
+		fmt.Fprintf(&b, `{"messages": [{"role": "user", "content": "Hi %d"}, {"role": "assistant", "content": "Hello %d!"}]}`+"\n", i, i+1)
+	}
+	path := filepath.Join(t.TempDir(), "chats.jsonl")
+	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// TestSFTEpochsAndDefaultLR checks that --epochs N runs exactly N passes
+// over the training examples (the last checkpoint's data position is the
+// start of pass N), recording steps 0 and the epochs in config.yaml, and
+// that without --lr a pretrained model is fine-tuned at the fine-tuning
+// rates (every weight, or a LoRA adapter) and a model from scratch at the
+// from-scratch one, each recorded as used.
+func TestSFTEpochsAndDefaultLR(t *testing.T) {
+	model, data := byteModel(t), chatFile(t, 7)
+	tests := []struct {
+		name   string
+		args   []string
+		lr     string
+		epochs int
+	}{
+		{"full fine-tuning", []string{"--hf", model, "--epochs", "2"}, "2e-05", 2},
+		{"LoRA", []string{"--hf", model, "--lora-rank", "4", "--epochs", "3"}, "0.0002", 3},
+		{"from scratch", []string{"--preset", "tiny", "--epochs", "1"}, "0.003", 1},
+		{"given", []string{"--hf", model, "--epochs", "1", "--lr", "1e-3"}, "0.001", 1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			args := append([]string{"--out", dir, "--data", data, "--batch-tokens", "64", "--eval-fraction", "0", "--prompt=", "--threads", "1"}, tc.args...)
+			out, err := runCmd(t, runSFT, "", args...)
+			if err != nil {
+				t.Fatalf("%v\n%s", err, out)
+			}
+			cfg, err := recipe.Load(filepath.Join(dir, trainer.ConfigName))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cfg["lr"] != tc.lr || cfg["steps"] != "0" || cfg["epochs"] != fmt.Sprint(tc.epochs) {
+				t.Errorf("config.yaml: lr %q, steps %q, epochs %q; want %s, 0, %d", cfg["lr"], cfg["steps"], cfg["epochs"], tc.lr, tc.epochs)
+			}
+			last, _, err := checkpoint.Latest(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			raw, err := os.ReadFile(filepath.Join(last, "trainer.json"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var st struct {
+				Position struct{ Epoch, Index int } `json:"data_position"`
+			}
+			if err := json.Unmarshal(raw, &st); err != nil {
+				t.Fatal(err)
+			}
+			if st.Position.Epoch != tc.epochs || st.Position.Index != 0 {
+				t.Errorf("%s: the run ended at data position %+v, want the start of epoch %d\n%s", filepath.Base(last), st.Position, tc.epochs, out)
+			}
+		})
+	}
+}
