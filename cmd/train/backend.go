@@ -16,15 +16,15 @@ import (
 // --threads for every subcommand that runs a model, and --recompute for
 // those that train one.
 type backendFlags struct {
-	backend   string // cpu or cuda
-	gemm      string // cuda: own or cublas ("": cuBLASLt where one is found)
-	threads   int    // cpu: worker threads (0: one per core)
+	backend string // cpu or cuda
+	gemm    string // cuda: own or cublas ("": cuBLASLt where one is found)
+	threads int    // cpu: worker threads (0: one per core)
 	// clamp, set by register, is where open says that it lowered a
 	// --threads above the machine's CPU count to that count; nil leaves
 	// threads alone (a subcommand that sets them itself, such as demo).
-	clamp io.Writer
-	device    int    // cuda: the GPU ordinal (not a flag: a rank's LOCAL_RANK)
-	recompute bool   // trainers: llama.Model.Recompute
+	clamp     io.Writer
+	device    int  // cuda: the GPU ordinal (not a flag: a rank's LOCAL_RANK)
+	recompute bool // trainers: llama.Model.Recompute
 }
 
 // register adds --backend, --gemm and --threads.
