@@ -86,7 +86,21 @@ type Trainer struct {
 	progress   *metrics.Progress
 	metricsOut *metrics.Writer
 	log        io.Writer
+	nonFinite  int            // steps in a row whose loss was NaN or infinite
+	acc        *engine.Tensor // [1] f32: the weights check's sum (checkWeights)
 }
+
+// MaxNonFiniteLosses is how many steps in a row may have a NaN or infinite
+// loss before Run stops with ErrDiverged. A single one — an overflow on
+// one batch — costs one step: its gradient is non-finite too, and the
+// optimizer skips it (optim.AdamW.Step), leaving the weights as they were.
+const MaxNonFiniteLosses = 3
+
+// ErrDiverged is what Run and SaveOutput wrap when training has diverged:
+// MaxNonFiniteLosses losses in a row were not finite, or the trained
+// weights are (checked before every checkpoint and the final model, which
+// are then not written).
+var ErrDiverged = errors.New("training diverged")
 
 // New prepares a run of model m (with adapter ad, or nil for full
 // fine-tuning) over the train packer, evaluating on eval (nil: none).
@@ -296,6 +310,11 @@ func (t *Trainer) Run() error {
 		if res.Skipped {
 			rec.Values["skipped"] = 1
 		}
+		if math.IsNaN(loss) || math.IsInf(loss, 0) {
+			t.nonFinite++
+		} else {
+			t.nonFinite = 0
+		}
 		if t.eval != nil && dp.writes() && t.cfg.EvalEvery > 0 && (t.st.Step%t.cfg.EvalEvery == 0 || t.st.Step == t.cfg.Steps) {
 			ev, err := t.Evaluate()
 			if err != nil {
@@ -309,6 +328,10 @@ func (t *Trainer) Run() error {
 			}
 		}
 		t.progress.Update(int64(t.st.Step), loss, lr, tps)
+		if t.nonFinite >= MaxNonFiniteLosses {
+			return fmt.Errorf("%w at step %d: the loss was %v for %d steps in a row (lower the learning rate?)%s",
+				ErrDiverged, t.st.Step, loss, t.nonFinite, t.lastCheckpoint())
+		}
 		if t.cfg.RunDir != "" && (dp.writes() || t.p.Opt.Sharded()) && ((t.cfg.CheckpointEvery > 0 && t.st.Step%t.cfg.CheckpointEvery == 0) || t.st.Step == t.cfg.Steps) {
 			if err := t.Save(); err != nil {
 				return err
@@ -346,6 +369,9 @@ func (t *Trainer) Evaluate() (float64, error) {
 // job of several ranks only rank 0 writes; with a sharded optimizer Save is
 // a collective (it gathers the state), which every rank calls.
 func (t *Trainer) Save() error {
+	if err := t.checkWeights(); err != nil {
+		return err
+	}
 	return t.p.SaveCheckpoint(t.cfg.Comm, t.cfg.RunDir, t.st.Step, t.cfg.KeepCheckpoints, t.st, t.cfg.Compress)
 }
 
@@ -367,5 +393,41 @@ func (t *Trainer) SaveOutput(dir string) error {
 	if t.cfg.Comm != nil && t.cfg.Comm.Rank() != 0 {
 		return nil
 	}
+	if err := t.checkWeights(); err != nil {
+		return err
+	}
 	return t.m.Save(t.ad, dir)
+}
+
+// checkWeights returns an ErrDiverged error when a trained weight is NaN or
+// infinite (or so large that its square overflows f32, about 1.8e19).
+func (t *Trainer) checkWeights() error {
+	b := t.m.Backend()
+	if t.acc == nil {
+		acc, err := engine.Alloc(b, engine.F32, 1)
+		if err != nil {
+			return err
+		}
+		t.acc = acc
+	}
+	ts := make([]*engine.Tensor, 0, len(t.p.Tensors))
+	for _, w := range t.p.Tensors {
+		ts = append(ts, w)
+	}
+	if n := engine.GlobalNorm(b, t.acc, ts); math.IsNaN(float64(n)) || math.IsInf(float64(n), 0) {
+		return fmt.Errorf("%w at step %d: the trained weights hold non-finite values; nothing was saved from them%s", ErrDiverged, t.st.Step, t.lastCheckpoint())
+	}
+	return nil
+}
+
+// lastCheckpoint names the run directory's newest valid checkpoint for an
+// error's end ("" without one).
+func (t *Trainer) lastCheckpoint() string {
+	if t.cfg.RunDir == "" {
+		return ""
+	}
+	if d, _, err := checkpoint.Latest(t.cfg.RunDir); err == nil {
+		return "; the newest checkpoint is " + d
+	}
+	return ""
 }

@@ -2,6 +2,7 @@ package trainer
 
 import (
 	"bytes"
+	"errors"
 	"math"
 	"os"
 	"path/filepath"
@@ -231,5 +232,64 @@ func TestLossFalls(t *testing.T) {
 	}
 	if !strings.Contains(log.String(), "40/40") {
 		t.Errorf("progress output lacks the final step:\n%s", log.String())
+	}
+}
+
+// TestDivergedRunStops checks that a run whose loss stays non-finite stops
+// with ErrDiverged naming the step, and that no checkpoint or final model
+// is written from non-finite weights.
+func TestDivergedRunStops(t *testing.T) {
+	tests := []struct {
+		name   string
+		lr     float64
+		poison bool   // a NaN in a trained weight before the run
+		want   string // in the error
+	}{
+		{"huge learning rate", 1e9, false, "the loss was NaN for 3 steps in a row"},
+		{"NaN weight", 3e-3, true, "training diverged at step 2: the trained weights hold non-finite values"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			m, _, p := setup(t, false)
+			if tc.poison {
+				w := m.Weights.Layers[0].Wq
+				v := engine.ToF32(m.Backend(), w)
+				v[5] = float32(math.NaN())
+				engine.SetF32(m.Backend(), w, v)
+			}
+			dir := t.TempDir()
+			cfg := config(dir, 20)
+			cfg.MicroBatches, cfg.CheckpointEvery, cfg.Schedule.Peak, cfg.Schedule.Warmup = 1, 2, tc.lr, 0
+			tr, err := New(m, nil, p, nil, cfg, &bytes.Buffer{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = tr.Run()
+			if !errors.Is(err, ErrDiverged) || !strings.Contains(err.Error(), tc.want) || tr.Step() >= 20 {
+				t.Fatalf("Run: %v after %d steps; want ErrDiverged saying %q before step 20", err, tr.Step(), tc.want)
+			}
+			if err := tr.SaveOutput(filepath.Join(dir, FinalDir)); tc.poison && !errors.Is(err, ErrDiverged) {
+				t.Errorf("SaveOutput of NaN weights: %v, want ErrDiverged", err)
+			}
+			if _, err := os.Stat(filepath.Join(dir, FinalDir)); tc.poison && err == nil {
+				t.Errorf("a final model was written from NaN weights")
+			}
+			// The newest checkpoint, if any, resumes into finite weights.
+			m2, _, p2 := setup(t, false)
+			tr2, err := New(m2, nil, p2, nil, config(dir, 20), &bytes.Buffer{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := tr2.Resume(); err != nil {
+				t.Fatal(err)
+			}
+			for name, v := range weights(m2, nil) {
+				for _, x := range v {
+					if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
+						t.Fatalf("checkpoint at step %d holds a non-finite %s", tr2.Step(), name)
+					}
+				}
+			}
+		})
 	}
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -147,5 +148,19 @@ func TestSFTEpochsAndDefaultLR(t *testing.T) {
 				t.Errorf("%s: the run ended at data position %+v, want the start of epoch %d\n%s", filepath.Base(last), st.Position, tc.epochs, out)
 			}
 		})
+	}
+}
+
+// TestSFTDiverges checks that a run whose loss goes non-finite exits with
+// an error naming the step and writes no final model.
+func TestSFTDiverges(t *testing.T) {
+	dir := t.TempDir()
+	_, err := runCmd(t, runSFT, "", "--out", dir, "--lr", "1e9", "--steps", "20", "--checkpoint-every", "2", "--batch-tokens", "256",
+		"--eval-every", "0", "--prompt=", "--threads", "1")
+	if !errors.Is(err, trainer.ErrDiverged) || !strings.Contains(err.Error(), "training diverged at step") {
+		t.Fatalf("--lr 1e9: %v; want an error saying at which step training diverged", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, trainer.FinalDir)); err == nil {
+		t.Error("a diverged run wrote a final model")
 	}
 }

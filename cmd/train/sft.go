@@ -49,8 +49,14 @@ examples (the steps those take, rounded up; --steps then stays unset or
 Learning rate: unless --lr is given, %g from scratch (the built-in model
 or --preset), %g for every weight of a pretrained model (--hf, --gguf:
 small enough to keep what it learned in pretraining) and %g for a LoRA
-adapter on one (ten times that: the adapter starts at zero, learns a
+adapter on one (ten times higher: the adapter starts at zero, learns a
 low-rank update and is scaled by --lora-alpha/--lora-rank).
+
+Divergence: a step whose gradient is NaN or infinite is skipped (the
+weights stay as they were), so one overflow costs one step; a run whose
+loss is NaN or infinite for %d steps in a row stops with an error naming
+the step, and no checkpoint or final model is ever written from weights
+that are not finite.
 
 flags:
 `
@@ -58,7 +64,7 @@ flags:
 // runSFT implements "train sft".
 func runSFT(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	fs := newFlags("sft", stderr)
-	fs.Usage = func() { fmt.Fprintf(stderr, sftUsage, scratchLR, fullFineTuneLR, loraFineTuneLR); fs.PrintDefaults() }
+	fs.Usage = func() { fmt.Fprintf(stderr, sftUsage, scratchLR, fullFineTuneLR, loraFineTuneLR, trainer.MaxNonFiniteLosses); fs.PrintDefaults() }
 	var mf modelFlags
 	mf.register(fs)
 	mf.registerRecompute(fs)
