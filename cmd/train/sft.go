@@ -64,7 +64,10 @@ flags:
 // runSFT implements "train sft".
 func runSFT(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	fs := newFlags("sft", stderr)
-	fs.Usage = func() { fmt.Fprintf(stderr, sftUsage, scratchLR, fullFineTuneLR, loraFineTuneLR, trainer.MaxNonFiniteLosses); fs.PrintDefaults() }
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, sftUsage, scratchLR, fullFineTuneLR, loraFineTuneLR, trainer.MaxNonFiniteLosses)
+		fs.PrintDefaults()
+	}
 	var mf modelFlags
 	mf.register(fs)
 	mf.registerRecompute(fs)
