@@ -1,6 +1,7 @@
 package trainer
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -63,7 +64,12 @@ var SFTMayChange = []string{"steps", "micro-batches", "backend", "gemm", "thread
 
 // RunSFT runs j to its last step, saying on Log what it trains, where it
 // resumes and where the checkpoints and metrics are.
-func RunSFT(j SFTJob) error {
+func RunSFT(j SFTJob) error { return RunSFTContext(context.Background(), j) }
+
+// RunSFTContext is RunSFT, stopping early when ctx is cancelled
+// (Trainer.RunContext): the error then wraps ErrInterrupted and names the
+// checkpoint a resumed run continues from, and no final model is written.
+func RunSFTContext(ctx context.Context, j SFTJob) error {
 	m, cfg := j.Model, j.Config
 	trainEx, evalEx, err := data.Split(j.Examples, j.EvalFraction, j.Seed)
 	if err != nil {
@@ -128,7 +134,7 @@ func RunSFT(j SFTJob) error {
 	if from > 0 {
 		fmt.Fprintf(j.Log, "resuming from step %d\n", from)
 	}
-	if err := tr.Run(); err != nil {
+	if err := tr.RunContext(ctx); err != nil {
 		return err
 	}
 	if comm != nil {

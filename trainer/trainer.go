@@ -17,6 +17,7 @@
 package trainer
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -238,8 +239,20 @@ func meanNLL(b engine.Backend, p *llama.Pass, bt llama.Batch) float64 {
 	return s / float64(max(n, 1))
 }
 
+// ErrInterrupted is what RunContext wraps when its context was cancelled:
+// the step under way was finished and, with a run directory, saved.
+var ErrInterrupted = errors.New("interrupted")
+
 // Run trains from the current step to cfg.Steps.
-func (t *Trainer) Run() error {
+func (t *Trainer) Run() error { return t.RunContext(context.Background()) }
+
+// RunContext is Run, stopping early when ctx is cancelled: the step under
+// way is finished and, with a run directory, checkpointed, and the error
+// wraps ErrInterrupted and names the checkpoint, from which Resume
+// continues as if the run had not stopped. In a data-parallel job the
+// ranks agree, with each step's loss, whether any was cancelled, and stop
+// after the same step.
+func (t *Trainer) RunContext(ctx context.Context) error {
 	b := t.m.Backend()
 	dp := newDataParallel(t.cfg.Comm, b)
 	mdir := t.cfg.RunDir
@@ -290,7 +303,8 @@ func (t *Trainer) Run() error {
 			p.Release()
 		}
 		var err error
-		if loss, tokens, err = dp.reduce(t.p, loss, tokens); err != nil {
+		var stop bool
+		if loss, tokens, stop, err = dp.reduce(t.p, loss, tokens, ctx.Err() != nil); err != nil {
 			return err
 		}
 		lr := t.cfg.Schedule.LR(t.st.Step)
@@ -332,10 +346,19 @@ func (t *Trainer) Run() error {
 			return fmt.Errorf("%w at step %d: the loss was %v for %d steps in a row (lower the learning rate?)%s",
 				ErrDiverged, t.st.Step, loss, t.nonFinite, t.lastCheckpoint())
 		}
-		if t.cfg.RunDir != "" && (dp.writes() || t.p.Opt.Sharded()) && ((t.cfg.CheckpointEvery > 0 && t.st.Step%t.cfg.CheckpointEvery == 0) || t.st.Step == t.cfg.Steps) {
+		saves := t.cfg.RunDir != "" && (dp.writes() || t.p.Opt.Sharded())
+		due := (t.cfg.CheckpointEvery > 0 && t.st.Step%t.cfg.CheckpointEvery == 0) || t.st.Step == t.cfg.Steps
+		if saves && (due || stop) {
 			if err := t.Save(); err != nil {
 				return err
 			}
+		}
+		if stop {
+			t.progress.Done()
+			if t.cfg.RunDir == "" {
+				return fmt.Errorf("%w after step %d (no run directory: nothing saved)", ErrInterrupted, t.st.Step)
+			}
+			return fmt.Errorf("%w after step %d: checkpoint %s holds it, and a resumed run continues from there", ErrInterrupted, t.st.Step, checkpoint.Dir(t.cfg.RunDir, t.st.Step))
 		}
 	}
 	t.progress.Done()

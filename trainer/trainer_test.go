@@ -2,6 +2,7 @@ package trainer
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"math"
 	"os"
@@ -291,5 +292,72 @@ func TestDivergedRunStops(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// cancelAfter is a context that reports itself cancelled from its n-th
+// call of Err on: RunContext asks once per step, so it stops a run after
+// exactly n steps.
+type cancelAfter struct {
+	context.Context
+	n int
+}
+
+func (c *cancelAfter) Err() error {
+	if c.n--; c.n <= 0 {
+		return context.Canceled
+	}
+	return nil
+}
+
+// TestInterruptAndResume cancels a run's context during step 3 (a step
+// that is no checkpoint's): the run finishes the step, writes a
+// checkpoint of it and returns ErrInterrupted naming it, and a resumed run
+// ends with the weights and losses of an uninterrupted one, bit for bit.
+func TestInterruptAndResume(t *testing.T) {
+	for _, lora := range []bool{false, true} {
+		m, ad, p := setup(t, lora)
+		whole := t.TempDir()
+		tr, _ := New(m, ad, p, nil, config(whole, 8), &bytes.Buffer{})
+		if err := tr.Run(); err != nil {
+			t.Fatal(err)
+		}
+		want := weights(m, ad)
+
+		dir := t.TempDir()
+		m1, ad1, p1 := setup(t, lora)
+		tr1, _ := New(m1, ad1, p1, nil, config(dir, 8), &bytes.Buffer{})
+		err := tr1.RunContext(&cancelAfter{Context: context.Background(), n: 3})
+		if !errors.Is(err, ErrInterrupted) || !strings.Contains(err.Error(), "after step 3: checkpoint "+filepath.Join(dir, "step-000003")) {
+			t.Fatalf("lora=%v: a run cancelled during step 3 returned %v; want ErrInterrupted naming step-000003", lora, err)
+		}
+		m2, ad2, p2 := setup(t, lora)
+		tr2, _ := New(m2, ad2, p2, nil, config(dir, 8), &bytes.Buffer{})
+		if step, err := tr2.Resume(); err != nil || step != 3 {
+			t.Fatalf("lora=%v: resumed at step %d, %v; want 3", lora, step, err)
+		}
+		if err := tr2.Run(); err != nil {
+			t.Fatal(err)
+		}
+		got := weights(m2, ad2)
+		for name, w := range want {
+			for i := range w {
+				if math.Float32bits(w[i]) != math.Float32bits(got[name][i]) {
+					t.Fatalf("lora=%v: %s[%d] = %v after the interrupted run resumed, %v uninterrupted", lora, name, i, got[name][i], w[i])
+				}
+			}
+		}
+		a, errA := metrics.Read(filepath.Join(whole, MetricsName))
+		b, errB := metrics.Read(filepath.Join(dir, MetricsName))
+		if errA != nil || errB != nil || len(a) != 8 || len(b) != 8 {
+			t.Fatalf("metrics: %d and %d records (%v, %v), want 8", len(a), len(b), errA, errB)
+		}
+		for i := range a {
+			la, _ := a[i].Get(metrics.Loss)
+			lb, _ := b[i].Get(metrics.Loss)
+			if la != lb {
+				t.Errorf("lora=%v: step %d loss %v uninterrupted, %v interrupted and resumed", lora, a[i].Step, la, lb)
+			}
+		}
 	}
 }

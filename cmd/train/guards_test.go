@@ -6,10 +6,15 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/spf13/pflag"
 
@@ -162,5 +167,110 @@ func TestSFTDiverges(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, trainer.FinalDir)); err == nil {
 		t.Error("a diverged run wrote a final model")
+	}
+}
+
+// syncBuffer is a bytes.Buffer that a child process writes while a test
+// reads it.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func (b *syncBuffer) Reset() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.buf.Reset()
+}
+
+// startSFTWith runs "train sft" with args in a child process (see
+// TestMain), its output into out.
+func startSFTWith(t *testing.T, out *syncBuffer, args []string) *exec.Cmd {
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "TW_TRAIN_MAIN="+strings.Join(args, " "))
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return cmd
+}
+
+// waitFor waits until path exists.
+func waitFor(t *testing.T, path string) {
+	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(5 * time.Millisecond) {
+		if _, err := os.Stat(path); err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not appear", path)
+		}
+	}
+}
+
+// TestSignalAndResume sends SIGINT, then SIGTERM, to train sft in a child
+// process: each run finishes its step, writes a checkpoint, says where it
+// is and exits with status 1; the run resumed from it ends with the weights
+// of an uninterrupted run. Two signals at once stop a run at once.
+func TestSignalAndResume(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts child processes")
+	}
+	whole := t.TempDir()
+	var out syncBuffer
+	if err := startSFTWith(t, &out, sftArgs(whole)).Wait(); err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	dir := t.TempDir()
+	for i, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
+		out.Reset()
+		cmd := startSFTWith(t, &out, sftArgs(dir))
+		waitFor(t, checkpoint.Dir(dir, 4*(i+1)))
+		cmd.Process.Signal(sig)
+		err := cmd.Wait()
+		var exit *exec.ExitError
+		if !errors.As(err, &exit) || exit.ExitCode() != 1 || !regexp.MustCompile(`interrupted after step \d+: checkpoint \S+step-0000\d\d holds it`).MatchString(out.String()) {
+			t.Fatalf("%v: exit %v; want status 1 and a message naming the checkpoint\n%s", sig, err, out.String())
+		}
+		if _, err := os.Stat(filepath.Join(dir, trainer.FinalDir)); err == nil {
+			t.Fatalf("an interrupted run wrote its final model")
+		}
+	}
+	out.Reset()
+	if err := startSFTWith(t, &out, sftArgs(dir)).Wait(); err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	final := func(dir string) []byte { return mustRead(t, filepath.Join(dir, trainer.FinalDir, "model.safetensors")) }
+	if !bytes.Equal(final(whole), final(dir)) {
+		t.Error("interrupted twice and resumed: the final weights differ from an uninterrupted run's")
+	}
+
+	out.Reset()
+	// Slow steps (many micro-batches), so that the second signal comes
+	// while the first one's step is still under way.
+	third := t.TempDir()
+	cmd := startSFTWith(t, &out, append(sftArgs(third), "--micro-batches", "16"))
+	waitFor(t, checkpoint.Dir(third, 2))
+	cmd.Process.Signal(syscall.SIGINT)
+	for deadline := time.Now().Add(time.Minute); !strings.Contains(out.String(), "again to stop at once"); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no notice of the first signal:\n%s", out.String())
+		}
+	}
+	cmd.Process.Signal(syscall.SIGINT)
+	var exit *exec.ExitError
+	if err := cmd.Wait(); !errors.As(err, &exit) || exit.ExitCode() != exitSecondSignal || !strings.Contains(out.String(), "stopping now") {
+		t.Errorf("two signals: exit %v; want status %d at once\n%s", err, exitSecondSignal, out.String())
 	}
 }

@@ -58,6 +58,11 @@ loss is NaN or infinite for %d steps in a row stops with an error naming
 the step, and no checkpoint or final model is ever written from weights
 that are not finite.
 
+SIGINT or SIGTERM (Ctrl-C) finishes the step under way, writes a
+checkpoint of it to --out and exits with an error naming it; the same
+command resumes from there exactly as if the run had not stopped. A
+second signal exits at once, without that checkpoint.
+
 flags:
 `
 
@@ -190,7 +195,8 @@ func runSFT(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	err = trainer.RunSFT(trainer.SFTJob{Model: m, Adapter: ad, Rank: *rank, Examples: examples, EvalFraction: *evalFrac,
+	ctx, stop := interruptible(stderr)
+	err = trainer.RunSFTContext(ctx, trainer.SFTJob{Model: m, Adapter: ad, Rank: *rank, Examples: examples, EvalFraction: *evalFrac,
 		BatchTokens: *batchTokens, Seed: mf.seed, Resume: *resume, Log: stdout, Flags: recipe.Values(fs), Force: *force,
 		Epochs: epochs.n, WarmupSteps: func(n int) int { s, _ := warmup.Steps(n); return s },
 		Join: func(b engine.Backend) (engine.Communicator, func(), error) { return joinJob(b, job.rank) },
@@ -200,6 +206,7 @@ func runSFT(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 			Schedule: optim.Schedule{Peak: *lr, Warmup: warmupSteps, Total: *steps, Cosine: true, MinRatio: *minRatio},
 			AdamW:    optim.AdamWConfig{Beta1: 0.9, Beta2: 0.95, Eps: 1e-8, WeightDecay: float32(*wd), MaxGradNorm: float32(*clip)},
 		}})
+	stop()
 	if err != nil {
 		return err
 	}
