@@ -20,7 +20,15 @@ type LoRAConfig struct {
 	Alpha   float32
 	Targets []string // projection names: q, k, v, o, gate, up, down
 	RSLoRA  bool     // rank-stabilised: the update is scaled by α/√r instead of α/r
+	// Dropout is PEFT's lora_dropout, in [0, 1): in a training pass each
+	// adapted projection computes s·B·A·dropout(x), with a mask of its own
+	// drawn from the batch's Batch.DropoutSeed; evaluation and generation
+	// use x itself. 0: none.
+	Dropout float32
 }
+
+// projIndex returns projection p's index in AllProjections.
+func projIndex(p string) int { return slices.Index(AllProjections, p) }
 
 // LoRAParams returns the number of adapter parameters of l on c.
 func (c Config) LoRAParams(l LoRAConfig) (int64, error) {
@@ -223,6 +231,9 @@ func (lc LoRAConfig) widestGroup() int {
 // projection W [out, in] has rank at most min(out, in), so a larger r adds
 // parameters and work but nothing the adapter can express.
 func (c Config) CheckLoRARank(l LoRAConfig) error {
+	if !(l.Dropout >= 0 && l.Dropout < 1) {
+		return fmt.Errorf("LoRA dropout %v: want a probability in [0, 1)", l.Dropout)
+	}
 	if l.Rank <= 0 {
 		return fmt.Errorf("LoRA rank %d: must be positive", l.Rank)
 	}
