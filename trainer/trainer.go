@@ -53,6 +53,11 @@ type Config struct {
 	// PeakFLOPS is one device's peak FLOP/s for the MFU the metrics record
 	// (see metrics.MeterOptions.PeakFLOPS); 0 leaves MFU out.
 	PeakFLOPS float64
+	// DropoutSeed seeds the dropout masks of an adapter with dropout
+	// (llama.LoRAConfig.Dropout): each micro-batch's are drawn from it, the
+	// step, the micro-batch and the rank (llama.Batch.DropoutSeed), so that
+	// a resumed run draws the masks an uninterrupted one does.
+	DropoutSeed uint64
 
 	// Comm, when not nil, makes the run one rank of a data-parallel job
 	// (see dataParallel): nil or a job of one is a single process.
@@ -290,6 +295,7 @@ func (t *Trainer) RunContext(ctx context.Context) error {
 				t.p.LastMicroBatch()
 			}
 			bt := dp.next(t.train)
+			bt.DropoutSeed = engine.MixSeed(t.cfg.DropoutSeed, uint64(t.st.Step), uint64(mb), uint64(dp.rank)) | 1
 			dlogp, err := lossGrad(bt, 1)
 			if err != nil {
 				return err

@@ -315,7 +315,18 @@ func (c *cancelAfter) Err() error {
 // checkpoint of it and returns ErrInterrupted naming it, and a resumed run
 // ends with the weights and losses of an uninterrupted one, bit for bit.
 func TestInterruptAndResume(t *testing.T) {
-	for _, lora := range []bool{false, true} {
+	for _, c := range []struct {
+		lora    bool
+		dropout float32 // the adapter's
+	}{{false, 0}, {true, 0}, {true, 0.25}} {
+		lora := c.lora
+		setup := func(t *testing.T, lora bool) (*llama.Model, *llama.Adapter, *data.Packer) {
+			m, ad, p := setup(t, lora)
+			if ad != nil {
+				ad.Config.Dropout = c.dropout
+			}
+			return m, ad, p
+		}
 		m, ad, p := setup(t, lora)
 		whole := t.TempDir()
 		tr, _ := New(m, ad, p, nil, config(whole, 8), &bytes.Buffer{})

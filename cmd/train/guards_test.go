@@ -71,6 +71,10 @@ func TestSFTGuards(t *testing.T) {
 		{"epochs and steps", []string{"--epochs", "2", "--steps", "5"}, "--epochs 2 and --steps 5 both say how long the run is"},
 		{"no length", []string{"--steps", "0"}, "--steps 0: give a number of steps, or --epochs N"},
 		{"zero epochs", []string{"--epochs", "0"}, "--epochs"},
+		{"dropout of 1", []string{"--lora-rank", "4", "--lora-dropout", "1"}, "--lora-dropout 1: want a value in [0, 1)"},
+		{"alpha of 0", []string{"--lora-rank", "4", "--lora-alpha", "0"}, "--lora-alpha 0: want a value > 0"},
+		{"alpha without an adapter", []string{"--lora-alpha", "16"}, "--lora-alpha and --lora-dropout shape a fresh adapter"},
+		{"dropout of a loaded adapter", []string{"--adapter", "x", "--lora-dropout", "0.1"}, "--lora-alpha and --lora-dropout shape a fresh adapter"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -272,5 +276,35 @@ func TestSignalAndResume(t *testing.T) {
 	var exit *exec.ExitError
 	if err := cmd.Wait(); !errors.As(err, &exit) || exit.ExitCode() != exitSecondSignal || !strings.Contains(out.String(), "stopping now") {
 		t.Errorf("two signals: exit %v; want status %d at once\n%s", err, exitSecondSignal, out.String())
+	}
+}
+
+// TestSFTLoRAConfig checks that the adapter train sft saves records the
+// lora_alpha and lora_dropout it trained with: PEFT's defaults (8, 0)
+// unless --lora-alpha and --lora-dropout say otherwise.
+func TestSFTLoRAConfig(t *testing.T) {
+	model := byteModel(t)
+	for _, tc := range []struct {
+		args           []string
+		alpha, dropout float64
+	}{
+		{nil, 8, 0},
+		{[]string{"--lora-alpha", "16", "--lora-dropout", "0.1"}, 16, 0.1},
+	} {
+		dir := t.TempDir()
+		args := append([]string{"--out", dir, "--hf", model, "--lora-rank", "4", "--steps", "2", "--batch-tokens", "64", "--prompt=", "--threads", "1"}, tc.args...)
+		if out, err := runCmd(t, runSFT, "", args...); err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+		var cfg struct {
+			Alpha   float64 `json:"lora_alpha"`
+			Dropout float64 `json:"lora_dropout"`
+		}
+		if err := json.Unmarshal(mustRead(t, filepath.Join(dir, trainer.FinalDir, "adapter_config.json")), &cfg); err != nil {
+			t.Fatal(err)
+		}
+		if float32(cfg.Alpha) != float32(tc.alpha) || float32(cfg.Dropout) != float32(tc.dropout) {
+			t.Errorf("%q: adapter_config.json has lora_alpha %v, lora_dropout %v; want %v, %v", tc.args, cfg.Alpha, cfg.Dropout, tc.alpha, tc.dropout)
+		}
 	}
 }

@@ -94,6 +94,7 @@ func runSFT(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	clip := fs.Float64("clip", 1, "clip the global gradient norm to this (0: off)")
 	rank := fs.Int("lora-rank", 0, "train a LoRA adapter of this rank on a frozen base (0: full fine-tuning); at most the smallest dimension of the projections it adapts")
 	alpha := fs.Float64("lora-alpha", llama.PEFTDefaultAlpha, "LoRA α: a fresh adapter's update is scaled by α/rank (PEFT's default; α = 2·rank doubles it)")
+	dropout := fs.Float64("lora-dropout", 0, "LoRA dropout: the probability of zeroing each input element of a fresh adapter, in training steps only (PEFT's lora_dropout; kept ones are scaled by 1/(1−p))")
 	targets := registerLoRATargets(fs)
 	evalFrac := fs.Float64("eval-fraction", 0.05, "fraction of examples held out for evaluation")
 	evalEvery := fs.Int("eval-every", 100, "steps between evaluations (0: never)")
@@ -127,6 +128,9 @@ func runSFT(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	if targets.Chosen() && (*rank == 0 || mf.adapter != "") {
 		return errors.New("--lora-targets chooses the projections of a fresh adapter: give it with --lora-rank N, without --adapter")
 	}
+	if (fs.Changed("lora-alpha") || fs.Changed("lora-dropout")) && (*rank == 0 || mf.adapter != "") {
+		return errors.New("--lora-alpha and --lora-dropout shape a fresh adapter: give them with --lora-rank N, without --adapter (whose adapter_config.json says its own)")
+	}
 	if *dataPath == "" && fs.Changed("data-format") {
 		return errors.New("--data-format says the format of --data: give it with --data FILE")
 	}
@@ -145,7 +149,7 @@ func runSFT(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 				return err
 			}
 		}
-		if err := c.CheckLoRARank(sftLoRA(*rank, targets, *alpha)); err != nil {
+		if err := c.CheckLoRARank(sftLoRA(*rank, targets, *alpha, *dropout)); err != nil {
 			return fmt.Errorf("--lora-rank %d: %w", *rank, err)
 		}
 	}
@@ -185,7 +189,7 @@ func runSFT(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 		return err
 	}
 	if *rank > 0 && ad == nil {
-		if ad, err = m.NewAdapter(sftLoRA(*rank, targets, *alpha), mf.seed); err != nil {
+		if ad, err = m.NewAdapter(sftLoRA(*rank, targets, *alpha, *dropout), mf.seed); err != nil {
 			return err
 		}
 	}
@@ -203,8 +207,9 @@ func runSFT(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 		Config: trainer.Config{
 			Steps: *steps, MicroBatches: *micro, EvalEvery: *evalEvery, EvalBatches: 2,
 			CheckpointEvery: *ckEvery, KeepCheckpoints: *keep, RunDir: *runDir, Compress: true, Zero: *zero, OverlapReduce: *overlap, PeakFLOPS: *peak * 1e12,
-			Schedule: optim.Schedule{Peak: *lr, Warmup: warmupSteps, Total: *steps, Cosine: true, MinRatio: *minRatio},
-			AdamW:    optim.AdamWConfig{Beta1: 0.9, Beta2: 0.95, Eps: 1e-8, WeightDecay: float32(*wd), MaxGradNorm: float32(*clip)},
+			DropoutSeed: mf.seed,
+			Schedule:    optim.Schedule{Peak: *lr, Warmup: warmupSteps, Total: *steps, Cosine: true, MinRatio: *minRatio},
+			AdamW:       optim.AdamWConfig{Beta1: 0.9, Beta2: 0.95, Eps: 1e-8, WeightDecay: float32(*wd), MaxGradNorm: float32(*clip)},
 		}})
 	stop()
 	if err != nil {
@@ -249,10 +254,10 @@ func defaultLR(scratch, lora bool) float64 {
 }
 
 // sftLoRA is the adapter train sft trains: rank r on the projections
-// targets chose, scaled by alpha/r.
-func sftLoRA(r int, targets *loraTargets, alpha float64) llama.LoRAConfig {
+// targets chose, scaled by alpha/r, with dropout on its input.
+func sftLoRA(r int, targets *loraTargets, alpha, dropout float64) llama.LoRAConfig {
 	lc := llama.LoRAFor(r, targets.Targets())
-	lc.Alpha = float32(alpha)
+	lc.Alpha, lc.Dropout = float32(alpha), float32(dropout)
 	return lc
 }
 
