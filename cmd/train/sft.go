@@ -142,13 +142,15 @@ func runSFT(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 		*lr = defaultLR(builtin || mf.Preset != "", *rank > 0 || mf.adapter != "")
 		fs.Set("lr", strconv.FormatFloat(*lr, 'g', -1, 64)) // recorded in config.yaml as used
 	}
-	if *rank > 0 {
-		c := builtinConfig
-		if !builtin {
-			if c, err = mf.config(); err != nil {
-				return err
-			}
+	// The model's architecture, read before anything loads: a missing
+	// model or a rank it cannot take stops the run here.
+	c := builtinConfig
+	if !builtin {
+		if c, err = mf.config(); err != nil {
+			return err
 		}
+	}
+	if *rank > 0 {
 		if err := c.CheckLoRARank(sftLoRA(*rank, targets, *alpha, *dropout)); err != nil {
 			return fmt.Errorf("--lora-rank %d: %w", *rank, err)
 		}
