@@ -381,7 +381,9 @@ func runRFT(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer j.leave()
-	return rl.TrainRFT(j.job(stdout), j.tf.epochs)
+	ctx, stop := interruptible(stderr)
+	defer stop()
+	return rl.TrainRFTContext(ctx, j.job(stdout), j.tf.epochs)
 }
 
 // runEval implements "train eval".

@@ -342,7 +342,11 @@ func TrainMTDPO(j Job) error {
 // Rules imitate (rejection fine-tuning: RFTExamples, SupervisedFT) for
 // epochs passes over their tokens, Pref.BatchTokens a step, with Pref's
 // warm-up, floor and AdamW.
-func TrainRFT(j Job, epochs int) error {
+func TrainRFT(j Job, epochs int) error { return TrainRFTContext(context.Background(), j, epochs) }
+
+// TrainRFTContext is TrainRFT, stopping early when ctx is cancelled
+// (SupervisedFTContext): the policy is then not saved.
+func TrainRFTContext(ctx context.Context, j Job, epochs int) error {
 	if err := j.begin(RFTMayChange); err != nil {
 		return err
 	}
@@ -367,7 +371,7 @@ func TrainRFT(j Job, epochs int) error {
 	o := SFTOptions{Steps: steps, BatchTokens: bt, MaxLen: min(j.MaxLen, j.Model.Config.MaxSeqLen), LR: j.Target.LearningRate(), Seed: j.Seed,
 		MetricsDir: j.Out, PeakFLOPS: j.Pref.PeakFLOPS, Comm: j.Comm, Zero: j.Pref.Zero, OverlapReduce: j.Pref.OverlapReduce, Checkpoints: j.Checkpoints,
 		Tuning: &SFTTuning{WarmupFrac: j.Pref.WarmupFrac, MinLRRatio: j.Pref.MinLRRatio, AdamW: j.Pref.AdamW}}
-	if err := SupervisedFT(j.Model, pol, ex, o, j.Log); err != nil {
+	if err := SupervisedFTContext(ctx, j.Model, pol, ex, o, j.Log); err != nil {
 		return err
 	}
 	return j.save(pol)
