@@ -72,7 +72,7 @@ func TestSFTGuards(t *testing.T) {
 		{"no length", []string{"--steps", "0"}, "--steps 0: give a number of steps, or --epochs N"},
 		{"zero epochs", []string{"--epochs", "0"}, "--epochs"},
 		{"dropout of 1", []string{"--lora-rank", "4", "--lora-dropout", "1"}, "--lora-dropout 1: want a value in [0, 1)"},
-		{"alpha of 0", []string{"--lora-rank", "4", "--lora-alpha", "0"}, "--lora-alpha 0: want a value > 0"},
+		{"negative alpha", []string{"--lora-rank", "4", "--lora-alpha", "-1"}, "--lora-alpha -1: want a value ≥ 0"},
 		{"alpha without an adapter", []string{"--lora-alpha", "16"}, "--lora-alpha and --lora-dropout shape a fresh adapter"},
 		{"dropout of a loaded adapter", []string{"--adapter", "x", "--lora-dropout", "0.1"}, "--lora-alpha and --lora-dropout shape a fresh adapter"},
 	}
@@ -290,6 +290,7 @@ func TestSFTLoRAConfig(t *testing.T) {
 	}{
 		{nil, 8, 0},
 		{[]string{"--lora-alpha", "16", "--lora-dropout", "0.1"}, 16, 0.1},
+		{[]string{"--lora-alpha", "0", "--lora-rank", "6"}, 12, 0}, // 2·rank
 	} {
 		dir := t.TempDir()
 		args := append([]string{"--out", dir, "--hf", model, "--lora-rank", "4", "--steps", "2", "--batch-tokens", "64", "--prompt=", "--threads", "1"}, tc.args...)
@@ -306,5 +307,48 @@ func TestSFTLoRAConfig(t *testing.T) {
 		if float32(cfg.Alpha) != float32(tc.alpha) || float32(cfg.Dropout) != float32(tc.dropout) {
 			t.Errorf("%q: adapter_config.json has lora_alpha %v, lora_dropout %v; want %v, %v", tc.args, cfg.Alpha, cfg.Dropout, tc.alpha, tc.dropout)
 		}
+	}
+}
+
+// TestRLLoRAFlags checks that the RL trainers take --lora-alpha (0: 2·rank,
+// their scale before the flag) and rft --lora-dropout, written to the
+// adapter_config.json they save, and that the preference trainers, which
+// train without dropout, have no --lora-dropout.
+func TestRLLoRAFlags(t *testing.T) {
+	model, dir := byteModel(t), t.TempDir()
+	scripted := scriptedTrajectories(t, dir)
+	common := []string{"--hf", model, "--threads", "1", "--trajectories", scripted, "--env", "demo", "--lora-rank", "2", "--batch-tokens", "2048", "--epochs", "1"}
+	for _, tc := range []struct {
+		name           string
+		run            runFunc
+		args           []string
+		alpha, dropout float64
+	}{
+		{"rft", runRFT, []string{"--lora-alpha", "3", "--lora-dropout", "0.2"}, 3, 0.2},
+		{"rft", runRFT, nil, 4, 0},
+		{"critic", runCritic, []string{"--lora-alpha", "5"}, 5, 0},
+	} {
+		out := filepath.Join(t.TempDir(), tc.name)
+		if log, err := runCmd(t, tc.run, "", append(append(common, "--out", out), tc.args...)...); err != nil {
+			t.Fatalf("%s %q: %v\n%s", tc.name, tc.args, err, log)
+		}
+		var cfg struct {
+			Alpha   float64 `json:"lora_alpha"`
+			Dropout float64 `json:"lora_dropout"`
+		}
+		if err := json.Unmarshal(mustRead(t, filepath.Join(out, "adapter_config.json")), &cfg); err != nil {
+			t.Fatal(err)
+		}
+		if float32(cfg.Alpha) != float32(tc.alpha) || float32(cfg.Dropout) != float32(tc.dropout) {
+			t.Errorf("%s %q: lora_alpha %v, lora_dropout %v; want %v, %v", tc.name, tc.args, cfg.Alpha, cfg.Dropout, tc.alpha, tc.dropout)
+		}
+	}
+	for name, run := range map[string]runFunc{"critic": runCritic, "actor": runActor, "mtdpo": runMTDPO} {
+		if _, err := runCmd(t, run, "", "--lora-dropout", "0.1"); err == nil || !strings.Contains(err.Error(), "unknown flag: --lora-dropout") {
+			t.Errorf("%s --lora-dropout: %v; want an unknown flag", name, err)
+		}
+	}
+	if _, err := runCmd(t, runRFT, "", append(append(common, "--out", t.TempDir()), "--full", "--lora-alpha", "3")...); err == nil || !strings.Contains(err.Error(), "--lora-alpha and --lora-dropout shape a fresh adapter") {
+		t.Errorf("rft --full --lora-alpha 3: %v; want a refusal", err)
 	}
 }

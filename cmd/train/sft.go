@@ -93,7 +93,7 @@ func runSFT(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	wd := fs.Float64("weight-decay", 0.01, "AdamW weight decay")
 	clip := fs.Float64("clip", 1, "clip the global gradient norm to this (0: off)")
 	rank := fs.Int("lora-rank", 0, "train a LoRA adapter of this rank on a frozen base (0: full fine-tuning); at most the smallest dimension of the projections it adapts")
-	alpha := fs.Float64("lora-alpha", llama.PEFTDefaultAlpha, "LoRA α: a fresh adapter's update is scaled by α/rank (PEFT's default; α = 2·rank doubles it)")
+	alpha := fs.Float64("lora-alpha", llama.PEFTDefaultAlpha, "LoRA α: a fresh adapter's update is scaled by α/rank (PEFT's default; 0: 2·rank, the scale of 2 of the RL trainers)")
 	dropout := fs.Float64("lora-dropout", 0, "LoRA dropout: the probability of zeroing each input element of a fresh adapter, in training steps only (PEFT's lora_dropout; kept ones are scaled by 1/(1−p))")
 	targets := registerLoRATargets(fs)
 	evalFrac := fs.Float64("eval-fraction", 0.05, "fraction of examples held out for evaluation")
@@ -256,10 +256,14 @@ func defaultLR(scratch, lora bool) float64 {
 }
 
 // sftLoRA is the adapter train sft trains: rank r on the projections
-// targets chose, scaled by alpha/r, with dropout on its input.
+// targets chose, scaled by alpha/r (alpha 0: 2r), with dropout on its
+// input.
 func sftLoRA(r int, targets *loraTargets, alpha, dropout float64) llama.LoRAConfig {
 	lc := llama.LoRAFor(r, targets.Targets())
-	lc.Alpha, lc.Dropout = float32(alpha), float32(dropout)
+	if alpha != 0 {
+		lc.Alpha = float32(alpha)
+	}
+	lc.Dropout = float32(dropout)
 	return lc
 }
 
