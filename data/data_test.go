@@ -463,3 +463,34 @@ func TestLoadExamples(t *testing.T) {
 		t.Errorf("a missing file gave %v", err)
 	}
 }
+
+// TestEpochBatches checks EpochBatches against the batches Next returns
+// before the position reaches each epoch, and that counting does not move
+// the position or change the batches that follow.
+func TestEpochBatches(t *testing.T) {
+	for _, tpb := range []int{10, 32, 40, 1000} {
+		p, err := NewPacker(testExamples(25), PackOptions{TokensPerBatch: tpb, Seed: 5})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := map[int]int{}
+		ref, _ := NewPacker(testExamples(25), PackOptions{TokensPerBatch: tpb, Seed: 5})
+		for n := 1; ref.Position().Epoch < 3; n++ {
+			ref.Next()
+			if e := ref.Position().Epoch; want[e] == 0 && e > 0 {
+				want[e] = n // batches done when the position reaches epoch e
+			}
+		}
+		p.Next()
+		at := p.Position()
+		for e := 1; e <= 3; e++ {
+			if got := p.EpochBatches(e); got != want[e] {
+				t.Errorf("tokens per batch %d: %d epochs take %d batches, want %d", tpb, e, got, want[e])
+			}
+		}
+		ref.Seek(at)
+		if p.Position() != at || !reflect.DeepEqual(p.Next().IDs, ref.Next().IDs) {
+			t.Errorf("tokens per batch %d: counting moved the packer", tpb)
+		}
+	}
+}

@@ -140,6 +140,23 @@ func (p *Packer) epochOrder(epoch int) []int {
 	return p.order
 }
 
+// EpochBatches returns the number of batches Next returns over epochs
+// 0, …, epochs−1 from the start of epoch 0, without moving the position:
+// how many a run of that many passes over the examples takes.
+func (p *Packer) EpochBatches(epochs int) int {
+	n := 0
+	for e := range epochs {
+		order := p.epochOrder(e)
+		for i := 0; i < len(order); n++ {
+			tokens := len(p.examples[order[i]].IDs)
+			for i++; i < len(order) && tokens+len(p.examples[order[i]].IDs) <= p.opts.TokensPerBatch; i++ {
+				tokens += len(p.examples[order[i]].IDs)
+			}
+		}
+	}
+	return n
+}
+
 // Next returns the next batch and advances the position. A batch holds
 // as many examples as fit in TokensPerBatch tokens, at least one, in the
 // epoch's order; each example is its own sequence (Batch.Lens). The target

@@ -10,6 +10,8 @@
 //	backend.go     Backend, every op's contract, and the op parameters
 //	               (GemmParams, AttentionParams, GELUKind, AdamWParams,
 //	               SampleParams)
+//	dropout.go     DropoutParams, Dropout's mask: a counter-based hash of
+//	               (seed, element index) every backend computes alike
 //	record.go      Recorder and Recording: ops recorded once and replayed
 //	               (CUDA graphs), and LaunchCounter
 //	tensor.go      Tensor, Shape, Buffer, Device, and the MustShape,
@@ -235,6 +237,16 @@ type Backend interface {
 	// GELUQuick the derivative of the exact x·σ(1.702·x)) and rounded once;
 	// dx overwritten, shapes and dtypes as for GELU.
 	GELUBackward(dx, dOut, x *Tensor, k GELUKind)
+
+	// Dropout: out[i] = x[i]·Scale() where p.Keep(i), else 0, for every
+	// element of the flat index i (counted from the tensor's first element,
+	// not its buffer's), the product in f32 rounded once to out's dtype.
+	// The mask is a pure function of p (see DropoutParams), so the
+	// backward of a dropout is Dropout of its output gradient with the same
+	// p, and a P of 0 copies x exactly.
+	//   out, x [any] float of one shape and dtype; out may alias x;
+	//   p.P in [0, 1)
+	Dropout(out, x *Tensor, p DropoutParams)
 
 	// RoPE rotates, in place, each head of x by its token's position in the
 	// rotate-half layout: for pair (j, j+Dh/2) and angle a = pos[i]·invFreq[j]

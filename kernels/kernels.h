@@ -122,6 +122,13 @@ cudaError_t tw_gelu(void *out, const void *x, tw_dtype dt, int64_t n, int kind, 
 cudaError_t tw_gelu_backward(void *dx, const void *dout, const void *x, tw_dtype dt, int64_t n, int kind,
                              cudaStream_t stream);
 
+/* ---- dropout.cu ---------------------------------------------------------- */
+
+/* engine.Backend.Dropout: out, x [n] dt (flat; out may alias x); seed,
+ * threshold and scale: engine.DropoutParams' Seed, Threshold() and Scale(). */
+cudaError_t tw_dropout(void *out, const void *x, tw_dtype dt, int64_t n, uint64_t seed, uint32_t threshold,
+                       float scale, cudaStream_t stream);
+
 /* ---- bias.cu ------------------------------------------------------------- */
 
 /* engine.Backend.AddBias: x [n, d] dt, b [d] dt. */

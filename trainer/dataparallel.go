@@ -171,30 +171,34 @@ func (p *Params) LoadCheckpoint(c engine.Communicator, dir string, state any) er
 
 // reduce sums the flat gradient across the ranks — unless opt is sharded,
 // whose step reduces it — and returns the step's loss (the mean of the
-// ranks' losses) and token count (their sum).
-func (d *dataParallel) reduce(p *Params, loss float64, tokens int) (float64, int, error) {
+// ranks' losses), token count (their sum) and whether any rank asked to
+// stop after the step, so that the ranks stop together.
+func (d *dataParallel) reduce(p *Params, loss float64, tokens int, stop bool) (float64, int, bool, error) {
 	if d.c == nil {
-		return loss, tokens, nil
+		return loss, tokens, stop, nil
 	}
 	if !p.Opt.Sharded() { // a sharded optimizer's step reduce-scatters it
 		if err := p.reduceGrads(d.c); err != nil {
-			return 0, 0, err
+			return 0, 0, false, err
 		}
 	}
-	// [loss as float64 bits, tokens as int64] per rank, moved as i32 pairs.
+	// [loss as float64 bits, tokens as int64, stop as int64] per rank,
+	// moved as i32 pairs.
 	mine := binary.LittleEndian.AppendUint64(nil, math.Float64bits(loss))
 	mine = binary.LittleEndian.AppendUint64(mine, uint64(tokens))
+	mine = binary.LittleEndian.AppendUint64(mine, map[bool]uint64{true: 1}[stop])
 	got, err := gatherBytes(d.c, d.b, mine)
 	if err != nil {
-		return 0, 0, fmt.Errorf("trainer: gathering the ranks' losses: %w", err)
+		return 0, 0, false, fmt.Errorf("trainer: gathering the ranks' losses: %w", err)
 	}
 	var sum float64
 	tokens = 0
 	for r := range d.size {
-		sum += math.Float64frombits(binary.LittleEndian.Uint64(got[16*r:]))
-		tokens += int(binary.LittleEndian.Uint64(got[16*r+8:]))
+		sum += math.Float64frombits(binary.LittleEndian.Uint64(got[24*r:]))
+		tokens += int(binary.LittleEndian.Uint64(got[24*r+8:]))
+		stop = stop || binary.LittleEndian.Uint64(got[24*r+16:]) != 0
 	}
-	return sum / float64(d.size), tokens, nil
+	return sum / float64(d.size), tokens, stop, nil
 }
 
 // allReduceGrad sums opt's flat gradient across the ranks of c in buckets

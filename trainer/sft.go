@@ -1,6 +1,7 @@
 package trainer
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -27,6 +28,15 @@ type SFTJob struct {
 	Resume       bool    // continue from the newest valid checkpoint (false: refuse a run directory that has one)
 	Config       Config  // the trainer's configuration; Join sets its Comm
 
+	// Epochs, when positive, sets the run's length in passes over the
+	// training examples instead of Config.Steps: the optimizer steps that
+	// take Epochs·(batches of one pass) batches, Config.MicroBatches per
+	// rank and step, rounded up (the last step may take a few batches of
+	// the next pass). Config.Schedule.Total becomes that number, and its
+	// Warmup WarmupSteps of it (nil: left as it is).
+	Epochs      int
+	WarmupSteps func(steps int) int
+
 	// Flags are the command's resolved flags (recipe.Values), saved in the
 	// run directory as ConfigName; a run directory whose saved flags differ
 	// in a key other than SFTMayChange is refused unless Force. Nil: none.
@@ -46,14 +56,20 @@ const ConfigName = "config.yaml"
 // SFTMayChange are the flags of train sft that a resumed run may change
 // without --force: where and how fast it runs, and what it reports — not
 // what it computes — the number of steps (training longer; the cosine
-// schedule then follows the new total), and the micro-batches per step,
-// which a resume with another number of ranks changes to keep the batch.
+// schedule then follows the new total), and so the number of epochs, and
+// the micro-batches per step, which a resume with another number of ranks
+// changes to keep the batch.
 var SFTMayChange = []string{"steps", "micro-batches", "backend", "gemm", "threads", "recompute", "checkpoint-every", "keep", "eval-every",
-	"prompt", "max-new", "resume", "force", "out", "run-dir", "zero", "peak-tflops"}
+	"prompt", "max-new", "resume", "force", "out", "run-dir", "zero", "peak-tflops", "epochs"}
 
 // RunSFT runs j to its last step, saying on Log what it trains, where it
 // resumes and where the checkpoints and metrics are.
-func RunSFT(j SFTJob) error {
+func RunSFT(j SFTJob) error { return RunSFTContext(context.Background(), j) }
+
+// RunSFTContext is RunSFT, stopping early when ctx is cancelled
+// (Trainer.RunContext): the error then wraps ErrInterrupted and names the
+// checkpoint a resumed run continues from, and no final model is written.
+func RunSFTContext(ctx context.Context, j SFTJob) error {
 	m, cfg := j.Model, j.Config
 	trainEx, evalEx, err := data.Split(j.Examples, j.EvalFraction, j.Seed)
 	if err != nil {
@@ -91,6 +107,19 @@ func RunSFT(j SFTJob) error {
 	}
 	defer leave()
 	cfg.Comm = comm
+	if j.Epochs > 0 {
+		ranks := 1
+		if comm != nil {
+			ranks = comm.Size()
+		}
+		per := cfg.MicroBatches * ranks
+		cfg.Steps = (train.EpochBatches(j.Epochs) + per - 1) / per
+		cfg.Schedule.Total = cfg.Steps
+		if j.WarmupSteps != nil {
+			cfg.Schedule.Warmup = j.WarmupSteps(cfg.Steps)
+		}
+		fmt.Fprintf(j.Log, "%d epochs: %d steps of %d batches\n", j.Epochs, cfg.Steps, per)
+	}
 	tr, err := New(m, j.Adapter, train, eval, cfg, j.Log)
 	if err != nil {
 		return err
@@ -105,7 +134,7 @@ func RunSFT(j SFTJob) error {
 	if from > 0 {
 		fmt.Fprintf(j.Log, "resuming from step %d\n", from)
 	}
-	if err := tr.Run(); err != nil {
+	if err := tr.RunContext(ctx); err != nil {
 		return err
 	}
 	if comm != nil {

@@ -17,6 +17,7 @@
 package trainer
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -52,6 +53,11 @@ type Config struct {
 	// PeakFLOPS is one device's peak FLOP/s for the MFU the metrics record
 	// (see metrics.MeterOptions.PeakFLOPS); 0 leaves MFU out.
 	PeakFLOPS float64
+	// DropoutSeed seeds the dropout masks of an adapter with dropout
+	// (llama.LoRAConfig.Dropout): each micro-batch's are drawn from it, the
+	// step, the micro-batch and the rank (llama.Batch.DropoutSeed), so that
+	// a resumed run draws the masks an uninterrupted one does.
+	DropoutSeed uint64
 
 	// Comm, when not nil, makes the run one rank of a data-parallel job
 	// (see dataParallel): nil or a job of one is a single process.
@@ -86,7 +92,21 @@ type Trainer struct {
 	progress   *metrics.Progress
 	metricsOut *metrics.Writer
 	log        io.Writer
+	nonFinite  int            // steps in a row whose loss was NaN or infinite
+	acc        *engine.Tensor // [1] f32: the weights check's sum (checkWeights)
 }
+
+// MaxNonFiniteLosses is how many steps in a row may have a NaN or infinite
+// loss before Run stops with ErrDiverged. A single one — an overflow on
+// one batch — costs one step: its gradient is non-finite too, and the
+// optimizer skips it (optim.AdamW.Step), leaving the weights as they were.
+const MaxNonFiniteLosses = 3
+
+// ErrDiverged is what Run and SaveOutput wrap when training has diverged:
+// MaxNonFiniteLosses losses in a row were not finite, or the trained
+// weights are (checked before every checkpoint and the final model, which
+// are then not written).
+var ErrDiverged = errors.New("training diverged")
 
 // New prepares a run of model m (with adapter ad, or nil for full
 // fine-tuning) over the train packer, evaluating on eval (nil: none).
@@ -224,8 +244,20 @@ func meanNLL(b engine.Backend, p *llama.Pass, bt llama.Batch) float64 {
 	return s / float64(max(n, 1))
 }
 
+// ErrInterrupted is what RunContext wraps when its context was cancelled:
+// the step under way was finished and, with a run directory, saved.
+var ErrInterrupted = errors.New("interrupted")
+
 // Run trains from the current step to cfg.Steps.
-func (t *Trainer) Run() error {
+func (t *Trainer) Run() error { return t.RunContext(context.Background()) }
+
+// RunContext is Run, stopping early when ctx is cancelled: the step under
+// way is finished and, with a run directory, checkpointed, and the error
+// wraps ErrInterrupted and names the checkpoint, from which Resume
+// continues as if the run had not stopped. In a data-parallel job the
+// ranks agree, with each step's loss, whether any was cancelled, and stop
+// after the same step.
+func (t *Trainer) RunContext(ctx context.Context) error {
 	b := t.m.Backend()
 	dp := newDataParallel(t.cfg.Comm, b)
 	mdir := t.cfg.RunDir
@@ -263,6 +295,7 @@ func (t *Trainer) Run() error {
 				t.p.LastMicroBatch()
 			}
 			bt := dp.next(t.train)
+			bt.DropoutSeed = engine.MixSeed(t.cfg.DropoutSeed, uint64(t.st.Step), uint64(mb), uint64(dp.rank)) | 1
 			dlogp, err := lossGrad(bt, 1)
 			if err != nil {
 				return err
@@ -276,7 +309,8 @@ func (t *Trainer) Run() error {
 			p.Release()
 		}
 		var err error
-		if loss, tokens, err = dp.reduce(t.p, loss, tokens); err != nil {
+		var stop bool
+		if loss, tokens, stop, err = dp.reduce(t.p, loss, tokens, ctx.Err() != nil); err != nil {
 			return err
 		}
 		lr := t.cfg.Schedule.LR(t.st.Step)
@@ -296,6 +330,11 @@ func (t *Trainer) Run() error {
 		if res.Skipped {
 			rec.Values["skipped"] = 1
 		}
+		if math.IsNaN(loss) || math.IsInf(loss, 0) {
+			t.nonFinite++
+		} else {
+			t.nonFinite = 0
+		}
 		if t.eval != nil && dp.writes() && t.cfg.EvalEvery > 0 && (t.st.Step%t.cfg.EvalEvery == 0 || t.st.Step == t.cfg.Steps) {
 			ev, err := t.Evaluate()
 			if err != nil {
@@ -309,10 +348,23 @@ func (t *Trainer) Run() error {
 			}
 		}
 		t.progress.Update(int64(t.st.Step), loss, lr, tps)
-		if t.cfg.RunDir != "" && (dp.writes() || t.p.Opt.Sharded()) && ((t.cfg.CheckpointEvery > 0 && t.st.Step%t.cfg.CheckpointEvery == 0) || t.st.Step == t.cfg.Steps) {
+		if t.nonFinite >= MaxNonFiniteLosses {
+			return fmt.Errorf("%w at step %d: the loss was %v for %d steps in a row (lower the learning rate?)%s",
+				ErrDiverged, t.st.Step, loss, t.nonFinite, t.lastCheckpoint())
+		}
+		saves := t.cfg.RunDir != "" && (dp.writes() || t.p.Opt.Sharded())
+		due := (t.cfg.CheckpointEvery > 0 && t.st.Step%t.cfg.CheckpointEvery == 0) || t.st.Step == t.cfg.Steps
+		if saves && (due || stop) {
 			if err := t.Save(); err != nil {
 				return err
 			}
+		}
+		if stop {
+			t.progress.Done()
+			if t.cfg.RunDir == "" {
+				return fmt.Errorf("%w after step %d (no run directory: nothing saved)", ErrInterrupted, t.st.Step)
+			}
+			return fmt.Errorf("%w after step %d: checkpoint %s holds it, and a resumed run continues from there", ErrInterrupted, t.st.Step, checkpoint.Dir(t.cfg.RunDir, t.st.Step))
 		}
 	}
 	t.progress.Done()
@@ -346,6 +398,9 @@ func (t *Trainer) Evaluate() (float64, error) {
 // job of several ranks only rank 0 writes; with a sharded optimizer Save is
 // a collective (it gathers the state), which every rank calls.
 func (t *Trainer) Save() error {
+	if err := t.checkWeights(); err != nil {
+		return err
+	}
 	return t.p.SaveCheckpoint(t.cfg.Comm, t.cfg.RunDir, t.st.Step, t.cfg.KeepCheckpoints, t.st, t.cfg.Compress)
 }
 
@@ -367,5 +422,41 @@ func (t *Trainer) SaveOutput(dir string) error {
 	if t.cfg.Comm != nil && t.cfg.Comm.Rank() != 0 {
 		return nil
 	}
+	if err := t.checkWeights(); err != nil {
+		return err
+	}
 	return t.m.Save(t.ad, dir)
+}
+
+// checkWeights returns an ErrDiverged error when a trained weight is NaN or
+// infinite (or so large that its square overflows f32, about 1.8e19).
+func (t *Trainer) checkWeights() error {
+	b := t.m.Backend()
+	if t.acc == nil {
+		acc, err := engine.Alloc(b, engine.F32, 1)
+		if err != nil {
+			return err
+		}
+		t.acc = acc
+	}
+	ts := make([]*engine.Tensor, 0, len(t.p.Tensors))
+	for _, w := range t.p.Tensors {
+		ts = append(ts, w)
+	}
+	if n := engine.GlobalNorm(b, t.acc, ts); math.IsNaN(float64(n)) || math.IsInf(float64(n), 0) {
+		return fmt.Errorf("%w at step %d: the trained weights hold non-finite values; nothing was saved from them%s", ErrDiverged, t.st.Step, t.lastCheckpoint())
+	}
+	return nil
+}
+
+// lastCheckpoint names the run directory's newest valid checkpoint for an
+// error's end ("" without one).
+func (t *Trainer) lastCheckpoint() string {
+	if t.cfg.RunDir == "" {
+		return ""
+	}
+	if d, _, err := checkpoint.Latest(t.cfg.RunDir); err == nil {
+		return "; the newest checkpoint is " + d
+	}
+	return ""
 }

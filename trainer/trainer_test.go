@@ -2,6 +2,8 @@ package trainer
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"math"
 	"os"
 	"path/filepath"
@@ -231,5 +233,142 @@ func TestLossFalls(t *testing.T) {
 	}
 	if !strings.Contains(log.String(), "40/40") {
 		t.Errorf("progress output lacks the final step:\n%s", log.String())
+	}
+}
+
+// TestDivergedRunStops checks that a run whose loss stays non-finite stops
+// with ErrDiverged naming the step, and that no checkpoint or final model
+// is written from non-finite weights.
+func TestDivergedRunStops(t *testing.T) {
+	tests := []struct {
+		name   string
+		lr     float64
+		poison bool   // a NaN in a trained weight before the run
+		want   string // in the error
+	}{
+		{"huge learning rate", 1e9, false, "the loss was NaN for 3 steps in a row"},
+		{"NaN weight", 3e-3, true, "training diverged at step 2: the trained weights hold non-finite values"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			m, _, p := setup(t, false)
+			if tc.poison {
+				w := m.Weights.Layers[0].Wq
+				v := engine.ToF32(m.Backend(), w)
+				v[5] = float32(math.NaN())
+				engine.SetF32(m.Backend(), w, v)
+			}
+			dir := t.TempDir()
+			cfg := config(dir, 20)
+			cfg.MicroBatches, cfg.CheckpointEvery, cfg.Schedule.Peak, cfg.Schedule.Warmup = 1, 2, tc.lr, 0
+			tr, err := New(m, nil, p, nil, cfg, &bytes.Buffer{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = tr.Run()
+			if !errors.Is(err, ErrDiverged) || !strings.Contains(err.Error(), tc.want) || tr.Step() >= 20 {
+				t.Fatalf("Run: %v after %d steps; want ErrDiverged saying %q before step 20", err, tr.Step(), tc.want)
+			}
+			if err := tr.SaveOutput(filepath.Join(dir, FinalDir)); tc.poison && !errors.Is(err, ErrDiverged) {
+				t.Errorf("SaveOutput of NaN weights: %v, want ErrDiverged", err)
+			}
+			if _, err := os.Stat(filepath.Join(dir, FinalDir)); tc.poison && err == nil {
+				t.Errorf("a final model was written from NaN weights")
+			}
+			// The newest checkpoint, if any, resumes into finite weights.
+			m2, _, p2 := setup(t, false)
+			tr2, err := New(m2, nil, p2, nil, config(dir, 20), &bytes.Buffer{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := tr2.Resume(); err != nil {
+				t.Fatal(err)
+			}
+			for name, v := range weights(m2, nil) {
+				for _, x := range v {
+					if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
+						t.Fatalf("checkpoint at step %d holds a non-finite %s", tr2.Step(), name)
+					}
+				}
+			}
+		})
+	}
+}
+
+// cancelAfter is a context that reports itself cancelled from its n-th
+// call of Err on: RunContext asks once per step, so it stops a run after
+// exactly n steps.
+type cancelAfter struct {
+	context.Context
+	n int
+}
+
+func (c *cancelAfter) Err() error {
+	if c.n--; c.n <= 0 {
+		return context.Canceled
+	}
+	return nil
+}
+
+// TestInterruptAndResume cancels a run's context during step 3 (a step
+// that is no checkpoint's): the run finishes the step, writes a
+// checkpoint of it and returns ErrInterrupted naming it, and a resumed run
+// ends with the weights and losses of an uninterrupted one, bit for bit.
+func TestInterruptAndResume(t *testing.T) {
+	for _, c := range []struct {
+		lora    bool
+		dropout float32 // the adapter's
+	}{{false, 0}, {true, 0}, {true, 0.25}} {
+		lora := c.lora
+		setup := func(t *testing.T, lora bool) (*llama.Model, *llama.Adapter, *data.Packer) {
+			m, ad, p := setup(t, lora)
+			if ad != nil {
+				ad.Config.Dropout = c.dropout
+			}
+			return m, ad, p
+		}
+		m, ad, p := setup(t, lora)
+		whole := t.TempDir()
+		tr, _ := New(m, ad, p, nil, config(whole, 8), &bytes.Buffer{})
+		if err := tr.Run(); err != nil {
+			t.Fatal(err)
+		}
+		want := weights(m, ad)
+
+		dir := t.TempDir()
+		m1, ad1, p1 := setup(t, lora)
+		tr1, _ := New(m1, ad1, p1, nil, config(dir, 8), &bytes.Buffer{})
+		err := tr1.RunContext(&cancelAfter{Context: context.Background(), n: 3})
+		if !errors.Is(err, ErrInterrupted) || !strings.Contains(err.Error(), "after step 3: checkpoint "+filepath.Join(dir, "step-000003")) {
+			t.Fatalf("lora=%v: a run cancelled during step 3 returned %v; want ErrInterrupted naming step-000003", lora, err)
+		}
+		m2, ad2, p2 := setup(t, lora)
+		tr2, _ := New(m2, ad2, p2, nil, config(dir, 8), &bytes.Buffer{})
+		if step, err := tr2.Resume(); err != nil || step != 3 {
+			t.Fatalf("lora=%v: resumed at step %d, %v; want 3", lora, step, err)
+		}
+		if err := tr2.Run(); err != nil {
+			t.Fatal(err)
+		}
+		got := weights(m2, ad2)
+		for name, w := range want {
+			for i := range w {
+				if math.Float32bits(w[i]) != math.Float32bits(got[name][i]) {
+					t.Fatalf("lora=%v: %s[%d] = %v after the interrupted run resumed, %v uninterrupted", lora, name, i, got[name][i], w[i])
+				}
+			}
+		}
+		a, errA := metrics.Read(filepath.Join(whole, MetricsName))
+		b, errB := metrics.Read(filepath.Join(dir, MetricsName))
+		if errA != nil || errB != nil || len(a) != 8 || len(b) != 8 {
+			t.Fatalf("metrics: %d and %d records (%v, %v), want 8", len(a), len(b), errA, errB)
+		}
+		for i := range a {
+			la, _ := a[i].Get(metrics.Loss)
+			lb, _ := b[i].Get(metrics.Loss)
+			if la != lb {
+				t.Errorf("lora=%v: step %d loss %v uninterrupted, %v interrupted and resumed", lora, a[i].Step, la, lb)
+			}
+		}
 	}
 }

@@ -411,6 +411,10 @@ func MemoryCases(c Config, dt engine.DType) []Case {
 			x, g, dx := filled(b, dt, 2, n, f), filled(b, dt, 1, n, f), engine.MustAlloc(b, dt, n, f)
 			return func() { b.GELUBackward(dx, g, x, engine.GELUQuick) }
 		}},
+		{Name: name("dropout"), Bytes: 2 * nd * es, Setup: func(b engine.Backend) func() {
+			x, o := filled(b, dt, 1, n, d), engine.MustAlloc(b, dt, n, d)
+			return func() { b.Dropout(o, x, engine.DropoutParams{P: 0.1, Seed: 1}) }
+		}},
 		{Name: name("logsoftmax_gather"), Bytes: int64(chunk*v)*es + int64(12*chunk), Setup: func(b engine.Backend) func() {
 			l, t := filled(b, dt, 4, chunk, v), ids(b, chunk, v)
 			lp, ls := engine.MustAlloc(b, engine.F32, chunk), engine.MustAlloc(b, engine.F32, chunk)

@@ -24,6 +24,7 @@ func TestEveryOpHasACase(t *testing.T) {
 		"SumSquares": "sum_squares/", "AdamW": "adamw/", "AdamWMulti": "adamw_multi/", "Sample": "sample_",
 		"LayerNorm": "layernorm/", "LayerNormBackward": "layernorm_backward/", "AddBias": "add_bias/",
 		"AddBiasBackward": "add_bias_backward/", "GELU": "gelu_", "GELUBackward": "gelu_quick_backward/",
+		"Dropout": "dropout/",
 	}
 	cases := append(Cases(Small, engine.BF16), CopyCase(1<<20))
 	bt := reflect.TypeOf((*engine.Backend)(nil)).Elem()

@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"io"
+	"runtime"
 
 	"github.com/spf13/pflag"
 
@@ -14,17 +16,22 @@ import (
 // --threads for every subcommand that runs a model, and --recompute for
 // those that train one.
 type backendFlags struct {
-	backend   string // cpu or cuda
-	gemm      string // cuda: own or cublas ("": cuBLASLt where one is found)
-	threads   int    // cpu: worker threads (0: one per core)
-	device    int    // cuda: the GPU ordinal (not a flag: a rank's LOCAL_RANK)
-	recompute bool   // trainers: llama.Model.Recompute
+	backend string // cpu or cuda
+	gemm    string // cuda: own or cublas ("": cuBLASLt where one is found)
+	threads int    // cpu: worker threads (0: one per core)
+	// clamp, set by register, is where open says that it lowered a
+	// --threads above the machine's CPU count to that count; nil leaves
+	// threads alone (a subcommand that sets them itself, such as demo).
+	clamp     io.Writer
+	device    int  // cuda: the GPU ordinal (not a flag: a rank's LOCAL_RANK)
+	recompute bool // trainers: llama.Model.Recompute
 }
 
 // register adds --backend, --gemm and --threads.
 func (f *backendFlags) register(fs *pflag.FlagSet) {
 	f.registerDevice(fs)
-	fs.IntVar(&f.threads, "threads", 0, "cpu: worker threads (0: one per core)")
+	fs.IntVar(&f.threads, "threads", 0, "cpu: worker threads (0: one per core; more than the machine's CPUs: lowered to their count, with a notice)")
+	f.clamp = fs.Output()
 }
 
 // registerDevice adds --backend and --gemm alone, for a subcommand that
@@ -52,6 +59,10 @@ func (f *backendFlags) open() (engine.Backend, error) {
 	case "cpu":
 		if f.gemm != "" {
 			return nil, fmt.Errorf("--gemm %s: the cpu backend has one GEMM; --gemm chooses the cuda backend's", f.gemm)
+		}
+		if n := runtime.NumCPU(); f.clamp != nil && f.threads > n {
+			fmt.Fprintf(f.clamp, "--threads %d: this machine has %d CPUs; using %d threads\n", f.threads, n, n)
+			f.threads = n
 		}
 		return cpu.New(cpu.Options{Threads: f.threads}), nil
 	case "cuda":

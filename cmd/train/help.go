@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/turnwise/turnwise/sweetrl/pipeline"
+	"github.com/turnwise/turnwise/trainer"
 )
 
 // help is a subcommand's help: what "train X --help" and "train help X"
@@ -389,10 +390,33 @@ every token), {"prompt": ..., "completion": ...} (loss on the completion)
 or ShareGPT {"conversations": [...]} (loss on gpt turns); the first row's
 keys tell which, unless --data-format says. Checkpoints go to --out; a
 run started again with the same --out resumes from its newest valid
-checkpoint, bit-exactly on the CPU backend.`,
+checkpoint, bit-exactly on the CPU backend.
+
+How long: --steps optimizer steps, or --epochs N passes over the training
+examples (the steps those take, rounded up; --steps then stays unset or
+0: giving both is an error).
+
+Learning rate: unless --lr is given, ` + fmt.Sprintf("%g", scratchLR) + ` from scratch (the built-in model
+or --preset), ` + fmt.Sprintf("%g", fullFineTuneLR) + ` for every weight of a pretrained model (--hf, --gguf:
+small enough to keep what it learned in pretraining) and ` + fmt.Sprintf("%g", loraFineTuneLR) + ` for a LoRA
+adapter on one (ten times higher: the adapter starts at zero, learns a
+low-rank update and is scaled by --lora-alpha/--lora-rank).
+
+Divergence: a step whose gradient is NaN or infinite is skipped (the
+weights stay as they were), so one overflow costs one step; a run whose
+loss is NaN or infinite for ` + fmt.Sprint(trainer.MaxNonFiniteLosses) + ` steps in a row stops with an error naming
+the step, and no checkpoint or final model is ever written from weights
+that are not finite.
+
+SIGINT or SIGTERM (Ctrl-C) finishes the step under way, writes a
+checkpoint of it to --out and exits with an error naming it; the same
+command resumes from there exactly as if the run had not stopped. A
+second signal exits at once, without that checkpoint.`,
 			examples: []example{
 				{"a small model from scratch on the built-in stories", "train sft"},
 				{"a LoRA adapter on a Hugging Face model's q and v projections", "train sft --hf MODEL --data chats.jsonl --lora-rank 16 --lora-targets q,v --out runs/mine"},
+				{"three epochs of LoRA with PEFT's alpha and dropout", "train sft --hf MODEL --data chats.jsonl --lora-rank 16 --lora-alpha 32 --lora-dropout 0.05 --epochs 3 --out runs/mine"},
+				{"Llama-3.1-8B LoRA from the recipe, on a GPU", "train sft --config recipes/llama3.1-8b-sft-lora.yaml --hf MODEL --data chats.jsonl --backend cuda"},
 			},
 		},
 		"tokenize": {

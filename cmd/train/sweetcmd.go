@@ -49,6 +49,7 @@ func (p *policyFlags) load() (*llama.Model, *llama.Adapter, tokenizer.Tokenizer,
 // trainFlags are the optimisation flags of the trainers.
 type trainFlags struct {
 	rank                       int
+	alpha, dropout             float64
 	full                       bool
 	lr                         float64
 	epochs, batch              int
@@ -69,7 +70,11 @@ type trainFlags struct {
 // preference trainers (--beta, --batch of pairs, --losses). Every other
 // default is the reference's (sweetrl/rl/reference.go).
 func (t *trainFlags) register(fs *pflag.FlagSet, epochs int, nll float64, pref bool) {
-	fs.IntVar(&t.rank, "lora-rank", 16, "rank of the trained LoRA adapter (alpha = 2·rank)")
+	fs.IntVar(&t.rank, "lora-rank", 16, "rank of the trained LoRA adapter")
+	fs.Float64Var(&t.alpha, "lora-alpha", 0, "LoRA α: a fresh adapter's update is scaled by α/rank (0: 2·rank, the scale of 2 the LoRA learning rate was chosen with)")
+	if !pref {
+		fs.Float64Var(&t.dropout, "lora-dropout", 0, "LoRA dropout: the probability of zeroing each input element of a fresh adapter, in training steps only (PEFT's lora_dropout)")
+	}
 	t.targets = registerLoRATargets(fs)
 	fs.BoolVar(&t.full, "full", false, "fine-tune every weight instead of a LoRA adapter (the reference's setting)")
 	fs.Float64Var(&t.lr, "lr", 0, fmt.Sprintf("peak learning rate (0: the reference's %g with --full, %g for LoRA)", rl.RefLR, rl.LoRALR))
@@ -109,7 +114,7 @@ func (t *trainFlags) checkpoints(out string) rl.Checkpoints {
 
 // target says what the flags train.
 func (t *trainFlags) target() rl.Target {
-	return rl.Target{Full: t.full, Rank: t.rank, LR: t.lr, Targets: t.targets.Targets()}
+	return rl.Target{Full: t.full, Rank: t.rank, Alpha: float32(t.alpha), Dropout: float32(t.dropout), LR: t.lr, Targets: t.targets.Targets()}
 }
 
 // prefOptions are the reference's preference options (rl.ReferencePrefOptions)
@@ -384,7 +389,9 @@ func runRFT(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer j.leave()
-	return rl.TrainRFT(j.job(stdout), j.tf.epochs)
+	ctx, stop := interruptible(stderr)
+	defer stop()
+	return rl.TrainRFTContext(ctx, j.job(stdout), j.tf.epochs)
 }
 
 // runEval implements "train eval".

@@ -186,11 +186,20 @@ func TestRecipes(t *testing.T) {
 		{"../../recipes/colbench-8b-actor.yaml", runActor, "--critic"},
 		{"../../recipes/colbench-8b-mtdpo.yaml", runMTDPO, "--out"},
 		{"../../recipes/colbench-8b-rft.yaml", runRFT, "--out"},
+		{"../../recipes/llama3.1-8b-sft-full.yaml", runSFT, "no-such-model"},
+		{"../../recipes/llama3.1-8b-sft-lora.yaml", runSFT, "no-such-model"},
 		{bad, runCritic, `bad.yaml:2: unknown key "learning-rate"`},
 	}
 	for _, tc := range tests {
 		t.Run(filepath.Base(tc.path), func(t *testing.T) {
-			_, err := runCmd(t, tc.run, "", "--config", tc.path)
+			args := []string{"--config", tc.path}
+			if tc.want == "no-such-model" {
+				// sft trains its built-in model when none is named: name
+				// one that is not there, which it asks for once its flags
+				// are set.
+				args = append(args, "--hf", filepath.Join(t.TempDir(), "no-such-model"))
+			}
+			_, err := runCmd(t, tc.run, "", args...)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("with %s and no inputs: %v; want an error naming %s", tc.path, err, tc.want)
 			}

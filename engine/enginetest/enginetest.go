@@ -12,8 +12,8 @@
 // Run is the whole suite; each op family's tests are in the file of the
 // family's name (elementwise.go, gemm.go, embedding.go, rmsnorm.go,
 // layernorm.go, bias.go, rope.go, attention.go, swiglu.go, gelu.go,
-// logsoftmax.go, sumsquares.go, adamw.go, sample.go). RunShapes runs the
-// ops at a model's real shapes against a second backend, or against the
+// dropout.go, logsoftmax.go, sumsquares.go, adamw.go, sample.go).
+// RunShapes runs the ops at a model's real shapes against a second backend, or against the
 // backend's own f32 kernels, with float64 spot checks (shapes.go: the modes,
 // tolerances and costs; shapeops.go: the ops; shaperef.go: the float64 rows).
 // enginetest.go holds Run, the tolerances and the helpers the families
@@ -88,6 +88,7 @@ func Run(t *testing.T, b engine.Backend) {
 		{"attention_backward", testAttentionBackward},
 		{"swiglu", testSwiGLU},
 		{"gelu", testGELU},
+		{"dropout", testDropout},
 		{"logsoftmax", testLogSoftmax},
 		{"tokenlogprobs", testTokenLogProbs},
 		{"sumsquares", testSumSquares},

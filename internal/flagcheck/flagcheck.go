@@ -41,7 +41,7 @@ var rules = map[string]rule{
 	"max-batch": positive, "sim-max-new": positive,
 	"threads": nonNegative, "workers": nonNegative, "sim-workers": nonNegative, "sim-retries": nonNegative, "sim-max-failures": nonNegative,
 	"limit": nonNegative, "keep": nonNegative, "eval-every": nonNegative, "checkpoint-every": nonNegative,
-	"peak-tflops": nonNegative,
+	"peak-tflops": nonNegative, "lora-alpha": nonNegative, "lora-dropout": share,
 }
 
 // ruleFor returns the range of flag f, if it has one.

@@ -63,6 +63,9 @@ type layerRun struct {
 	kv func(l int, k, v *engine.Tensor) (keys, values, seqs *engine.Tensor)
 	// take allocates a buffer from the model's pool, held for the pass.
 	take func(engine.DType, ...int) *engine.Tensor
+	// dropSeed seeds the adapter's dropout masks (LoRAConfig.Dropout) of a
+	// training pass (Batch.DropoutSeed); 0: no dropout.
+	dropSeed uint64
 }
 
 // buf returns *t, first allocating it from the pass's pool when nil.
@@ -109,6 +112,9 @@ func (r *layerRun) projs(l int, a *layerActs, gr *layerGrads, outs ...named) []p
 				a.lora[o.name] = group.Rows(k*rank, (k+1)*rank)
 			}
 			p.t = a.lora[o.name]
+			if r.dropSeed != 0 {
+				p.drop = engine.DropoutParams{P: r.ad.Config.Dropout, Seed: engine.MixSeed(r.dropSeed, uint64(l), uint64(projIndex(o.name)))}
+			}
 			if gr != nil {
 				p.dt = gr.dt.Rows(k*rank, (k+1)*rank)
 			}
@@ -132,14 +138,44 @@ func adaptedOf(ad *Adapter, l int, outs []named) []named {
 
 // project computes layer l's projections outs of x (linear).
 func (r *layerRun) project(l int, a *layerActs, x *engine.Tensor, outs ...named) {
-	linear(r.m.b, x, r.projs(l, a, nil, outs...), r.ad.scale())
+	ps := r.projs(l, a, nil, outs...)
+	defer r.dropScratch(ps, x)()
+	linear(r.m.b, x, ps, r.ad.scale())
+}
+
+// dropScratch gives the adapted projections of ps that have dropout one
+// scratch buffer shaped like their input x, from the model's pool, and
+// returns what gives it back (the ops that use it are queued before any
+// later user's).
+func (r *layerRun) dropScratch(ps []proj, x *engine.Tensor) func() {
+	var xd *engine.Tensor
+	for i := range ps {
+		if ps[i].lp == nil || ps[i].drop.P == 0 {
+			continue
+		}
+		if xd == nil {
+			t, err := r.m.pool.Get(x.DType(), x.Dim(0), x.Dim(1))
+			if err != nil {
+				panic(outOfMemory{err})
+			}
+			xd = t
+		}
+		ps[i].xd = xd
+	}
+	return func() {
+		if xd != nil {
+			r.m.pool.Put(xd)
+		}
+	}
 }
 
 // projectBackward is project's backward: given each projection's dy in
 // grads, it overwrites dx and accumulates the weight and adapter gradients
 // (linearBackward).
 func (r *layerRun) projectBackward(l int, a *layerActs, gr *layerGrads, dx, x *engine.Tensor, grads ...named) {
-	linearBackward(r.m.b, dx, x, r.projs(l, a, gr, grads...), r.ad.scale())
+	ps := r.projs(l, a, gr, grads...)
+	defer r.dropScratch(ps, x)()
+	linearBackward(r.m.b, dx, x, ps, r.ad.scale())
 }
 
 // attentionForward is layer l's attention half, from the residual stream x

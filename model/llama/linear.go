@@ -13,13 +13,21 @@ type proj struct {
 	gw  *engine.Tensor // [out, in]: the weight gradient (backward; nil: a frozen base)
 	glp *LoRAPair      // the adapter's gradients (backward; nil: a frozen adapter)
 	dt  *engine.Tensor // [r, N]: scratch for (s·dy·B)ᵀ (backward, adapted only)
+	// drop is the adapter's dropout on its input (P 0: none, adapted only),
+	// and xd [N, in] the scratch that holds dropout(x), or in the backward
+	// the dropped gradient that reaches dx; the group's projections use it
+	// one after the other.
+	drop engine.DropoutParams
+	xd   *engine.Tensor
 }
 
 // linear computes the projections ps of x [N, in]:
 //
-//	y = x·Wᵀ + s·(x·Aᵀ)·Bᵀ
+//	y = x·Wᵀ + s·(dropout(x)·Aᵀ)·Bᵀ
 //
-// the second term for the adapted ones, whose t [r, N] receives (x·Aᵀ)ᵀ.
+// the second term for the adapted ones, whose t [r, N] receives
+// (dropout(x)·Aᵀ)ᵀ; dropout is the projection's own (proj.drop, PEFT's
+// lora_dropout: one mask per projection), or none.
 // The t of the group are one GEMM, [t₁; …; t_k] = [A₁; …; A_k]·xᵀ, when
 // the adapted A and t lie stacked in one buffer each (an adapter's own
 // layout, newAdapter; and the activations', layerRun.projs): one launch
@@ -31,6 +39,14 @@ func linear(b engine.Backend, x *engine.Tensor, ps []proj, s float32) {
 	}
 	ad := adapted(ps)
 	if len(ad) == 0 {
+		return
+	}
+	if ad[0].drop.P > 0 {
+		for _, p := range ad {
+			b.Dropout(p.xd, x, p.drop)
+			b.Gemm(p.t, p.lp.A, p.xd, engine.GemmParams{TransB: true, Alpha: 1})
+			b.Gemm(p.y, p.t, p.lp.B, engine.GemmParams{TransA: true, TransB: true, Alpha: s, Beta: 1})
+		}
 		return
 	}
 	if a, t := stackOf(ad, func(p proj) *engine.Tensor { return p.lp.A }), stackOf(ad, func(p proj) *engine.Tensor { return p.t }); a != nil && t != nil {
@@ -47,10 +63,14 @@ func linear(b engine.Backend, x *engine.Tensor, ps []proj, s float32) {
 
 // linearBackward is linear's backward, given each projection's dy in its y:
 //
-//	dx  = Σ dy·W + Σ dt·A     (overwritten)
-//	gw += dyᵀ·x               (skipped when gw is nil: a frozen base)
-//	dt  = s·dy·B              (kept transposed, [r, N])
-//	gB += s·dyᵀ·t, gA += dtᵀ·x (adapted projections; glp nil: a frozen adapter)
+//	dx  = Σ dy·W + Σ dropout(dt·A)  (overwritten)
+//	gw += dyᵀ·x                     (skipped when gw is nil: a frozen base)
+//	dt  = s·dy·B                    (kept transposed, [r, N])
+//	gB += s·dyᵀ·t, gA += dtᵀ·dropout(x)
+//	                                (adapted projections; glp nil: a frozen adapter)
+//
+// where dropout is the forward's, its mask derived again from the same
+// parameters (engine.Backend.Dropout), and none without one.
 //
 // As in the forward, the dt·A terms of a group are one GEMM when the A and
 // dt lie stacked (dx += [dt₁ … dt_k]·[A₁; …; A_k], summed over the k·r
@@ -75,6 +95,10 @@ func linearBackward(b engine.Backend, dx, x *engine.Tensor, ps []proj, s float32
 	for _, p := range ad {
 		b.Gemm(p.dt, p.lp.B, p.y, engine.GemmParams{TransA: true, TransB: true, Alpha: s})
 	}
+	if ad[0].drop.P > 0 {
+		linearDropoutBackward(b, dx, x, ad, s)
+		return
+	}
 	dt := stackOf(ad, func(p proj) *engine.Tensor { return p.dt })
 	if a := stackOf(ad, func(p proj) *engine.Tensor { return p.lp.A }); a != nil && dt != nil {
 		b.Gemm(dx, dt, a, engine.GemmParams{TransA: true, Alpha: 1, Beta: 1})
@@ -95,6 +119,26 @@ func linearBackward(b engine.Backend, dx, x *engine.Tensor, ps []proj, s float32
 		for _, p := range ad {
 			b.Gemm(p.glp.A, p.dt, x, engine.GemmParams{Alpha: 1, Beta: 1})
 		}
+	}
+}
+
+// linearDropoutBackward is linearBackward's part after dt for adapted
+// projections ad with dropout: the dropped gradient dropout(dt·A) added to
+// dx, and the adapter's gradients from t and the dropped input, formed
+// again in xd.
+func linearDropoutBackward(b engine.Backend, dx, x *engine.Tensor, ad []proj, s float32) {
+	for _, p := range ad {
+		b.Gemm(p.xd, p.dt, p.lp.A, engine.GemmParams{TransA: true, Alpha: 1})
+		b.Dropout(p.xd, p.xd, p.drop)
+		b.Add(dx, dx, p.xd)
+	}
+	if ad[0].glp == nil {
+		return
+	}
+	for _, p := range ad {
+		b.Gemm(p.glp.B, p.y, p.t, engine.GemmParams{TransA: true, TransB: true, Alpha: s, Beta: 1})
+		b.Dropout(p.xd, x, p.drop)
+		b.Gemm(p.glp.A, p.dt, p.xd, engine.GemmParams{Alpha: 1, Beta: 1})
 	}
 }
 

@@ -20,7 +20,15 @@ type LoRAConfig struct {
 	Alpha   float32
 	Targets []string // projection names: q, k, v, o, gate, up, down
 	RSLoRA  bool     // rank-stabilised: the update is scaled by α/√r instead of α/r
+	// Dropout is PEFT's lora_dropout, in [0, 1): in a training pass each
+	// adapted projection computes s·B·A·dropout(x), with a mask of its own
+	// drawn from the batch's Batch.DropoutSeed; evaluation and generation
+	// use x itself. 0: none.
+	Dropout float32
 }
+
+// projIndex returns projection p's index in AllProjections.
+func projIndex(p string) int { return slices.Index(AllProjections, p) }
 
 // LoRAParams returns the number of adapter parameters of l on c.
 func (c Config) LoRAParams(l LoRAConfig) (int64, error) {
@@ -218,10 +226,48 @@ func (lc LoRAConfig) widestGroup() int {
 	return k
 }
 
+// CheckLoRARank returns an error when l's rank is not positive or exceeds
+// the smaller dimension of a projection it adapts: the update B·A of a
+// projection W [out, in] has rank at most min(out, in), so a larger r adds
+// parameters and work but nothing the adapter can express.
+func (c Config) CheckLoRARank(l LoRAConfig) error {
+	if !(l.Dropout >= 0 && l.Dropout < 1) {
+		return fmt.Errorf("LoRA dropout %v: want a probability in [0, 1)", l.Dropout)
+	}
+	if l.Rank <= 0 {
+		return fmt.Errorf("LoRA rank %d: must be positive", l.Rank)
+	}
+	for _, t := range l.Targets {
+		out, in, ok := c.projDims(t)
+		if !ok {
+			return fmt.Errorf("unknown LoRA target %q (want one of %v)", t, AllProjections)
+		}
+		if n := min(out, in); l.Rank > n {
+			return fmt.Errorf("LoRA rank %d exceeds projection %s's smaller dimension (%d×%d): an update B·A has rank at most %d, want a rank of 1 to %d",
+				l.Rank, t, out, in, n, c.maxLoRARank(l.Targets))
+		}
+	}
+	return nil
+}
+
+// maxLoRARank returns the largest rank CheckLoRARank accepts on targets.
+func (c Config) maxLoRARank(targets []string) int {
+	n := math.MaxInt
+	for _, t := range targets {
+		if out, in, ok := c.projDims(t); ok {
+			n = min(n, out, in)
+		}
+	}
+	return n
+}
+
 // NewAdapter returns a fresh adapter in the model's dtype: A uniform in
 // ±1/sqrt(in) (PEFT's default), B zero, so that it changes no output until
-// trained.
+// trained. Its rank must pass Config.CheckLoRARank.
 func (m *Model) NewAdapter(lc LoRAConfig, seed uint64) (*Adapter, error) {
+	if err := m.Config.CheckLoRARank(lc); err != nil {
+		return nil, err
+	}
 	a, err := m.newAdapter(lc, m.dt)
 	if err != nil {
 		return nil, err

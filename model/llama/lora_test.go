@@ -4,6 +4,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/turnwise/turnwise/engine"
@@ -217,4 +218,40 @@ func TestBackwardHidden(t *testing.T) {
 			}
 		})
 	}, g.Each, lossOf)
+}
+
+// TestCheckLoRARank checks that a fresh adapter's rank is bounded by the
+// smaller dimension of every projection it adapts.
+func TestCheckLoRARank(t *testing.T) {
+	c := tinyConfig(false) // q, o [16, 16]; k, v [8, 16]; gate, up [24, 16]; down [16, 24]
+	tests := []struct {
+		rank    int
+		targets []string
+		want    string // "" : accepted
+	}{
+		{8, llama.AllProjections, ""},
+		{9, llama.AllProjections, "LoRA rank 9 exceeds projection k's smaller dimension (8×16)"},
+		{16, []string{"q", "o", "gate", "up", "down"}, ""},
+		{17, []string{"q"}, "want a rank of 1 to 16"},
+		{100000, llama.AllProjections, "want a rank of 1 to 8"},
+		{0, llama.AllProjections, "LoRA rank 0: must be positive"},
+	}
+	b := cpu.New(cpu.Options{Threads: 1})
+	m, err := llama.NewRandom(b, c, engine.F32, 0.5, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range tests {
+		lc := llama.LoRAConfig{Rank: tc.rank, Alpha: 8, Targets: tc.targets}
+		err := c.CheckLoRARank(lc)
+		_, errNew := m.NewAdapter(lc, 1)
+		for _, e := range []error{err, errNew} {
+			switch {
+			case tc.want == "" && e != nil:
+				t.Errorf("rank %d on %v: %v, want it accepted", tc.rank, tc.targets, e)
+			case tc.want != "" && (e == nil || !strings.Contains(e.Error(), tc.want)):
+				t.Errorf("rank %d on %v: error %v, want one containing %q", tc.rank, tc.targets, e, tc.want)
+			}
+		}
+	}
 }

@@ -23,6 +23,10 @@ const (
 	peftDefaultAlpha = 8
 )
 
+// PEFTDefaultAlpha is PEFT's default lora_alpha (peft.LoraConfig), the
+// default of train sft's --lora-alpha.
+const PEFTDefaultAlpha = peftDefaultAlpha
+
 // peftConfig is adapter_config.json, in the fields turnwise writes and
 // reads. Fields PEFT has that change what an adapter computes, and that
 // turnwise does not implement, are refused when set (see peftRefused).
@@ -99,7 +103,7 @@ func (m *Model) SavePEFT(a *Adapter, dir string) error {
 		base = m.Source
 	}
 	r, alpha := a.Config.Rank, a.Config.Alpha
-	pc := peftConfig{PeftType: "LORA", TaskType: "CAUSAL_LM", R: &r, LoraAlpha: &alpha, Bias: "none",
+	pc := peftConfig{PeftType: "LORA", TaskType: "CAUSAL_LM", R: &r, LoraAlpha: &alpha, LoraDropout: a.Config.Dropout, Bias: "none",
 		TargetModules: tm, InferenceMode: true, UseRSLoRA: a.Config.RSLoRA, BaseModel: base}
 	raw, err := json.MarshalIndent(pc, "", "  ")
 	if err != nil {
@@ -109,7 +113,8 @@ func (m *Model) SavePEFT(a *Adapter, dir string) error {
 }
 
 // parsePEFTConfig reads adapter_config.json (raw, from path) as PEFT reads
-// it: r and lora_alpha default to PEFT's 8; target_modules is a list of
+// it: r and lora_alpha default to PEFT's 8, lora_dropout to 0 (applied in
+// training passes, see LoRAConfig.Dropout); target_modules is a list of
 // module names (a module matches an entry equal to its full name or to a
 // suffix of it after a dot), a regular expression matched against each
 // module's full name ("model.layers.3.self_attn.q_proj"), or "all-linear";
@@ -138,7 +143,10 @@ func (m *Model) parsePEFTConfig(raw []byte, path string) (LoRAConfig, error) {
 	if pc.FanInFanOut {
 		return LoRAConfig{}, fmt.Errorf("%s: fan_in_fan_out adapters are not supported", path)
 	}
-	lc := LoRAConfig{Rank: peftDefaultRank, Alpha: peftDefaultAlpha, RSLoRA: pc.UseRSLoRA}
+	lc := LoRAConfig{Rank: peftDefaultRank, Alpha: peftDefaultAlpha, RSLoRA: pc.UseRSLoRA, Dropout: pc.LoraDropout}
+	if !(lc.Dropout >= 0 && lc.Dropout < 1) {
+		return LoRAConfig{}, fmt.Errorf("%s: lora_dropout = %v, want a probability in [0, 1)", path, lc.Dropout)
+	}
 	if pc.R != nil {
 		lc.Rank = *pc.R
 	}

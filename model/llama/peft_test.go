@@ -64,6 +64,9 @@ func TestPEFTConfig(t *testing.T) {
 		{"r of 0", `{"peft_type":"LORA","r":0,"target_modules":["q_proj"]}`, llama.LoRAConfig{}, "r = 0"},
 		{"another PEFT method", `{"peft_type":"IA3","target_modules":["q_proj"]}`, llama.LoRAConfig{}, "peft_type"},
 		{"a bias", `{"peft_type":"LORA","bias":"all","target_modules":["q_proj"]}`, llama.LoRAConfig{}, "bias"},
+		{"lora_dropout", `{"peft_type":"LORA","r":8,"lora_dropout":0.05,"target_modules":["q_proj"]}`,
+			llama.LoRAConfig{Rank: 8, Alpha: 8, Targets: []string{"q"}, Dropout: 0.05}, ""},
+		{"lora_dropout of 1", `{"peft_type":"LORA","r":8,"lora_dropout":1,"target_modules":["q_proj"]}`, llama.LoRAConfig{}, "lora_dropout = 1"},
 	}
 	cfgPath := filepath.Join(dir, "adapter_config.json")
 	for _, tc := range tests {
@@ -82,7 +85,7 @@ func TestPEFTConfig(t *testing.T) {
 				t.Fatal(err)
 			}
 			c := got.Config
-			if c.Rank != tc.want.Rank || c.Alpha != tc.want.Alpha || c.RSLoRA != tc.want.RSLoRA || !slices.Equal(c.Targets, tc.want.Targets) {
+			if c.Rank != tc.want.Rank || c.Alpha != tc.want.Alpha || c.RSLoRA != tc.want.RSLoRA || c.Dropout != tc.want.Dropout || !slices.Equal(c.Targets, tc.want.Targets) {
 				t.Errorf("config %+v, want %+v", c, tc.want)
 			}
 			want := tc.want.Alpha / float32(tc.want.Rank)
@@ -97,14 +100,15 @@ func TestPEFTConfig(t *testing.T) {
 }
 
 // TestPEFTSaveNamesBase checks that a saved adapter's config names its base
-// model and keeps use_rslora, so that PEFT and turnwise read it back alike.
+// model and keeps use_rslora, lora_alpha and lora_dropout, so that PEFT and
+// turnwise read it back alike.
 func TestPEFTSaveNamesBase(t *testing.T) {
 	b := cpu.New(cpu.Options{Threads: 1})
 	m, err := llama.NewRandom(b, tinyConfig(false), engine.F32, 0.5, 6)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ad, err := m.NewAdapter(llama.LoRAConfig{Rank: 4, Alpha: 8, Targets: []string{"q", "v"}, RSLoRA: true}, 7)
+	ad, err := m.NewAdapter(llama.LoRAConfig{Rank: 4, Alpha: 8, Targets: []string{"q", "v"}, RSLoRA: true, Dropout: 0.125}, 7)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +121,7 @@ func TestPEFTSaveNamesBase(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{`"base_model_name_or_path": "meta-llama/Llama-3.1-8B-Instruct"`, `"use_rslora": true`, `"target_modules": [`, `"lora_alpha": 8`} {
+	for _, want := range []string{`"base_model_name_or_path": "meta-llama/Llama-3.1-8B-Instruct"`, `"use_rslora": true`, `"target_modules": [`, `"lora_alpha": 8`, `"lora_dropout": 0.125`} {
 		if !strings.Contains(string(raw), want) {
 			t.Errorf("adapter_config.json lacks %s:\n%s", want, raw)
 		}
@@ -125,6 +129,9 @@ func TestPEFTSaveNamesBase(t *testing.T) {
 	back, err := m.LoadPEFT(dir)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if back.Config.Dropout != 0.125 {
+		t.Errorf("lora_dropout %v after loading, want 0.125", back.Config.Dropout)
 	}
 	if back.Scale() != ad.Scale() || ad.Scale() != 4 {
 		t.Errorf("scale %v after loading, %v saved; want 8/√4 = 4", back.Scale(), ad.Scale())

@@ -12,6 +12,10 @@ type Batch struct {
 	IDs     []int32 // [N] input tokens
 	Targets []int32 // [N] the token each position predicts; −1: no loss there
 	Lens    []int   // tokens per sequence, summing to N
+	// DropoutSeed seeds the dropout masks of a training pass over the
+	// batch with an adapter that has dropout (LoRAConfig.Dropout): a
+	// trainer sets one per micro-batch (see engine.MixSeed). 0: no dropout.
+	DropoutSeed uint64
 }
 
 // Append adds the sequence ids [L] to the batch as a sequence of its own:
@@ -120,6 +124,9 @@ func (m *Model) forwardTrain(bt Batch, ad *Adapter, dLogP, gHead *engine.Tensor)
 		}
 	}
 	p := &Pass{layerRun: layerRun{m: m, ad: ad, n: n}, mem: arena{pool: m.pool}}
+	if ad != nil && ad.Config.Dropout > 0 {
+		p.dropSeed = bt.DropoutSeed
+	}
 	defer func() {
 		if err != nil {
 			p.Release()

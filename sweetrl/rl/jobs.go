@@ -26,9 +26,17 @@ import (
 
 // Target says what a trainer updates and at which peak learning rate.
 type Target struct {
-	Full bool    // fine-tune every weight instead of a LoRA adapter
-	Rank int     // rank of a fresh LoRA adapter (alpha = 2·rank)
-	LR   float64 // peak learning rate; 0: RefLR with Full, LoRALR for LoRA
+	Full bool // fine-tune every weight instead of a LoRA adapter
+	Rank int  // rank of a fresh LoRA adapter
+	// Alpha scales a fresh adapter's update by Alpha/Rank; 0: 2·Rank (a
+	// scale of 2, which LoRALR was chosen with).
+	Alpha float32
+	// Dropout is a fresh adapter's dropout on its input
+	// (llama.LoRAConfig.Dropout), applied by the supervised trainer (rft);
+	// the preference trainers train without dropout, as TRL's DPO trainer
+	// does by default.
+	Dropout float32
+	LR      float64 // peak learning rate; 0: RefLR with Full, LoRALR for LoRA
 	// Targets are the projections a fresh adapter adapts
 	// (llama.ParseLoRATargets); nil: every projection. Setting them with
 	// Full or a given adapter is an error.
@@ -55,6 +63,8 @@ func (t Target) Trained(m *llama.Model, ad *llama.Adapter, seed uint64) (*llama.
 		return nil, errors.New("--lora-targets chooses a fresh adapter's projections: drop it or --full")
 	case t.Targets != nil && ad != nil:
 		return nil, errors.New("--lora-targets chooses a fresh adapter's projections; the --adapter keeps its own: drop one")
+	case (t.Alpha != 0 || t.Dropout != 0) && (t.Full || ad != nil):
+		return nil, errors.New("--lora-alpha and --lora-dropout shape a fresh adapter: drop them with --full or --adapter")
 	case t.Full && ad != nil:
 		return nil, errors.New("--full fine-tunes the base model: merge the --adapter first or drop --full")
 	case t.Full:
@@ -64,7 +74,12 @@ func (t Target) Trained(m *llama.Model, ad *llama.Adapter, seed uint64) (*llama.
 	case t.Rank <= 0:
 		return nil, fmt.Errorf("--lora-rank %d: want a positive rank (or --full)", t.Rank)
 	}
-	return m.NewAdapter(llama.LoRAFor(t.Rank, t.Targets), seed)
+	lc := llama.LoRAFor(t.Rank, t.Targets)
+	if t.Alpha != 0 {
+		lc.Alpha = t.Alpha
+	}
+	lc.Dropout = t.Dropout
+	return m.NewAdapter(lc, seed)
 }
 
 // Describe says in words what is trained (ad, as Trained returned it).
@@ -343,7 +358,11 @@ func TrainMTDPO(j Job) error {
 // Rules imitate (rejection fine-tuning: RFTExamples, SupervisedFT) for
 // epochs passes over their tokens, Pref.BatchTokens a step, with Pref's
 // warm-up, floor and AdamW.
-func TrainRFT(j Job, epochs int) error {
+func TrainRFT(j Job, epochs int) error { return TrainRFTContext(context.Background(), j, epochs) }
+
+// TrainRFTContext is TrainRFT, stopping early when ctx is cancelled
+// (SupervisedFTContext): the policy is then not saved.
+func TrainRFTContext(ctx context.Context, j Job, epochs int) error {
 	if err := j.begin(RFTMayChange); err != nil {
 		return err
 	}
@@ -368,7 +387,7 @@ func TrainRFT(j Job, epochs int) error {
 	o := SFTOptions{Steps: steps, BatchTokens: bt, MaxLen: min(j.MaxLen, j.Model.Config.MaxSeqLen), LR: j.Target.LearningRate(), Seed: j.Seed,
 		MetricsDir: j.Out, PeakFLOPS: j.Pref.PeakFLOPS, Comm: j.Comm, Zero: j.Pref.Zero, OverlapReduce: j.Pref.OverlapReduce, Checkpoints: j.Checkpoints,
 		Tuning: &SFTTuning{WarmupFrac: j.Pref.WarmupFrac, MinLRRatio: j.Pref.MinLRRatio, AdamW: j.Pref.AdamW}}
-	if err := SupervisedFT(j.Model, pol, ex, o, j.Log); err != nil {
+	if err := SupervisedFTContext(ctx, j.Model, pol, ex, o, j.Log); err != nil {
 		return err
 	}
 	return j.save(pol)

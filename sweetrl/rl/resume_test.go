@@ -2,6 +2,7 @@ package rl
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"math"
 	"math/rand/v2"
@@ -325,4 +326,60 @@ func TestPreferenceStopAndResume(t *testing.T) {
 			t.Errorf("resumed: %s differs from the uninterrupted run's", n)
 		}
 	})
+}
+
+// cancelAfter is a context that reports itself cancelled from its n-th
+// call of Err on: the trainer asks once per step.
+type cancelAfter struct {
+	context.Context
+	n int
+}
+
+func (c *cancelAfter) Err() error {
+	if c.n--; c.n <= 0 {
+		return context.Canceled
+	}
+	return nil
+}
+
+// TestSupervisedFTInterrupt cancels rejection fine-tuning during step 2: it
+// finishes the step, checkpoints it and returns trainer.ErrInterrupted, and
+// the run resumed from there ends with the weights of an uninterrupted one.
+func TestSupervisedFTInterrupt(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 9))
+	var ex []data.Example
+	for i := range 5 {
+		s := randSeq(r, 8+i, func(int) float32 { return 1 })
+		loss := make([]bool, len(s.IDs))
+		for i := range loss {
+			loss[i] = i > 0
+		}
+		ex = append(ex, data.Example{IDs: s.IDs, Loss: loss})
+	}
+	run := func(ctx context.Context, dir string) (map[string][]float32, error) {
+		m := newModel(t, 0.3)
+		ad := newAdapter(t, m)
+		err := SupervisedFTContext(ctx, m, ad, ex, SFTOptions{Steps: 5, BatchTokens: 32, MaxLen: 32, LR: 1e-2, Seed: 1,
+			Checkpoints: Checkpoints{RunDir: dir, Every: 4, Keep: 3}}, nil)
+		w := map[string][]float32{}
+		ad.Each(func(n string, x *engine.Tensor) { w[n] = engine.ToF32(m.Backend(), x) })
+		return w, err
+	}
+	want, err := run(context.Background(), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if _, err := run(&cancelAfter{Context: context.Background(), n: 2}, dir); !errors.Is(err, trainer.ErrInterrupted) || !strings.Contains(err.Error(), "step-000002") {
+		t.Fatalf("cancelled during step 2: %v; want trainer.ErrInterrupted naming step-000002", err)
+	}
+	got, err := run(context.Background(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for n, w := range want {
+		if !slices.Equal(got[n], w) {
+			t.Errorf("%s differs after the interrupted run resumed", n)
+		}
+	}
 }

@@ -1,6 +1,7 @@
 package rl
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -57,6 +58,13 @@ type SFTTuning struct {
 // 0.1·LR, clipping at 1, no weight decay, checkpoints as o.Checkpoints
 // says. out gets the progress lines (nil: none).
 func SupervisedFT(m *llama.Model, ad *llama.Adapter, examples []data.Example, o SFTOptions, out io.Writer) error {
+	return SupervisedFTContext(context.Background(), m, ad, examples, o, out)
+}
+
+// SupervisedFTContext is SupervisedFT, stopping early when ctx is
+// cancelled (trainer.Trainer.RunContext): the step under way is finished
+// and checkpointed, and the error wraps trainer.ErrInterrupted.
+func SupervisedFTContext(ctx context.Context, m *llama.Model, ad *llama.Adapter, examples []data.Example, o SFTOptions, out io.Writer) error {
 	if out == nil {
 		out = io.Discard
 	}
@@ -87,5 +95,5 @@ func SupervisedFT(m *llama.Model, ad *llama.Adapter, examples []data.Example, o 
 	if from > 0 {
 		fmt.Fprintf(out, "resuming from step %d\n", from)
 	}
-	return tr.Run()
+	return tr.RunContext(ctx)
 }
