@@ -49,7 +49,7 @@ func TestSampleMatchesCPU(t *testing.T) {
 							t.Fatalf("row %d (u=%g): drew %d, CPU %d", i, uv[i], got[i], want[i])
 						}
 						if rf := ref.Sample(enginetest.F64(lv[i*shape.v:(i+1)*shape.v]), float64(uv[i]),
-							float64(sp.Temperature), float64(sp.TopP)); int(got[i]) != rf {
+							float64(sp.Temperature), float64(sp.TopP), sp.TopK); int(got[i]) != rf {
 							t.Errorf("row %d (u=%g): drew %d, reference %d", i, uv[i], got[i], rf)
 						}
 					}
