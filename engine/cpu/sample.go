@@ -63,8 +63,8 @@ func (b *Backend) sampleRow(w int, row []float32, u float32, p engine.SamplePara
 			keys, keep, mass, _ = rankedPrefix(row, target, 0, keys[:0])
 		}
 	}
-	// Zero the tokens outside the nucleus (every key after the last kept one
-	// in the ranking), then draw in index order.
+	// Zero the tokens outside the candidates (every key after the last kept
+	// one in the ranking), then draw in index order.
 	lastKept := keys[keep-1]
 	for j, e := range row {
 		if rankKey(e, j) > lastKept {
