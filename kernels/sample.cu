@@ -142,9 +142,9 @@ struct SampleLayout {
 	float *w;       // [b, vp] weights
 	u64 *hist;      // [b, kPasses, kBins] the row's radix histograms
 	u64 *khist;     // [b, 2, kPasses, kBins] top-k: the counts, then the mantissa sums of passes 2, 3
-	double *mass;   // [b, S] the chunks' candidate mass above τ (all of it without top-p)
+	double *mass;   // [b, S] the chunks' candidate mass above τ (all of it without top-k and top-p)
 	float *cmax;    // [b, S] the chunks' max logit (argmax: their best value)
-	int *cidx;      // [b, S] argmax: the chunks' best index; top-p: their ties at τ
+	int *cidx;      // [b, S] argmax: the chunks' best index; top-k, top-p: their ties at τ
 	unsigned *slot; // [b, 2] the draw (v − index, 0: none), the last positive candidate (index + 1)
 	size_t bytes;
 };
@@ -458,7 +458,7 @@ static __device__ KSelect kreplay(SampleSmem &sm, const u64 *g, const u64 *kg, i
 			sm.bins[d] = count;
 			sm.vals[d] = pass == 0  ? (double)g[d] * mant_unit(d)
 			             : pass < 3 ? (double)kg[(kPasses + pass) * kBins + d]
-			                        : (double)count * (double)mant24((s.prefix << 7) | d);
+			                        : (double)count * (double)mant24((s.prefix << 7) | (d & 127u));
 		}
 		__syncthreads();
 		if (threadIdx.x < 32) pick_count(sm, k - s.above);
