@@ -111,17 +111,24 @@ type AdamWParams struct {
 // SampleParams select how the next token is drawn from logits.
 //
 // Temperature ≤ 0 means greedy: the argmax, the lowest index on ties.
-// Otherwise the weights are e_v = exp((logit_v − max)/Temperature). With
-// 0 < TopP < 1 the candidates are the smallest set of heaviest tokens whose
-// weights sum to at least TopP·Σe (ranked by descending weight, ties: lower
-// index first); otherwise all tokens. The token drawn is the first candidate,
-// in index order, at which the running sum of candidate weights exceeds
-// u·(the candidates' total). Every backend follows this rule — index order
-// makes it a prefix sum, which a GPU computes without sorting — so a seeded
-// run draws the same tokens everywhere (up to ties broken by rounding).
+// Otherwise the weights are e_v = exp((logit_v − max)/Temperature), and the
+// tokens are ranked by descending weight, ties: lower index first. The
+// candidates are narrowed in two steps, top-k before top-p (the order of
+// Hugging Face's and vLLM's samplers): with 0 < TopK < V, the first TopK
+// tokens of the ranking, otherwise all tokens; then, with 0 < TopP < 1, the
+// shortest prefix of the ranking within those whose weights sum to at least
+// TopP·(their total), otherwise all of them. The token drawn is the first
+// candidate, in index order, at which the running sum of candidate weights
+// exceeds u·(the candidates' total). Every backend follows this rule —
+// index order makes it a prefix sum, which a GPU computes without sorting —
+// so a seeded run draws the same tokens everywhere (up to ties broken by
+// rounding).
 type SampleParams struct {
 	Temperature float32
 	TopP        float32
+	// TopK is the number of heaviest tokens kept before TopP applies; 0 (or
+	// any value outside (0, V)) keeps all. TopK = 1 draws the argmax.
+	TopK int
 }
 
 // Backend is one implementation of the op set. A Backend may run ops

@@ -247,10 +247,10 @@ cudaError_t tw_adamw_multi(const tw_adamw_span *spans, int64_t nspans, int64_t e
 
 /* ---- sample.cu ----------------------------------------------------------- */
 
-/* engine.Backend.Sample: ids [b], logits [b, v] dt, u [b]; workspace:
- * tw_sample_workspace(b, v) bytes. */
+/* engine.Backend.Sample: ids [b], logits [b, v] dt, u [b]; top_k ≤ 0 or
+ * ≥ v: no top-k; workspace: tw_sample_workspace(b, v) bytes. */
 cudaError_t tw_sample(int32_t *ids, const void *logits, tw_dtype dt, const float *u, int64_t b, int64_t v,
-                      float temperature, float top_p, void *workspace, cudaStream_t stream);
+                      float temperature, float top_p, int64_t top_k, void *workspace, cudaStream_t stream);
 size_t tw_sample_workspace(int64_t b, int64_t v);
 
 /* ---- gemm.cu ------------------------------------------------------------- */

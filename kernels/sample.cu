@@ -1,4 +1,5 @@
-// sample.cu — draw one token per row of logits: greedy, temperature, top-p.
+// sample.cu — draw one token per row of logits: greedy, temperature, top-k,
+// top-p.
 //
 // Contract: engine.Backend.Sample and the rule on engine.SampleParams
 // (engine/backend.go); the launchers' arguments are listed in kernels.h.
@@ -11,7 +12,8 @@
 //   finite for T > 0.
 //   tw_sample_workspace(b, v) bytes, 16-byte aligned (as cudaMalloc gives):
 //   the weights, [b, round_up(v, 4)] f32, then per row the radix histograms
-//   and per-chunk partials (sample_layout below).
+//   and per-chunk partials (sample_layout below). top_k ≤ 0 or ≥ v keeps
+//   every token.
 //   b ≤ 0 or v ≤ 0 launches nothing; an integer dtype or v ≥ 2^29 (the exact
 //   mantissa sums below need V·2^24 < 2^53) is cudaErrorInvalidValue.
 //
@@ -36,13 +38,16 @@
 //   2. weights_kernel: the row's max from the chunks', the weights into the
 //      workspace (one f64 exp per token, as engine/cpu: the exact f32
 //      weights are what make the sums below exact and the ids equal to the
-//      CPU's), and the first radix histogram; without top-p also the chunk's
-//      candidate mass.
-//   3. radix_pass_kernel, three launches (top-p only): the nucleus threshold
+//      CPU's), and the first radix histogram (with top-k also the first
+//      count histogram); without top-p and top-k also the chunk's candidate
+//      mass.
+//   3. topk_pass_kernel, three launches (top-k only): the k-th heaviest
+//      weight τ_k by a radix select that counts tokens.
+//   4. radix_pass_kernel, three launches (top-p only): the nucleus threshold
 //      τ by a radix select over the weights' bits, 8 bits at a time.
-//   4. nucleus_chunk_kernel (top-p only): τ and how many of its ties the
-//      nucleus keeps, the chunk's mass above τ and its ties at τ.
-//   5. draw_kernel: the chunk's running sums; the first candidate whose sum
+//   5. nucleus_chunk_kernel (top-k or top-p): τ and how many of its ties the
+//      candidates keep, the chunk's mass above τ and its ties at τ.
+//   6. draw_kernel: the chunk's running sums; the first candidate whose sum
 //      exceeds u·M, and the last positive candidate, into two integer slots
 //      of the row by atomicMax; sample_finish_kernel writes the id.
 //
@@ -75,6 +80,21 @@
 //   lowest non-empty one is taken (every token kept). r is found by
 //   bisection on the exact mass above τ plus r·τ.
 //
+//   Top-k (0 < k < v) first, top-p second, as the contract orders them. The
+//   k candidates are every token with e > τ_k plus the first r_k tokens
+//   (lowest indices) with e = τ_k, τ_k the k-th heaviest weight: the same
+//   radix select finds it, picking after each pass the highest digit whose
+//   count of tokens from the top reaches k (counts are integers: exact).
+//   Its histograms hold the counts and, in passes 1 to 3, the mantissa sums
+//   (pass 1's are the top-p histogram's, which weights_kernel fills either
+//   way), so the mass of the k, M_k = hi + (lo + r_k·mant(τ_k))·unit, is
+//   summed as the nucleus mass is. With top-p the nucleus select then runs
+//   with the target top_p·M_k, and the candidates are the shorter of the
+//   two prefixes of the ranking: the nucleus, unless rounding left it the
+//   longer. The weights kernel keeps mantissa sums in copies 0–3 of its
+//   shared histogram and counts in copies 4–7. Without top-k none of this
+//   runs: the launches and their work are those of top-p alone.
+//
 //   Draw. The candidates' mass of chunk s is M_s = (Σ of its weights > τ,
 //   f64 in a fixed order) + k_s·τ, k_s its ties kept (the first r ties of the
 //   row in index order: the ties of the chunks before s are counted first).
@@ -91,8 +111,9 @@
 //   rounding of a tie.
 //
 //   Cost: the logits are read twice and the f32 weights written once and
-//   read up to five times (L2-resident for a batch of rows), spread over
-//   S·b blocks; 8 launches with top-p, 5 without, 2 for greedy. Speed on a
+//   read up to five times (eight with top-k and top-p; L2-resident for a
+//   batch of rows), spread over S·b blocks; 8 launches with top-p or top-k,
+//   11 with both, 5 with neither, 2 for greedy. Speed on a
 //   GPU is unmeasured (written without one); at a few rows the launches,
 //   not the bytes, will dominate.
 #include "common.cuh"
@@ -120,9 +141,10 @@ struct SampleLayout {
 	int64_t chunks; // S
 	float *w;       // [b, vp] weights
 	u64 *hist;      // [b, kPasses, kBins] the row's radix histograms
-	double *mass;   // [b, S] the chunks' candidate mass above τ (all of it without top-p)
+	u64 *khist;     // [b, 2, kPasses, kBins] top-k: the counts, then the mantissa sums of passes 2, 3
+	double *mass;   // [b, S] the chunks' candidate mass above τ (all of it without top-k and top-p)
 	float *cmax;    // [b, S] the chunks' max logit (argmax: their best value)
-	int *cidx;      // [b, S] argmax: the chunks' best index; top-p: their ties at τ
+	int *cidx;      // [b, S] argmax: the chunks' best index; top-k, top-p: their ties at τ
 	unsigned *slot; // [b, 2] the draw (v − index, 0: none), the last positive candidate (index + 1)
 	size_t bytes;
 };
@@ -142,6 +164,7 @@ static SampleLayout sample_layout(void *ws, int64_t b, int64_t v) {
 	};
 	l.w = (float *)take((size_t)(b * l.vp) * sizeof(float));
 	l.hist = (u64 *)take((size_t)(b * kPasses * kBins) * sizeof(u64));
+	l.khist = (u64 *)take((size_t)(b * 2 * kPasses * kBins) * sizeof(u64));
 	l.mass = (double *)take((size_t)(b * l.chunks) * sizeof(double));
 	l.cmax = (float *)take((size_t)(b * l.chunks) * sizeof(float));
 	l.cidx = (int *)take((size_t)(b * l.chunks) * sizeof(int));
@@ -161,6 +184,7 @@ struct SampleSmem {
 	int iv[kWarps];               // argmax: the warps' best indices
 	int digit;                    // the digit a search picked
 	double before;                // the mass of the buckets above it
+	long long cbefore;            // top-k: the tokens in the buckets above it
 	double dsum;                  // a sum thread 0 made for the block
 	int found;                    // draw: this block's first drawn index (INT32_MAX: none yet)
 };
@@ -224,15 +248,34 @@ static __device__ __forceinline__ void hist_clear(SampleSmem &sm) {
 static __device__ __forceinline__ void hist_add(SampleSmem &sm, unsigned digit, u64 val) {
 	atomicAdd(&sm.hist[threadIdx.x % kCopies][digit], val);
 }
+// Two histograms at once, in half the copies each: val into copies 0–3,
+// 1 (a count) into copies 4–7.
+static __device__ __forceinline__ void hist_add_counted(SampleSmem &sm, unsigned digit, u64 val) {
+	atomicAdd(&sm.hist[threadIdx.x % (kCopies / 2)][digit], val);
+	atomicAdd(&sm.hist[kCopies / 2 + threadIdx.x % (kCopies / 2)][digit], 1ull);
+}
+// Adds the sum of the block's copies [c0, c1) to the row's histogram g
+// [kBins]. No barriers.
+static __device__ __forceinline__ void hist_flush_copies(SampleSmem &sm, u64 *g, int c0, int c1) {
+	if (threadIdx.x < kBins) {
+		u64 s = 0;
+		for (int c = c0; c < c1; c++) s += sm.hist[c][threadIdx.x];
+		if (s != 0) atomicAdd(&g[threadIdx.x], s);
+	}
+}
 // Adds the block's histogram (its copies summed) to the row's, g [kBins].
 // Starts with a barrier (the copies are complete) and ends with one.
 static __device__ __forceinline__ void hist_flush(SampleSmem &sm, u64 *g) {
 	__syncthreads();
-	if (threadIdx.x < kBins) {
-		u64 s = 0;
-		for (int c = 0; c < kCopies; c++) s += sm.hist[c][threadIdx.x];
-		if (s != 0) atomicAdd(&g[threadIdx.x], s);
-	}
+	hist_flush_copies(sm, g, 0, kCopies);
+	__syncthreads();
+}
+// hist_flush of hist_add_counted's two histograms: the values into g, the
+// counts into counts.
+static __device__ __forceinline__ void hist_flush_counted(SampleSmem &sm, u64 *g, u64 *counts) {
+	__syncthreads();
+	hist_flush_copies(sm, g, 0, kCopies / 2);
+	hist_flush_copies(sm, counts, kCopies / 2, kCopies);
 	__syncthreads();
 }
 
@@ -301,6 +344,41 @@ static __device__ void pick_bucket(SampleSmem &sm, double hi, double lo, double 
 	if (lane == 0) sm.digit = d, sm.before = before;
 }
 
+// Run by warp 0 on a top-k histogram (sm.bins: counts, sm.vals: masses):
+// the highest bucket d with Σ_{d' ≥ d} bins[d'] ≥ need, into sm.digit, the
+// tokens above it Σ_{d' > d} bins[d'] into sm.cbefore and their mass
+// Σ_{d' > d} vals[d'] into sm.before (f64 in bucket_suffix's order). need ≤
+// Σ bins: the select only narrows to buckets that hold the k-th token.
+static __device__ void pick_count(SampleSmem &sm, long long need) {
+	const int lane = threadIdx.x;
+	double c;
+	bucket_suffix(sm.vals, c);
+	long long n = 0; // the lane's tokens, then those of the lanes from this one up
+	for (int k = 7; k >= 0; k--) n += (long long)sm.bins[8 * lane + k];
+	for (int o = 1; o < 32; o <<= 1) {
+		const long long y = __shfl_down_sync(0xffffffffu, n, o);
+		if (lane + o < 32) n += y;
+	}
+	long long above = __shfl_down_sync(0xffffffffu, n, 1);
+	if (lane == 31) above = 0;
+	int found = -1;
+	double found_before = 0.0;
+	long long found_count = 0;
+	for (int k = 7; k >= 0; k--) {
+		const int d = 8 * lane + k;
+		const long long m = (long long)sm.bins[d];
+		if (found < 0 && above + m >= need) found = d, found_before = c, found_count = above;
+		above += m;
+		c += sm.vals[d];
+	}
+	const unsigned fm = __ballot_sync(0xffffffffu, found >= 0); // never 0, as need ≤ Σ bins
+	const int src = 31 - __clz((int)fm);
+	const int d = __shfl_sync(0xffffffffu, found, src);
+	const double before = __shfl_sync(0xffffffffu, found_before, src);
+	const long long cbefore = __shfl_sync(0xffffffffu, found_count, src);
+	if (lane == 0) sm.digit = d, sm.before = before, sm.cbefore = cbefore;
+}
+
 // Where the radix select stands after some passes' picks.
 struct Select {
 	double total;    // Σe (pass 1's buckets)
@@ -316,19 +394,20 @@ struct Select {
 // Replays the picks after the first `picks` passes (1 ≤ picks ≤ kPasses;
 // only the total when !nucleus) from the row's histograms g [kPasses,
 // kBins], as every block of the row does: the same inputs and arithmetic
-// give every block the same Select. All threads must call it.
-static __device__ Select replay(SampleSmem &sm, const u64 *g, int picks, bool nucleus, float top_p) {
+// give every block the same Select. The nucleus is top_p of the mass
+// `over`, or of Σe when over < 0. All threads must call it.
+static __device__ Select replay(SampleSmem &sm, const u64 *g, int picks, bool nucleus, float top_p, double over) {
 	Select s{};
 	hist_load(sm, g, kExponentBuckets, 0);
 	if (threadIdx.x < 32) {
 		double unused;
 		const double total = bucket_suffix(sm.vals, unused);
-		if (nucleus) pick_bucket(sm, 0.0, 0.0, 1.0, (double)top_p * total);
+		if (nucleus) pick_bucket(sm, 0.0, 0.0, 1.0, (double)top_p * (over < 0.0 ? total : over));
 		if (threadIdx.x == 0) sm.dsum = total;
 	}
 	__syncthreads();
 	s.total = sm.dsum;
-	s.target = (double)top_p * s.total;
+	s.target = (double)top_p * (over < 0.0 ? s.total : over);
 	if (!nucleus) {
 		__syncthreads();
 		return s;
@@ -353,16 +432,72 @@ static __device__ Select replay(SampleSmem &sm, const u64 *g, int picks, bool nu
 	return s;
 }
 
-// The nucleus after all passes: τ, the ties it keeps (r) and its mass M.
+// Where the top-k select stands after some passes' picks.
+struct KSelect {
+	double hi;       // mass of the exponents above τ_k's (f64)
+	double lo;       // mass in τ_k's exponent above the prefix, in units (exact)
+	double unit;     // 2^(max(E,1)−150) of τ_k's exponent E
+	unsigned prefix; // τ_k's bits found so far
+	int pshift;      // the prefix is bits ≥ pshift
+	long long above; // the tokens above the prefix's buckets
+	long long ties;  // after pass 4: the row's tokens with e = τ_k
+};
+
+// Replays the top-k picks after the first `picks` passes (0 ≤ picks ≤
+// kPasses) from the row's histograms g (pass 1's masses) and kg [2,
+// kPasses, kBins], as replay does for top-p. All threads must call it.
+static __device__ KSelect kreplay(SampleSmem &sm, const u64 *g, const u64 *kg, int picks, long long k) {
+	KSelect s{};
+	s.pshift = 31;
+	for (int pass = 0; pass < picks; pass++) {
+		const int shift = pass == 0 ? 23 : pass < 3 ? s.pshift - 8 : 0; // digits: bits 30..23, 22..15, 14..7, 6..0
+		__syncthreads(); // the last search's results are read
+		if (threadIdx.x < kBins) {
+			const unsigned d = threadIdx.x;
+			const u64 count = kg[pass * kBins + d];
+			sm.bins[d] = count;
+			sm.vals[d] = pass == 0  ? (double)g[d] * mant_unit(d)
+			             : pass < 3 ? (double)kg[(kPasses + pass) * kBins + d]
+			                        : (double)count * (double)mant24((s.prefix << 7) | (d & 127u));
+		}
+		__syncthreads();
+		if (threadIdx.x < 32) pick_count(sm, k - s.above);
+		__syncthreads();
+		if (pass == 0) s.hi = sm.before, s.unit = mant_unit((unsigned)sm.digit);
+		else s.lo += sm.before;
+		s.above += sm.cbefore;
+		s.prefix = (s.prefix << (s.pshift - shift)) | (unsigned)sm.digit;
+		s.pshift = shift;
+		if (pass == 3) s.ties = (long long)sm.bins[sm.digit];
+	}
+	__syncthreads(); // sm is free for the caller
+	return s;
+}
+
+// The candidates after all passes: τ, the ties they keep (r) and their
+// mass M.
 struct Nucleus {
-	float tau;     // −1 without top-p: every weight is a candidate
+	float tau;     // −1 without top-k and top-p: every weight is a candidate
 	long long r;   // ties at τ kept (the first r in index order)
 	long long ties;
 	double mass;   // M, the candidates' total
 };
 
-static __device__ Nucleus nucleus_of(SampleSmem &sm, const u64 *g, bool nucleus, float top_p) {
-	const Select s = replay(sm, g, kPasses, nucleus, top_p);
+// The k heaviest tokens (0 < k < v).
+static __device__ Nucleus topk_of(SampleSmem &sm, const u64 *g, const u64 *kg, long long k) {
+	const KSelect s = kreplay(sm, g, kg, kPasses, k);
+	Nucleus n;
+	n.tau = __uint_as_float(s.prefix);
+	n.ties = s.ties;
+	n.r = k - s.above;
+	n.mass = s.hi + (s.lo + (double)n.r * (double)mant24(s.prefix)) * s.unit;
+	return n;
+}
+
+// The top-p nucleus of the mass `over` (Σe when over < 0), or every token
+// when !nucleus.
+static __device__ Nucleus nucleus_p(SampleSmem &sm, const u64 *g, bool nucleus, float top_p, double over) {
+	const Select s = replay(sm, g, kPasses, nucleus, top_p, over);
 	Nucleus n{-1.0f, 0, 0, s.total};
 	if (!nucleus) return n;
 	n.tau = __uint_as_float(s.prefix);
@@ -379,6 +514,19 @@ static __device__ Nucleus nucleus_of(SampleSmem &sm, const u64 *g, bool nucleus,
 	n.r = lo_r;
 	n.mass = s.hi + (s.lo + (double)lo_r * m_tau) * s.unit;
 	return n;
+}
+
+// The candidates: the k heaviest tokens (kTopK; 0 < k < v), then the
+// top-p nucleus among them (nucleus). Without kTopK, kg and k are unused:
+// the code is top-p's alone.
+template <bool kTopK>
+static __device__ Nucleus nucleus_of(SampleSmem &sm, const u64 *g, const u64 *kg, bool nucleus, float top_p,
+                                     long long k) {
+	if (!kTopK) return nucleus_p(sm, g, nucleus, top_p, -1.0);
+	const Nucleus kn = topk_of(sm, g, kg, k);
+	if (!nucleus) return kn;
+	const Nucleus pn = nucleus_p(sm, g, true, top_p, kn.mass);
+	return pn.tau > kn.tau || (pn.tau == kn.tau && pn.r <= kn.r) ? pn : kn;
 }
 
 // ---- greedy ---------------------------------------------------------------------
@@ -451,11 +599,11 @@ __global__ void __launch_bounds__(32)
 	}
 }
 
-// ---- temperature and top-p --------------------------------------------------------
+// ---- temperature, top-k and top-p --------------------------------------------------
 
 template <class T>
 __global__ void __launch_bounds__(kThreads)
-	max_chunk_kernel(SampleLayout l, const T *__restrict__ logits, int64_t v) {
+	max_chunk_kernel(SampleLayout l, const T *__restrict__ logits, int64_t v, bool topk) {
 	__shared__ SampleSmem sm;
 	const int64_t row = blockIdx.x, c = blockIdx.y;
 	const T *x = logits + row * v; // [v]
@@ -466,11 +614,14 @@ __global__ void __launch_bounds__(kThreads)
 	if (threadIdx.x == 0) l.cmax[row * l.chunks + c] = mx;
 	if (c == 0) { // the row's integer slots start at 0 for the atomics of the later steps
 		for (int i = threadIdx.x; i < kPasses * kBins; i += kThreads) l.hist[row * kPasses * kBins + i] = 0;
+		if (topk)
+			for (int i = threadIdx.x; i < 2 * kPasses * kBins; i += kThreads) l.khist[row * 2 * kPasses * kBins + i] = 0;
 		if (threadIdx.x < 2) l.slot[row * 2 + threadIdx.x] = 0;
 	}
 }
 
-template <class T>
+// kTopK: also the count histogram of the exponents (top-k's first pass).
+template <class T, bool kTopK>
 __global__ void __launch_bounds__(kThreads)
 	weights_kernel(SampleLayout l, const T *__restrict__ logits, int64_t v, float inv_t, bool nucleus) {
 	__shared__ SampleSmem sm;
@@ -489,27 +640,63 @@ __global__ void __launch_bounds__(kThreads)
 			const float y = __fmul_rn(__fsub_rn(to_float(x[j]), mx), inv_t);
 			e = (float)exp((double)y);
 			const unsigned bits = __float_as_uint(e);
-			hist_add(sm, bits >> 23, mant24(bits));
+			if (kTopK) hist_add_counted(sm, bits >> 23, mant24(bits));
+			else hist_add(sm, bits >> 23, mant24(bits));
 		}
 		w[j] = e;
 		own += (double)e;
 	}
-	hist_flush(sm, l.hist + row * kPasses * kBins);
-	if (!nucleus) {
+	if (kTopK) hist_flush_counted(sm, l.hist + row * kPasses * kBins, l.khist + row * 2 * kPasses * kBins);
+	else hist_flush(sm, l.hist + row * kPasses * kBins);
+	if (!nucleus && !kTopK) {
 		own = block_sum_f64(own, sm.dscan);
 		if (threadIdx.x == 0) l.mass[row * l.chunks + c] = own;
 	}
 }
 
+// Pass `pass` (1…3) of top-k's radix select: the picks before it, then the
+// counts (and in passes 1, 2 the mantissa sums) of the chunk's weights whose
+// bits above the digit equal the prefix.
+__global__ void __launch_bounds__(kThreads)
+	topk_pass_kernel(SampleLayout l, int64_t v, int pass, long long top_k) {
+	__shared__ SampleSmem sm;
+	const int64_t row = blockIdx.x, c = blockIdx.y;
+	const u64 *g = l.hist + row * kPasses * kBins;
+	u64 *kg = l.khist + row * 2 * kPasses * kBins;
+	const KSelect s = kreplay(sm, g, kg, pass, top_k);
+	const int shift = pass < 3 ? s.pshift - 8 : 0;
+	const unsigned dmask = (1u << (s.pshift - shift)) - 1;
+	hist_clear(sm);
+	__syncthreads();
+	const float4 *w = reinterpret_cast<const float4 *>(l.w + row * l.vp); // [vp/4]
+	const int64_t q0 = c * l.chunk / 4, q1 = min(l.vp, (c + 1) * l.chunk) / 4;
+	for (int64_t q = q0 + threadIdx.x; q < q1; q += kThreads) {
+		const float4 e4 = w[q];
+		const float e[4] = {e4.x, e4.y, e4.z, e4.w};
+		for (int k = 0; k < 4; k++) {
+			const unsigned bits = __float_as_uint(e[k]);
+			if (4 * q + k < v && (bits >> s.pshift) == s.prefix) {
+				if (pass < 3) hist_add_counted(sm, (bits >> shift) & dmask, mant24(bits));
+				else hist_add(sm, bits & dmask, 1u);
+			}
+		}
+	}
+	if (pass < 3) hist_flush_counted(sm, kg + (kPasses + pass) * kBins, kg + pass * kBins);
+	else hist_flush(sm, kg + pass * kBins);
+}
+
 // Pass `pass` (1…3) of the radix select: the picks before it, then the
 // histogram of the chunk's weights whose bits above the digit equal the
-// prefix.
+// prefix. With top-k (kTopK, top_k > 0) the nucleus is top_p of the k's
+// mass.
+template <bool kTopK>
 __global__ void __launch_bounds__(kThreads)
-	radix_pass_kernel(SampleLayout l, int64_t v, int pass, float top_p) {
+	radix_pass_kernel(SampleLayout l, int64_t v, int pass, float top_p, long long top_k) {
 	__shared__ SampleSmem sm;
 	const int64_t row = blockIdx.x, c = blockIdx.y;
 	u64 *g = l.hist + row * kPasses * kBins;
-	const Select s = replay(sm, g, pass, true, top_p);
+	const double over = kTopK ? topk_of(sm, g, l.khist + row * 2 * kPasses * kBins, top_k).mass : -1.0;
+	const Select s = replay(sm, g, pass, true, top_p, over);
 	const int shift = pass < 3 ? s.pshift - 8 : 0;
 	const unsigned dmask = (1u << (s.pshift - shift)) - 1;
 	hist_clear(sm);
@@ -529,11 +716,13 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 // The chunk's mass above τ (f64, fixed order) and its ties at τ.
+template <bool kTopK>
 __global__ void __launch_bounds__(kThreads)
-	nucleus_chunk_kernel(SampleLayout l, int64_t v, float top_p) {
+	nucleus_chunk_kernel(SampleLayout l, int64_t v, float top_p, bool nucleus, long long top_k) {
 	__shared__ SampleSmem sm;
 	const int64_t row = blockIdx.x, c = blockIdx.y;
-	const Nucleus nu = nucleus_of(sm, l.hist + row * kPasses * kBins, true, top_p);
+	const Nucleus nu =
+		nucleus_of<kTopK>(sm, l.hist + row * kPasses * kBins, l.khist + row * 2 * kPasses * kBins, nucleus, top_p, top_k);
 	const float *w = l.w + row * l.vp;
 	const int64_t j0 = c * l.chunk, j1 = min(v, j0 + l.chunk);
 	double above = 0.0;
@@ -549,11 +738,14 @@ __global__ void __launch_bounds__(kThreads)
 	if (threadIdx.x == 0) l.mass[row * l.chunks + c] = above, l.cidx[row * l.chunks + c] = (int)all;
 }
 
+template <bool kTopK>
 __global__ void __launch_bounds__(kThreads)
-	draw_kernel(SampleLayout l, const float *__restrict__ u, int64_t v, float top_p, bool nucleus) {
+	draw_kernel(SampleLayout l, const float *__restrict__ u, int64_t v, float top_p, bool nucleus, long long top_k) {
 	__shared__ SampleSmem sm;
 	const int64_t row = blockIdx.x, c = blockIdx.y;
-	const Nucleus nu = nucleus_of(sm, l.hist + row * kPasses * kBins, nucleus, top_p);
+	const Nucleus nu =
+		nucleus_of<kTopK>(sm, l.hist + row * kPasses * kBins, l.khist + row * 2 * kPasses * kBins, nucleus, top_p, top_k);
+	const bool limited = nucleus || kTopK; // candidates: the weights above τ and r ties at τ
 	const bool rank_ties = nu.r < nu.ties; // only some ties at τ are candidates
 	const double target = (double)u[row] * nu.mass;
 	// P_s and the ties before this chunk, by thread 0 in chunk order.
@@ -562,7 +754,7 @@ __global__ void __launch_bounds__(kThreads)
 		long long tb = 0;
 		for (int64_t k = 0; k < c; k++) {
 			double m = l.mass[row * l.chunks + k];
-			if (nucleus) {
+			if (limited) {
 				const long long tk = l.cidx[row * l.chunks + k];
 				const long long kept = rank_ties ? max(0ll, min(tk, nu.r - tb)) : tk;
 				m += (double)kept * (double)nu.tau;
@@ -640,7 +832,7 @@ extern "C" size_t tw_sample_workspace(int64_t b, int64_t v) {
 
 template <class T>
 static cudaError_t sample(int32_t *ids, const T *logits, const float *u, int64_t b, int64_t v, float temperature,
-                          float top_p, void *ws, cudaStream_t stream) {
+                          float top_p, int64_t top_k, void *ws, cudaStream_t stream) {
 	const SampleLayout l = sample_layout(ws, b, v);
 	const dim3 grid((unsigned)b, (unsigned)l.chunks);
 	const unsigned rows32 = (unsigned)ceil_div<int64_t>(b, 32);
@@ -655,19 +847,36 @@ static cudaError_t sample(int32_t *ids, const T *logits, const float *u, int64_t
 	}
 	const float inv_t = 1 / temperature; // f32, as engine/cpu
 	const bool nucleus = top_p > 0 && top_p < 1;
-	LAUNCH(grid, kThreads, 0, stream, max_chunk_kernel<T>)(l, logits, v);
+	const long long k = top_k > 0 && top_k < v ? top_k : 0; // 0: every token
+	LAUNCH(grid, kThreads, 0, stream, max_chunk_kernel<T>)(l, logits, v, k > 0);
 	TW_SAMPLE_CHECK();
-	LAUNCH(grid, kThreads, 0, stream, weights_kernel<T>)(l, logits, v, inv_t, nucleus);
+	if (k > 0) LAUNCH(grid, kThreads, 0, stream, weights_kernel<T, true>)(l, logits, v, inv_t, nucleus);
+	else LAUNCH(grid, kThreads, 0, stream, weights_kernel<T, false>)(l, logits, v, inv_t, nucleus);
 	TW_SAMPLE_CHECK();
-	if (nucleus) {
+	if (k > 0) {
 		for (int pass = 1; pass < kPasses; pass++) {
-			LAUNCH(grid, kThreads, 0, stream, radix_pass_kernel)(l, v, pass, top_p);
+			LAUNCH(grid, kThreads, 0, stream, topk_pass_kernel)(l, v, pass, k);
 			TW_SAMPLE_CHECK();
 		}
-		LAUNCH(grid, kThreads, 0, stream, nucleus_chunk_kernel)(l, v, top_p);
-		TW_SAMPLE_CHECK();
 	}
-	LAUNCH(grid, kThreads, 0, stream, draw_kernel)(l, u, v, top_p, nucleus);
+	if (nucleus) {
+		for (int pass = 1; pass < kPasses; pass++) {
+			if (k > 0) LAUNCH(grid, kThreads, 0, stream, radix_pass_kernel<true>)(l, v, pass, top_p, k);
+			else LAUNCH(grid, kThreads, 0, stream, radix_pass_kernel<false>)(l, v, pass, top_p, k);
+			TW_SAMPLE_CHECK();
+		}
+	}
+	if (k > 0) {
+		LAUNCH(grid, kThreads, 0, stream, nucleus_chunk_kernel<true>)(l, v, top_p, nucleus, k);
+		TW_SAMPLE_CHECK();
+		LAUNCH(grid, kThreads, 0, stream, draw_kernel<true>)(l, u, v, top_p, nucleus, k);
+	} else {
+		if (nucleus) {
+			LAUNCH(grid, kThreads, 0, stream, nucleus_chunk_kernel<false>)(l, v, top_p, nucleus, k);
+			TW_SAMPLE_CHECK();
+		}
+		LAUNCH(grid, kThreads, 0, stream, draw_kernel<false>)(l, u, v, top_p, nucleus, k);
+	}
 	TW_SAMPLE_CHECK();
 	LAUNCH(rows32, 32, 0, stream, sample_finish_kernel)(ids, l, v, b);
 #undef TW_SAMPLE_CHECK
@@ -675,12 +884,12 @@ static cudaError_t sample(int32_t *ids, const T *logits, const float *u, int64_t
 }
 
 extern "C" cudaError_t tw_sample(int32_t *ids, const void *logits, tw_dtype dt, const float *u, int64_t b, int64_t v,
-                                 float temperature, float top_p, void *workspace, cudaStream_t stream) {
+                                 float temperature, float top_p, int64_t top_k, void *workspace, cudaStream_t stream) {
 	return dispatch_float(dt, [&](auto *t) {
 		using T = elem_t<decltype(t)>;
 		if (v >= (int64_t)1 << 29) return cudaErrorInvalidValue;
 		if (b <= 0 || v <= 0) return cudaSuccess;
 		if (b > INT32_MAX) return cudaErrorInvalidValue;
-		return sample(ids, (const T *)logits, u, b, v, temperature, top_p, workspace, stream);
+		return sample(ids, (const T *)logits, u, b, v, temperature, top_p, top_k, workspace, stream);
 	});
 }

@@ -170,15 +170,15 @@ func (s *sampling) check(maxTokens *int, maxParam string, vocab int) (options, *
 		}
 		p.params.TopP = float32(v)
 	}
-	if p.params.Temperature == 0 {
-		p.params.TopP = 0 // greedy: top_p plays no part
-	}
 	if s.TopK != nil {
 		k := *s.TopK
 		if k < -1 {
 			return o, invalid("top_k", "invalid_value", "top_k %d: want a positive count, or 0 or -1 for every token", k)
 		}
-		p.topK = max(k, 0)
+		p.params.TopK = max(k, 0)
+	}
+	if p.params.Temperature == 0 {
+		p.params.TopP, p.params.TopK = 0, 0 // greedy: top_p and top_k play no part
 	}
 	for _, pen := range []struct {
 		name string

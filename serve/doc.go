@@ -17,8 +17,9 @@
 // returned), or after max_tokens tokens. max_tokens defaults to
 // Config.DefaultMaxTokens, or to what the model's context leaves after the
 // prompt, and is capped at that; a prompt that fills the context is
-// refused. temperature (default 1; 0 is greedy) and top_p (default 1) select
-// the backend's sampler (engine.SampleParams); top_k, presence_penalty,
+// refused. temperature (default 1; 0 is greedy), top_k (default 0: every
+// token) and top_p (default 1) select the backend's sampler
+// (engine.SampleParams: top-k, then top-p); presence_penalty,
 // frequency_penalty (over the tokens generated) and logit_bias adjust a
 // host copy of the row of logits first. seed seeds the request's own
 // random draws (choice k of n draws with seed + k), so that one seed gives

@@ -12,13 +12,11 @@ import (
 const maxTopLogprobs = 20
 
 // sampler is how a job draws its tokens. The backend's sampler
-// (engine.SampleParams: temperature and top_p) draws from a row of logits
-// that, when the job asks for top_k, penalties or a logit bias, is first
+// (engine.SampleParams: temperature, top_k and top_p) draws from a row of
+// logits that, when the job asks for penalties or a logit bias, is first
 // adjusted on the host.
 type sampler struct {
 	params engine.SampleParams
-	// topK keeps the k most likely tokens (0: all).
-	topK int
 	// presence and frequency are subtracted from the logit of each token
 	// generated so far: presence once, frequency once per occurrence.
 	presence, frequency float32
@@ -34,10 +32,10 @@ type sampler struct {
 func (p *sampler) penalized() bool { return p.presence != 0 || p.frequency != 0 }
 
 // host reports whether the logits are adjusted before the draw.
-func (p *sampler) host() bool { return p.topK > 0 || p.penalized() || len(p.bias) > 0 }
+func (p *sampler) host() bool { return p.penalized() || len(p.bias) > 0 }
 
-// adjust applies the logit bias, the penalties (counts: the tokens
-// generated so far) and top-k to row, and returns it.
+// adjust applies the logit bias and the penalties (counts: the tokens
+// generated so far) to row, and returns it.
 func (p *sampler) adjust(row []float32, counts map[int32]int) []float32 {
 	for id, v := range p.bias {
 		if int(id) < len(row) {
@@ -47,18 +45,6 @@ func (p *sampler) adjust(row []float32, counts map[int32]int) []float32 {
 	for id, n := range counts {
 		if int(id) < len(row) {
 			row[id] -= p.presence + p.frequency*float32(n)
-		}
-	}
-	if p.topK > 0 && p.topK < len(row) {
-		keep := topIndices(row, p.topK)
-		kept := make([]bool, len(row))
-		for _, j := range keep {
-			kept[j] = true
-		}
-		for j := range row {
-			if !kept[j] {
-				row[j] = float32(math.Inf(-1))
-			}
 		}
 	}
 	return row

@@ -449,6 +449,14 @@ func MemoryCases(c Config, dt engine.DType) []Case {
 			l, u, o := filled(b, dt, 4, 8, v), engine.FromF32(b, engine.F32, uv, 8), engine.MustAlloc(b, engine.I32, 8)
 			return func() { b.Sample(o, l, u, engine.SampleParams{Temperature: 1, TopP: 0.9}) }
 		}},
+		{Name: name("sample_top_k"), Bytes: 8 * int64(v) * es, Setup: func(b engine.Backend) func() {
+			uv := make([]float32, 8)
+			for i := range uv {
+				uv[i] = float32(i) / 8
+			}
+			l, u, o := filled(b, dt, 4, 8, v), engine.FromF32(b, engine.F32, uv, 8), engine.MustAlloc(b, engine.I32, 8)
+			return func() { b.Sample(o, l, u, engine.SampleParams{Temperature: 1, TopK: 50, TopP: 0.9}) }
+		}},
 	}
 	if c.LoRARank > 0 {
 		cases = append(cases, adamwMulti(c, dt))

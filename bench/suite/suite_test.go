@@ -93,7 +93,7 @@ func TestCPUSmall(t *testing.T) {
 		t.Error("no GEMM ceiling on the CPU (OpenBLAS)")
 	}
 	// Every op of the small shape set, and both step settings at both lengths.
-	for _, want := range []string{"gemm/small/q/fwd/f32/", "attention/fwd/f32/b2xT32/H4/G2/D32", "adamw/small/f32", "sample_top_p/small/f32", "attention/decode/"} {
+	for _, want := range []string{"gemm/small/q/fwd/f32/", "attention/fwd/f32/b2xT32/H4/G2/D32", "adamw/small/f32", "sample_top_p/small/f32", "sample_top_k/small/f32", "attention/decode/"} {
 		found := false
 		for _, k := range r.Kernels {
 			found = found || strings.HasPrefix(k.Name, want)

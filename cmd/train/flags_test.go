@@ -128,18 +128,18 @@ func TestFlagsUsed(t *testing.T) {
 		name                string
 		required, forbidden []string
 	}{
-		{"critic", cat(training, []string{"beta", "batch", "losses", "head", "critic-score"}), cat(episodes, []string{"temperature", "max-new", "nll", "candidates"})},
-		{"actor", cat(training, []string{"beta", "batch", "losses", "nll", "temperature", "top-p", "max-new", "critic", "candidates"}), episodes},
+		{"critic", cat(training, []string{"beta", "batch", "losses", "head", "critic-score"}), cat(episodes, []string{"temperature", "top-k", "max-new", "nll", "candidates"})},
+		{"actor", cat(training, []string{"beta", "batch", "losses", "nll", "temperature", "top-p", "top-k", "max-new", "critic", "candidates"}), episodes},
 		{"mtdpo", cat(training, []string{"beta", "batch", "losses"}), cat(episodes, []string{"temperature", "max-new", "nll", "head"})},
 		{"rft", training, cat(episodes, []string{"beta", "batch", "losses", "nll", "temperature", "max-new"})},
-		{"rollout", cat(episodes, []string{"temperature", "top-p", "max-new", "k", "out"}), []string{"lr", "epochs", "lora-rank", "lora-targets", "trajectories", "json"}},
-		{"eval", cat(episodes, []string{"temperature", "top-p", "max-new", "seeds", "out", "json", "clip-model", "against"}), []string{"lr", "epochs", "lora-rank", "lora-targets", "trajectories", "k"}},
+		{"rollout", cat(episodes, []string{"temperature", "top-p", "top-k", "max-new", "k", "out"}), []string{"lr", "epochs", "lora-rank", "lora-targets", "trajectories", "json"}},
+		{"eval", cat(episodes, []string{"temperature", "top-p", "top-k", "max-new", "seeds", "out", "json", "clip-model", "against"}), []string{"lr", "epochs", "lora-rank", "lora-targets", "trajectories", "k"}},
 		{"sft", []string{"out", "warmup", "lora-rank", "lora-targets", "steps", "data", "data-format"}, cat(episodes, []string{"run-dir", "trajectories", "env"})},
 		{"demo", []string{"out", "lora-rank", "lora-targets", "check-tasks"}, cat(simulator, []string{"hf", "tasks"})},
 		{"critic-check", []string{"from", "critic", "check-tasks"}, []string{"tasks", "lora-targets", "sim-url"}},
 		{"plan", []string{"dtype", "json", "lora-rank", "lora-targets"}, []string{"weight-dtype", "threads", "backend", "sim-url"}},
 		{"info", []string{"hf", "gguf", "preset"}, []string{"threads", "backend", "seed", "adapter"}},
-		{"generate", []string{"temperature", "top-p", "max-new", "json"}, cat(episodes, []string{"lora-rank", "lora-targets"})},
+		{"generate", []string{"temperature", "top-p", "top-k", "max-new", "json"}, cat(episodes, []string{"lora-rank", "lora-targets"})},
 		{"serve", []string{"addr", "adapter", "max-batch"}, cat(episodes, []string{"lora-rank", "lora-targets", "temperature"})},
 		{"score", []string{"input", "adapter"}, cat(episodes, []string{"temperature", "max-new", "lora-targets"})},
 	}
@@ -289,5 +289,42 @@ func TestEvalJSON(t *testing.T) {
 		if _, ok := raw[key]; !ok {
 			t.Errorf("eval --json lacks %q:\n%s", key, stdout)
 		}
+	}
+}
+
+// TestEvalTopK checks that eval's --top-k reaches the agent's sampler:
+// --top-k 1 at temperature 1 plays the greedy episodes (temperature 0),
+// which the same draws without --top-k do not, and --json reports it.
+func TestEvalTopK(t *testing.T) {
+	model := byteModel(t)
+	dir := t.TempDir()
+	play := func(name string, extra ...string) (rl.EvalResult, string) {
+		t.Helper()
+		out := filepath.Join(dir, name+".jsonl")
+		args := append([]string{"--hf", model, "--threads", "1", "--env", "demo", "--demo-tasks", "2", "--max-new", "6", "--json", "--out", out}, extra...)
+		stdout, stderr, err := runCmdErr(t, runEval, args...)
+		if err != nil {
+			t.Fatalf("eval %q: %v\n%s", extra, err, stderr)
+		}
+		var r rl.EvalResult
+		if err := json.Unmarshal([]byte(stdout), &r); err != nil {
+			t.Fatalf("eval %q --json: %v\n%s", extra, err, stdout)
+		}
+		data, err := os.ReadFile(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r, string(data)
+	}
+	_, greedy := play("greedy", "--temperature", "0")
+	r, topK := play("top1", "--temperature", "1", "--top-k", "1")
+	if topK != greedy {
+		t.Errorf("eval --top-k 1 --temperature 1 played other episodes than greedy:\n%s\ngreedy:\n%s", topK, greedy)
+	}
+	if r.TopK != 1 {
+		t.Errorf("eval --json reports top_k %d, want 1", r.TopK)
+	}
+	if r, sampled := play("sampled", "--temperature", "1"); sampled == greedy || r.TopK != 0 {
+		t.Errorf("eval --temperature 1 without --top-k: the greedy episodes (%t), top_k %d", sampled == greedy, r.TopK)
 	}
 }

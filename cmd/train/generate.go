@@ -35,6 +35,7 @@ func runGenerate(args []string, stdin io.Reader, stdout, stderr io.Writer) error
 	maxNew := fs.Int("max-new", 128, "tokens to generate at most")
 	temp := fs.Float32("temperature", 0, "sampling temperature (0: greedy)")
 	topP := fs.Float32("top-p", 1, "nucleus sampling mass (1: off)")
+	topK := fs.Int("top-k", 0, "sample among the k most likely tokens, before --top-p (0: off)")
 	asJSON := fs.Bool("json", false, "print {text, ids, logprobs} as JSON instead of the text")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -81,7 +82,7 @@ func runGenerate(args []string, stdin io.Reader, stdout, stderr io.Writer) error
 	}
 	stop := m.Config.EOS
 	gen, err := m.Generate([][]int32{ids}, llama.GenerateOptions{MaxNew: *maxNew, Stop: stop, Seed: mf.seed, Adapter: ad,
-		Sample: engine.SampleParams{Temperature: *temp, TopP: *topP}})
+		Sample: engine.SampleParams{Temperature: *temp, TopP: *topP, TopK: *topK}})
 	if err != nil {
 		return err
 	}

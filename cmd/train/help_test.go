@@ -128,14 +128,14 @@ func TestFlagConsistency(t *testing.T) {
 			t.Errorf("--%s takes different values in different subcommands: %v", flag, byType)
 		}
 	}
-	for flag, want := range map[string]string{"json": "bool", "out": "string", "preset": "string", "seed": "uint64", "temperature": "number", "top-p": "number"} {
+	for flag, want := range map[string]string{"json": "bool", "out": "string", "preset": "string", "seed": "uint64", "temperature": "number", "top-p": "number", "top-k": "int"} {
 		if _, ok := kinds[flag][want]; !ok {
 			t.Errorf("--%s: %v, want %s", flag, kinds[flag], want)
 		}
 	}
 	// Every subcommand that samples takes the sampling flags.
 	for _, name := range []string{"generate", "eval", "rollout", "actor"} {
-		for _, flag := range []string{"temperature", "top-p", "seed"} {
+		for _, flag := range []string{"temperature", "top-p", "top-k", "seed"} {
 			found := false
 			for _, f := range subcommandFlags(cmds, name) {
 				found = found || f.Name == flag

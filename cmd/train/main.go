@@ -43,7 +43,7 @@ func commands() map[string]command {
 		"eval":          {"play held-out tasks and report pass rate and success (frontend: mean CLIP cosine, win rate) with 95% confidence intervals", runEval},
 		"family-stats":  {"a built-in task family's statistics from its scripted dialogues alone: scripted success, imitation of the successes, optimum, harmful turns", runFamilyStats},
 		"export":        {"turn a model, or an adapter on its base, into a merged Hugging Face directory or a GGUF file (f32, f16, bf16)", runExport},
-		"generate":      {"continue a prompt with a model (greedy, temperature, top-p)", runGenerate},
+		"generate":      {"continue a prompt with a model (greedy, temperature, top-k, top-p)", runGenerate},
 		"info":          {"print a model's architecture and parameter counts", runInfo},
 		"launch":        {"start a subcommand once per rank, as torchrun does: train launch --nproc-per-node N -- <subcommand> <flags>", runLaunch},
 		"mtdpo":         {"the multi-turn DPO baseline: DPO over whole trajectories", runMTDPO},

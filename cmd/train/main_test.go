@@ -39,6 +39,8 @@ func TestFlagRanges(t *testing.T) {
 	}{
 		{runGenerate, []string{"--hf", "nowhere", "--temperature", "-1"}, "--temperature -1: want a value ≥ 0"},
 		{runGenerate, []string{"--hf", "nowhere", "--top-p", "2"}, "--top-p 2: want a value in (0, 1]"},
+		{runGenerate, []string{"--hf", "nowhere", "--top-k", "-1"}, "--top-k -1: want a value ≥ 0"},
+		{runRollout, []string{"--hf", "nowhere", "--top-k", "-3"}, "--top-k -3: want a value ≥ 0"},
 		{runSFT, []string{"--hf", "nowhere", "--lora-rank", "-2"}, "--lora-rank -2: want a value ≥ 0"},
 		{runActor, []string{"--hf", "nowhere", "--data-fraction", "1.5"}, "--data-fraction 1.5: want a value in (0, 1]"},
 		{runCritic, []string{"--hf", "nowhere", "--warmup", "2"}, "--warmup 2: want a value in [0, 1)"},

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -39,5 +40,39 @@ func TestGenerateMaxNewCapped(t *testing.T) {
 	err = runGenerate([]string{"--preset", "tiny", "--ids", string(ids), "--max-new", "4"}, strings.NewReader(""), &out, &errOut)
 	if err == nil || !strings.Contains(err.Error(), "fill the model's context of 256") {
 		t.Errorf("a prompt of the whole context: %v", err)
+	}
+}
+
+// TestGenerateTopK checks that --top-k 1 draws the greedy continuation at
+// temperature 1, whatever the seed of the draws, and that the same draws
+// without --top-k are another continuation (so the first check means
+// something). The seed of the draws is also the random weights' seed, so
+// every run takes the same --seed and the draws differ by its use alone.
+func TestGenerateTopK(t *testing.T) {
+	gen := func(extra ...string) []int32 {
+		t.Helper()
+		var out, errOut bytes.Buffer
+		args := append([]string{"--preset", "tiny", "--ids", "[1,5,6]", "--max-new", "12", "--json", "--threads", "1", "--seed", "3"}, extra...)
+		if err := runGenerate(args, strings.NewReader(""), &out, &errOut); err != nil {
+			t.Fatalf("generate %q: %v\n%s", extra, err, errOut.String())
+		}
+		var res struct{ IDs []int32 }
+		if err := json.Unmarshal(out.Bytes(), &res); err != nil {
+			t.Fatal(err)
+		}
+		return res.IDs
+	}
+	greedy := gen()
+	if got := gen("--temperature", "1", "--top-k", "1"); !slices.Equal(got, greedy) {
+		t.Errorf("--top-k 1 --temperature 1: %v, greedy %v", got, greedy)
+	}
+	if got := gen("--temperature", "1", "--top-k", "1", "--top-p", "0.5"); !slices.Equal(got, greedy) {
+		t.Errorf("--top-k 1 --top-p 0.5 --temperature 1: %v, greedy %v", got, greedy)
+	}
+	if got := gen("--temperature", "1"); slices.Equal(got, greedy) {
+		t.Errorf("--temperature 1 without --top-k drew the greedy continuation %v too", got)
+	}
+	if got := gen("--temperature", "1", "--top-k", "100000"); !slices.Equal(got, gen("--temperature", "1")) {
+		t.Errorf("--top-k over the vocabulary: %v, not the draws without it", got)
 	}
 }

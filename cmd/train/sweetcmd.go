@@ -203,6 +203,7 @@ type episodeJob struct {
 	ef     envFlags
 	temp   float64
 	topP   float64
+	topK   int
 	maxNew int
 	m      *llama.Model
 	ad     *llama.Adapter
@@ -224,6 +225,7 @@ func newEpisodeJob(name string, stderr io.Writer) *episodeJob {
 	j.ef.registerScoring(j.fs)
 	j.fs.Float64Var(&j.temp, "temperature", rl.RefTemperature, "the agent's sampling temperature (1, as the paper samples rollouts and evaluations; 0: greedy)")
 	j.fs.Float64Var(&j.topP, "top-p", 1, "the agent's nucleus sampling mass (1: off)")
+	j.fs.IntVar(&j.topK, "top-k", 0, "the agent draws among its k most likely tokens, before --top-p (0: off)")
 	j.fs.IntVar(&j.maxNew, "max-new", rl.RefMaxNew, "tokens per agent turn at most")
 	return j
 }
@@ -279,7 +281,7 @@ func (j *episodeJob) load(args []string, heldOut bool, check func() error, stdou
 // episodes is the library's view of the loaded job (rl.Episodes).
 func (j *episodeJob) episodes(stdout io.Writer) rl.Episodes {
 	return rl.Episodes{Model: j.m, Adapter: j.ad, Tok: j.tok, Protocol: j.proto, Tasks: j.tasks, Sim: j.sim, HTTP: j.hs, Scorer: j.scorer,
-		ScorerName: j.desc, Temperature: j.temp, TopP: j.topP, MaxNew: j.maxNew, Seed: j.pf.seed, SimWorkers: j.ef.simWorkers, Log: stdout, Comm: j.comm}
+		ScorerName: j.desc, Temperature: j.temp, TopP: j.topP, TopK: j.topK, MaxNew: j.maxNew, Seed: j.pf.seed, SimWorkers: j.ef.simWorkers, Log: stdout, Comm: j.comm}
 }
 
 // runRollout implements "train rollout".
@@ -333,6 +335,7 @@ func runActor(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	fraction := fs.Float64("data-fraction", rl.RefDataFraction, "fraction of the agent turns used")
 	temp := fs.Float32("temperature", rl.RefTemperature, "sampling temperature of the candidates (1, as the reference samples them)")
 	topP := fs.Float32("top-p", 1, "nucleus sampling mass of the candidates (1: off)")
+	topK := fs.Int("top-k", 0, "candidates draw among the k most likely tokens, before --top-p (0: off)")
 	maxNew := fs.Int("max-new", rl.RefMaxNew, "tokens per candidate at most")
 	baseline := fs.String("advantage-baseline", "reference", "what a candidate's critic score is compared with: reference (the paper's Eq. 3: the critic's frozen reference, with the ground truth) or policy (the released code: the sampling policy, without it)")
 	nllScope := fs.String("nll-scope", "sequence", "the NLL term's tokens: sequence (the reference: the whole chosen sequence, context included) or reply")
@@ -366,7 +369,7 @@ func runActor(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	return rl.TrainActor(j.job(stdout), rl.ActorJob{Critic: critic, Temperature: *temp, TopP: *topP, MaxNew: *maxNew, Candidates: *candidates,
+	return rl.TrainActor(j.job(stdout), rl.ActorJob{Critic: critic, Temperature: *temp, TopP: *topP, TopK: *topK, MaxNew: *maxNew, Candidates: *candidates,
 		PairsPerTurn: *perTurn, DataFraction: *fraction, NLLSequence: seqNLL})
 }
 

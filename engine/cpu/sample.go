@@ -36,19 +36,35 @@ func (b *Backend) sampleRow(w int, row []float32, u float32, p engine.SamplePara
 		return best
 	}
 	total := expWeights(row, p.Temperature)
-	if p.TopP <= 0 || p.TopP >= 1 {
+	topK, nucleus := p.TopK > 0 && p.TopK < len(row), p.TopP > 0 && p.TopP < 1
+	if !topK && !nucleus {
 		return drawIndexOrder(row, float64(u)*total)
 	}
-	// Nucleus: rank by weight, descending, ties by index; keep the shortest
-	// prefix of that order whose running sum (f64, in that order) reaches
-	// TopP·total.
-	target := float64(p.TopP) * total
-	keys, keep, mass, ok := nucleusPrefix(row, target, b.keys[w][:0])
-	if !ok { // the heavy tokens fell short: rank them all (all are kept if the sum never reaches target)
-		keys, keep, mass, _ = rankedPrefix(row, target, 0, keys[:0])
+	// Rank by weight, descending, ties by index; keep the TopK first, then
+	// the shortest prefix of those whose running sum (f64, in rank order)
+	// reaches TopP·(their total).
+	var keys []uint64
+	var keep int
+	var mass float64
+	if topK {
+		keys = heaviest(row, p.TopK, b.keys[w][:0])
+		keep = len(keys)
+		for _, key := range keys {
+			mass += float64(keyWeight(key))
+		}
+		if nucleus {
+			keep, mass = prefixReaching(keys, float64(p.TopP)*mass)
+		}
+	} else {
+		target := float64(p.TopP) * total
+		var ok bool
+		keys, keep, mass, ok = nucleusPrefix(row, target, b.keys[w][:0])
+		if !ok { // the heavy tokens fell short: rank them all (all are kept if the sum never reaches target)
+			keys, keep, mass, _ = rankedPrefix(row, target, 0, keys[:0])
+		}
 	}
-	// Zero the tokens outside the nucleus (every key after the last kept one
-	// in the ranking), then draw in index order.
+	// Zero the tokens outside the candidates (every key after the last kept
+	// one in the ranking), then draw in index order.
 	lastKept := keys[keep-1]
 	for j, e := range row {
 		if rankKey(e, j) > lastKept {
@@ -66,6 +82,9 @@ func rankKey(e float32, j int) uint64 {
 	return uint64(^math.Float32bits(e))<<32 | uint64(uint32(j))
 }
 
+// keyWeight is the weight of a rankKey.
+func keyWeight(key uint64) float32 { return math.Float32frombits(^uint32(key >> 32)) }
+
 // rankedPrefix ranks the tokens whose weight bits are at least minBits and
 // returns their keys in rank order, with the length keep of the shortest
 // prefix whose running sum in that order reaches target, and that sum; when
@@ -77,14 +96,46 @@ func rankedPrefix(row []float32, target float64, minBits uint32, keys []uint64) 
 		}
 	}
 	slices.Sort(keys)
+	keep, mass := prefixReaching(keys, target)
+	return keys, keep, mass, mass >= target
+}
+
+// prefixReaching returns the length of the shortest prefix of keys (in rank
+// order) whose running sum of weights (f64, in that order) reaches target,
+// and that sum; all of keys and their sum when none does.
+func prefixReaching(keys []uint64, target float64) (int, float64) {
 	mass := 0.0
 	for k, key := range keys {
-		mass += float64(math.Float32frombits(^uint32(key >> 32)))
+		mass += float64(keyWeight(key))
 		if mass >= target {
-			return keys, k + 1, mass, true
+			return k + 1, mass
 		}
 	}
-	return keys, len(keys), mass, false
+	return len(keys), mass
+}
+
+// heaviest returns the keys of the k heaviest tokens of row (0 < k <
+// len(row)) in rank order. A histogram of the weights by their top 16 bits
+// finds the highest bucket from which the tokens of all heavier ones number
+// at least k; only the tokens from that bucket up are ranked.
+func heaviest(row []float32, k int, keys []uint64) []uint64 {
+	var hist [1 << 15]int32 // finite weights are ≤ 1: top 16 bits ≤ 0x3f80
+	for _, e := range row {
+		hist[math.Float32bits(e)>>16&(1<<15-1)]++
+	}
+	top, n := len(hist)-1, 0
+	for ; top > 0; top-- {
+		if n += int(hist[top]); n >= k {
+			break
+		}
+	}
+	for j, e := range row {
+		if math.Float32bits(e)>>16 >= uint32(top) {
+			keys = append(keys, rankKey(e, j))
+		}
+	}
+	slices.Sort(keys)
+	return keys[:k]
 }
 
 // nucleusPrefix is rankedPrefix over just the heaviest tokens that can hold

@@ -18,7 +18,8 @@ import (
 // tiles, every float dtype).
 
 // TestSampleMatchesCPU draws from rows with many tied weights (logits on a
-// coarse grid), over several draw tiles, in every float dtype, and requires
+// coarse grid: ties at the top-k and the nucleus boundaries), over several
+// draw tiles, in every float dtype, and requires
 // the CPU backend's ids (the same f32 weights, sums in another f64 order)
 // and the float64 reference's.
 func TestSampleMatchesCPU(t *testing.T) {
@@ -26,11 +27,13 @@ func TestSampleMatchesCPU(t *testing.T) {
 	params := []engine.SampleParams{
 		{}, {Temperature: 1}, {Temperature: 0.7, TopP: 0.9}, {Temperature: 1.3, TopP: 0.5},
 		{Temperature: 1, TopP: 0.999}, {Temperature: 0.5, TopP: 0.01}, {Temperature: 2, TopP: 0.3},
+		{Temperature: 1, TopK: 1}, {Temperature: 0.7, TopK: 3}, {Temperature: 1.3, TopK: 40, TopP: 0.9},
+		{Temperature: 1, TopK: 1000, TopP: 0.5}, {Temperature: 2, TopK: 4098},
 	}
 	for _, dt := range []engine.DType{engine.F32, engine.BF16, engine.F16} {
 		for _, shape := range []struct{ rows, v, grid int }{{5, 1, 1}, {6, 2, 1}, {8, 50, 4}, {4, 4099, 8}, {3, 20011, 32}} {
 			for pi, sp := range params {
-				name := fmt.Sprintf("%v/V=%d/T=%g_p=%g", dt, shape.v, sp.Temperature, sp.TopP)
+				name := fmt.Sprintf("%v/V=%d/T=%g_k=%d_p=%g", dt, shape.v, sp.Temperature, sp.TopK, sp.TopP)
 				t.Run(name, func(t *testing.T) {
 					r := enginetest.Rand(uint64(7*shape.v + pi))
 					lv := make([]float32, shape.rows*shape.v)
@@ -49,7 +52,7 @@ func TestSampleMatchesCPU(t *testing.T) {
 							t.Fatalf("row %d (u=%g): drew %d, CPU %d", i, uv[i], got[i], want[i])
 						}
 						if rf := ref.Sample(enginetest.F64(lv[i*shape.v:(i+1)*shape.v]), float64(uv[i]),
-							float64(sp.Temperature), float64(sp.TopP)); int(got[i]) != rf {
+							float64(sp.Temperature), float64(sp.TopP), sp.TopK); int(got[i]) != rf {
 							t.Errorf("row %d (u=%g): drew %d, reference %d", i, uv[i], got[i], rf)
 						}
 					}
@@ -94,8 +97,8 @@ func TestSampleTies(t *testing.T) {
 	}
 }
 
-// TestSampleChunks: rows split over many chunks — ties at the nucleus
-// boundary that are kept only in part and span chunks, a vocabulary of
+// TestSampleChunks: rows split over many chunks — ties at the top-k and
+// nucleus boundaries that are kept only in part and span chunks, a vocabulary of
 // Llama 3's size, and one over 256 chunks of 4096 (larger chunks) — draw the
 // CPU backend's ids, and a rerun draws the same.
 func TestSampleChunks(t *testing.T) {
@@ -110,9 +113,16 @@ func TestSampleChunks(t *testing.T) {
 		{3, 128256, 64, engine.SampleParams{Temperature: 1}},
 		{3, 128256, 64, engine.SampleParams{}},
 		{2, 1100003, 1000, engine.SampleParams{Temperature: 1, TopP: 0.95}},
+		{5, 10000, 1, engine.SampleParams{Temperature: 1, TopK: 6000}},              // all tied: the first 6000, over two chunks
+		{5, 10000, 1, engine.SampleParams{Temperature: 1, TopK: 6000, TopP: 0.5}},   // then the first 3000
+		{4, 12289, 3, engine.SampleParams{Temperature: 1, TopK: 5000}},              // a partial tie group over chunks
+		{4, 12289, 3, engine.SampleParams{Temperature: 0.5, TopK: 9000, TopP: 0.3}}, // top-p inside the k
+		{3, 128256, 64, engine.SampleParams{Temperature: 0.8, TopK: 50, TopP: 0.9}},
+		{3, 128256, 64, engine.SampleParams{Temperature: 1, TopK: 100000}},
+		{2, 1100003, 1000, engine.SampleParams{Temperature: 1, TopK: 40000, TopP: 0.95}},
 	} {
 		for _, dt := range []engine.DType{engine.F32, engine.BF16} {
-			t.Run(fmt.Sprintf("%v/V=%d/T=%g_p=%g", dt, cs.v, cs.sp.Temperature, cs.sp.TopP), func(t *testing.T) {
+			t.Run(fmt.Sprintf("%v/V=%d/T=%g_k=%d_p=%g", dt, cs.v, cs.sp.Temperature, cs.sp.TopK, cs.sp.TopP), func(t *testing.T) {
 				r := enginetest.Rand(uint64(cs.v + cs.grid))
 				lv := make([]float32, cs.rows*cs.v)
 				for i := range lv {

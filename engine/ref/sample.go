@@ -6,8 +6,9 @@ import (
 )
 
 // Sample draws an index from logits by the rule documented on
-// engine.SampleParams, in float64.
-func Sample(logits []float64, u, temperature, topP float64) int {
+// engine.SampleParams, in float64: temperature, then the topK heaviest
+// tokens (0: all), then the top-p nucleus among them.
+func Sample(logits []float64, u, temperature, topP float64, topK int) int {
 	if temperature <= 0 {
 		best := 0
 		for j, x := range logits {
@@ -22,30 +23,42 @@ func Sample(logits []float64, u, temperature, topP float64) int {
 		m = math.Max(m, x)
 	}
 	e := make([]float64, len(logits))
-	var total float64
 	for j, x := range logits {
 		e[j] = math.Exp((x - m) / temperature)
-		total += e[j]
 	}
-	mass := total
-	if topP > 0 && topP < 1 {
-		order := make([]int, len(e))
-		for j := range order {
-			order[j] = j
+	// The ranking: descending weight, the lower index first among equals.
+	order := make([]int, len(e))
+	for j := range order {
+		order[j] = j
+	}
+	sort.SliceStable(order, func(a, b int) bool { return e[order[a]] > e[order[b]] })
+	keep := len(order) // candidates: order[:keep]
+	var mass float64   // their total: in index order for all tokens, else in rank order
+	if topK > 0 && topK < keep {
+		keep = topK
+		for _, j := range order[:keep] {
+			mass += e[j]
 		}
-		sort.SliceStable(order, func(a, b int) bool { return e[order[a]] > e[order[b]] })
+	} else {
+		for _, w := range e {
+			mass += w
+		}
+	}
+	if topP > 0 && topP < 1 {
+		target := topP * mass
 		mass = 0
 		k := 0
-		for k < len(order) {
+		for k < keep {
 			mass += e[order[k]]
 			k++
-			if mass >= topP*total {
+			if mass >= target {
 				break
 			}
 		}
-		for _, j := range order[k:] {
-			e[j] = 0
-		}
+		keep = k
+	}
+	for _, j := range order[keep:] {
+		e[j] = 0
 	}
 	var c float64
 	last := 0

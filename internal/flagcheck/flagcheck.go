@@ -31,7 +31,7 @@ var (
 // rules maps a flag's name to its range. A float "warmup" is a fraction of
 // the steps and an integer one a number of steps (see ruleFor).
 var rules = map[string]rule{
-	"temperature": nonNegative, "top-p": fraction, "lora-rank": nonNegative,
+	"temperature": nonNegative, "top-p": fraction, "top-k": nonNegative, "lora-rank": nonNegative,
 	"data-fraction": fraction, "eval-fraction": share, "min-lr-ratio": unitClosed,
 	"lr": nonNegative, "critic-lr": nonNegative, "actor-lr": nonNegative, "rft-lr": nonNegative, "mtdpo-lr": nonNegative,
 	"weight-decay": nonNegative, "clip": nonNegative, "beta": positive, "nll": nonNegative,

@@ -17,6 +17,9 @@ func TestCheck(t *testing.T) {
 		{[]string{"--temperature", "-1"}, "--temperature -1: want a value ≥ 0"},
 		{[]string{"--top-p", "2"}, "--top-p 2: want a value in (0, 1]"},
 		{[]string{"--top-p", "0"}, "--top-p 0: want a value in (0, 1]"},
+		{[]string{"--top-k", "-1"}, "--top-k -1: want a value ≥ 0"},
+		{[]string{"--top-k", "0"}, ""},
+		{[]string{"--top-k", "40"}, ""},
 		{[]string{"--lora-rank", "-2"}, "--lora-rank -2: want a value ≥ 0"},
 		{[]string{"--data-fraction", "1.5"}, "--data-fraction 1.5: want a value in (0, 1]"},
 		{[]string{"--data-fraction", "1"}, ""},
@@ -29,6 +32,7 @@ func TestCheck(t *testing.T) {
 		fs := pflag.NewFlagSet("t", pflag.ContinueOnError)
 		fs.Float32("temperature", 1, "")
 		fs.Float32("top-p", 1, "")
+		fs.Int("top-k", 0, "")
 		fs.Int("lora-rank", 16, "")
 		fs.Float64("data-fraction", 0.1, "")
 		fs.Float64("warmup", 0.03, "")

@@ -81,6 +81,8 @@ func TestDecodeGraphSameTokens(t *testing.T) {
 		{"greedy/1", [][]int32{{1, 5, 9}}, llama.GenerateOptions{MaxNew: 12}, false},
 		{"sampled/3/adapter", [][]int32{{1, 5, 9}, {1, 7}, {3, 3, 3, 3}},
 			llama.GenerateOptions{MaxNew: 12, Sample: engine.SampleParams{Temperature: 1, TopP: 0.9}, Seed: 3}, true},
+		{"top-k/2", [][]int32{{1, 5, 9}, {2, 4}},
+			llama.GenerateOptions{MaxNew: 8, Sample: engine.SampleParams{Temperature: 1.2, TopK: 20, TopP: 0.9}, Seed: 4}, false},
 	} {
 		t.Run(k.name, func(t *testing.T) {
 			plain := generate(true, k.prompts, k.opt, k.adapter)

@@ -91,6 +91,7 @@ type EvalOptions struct {
 	Seeds       int     // episodes per task, each with its own sampling seed
 	Temperature float64 // of the agent's sampling
 	TopP        float64 // nucleus sampling mass of the agent (0 or 1: off)
+	TopK        int     // the agent draws among its TopK most likely tokens (0: off), before TopP
 	MaxNew      int     // tokens per agent turn
 	Seed        uint64
 	SimWorkers  int
@@ -149,7 +150,7 @@ func Evaluate(ctx context.Context, m *llama.Model, ad *llama.Adapter, tok tokeni
 func evalSeed(ctx context.Context, m *llama.Model, ad *llama.Adapter, tok tokenizer.Tokenizer, proto sweetrl.Protocol,
 	tasks []sweetrl.Task, sim sweetrl.Simulator, scorer sweetrl.Scorer, o EvalOptions, s int, out io.Writer) ([]sweetrl.Trajectory, []sweetrl.Score, error) {
 	agent := &Sampler{Model: m, Adapter: ad, Tok: tok, MaxNew: o.MaxNew, Seed: o.Seed + uint64(s)*1000003,
-		Sample: engine.SampleParams{Temperature: float32(o.Temperature), TopP: float32(o.TopP)}}
+		Sample: engine.SampleParams{Temperature: float32(o.Temperature), TopP: float32(o.TopP), TopK: o.TopK}}
 	var a BatchAgent = agent
 	if o.Agent != nil {
 		a = o.Agent(agent)

@@ -277,6 +277,7 @@ type ActorJob struct {
 	Critic       Critic
 	Temperature  float32
 	TopP         float32 // nucleus sampling mass of the candidates (0 or 1: off)
+	TopK         int     // candidates draw among the TopK most likely tokens (0: off), before TopP
 	MaxNew       int
 	Candidates   int
 	PairsPerTurn int
@@ -324,7 +325,8 @@ func (j *Job) actorPairs(a ActorJob) ([]PrefPair, error) {
 			return nil, err
 		}
 	}
-	pol := &Sampler{Model: j.Model, Adapter: j.Adapter, Tok: j.Tok, Sample: engine.SampleParams{Temperature: a.Temperature, TopP: a.TopP}, MaxNew: a.MaxNew, Seed: j.Seed}
+	pol := &Sampler{Model: j.Model, Adapter: j.Adapter, Tok: j.Tok, Sample: engine.SampleParams{Temperature: a.Temperature, TopP: a.TopP, TopK: a.TopK},
+		MaxNew: a.MaxNew, Seed: j.Seed}
 	pairs, st, err := ActorPairs(j.Trajs, pol, a.Critic, ActorOptions{Protocol: j.Protocol, Candidates: a.Candidates, PairsPerTurn: a.PairsPerTurn,
 		DataFraction: a.DataFraction, BatchTokens: j.Pref.BatchTokens, Seed: j.Seed, Progress: j.Log, Comm: j.Comm, Backend: j.Model.Backend()})
 	if err != nil {
@@ -408,6 +410,7 @@ type Episodes struct {
 	ScorerName  string // which scorer, in words
 	Temperature float64
 	TopP        float64 // nucleus sampling mass (0 or 1: off)
+	TopK        int     // draws among the TopK most likely tokens (0: off), before TopP
 	MaxNew      int     // tokens per agent turn at most
 	Seed        uint64
 	SimWorkers  int // simulator replies computed at once
@@ -432,7 +435,7 @@ func RolloutJob(ctx context.Context, e Episodes, k, maxBatch int, f FileRolloutO
 	all := f.Order.Episodes(e.Tasks, k)
 	fmt.Fprintf(e.Log, "%d episodes (%d tasks × %d); scoring with %s\n", len(all), len(e.Tasks), k, e.ScorerName)
 	agent := func(c int) BatchAgent {
-		return &Sampler{Model: e.Model, Adapter: e.Adapter, Tok: e.Tok, Sample: engine.SampleParams{Temperature: float32(e.Temperature), TopP: float32(e.TopP)},
+		return &Sampler{Model: e.Model, Adapter: e.Adapter, Tok: e.Tok, Sample: engine.SampleParams{Temperature: float32(e.Temperature), TopP: float32(e.TopP), TopK: e.TopK},
 			MaxNew: e.MaxNew, MaxBatch: maxBatch, Seed: ChunkSeed(e.Seed, c)}
 	}
 	f.Log, f.Comm, f.Backend = e.Log, e.Comm, e.Model.Backend()
@@ -471,7 +474,7 @@ func EvalJob(ctx context.Context, e Episodes, seeds int, out string) (EvalResult
 func (e *Episodes) Result(s Summary, seeds int, out string) EvalResult {
 	r := EvalResult{Tasks: s.Tasks, Episodes: s.Episodes, Seeds: max(seeds, 1), PassRate: s.PassRate, PassCI95: s.PassCI,
 		Success: s.Success, SuccessCI95: s.SuccessCI, Successes: int(math.Round(s.Success * float64(s.Episodes))),
-		Scorer: e.ScorerName, Temperature: e.Temperature, TopP: e.TopP, MaxNew: e.MaxNew, Seed: e.Seed, Trajectories: out}
+		Scorer: e.ScorerName, Temperature: e.Temperature, TopP: e.TopP, TopK: e.TopK, MaxNew: e.MaxNew, Seed: e.Seed, Trajectories: out}
 	if e.HTTP != nil {
 		r.SimulatorFailures = e.HTTP.Failures()
 	}
@@ -499,6 +502,7 @@ type EvalResult struct {
 	Scorer            string  `json:"scorer"`
 	Temperature       float64 `json:"temperature"`
 	TopP              float64 `json:"top_p,omitempty"` // nucleus sampling mass, when on
+	TopK              int     `json:"top_k,omitempty"` // the tokens top-k keeps, when on
 	MaxNew            int     `json:"max_new"`
 	Seed              uint64  `json:"seed"`
 	Trajectories      string  `json:"trajectories,omitempty"` // the episodes' file, if written
@@ -526,7 +530,7 @@ func (r EvalResult) WriteJSON(w io.Writer) error {
 func EvalEpisodes(ctx context.Context, e Episodes, seeds int, out string) (Summary, []sweetrl.Trajectory, error) {
 	fmt.Fprintf(e.Log, "%d tasks × %d seeds; scoring with %s\n", len(e.Tasks), seeds, e.ScorerName)
 	s, eps, err := Evaluate(ctx, e.Model, e.Adapter, e.Tok, e.Protocol, e.Tasks, e.Sim, e.Scorer,
-		EvalOptions{Seeds: seeds, Temperature: e.Temperature, TopP: e.TopP, MaxNew: e.MaxNew, Seed: e.Seed, SimWorkers: e.SimWorkers, Label: "eval",
+		EvalOptions{Seeds: seeds, Temperature: e.Temperature, TopP: e.TopP, TopK: e.TopK, MaxNew: e.MaxNew, Seed: e.Seed, SimWorkers: e.SimWorkers, Label: "eval",
 			Comm: e.Comm, Backend: e.Model.Backend()}, e.Log)
 	if err != nil {
 		return Summary{}, nil, err
