@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"math"
 	"os"
 	"slices"
 	"strings"
@@ -313,26 +312,10 @@ func parseSentencePieceJSON(what string, data []byte, eos string) (*SentencePiec
 	}
 
 	// Lay out the tokens by id, as parseJSON does: the vocab, then the
-	// added tokens, ids checked against the count before use.
-	count := int64(len(m.Vocab) + len(f.AddedTokens))
-	if count > math.MaxInt32 {
-		return fail("%d tokens, more than int32 ids can number", count)
-	}
-	size := int64(0)
-	for tok, id := range m.Vocab {
-		if id < 0 || id >= count {
-			return fail("vocab token %q has id %d, outside 0 to %d (the file has %d tokens, and ids must run from 0 without gaps)", tok, id, count-1, count)
-		}
-		size = max(size, id+1)
-	}
-	for i, a := range f.AddedTokens {
-		switch {
-		case a.ID == nil:
-			return fail("added token %d (%q) has no id", i, a.Content)
-		case *a.ID < 0 || *a.ID >= count:
-			return fail("added token %q has id %d, outside 0 to %d (the file has %d tokens, and ids must run from 0 without gaps)", a.Content, *a.ID, count-1, count)
-		}
-		size = max(size, *a.ID+1)
+	// added tokens.
+	size, err := tableSize(m.Vocab, f.AddedTokens)
+	if err != nil {
+		return fail("%v", err)
 	}
 	tokens := make([]string, size)
 	types := make([]int32, size)

@@ -176,6 +176,34 @@ func checkLlama3Pre(p *hfPre) error {
 	return nil
 }
 
+// tableSize returns how many entries the token table of a tokenizer.json
+// needs for its vocab and added tokens. Every id is checked against the
+// number of tokens before it is used, so that ids must run from 0 without
+// gaps and a huge one cannot overflow or index past the table.
+func tableSize(vocab map[string]int64, added []hfAdded) (int64, error) {
+	count := int64(len(vocab) + len(added))
+	if count > math.MaxInt32 {
+		return 0, fmt.Errorf("%d tokens, more than int32 ids can number", count)
+	}
+	size := int64(0)
+	for tok, id := range vocab {
+		if id < 0 || id >= count {
+			return 0, fmt.Errorf("vocab token %q has id %d, outside 0 to %d (the file has %d tokens, and ids must run from 0 without gaps)", tok, id, count-1, count)
+		}
+		size = max(size, id+1)
+	}
+	for i, a := range added {
+		switch {
+		case a.ID == nil:
+			return 0, fmt.Errorf("added token %d (%q) has no id", i, a.Content)
+		case *a.ID < 0 || *a.ID >= count:
+			return 0, fmt.Errorf("added token %q has id %d, outside 0 to %d (the file has %d tokens, and ids must run from 0 without gaps)", a.Content, *a.ID, count-1, count)
+		}
+		size = max(size, *a.ID+1)
+	}
+	return size, nil
+}
+
 func parseJSON(what string, data []byte) (*BPE, error) {
 	fail := func(format string, args ...any) (*BPE, error) {
 		return nil, fmt.Errorf("tokenizer: %s: %s", what, fmt.Sprintf(format, args...))
@@ -207,29 +235,10 @@ func parseJSON(what string, data []byte) (*BPE, error) {
 		return fail("%v", err)
 	}
 
-	// Lay out tokens by id: the model's vocab, then the added tokens. Every
-	// id is checked against the number of tokens before it is used, so
-	// that ids must run from 0 without gaps and a huge one cannot
-	// overflow or index past the table.
-	count := int64(len(m.Vocab) + len(f.AddedTokens))
-	if count > math.MaxInt32 {
-		return fail("%d tokens, more than int32 ids can number", count)
-	}
-	size := int64(0)
-	for tok, id := range m.Vocab {
-		if id < 0 || id >= count {
-			return fail("vocab token %q has id %d, outside 0 to %d (the file has %d tokens, and ids must run from 0 without gaps)", tok, id, count-1, count)
-		}
-		size = max(size, id+1)
-	}
-	for i, a := range f.AddedTokens {
-		switch {
-		case a.ID == nil:
-			return fail("added token %d (%q) has no id", i, a.Content)
-		case *a.ID < 0 || *a.ID >= count:
-			return fail("added token %q has id %d, outside 0 to %d (the file has %d tokens, and ids must run from 0 without gaps)", a.Content, *a.ID, count-1, count)
-		}
-		size = max(size, *a.ID+1)
+	// Lay out tokens by id: the model's vocab, then the added tokens.
+	size, err := tableSize(m.Vocab, f.AddedTokens)
+	if err != nil {
+		return fail("%v", err)
 	}
 	raw := make([]string, size)
 	kinds := make([]tokenKind, size)
