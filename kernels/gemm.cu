@@ -28,7 +28,7 @@
 //   k = 4096), their weight gradients (16×4096 over the tokens), the
 //   classifier's input gradient (256×4096 over k = 128256). With T the 64×64
 //   output tiles of all batch entries, ⌈m/64⌉·⌈n/64⌉·batch,
-//     S = min(⌊kWaveTiles / T⌋, kMaxSplit, ⌊k / kMinSplitK⌋)   (512, 8, 512)
+//     S = min(⌊kWaveTiles / T⌋, kMaxSplit, ⌊k / kMinSplitK⌋) = min(⌊512 / T⌋, 8, ⌊k / 512⌋)
 //   k-ranges; S < 2: not split. Otherwise k_chunk = ⌈k / S⌉ rounded up to a
 //   multiple of the k-step (32), S becomes ⌈k / k_chunk⌉, and range z is
 //   [z·k_chunk, min(k, (z+1)·k_chunk)). Grid z (blockIdx.z) sums its range
@@ -83,13 +83,13 @@
 //   256-byte row pieces. Each thread keeps one pointer and bumps it by a
 //   k-tile per copy.
 //   Edges: a 16-byte chunk that lies outside the matrix, or past the end of
-//   the block's k-range, is zero-filled (cp.async with source size 0). Chunks are all-in or all-out when the
-//   stored row width is a multiple of 8 and the base 16-byte aligned (every
-//   Llama shape); otherwise that operand is copied element by element with
-//   bounds checks (correct for any shape, slower). (A k-range ends at a
-//   multiple of 32, or at k, so the chunks stay all-in or all-out.) Zeros
-//   in K's tail make the extra products vanish; rows and columns past M and N are computed and
-//   dropped by the epilogue.
+//   the block's k-range, is zero-filled (cp.async with source size 0).
+//   Chunks are all-in or all-out when the stored row width is a multiple of
+//   8 and the base 16-byte aligned (every Llama shape; a k-range ends at a
+//   multiple of 32 or at k); otherwise that operand is copied element by
+//   element with bounds checks (correct for any shape, slower). Zeros in
+//   K's tail make the extra products vanish; rows and columns past M and N
+//   are computed and dropped by the epilogue.
 //   Epilogue: after the main loop the pipeline buffers are reused as one
 //   16×20 f32 scratch tile per warp. Each accumulator fragment is stored
 //   there (its register layout is unspecified), and then lane l owns row l/2,
@@ -113,7 +113,8 @@
 //
 // Grid: one block per output tile, batch entry and k-range: blockIdx.x the
 // tile, blockIdx.y the batch entry (launches are split into chunks of at most
-// 65535 entries), blockIdx.z the k-range of a split GEMM (0 otherwise). Tiles are ordered in bands of 8 tile rows, column by column within
+// 65535 entries), blockIdx.z the k-range of a split GEMM (0 otherwise).
+// Tiles are ordered in bands of 8 tile rows, column by column within
 // a band, so the blocks resident at one time share few A and B panels in L2.
 // The bf16 kernel uses the 128×128 tile when that gives at least one block per
 // SM, the 64×64 tile otherwise (small M·N: more blocks to fill the GPU).
@@ -553,8 +554,8 @@ static int splitk_plan(tw_dtype cdt, tw_dtype abdt, int64_t m, int64_t n, int64_
 	return (int)ceil_div<int64_t>(k, chunk);
 }
 
-// The second pass of a split GEMM over count elements of C (dense) and of
-// each workspace slice: C[i] = round(alpha·acc + beta·C_old[i]) with
+// The second pass of a split GEMM, over elements i of C (dense) and of each
+// workspace slice: C[i] = round(alpha·acc + beta·C_old[i]) with
 // acc = (…((P_0[i] + P_1[i]) + P_2[i]) …) + P_{S−1}[i] in f32, P_z the slice
 // at ws + z·slice, the same expression as the unsplit epilogue's
 // (epilogue_run); C is read only when beta ≠ 0. An op of vec.cuh's
