@@ -18,7 +18,28 @@
 //   extents past what the grid can address (m, n, k ≥ 2³¹, more than 2³¹−1
 //   output tiles), are cudaErrorInvalidValue.
 //   Deterministic: every element of C is summed by one thread (or one warp's
-//   mma) in a fixed order; no split-K, no atomics.
+//   mma) in a fixed order, or, when the GEMM is split along k (below), its
+//   fixed k-ranges are so summed and the range sums added in a fixed order;
+//   no atomics. Whether and how a GEMM is split depends on its dtypes and
+//   extents alone, never on the device or the block tile, so neither do its
+//   bits. (A split GEMM's bits are not the unsplit sum's: the order differs.)
+//   Split-K (bf16 operands; splitk_plan): a GEMM of few output tiles and a
+//   long k leaves most SMs idle — the LoRA GEMMs (2048×16 outputs over
+//   k = 4096), their weight gradients (16×4096 over the tokens), the
+//   classifier's input gradient (256×4096 over k = 128256). With T the 64×64
+//   output tiles of all batch entries, ⌈m/64⌉·⌈n/64⌉·batch,
+//     S = min(⌊kWaveTiles / T⌋, kMaxSplit, ⌊k / kMinSplitK⌋) = min(⌊512 / T⌋, 8, ⌊k / 512⌋)
+//   k-ranges; S < 2: not split. Otherwise k_chunk = ⌈k / S⌉ rounded up to a
+//   multiple of the k-step (32), S becomes ⌈k / k_chunk⌉, and range z is
+//   [z·k_chunk, min(k, (z+1)·k_chunk)). Grid z (blockIdx.z) sums its range
+//   as the unsplit kernel sums all of k, into its own f32 slice P_z of the
+//   workspace [S, batch, m, n], unscaled; a second kernel (SplitKReduceOp)
+//   then forms
+//     C = round_cdt(alpha·acc + beta·C_old),  acc = (…(P_0 + P_1) + …) + P_{S−1}
+//   in f32, C_old read only when beta ≠ 0. The workspace is the caller's:
+//   tw_gemm_workspace bytes, S·batch·m·n·4 (0 when not split; S·T ≤
+//   kWaveTiles bounds it by 8 MiB); a split GEMM without one is
+//   cudaErrorInvalidValue.
 //   Tuning knob: the environment variable TW_GEMM_TILE=64 or 128 forces the
 //   bf16 block tile (tests use it to cover both; see "Grid" below).
 //
@@ -61,19 +82,21 @@
 //   a tile, THREADS / (chunks per row) rows apart; a warp reads whole 64- to
 //   256-byte row pieces. Each thread keeps one pointer and bumps it by a
 //   k-tile per copy.
-//   Edges: a 16-byte chunk that lies outside the matrix is zero-filled
-//   (cp.async with source size 0). Chunks are all-in or all-out when the
-//   stored row width is a multiple of 8 and the base 16-byte aligned (every
-//   Llama shape); otherwise that operand is copied element by element with
-//   bounds checks (correct for any shape, slower). Zeros in K's tail make the
-//   extra products vanish; rows and columns past M and N are computed and
-//   dropped by the epilogue.
+//   Edges: a 16-byte chunk that lies outside the matrix, or past the end of
+//   the block's k-range, is zero-filled (cp.async with source size 0).
+//   Chunks are all-in or all-out when the stored row width is a multiple of
+//   8 and the base 16-byte aligned (every Llama shape; a k-range ends at a
+//   multiple of 32 or at k); otherwise that operand is copied element by
+//   element with bounds checks (correct for any shape, slower). Zeros in
+//   K's tail make the extra products vanish; rows and columns past M and N
+//   are computed and dropped by the epilogue.
 //   Epilogue: after the main loop the pipeline buffers are reused as one
 //   16×20 f32 scratch tile per warp. Each accumulator fragment is stored
 //   there (its register layout is unspecified), and then lane l owns row l/2,
 //   columns 8·(l%2)…+7 of it: it reads C (only if beta ≠ 0), forms
 //   alpha·acc + beta·C in f32, rounds once and writes 8 consecutive elements
-//   (16- or 32-byte vector stores when the row width allows).
+//   (16- or 32-byte vector stores when the row width allows). A split GEMM's
+//   blocks write acc itself instead, to their slice of the workspace.
 //
 // f32 kernel (gemm_f32_kernel): SIMT, block tile 64×64, BK = 16, 256 threads
 // as 16×16, each computing a 4×4 micro-tile (rows 4·ty…, columns 4·tx…).
@@ -88,9 +111,10 @@
 //   multiplied, and stored to the other buffer after it: one barrier per
 //   k-tile. Epilogue as above, 4 elements per thread and row.
 //
-// Grid: one block per output tile and batch entry: blockIdx.x the tile,
-// blockIdx.y the batch entry (launches are split into chunks of at most 65535
-// entries). Tiles are ordered in bands of 8 tile rows, column by column within
+// Grid: one block per output tile, batch entry and k-range: blockIdx.x the
+// tile, blockIdx.y the batch entry (launches are split into chunks of at most
+// 65535 entries), blockIdx.z the k-range of a split GEMM (0 otherwise).
+// Tiles are ordered in bands of 8 tile rows, column by column within
 // a band, so the blocks resident at one time share few A and B panels in L2.
 // The bf16 kernel uses the 128×128 tile when that gives at least one block per
 // SM, the 64×64 tile otherwise (small M·N: more blocks to fill the GPU).
@@ -105,18 +129,20 @@
 #include "kernels.h"
 #include "pack.cuh"
 #include "sm80.cuh"
+#include "vec.cuh"
 
 using namespace nvcuda;
 using bf16 = __nv_bfloat16;
-
-// Fully unrolls the loop that follows (fragment and accumulator arrays must
 
 // What one launch needs besides the pointers, passed by value.
 struct GemmParams {
 	int m, n, k;
 	int64_t stride_a, stride_b, stride_c; // elements between batch entries
 	float alpha, beta;
-	int vec; // kVec* bits: 16-byte vector access allowed on that operand
+	int vec;       // kVec* bits: 16-byte vector access allowed on that operand
+	int k_chunk;   // split-K: the k-range of grid z is [z·k_chunk, (z+1)·k_chunk) ∩ [0, k); k when unsplit
+	float *ws;     // split-K: partial sums [gridDim.z, batch, m, n]; NULL when unsplit
+	int64_t batch; // entries in the whole GEMM (the workspace's second extent)
 };
 enum { kVecA = 1, kVecB = 2, kVecC = 4 };
 
@@ -210,9 +236,9 @@ static constexpr int kScratchLd = 20; // f32 row stride of a warp's epilogue scr
 // is copied in 16-byte chunks of 8 elements: this thread's chunks lie in one
 // column of the tile, kRowStep rows apart, so it keeps one pointer and
 // advances it by one k-tile per call. Chunks outside the matrix are zero-
-// filled. vec: cols % 8 == 0 and the matrix 16-byte aligned, so that a chunk
-// is wholly inside or wholly outside; otherwise element-wise copies with
-// bounds checks.
+// filled. vec: ld and cols are multiples of 8 and the matrix 16-byte
+// aligned, so that a chunk is wholly inside or wholly outside; otherwise
+// element-wise copies with bounds checks.
 template <class T, int THREADS, int BK, bool KROWS> struct TileCopier {
 	static constexpr int kChunksPerRow = T::COLS / 8, kRowStep = THREADS / kChunksPerRow;
 	static constexpr int kIters = T::ROWS / kRowStep; // chunks per thread
@@ -221,22 +247,25 @@ template <class T, int THREADS, int BK, bool KROWS> struct TileCopier {
 	const bf16 *base;  // the matrix (a valid address for chunks that are not read)
 	const bf16 *g;     // this thread's first chunk in the next k-tile
 	int row, col;      // its position in the matrix
-	int rows, cols;    // the matrix's extents; cols is also its row stride
+	int rows, cols;    // the extents read: elements at or past them read as zero
+	int ld;            // the row stride (the stored row width)
 	int s_off;         // its offset in a shared tile
 	bool vec;
 
-	__device__ __forceinline__ TileCopier(const bf16 *m, int rows_, int cols_, int r0, int c0, bool vec_)
-		: base(m), rows(rows_), cols(cols_), vec(vec_) {
+	// m is stored with rows ld wide; rows_ and cols_ bound what is read (a
+	// k-range of a split GEMM ends before the row does).
+	__device__ __forceinline__ TileCopier(const bf16 *m, int ld_, int rows_, int cols_, int r0, int c0, bool vec_)
+		: base(m), rows(rows_), cols(cols_), ld(ld_), vec(vec_) {
 		const int r = threadIdx.x / kChunksPerRow, cc = threadIdx.x % kChunksPerRow * 8;
 		row = r0 + r;
 		col = c0 + cc;
-		g = m + (int64_t)row * cols + col;
+		g = m + (int64_t)row * ld + col;
 		s_off = r * T::LD + cc;
 	}
 
 	// Copies the next k-tile into s, then advances by BK along k.
 	__device__ __forceinline__ void copy_next(bf16 *s) {
-		const int64_t step = (int64_t)kRowStep * cols; // elements between this thread's chunks
+		const int64_t step = (int64_t)kRowStep * ld; // elements between this thread's chunks
 TW_UNROLL
 		for (int it = 0; it < kIters; it++) {
 			const bf16 *src = g + it * step;
@@ -258,7 +287,7 @@ TW_UNROLL
 		}
 		if (KROWS) {
 			row += BK;
-			g += (int64_t)BK * cols;
+			g += (int64_t)BK * ld;
 		} else {
 			col += BK;
 			g += BK;
@@ -287,14 +316,19 @@ __global__ void __launch_bounds__(C::THREADS, C::MIN_BLOCKS)
 	a += blockIdx.y * p.stride_a; // A [M, K] or [K, M]
 	b += blockIdx.y * p.stride_b; // B [K, N] or [N, K]
 	c += blockIdx.y * p.stride_c; // C [M, N]
+	// This block's k-range [k0, k1): all of k unless the GEMM is split.
+	const int k0 = blockIdx.z * p.k_chunk, k1 = K - k0 <= p.k_chunk ? K : k0 + p.k_chunk;
 
 	const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
 	const int wm = warp / C::WARPS_N * C::WM, wn = warp % C::WARPS_N * C::WN; // warp tile origin in the block tile
 
-	// The copiers start at k-tile 0: A at (m0, 0) of [M, K] or (0, m0) of
-	// [K, M]; B at (0, n0) of [K, N] or (n0, 0) of [N, K].
-	TileCopier<TA_, C::THREADS, C::BK, TA> copy_a(a, TA ? K : M, TA ? M : K, TA ? 0 : m0, TA ? m0 : 0, p.vec & kVecA);
-	TileCopier<TB_, C::THREADS, C::BK, !TB> copy_b(b, TB ? N : K, TB ? K : N, TB ? n0 : 0, TB ? 0 : n0, p.vec & kVecB);
+	// The copiers start at k-tile k0 and read k below k1: A at (m0, k0) of
+	// [M, K] or (k0, m0) of [K, M]; B at (k0, n0) of [K, N] or (n0, k0) of
+	// [N, K].
+	TileCopier<TA_, C::THREADS, C::BK, TA> copy_a(a, TA ? M : K, TA ? k1 : M, TA ? M : k1, TA ? k0 : m0, TA ? m0 : k0,
+	                                              p.vec & kVecA);
+	TileCopier<TB_, C::THREADS, C::BK, !TB> copy_b(b, TB ? K : N, TB ? N : k1, TB ? k1 : N, TB ? n0 : k0, TB ? k0 : n0,
+	                                               p.vec & kVecB);
 
 	wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[C::FM][C::FN];
 TW_UNROLL
@@ -303,7 +337,7 @@ TW_UNROLL
 		for (int j = 0; j < C::FN; j++) wmma::fill_fragment(acc[i][j], 0.0f);
 
 	// Prologue: k-tiles 0 … kStages−2 in flight, one commit group each.
-	const int ktiles = ceil_div(K, C::BK);
+	const int ktiles = ceil_div(k1 - k0, C::BK);
 TW_UNROLL
 	for (int s = 0; s < kStages - 1; s++) {
 		if (s < ktiles) {
@@ -363,7 +397,12 @@ TW_UNROLL
 				float v[8];
 TW_UNROLL
 				for (int e = 0; e < 8; e++) v[e] = scratch[r * kScratchLd + c8 + e];
-				epilogue_run<8>(c + (int64_t)gm * N + gn, N - gn, p.vec & kVecC, v, p.alpha, p.beta);
+				if (p.ws) { // split: this k-range's partial sums, unscaled, into its slice
+					float *w = p.ws + ((int64_t)blockIdx.z * p.batch + blockIdx.y) * ((int64_t)M * N) + (int64_t)gm * N + gn;
+					store_run<8>(w, N - gn, N % 4 == 0, v); // N % 4 == 0: the run is 16-byte aligned
+				} else {
+					epilogue_run<8>(c + (int64_t)gm * N + gn, N - gn, p.vec & kVecC, v, p.alpha, p.beta);
+				}
 			}
 			__syncwarp();
 		}
@@ -486,20 +525,105 @@ TW_UNROLL
 	}
 }
 
+// ---- Split-K ------------------------------------------------------------------
+
+static constexpr int kMaxSplit = 8;        // k-ranges at most
+static constexpr int kMinSplitK = 512;     // elements of k per range at least
+static constexpr int64_t kWaveTiles = 512; // 64×64 tiles that keep an H100-class GPU busy (132 SMs, 4 each)
+
+// The number S of k-ranges a GEMM of these dtypes and extents is split into
+// (1: not split) and, through k_chunk, their length: from the dtypes and
+// extents alone (never the device or the block tile). Only bf16 operands
+// split. S = min(kWaveTiles / tiles, kMaxSplit, k / kMinSplitK) with tiles
+// the 64×64 output tiles of all batch entries; below 2 the GEMM is not split
+// (k_chunk = k). Otherwise k_chunk = ⌈k / S⌉ rounded up to a multiple of kBK,
+// and S becomes ⌈k / k_chunk⌉ (≥ 2; the last range may be shorter).
+// Extents tw_gemm refuses are not split.
+static int splitk_plan(tw_dtype cdt, tw_dtype abdt, int64_t m, int64_t n, int64_t k, int64_t batch, int *k_chunk) {
+	*k_chunk = k > 0 && k <= INT_MAX ? (int)k : 0;
+	if (abdt != TW_BF16 || (cdt != TW_F32 && cdt != TW_BF16)) return 1;
+	if (m <= 0 || n <= 0 || k <= 0 || batch <= 0 || m > INT_MAX || n > INT_MAX || k > INT_MAX) return 1;
+	const int64_t tiles = ceil_div<int64_t>(m, 64) * ceil_div<int64_t>(n, 64); // < 2⁶²
+	if (batch > kWaveTiles / 2 / tiles) return 1; // tiles · batch > kWaveTiles / 2: S < 2
+	int64_t s = kWaveTiles / (tiles * batch);
+	if (s > kMaxSplit) s = kMaxSplit;
+	if (s > k / kMinSplitK) s = k / kMinSplitK;
+	if (s < 2) return 1;
+	const int64_t chunk = ceil_div<int64_t>(ceil_div<int64_t>(k, s), kBK) * kBK;
+	*k_chunk = (int)chunk;
+	return (int)ceil_div<int64_t>(k, chunk);
+}
+
+// The second pass of a split GEMM, over elements i of C (dense) and of each
+// workspace slice: C[i] = round(alpha·acc + beta·C_old[i]) with
+// acc = (…((P_0[i] + P_1[i]) + P_2[i]) …) + P_{S−1}[i] in f32, P_z the slice
+// at ws + z·slice, the same expression as the unsplit epilogue's
+// (epilogue_run); C is read only when beta ≠ 0. An op of vec.cuh's
+// flat_kernel: every element is one thread's.
+template <class TC> struct SplitKReduceOp {
+	TC *c;
+	const float *ws;
+	int64_t slice; // elements between slices
+	int splits;
+	float alpha, beta;
+	template <int N> struct Regs {
+		float acc[N];
+		Pack<TC, N> old;
+	};
+	template <int N> __device__ __forceinline__ void load(Regs<N> &r, int64_t i) const {
+		Pack<float, N> p = ld<N>(ws + i);
+		for (int e = 0; e < N; e++) r.acc[e] = p.v[e];
+		for (int z = 1; z < splits; z++) {
+			p = ld<N>(ws + z * slice + i);
+			for (int e = 0; e < N; e++) r.acc[e] += p.v[e];
+		}
+		if (beta != 0.0f) r.old = ld<N>(c + i);
+	}
+	template <int N> __device__ __forceinline__ void store(const Regs<N> &r, int64_t i) const {
+		Pack<TC, N> out;
+		for (int e = 0; e < N; e++)
+			out.v[e] = from_float<TC>(beta != 0.0f ? alpha * r.acc[e] + beta * to_float(r.old.v[e]) : r.acc[e] * alpha);
+		st<N>(c + i, out);
+	}
+};
+
+// Sums the splits slices of the workspace ws [splits, batch, m, n] into C:
+// one pass over all of C when its entries are dense (stride_c = m·n, as the
+// engine's are), one per entry otherwise.
+template <class TC>
+static cudaError_t reduce_splits(TC *c, const float *ws, int splits, int64_t m, int64_t n, int64_t batch,
+                                 int64_t stride_c, float alpha, float beta, cudaStream_t stream) {
+	constexpr int V = 16 / sizeof(TC); // 16 bytes of C (of the narrower array)
+	const int64_t mn = m * n, slice = batch * mn;
+	const bool dense = batch == 1 || stride_c == mn;
+	for (int64_t z = 0; z < (dense ? 1 : batch); z++) {
+		const SplitKReduceOp<TC> op{c + z * stride_c, ws + z * mn, slice, splits, alpha, beta};
+		const cudaError_t e = launch_flat<V, 2, TC>(
+			op, dense ? slice : mn, op.c, [&](int64_t h) { return slice % 4 == 0 && aligned16<float>(op.ws, h); },
+			stream);
+		if (e != cudaSuccess) return e;
+	}
+	return cudaSuccess;
+}
+
 // ---- Launcher -------------------------------------------------------------------
 
 static constexpr int64_t kMaxGridY = 65535;
 
-// Launches kernel over tiles × batch blocks, in chunks of at most kMaxGridY
-// batch entries.
+// Launches kernel over tiles × batch × splits blocks (gridDim.z: the
+// k-ranges of a split GEMM, 1 otherwise), in chunks of at most kMaxGridY
+// batch entries; a split GEMM's workspace is addressed from each chunk's
+// first entry.
 template <class TC, class TAB>
 static cudaError_t launch_batched(void (*kernel)(TC *, const TAB *, const TAB *, GemmParams), int tiles, int threads,
-                                  size_t smem, TC *c, const TAB *a, const TAB *b, int64_t batch, const GemmParams &p,
-                                  cudaStream_t stream) {
+                                  size_t smem, TC *c, const TAB *a, const TAB *b, int64_t batch, int splits,
+                                  const GemmParams &p, cudaStream_t stream) {
 	for (int64_t z = 0; z < batch; z += kMaxGridY) {
 		const unsigned nz = (unsigned)(batch - z < kMaxGridY ? batch - z : kMaxGridY);
-		LAUNCH(dim3(tiles, nz), threads, smem, stream, kernel)
-		(c + z * p.stride_c, a + z * p.stride_a, b + z * p.stride_b, p);
+		GemmParams q = p;
+		if (q.ws) q.ws += z * (int64_t)p.m * p.n;
+		LAUNCH(dim3(tiles, nz, (unsigned)splits), threads, smem, stream, kernel)
+		(c + z * p.stride_c, a + z * p.stride_a, b + z * p.stride_b, q);
 		const cudaError_t e = cudaGetLastError();
 		if (e != cudaSuccess) return e;
 	}
@@ -507,7 +631,7 @@ static cudaError_t launch_batched(void (*kernel)(TC *, const TAB *, const TAB *,
 }
 
 template <class C, bool TA, bool TB, class TC>
-static cudaError_t launch_bf16(TC *c, const bf16 *a, const bf16 *b, int64_t batch, const GemmParams &p,
+static cudaError_t launch_bf16(TC *c, const bf16 *a, const bf16 *b, int64_t batch, int splits, const GemmParams &p,
                                cudaStream_t stream) {
 	constexpr size_t smem = tc_smem_bytes<C, TA, TB>();
 	void (*kernel)(TC *, const bf16 *, const bf16 *, GemmParams) = gemm_bf16_kernel<C, TA, TB, TC>;
@@ -516,24 +640,29 @@ static cudaError_t launch_bf16(TC *c, const bf16 *a, const bf16 *b, int64_t batc
 		if (e != cudaSuccess) return e;
 	}
 	const int tiles = (int)(ceil_div<int64_t>(p.m, C::BM) * ceil_div<int64_t>(p.n, C::BN));
-	return launch_batched(kernel, tiles, C::THREADS, smem, c, a, b, batch, p, stream);
+	return launch_batched(kernel, tiles, C::THREADS, smem, c, a, b, batch, splits, p, stream);
 }
 
+// The bf16 GEMM with block tile C, then, when split, the sum of its k-ranges.
 template <class C, class TC>
-static cudaError_t gemm_bf16(int transa, int transb, TC *c, const bf16 *a, const bf16 *b, int64_t batch,
+static cudaError_t gemm_bf16(int transa, int transb, TC *c, const bf16 *a, const bf16 *b, int64_t batch, int splits,
                              const GemmParams &p, cudaStream_t stream) {
+	cudaError_t e;
 	if (transa)
-		return transb ? launch_bf16<C, true, true>(c, a, b, batch, p, stream)
-		              : launch_bf16<C, true, false>(c, a, b, batch, p, stream);
-	return transb ? launch_bf16<C, false, true>(c, a, b, batch, p, stream)
-	              : launch_bf16<C, false, false>(c, a, b, batch, p, stream);
+		e = transb ? launch_bf16<C, true, true>(c, a, b, batch, splits, p, stream)
+		           : launch_bf16<C, true, false>(c, a, b, batch, splits, p, stream);
+	else
+		e = transb ? launch_bf16<C, false, true>(c, a, b, batch, splits, p, stream)
+		           : launch_bf16<C, false, false>(c, a, b, batch, splits, p, stream);
+	if (e != cudaSuccess || splits == 1) return e;
+	return reduce_splits(c, p.ws, splits, p.m, p.n, batch, p.stride_c, p.alpha, p.beta, stream);
 }
 
 template <bool TA, bool TB>
 static cudaError_t launch_f32(float *c, const float *a, const float *b, int64_t batch, const GemmParams &p,
                               cudaStream_t stream) {
 	const int tiles = (int)(ceil_div<int64_t>(p.m, kF32BM) * ceil_div<int64_t>(p.n, kF32BN));
-	return launch_batched(gemm_f32_kernel<TA, TB>, tiles, kF32Threads, 0, c, a, b, batch, p, stream);
+	return launch_batched(gemm_f32_kernel<TA, TB>, tiles, kF32Threads, 0, c, a, b, batch, 1, p, stream);
 }
 
 // Whether rows of `width` elements of `size` bytes at base p (and every batch
@@ -562,9 +691,16 @@ static cudaError_t bf16_tile(int64_t m, int64_t n, int64_t batch, int *tile) {
 	return cudaSuccess;
 }
 
+extern "C" size_t tw_gemm_workspace(tw_dtype cdt, tw_dtype abdt, int64_t m, int64_t n, int64_t k, int64_t batch) {
+	int chunk;
+	const int splits = splitk_plan(cdt, abdt, m, n, k, batch, &chunk);
+	return splits > 1 ? (size_t)splits * (size_t)batch * (size_t)m * (size_t)n * sizeof(float) : 0;
+}
+
 extern "C" cudaError_t tw_gemm(void *c, tw_dtype cdt, const void *a, const void *b, tw_dtype abdt, int transa,
                                int transb, int64_t m, int64_t n, int64_t k, int64_t batch, int64_t stride_a,
-                               int64_t stride_b, int64_t stride_c, float alpha, float beta, cudaStream_t stream) {
+                               int64_t stride_b, int64_t stride_c, float alpha, float beta, void *workspace,
+                               cudaStream_t stream) {
 	if (m < 0 || n < 0 || k < 0 || batch < 0) return cudaErrorInvalidValue;
 	if (m == 0 || n == 0 || batch == 0) return cudaSuccess;
 	const bool bf16_ops = abdt == TW_BF16 && (cdt == TW_F32 || cdt == TW_BF16);
@@ -574,7 +710,7 @@ extern "C" cudaError_t tw_gemm(void *c, tw_dtype cdt, const void *a, const void 
 		return cudaErrorInvalidValue;
 
 	const size_t ab_size = abdt == TW_F32 ? 4 : 2, c_size = cdt == TW_F32 ? 4 : 2;
-	GemmParams p{(int)m, (int)n, (int)k, stride_a, stride_b, stride_c, alpha, beta, 0};
+	GemmParams p{(int)m, (int)n, (int)k, stride_a, stride_b, stride_c, alpha, beta, 0, (int)k, nullptr, batch};
 	if (vec_ok(a, transa ? m : k, stride_a, ab_size)) p.vec |= kVecA;
 	if (vec_ok(b, transb ? k : n, stride_b, ab_size)) p.vec |= kVecB;
 	if (vec_ok(c, n, stride_c, c_size)) p.vec |= kVecC;
@@ -592,10 +728,15 @@ extern "C" cudaError_t tw_gemm(void *c, tw_dtype cdt, const void *a, const void 
 	int tile;
 	const cudaError_t e = bf16_tile(m, n, batch, &tile);
 	if (e != cudaSuccess) return e;
+	const int splits = splitk_plan(cdt, abdt, m, n, k, batch, &p.k_chunk);
+	if (splits > 1) {
+		if (!workspace) return cudaErrorInvalidValue;
+		p.ws = (float *)workspace;
+	}
 	const bf16 *ab = (const bf16 *)a, *bb = (const bf16 *)b;
 	if (cdt == TW_F32)
-		return tile == 128 ? gemm_bf16<Tc128>(transa, transb, (float *)c, ab, bb, batch, p, stream)
-		                   : gemm_bf16<Tc64>(transa, transb, (float *)c, ab, bb, batch, p, stream);
-	return tile == 128 ? gemm_bf16<Tc128>(transa, transb, (bf16 *)c, ab, bb, batch, p, stream)
-	                   : gemm_bf16<Tc64>(transa, transb, (bf16 *)c, ab, bb, batch, p, stream);
+		return tile == 128 ? gemm_bf16<Tc128>(transa, transb, (float *)c, ab, bb, batch, splits, p, stream)
+		                   : gemm_bf16<Tc64>(transa, transb, (float *)c, ab, bb, batch, splits, p, stream);
+	return tile == 128 ? gemm_bf16<Tc128>(transa, transb, (bf16 *)c, ab, bb, batch, splits, p, stream)
+	                   : gemm_bf16<Tc64>(transa, transb, (bf16 *)c, ab, bb, batch, splits, p, stream);
 }

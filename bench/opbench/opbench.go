@@ -143,9 +143,15 @@ func GemmCases(c Config, dt engine.DType) []Case {
 	return cases
 }
 
-// LoRACases are the forward GEMMs of a rank-r adapter on the q, gate and
-// down projections: t = x·Aᵀ [N, r] and y += s·t·Bᵀ. Their inner or outer
-// width is r, so they are bound by memory, not arithmetic.
+// LoRACases are the GEMMs of a rank-r adapter on the q, gate and down
+// projections: forward t = x·Aᵀ [N, r] and y += s·t·Bᵀ; as the model runs
+// the first, the A matrices of the projections that read one input stacked
+// and t transposed, [t_q; t_k; t_v] = [A_q; A_k; A_v]·xᵀ (and gate, up);
+// backward dt = s·Bᵀ·dyᵀ [r, N] (over the output width), and the weight
+// gradients gB += s·dyᵀ·tᵀ [out, r] and gA += dt·x [r, in] (over the
+// tokens). Their inner or outer width is r (or a few r), so they are bound
+// by memory, not arithmetic; all but y += s·t·Bᵀ have a long k and few
+// output tiles, the shapes our GEMM splits along k.
 func LoRACases(c Config, dt engine.DType) []Case {
 	r := c.LoRARank
 	if r == 0 {
@@ -161,8 +167,29 @@ func LoRACases(c Config, dt engine.DType) []Case {
 			dt, n, r, p.in, false, true, 0, n, p.in, r, p.in)
 		b := gemmCase(fmt.Sprintf("gemm/%s/lora_b_%s/fwd/%v/%dx%dx%d", c.Name, p.name, dt, n, p.out, r),
 			dt, n, p.out, r, false, true, 1, n, r, p.out, r)
-		a.Bound, b.Bound = bench.Memory, bench.Memory
-		cases = append(cases, a, b)
+		// dt = s·Bᵀ·dyᵀ: B [out, r], dy [N, out]; gB += s·dyᵀ·tᵀ: t [r, N];
+		// gA += dt·x: x [N, in].
+		dT := gemmCase(fmt.Sprintf("gemm/%s/lora_dt_%s/bwd/%v/%dx%dx%d", c.Name, p.name, dt, r, n, p.out),
+			dt, r, n, p.out, true, true, 0, p.out, r, n, p.out)
+		gB := gemmCase(fmt.Sprintf("gemm/%s/lora_gB_%s/bwd/%v/%dx%dx%d", c.Name, p.name, dt, p.out, r, n),
+			dt, p.out, r, n, true, true, 1, n, p.out, r, n)
+		gA := gemmCase(fmt.Sprintf("gemm/%s/lora_gA_%s/bwd/%v/%dx%dx%d", c.Name, p.name, dt, r, p.in, n),
+			dt, r, p.in, n, false, false, 1, r, n, n, p.in)
+		for _, x := range []*Case{&a, &b, &dT, &gB, &gA} {
+			x.Bound = bench.Memory
+		}
+		cases = append(cases, a, b, dT, gB, gA)
+	}
+	for _, g := range []struct {
+		name  string
+		stack int // projections that read the input
+		in    int
+	}{{"qkv", 3, c.Dim}, {"gate_up", 2, c.Dim}} {
+		n, rr := c.Tokens, g.stack*r
+		a := gemmCase(fmt.Sprintf("gemm/%s/lora_a_%s/fwd/%v/%dx%dx%d", c.Name, g.name, dt, rr, n, g.in),
+			dt, rr, n, g.in, false, true, 0, rr, g.in, n, g.in)
+		a.Bound = bench.Memory
+		cases = append(cases, a)
 	}
 	return cases
 }

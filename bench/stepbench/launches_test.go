@@ -18,8 +18,11 @@ import (
 // projection) and of a decoding step at batch 1 and 4, on a model of
 // Llama-3.1-8B's structure — 32 layers, grouped-query attention 4:1, an
 // untied classifier — at toy widths: the launches do not depend on the
-// widths, and the classifier's depend on the tokens only through the number
-// of LogitChunk chunks, so a step of T tokens launches what the 256-token
+// widths (except that our GEMM launches twice for a GEMM it splits along
+// k, one of few output tiles and k ≥ 1024: none at these widths; at
+// Llama's, the LoRA GEMMs, the classifier's input gradient and a decoding
+// step's projections), and the classifier's depend on the tokens only
+// through the number of LogitChunk chunks, so a step of T tokens launches what the 256-token
 // step does plus (T/256 − 1) times the difference between the 512- and the
 // 256-token steps. It logs the counts and checks that a decoding step is
 // one host call once recorded.

@@ -5,7 +5,11 @@ package cuda
 // #include "kernels.h"
 import "C"
 
-import "github.com/turnwise/turnwise/engine"
+import (
+	"unsafe"
+
+	"github.com/turnwise/turnwise/engine"
+)
 
 // Gemm implements engine.Backend.Gemm.
 func (b *Backend) Gemm(c, a, bm *engine.Tensor, p engine.GemmParams) {
@@ -17,8 +21,19 @@ func (b *Backend) Gemm(c, a, bm *engine.Tensor, p engine.GemmParams) {
 		return
 	}
 	b.launch("Gemm", func(str C.cudaStream_t) C.cudaError_t {
+		var ws unsafe.Pointer
+		if n := gemmWorkspace(c.DType(), a.DType(), g.M, g.N, g.K, g.Batch); n > 0 {
+			ws = devPtr(b.workspace(n))
+		}
 		return C.tw_gemm(ptr(c), dt(c), ptr(a), ptr(bm), dt(a), cbool(p.TransA), cbool(p.TransB),
 			i64(g.M), i64(g.N), i64(g.K), i64(g.Batch), i64(g.StrideA), i64(g.StrideB), i64(g.M*g.N),
-			C.float(p.Alpha), C.float(p.Beta), str)
+			C.float(p.Alpha), C.float(p.Beta), ws, str)
 	})
+}
+
+// gemmWorkspace returns the bytes of workspace the GEMM kernel needs for
+// these dtypes (C's, then A's and B's) and extents: 0 unless it splits the
+// GEMM along k.
+func gemmWorkspace(cdt, abdt engine.DType, m, n, k, batch int) int {
+	return int(C.tw_gemm_workspace(C.tw_dtype(cdt), C.tw_dtype(abdt), i64(m), i64(n), i64(k), i64(batch)))
 }

@@ -5,6 +5,7 @@ package cuda
 import (
 	"fmt"
 	"math"
+	"slices"
 	"testing"
 
 	"github.com/turnwise/turnwise/engine"
@@ -36,13 +37,25 @@ var gemmPathCases = []gemmPathCase{
 	// and C accesses.
 	{name: "misaligned", m: 33, n: 40, k: 56, transA: true, offset: 1, alpha: -1, beta: 2},
 	{name: "nanC", m: 17, n: 24, k: 40, alpha: 1, nanC: true},
+	// Few output tiles over a long k: bf16 operands split it (split-K; the
+	// k-ranges in the comments), the last k-range shorter than the others
+	// but for splitk_lora and splitk_nanC; in batches; element-wise copies
+	// (splitk_misaligned).
+	{name: "splitk_lora", m: 64, n: 16, k: 2048, transB: true, alpha: 1},                              // 4 × 512
+	{name: "splitk_nn", m: 20, n: 24, k: 2056, alpha: 1, beta: 0.5},                                   // 3 × 544 + 424
+	{name: "splitk_tt", m: 24, n: 20, k: 1544, transA: true, transB: true, alpha: -1, beta: 2},        // 2 × 544 + 456
+	{name: "splitk_batch", m: 16, n: 32, k: 1032, batch: 3, broadcastA: true, transB: true, alpha: 1}, // 544 + 488
+	{name: "splitk_misaligned", m: 9, n: 13, k: 1030, transA: true, offset: 1, alpha: 1, beta: 1},     // 544 + 486
+	{name: "splitk_nanC", m: 16, n: 16, k: 1024, alpha: 1, nanC: true},                                // 2 × 512
 	{name: "nanC_k0", m: 5, n: 8, k: 0, alpha: 1, nanC: true},
 }
 
 // TestGemmPaths runs gemmPathCases for every dtype combination, and for bf16
-// operands with each of the two block tiles (TW_GEMM_TILE).
+// operands with each of the two block tiles (TW_GEMM_TILE), each twice: the
+// result must be close to the float64 reference and the same bits again.
+// It runs our GEMM, also where cuBLASLt would be the default.
 func TestGemmPaths(t *testing.T) {
-	b := newBackend(t)
+	b := ownGEMM(t)
 	for _, dt := range enginetest.FloatDTypes {
 		tiles := []string{""}
 		if dt == engine.BF16 {
@@ -96,8 +109,12 @@ func runGemmPath(t *testing.T, b engine.Backend, dt, cdt engine.DType, c gemmPat
 	}
 	A := at(b, dt, c.offset*dt.Size(), av).Reshape(shapeOf(aBatch, ar, ac)...)
 	B := at(b, dt, c.offset*dt.Size(), bv).Reshape(shapeOf(c.batch, br, bc)...)
-	C := at(b, cdt, c.offset*cdt.Size(), cv).Reshape(shapeOf(c.batch, c.m, c.n)...)
-	b.Gemm(C, A, B, engine.GemmParams{TransA: c.transA, TransB: c.transB, Alpha: c.alpha, Beta: c.beta})
+	run := func() []float32 {
+		C := at(b, cdt, c.offset*cdt.Size(), cv).Reshape(shapeOf(c.batch, c.m, c.n)...)
+		b.Gemm(C, A, B, engine.GemmParams{TransA: c.transA, TransB: c.transB, Alpha: c.alpha, Beta: c.beta})
+		return engine.ToF32(b, C)
+	}
+	got := run()
 
 	var want []float64
 	a64, b64, c64 := enginetest.F64(av), enginetest.F64(bv), enginetest.F64(cv)
@@ -109,7 +126,8 @@ func runGemmPath(t *testing.T, b engine.Backend, dt, cdt engine.DType, c gemmPat
 		want = append(want, ref.Gemm(c.transA, c.transB, c.m, c.n, c.k, float64(c.alpha),
 			a64[ao:ao+ar*ac], b64[i*br*bc:(i+1)*br*bc], float64(c.beta), c64[i*c.m*c.n:(i+1)*c.m*c.n])...)
 	}
-	enginetest.Close(t, "C", engine.ToF32(b, C), want, enginetest.Tol(cdt))
+	enginetest.Close(t, "C", got, want, enginetest.Tol(cdt))
+	sameBits(t, "C computed again", run(), got) // a fixed order of summation, split or not
 }
 
 func shapeOf(batch, r, c int) []int {
@@ -117,4 +135,256 @@ func shapeOf(batch, r, c int) []int {
 		return []int{r, c}
 	}
 	return []int{batch, r, c}
+}
+
+// ownGEMM opens a backend on device 0 that runs our GEMM kernel (where
+// cuBLASLt would be the default, on a GPU, too).
+func ownGEMM(t *testing.T) *Backend {
+	t.Helper()
+	b, err := New(Options{GEMM: "own"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	return b
+}
+
+// splitRanges returns the k-ranges [lo, hi) that kernels/gemm.cu sums a
+// bf16 GEMM of these extents in, by the rule its opening comment states
+// (one range, all of k, when it does not split).
+func splitRanges(m, n, k, batch int) [][2]int {
+	ceil := func(a, b int) int { return (a + b - 1) / b }
+	s := min(512/(ceil(m, 64)*ceil(n, 64)*batch), 8, k/512)
+	if s < 2 {
+		return [][2]int{{0, k}}
+	}
+	chunk := ceil(ceil(k, s), 32) * 32
+	var r [][2]int
+	for lo := 0; lo < k; lo += chunk {
+		r = append(r, [2]int{lo, min(lo+chunk, k)})
+	}
+	return r
+}
+
+// TestGemmWorkspace checks which GEMMs our kernel splits along k, and into
+// how many ranges, by the workspace it asks for: the shapes it is for (the
+// LoRA GEMMs and the classifier's input gradient of Llama-3.1-8B at 2048
+// tokens, rank 16, a decoding step), and shapes it leaves alone. The same
+// rule gives splitRanges, which TestGemmSplitKExact relies on.
+func TestGemmWorkspace(t *testing.T) {
+	for _, c := range []struct {
+		name           string
+		ab, c          engine.DType
+		m, n, k, batch int
+		splits         int // 1: not split
+	}{
+		{"lora_a_qkv: [t_q; t_k; t_v] = [A_q; A_k; A_v]·xᵀ", engine.BF16, engine.BF16, 48, 2048, 4096, 1, 8},
+		{"lora_a: x·Aᵀ", engine.BF16, engine.BF16, 2048, 16, 4096, 1, 8},
+		{"lora_dt: s·Bᵀ·dyᵀ of gate", engine.BF16, engine.BF16, 16, 2048, 14336, 1, 8},
+		{"lora_gA_qkv: dt·x over the tokens", engine.BF16, engine.F32, 48, 4096, 2048, 1, 4},
+		{"lora_gB: s·dyᵀ·tᵀ over the tokens", engine.BF16, engine.F32, 4096, 16, 2048, 1, 4},
+		{"classifier_dx of a 256-token chunk", engine.BF16, engine.BF16, 256, 4096, 128256, 1, 2},
+		{"decode q_proj, 4 slots", engine.BF16, engine.BF16, 4, 4096, 4096, 1, 8},
+		{"decode gate_up, 16 slots", engine.BF16, engine.BF16, 16, 28672, 4096, 1, 1},
+		{"batched, 3 × 1 tile", engine.BF16, engine.BF16, 16, 32, 1032, 3, 2},
+		{"q_proj: tiles enough", engine.BF16, engine.BF16, 2048, 4096, 4096, 1, 1},
+		{"lora_b: k = r", engine.BF16, engine.BF16, 2048, 4096, 16, 1, 1},
+		{"k = 1023: too short", engine.BF16, engine.BF16, 20, 24, 1023, 1, 1},
+		{"257 tiles", engine.BF16, engine.BF16, 64, 64, 4096, 257, 1},
+		{"f32 operands", engine.F32, engine.F32, 20, 24, 4096, 1, 1},
+		{"f16 operands (refused)", engine.F16, engine.F16, 20, 24, 4096, 1, 1},
+		{"k = 0", engine.BF16, engine.BF16, 20, 24, 0, 1, 1},
+		{"k ≥ 2³¹ (refused)", engine.BF16, engine.BF16, 1, 1, 1 << 31, 1, 1},
+	} {
+		want := 0
+		if c.splits > 1 {
+			want = c.splits * c.batch * c.m * c.n * 4
+		}
+		if got := gemmWorkspace(c.c, c.ab, c.m, c.n, c.k, c.batch); got != want {
+			t.Errorf("%s (%d×%d×%d, batch %d): workspace %d bytes, want %d (%d k-ranges)", c.name, c.m, c.n, c.k, c.batch, got, want, c.splits)
+		}
+		if c.ab == engine.BF16 && c.k > 0 && c.k < 1<<31 {
+			if got := len(splitRanges(c.m, c.n, c.k, c.batch)); got != c.splits {
+				t.Errorf("%s: splitRanges gives %d ranges, want %d", c.name, got, c.splits)
+			}
+		}
+	}
+}
+
+// TestGemmSplitKExact checks split GEMMs bit for bit against a reference
+// that can be stated exactly: integer inputs whose every partial sum over a
+// k-range is exact in f32 in any order (so the kernel's order within a
+// range, on tensor cores or the emulator, does not matter), so that the only
+// roundings are the kernel's adds of the range sums, in the order
+// z = 0, 1, …, and the final alpha·acc + beta·C_old and its rounding to C's
+// dtype. The first range holds multiples of 2⁸ (its sum ≈ 2²⁶, where f32's
+// step is 8), the others small integers, so that adding the ranges rounds:
+// the test checks that the reference differs from one f32 sum over all of k
+// in k order, and from the range sums added in reverse order where there are
+// more than two (with C in f32). Each case runs with both block tiles and
+// twice: the same bits every time.
+func TestGemmSplitKExact(t *testing.T) {
+	b := ownGEMM(t)
+	for i, c := range []struct {
+		name           string
+		m, n, k, batch int
+		transA, transB bool
+		broadcastA     bool
+		offset         int // elements by which A, B and C start past an aligned address
+		cdt            engine.DType
+		alpha, beta    float32
+	}{
+		{name: "lora_a", m: 64, n: 16, k: 2048, transB: true, cdt: engine.BF16, alpha: 1},
+		{name: "nn_tail", m: 20, n: 24, k: 2056, cdt: engine.F32, alpha: -2, beta: 0.5},
+		{name: "tt_tail", m: 24, n: 20, k: 1544, transA: true, transB: true, cdt: engine.F32, alpha: 1},
+		{name: "batch_tail", m: 16, n: 32, k: 1032, batch: 3, broadcastA: true, transB: true, cdt: engine.BF16, alpha: 1, beta: 1},
+		{name: "misaligned", m: 9, n: 13, k: 1030, transA: true, offset: 1, cdt: engine.F32, alpha: 1, beta: 1},
+		{name: "dw_accumulate", m: 48, n: 40, k: 4096, transA: true, cdt: engine.F32, alpha: 1, beta: 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			nb := max(c.batch, 1)
+			ranges := splitRanges(c.m, c.n, c.k, nb)
+			if len(ranges) < 2 {
+				t.Fatalf("%d×%d×%d does not split: the case tests nothing", c.m, c.n, c.k)
+			}
+			first := ranges[0][1]
+			r := enginetest.Rand(uint64(200 + i))
+			// op(A) [nbA][m][k] and op(B) [nb][k][n], by k-range.
+			value := func(kk int) float32 {
+				if kk < first {
+					return float32(r.IntN(4) * 256)
+				}
+				return float32(r.IntN(7) - 3)
+			}
+			nbA := nb
+			if c.broadcastA {
+				nbA = 1
+			}
+			opA := make([]float32, nbA*c.m*c.k)
+			for e := range nbA {
+				for i := range c.m {
+					for kk := range c.k {
+						opA[(e*c.m+i)*c.k+kk] = value(kk)
+					}
+				}
+			}
+			opB := make([]float32, nb*c.k*c.n)
+			for e := range nb {
+				for kk := range c.k {
+					for j := range c.n {
+						opB[(e*c.k+kk)*c.n+j] = value(kk)
+					}
+				}
+			}
+			old := make([]float32, nb*c.m*c.n)
+			for i := range old {
+				old[i] = float32(r.IntN(7) - 3)
+			}
+
+			// The reference: each range's sum (exact in f32 for the kernel's
+			// ranges, which exact checks), added in order z = 0, 1, … (or
+			// reversed); then scaled, C_old added, rounded to C's dtype.
+			reference := func(ranges [][2]int, reverse, exact bool) []float32 {
+				out := make([]float32, len(old))
+				parts := make([]float32, len(ranges))
+				for e := range nb {
+					ea := e
+					if c.broadcastA {
+						ea = 0
+					}
+					for i := range c.m {
+						for j := range c.n {
+							for z, rg := range ranges {
+								p := 0.0
+								for kk := rg[0]; kk < rg[1]; kk++ {
+									p += float64(opA[(ea*c.m+i)*c.k+kk]) * float64(opB[(e*c.k+kk)*c.n+j])
+								}
+								if exact && float64(float32(p)) != p {
+									t.Fatalf("the sum of range %d is %v, not exact in f32: the test's values are wrong", z, p)
+								}
+								parts[z] = float32(p)
+							}
+							if reverse {
+								slices.Reverse(parts)
+							}
+							acc := parts[0]
+							for _, p := range parts[1:] {
+								acc = float32(acc + p)
+							}
+							o := (e*c.m+i)*c.n + j
+							v := float32(c.alpha * acc)
+							if c.beta != 0 {
+								v = float32(v + float32(c.beta*old[o]))
+							}
+							if c.cdt == engine.BF16 {
+								v = engine.RoundBF16(v)
+							}
+							out[o] = v
+						}
+					}
+				}
+				return out
+			}
+			want := reference(ranges, false, true)
+			// With C in f32, summing all of k in one f32 accumulator in k
+			// order (as an unsplit kernel does, one range of k terms), and
+			// adding the range sums in reverse where there are more than two,
+			// must give other bits.
+			terms := make([][2]int, c.k)
+			for kk := range terms {
+				terms[kk] = [2]int{kk, kk + 1}
+			}
+			if c.cdt == engine.F32 && (slices.Equal(want, reference(terms, false, false)) ||
+				len(ranges) > 2 && slices.Equal(want, reference(ranges, true, false))) {
+				t.Fatal("the reference does not tell the ranges, or the order of their sums, apart: the test's values are wrong")
+			}
+
+			// The operands as stored.
+			storedA := make([]float32, len(opA))
+			for e := range nbA {
+				for i := range c.m {
+					for kk := range c.k {
+						idx := (e*c.m+i)*c.k + kk
+						if c.transA {
+							idx = (e*c.k+kk)*c.m + i
+						}
+						storedA[idx] = opA[(e*c.m+i)*c.k+kk]
+					}
+				}
+			}
+			storedB := make([]float32, len(opB))
+			for e := range nb {
+				for kk := range c.k {
+					for j := range c.n {
+						idx := (e*c.k+kk)*c.n + j
+						if c.transB {
+							idx = (e*c.n+j)*c.k + kk
+						}
+						storedB[idx] = opB[(e*c.k+kk)*c.n+j]
+					}
+				}
+			}
+			ar, ac, br, bc := c.m, c.k, c.k, c.n
+			if c.transA {
+				ar, ac = c.k, c.m
+			}
+			if c.transB {
+				br, bc = c.n, c.k
+			}
+			aBatch := c.batch
+			if c.broadcastA {
+				aBatch = 0
+			}
+			A := at(b, engine.BF16, 2*c.offset, storedA).Reshape(shapeOf(aBatch, ar, ac)...)
+			B := at(b, engine.BF16, 2*c.offset, storedB).Reshape(shapeOf(c.batch, br, bc)...)
+			for _, tile := range []string{"64", "128"} {
+				t.Setenv("TW_GEMM_TILE", tile)
+				for run := range 2 {
+					C := at(b, c.cdt, c.cdt.Size()*c.offset, old).Reshape(shapeOf(c.batch, c.m, c.n)...)
+					b.Gemm(C, A, B, engine.GemmParams{TransA: c.transA, TransB: c.transB, Alpha: c.alpha, Beta: c.beta})
+					sameBits(t, fmt.Sprintf("tile %s, run %d: C", tile, run+1), engine.ToF32(b, C), want)
+				}
+			}
+		})
+	}
 }

@@ -3,6 +3,7 @@
 package cuda
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -143,5 +144,80 @@ func TestRecordFails(t *testing.T) {
 	}
 	if b.recordings != 0 || b.rec != nil {
 		t.Errorf("failed recordings left %d alive (under way: %v)", b.recordings, b.rec != nil)
+	}
+}
+
+// TestRecordSplitGemm records a GEMM that our kernel splits along k, which
+// passes its partial sums through the backend's shared workspace, and
+// replays it with new operands: bit for bit what the GEMM gives run plainly
+// on a backend without graphs, also after a larger workspace has replaced
+// the one the recording points into (kept while the recording lives), with
+// the launches of a plain run (the GEMM and the sum of its k-ranges). A
+// split GEMM whose workspace would first have to grow cannot be recorded
+// (memory cannot be allocated while capturing): the recording fails and the
+// backend goes on; the decoder records a step only after running it once.
+func TestRecordSplitGemm(t *testing.T) {
+	t.Setenv("TW_CUDA_SYNC", "")
+	const m, n, k = 16, 24, 2048
+	if gemmWorkspace(engine.BF16, engine.BF16, m, n, k, 1) == 0 {
+		t.Fatalf("a %d×%d×%d GEMM is not split: the test tests nothing", m, n, k)
+	}
+	b := ownGEMM(t)
+	plain, err := New(Options{GEMM: "own", NoGraphs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close()
+	type state struct{ x, w, y *engine.Tensor }
+	newState := func(be engine.Backend) state {
+		return state{x: engine.MustAlloc(be, engine.BF16, m, k), w: engine.MustAlloc(be, engine.BF16, n, k),
+			y: engine.MustAlloc(be, engine.F32, m, n)}
+	}
+	gemm := func(be engine.Backend, s state) {
+		be.Gemm(s.y, s.x, s.w, engine.GemmParams{TransB: true, Alpha: 1, Beta: 0.5})
+	}
+	r := enginetest.Rand(3)
+	set := func(s state, be engine.Backend, x, w, y []float32) {
+		engine.SetF32(be, s.x, x)
+		engine.SetF32(be, s.w, w)
+		engine.SetF32(be, s.y, y)
+	}
+	sg, sp := newState(b), newState(plain)
+
+	if _, err := b.Record(func() { gemm(b, sg) }); err == nil || !strings.Contains(err.Error(), "recording") {
+		t.Fatalf("recording a split GEMM before the workspace exists: error %v, want a failed recording", err)
+	}
+	gemm(b, sg) // grows the workspace
+	rec, err := b.Record(func() { gemm(b, sg) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rec.Free()
+	for step := range 3 {
+		if step == 2 { // a larger split GEMM run plainly replaces the workspace
+			size := b.wsSize
+			big := engine.MustAlloc(b, engine.BF16, 64, 4096)
+			b.Gemm(engine.MustAlloc(b, engine.F32, 64, 64), big, big, engine.GemmParams{TransB: true, Alpha: 1})
+			if b.wsSize <= size || len(b.retired) == 0 {
+				t.Fatalf("the workspace was not replaced (%d bytes, then %d; %d retired)", size, b.wsSize, len(b.retired))
+			}
+		}
+		x := enginetest.Values(r, engine.BF16, m*k, 1)
+		w := enginetest.Values(r, engine.BF16, n*k, 1)
+		y := enginetest.Values(r, engine.F32, m*n, 1)
+		set(sg, b, x, w, y)
+		set(sp, plain, x, w, y)
+		ops0, _ := b.Launches()
+		plainOps0, _ := plain.Launches()
+		if err := rec.Replay(); err != nil {
+			t.Fatal(err)
+		}
+		gemm(plain, sp)
+		ops1, _ := b.Launches()
+		plainOps1, _ := plain.Launches()
+		if got, want := ops1-ops0, plainOps1-plainOps0; got != want || got != 2 {
+			t.Errorf("step %d: a replay counts %d launches, the GEMM run plainly %d; want 2", step, got, want)
+		}
+		sameBits(t, fmt.Sprintf("step %d: y", step), engine.ToF32(b, sg.y), engine.ToF32(plain, sp.y))
 	}
 }
