@@ -32,7 +32,9 @@ type proj struct {
 // the adapted A and t lie stacked in one buffer each (an adapter's own
 // layout, newAdapter; and the activations', layerRun.projs): one launch
 // that reads x once instead of k. Each element is the same dot product
-// either way.
+// either way; a GEMM that chooses its summation order by the shape (our
+// CUDA GEMM's split-K, cuBLASLt's algorithms) may round it differently
+// at widths where the two shapes fall on different plans.
 func linear(b engine.Backend, x *engine.Tensor, ps []proj, s float32) {
 	for _, p := range ps {
 		b.Gemm(p.y, x, p.w, engine.GemmParams{TransB: true, Alpha: 1})

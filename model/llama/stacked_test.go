@@ -18,7 +18,8 @@ func TestStackedLoRA(t *testing.T) { testStackedLoRA(t, cpu.New(cpu.Options{Thre
 // in one buffer, and of gate and up, so that their LoRA inputs are one GEMM
 // per group — and with a copy whose every tensor has a buffer of its own (a
 // GEMM per projection), gradients likewise, and compares: the forward's
-// log-probabilities bit for bit (each element is the same dot product), the
+// log-probabilities bit for bit (each element is the same dot product,
+// summed alike at these widths: no GEMM here is split along k), the
 // gradients within GradTol (the stacked dx GEMM sums the k·r columns of a
 // group before rounding dx once; one by one, dx is rounded after each
 // projection's term). It also wants the stacked layout to survive a PEFT
