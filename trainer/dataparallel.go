@@ -88,8 +88,13 @@ func newOptimizer(b engine.Backend, c optim.AdamWConfig, params checkpoint.Tenso
 // trainer.json) and prunes runDir to its newest keep checkpoints. In a job
 // of several ranks (c; nil: one process) rank 0 alone writes; with a
 // sharded optimizer SaveCheckpoint is a collective (it gathers the whole
-// state to rank 0's host memory first), which every rank calls.
+// state to rank 0's host memory first), which every rank calls. Weights
+// that are not finite are not saved: the error wraps ErrDiverged
+// (CheckFinite).
 func (p *Params) SaveCheckpoint(c engine.Communicator, runDir string, step, keep int, state any, compress bool) error {
+	if err := p.CheckFinite(step, runDir); err != nil {
+		return err
+	}
 	opt, done, err := p.savedOptimizer(c, step)
 	if err != nil || opt == nil {
 		return err

@@ -32,6 +32,7 @@ type Params struct {
 	ad    *llama.Adapter
 	dLogP *engine.Tensor  // [N] f32, the loss gradient; resized to each batch
 	ov    *overlapReducer // nil: the gradients are all-reduced after the backward
+	norm  *engine.Tensor  // [1] f32: CheckFinite's sum of squares; nil until it runs
 }
 
 // NewParams registers the trained parameters of model m — adapter ad's, or
@@ -186,11 +187,14 @@ func (p *Params) DataParallel() string {
 	return strings.TrimSuffix(s, "\n")
 }
 
-// Free releases the optimizer's state and the loss-gradient buffer.
+// Free releases the optimizer's state and the buffers of the loss
+// gradient and of CheckFinite.
 func (p *Params) Free() {
 	p.Opt.Free()
-	if p.dLogP != nil {
-		p.m.Backend().FreeBuffer(p.dLogP.Buffer())
-		p.dLogP = nil
+	for _, t := range []**engine.Tensor{&p.dLogP, &p.norm} {
+		if *t != nil {
+			p.m.Backend().FreeBuffer((*t).Buffer())
+			*t = nil
+		}
 	}
 }

@@ -14,6 +14,11 @@
 //     (overlap.go);
 //   - RunSFT (sft.go): one supervised run on examples as `train sft` makes
 //     it: split, packed, trained, checkpointed and resumed.
+//   - Guard (guard.go): how every trainer ends a step — a run whose loss
+//     stays NaN or infinite stops (ErrDiverged), one whose context was
+//     cancelled checkpoints the step and stops (ErrInterrupted) — and the
+//     check that keeps non-finite weights out of checkpoints and final
+//     models (Params.CheckFinite).
 package trainer
 
 import (
@@ -92,21 +97,8 @@ type Trainer struct {
 	progress   *metrics.Progress
 	metricsOut *metrics.Writer
 	log        io.Writer
-	nonFinite  int            // steps in a row whose loss was NaN or infinite
-	acc        *engine.Tensor // [1] f32: the weights check's sum (checkWeights)
+	guard      Guard // stops a diverged or interrupted run
 }
-
-// MaxNonFiniteLosses is how many steps in a row may have a NaN or infinite
-// loss before Run stops with ErrDiverged. A single one — an overflow on
-// one batch — costs one step: its gradient is non-finite too, and the
-// optimizer skips it (optim.AdamW.Step), leaving the weights as they were.
-const MaxNonFiniteLosses = 3
-
-// ErrDiverged is what Run and SaveOutput wrap when training has diverged:
-// MaxNonFiniteLosses losses in a row were not finite, or the trained
-// weights are (checked before every checkpoint and the final model, which
-// are then not written).
-var ErrDiverged = errors.New("training diverged")
 
 // New prepares a run of model m (with adapter ad, or nil for full
 // fine-tuning) over the train packer, evaluating on eval (nil: none).
@@ -125,7 +117,7 @@ func New(m *llama.Model, ad *llama.Adapter, train, eval *data.Packer, cfg Config
 	if cfg.KeepCheckpoints <= 0 {
 		cfg.KeepCheckpoints = 1
 	}
-	t := &Trainer{cfg: cfg, m: m, ad: ad, train: train, eval: eval, log: out}
+	t := &Trainer{cfg: cfg, m: m, ad: ad, train: train, eval: eval, log: out, guard: Guard{RunDir: cfg.RunDir}}
 	if cfg.Comm != nil && cfg.Comm.Size() > 1 {
 		if err := broadcastParams(cfg.Comm, trainedTensors(m, ad, nil)); err != nil {
 			return nil, err
@@ -244,11 +236,8 @@ func meanNLL(b engine.Backend, p *llama.Pass, bt llama.Batch) float64 {
 	return s / float64(max(n, 1))
 }
 
-// ErrInterrupted is what RunContext wraps when its context was cancelled:
-// the step under way was finished and, with a run directory, saved.
-var ErrInterrupted = errors.New("interrupted")
-
-// Run trains from the current step to cfg.Steps.
+// Run trains from the current step to cfg.Steps. A run whose loss stays
+// NaN or infinite stops with an error wrapping ErrDiverged (Guard.EndStep).
 func (t *Trainer) Run() error { return t.RunContext(context.Background()) }
 
 // RunContext is Run, stopping early when ctx is cancelled: the step under
@@ -330,11 +319,6 @@ func (t *Trainer) RunContext(ctx context.Context) error {
 		if res.Skipped {
 			rec.Values["skipped"] = 1
 		}
-		if math.IsNaN(loss) || math.IsInf(loss, 0) {
-			t.nonFinite++
-		} else {
-			t.nonFinite = 0
-		}
 		if t.eval != nil && dp.writes() && t.cfg.EvalEvery > 0 && (t.st.Step%t.cfg.EvalEvery == 0 || t.st.Step == t.cfg.Steps) {
 			ev, err := t.Evaluate()
 			if err != nil {
@@ -348,23 +332,16 @@ func (t *Trainer) RunContext(ctx context.Context) error {
 			}
 		}
 		t.progress.Update(int64(t.st.Step), loss, lr, tps)
-		if t.nonFinite >= MaxNonFiniteLosses {
-			return fmt.Errorf("%w at step %d: the loss was %v for %d steps in a row (lower the learning rate?)%s",
-				ErrDiverged, t.st.Step, loss, t.nonFinite, t.lastCheckpoint())
+		var save func() error
+		if dp.writes() || t.p.Opt.Sharded() {
+			save = t.Save
 		}
-		saves := t.cfg.RunDir != "" && (dp.writes() || t.p.Opt.Sharded())
 		due := (t.cfg.CheckpointEvery > 0 && t.st.Step%t.cfg.CheckpointEvery == 0) || t.st.Step == t.cfg.Steps
-		if saves && (due || stop) {
-			if err := t.Save(); err != nil {
-				return err
+		if err := t.guard.EndStep(t.st.Step, loss, due, stop, save); err != nil {
+			if errors.Is(err, ErrInterrupted) {
+				t.progress.Done()
 			}
-		}
-		if stop {
-			t.progress.Done()
-			if t.cfg.RunDir == "" {
-				return fmt.Errorf("%w after step %d (no run directory: nothing saved)", ErrInterrupted, t.st.Step)
-			}
-			return fmt.Errorf("%w after step %d: checkpoint %s holds it, and a resumed run continues from there", ErrInterrupted, t.st.Step, checkpoint.Dir(t.cfg.RunDir, t.st.Step))
+			return err
 		}
 	}
 	t.progress.Done()
@@ -398,9 +375,6 @@ func (t *Trainer) Evaluate() (float64, error) {
 // job of several ranks only rank 0 writes; with a sharded optimizer Save is
 // a collective (it gathers the state), which every rank calls.
 func (t *Trainer) Save() error {
-	if err := t.checkWeights(); err != nil {
-		return err
-	}
 	return t.p.SaveCheckpoint(t.cfg.Comm, t.cfg.RunDir, t.st.Step, t.cfg.KeepCheckpoints, t.st, t.cfg.Compress)
 }
 
@@ -417,46 +391,14 @@ const FinalDir = "final"
 // SaveOutput writes what the run trained to dir so that others load it
 // (llama.Model.Save): the adapter in PEFT's layout naming its base, or
 // the whole model as a Hugging Face directory with its tokenizer and
-// generation files. In a job of several ranks only rank 0 writes.
+// generation files. In a job of several ranks only rank 0 writes. Weights
+// that are not finite are not written: the error wraps ErrDiverged.
 func (t *Trainer) SaveOutput(dir string) error {
 	if t.cfg.Comm != nil && t.cfg.Comm.Rank() != 0 {
 		return nil
 	}
-	if err := t.checkWeights(); err != nil {
+	if err := t.p.CheckFinite(t.st.Step, t.cfg.RunDir); err != nil {
 		return err
 	}
 	return t.m.Save(t.ad, dir)
-}
-
-// checkWeights returns an ErrDiverged error when a trained weight is NaN or
-// infinite (or so large that its square overflows f32, about 1.8e19).
-func (t *Trainer) checkWeights() error {
-	b := t.m.Backend()
-	if t.acc == nil {
-		acc, err := engine.Alloc(b, engine.F32, 1)
-		if err != nil {
-			return err
-		}
-		t.acc = acc
-	}
-	ts := make([]*engine.Tensor, 0, len(t.p.Tensors))
-	for _, w := range t.p.Tensors {
-		ts = append(ts, w)
-	}
-	if n := engine.GlobalNorm(b, t.acc, ts); math.IsNaN(float64(n)) || math.IsInf(float64(n), 0) {
-		return fmt.Errorf("%w at step %d: the trained weights hold non-finite values; nothing was saved from them%s", ErrDiverged, t.st.Step, t.lastCheckpoint())
-	}
-	return nil
-}
-
-// lastCheckpoint names the run directory's newest valid checkpoint for an
-// error's end ("" without one).
-func (t *Trainer) lastCheckpoint() string {
-	if t.cfg.RunDir == "" {
-		return ""
-	}
-	if d, _, err := checkpoint.Latest(t.cfg.RunDir); err == nil {
-		return "; the newest checkpoint is " + d
-	}
-	return ""
 }

@@ -199,9 +199,9 @@ func (b *syncBuffer) Reset() {
 	b.buf.Reset()
 }
 
-// startSFTWith runs "train sft" with args in a child process (see
-// TestMain), its output into out.
-func startSFTWith(t *testing.T, out *syncBuffer, args []string) *exec.Cmd {
+// startTrain runs train with args (a subcommand and its flags) in a
+// child process (see TestMain), its output into out.
+func startTrain(t *testing.T, out *syncBuffer, args []string) *exec.Cmd {
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), "TW_TRAIN_MAIN="+strings.Join(args, " "))
 	cmd.Stdout, cmd.Stderr = out, out
@@ -233,13 +233,13 @@ func TestSignalAndResume(t *testing.T) {
 	}
 	whole := t.TempDir()
 	var out syncBuffer
-	if err := startSFTWith(t, &out, sftArgs(whole)).Wait(); err != nil {
+	if err := startTrain(t, &out, sftArgs(whole)).Wait(); err != nil {
 		t.Fatalf("%v\n%s", err, out.String())
 	}
 	dir := t.TempDir()
 	for i, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
 		out.Reset()
-		cmd := startSFTWith(t, &out, sftArgs(dir))
+		cmd := startTrain(t, &out, sftArgs(dir))
 		waitFor(t, checkpoint.Dir(dir, 4*(i+1)))
 		cmd.Process.Signal(sig)
 		err := cmd.Wait()
@@ -252,7 +252,7 @@ func TestSignalAndResume(t *testing.T) {
 		}
 	}
 	out.Reset()
-	if err := startSFTWith(t, &out, sftArgs(dir)).Wait(); err != nil {
+	if err := startTrain(t, &out, sftArgs(dir)).Wait(); err != nil {
 		t.Fatalf("%v\n%s", err, out.String())
 	}
 	final := func(dir string) []byte { return mustRead(t, filepath.Join(dir, trainer.FinalDir, "model.safetensors")) }
@@ -264,7 +264,7 @@ func TestSignalAndResume(t *testing.T) {
 	// Slow steps (many micro-batches), so that the second signal comes
 	// while the first one's step is still under way.
 	third := t.TempDir()
-	cmd := startSFTWith(t, &out, append(sftArgs(third), "--micro-batches", "16"))
+	cmd := startTrain(t, &out, append(sftArgs(third), "--micro-batches", "16"))
 	waitFor(t, checkpoint.Dir(third, 2))
 	cmd.Process.Signal(syscall.SIGINT)
 	for deadline := time.Now().Add(time.Minute); !strings.Contains(out.String(), "again to stop at once"); time.Sleep(time.Millisecond) {

@@ -28,6 +28,17 @@ type example struct {
 	what, line string
 }
 
+// guards says how every trainer ends a run early: the same for sft, rft,
+// critic, actor and mtdpo (trainer.Guard).
+func guards() string {
+	return `A step whose gradient is NaN or infinite is skipped; a loss that is NaN
+or infinite for ` + fmt.Sprint(trainer.MaxNonFiniteLosses) + ` steps in a row stops the run with an error naming
+the step, and no checkpoint or final model is written from weights that
+are not finite. SIGINT or SIGTERM finishes the step under way, writes a
+checkpoint to --out and exits naming it (the same command resumes from
+it); a second signal exits at once.`
+}
+
 // helps returns every subcommand's help, keyed by its name ("bench report"
 // for the subcommand of bench).
 func helps() map[string]help {
@@ -45,7 +56,9 @@ minus its frozen reference's), and trains the policy with turn-wise DPO on
 the best and worst of them, with an NLL term on the chosen reply
 (--nll). --data-fraction of the agent turns are used, as the reference
 uses a tenth. Checkpoints, metrics and the final adapter go to --out;
-a run started again with the same --out resumes.`,
+a run started again with the same --out resumes.
+
+` + guards(),
 			examples: []example{
 				{"train the actor of a ColBench run on 10% of the turns, 16 candidates each", "train actor --hf MODEL --critic critic --trajectories roll.jsonl.zst --candidates 16 --data-fraction 0.1 --out actor"},
 				{"the same from a recipe, with a flag overridden", "train actor --config recipes/colbench-8b-actor.yaml --hf MODEL --critic critic --trajectories roll.jsonl.zst --lr 2e-7"},
@@ -104,7 +117,9 @@ information) in its prompt. Its score of a trajectory is the sum over the
 agent's turns of the mean per-token log-ratio to its frozen reference
 (--critic-score turn, the paper's) or one mean over all agent tokens
 (trajectory, the released code's); --head value trains a value head
-instead.`,
+instead.
+
+` + guards(),
 			examples: []example{
 				{"the critic of a ColBench run", "train critic --hf MODEL --trajectories roll.jsonl.zst --out critic"},
 				{"from the 8B recipe", "train critic --config recipes/colbench-8b-critic.yaml --hf MODEL --trajectories roll.jsonl.zst"},
@@ -254,7 +269,9 @@ after --grace. On several nodes, run it on each with the same
 		"mtdpo": {
 			text: `The multi-turn DPO baseline of the SWEET-RL paper: DPO over whole
 trajectories, each task's better trajectory against its worse, with the
-loss on the agent's tokens of every turn.`,
+loss on the agent's tokens of every turn.
+
+` + guards(),
 			examples: []example{
 				{"on a ColBench run's rollouts", "train mtdpo --hf MODEL --trajectories roll.jsonl.zst --out mtdpo"},
 			},
@@ -297,7 +314,9 @@ Only SVG is drawn: a file named otherwise is refused.`,
 		"rft": {
 			text: `The rejection fine-tuning baseline of the SWEET-RL paper: supervised
 fine-tuning on the trajectories whose reward is the task's best (success),
-with the loss on the agent's turns.`,
+with the loss on the agent's turns.
+
+` + guards(),
 			examples: []example{
 				{"on a ColBench run's rollouts", "train rft --hf MODEL --trajectories roll.jsonl.zst --out rft"},
 			},

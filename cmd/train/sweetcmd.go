@@ -320,7 +320,9 @@ func runCritic(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer j.leave()
-	return rl.TrainCritic(j.job(stdout), *head, *scoreFlag)
+	ctx, stop := interruptible(stderr)
+	defer stop()
+	return rl.TrainCriticContext(ctx, j.job(stdout), *head, *scoreFlag)
 }
 
 // runActor implements "train actor".
@@ -369,7 +371,9 @@ func runActor(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	return rl.TrainActor(j.job(stdout), rl.ActorJob{Critic: critic, Temperature: *temp, TopP: *topP, TopK: *topK, MaxNew: *maxNew, Candidates: *candidates,
+	ctx, stop := interruptible(stderr)
+	defer stop()
+	return rl.TrainActorContext(ctx, j.job(stdout), rl.ActorJob{Critic: critic, Temperature: *temp, TopP: *topP, TopK: *topK, MaxNew: *maxNew, Candidates: *candidates,
 		PairsPerTurn: *perTurn, DataFraction: *fraction, NLLSequence: seqNLL})
 }
 
@@ -381,7 +385,9 @@ func runMTDPO(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer j.leave()
-	return rl.TrainMTDPO(j.job(stdout))
+	ctx, stop := interruptible(stderr)
+	defer stop()
+	return rl.TrainMTDPOContext(ctx, j.job(stdout))
 }
 
 // runRFT implements "train rft".

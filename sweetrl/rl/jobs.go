@@ -213,11 +213,12 @@ func (j *Job) writeLosses(st PrefStats) error {
 }
 
 // pref trains ad on pairs with Pref (label: the progress lines' label),
-// reports how it went and saves the result.
-func (j *Job) pref(ad *llama.Adapter, pairs []PrefPair, label string, seqNLL bool) error {
+// reports how it went and saves the result; a run that ctx stops, or that
+// diverges, saves nothing (TrainPreferencesContext).
+func (j *Job) pref(ctx context.Context, ad *llama.Adapter, pairs []PrefPair, label string, seqNLL bool) error {
 	o := j.Pref
 	o.Label, o.NLLSequence, o.MetricsDir, o.Comm, o.Checkpoints = label, seqNLL, j.Out, j.Comm, j.Checkpoints
-	st, err := TrainPreferences(j.Model, ad, pairs, o)
+	st, err := TrainPreferencesContext(ctx, j.Model, ad, pairs, o)
 	if err != nil {
 		return err
 	}
@@ -231,8 +232,18 @@ func (j *Job) pref(ad *llama.Adapter, pairs []PrefPair, label string, seqNLL boo
 // TrainCritic trains the critic on the job's trajectory pairs: with head
 // "logprob" the reference's critic (CriticPairs scored by score, which
 // ParseCriticScore parses), with "scalar" the value-head ablation, whose
-// head is saved beside the adapter as ValueHeadFile.
+// head is saved beside the adapter as ValueHeadFile. A run whose loss
+// stays NaN or infinite stops with an error wrapping trainer.ErrDiverged
+// and naming the step, and saves no critic.
 func TrainCritic(j Job, head, score string) error {
+	return TrainCriticContext(context.Background(), j, head, score)
+}
+
+// TrainCriticContext is TrainCritic, stopping early when ctx is cancelled:
+// the step under way is finished and checkpointed, the error wraps
+// trainer.ErrInterrupted and names the checkpoint, and the critic is not
+// saved.
+func TrainCriticContext(ctx context.Context, j Job, head, score string) error {
 	if head != "logprob" && head != "scalar" {
 		return fmt.Errorf("--head %q: want logprob or scalar", head)
 	}
@@ -249,7 +260,7 @@ func TrainCritic(j Job, head, score string) error {
 	}
 	fmt.Fprintf(j.Log, "critic (%s head, %s score): Bradley–Terry on %d trajectory pairs, %s\n", head, kind, len(pairs), j.Target.Describe(critic))
 	if head == "logprob" {
-		return j.pref(critic, pairs, "critic step", j.Pref.NLLSequence)
+		return j.pref(ctx, critic, pairs, "critic step", j.Pref.NLLSequence)
 	}
 	v, err := NewValueHead(j.Model)
 	if err != nil {
@@ -257,7 +268,7 @@ func TrainCritic(j Job, head, score string) error {
 	}
 	o := j.Pref
 	o.Label, o.MetricsDir, o.Comm, o.Checkpoints = "critic step", j.Out, j.Comm, j.Checkpoints
-	st, err := TrainValueCritic(j.Model, critic, v, pairs, o)
+	st, err := TrainValueCriticContext(ctx, j.Model, critic, v, pairs, o)
 	if err != nil {
 		return err
 	}
@@ -287,8 +298,16 @@ type ActorJob struct {
 
 // TrainActor samples candidates of every agent turn with the job's model,
 // pairs them by a.Critic's advantage (ActorPairs) and trains the actor on
-// them with turn-wise DPO.
-func TrainActor(j Job, a ActorJob) error {
+// them with turn-wise DPO. A run whose loss stays NaN or infinite stops
+// with an error wrapping trainer.ErrDiverged and naming the step, and saves
+// no actor.
+func TrainActor(j Job, a ActorJob) error { return TrainActorContext(context.Background(), j, a) }
+
+// TrainActorContext is TrainActor, stopping early when ctx is cancelled as
+// TrainCriticContext does. The candidates are sampled and paired before the
+// first step, and the pairs saved in the run directory (PairsFile): a ctx
+// cancelled while they are sampled stops the run after its first step.
+func TrainActorContext(ctx context.Context, j Job, a ActorJob) error {
 	if err := j.begin(MayChange); err != nil {
 		return err
 	}
@@ -306,7 +325,7 @@ func TrainActor(j Job, a ActorJob) error {
 		scope = "sequence"
 	}
 	fmt.Fprintf(j.Log, "actor: turn-wise DPO with NLL %g over the %s, %s\n", j.Pref.NLLCoef, scope, j.Target.Describe(actor))
-	return j.pref(actor, pairs, "actor step", a.NLLSequence)
+	return j.pref(ctx, actor, pairs, "actor step", a.NLLSequence)
 }
 
 // actorPairs samples candidates of every agent turn with the job's model and
@@ -343,8 +362,14 @@ func (j *Job) actorPairs(a ActorJob) ([]PrefPair, error) {
 }
 
 // TrainMTDPO trains the multi-turn DPO baseline on the job's trajectory
-// pairs (TrajectoryPairs).
-func TrainMTDPO(j Job) error {
+// pairs (TrajectoryPairs). A run whose loss stays NaN or infinite stops
+// with an error wrapping trainer.ErrDiverged and naming the step, and saves
+// no policy.
+func TrainMTDPO(j Job) error { return TrainMTDPOContext(context.Background(), j) }
+
+// TrainMTDPOContext is TrainMTDPO, stopping early when ctx is cancelled as
+// TrainCriticContext does.
+func TrainMTDPOContext(ctx context.Context, j Job) error {
 	if err := j.begin(MayChange); err != nil {
 		return err
 	}
@@ -353,7 +378,7 @@ func TrainMTDPO(j Job) error {
 		return err
 	}
 	fmt.Fprintf(j.Log, "multi-turn DPO on %d trajectory pairs, %s\n", len(pairs), j.Target.Describe(pol))
-	return j.pref(pol, pairs, "DPO step", j.Pref.NLLSequence)
+	return j.pref(ctx, pol, pairs, "DPO step", j.Pref.NLLSequence)
 }
 
 // TrainRFT fine-tunes on the job's successful trajectories, or those its

@@ -1,6 +1,7 @@
 package rl
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -122,8 +123,18 @@ func DropLong(pairs []PrefPair, maxLen int) (kept []PrefPair, dropped int) {
 // chosen and rejected sequences, s_ref the score under the model before
 // training, and mean_c the mean log-probability of c's weighted tokens, or
 // of all its tokens with NLLSequence (the NLL term, λ = NLLCoef). Steps follow a warm-up then cosine schedule to
-// MinLRRatio·LR, with AdamW.
+// MinLRRatio·LR, with AdamW. A run whose loss is NaN or infinite for
+// trainer.MaxNonFiniteLosses steps in a row stops with an error wrapping
+// trainer.ErrDiverged and naming the step.
 func TrainPreferences(m *llama.Model, ad *llama.Adapter, pairs []PrefPair, o PrefOptions) (PrefStats, error) {
+	return TrainPreferencesContext(context.Background(), m, ad, pairs, o)
+}
+
+// TrainPreferencesContext is TrainPreferences, stopping early when ctx is
+// cancelled: the step under way is finished and, with o.Checkpoints,
+// checkpointed, and the error wraps trainer.ErrInterrupted and names the
+// checkpoint, from which a resumed run continues as if it had not stopped.
+func TrainPreferencesContext(ctx context.Context, m *llama.Model, ad *llama.Adapter, pairs []PrefPair, o PrefOptions) (PrefStats, error) {
 	st := PrefStats{Pairs: len(pairs)}
 	if len(pairs) == 0 {
 		return st, errors.New("no preference pairs to train on")
@@ -151,7 +162,7 @@ func TrainPreferences(m *llama.Model, ad *llama.Adapter, pairs []PrefPair, o Pre
 	}
 	// pairLoop's tokens are summed over the ranks, so the peak is all of theirs.
 	meter := trainer.NewMeter(m, ad, o.PeakFLOPS*float64(ranks(o.Comm)))
-	return pairLoop(pairs, tp, o, 0x70726566, meter, func(idx []int, scale float64) (microStats, error) {
+	return pairLoop(ctx, pairs, tp, o, 0x70726566, meter, func(idx []int, scale float64) (microStats, error) {
 		return prefMicroBatch(m, ad, tp, pairs, ref, idx, o, scale)
 	})
 }
@@ -198,8 +209,12 @@ type microStats struct {
 // RejectedLogRatio and KL (the last three where micro measures them), and
 // meter's performance values. With o.Checkpoints it checkpoints and
 // resumes (see PrefOptions.Checkpoints); the run directory's metrics.jsonl
-// is then cut back to the step resumed from.
-func pairLoop(pairs []PrefPair, tp *trainer.Params, o PrefOptions, stream uint64, meter *metrics.Meter,
+// is then cut back to the step resumed from. Each step ends with a
+// trainer.Guard: a diverged run stops, and so does one whose ctx was
+// cancelled on any rank (the step's sums carry it), after checkpointing
+// the step; weights that are not finite are neither checkpointed nor
+// returned as the run's.
+func pairLoop(ctx context.Context, pairs []PrefPair, tp *trainer.Params, o PrefOptions, stream uint64, meter *metrics.Meter,
 	micro func(idx []int, scale float64) (microStats, error)) (st PrefStats, err error) {
 	opt := tp.Opt
 	rank, size := 0, 1
@@ -250,6 +265,13 @@ func pairLoop(pairs []PrefPair, tp *trainer.Params, o PrefOptions, stream uint64
 			}
 		}()
 	}
+	guard := trainer.Guard{RunDir: o.Checkpoints.RunDir}
+	var save func() error // nil on the ranks that take no part in saving
+	if rank == 0 || opt.Sharded() {
+		save = func() error {
+			return tp.SaveCheckpoint(o.Comm, o.Checkpoints.RunDir, ps.Step, o.Checkpoints.Keep, &ps, o.Checkpoints.Compress)
+		}
+	}
 	rng := rand.New(rand.NewPCG(o.Seed, stream))
 	order := make([]int, len(pairs))
 	for i := range order {
@@ -290,17 +312,21 @@ func pairLoop(pairs []PrefPair, tp *trainer.Params, o PrefOptions, stream uint64
 				sum.ratios = ms.ratios
 				sum.tokens += ms.tokens
 			}
-			ratios := 0.0
+			ratios, stop := 0.0, 0.0
 			if sum.ratios {
 				ratios = 1
 			}
-			// The step's sums over every rank: rank 0 records global values.
-			sums := []float64{sum.loss, sum.right, sum.margin, sum.chosen, sum.rejected, sum.kl, float64(sum.tokens), ratios}
+			if ctx.Err() != nil {
+				stop = 1
+			}
+			// The step's sums over every rank: rank 0 records global values,
+			// and every rank stops if any was asked to.
+			sums := []float64{sum.loss, sum.right, sum.margin, sum.chosen, sum.rejected, sum.kl, float64(sum.tokens), ratios, stop}
 			if err := tp.Reduce(o.Comm, sums); err != nil {
 				return ps.stats(), err
 			}
 			sum.loss, sum.right, sum.margin, sum.chosen, sum.rejected, sum.kl = sums[0], sums[1], sums[2], sums[3], sums[4], sums[5]
-			sum.tokens, sum.ratios = int(sums[6]), sums[7] > 0
+			sum.tokens, sum.ratios, stop = int(sums[6]), sums[7] > 0, sums[8]
 			ps.AccSum += exactFloat(sum.right)
 			ps.ChosenSum += exactFloat(sum.chosen)
 			ps.RejectedSum += exactFloat(sum.rejected)
@@ -335,10 +361,8 @@ func pairLoop(pairs []PrefPair, tp *trainer.Params, o PrefOptions, stream uint64
 			if prog != nil {
 				prog.Update(int64(ps.Step), sum.loss, lr, float64(sum.tokens)/secs)
 			}
-			if o.Checkpoints.due(ps.Step, total) && (rank == 0 || opt.Sharded()) {
-				if err := tp.SaveCheckpoint(o.Comm, o.Checkpoints.RunDir, ps.Step, o.Checkpoints.Keep, &ps, o.Checkpoints.Compress); err != nil {
-					return ps.stats(), err
-				}
+			if err := guard.EndStep(ps.Step, sum.loss, o.Checkpoints.due(ps.Step, total), stop > 0, save); err != nil {
+				return ps.stats(), err
 			}
 		}
 		n := float64(len(pairs))
@@ -353,7 +377,7 @@ func pairLoop(pairs []PrefPair, tp *trainer.Params, o PrefOptions, stream uint64
 			}
 		}
 	}
-	return ps.stats(), nil
+	return ps.stats(), tp.CheckFinite(ps.Step, o.Checkpoints.RunDir)
 }
 
 // ranks is the number of ranks c joins: 1 when c is nil.

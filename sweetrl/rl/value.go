@@ -1,6 +1,7 @@
 package rl
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -149,8 +150,15 @@ func (v *ValueHead) Values(m *llama.Model, ad *llama.Adapter, seqs []Seq, batchT
 // TrainValueCritic trains the head and the adapter ad (nil: every weight of
 // m) with −log σ(V(c) − V(r)) averaged over each step's pairs, with the
 // schedule and optimizer of TrainPreferences (Beta, NLLCoef and the
-// reference play no part).
+// reference play no part), stopping as TrainPreferences does when it
+// diverges.
 func TrainValueCritic(m *llama.Model, ad *llama.Adapter, v *ValueHead, pairs []PrefPair, o PrefOptions) (PrefStats, error) {
+	return TrainValueCriticContext(context.Background(), m, ad, v, pairs, o)
+}
+
+// TrainValueCriticContext is TrainValueCritic, stopping early when ctx is
+// cancelled, as TrainPreferencesContext does.
+func TrainValueCriticContext(ctx context.Context, m *llama.Model, ad *llama.Adapter, v *ValueHead, pairs []PrefPair, o PrefOptions) (PrefStats, error) {
 	st := PrefStats{Pairs: len(pairs)}
 	if len(pairs) == 0 {
 		return st, errors.New("no preference pairs to train on")
@@ -178,7 +186,7 @@ func TrainValueCritic(m *llama.Model, ad *llama.Adapter, v *ValueHead, pairs []P
 		fpt -= 2 * vd
 	}
 	meter := trainer.NewMeterFLOPs(m, fpt, o.PeakFLOPS*float64(ranks(o.Comm))) // tokens summed over the ranks
-	return pairLoop(pairs, tp, o, 0x76616c7565, meter, func(idx []int, scale float64) (ms microStats, err error) {
+	return pairLoop(ctx, pairs, tp, o, 0x76616c7565, meter, func(idx []int, scale float64) (ms microStats, err error) {
 		var seqs []Seq
 		for _, k := range idx {
 			seqs = append(seqs, pairs[k].Chosen, pairs[k].Rejected)
