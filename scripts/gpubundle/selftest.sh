@@ -90,7 +90,7 @@ echo "selftest: measuring a few kernels for the gate's baselines"
 mkdir -p "$work/payload"
 tar -C "$work/payload" -xzf "$bundle/payload.tar.gz" || exit 1
 LD_LIBRARY_PATH=$work/payload/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} "$work/payload/bin/train" bench --backend cuda \
-	--suite kernels --filter '^(fill|add|rmsnorm)/small/' --quiet --json "$work/measured.json" >/dev/null || {
+	--suite kernels --filter '^(fill|add|rmsnorm)/small/' --quiet --out "$work/measured.json" >/dev/null || {
 	echo "selftest: train bench could not measure the baseline's kernels" >&2
 	exit 1
 }
