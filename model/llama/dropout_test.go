@@ -14,24 +14,10 @@ import (
 // token) and returns the log-probabilities and the adapter's gradients.
 func trainPass(t *testing.T, m *llama.Model, ad *llama.Adapter, bt llama.Batch) ([]float32, map[string][]float32) {
 	t.Helper()
-	b := m.Backend()
-	p, err := m.ForwardTrain(bt, ad)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Release()
-	dl := engine.MustAlloc(b, engine.F32, len(bt.IDs))
-	b.Fill(dl, -1)
-	ga, err := m.NewAdapterGrads(ad, engine.F32)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.Backward(dl, nil, ga); err != nil {
-		t.Fatal(err)
-	}
+	logp, ga := adapterBackward(t, m, ad, bt)
 	grads := map[string][]float32{}
-	ga.Each(func(name string, g *engine.Tensor) { grads[name] = engine.ToF32(b, g) })
-	return engine.ToF32(b, p.LogP), grads
+	ga.Each(func(name string, g *engine.Tensor) { grads[name] = engine.ToF32(m.Backend(), g) })
+	return logp, grads
 }
 
 // sameBits reports whether two runs' values are equal bit for bit.
@@ -101,19 +87,6 @@ func TestLoRADropout(t *testing.T) {
 		t.Error("P = 0.3: two passes with one seed differ")
 	}
 
-	p, err := m.ForwardTrain(seeded, ad)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dl := engine.MustAlloc(b, engine.F32, len(bt.IDs))
-	b.Fill(dl, -1)
-	ga, err := m.NewAdapterGrads(ad, engine.F32)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.Backward(dl, nil, ga); err != nil {
-		t.Fatal(err)
-	}
-	p.Release()
+	_, ga := adapterBackward(t, m, ad, seeded)
 	checkFD(t, b, r, ad.Each, ga.Each, func() float64 { return loss(t, m, seeded, ad) })
 }

@@ -81,20 +81,7 @@ func TestLoRAGradients(t *testing.T) {
 	baseBefore := map[string][]float32{}
 	m.Weights.Each(func(name string, w *engine.Tensor) { baseBefore[name] = engine.ToF32(b, w) })
 
-	p, err := m.ForwardTrain(bt, ad)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dl := engine.MustAlloc(b, engine.F32, len(bt.IDs))
-	b.Fill(dl, -1)
-	ga, err := m.NewAdapterGrads(ad, engine.F32)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.Backward(dl, nil, ga); err != nil {
-		t.Fatal(err)
-	}
-	p.Release()
+	_, ga := adapterBackward(t, m, ad, bt)
 	checkFD(t, b, r, ad.Each, ga.Each, func() float64 { return loss(t, m, bt, ad) })
 	m.Weights.Each(func(name string, w *engine.Tensor) {
 		after := engine.ToF32(b, w)
@@ -254,4 +241,28 @@ func TestCheckLoRARank(t *testing.T) {
 			}
 		}
 	}
+}
+
+// adapterBackward runs a training pass of bt with adapter ad and its
+// backward with every token's log-probability gradient −1 (the gradient
+// of −Σ log p), and returns the log-probabilities and the adapter's
+// gradients.
+func adapterBackward(t *testing.T, m *llama.Model, ad *llama.Adapter, bt llama.Batch) ([]float32, *llama.Adapter) {
+	t.Helper()
+	b := m.Backend()
+	p, err := m.ForwardTrain(bt, ad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Release()
+	dl := engine.MustAlloc(b, engine.F32, len(bt.IDs))
+	b.Fill(dl, -1)
+	ga, err := m.NewAdapterGrads(ad, engine.F32)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Backward(dl, nil, ga); err != nil {
+		t.Fatal(err)
+	}
+	return engine.ToF32(b, p.LogP), ga
 }
