@@ -305,17 +305,7 @@ func TestStreamCutAtGrace(t *testing.T) {
 	}()
 	url := "http://" + (<-addrc).String()
 	body, _ := json.Marshal(map[string]any{"prompt": "abc", "max_tokens": 2000, "stream": true, "logit_bias": noEOS})
-	resp, err := http.Post(url+"/v1/completions", "application/json", bytes.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	r := bufio.NewReader(resp.Body)
-	if line, err := r.ReadString('\n'); err != nil || !strings.HasPrefix(line, "data: {") {
-		t.Fatalf("first line %q (%v)", line, err)
-	}
-	cancel()
-	rest, _ := io.ReadAll(r)
+	rest, _ := streamThenShutdown(t, url, body, cancel)
 	tail := string(rest[max(0, len(rest)-300):])
 	if !strings.HasSuffix(tail, "data: [DONE]\n\n") || !strings.Contains(tail, `"error":{"message":"the server is shutting down: the grace period ended"`) {
 		t.Errorf("the stream's end: %q", tail)

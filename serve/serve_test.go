@@ -771,6 +771,23 @@ func TestGracefulShutdown(t *testing.T) {
 	}()
 	url := "http://" + (<-addrc).String()
 	body, _ := json.Marshal(map[string]any{"model": tinyID, "prompt": "abc", "max_tokens": 300, "temperature": 1, "seed": 1, "stream": true})
+	rest, err := streamThenShutdown(t, url, body, cancel)
+	if err != nil || !strings.HasSuffix(string(rest), "data: [DONE]\n\n") {
+		t.Errorf("the stream after shutdown began: %v, ends %q", err, rest[max(0, len(rest)-40):])
+	}
+	if err := <-errc; err != nil {
+		t.Errorf("ListenAndServe: %v", err)
+	}
+	if _, err := http.Post(url+"/v1/completions", "application/json", bytes.NewReader(body)); err == nil {
+		t.Error("the server still answers after shutdown")
+	}
+}
+
+// streamThenShutdown starts the streamed completion body on the server at
+// url, waits for its first event, shuts the server down (cancel) and
+// returns the rest of the stream as read until it ended.
+func streamThenShutdown(t *testing.T, url string, body []byte, cancel func()) ([]byte, error) {
+	t.Helper()
 	resp, err := http.Post(url+"/v1/completions", "application/json", bytes.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
@@ -781,14 +798,5 @@ func TestGracefulShutdown(t *testing.T) {
 		t.Fatalf("first line %q (%v)", line, err)
 	}
 	cancel()
-	rest, err := io.ReadAll(r)
-	if err != nil || !strings.HasSuffix(string(rest), "data: [DONE]\n\n") {
-		t.Errorf("the stream after shutdown began: %v, ends %q", err, rest[max(0, len(rest)-40):])
-	}
-	if err := <-errc; err != nil {
-		t.Errorf("ListenAndServe: %v", err)
-	}
-	if _, err := http.Post(url+"/v1/completions", "application/json", bytes.NewReader(body)); err == nil {
-		t.Error("the server still answers after shutdown")
-	}
+	return io.ReadAll(r)
 }
