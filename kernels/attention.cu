@@ -16,11 +16,15 @@
 //   for bf16, 32 for f32), dec_split 1 … 1024 (default: chosen per launch,
 //   dec_auto_split). The bf16 defaults are the sweep's fastest on an H200
 //   (2026-11-27, Llama-3.1-8B heads at 2k and 8k tokens: 128 rows and 128
-//   keys ran 1.11-1.16× the 128 × 64 of before; 2 and 3 stages within 0.5%). Rows and stages are
-//   run-time parameters of the kernel; the key tile is a template
-//   parameter, compiled for 32, 64 and 128 keys with bf16 at head widths
-//   over 64, for 64 keys with bf16 up to 64, for 32 keys with f32: another
-//   key tile, or a combination whose shared memory exceeds the device's
+//   keys ran 1.11-1.16× the 128 × 64 of before; 2 and 3 stages within
+//   0.5%). fwd_warp_rows 16 or 32 (default 16): query rows per warp (see
+//   "Why 16 rows per warp" below; 32 is FlashAttention-2's layout, not yet
+//   measured on a GPU). Rows and stages are run-time parameters of the
+//   kernel; the key tile and the rows per warp are template parameters,
+//   compiled for 32, 64 and 128 keys with bf16 at head widths over 64 (32
+//   rows per warp: 32 and 64 keys), for 64 keys with bf16 up to 64, for 32
+//   keys with f32 (16 rows per warp only): another key tile, or a
+//   combination whose shared memory exceeds the device's
 //   (128 rows, 128 keys, 3 stages: 224 KiB, over an A100's 163), is
 //   cudaErrorInvalidValue. The backward's fields are attention_backward.cu's.
 //   tw_attention_configs lists what a sweep tries, both directions'.
@@ -42,8 +46,9 @@
 // head of a group, and a decoding step (qLen = 1) still fills h/g rows of a
 // tile rather than one.
 //
-// Blocks. Warp w of a block owns the 16 rows 16w … 16w+15 of the block's
-// rows: 4 or 8 warps (64 or 128 rows, R below). Work items are (sequence,
+// Blocks. Warp w of a block owns the 16M rows 16Mw … 16Mw+16M−1 of the
+// block's rows, M = fwd_warp_rows/16 fragments of 16 (FwdMath): 4 or 8
+// warps of 16 rows, or 2 or 4 of 32, for 64 or 128 rows (R below). Work items are (sequence,
 // key/value head, tile of R of the sequence's qLen·h/g query rows); the
 // launcher sizes the grid by attention.cuh's tiles_bound, ceil(rows/R) + nseq
 // tiles per key/value head, and each block finds its (sequence, tile) by
@@ -107,6 +112,13 @@
 //   feeds 16 rows (16 flop/byte of ldmatrix traffic) — on an H100 about
 //   4 TFLOP/s per SM at 128 B/clock, above the forward's target but not
 //   by much (unmeasured).
+//   32 rows per warp (fwd_warp_rows = 32, FlashAttention-2's layout): each
+//   K/V fragment feeds 32 rows (twice the flop per byte of shared-memory
+//   traffic, less Q's re-reads: 26 flop/byte at 64 keys), and a 128-row
+//   block is 4 warps, two blocks per SM, so one block's barrier wait is
+//   covered by the other's work. Q cannot stay in registers beside O
+//   (D floats per lane) and S (N/2): its fragments are re-read from shared
+//   memory by ldmatrix for each key tile, and key tiles stop at 64.
 // Decoding (flash-decoding): when nq ≤ 2·nseq (one or two new queries per
 // sequence, as the launcher can tell without reading seqs) the same kernel
 // runs with 64-row tiles (4 warps that all load; for Llama's 4 heads per
@@ -128,7 +140,10 @@
 // Registers (ptxas -v of nvcc 11.8, sm_90 / sm_80; __launch_bounds__(256)
 // allows 255): 169 / 171 at N = 32, 174 / 177 at N = 64, 241 / 241 at
 // N = 128, none spilled; so one 8-warp block or two 4-warp blocks per SM
-// (D = 64: 130 / 128; f32 at D = 128: 177 / 202; no spills anywhere). The
+// (D = 64: 130 / 128; f32 at D = 128: 177 / 202; no spills anywhere). At
+// 32 rows per warp (__launch_bounds__(128)): 254 / 254 at N = 32, no
+// spill; 255 at N = 64 with 28 bytes spilled (S's k-loop is unrolled by 2
+// there, as fully unrolled ptxas hoists its loads and spills more). The
 // loop body at N = 64 is about 410 instructions per warp and tile on the
 // common path (no mask, no rescale) for its 128 mma.sync and 63 ldmatrix.
 #include <algorithm>
@@ -195,81 +210,129 @@ __device__ __forceinline__ void cp_async_wait_upto(int n) {
 	else cp_async_wait<2>();
 }
 
-// The two products of a warp's 16 rows, on fragments in the layout of
+// The two products of a warp's 16·M rows (M row fragments of 16: rows
+// 16f … 16f+15 of the warp's, f < M), on fragments in the layout of
 // mma.m16n8k16's accumulators (sm80.cuh): lane (g, t) = (lane/4, lane%4)
-// holds s[n] = S[g][8n+2t], S[g][8n+2t+1], S[g+8][8n+2t], S[g+8][8n+2t+1]
-// of the 16×N scores and o[j] likewise of the 16×D output.
-//   bf16 (tensor cores): Q's fragments are loaded once (ldmatrix) and kept
-//   in registers; K fragments by ldmatrix, V fragments by ldmatrix.trans;
-//   P is packed to bf16 in registers as the A operand of P·V.
-//   f32 (SIMT, the plain path): each lane computes its own fragment
-//   elements from shared memory in f32; P goes through the warp's scratch
-//   (a row of P is spread over a quad of lanes).
-template <class T, int D, int N> struct FwdMath;
+// holds s[f][n] = S[16f+g][8n+2t], S[16f+g][8n+2t+1], S[16f+g+8][8n+2t],
+// S[16f+g+8][8n+2t+1] of the 16M×N scores and o[f][j] likewise of the 16M×D
+// output.
+//   bf16 (tensor cores): with M = 1, Q's fragments are loaded once
+//   (ldmatrix) and kept in registers; with M = 2 (FlashAttention-2's 32 rows
+//   per warp), registers cannot hold them beside O and S, and they are
+//   re-read from shared memory for each key tile — the price of each K and V
+//   fragment then serving 32 rows. K fragments by ldmatrix, V fragments by
+//   ldmatrix.trans; P is packed to bf16 in registers as the A operand of P·V.
+//   f32 (SIMT, the plain path, M = 1 only): each lane computes its own
+//   fragment elements from shared memory in f32; P goes through the warp's
+//   scratch (a row of P is spread over a quad of lanes).
+template <class T, int D, int N, int M> struct FwdMath;
 
-template <int D, int N> struct FwdMath<bf16, D, N> {
-	static constexpr int C = D / 8; // chunks per row
-	uint32_t qf[D / 16][4];         // Q's A fragments, one per 16 columns
+template <int D, int N, int M> struct FwdMath<bf16, D, N, M> {
+	static_assert(M == 1 || M == 2, "FwdMath: 1 or 2 row fragments per warp");
+	static constexpr int C = D / 8;          // chunks per row
+	uint32_t qf[M == 1 ? D / 16 : 1][4];      // M = 1: Q's A fragments, one per 16 columns
+	const unsigned char *qs;                  // M = 2: the block's Q tile …
+	uint32_t qo[M];                           // … and the lane's ldmatrix offset in it per fragment
 
-	// Q rows 16w … 16w+15 of the block's tile Qs.
+	// Q rows 16M·w … 16M·w + 16M − 1 of the block's tile Qs.
 	__device__ __forceinline__ void load_q(const unsigned char *Qs, int warp, int lane) {
-		const int r = 16 * warp + lane % 16;
 		TW_UNROLL
-		for (int kk = 0; kk < D / 16; kk++) ldmatrix_x4(qf[kk], Qs + swz<C>(r, 2 * kk + lane / 16));
+		for (int f = 0; f < M; f++) qo[f] = swz<C>(16 * (M * warp + f) + lane % 16, lane / 16);
+		qs = Qs;
+		if constexpr (M == 1) {
+			TW_UNROLL
+			for (int kk = 0; kk < D / 16; kk++) ldmatrix_x4(qf[kk], Qs + (qo[0] ^ (uint32_t)(32 * kk)));
+		}
 	}
 
 	// s = Q·Kᵀ for the tile's N keys.
-	__device__ __forceinline__ void scores(float (&s)[N / 8][4], const unsigned char *Ks, int lane) const {
+	__device__ __forceinline__ void scores(float (&s)[M][N / 8][4], const unsigned char *Ks, int lane) const {
 		// Matrices of a load: keys 16np+0…7 at columns 16kk+0…7 and +8…15,
 		// then keys 16np+8…15 likewise: the b of key groups 2np and 2np+1.
 		// The lane's row: key 8·(lane/16) + lane%8, chunk 2kk + lane/8%2.
 		const uint32_t ko = swz<C>(8 * (lane / 16) + lane % 8, lane / 8 % 2);
 		TW_UNROLL
-		for (int n = 0; n < N / 8; n++) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
-		TW_UNROLL
-		for (int kk = 0; kk < D / 16; kk++) {
+		for (int f = 0; f < M; f++)
+			TW_UNROLL
+			for (int n = 0; n < N / 8; n++) s[f][n][0] = s[f][n][1] = s[f][n][2] = s[f][n][3] = 0.0f;
+		auto step = [&](int kk) {
 			const uint32_t kx = ko ^ (uint32_t)(32 * kk);
+			uint32_t a[M][4];
+			TW_UNROLL
+			for (int f = 0; f < M; f++) {
+				if constexpr (M == 1) {
+					TW_UNROLL
+					for (int e = 0; e < 4; e++) a[f][e] = qf[kk][e];
+				} else {
+					ldmatrix_x4(a[f], qs + (qo[f] ^ (uint32_t)(32 * kk)));
+				}
+			}
 			TW_UNROLL
 			for (int np = 0; np < N / 16; np++) {
 				uint32_t b[4];
 				ldmatrix_x4(b, Ks + kx + 16 * np * C * 16);
-				mma_bf16_m16n8k16(s[2 * np], qf[kk], b, s[2 * np]);
-				mma_bf16_m16n8k16(s[2 * np + 1], qf[kk], b + 2, s[2 * np + 1]);
+				TW_UNROLL
+				for (int f = 0; f < M; f++) {
+					mma_bf16_m16n8k16(s[f][2 * np], a[f], b, s[f][2 * np]);
+					mma_bf16_m16n8k16(s[f][2 * np + 1], a[f], b + 2, s[f][2 * np + 1]);
+				}
 			}
+		};
+		// Unrolled whole at M = 1; by 2 at M = 2, where ptxas would hoist
+		// the fragment loads of the whole unroll and spill.
+		if constexpr (M == 1) {
+			TW_UNROLL
+			for (int kk = 0; kk < D / 16; kk++) step(kk);
+		} else {
+			TW_UNROLL_BY(2)
+			for (int kk = 0; kk < D / 16; kk++) step(kk);
 		}
 	}
 
 	// o += P·V, P = s (probabilities), rounded to bf16 in registers.
-	__device__ __forceinline__ void pv(float (&o)[D / 8][4], const float (&p)[N / 8][4], const unsigned char *Vs,
+	__device__ __forceinline__ void pv(float (&o)[M][D / 8][4], const float (&p)[M][N / 8][4], const unsigned char *Vs,
 	                                   float *, int lane) const {
 		// Matrices of a load: keys 16kk+0…7 and +8…15 at columns 16dp+0…7,
 		// then the same keys at 16dp+8…15, transposed: the b of column
 		// groups 2dp and 2dp+1. The lane's row: key 8·(lane/8%2) + lane%8,
 		// chunk 2dp + lane/16.
 		const uint32_t vo = swz<C>(8 * (lane / 8 % 2) + lane % 8, lane / 16);
+		// P packed whole first: its f32 registers are free before the
+		// products start (half of S's count, beside O's, with M = 2).
+		uint32_t a[N / 16][M][4];
+		TW_UNROLL
+		for (int kk = 0; kk < N / 16; kk++)
+			TW_UNROLL
+			for (int f = 0; f < M; f++) {
+				a[kk][f][0] = pack_bf16x2(p[f][2 * kk][0], p[f][2 * kk][1]);
+				a[kk][f][1] = pack_bf16x2(p[f][2 * kk][2], p[f][2 * kk][3]);
+				a[kk][f][2] = pack_bf16x2(p[f][2 * kk + 1][0], p[f][2 * kk + 1][1]);
+				a[kk][f][3] = pack_bf16x2(p[f][2 * kk + 1][2], p[f][2 * kk + 1][3]);
+			}
 		TW_UNROLL
 		for (int kk = 0; kk < N / 16; kk++) {
-			const uint32_t a[4] = {pack_bf16x2(p[2 * kk][0], p[2 * kk][1]), pack_bf16x2(p[2 * kk][2], p[2 * kk][3]),
-			                       pack_bf16x2(p[2 * kk + 1][0], p[2 * kk + 1][1]),
-			                       pack_bf16x2(p[2 * kk + 1][2], p[2 * kk + 1][3])};
 			TW_UNROLL
 			for (int dp = 0; dp < D / 16; dp++) {
 				uint32_t b[4];
 				ldmatrix_x4_trans(b, Vs + (vo ^ (uint32_t)(32 * dp)) + 16 * kk * C * 16);
-				mma_bf16_m16n8k16(o[2 * dp], a, b, o[2 * dp]);
-				mma_bf16_m16n8k16(o[2 * dp + 1], a, b + 2, o[2 * dp + 1]);
+				TW_UNROLL
+				for (int f = 0; f < M; f++) {
+					mma_bf16_m16n8k16(o[f][2 * dp], a[kk][f], b, o[f][2 * dp]);
+					mma_bf16_m16n8k16(o[f][2 * dp + 1], a[kk][f], b + 2, o[f][2 * dp + 1]);
+				}
 			}
 		}
 	}
 };
 
-template <int D, int N> struct FwdMath<float, D, N> {
+template <int D, int N> struct FwdMath<float, D, N, 1> {
 	static constexpr int C = D / 4;
 	const unsigned char *q; // the warp's rows stay in shared memory
 
 	__device__ __forceinline__ void load_q(const unsigned char *Qs, int warp, int) { q = Qs + (size_t)16 * warp * C * 16; }
 
-	__device__ __forceinline__ void scores(float (&s)[N / 8][4], const unsigned char *Ks, int lane) const {
+	__device__ __forceinline__ void scores(float (&sf)[1][N / 8][4], const unsigned char *Ks, int lane) const {
+		float(&s)[N / 8][4] = sf[0];
 		const int g = lane / 4, t = lane % 4;
 		TW_UNROLL
 		for (int n = 0; n < N / 8; n++) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
@@ -292,8 +355,10 @@ template <int D, int N> struct FwdMath<float, D, N> {
 	}
 
 	// scratch: the warp's [16][N] f32.
-	__device__ __forceinline__ void pv(float (&o)[D / 8][4], const float (&p)[N / 8][4], const unsigned char *Vs,
+	__device__ __forceinline__ void pv(float (&of)[1][D / 8][4], const float (&pf)[1][N / 8][4], const unsigned char *Vs,
 	                                   float *scratch, int lane) const {
+		float(&o)[D / 8][4] = of[0];
+		const float(&p)[N / 8][4] = pf[0];
 		const int g = lane / 4, t = lane % 4;
 		TW_UNROLL
 		for (int n = 0; n < N / 8; n++) {
@@ -334,12 +399,14 @@ template <class T, int D, int N> struct FwdSmem {
 } // namespace
 
 // One block per (tile of a.rows query rows of a sequence, key/value head,
-// key chunk); grid (ceil(nq·rep/rows) + nseq)·g·split, block rows/16 warps.
+// key chunk); grid (ceil(nq·rep/rows) + nseq)·g·split, block rows/(16M)
+// warps of 16M rows each (M row fragments per warp, see FwdMath).
 // split == 1: out and lse; otherwise the chunk's partial results.
-template <class T, int D, int N>
-__global__ void __launch_bounds__(32 * kFwdMaxWarps) attn_fwd_kernel(FwdArgs a) {
+template <class T, int D, int N, int M>
+__global__ void __launch_bounds__(32 * kFwdMaxWarps / M) attn_fwd_kernel(FwdArgs a) {
 	typedef FwdSmem<T, D, N> L;
 	constexpr int C = D * (int)sizeof(T) / 16, E = 16 / (int)sizeof(T); // chunks per row, elements per chunk
+	constexpr int R = 2 * M; // rows per lane: 16f + 8h + g for f < M, h < 2 (index 2f + h)
 	extern __shared__ __align__(128) unsigned char smem[];
 	const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g8 = lane / 4, t4 = lane % 4;
 	const int nthr = blockDim.x, rows = a.rows, S = a.stages;
@@ -381,24 +448,31 @@ __global__ void __launch_bounds__(32 * kFwdMaxWarps) attn_fwd_kernel(FwdArgs a) 
 		cp_async_commit();
 	}
 
-	// The warp's rows ρ0 = rw+g, ρ1 = ρ0+8, and the last key each sees (rows
-	// past r1 see every loaded key: computed, never stored). Keys below
-	// full are seen by every row of the warp; beyond wlast by none.
-	const int rw = r0 + 16 * warp, rho0 = rw + g8, rho1 = rho0 + 8;
-	const int last0 = rho0 < r1 ? min(rho0 / rep + off, kl - 1) : kEnd - 1;
-	const int last1 = rho1 < r1 ? min(rho1 / rep + off, kl - 1) : kEnd - 1;
+	// The warp's rows start at rw; the lane's are ρ_i = rw + 8i + g (i < R),
+	// and last(i) is the last key row i sees (rows past r1 see every loaded
+	// key: computed, never stored), worked out where a tile is masked rather
+	// than held in registers. Keys below full are seen by every row of the
+	// warp; beyond wlast by none.
+	const int rw = r0 + 16 * M * warp;
+	auto last = [&](int i) {
+		const int rho = rw + 8 * i + g8;
+		return rho < r1 ? min(rho / rep + off, kl - 1) : kEnd - 1;
+	};
 	const int full = min(rw / rep + off + 1, kl);
-	const int wlast = rw < r1 ? min((min(rw + 15, r1 - 1)) / rep + off, kl - 1) : -1;
-	float m0 = -INFINITY, m1 = -INFINITY; // running maxima of rows g, g+8 (scaled, base 2)
-	float l0 = 0.0f, l1 = 0.0f;           // this lane's share of their running sums
-	float o[D / 8][4];
+	const int wlast = rw < r1 ? min((min(rw + 16 * M - 1, r1 - 1)) / rep + off, kl - 1) : -1;
+	float m[R], l[R]; // running maxima (scaled, base 2) of the lane's rows, and its share of their sums
+	float o[M][D / 8][4];
 	TW_UNROLL
-	for (int j = 0; j < D / 8; j++) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;
+	for (int i = 0; i < R; i++) m[i] = -INFINITY, l[i] = 0.0f;
+	TW_UNROLL
+	for (int f = 0; f < M; f++)
+		TW_UNROLL
+		for (int j = 0; j < D / 8; j++) o[f][j][0] = o[f][j][1] = o[f][j][2] = o[f][j][3] = 0.0f;
 	float *scratch = L::kScratch ? (float *)(smem + L::scratch(rows, S)) + warp * 16 * N : nullptr;
 
 	cp_async_wait_upto(S - 1); // Q (the oldest group) has landed
 	__syncthreads();
-	FwdMath<T, D, N> mm;
+	FwdMath<T, D, N, M> mm;
 	mm.load_q(Qs, warp, lane);
 
 	for (int it = t0; it < t1; it++) {
@@ -416,7 +490,7 @@ __global__ void __launch_bounds__(32 * kFwdMaxWarps) attn_fwd_kernel(FwdArgs a) 
 		const int j0 = it * N;
 		if (j0 <= wlast) { // warp-uniform: some row of the warp sees a key of the tile
 			const unsigned char *Ks = KV + (size_t)(i % S) * 2 * L::kTile, *Vs = Ks + L::kTile;
-			float sc[N / 8][4];
+			float sc[M][N / 8][4];
 			mm.scores(sc, Ks, lane);
 			// Scaled by sl2, rounded (__fmul_rn): 2^(x − max) below is then
 			// 2^0 = 1 for the maximum, which an FMA of the product into the
@@ -424,67 +498,83 @@ __global__ void __launch_bounds__(32 * kFwdMaxWarps) attn_fwd_kernel(FwdArgs a) 
 			// (only on tiles that reach past `full`: the diagonal, and the
 			// end of the sequence).
 			TW_UNROLL
-			for (int n = 0; n < N / 8; n++)
+			for (int f = 0; f < M; f++)
 				TW_UNROLL
-				for (int e = 0; e < 4; e++) sc[n][e] = __fmul_rn(sc[n][e], a.sl2);
+				for (int n = 0; n < N / 8; n++)
+					TW_UNROLL
+					for (int e = 0; e < 4; e++) sc[f][n][e] = __fmul_rn(sc[f][n][e], a.sl2);
 			if (j0 + N > full) { // warp-uniform
+				TW_UNROLL
+				for (int f = 0; f < M; f++) {
+					const int last0 = last(2 * f), last1 = last(2 * f + 1);
+					TW_UNROLL
+					for (int n = 0; n < N / 8; n++)
+						TW_UNROLL
+						for (int e = 0; e < 2; e++) {
+							const int key = j0 + 8 * n + 2 * t4 + e;
+							if (key > last0) sc[f][n][e] = -INFINITY;
+							if (key > last1) sc[f][n][2 + e] = -INFINITY;
+						}
+				}
+			}
+			// Row maxima: the lane's keys by a tree (a short dependency chain
+			// before the exponentials), then over the quad that holds the row.
+			float c[R]; // the rescale factors 2^(m_old − m_new)
+			TW_UNROLL
+			for (int f = 0; f < M; f++) {
+				float t0max[N / 8], t1max[N / 8];
+				TW_UNROLL
+				for (int n = 0; n < N / 8; n++) {
+					t0max[n] = fmaxf(sc[f][n][0], sc[f][n][1]);
+					t1max[n] = fmaxf(sc[f][n][2], sc[f][n][3]);
+				}
+				TW_UNROLL
+				for (int w = 1; w < N / 8; w *= 2)
+					TW_UNROLL
+					for (int n = 0; n + w < N / 8; n += 2 * w) {
+						t0max[n] = fmaxf(t0max[n], t0max[n + w]);
+						t1max[n] = fmaxf(t1max[n], t1max[n + w]);
+					}
+				float mx0 = t0max[0], mx1 = t1max[0];
+				mx0 = fmaxf(mx0, __shfl_xor_sync(kFull, mx0, 1));
+				mx1 = fmaxf(mx1, __shfl_xor_sync(kFull, mx1, 1));
+				mx0 = fmaxf(mx0, __shfl_xor_sync(kFull, mx0, 2));
+				mx1 = fmaxf(mx1, __shfl_xor_sync(kFull, mx1, 2));
+				mx0 = fmaxf(m[2 * f], mx0);
+				mx1 = fmaxf(m[2 * f + 1], mx1);
+				// A row that has seen no key yet (m = −inf) subtracts 0: p = 0, no NaN.
+				const float b0 = mx0 == -INFINITY ? 0.0f : mx0, b1 = mx1 == -INFINITY ? 0.0f : mx1;
+				c[2 * f] = fast_exp2(m[2 * f] - b0); // 0 on a row's first keys
+				c[2 * f + 1] = fast_exp2(m[2 * f + 1] - b1);
+				m[2 * f] = mx0;
+				m[2 * f + 1] = mx1;
+				float sum0 = 0.0f, sum1 = 0.0f;
 				TW_UNROLL
 				for (int n = 0; n < N / 8; n++)
 					TW_UNROLL
 					for (int e = 0; e < 2; e++) {
-						const int key = j0 + 8 * n + 2 * t4 + e;
-						if (key > last0) sc[n][e] = -INFINITY;
-						if (key > last1) sc[n][2 + e] = -INFINITY;
+						sc[f][n][e] = fast_exp2(sc[f][n][e] - b0);
+						sc[f][n][2 + e] = fast_exp2(sc[f][n][2 + e] - b1);
+						sum0 += sc[f][n][e];
+						sum1 += sc[f][n][2 + e];
 					}
+				l[2 * f] = l[2 * f] * c[2 * f] + sum0;
+				l[2 * f + 1] = l[2 * f + 1] * c[2 * f + 1] + sum1;
 			}
-			// Row maxima: the lane's keys by a tree (a short dependency chain
-			// before the exponentials), then over the quad that holds the row.
-			float t0max[N / 8], t1max[N / 8];
-			TW_UNROLL
-			for (int n = 0; n < N / 8; n++) {
-				t0max[n] = fmaxf(sc[n][0], sc[n][1]);
-				t1max[n] = fmaxf(sc[n][2], sc[n][3]);
-			}
-			TW_UNROLL
-			for (int w = 1; w < N / 8; w *= 2)
-				TW_UNROLL
-				for (int n = 0; n + w < N / 8; n += 2 * w) {
-					t0max[n] = fmaxf(t0max[n], t0max[n + w]);
-					t1max[n] = fmaxf(t1max[n], t1max[n + w]);
-				}
-			float mx0 = t0max[0], mx1 = t1max[0];
-			mx0 = fmaxf(mx0, __shfl_xor_sync(kFull, mx0, 1));
-			mx1 = fmaxf(mx1, __shfl_xor_sync(kFull, mx1, 1));
-			mx0 = fmaxf(mx0, __shfl_xor_sync(kFull, mx0, 2));
-			mx1 = fmaxf(mx1, __shfl_xor_sync(kFull, mx1, 2));
-			mx0 = fmaxf(m0, mx0);
-			mx1 = fmaxf(m1, mx1);
-			// A row that has seen no key yet (m = −inf) subtracts 0: p = 0, no NaN.
-			const float b0 = mx0 == -INFINITY ? 0.0f : mx0, b1 = mx1 == -INFINITY ? 0.0f : mx1;
-			const float c0 = fast_exp2(m0 - b0), c1 = fast_exp2(m1 - b1); // 0 on a row's first keys
-			m0 = mx0;
-			m1 = mx1;
-			float sum0 = 0.0f, sum1 = 0.0f;
-			TW_UNROLL
-			for (int n = 0; n < N / 8; n++)
-				TW_UNROLL
-				for (int e = 0; e < 2; e++) {
-					sc[n][e] = fast_exp2(sc[n][e] - b0);
-					sc[n][2 + e] = fast_exp2(sc[n][2 + e] - b1);
-					sum0 += sc[n][e];
-					sum1 += sc[n][2 + e];
-				}
-			l0 = l0 * c0 + sum0;
-			l1 = l1 * c1 + sum1;
 			// Once the maxima settle every factor is 1: skip the rescale then.
-			if (__any_sync(kFull, c0 != 1.0f || c1 != 1.0f)) {
+			bool rescale = false;
+			TW_UNROLL
+			for (int r = 0; r < R; r++) rescale |= c[r] != 1.0f;
+			if (__any_sync(kFull, rescale)) {
 				TW_UNROLL
-				for (int j = 0; j < D / 8; j++) {
-					o[j][0] *= c0;
-					o[j][1] *= c0;
-					o[j][2] *= c1;
-					o[j][3] *= c1;
-				}
+				for (int f = 0; f < M; f++)
+					TW_UNROLL
+					for (int j = 0; j < D / 8; j++) {
+						o[f][j][0] *= c[2 * f];
+						o[f][j][1] *= c[2 * f];
+						o[f][j][2] *= c[2 * f + 1];
+						o[f][j][3] *= c[2 * f + 1];
+					}
 			}
 			mm.pv(o, sc, Vs, scratch, lane);
 		}
@@ -492,38 +582,36 @@ __global__ void __launch_bounds__(32 * kFwdMaxWarps) attn_fwd_kernel(FwdArgs a) 
 	}
 	cp_async_wait<0>(); // nothing is left in flight (the trailing groups are empty)
 
-	// The quad's shares of the row sums.
-	l0 += __shfl_xor_sync(kFull, l0, 1);
-	l1 += __shfl_xor_sync(kFull, l1, 1);
-	l0 += __shfl_xor_sync(kFull, l0, 2);
-	l1 += __shfl_xor_sync(kFull, l1, 2);
 	TW_UNROLL
-	for (int h2 = 0; h2 < 2; h2++) {
-		const int rho = h2 ? rho1 : rho0;
+	for (int r = 0; r < R; r++) {
+		// The quad's shares of the row sum.
+		float lr = l[r];
+		lr += __shfl_xor_sync(kFull, lr, 1);
+		lr += __shfl_xor_sync(kFull, lr, 2);
+		const int f = r / 2, h2 = r % 2, rho = rw + 8 * r + g8;
 		if (rho >= r1) continue;
-		const float m = h2 ? m1 : m0, l = h2 ? l1 : l0;
 		const int64_t ri = qrow_index(qrow_first(qs, kvh, rep, a.h), rho, rep, a.h); // the row's index in [nq·h]
 		if (a.split == 1) {
-			const float inv = __fdividef(1.0f, l); // l ≥ 1 (the maximum's term is 1)
+			const float inv = __fdividef(1.0f, lr); // l ≥ 1 (the maximum's term is 1)
 			T *dst = (T *)a.out + ri * a.dh;
 			TW_UNROLL
 			for (int j = 0; j < D / 8; j++) {
 				const int col = 8 * j + 2 * t4;
 				if (8 * j >= a.dh) break;
-				const float x = o[j][2 * h2] * inv, y = o[j][2 * h2 + 1] * inv;
+				const float x = o[f][j][2 * h2] * inv, y = o[f][j][2 * h2 + 1] * inv;
 				if constexpr (std::is_same<T, float>::value) *(float2 *)&dst[col] = make_float2(x, y);
 				else *(__nv_bfloat162 *)&dst[col] = __floats2bfloat162_rn(x, y);
 			}
-			if (t4 == 0) a.lse[ri] = (m + log2f(l)) * kLn2;
+			if (t4 == 0) a.lse[ri] = (m[r] + log2f(lr)) * kLn2;
 		} else {
 			const int64_t pi = chunk * a.nqh + ri;
 			float *dst = a.part_o + pi * a.dh;
 			TW_UNROLL
 			for (int j = 0; j < D / 8; j++) {
 				if (8 * j >= a.dh) break;
-				*(float2 *)&dst[8 * j + 2 * t4] = make_float2(o[j][2 * h2], o[j][2 * h2 + 1]);
+				*(float2 *)&dst[8 * j + 2 * t4] = make_float2(o[f][j][2 * h2], o[f][j][2 * h2 + 1]);
 			}
-			if (t4 == 0) *(float2 *)&a.part_ml[2 * pi] = make_float2(m, l);
+			if (t4 == 0) *(float2 *)&a.part_ml[2 * pi] = make_float2(m[r], lr);
 		}
 	}
 }
@@ -571,7 +659,8 @@ constexpr int kMaxSplit = 1024; // dec_split's ceiling (bounds the grid and the 
 
 // fwd_config_ok reports whether the forward's fields of cfg are 0 (the
 // default) or in their value sets: fwd_rows 64, 128; fwd_keys 32, 64, 128;
-// fwd_stages 1, 2, 3; dec_split 1 … kMaxSplit; dec_keys 64, 128. Whether a
+// fwd_stages 1, 2, 3; fwd_warp_rows 16, 32; dec_split 1 … kMaxSplit;
+// dec_keys 64, 128. Whether a
 // key tile is compiled for the launch's dtype and head width is
 // fwd_dispatch's question (and whether its shared memory fits, the
 // device's).
@@ -584,13 +673,14 @@ bool fwd_config_ok(const tw_attention_config *cfg) {
 		return false;
 	};
 	return in(cfg->fwd_rows, {64, 128}) && in(cfg->fwd_keys, {32, 64, 128}) && in(cfg->fwd_stages, {1, 2, 3}) &&
-	       cfg->dec_split >= 0 && cfg->dec_split <= kMaxSplit && in(cfg->dec_keys, {64, 128});
+	       in(cfg->fwd_warp_rows, {16, 32}) && cfg->dec_split >= 0 && cfg->dec_split <= kMaxSplit && in(cfg->dec_keys, {64, 128});
 }
 
 // What a forward launch runs.
 struct FwdPlan {
 	bool decode;                  // the flash-decoding shape
 	int rows, keys, stages, split; // FwdArgs' fields; keys: N
+	int frags;                    // M: 16-row fragments per warp (fwd_warp_rows / 16)
 };
 
 // The default key split of a decoding launch: as many chunks as fit in two
@@ -618,37 +708,48 @@ FwdPlan fwd_plan(int64_t nq, int64_t nk, int64_t g, int64_t nseq, int64_t dh, bo
 		p.rows = c.fwd_rows ? c.fwd_rows : f32 ? 64 : 128;
 		p.keys = c.fwd_keys ? c.fwd_keys : f32 ? 32 : dh > 64 ? 128 : 64;
 		p.stages = c.fwd_stages ? c.fwd_stages : 2;
+		p.frags = c.fwd_warp_rows ? c.fwd_warp_rows / 16 : 1;
 		p.split = 1;
 	} else {
 		p.rows = 64;
 		p.keys = c.dec_keys ? c.dec_keys : f32 ? 32 : 64;
 		p.stages = p.keys <= 64 ? 3 : 2; // two tiles in flight, or one of 128 keys
+		p.frags = 1;
 		p.split = c.dec_split ? c.dec_split : dec_auto_split(nk, g, nseq);
 	}
 	return p;
 }
 
-// Calls f(T*, D, N) (D, N: IntC) for the compiled instantiation that fits dt,
-// dh and the key tile: bf16 with D = 128 (dh 72 … 128) and N = 32, 64 or
-// 128; bf16 with D = 32 or 64 and N = 64; f32 with N = 32. Anything else is
+// Calls f(T*, D, N, M) (D, N, M: IntC) for the compiled instantiation that
+// fits dt, dh, the key tile and the row fragments per warp: bf16 with D = 128
+// (dh 72 … 128) and N = 32, 64 or 128 at M = 1, N = 32 or 64 at M = 2 (at
+// 128 keys S and O would not fit the registers beside each other); bf16 with
+// D = 32 or 64 and N = 64, M = 1; f32 with N = 32, M = 1. Anything else is
 // cudaErrorInvalidValue.
-template <class F> cudaError_t fwd_dispatch(tw_dtype dt, int64_t dh, int keys, F f) {
+template <class F> cudaError_t fwd_dispatch(tw_dtype dt, int64_t dh, int keys, int frags, F f) {
 	if (dt == TW_F32) {
-		if (keys != 32) return cudaErrorInvalidValue;
-		if (dh <= 32) return f((float *)nullptr, IntC<32>(), IntC<32>());
-		if (dh <= 64) return f((float *)nullptr, IntC<64>(), IntC<32>());
-		return f((float *)nullptr, IntC<128>(), IntC<32>());
+		if (keys != 32 || frags != 1) return cudaErrorInvalidValue;
+		if (dh <= 32) return f((float *)nullptr, IntC<32>(), IntC<32>(), IntC<1>());
+		if (dh <= 64) return f((float *)nullptr, IntC<64>(), IntC<32>(), IntC<1>());
+		return f((float *)nullptr, IntC<128>(), IntC<32>(), IntC<1>());
 	}
 	if (dt != TW_BF16) return cudaErrorInvalidValue;
 	if (dh <= 64) {
-		if (keys != 64) return cudaErrorInvalidValue;
-		if (dh <= 32) return f((bf16 *)nullptr, IntC<32>(), IntC<64>());
-		return f((bf16 *)nullptr, IntC<64>(), IntC<64>());
+		if (keys != 64 || frags != 1) return cudaErrorInvalidValue;
+		if (dh <= 32) return f((bf16 *)nullptr, IntC<32>(), IntC<64>(), IntC<1>());
+		return f((bf16 *)nullptr, IntC<64>(), IntC<64>(), IntC<1>());
+	}
+	if (frags == 2) {
+		switch (keys) {
+		case 32: return f((bf16 *)nullptr, IntC<128>(), IntC<32>(), IntC<2>());
+		case 64: return f((bf16 *)nullptr, IntC<128>(), IntC<64>(), IntC<2>());
+		}
+		return cudaErrorInvalidValue;
 	}
 	switch (keys) {
-	case 32: return f((bf16 *)nullptr, IntC<128>(), IntC<32>());
-	case 64: return f((bf16 *)nullptr, IntC<128>(), IntC<64>());
-	case 128: return f((bf16 *)nullptr, IntC<128>(), IntC<128>());
+	case 32: return f((bf16 *)nullptr, IntC<128>(), IntC<32>(), IntC<1>());
+	case 64: return f((bf16 *)nullptr, IntC<128>(), IntC<64>(), IntC<1>());
+	case 128: return f((bf16 *)nullptr, IntC<128>(), IntC<128>(), IntC<1>());
 	}
 	return cudaErrorInvalidValue;
 }
@@ -683,13 +784,13 @@ extern "C" cudaError_t tw_attention(void *out, float *lse, const void *q, const 
 		a.part_o = (float *)workspace;
 		a.part_ml = a.part_o + (size_t)p.split * (size_t)a.nqh * (size_t)dh;
 	}
-	return fwd_dispatch(dt, dh, p.keys, [&](auto *t, auto dw, auto nw) {
+	return fwd_dispatch(dt, dh, p.keys, p.frags, [&](auto *t, auto dw, auto nw, auto mw) {
 		typedef std::remove_pointer_t<decltype(t)> T;
-		constexpr int D = decltype(dw)::value, N = decltype(nw)::value;
+		constexpr int D = decltype(dw)::value, N = decltype(nw)::value, M = decltype(mw)::value;
 		const size_t bytes = FwdSmem<T, D, N>::bytes(p.rows, p.stages);
-		cudaError_t e = allow_smem(attn_fwd_kernel<T, D, N>, bytes);
+		cudaError_t e = allow_smem(attn_fwd_kernel<T, D, N, M>, bytes);
 		if (e != cudaSuccess) return e;
-		LAUNCH((unsigned)(items * p.split), 32 * (p.rows / 16), bytes, stream, attn_fwd_kernel<T, D, N>)(a);
+		LAUNCH((unsigned)(items * p.split), 32 * (p.rows / (16 * M)), bytes, stream, attn_fwd_kernel<T, D, N, M>)(a);
 		if ((e = cudaGetLastError()) != cudaSuccess || p.split == 1) return e;
 		LAUNCH((unsigned)items, 128, 0, stream, attn_fwd_combine_kernel<T>)(a);
 		return cudaGetLastError();
@@ -708,16 +809,21 @@ extern "C" int tw_attention_configs(tw_attention_config *out, int max) {
 		if (out != nullptr && n < max) out[n] = c;
 		n++;
 	};
-	auto fwd = [&](int rows, int keys, int stages) {
+	auto fwd = [&](int rows, int keys, int stages, int warp_rows) {
 		tw_attention_config c{};
-		c.fwd_rows = rows, c.fwd_keys = keys, c.fwd_stages = stages;
+		c.fwd_rows = rows, c.fwd_keys = keys, c.fwd_stages = stages, c.fwd_warp_rows = warp_rows;
 		add(c);
 	};
-	fwd(128, 128, 2); // the defaults: measured first
+	fwd(128, 128, 2, 0); // the defaults: measured first
 	for (int rows : {64, 128})
 		for (int keys : {32, 64, 128})
 			for (int stages : {1, 2, 3})
-				if (!(rows == 128 && keys == 128 && stages == 2)) fwd(rows, keys, stages);
+				if (!(rows == 128 && keys == 128 && stages == 2)) fwd(rows, keys, stages, 0);
+	// 32 rows per warp (FlashAttention-2's): 4-warp blocks of 128 rows, two
+	// per SM, at the key tiles it is compiled for.
+	for (int keys : {32, 64})
+		for (int stages : {2, 3}) fwd(128, keys, stages, 32);
+	fwd(64, 64, 2, 32);
 	for (int dkeys : {64, 128})
 		for (int dsplit : {0, 1, 4, 16})
 			if (!(dkeys == 64 && dsplit == 0)) {

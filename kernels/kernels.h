@@ -158,6 +158,7 @@ typedef struct {
 	int fwd_rows;   /* forward: query rows per block */
 	int fwd_keys;   /* forward: keys per inner tile */
 	int fwd_stages; /* forward: key/value tiles in flight */
+	int fwd_warp_rows; /* forward: query rows per warp (16: Q in registers; 32: as FlashAttention-2) */
 	int bwd_rows;   /* backward: query rows per inner tile or block */
 	int bwd_keys;   /* backward: keys per block or inner tile */
 	int bwd_stages; /* backward: tiles in flight */

@@ -18,6 +18,7 @@ import (
 // and kernels/attention_backward.cu list what each field accepts).
 type AttentionConfig struct {
 	FwdRows, FwdKeys, FwdStages           int // forward: query rows per block, keys per tile, tiles in flight
+	FwdWarpRows                           int // forward: query rows per warp (16, or 32 as FlashAttention-2)
 	BwdRows, BwdKeys, BwdStages, BwdSplit int // backward: query rows, keys, tiles in flight, query-axis split of dK/dV
 	DecSplit, DecKeys                     int // decoding: key chunks per sequence, keys per tile
 }
@@ -31,6 +32,7 @@ var attentionFields = []struct {
 	{"fwd.rows", func(c *AttentionConfig) *int { return &c.FwdRows }},
 	{"fwd.keys", func(c *AttentionConfig) *int { return &c.FwdKeys }},
 	{"fwd.stages", func(c *AttentionConfig) *int { return &c.FwdStages }},
+	{"fwd.warp_rows", func(c *AttentionConfig) *int { return &c.FwdWarpRows }},
 	{"bwd.rows", func(c *AttentionConfig) *int { return &c.BwdRows }},
 	{"bwd.keys", func(c *AttentionConfig) *int { return &c.BwdKeys }},
 	{"bwd.stages", func(c *AttentionConfig) *int { return &c.BwdStages }},
@@ -41,7 +43,7 @@ var attentionFields = []struct {
 
 // ParseAttentionConfig reads a configuration written as comma-separated
 // name=value pairs, e.g. "fwd.rows=128,fwd.keys=64,fwd.stages=2"; the
-// names are fwd.rows, fwd.keys, fwd.stages, bwd.rows, bwd.keys,
+// names are fwd.rows, fwd.keys, fwd.stages, fwd.warp_rows, bwd.rows, bwd.keys,
 // bwd.stages, bwd.split, dec.split and dec.keys. "" is every default.
 func ParseAttentionConfig(s string) (AttentionConfig, error) {
 	var c AttentionConfig
@@ -94,7 +96,7 @@ func (c AttentionConfig) String() string {
 // cConfig is c as the launchers take it.
 func (c AttentionConfig) cConfig() C.tw_attention_config {
 	return C.tw_attention_config{
-		fwd_rows: C.int(c.FwdRows), fwd_keys: C.int(c.FwdKeys), fwd_stages: C.int(c.FwdStages),
+		fwd_rows: C.int(c.FwdRows), fwd_keys: C.int(c.FwdKeys), fwd_stages: C.int(c.FwdStages), fwd_warp_rows: C.int(c.FwdWarpRows),
 		bwd_rows: C.int(c.BwdRows), bwd_keys: C.int(c.BwdKeys), bwd_stages: C.int(c.BwdStages), bwd_split: C.int(c.BwdSplit),
 		dec_split: C.int(c.DecSplit), dec_keys: C.int(c.DecKeys),
 	}
@@ -114,7 +116,7 @@ func AttentionConfigs() []AttentionConfig {
 	out := make([]AttentionConfig, n)
 	for i, c := range cs {
 		out[i] = AttentionConfig{
-			FwdRows: int(c.fwd_rows), FwdKeys: int(c.fwd_keys), FwdStages: int(c.fwd_stages),
+			FwdRows: int(c.fwd_rows), FwdKeys: int(c.fwd_keys), FwdStages: int(c.fwd_stages), FwdWarpRows: int(c.fwd_warp_rows),
 			BwdRows: int(c.bwd_rows), BwdKeys: int(c.bwd_keys), BwdStages: int(c.bwd_stages), BwdSplit: int(c.bwd_split),
 			DecSplit: int(c.dec_split), DecKeys: int(c.dec_keys),
 		}
