@@ -14,7 +14,9 @@
 //   or 128 (default for bf16 128 at head widths over 64, else 64; 32 for
 //   f32), fwd_stages 1, 2 or 3 (default 2), dec_keys 64 or 128 (default 64
 //   for bf16, 32 for f32), dec_split 1 … 1024 (default: chosen per launch,
-//   dec_auto_split). The bf16 defaults are the sweep's fastest on an H200
+//   dec_auto_split), dec_key_warps 1 or 4 (default 1; 4, compiled for bf16
+//   at head widths over 64 with 64 or 128 keys, not yet measured on a GPU:
+//   see Decoding). The bf16 defaults are the sweep's fastest on an H200
 //   (2026-11-27, Llama-3.1-8B heads at 2k and 8k tokens: 128 rows and 128
 //   keys ran 1.11-1.16× the 128 × 64 of before; 2 and 3 stages within
 //   0.5%). fwd_warp_rows 16 or 32 (default 16): query rows per warp (see
@@ -132,6 +134,14 @@
 // [c·T/split, (c+1)·T/split), empty when T < split (its block writes
 // m = −inf, which the combine leaves out). split = 1 writes the results
 // directly, as the forward does.
+//   With dec_key_warps = 4 (KW) a decoding block holds 16 rows (a one-token
+// step of up to 16 heads per group in one tile) and its 4 warps all
+// compute: warp w takes keys [w·N/4, (w+1)·N/4) of every tile (a multiple of
+// 8 rows into the tile, where the swizzle repeats), keeping its own (m, l,
+// O) of the 16 rows; at the end the warps write them over the stages and
+// warp 0 merges them in warp order, as the combine merges chunks. Where a
+// 64-row tile computes 4 rows with one warp while three wait, every warp
+// works on a quarter of the keys.
 //
 // Forward budget at D = 128, bf16. Shared memory: Q R·256 bytes (32 KiB at
 // 128 rows) plus S·N·512 bytes of K/V stages: 96 KiB at the defaults (128
@@ -385,14 +395,19 @@ template <int D, int N> struct FwdMath<float, D, N, 1> {
 
 // Shared memory of a forward block: Q [rows][C] chunks, then S stages of
 // (K [N][C], V [N][C]), then (f32) the warps' P scratch [16][N] f32 each.
-template <class T, int D, int N> struct FwdSmem {
+// With KW > 1 warps splitting each key tile, the stages are reused at the
+// end for the warps' partial results: (m, l) [KW][16][2], then O
+// [KW][16][D], f32.
+template <class T, int D, int N, int KW = 1> struct FwdSmem {
 	static constexpr int kRowBytes = D * (int)sizeof(T);
 	static constexpr int kTile = N * kRowBytes; // one K or V tile
 	static constexpr bool kScratch = std::is_same<T, float>::value;
+	static constexpr size_t kMerge = KW > 1 ? (size_t)KW * 16 * (D + 2) * sizeof(float) : 0;
 	__host__ __device__ static size_t kv(int rows) { return (size_t)rows * kRowBytes; }
 	__host__ __device__ static size_t scratch(int rows, int stages) { return kv(rows) + (size_t)stages * 2 * kTile; }
 	__host__ __device__ static size_t bytes(int rows, int stages) {
-		return scratch(rows, stages) + (kScratch ? (size_t)(rows / 16) * 16 * N * sizeof(float) : 0);
+		const size_t b = scratch(rows, stages) + (kScratch ? (size_t)(rows / 16) * 16 * N * sizeof(float) : 0);
+		return b > kv(rows) + kMerge ? b : kv(rows) + kMerge;
 	}
 };
 
@@ -400,11 +415,15 @@ template <class T, int D, int N> struct FwdSmem {
 
 // One block per (tile of a.rows query rows of a sequence, key/value head,
 // key chunk); grid (ceil(nq·rep/rows) + nseq)·g·split, block rows/(16M)
-// warps of 16M rows each (M row fragments per warp, see FwdMath).
+// warps of 16M rows each (M row fragments per warp, see FwdMath), or with
+// KW > 1 (decoding, rows = 16) KW warps that share the rows and take N/KW
+// keys of each tile each (see Decoding).
 // split == 1: out and lse; otherwise the chunk's partial results.
-template <class T, int D, int N, int M>
+template <class T, int D, int N, int M, int KW>
 __global__ void __launch_bounds__(32 * kFwdMaxWarps / M) attn_fwd_kernel(FwdArgs a) {
-	typedef FwdSmem<T, D, N> L;
+	typedef FwdSmem<T, D, N, KW> L;
+	constexpr int NW = N / KW; // keys of a tile per warp
+	static_assert(KW == 1 || (M == 1 && NW % 16 == 0), "attn_fwd_kernel: a key split needs 16-row warps and 16-key parts");
 	constexpr int C = D * (int)sizeof(T) / 16, E = 16 / (int)sizeof(T); // chunks per row, elements per chunk
 	constexpr int R = 2 * M; // rows per lane: 16f + 8h + g for f < M, h < 2 (index 2f + h)
 	extern __shared__ __align__(128) unsigned char smem[];
@@ -453,7 +472,8 @@ __global__ void __launch_bounds__(32 * kFwdMaxWarps / M) attn_fwd_kernel(FwdArgs
 	// key: computed, never stored), worked out where a tile is masked rather
 	// than held in registers. Keys below full are seen by every row of the
 	// warp; beyond wlast by none.
-	const int rw = r0 + 16 * M * warp;
+	const int kw = KW > 1 ? warp : 0;                  // the warp's part of each key tile
+	const int rw = r0 + (KW > 1 ? 0 : 16 * M * warp); // its first row
 	auto last = [&](int i) {
 		const int rho = rw + 8 * i + g8;
 		return rho < r1 ? min(rho / rep + off, kl - 1) : kEnd - 1;
@@ -472,8 +492,8 @@ __global__ void __launch_bounds__(32 * kFwdMaxWarps / M) attn_fwd_kernel(FwdArgs
 
 	cp_async_wait_upto(S - 1); // Q (the oldest group) has landed
 	__syncthreads();
-	FwdMath<T, D, N, M> mm;
-	mm.load_q(Qs, warp, lane);
+	FwdMath<T, D, NW, M> mm;
+	mm.load_q(Qs, KW > 1 ? 0 : warp, lane);
 
 	for (int it = t0; it < t1; it++) {
 		const int i = it - t0;
@@ -487,10 +507,13 @@ __global__ void __launch_bounds__(32 * kFwdMaxWarps / M) attn_fwd_kernel(FwdArgs
 			if (it + S - 1 < t1) load_kv((i + S - 1) % S, it + S - 1);
 			cp_async_commit();
 		}
-		const int j0 = it * N;
-		if (j0 <= wlast) { // warp-uniform: some row of the warp sees a key of the tile
-			const unsigned char *Ks = KV + (size_t)(i % S) * 2 * L::kTile, *Vs = Ks + L::kTile;
-			float sc[M][N / 8][4];
+		const int j0 = it * N + NW * kw; // the warp's first key of the tile
+		if (j0 <= wlast) { // warp-uniform: some row of the warp sees a key of its part of the tile
+			// The part's rows are a multiple of 8 rows into the tile, where
+			// the swizzle repeats: an offset of whole rows.
+			const unsigned char *Ks = KV + (size_t)(i % S) * 2 * L::kTile + (size_t)NW * kw * L::kRowBytes;
+			const unsigned char *Vs = Ks + L::kTile;
+			float sc[M][NW / 8][4];
 			mm.scores(sc, Ks, lane);
 			// Scaled by sl2, rounded (__fmul_rn): 2^(x − max) below is then
 			// 2^0 = 1 for the maximum, which an FMA of the product into the
@@ -500,15 +523,15 @@ __global__ void __launch_bounds__(32 * kFwdMaxWarps / M) attn_fwd_kernel(FwdArgs
 			TW_UNROLL
 			for (int f = 0; f < M; f++)
 				TW_UNROLL
-				for (int n = 0; n < N / 8; n++)
+				for (int n = 0; n < NW / 8; n++)
 					TW_UNROLL
 					for (int e = 0; e < 4; e++) sc[f][n][e] = __fmul_rn(sc[f][n][e], a.sl2);
-			if (j0 + N > full) { // warp-uniform
+			if (j0 + NW > full) { // warp-uniform
 				TW_UNROLL
 				for (int f = 0; f < M; f++) {
 					const int last0 = last(2 * f), last1 = last(2 * f + 1);
 					TW_UNROLL
-					for (int n = 0; n < N / 8; n++)
+					for (int n = 0; n < NW / 8; n++)
 						TW_UNROLL
 						for (int e = 0; e < 2; e++) {
 							const int key = j0 + 8 * n + 2 * t4 + e;
@@ -522,16 +545,16 @@ __global__ void __launch_bounds__(32 * kFwdMaxWarps / M) attn_fwd_kernel(FwdArgs
 			float c[R]; // the rescale factors 2^(m_old − m_new)
 			TW_UNROLL
 			for (int f = 0; f < M; f++) {
-				float t0max[N / 8], t1max[N / 8];
+				float t0max[NW / 8], t1max[NW / 8];
 				TW_UNROLL
-				for (int n = 0; n < N / 8; n++) {
+				for (int n = 0; n < NW / 8; n++) {
 					t0max[n] = fmaxf(sc[f][n][0], sc[f][n][1]);
 					t1max[n] = fmaxf(sc[f][n][2], sc[f][n][3]);
 				}
 				TW_UNROLL
-				for (int w = 1; w < N / 8; w *= 2)
+				for (int w = 1; w < NW / 8; w *= 2)
 					TW_UNROLL
-					for (int n = 0; n + w < N / 8; n += 2 * w) {
+					for (int n = 0; n + w < NW / 8; n += 2 * w) {
 						t0max[n] = fmaxf(t0max[n], t0max[n + w]);
 						t1max[n] = fmaxf(t1max[n], t1max[n + w]);
 					}
@@ -550,7 +573,7 @@ __global__ void __launch_bounds__(32 * kFwdMaxWarps / M) attn_fwd_kernel(FwdArgs
 				m[2 * f + 1] = mx1;
 				float sum0 = 0.0f, sum1 = 0.0f;
 				TW_UNROLL
-				for (int n = 0; n < N / 8; n++)
+				for (int n = 0; n < NW / 8; n++)
 					TW_UNROLL
 					for (int e = 0; e < 2; e++) {
 						sc[f][n][e] = fast_exp2(sc[f][n][e] - b0);
@@ -582,12 +605,56 @@ __global__ void __launch_bounds__(32 * kFwdMaxWarps / M) attn_fwd_kernel(FwdArgs
 	}
 	cp_async_wait<0>(); // nothing is left in flight (the trailing groups are empty)
 
+	// The quad's shares of the row sums.
 	TW_UNROLL
 	for (int r = 0; r < R; r++) {
-		// The quad's shares of the row sum.
-		float lr = l[r];
-		lr += __shfl_xor_sync(kFull, lr, 1);
-		lr += __shfl_xor_sync(kFull, lr, 2);
+		l[r] += __shfl_xor_sync(kFull, l[r], 1);
+		l[r] += __shfl_xor_sync(kFull, l[r], 2);
+	}
+	if constexpr (KW > 1) {
+		// The warps' parts of the keys, merged in warp order (deterministic):
+		// m = max m_w, l = Σ 2^(m_w − m)·l_w, O = Σ 2^(m_w − m)·O_w, by warp 0
+		// through the stages' memory. A part a row saw no key of has
+		// m_w = −inf, l_w = 0, O_w = 0: weight 0.
+		__syncthreads(); // every warp is done with the stages
+		float *ml = (float *)KV, *po = ml + KW * 16 * 2;
+		TW_UNROLL
+		for (int r = 0; r < 2; r++) {
+			const int row = 8 * r + g8;
+			if (t4 == 0) *(float2 *)&ml[2 * (kw * 16 + row)] = make_float2(m[r], l[r]);
+			TW_UNROLL
+			for (int j = 0; j < D / 8; j++)
+				*(float2 *)&po[(kw * 16 + row) * D + 8 * j + 2 * t4] = make_float2(o[0][j][2 * r], o[0][j][2 * r + 1]);
+		}
+		__syncthreads();
+		if (warp != 0) return;
+		TW_UNROLL
+		for (int r = 0; r < 2; r++) {
+			const int row = 8 * r + g8;
+			float mx = -INFINITY;
+			for (int w = 0; w < KW; w++) mx = fmaxf(mx, ml[2 * (w * 16 + row)]);
+			const float b = mx == -INFINITY ? 0.0f : mx;
+			float lsum = 0.0f;
+			TW_UNROLL
+			for (int j = 0; j < D / 8; j++) o[0][j][2 * r] = o[0][j][2 * r + 1] = 0.0f;
+			for (int w = 0; w < KW; w++) {
+				const float2 mlw = *(const float2 *)&ml[2 * (w * 16 + row)];
+				const float wt = fast_exp2(mlw.x - b);
+				lsum = fmaf(wt, mlw.y, lsum);
+				TW_UNROLL
+				for (int j = 0; j < D / 8; j++) {
+					const float2 x = *(const float2 *)&po[(w * 16 + row) * D + 8 * j + 2 * t4];
+					o[0][j][2 * r] = fmaf(wt, x.x, o[0][j][2 * r]);
+					o[0][j][2 * r + 1] = fmaf(wt, x.y, o[0][j][2 * r + 1]);
+				}
+			}
+			m[r] = mx;
+			l[r] = lsum;
+		}
+	}
+	TW_UNROLL
+	for (int r = 0; r < R; r++) {
+		const float lr = l[r];
 		const int f = r / 2, h2 = r % 2, rho = rw + 8 * r + g8;
 		if (rho >= r1) continue;
 		const int64_t ri = qrow_index(qrow_first(qs, kvh, rep, a.h), rho, rep, a.h); // the row's index in [nq·h]
@@ -660,7 +727,7 @@ constexpr int kMaxSplit = 1024; // dec_split's ceiling (bounds the grid and the 
 // fwd_config_ok reports whether the forward's fields of cfg are 0 (the
 // default) or in their value sets: fwd_rows 64, 128; fwd_keys 32, 64, 128;
 // fwd_stages 1, 2, 3; fwd_warp_rows 16, 32; dec_split 1 … kMaxSplit;
-// dec_keys 64, 128. Whether a
+// dec_keys 64, 128; dec_key_warps 1, 4. Whether a
 // key tile is compiled for the launch's dtype and head width is
 // fwd_dispatch's question (and whether its shared memory fits, the
 // device's).
@@ -673,7 +740,7 @@ bool fwd_config_ok(const tw_attention_config *cfg) {
 		return false;
 	};
 	return in(cfg->fwd_rows, {64, 128}) && in(cfg->fwd_keys, {32, 64, 128}) && in(cfg->fwd_stages, {1, 2, 3}) &&
-	       in(cfg->fwd_warp_rows, {16, 32}) && cfg->dec_split >= 0 && cfg->dec_split <= kMaxSplit && in(cfg->dec_keys, {64, 128});
+	       in(cfg->fwd_warp_rows, {16, 32}) && in(cfg->dec_key_warps, {1, 4}) && cfg->dec_split >= 0 && cfg->dec_split <= kMaxSplit && in(cfg->dec_keys, {64, 128});
 }
 
 // What a forward launch runs.
@@ -681,6 +748,7 @@ struct FwdPlan {
 	bool decode;                  // the flash-decoding shape
 	int rows, keys, stages, split; // FwdArgs' fields; keys: N
 	int frags;                    // M: 16-row fragments per warp (fwd_warp_rows / 16)
+	int kwarps;                   // KW: warps that split each key tile (decoding; 1: none)
 };
 
 // The default key split of a decoding launch: as many chunks as fit in two
@@ -709,9 +777,11 @@ FwdPlan fwd_plan(int64_t nq, int64_t nk, int64_t g, int64_t nseq, int64_t dh, bo
 		p.keys = c.fwd_keys ? c.fwd_keys : f32 ? 32 : dh > 64 ? 128 : 64;
 		p.stages = c.fwd_stages ? c.fwd_stages : 2;
 		p.frags = c.fwd_warp_rows ? c.fwd_warp_rows / 16 : 1;
+		p.kwarps = 1;
 		p.split = 1;
 	} else {
-		p.rows = 64;
+		p.kwarps = c.dec_key_warps ? c.dec_key_warps : 1;
+		p.rows = p.kwarps > 1 ? 16 : 64;
 		p.keys = c.dec_keys ? c.dec_keys : f32 ? 32 : 64;
 		p.stages = p.keys <= 64 ? 3 : 2; // two tiles in flight, or one of 128 keys
 		p.frags = 1;
@@ -720,36 +790,46 @@ FwdPlan fwd_plan(int64_t nq, int64_t nk, int64_t g, int64_t nseq, int64_t dh, bo
 	return p;
 }
 
-// Calls f(T*, D, N, M) (D, N, M: IntC) for the compiled instantiation that
-// fits dt, dh, the key tile and the row fragments per warp: bf16 with D = 128
-// (dh 72 … 128) and N = 32, 64 or 128 at M = 1, N = 32 or 64 at M = 2 (at
-// 128 keys S and O would not fit the registers beside each other); bf16 with
+// Calls f(T*, D, N, M, KW) (each an IntC) for the compiled instantiation
+// that fits dt, dh, the key tile, the row fragments per warp and the warps
+// splitting a key tile: bf16 with D = 128 (dh 72 … 128) and N = 32, 64 or
+// 128 at M = 1, N = 32 or 64 at M = 2 (at 128 keys S and O would not fit
+// the registers beside each other), N = 64 or 128 at KW = 4; bf16 with
 // D = 32 or 64 and N = 64, M = 1; f32 with N = 32, M = 1. Anything else is
 // cudaErrorInvalidValue.
-template <class F> cudaError_t fwd_dispatch(tw_dtype dt, int64_t dh, int keys, int frags, F f) {
+template <class F> cudaError_t fwd_dispatch(tw_dtype dt, int64_t dh, int keys, int frags, int kwarps, F f) {
+	using One = IntC<1>;
 	if (dt == TW_F32) {
-		if (keys != 32 || frags != 1) return cudaErrorInvalidValue;
-		if (dh <= 32) return f((float *)nullptr, IntC<32>(), IntC<32>(), IntC<1>());
-		if (dh <= 64) return f((float *)nullptr, IntC<64>(), IntC<32>(), IntC<1>());
-		return f((float *)nullptr, IntC<128>(), IntC<32>(), IntC<1>());
+		if (keys != 32 || frags != 1 || kwarps != 1) return cudaErrorInvalidValue;
+		if (dh <= 32) return f((float *)nullptr, IntC<32>(), IntC<32>(), One(), One());
+		if (dh <= 64) return f((float *)nullptr, IntC<64>(), IntC<32>(), One(), One());
+		return f((float *)nullptr, IntC<128>(), IntC<32>(), One(), One());
 	}
 	if (dt != TW_BF16) return cudaErrorInvalidValue;
 	if (dh <= 64) {
-		if (keys != 64 || frags != 1) return cudaErrorInvalidValue;
-		if (dh <= 32) return f((bf16 *)nullptr, IntC<32>(), IntC<64>(), IntC<1>());
-		return f((bf16 *)nullptr, IntC<64>(), IntC<64>(), IntC<1>());
+		if (keys != 64 || frags != 1 || kwarps != 1) return cudaErrorInvalidValue;
+		if (dh <= 32) return f((bf16 *)nullptr, IntC<32>(), IntC<64>(), One(), One());
+		return f((bf16 *)nullptr, IntC<64>(), IntC<64>(), One(), One());
 	}
+	if (kwarps == 4 && frags == 1) {
+		switch (keys) {
+		case 64: return f((bf16 *)nullptr, IntC<128>(), IntC<64>(), One(), IntC<4>());
+		case 128: return f((bf16 *)nullptr, IntC<128>(), IntC<128>(), One(), IntC<4>());
+		}
+		return cudaErrorInvalidValue;
+	}
+	if (kwarps != 1) return cudaErrorInvalidValue;
 	if (frags == 2) {
 		switch (keys) {
-		case 32: return f((bf16 *)nullptr, IntC<128>(), IntC<32>(), IntC<2>());
-		case 64: return f((bf16 *)nullptr, IntC<128>(), IntC<64>(), IntC<2>());
+		case 32: return f((bf16 *)nullptr, IntC<128>(), IntC<32>(), IntC<2>(), One());
+		case 64: return f((bf16 *)nullptr, IntC<128>(), IntC<64>(), IntC<2>(), One());
 		}
 		return cudaErrorInvalidValue;
 	}
 	switch (keys) {
-	case 32: return f((bf16 *)nullptr, IntC<128>(), IntC<32>(), IntC<1>());
-	case 64: return f((bf16 *)nullptr, IntC<128>(), IntC<64>(), IntC<1>());
-	case 128: return f((bf16 *)nullptr, IntC<128>(), IntC<128>(), IntC<1>());
+	case 32: return f((bf16 *)nullptr, IntC<128>(), IntC<32>(), One(), One());
+	case 64: return f((bf16 *)nullptr, IntC<128>(), IntC<64>(), One(), One());
+	case 128: return f((bf16 *)nullptr, IntC<128>(), IntC<128>(), One(), One());
 	}
 	return cudaErrorInvalidValue;
 }
@@ -784,13 +864,15 @@ extern "C" cudaError_t tw_attention(void *out, float *lse, const void *q, const 
 		a.part_o = (float *)workspace;
 		a.part_ml = a.part_o + (size_t)p.split * (size_t)a.nqh * (size_t)dh;
 	}
-	return fwd_dispatch(dt, dh, p.keys, p.frags, [&](auto *t, auto dw, auto nw, auto mw) {
+	return fwd_dispatch(dt, dh, p.keys, p.frags, p.kwarps, [&](auto *t, auto dw, auto nw, auto mw, auto kww) {
 		typedef std::remove_pointer_t<decltype(t)> T;
 		constexpr int D = decltype(dw)::value, N = decltype(nw)::value, M = decltype(mw)::value;
-		const size_t bytes = FwdSmem<T, D, N>::bytes(p.rows, p.stages);
-		cudaError_t e = allow_smem(attn_fwd_kernel<T, D, N, M>, bytes);
+		constexpr int KW = decltype(kww)::value;
+		const size_t bytes = FwdSmem<T, D, N, KW>::bytes(p.rows, p.stages);
+		cudaError_t e = allow_smem(attn_fwd_kernel<T, D, N, M, KW>, bytes);
 		if (e != cudaSuccess) return e;
-		LAUNCH((unsigned)(items * p.split), 32 * (p.rows / (16 * M)), bytes, stream, attn_fwd_kernel<T, D, N, M>)(a);
+		const unsigned threads = KW > 1 ? 32 * KW : 32 * (p.rows / (16 * M));
+		LAUNCH((unsigned)(items * p.split), threads, bytes, stream, attn_fwd_kernel<T, D, N, M, KW>)(a);
 		if ((e = cudaGetLastError()) != cudaSuccess || p.split == 1) return e;
 		LAUNCH((unsigned)items, 128, 0, stream, attn_fwd_combine_kernel<T>)(a);
 		return cudaGetLastError();
@@ -831,6 +913,13 @@ extern "C" int tw_attention_configs(tw_attention_config *out, int max) {
 				c.dec_split = dsplit, c.dec_keys = dkeys;
 				add(c);
 			}
+	// The key tiles split over the block's 4 warps (16-row tiles).
+	for (int dkeys : {64, 128})
+		for (int dsplit : {0, 2, 4}) {
+			tw_attention_config c{};
+			c.dec_split = dsplit, c.dec_keys = dkeys, c.dec_key_warps = 4;
+			add(c);
+		}
 	for (const BwdConfig &b : kBwdConfigs128) {
 		tw_attention_config c{};
 		c.bwd_rows = b.rows, c.bwd_keys = b.keys, c.bwd_stages = b.stages;

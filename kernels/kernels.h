@@ -165,6 +165,7 @@ typedef struct {
 	int bwd_split;  /* backward: parts the query axis is split into for dK/dV */
 	int dec_split;  /* decoding: key chunks per sequence (flash-decoding) */
 	int dec_keys;   /* decoding: keys per inner tile */
+	int dec_key_warps; /* decoding: warps that split each key tile (1; 4: 16-row tiles) */
 } tw_attention_config;
 
 /* engine.Backend.Attention: out, q [nq, h, dh] dt; k, v [nk, g, dh] dt;

@@ -21,6 +21,7 @@ type AttentionConfig struct {
 	FwdWarpRows                           int // forward: query rows per warp (16, or 32 as FlashAttention-2)
 	BwdRows, BwdKeys, BwdStages, BwdSplit int // backward: query rows, keys, tiles in flight, query-axis split of dK/dV
 	DecSplit, DecKeys                     int // decoding: key chunks per sequence, keys per tile
+	DecKeyWarps                           int // decoding: warps that split each key tile (1, or 4 with 16-row tiles)
 }
 
 // attentionFields names AttentionConfig's fields as ParseAttentionConfig
@@ -39,12 +40,14 @@ var attentionFields = []struct {
 	{"bwd.split", func(c *AttentionConfig) *int { return &c.BwdSplit }},
 	{"dec.split", func(c *AttentionConfig) *int { return &c.DecSplit }},
 	{"dec.keys", func(c *AttentionConfig) *int { return &c.DecKeys }},
+	{"dec.key_warps", func(c *AttentionConfig) *int { return &c.DecKeyWarps }},
 }
 
 // ParseAttentionConfig reads a configuration written as comma-separated
 // name=value pairs, e.g. "fwd.rows=128,fwd.keys=64,fwd.stages=2"; the
 // names are fwd.rows, fwd.keys, fwd.stages, fwd.warp_rows, bwd.rows, bwd.keys,
-// bwd.stages, bwd.split, dec.split and dec.keys. "" is every default.
+// bwd.stages, bwd.split, dec.split, dec.keys and dec.key_warps. "" is
+// every default.
 func ParseAttentionConfig(s string) (AttentionConfig, error) {
 	var c AttentionConfig
 	if strings.TrimSpace(s) == "" {
@@ -98,7 +101,7 @@ func (c AttentionConfig) cConfig() C.tw_attention_config {
 	return C.tw_attention_config{
 		fwd_rows: C.int(c.FwdRows), fwd_keys: C.int(c.FwdKeys), fwd_stages: C.int(c.FwdStages), fwd_warp_rows: C.int(c.FwdWarpRows),
 		bwd_rows: C.int(c.BwdRows), bwd_keys: C.int(c.BwdKeys), bwd_stages: C.int(c.BwdStages), bwd_split: C.int(c.BwdSplit),
-		dec_split: C.int(c.DecSplit), dec_keys: C.int(c.DecKeys),
+		dec_split: C.int(c.DecSplit), dec_keys: C.int(c.DecKeys), dec_key_warps: C.int(c.DecKeyWarps),
 	}
 }
 
@@ -118,7 +121,7 @@ func AttentionConfigs() []AttentionConfig {
 		out[i] = AttentionConfig{
 			FwdRows: int(c.fwd_rows), FwdKeys: int(c.fwd_keys), FwdStages: int(c.fwd_stages), FwdWarpRows: int(c.fwd_warp_rows),
 			BwdRows: int(c.bwd_rows), BwdKeys: int(c.bwd_keys), BwdStages: int(c.bwd_stages), BwdSplit: int(c.bwd_split),
-			DecSplit: int(c.dec_split), DecKeys: int(c.dec_keys),
+			DecSplit: int(c.dec_split), DecKeys: int(c.dec_keys), DecKeyWarps: int(c.dec_key_warps),
 		}
 	}
 	return out

@@ -19,6 +19,7 @@ func TestParseAttentionConfig(t *testing.T) {
 		{"", AttentionConfig{}, ""},
 		{"fwd.rows=128,fwd.keys=64,fwd.stages=2", AttentionConfig{FwdRows: 128, FwdKeys: 64, FwdStages: 2}, ""},
 		{"fwd.warp_rows=32,fwd.keys=64", AttentionConfig{FwdWarpRows: 32, FwdKeys: 64}, ""},
+		{"dec.key_warps=4", AttentionConfig{DecKeyWarps: 4}, ""},
 		{" bwd.split=4 , dec.split=8,dec.keys=128,bwd.rows=64,bwd.keys=128,bwd.stages=2",
 			AttentionConfig{BwdSplit: 4, DecSplit: 8, DecKeys: 128, BwdRows: 64, BwdKeys: 128, BwdStages: 2}, ""},
 		{"fwd.rows", AttentionConfig{}, "not name=value"},
@@ -62,6 +63,8 @@ func TestAttentionConfigRefused(t *testing.T) {
 		{AttentionConfig{DecKeys: 32}, true},
 		{AttentionConfig{FwdWarpRows: 32}, true}, // compiled for head width 128 only
 		{AttentionConfig{FwdWarpRows: 24}, true},
+		{AttentionConfig{DecKeyWarps: 4}, false}, // a decoding field: this launch does not decode
+		{AttentionConfig{DecKeyWarps: 2}, true},
 	} {
 		b, err := New(Options{Attention: c.cfg})
 		if err != nil {
@@ -126,7 +129,7 @@ func TestAttentionConfigs(t *testing.T) {
 		}
 		seen[c] = true
 		t.Run(c.String(), func(t *testing.T) {
-			if c.FwdRows == 0 && c.FwdKeys == 0 && c.FwdStages == 0 && c.FwdWarpRows == 0 && c.DecSplit == 0 && c.DecKeys == 0 {
+			if c.FwdRows == 0 && c.FwdKeys == 0 && c.FwdStages == 0 && c.FwdWarpRows == 0 && c.DecSplit == 0 && c.DecKeys == 0 && c.DecKeyWarps == 0 {
 				t.Skip("a backward configuration: TestAttentionBackwardConfigs runs it")
 			}
 			// The forward's shared memory at head width 128, bf16
