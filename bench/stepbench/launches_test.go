@@ -48,17 +48,22 @@ func TestLaunches(t *testing.T) {
 	}
 	defer tp.Free()
 	rng := rand.New(rand.NewPCG(1, 2))
-	step := map[int]float64{}
+	step := map[int]int64{}
 	for _, seq := range []int{256, 512} {
-		ops0, _ := b.Launches()
-		if _, err := trainSteps(m, ad, tp, randomBatch(rng, c.Vocab, seq), 1); err != nil {
+		_, n, err := trainSteps(m, ad, tp, randomBatch(rng, c.Vocab, seq), 1)
+		if err != nil {
 			t.Fatal(err)
 		}
-		ops1, _ := b.Launches()
-		step[seq] = float64(ops1-ops0) / 2
+		step[seq] = n
 	}
+	// A further chunk of tokens adds the classifier's and the loss's
+	// launches for it, and takes none away: a step that launched fewer at
+	// 512 tokens than at 256 would be counting more than one step's.
 	perChunk := step[512] - step[256]
-	t.Logf("LoRA step: %.0f launches at 256 tokens, %.0f more per further %d-token chunk: %.0f at 2048 tokens",
+	if step[256] <= 0 || perChunk <= 0 {
+		t.Errorf("launches per LoRA step: %d at 256 tokens, %d at 512: want more at 512", step[256], step[512])
+	}
+	t.Logf("LoRA step: %d launches at 256 tokens, %d more per further %d-token chunk: %d at 2048 tokens",
 		step[256], perChunk, llama.LogitChunk, step[256]+7*perChunk)
 	for _, batch := range []int{1, 4} {
 		prompts := make([][]int32, batch)

@@ -131,10 +131,9 @@ func Run(b engine.Backend, memInfo func() (free, total int64, err error), peak P
 			m.Recompute = rc
 			m.TrimPool()
 			tr.ResetPeak()
-			ops0, _, counts := engine.Launches(b)
-			runs, err := trainSteps(m, ad, tp, randomBatch(rng, c.Vocab, seq), o.Steps)
-			if ops1, _, _ := engine.Launches(b); counts && err == nil {
-				s.Launches = float64(ops1-ops0) / float64(len(runs)+1) // the warm-up step too
+			runs, launches, err := trainSteps(m, ad, tp, randomBatch(rng, c.Vocab, seq), o.Steps)
+			if launches >= 0 && err == nil {
+				s.Launches = float64(launches)
 			}
 			if err != nil {
 				s.Error = err.Error()
@@ -191,8 +190,11 @@ func randomBatch(r *rand.Rand, vocab, n int) llama.Batch {
 // trainSteps runs one warm-up step and then timed ones, each: zero the
 // adapter gradients, forward and backward of the mean cross-entropy, AdamW
 // with the global norm clipped to 1 — as trainer does — and wait for the
-// device. It returns the seconds of each timed step.
-func trainSteps(m *llama.Model, ad *llama.Adapter, tp *trainer.Params, bt llama.Batch, timed int) (runs []float64, err error) {
+// device. It returns the seconds of each timed step and the kernel launches
+// of the last step (the steady state: the warm-up step also launches what
+// is done once, such as zeroing buffers first taken), or −1 where the
+// backend does not count them.
+func trainSteps(m *llama.Model, ad *llama.Adapter, tp *trainer.Params, bt llama.Batch, timed int) (runs []float64, launches int64, err error) {
 	b := m.Backend()
 	defer func() {
 		if r := recover(); r != nil {
@@ -206,28 +208,33 @@ func trainSteps(m *llama.Model, ad *llama.Adapter, tp *trainer.Params, bt llama.
 	}
 	dl, err := tp.LossGrad(g) // uploaded once, outside the timed steps
 	if err != nil {
-		return nil, err
+		return nil, -1, err
 	}
 	opt := tp.Opt
+	launches = -1
 	for i := 0; i <= timed; i++ {
+		ops0, _, counts := engine.Launches(b)
 		t0 := time.Now()
 		opt.ZeroGrad()
 		p, err := m.ForwardBackward(bt, ad, dl, nil, tp.AdapterGrads)
 		if err != nil {
-			return nil, err
+			return nil, -1, err
 		}
 		p.Release()
 		if r := opt.Step(1e-4, 1); r.Skipped {
-			return nil, fmt.Errorf("the gradient norm is %v", r.GradNorm)
+			return nil, -1, fmt.Errorf("the gradient norm is %v", r.GradNorm)
 		}
 		if err := b.Sync(); err != nil {
-			return nil, err
+			return nil, -1, err
 		}
 		if i > 0 {
 			runs = append(runs, time.Since(t0).Seconds())
 		}
+		if ops1, _, _ := engine.Launches(b); counts {
+			launches = ops1 - ops0
+		}
 	}
-	return runs, nil
+	return runs, launches, nil
 }
 
 // generate times, reps times after one warm-up, the prefill of prompts into
