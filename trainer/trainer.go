@@ -75,6 +75,13 @@ type Config struct {
 	// of a step's last micro-batch goes on, where the backend allows
 	// (Params.OverlapReduce: CPU ranks without ZeRO).
 	OverlapReduce bool
+	// AfterStep, when set, is called after each step this run takes, once
+	// the step is recorded and checkpointed, with the number of steps
+	// taken (1, 2, …, Steps) and the step's weights in place: to validate
+	// mid-run and keep the best weights, as early stopping does. An error
+	// stops the run and is returned. Every rank of a data-parallel job
+	// calls it.
+	AfterStep func(step int) error
 }
 
 // state is what trainer.json holds: enough, with the weights and the
@@ -342,6 +349,11 @@ func (t *Trainer) RunContext(ctx context.Context) error {
 				t.progress.Done()
 			}
 			return err
+		}
+		if t.cfg.AfterStep != nil {
+			if err := t.cfg.AfterStep(t.st.Step); err != nil {
+				return fmt.Errorf("after step %d: %w", t.st.Step, err)
+			}
 		}
 	}
 	t.progress.Done()

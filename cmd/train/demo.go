@@ -54,7 +54,8 @@ func runDemo(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	fs.IntVar(&c.Settings, "settings", 0, "the equal tuning budget: validation settings per method, every critic and actor included (< 2: the configured learning rates)")
 	fs.BoolVar(&c.Diagnostics, "diagnostics", false, "add the diagnostic rows: critic-guided best-of-N, the oracle-advantage actor, the critic without the ground truth, an RPO-style actor")
 	fs.IntVar(&c.BestOfN, "best-of", 8, "samples per turn of the critic-guided best-of-N diagnostic")
-	full := fs.Bool("full", false, "--diagnostics, with --settings 4 unless --settings is given")
+	fs.BoolVar(&c.EpochSelect, "epoch-select", false, "validate every tuned policy (rejection fine-tuning, multi-turn DPO, each actor) after each epoch and keep its best epoch, as the critics do; a setting's epochs become its most")
+	full := fs.Bool("full", false, "--diagnostics and --epoch-select, with --settings 4 unless --settings is given")
 	seeds := fs.Int("seeds", 1, "training seeds: --seed, --seed+1, …; more than 1 runs each in OUT/seed-S and prints the study over them")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -64,6 +65,9 @@ func runDemo(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 		c.Diagnostics = true
 		if !fs.Changed("settings") {
 			c.Settings = 4
+		}
+		if !fs.Changed("epoch-select") {
+			c.EpochSelect = true
 		}
 	}
 	if *seeds < 1 || c.BestOfN < 1 {

@@ -86,3 +86,41 @@ func mustRead(t *testing.T, path string) []byte {
 	}
 	return b
 }
+
+// TestDemoEpochSelectFlag checks --epoch-select: train demo alone
+// registers it, --full turns it on unless it is given, and the run
+// records it in results.json.
+func TestDemoEpochSelectFlag(t *testing.T) {
+	cmds := commands()
+	for name := range cmds {
+		has := false
+		for _, f := range subcommandFlags(cmds, name) {
+			has = has || f.Name == "epoch-select"
+		}
+		if has != (name == "demo") {
+			t.Errorf("train %s registers --epoch-select: %v, want it in train demo alone", name, has)
+		}
+	}
+	for _, tc := range []struct {
+		args []string
+		want bool
+	}{
+		{nil, false},
+		{[]string{"--epoch-select"}, true},
+		{[]string{"--full"}, true},
+		{[]string{"--full", "--epoch-select=false"}, false},
+	} {
+		dir := t.TempDir()
+		args := append(append([]string{"--out", dir, "--stages", "sft"}, miniDemo...), tc.args...)
+		if out, err := runCmd(t, runDemo, "", args...); err != nil {
+			t.Fatalf("%v: %v\n%s", tc.args, err, out)
+		}
+		var res pipeline.Result
+		if err := json.Unmarshal(mustRead(t, filepath.Join(dir, pipeline.ResultsFile)), &res); err != nil {
+			t.Fatal(err)
+		}
+		if res.EpochSelect != tc.want || !strings.Contains(string(mustRead(t, filepath.Join(dir, pipeline.ResultsFile))), `"epoch_select"`) {
+			t.Errorf("train demo %v: results.json records epoch_select %v, want %v", tc.args, res.EpochSelect, tc.want)
+		}
+	}
+}

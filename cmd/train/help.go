@@ -158,8 +158,14 @@ rejection fine-tuning the passes) on the same validation tasks and keep the
 best. --diagnostics adds the rows that locate the bottleneck: critic-guided
 best-of-N on the SFT policy (--best-of), an actor trained on candidates
 ranked by the family's exact value (tally), the critic without the ground
-truth with its actor, and an RPO-style actor. --full is --diagnostics with
---settings 4 unless --settings is given. --seeds N runs training seeds
+truth with its actor, and an RPO-style actor. --epoch-select validates
+every tuned policy (rejection fine-tuning, multi-turn DPO, each actor)
+after each of its epochs, as the critics always are, and keeps each
+setting's best epoch, its weights and its statistics; a setting's epochs
+become its most. --full is --diagnostics and --epoch-select (unless
+--epoch-select=false is given) with --settings 4 unless --settings is
+given; the study over seeds refuses to combine runs with and without
+--epoch-select. --seeds N runs training seeds
 --seed … --seed+N-1, each in OUT/seed-S (--from DIR: DIR/seed-S), and
 prints the study: each method's success as mean ± sd over the seeds and
 the pre-registered paired comparisons (paired bootstrap over tasks within

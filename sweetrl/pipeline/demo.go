@@ -100,6 +100,14 @@ type Config struct {
 	// keeps its configured learning rate (or, with Select, the best of
 	// Grid's) and each critic its best epoch of CriticEpochs.
 	Settings int
+	// EpochSelect validates every tuned policy — rejection fine-tuning,
+	// multi-turn DPO and every actor — after each of its epochs (the
+	// critics always are): a setting's result is its best epoch, by
+	// validation success then pass rate, whose weights it keeps, its
+	// epochs being the most it trains. Rejection fine-tuning's epoch e
+	// ends at step round(e·steps/epochs) of the whole run. False judges
+	// each setting after its last epoch.
+	EpochSelect bool
 	// Diagnostics adds the rows that locate the bottleneck: critic-guided
 	// best-of-N on the SFT policy, an actor trained on candidates ranked
 	// by the family's exact value (where it has one), the critic without
@@ -122,11 +130,12 @@ type Row struct {
 	LR      float64     `json:"lr,omitempty"`
 	// Setting is the method's chosen setting.
 	Setting *Setting `json:"setting,omitempty"`
-	// TrainLoss is the method's last-epoch training loss (preference
-	// methods): a DPO loss near 0 is over-optimisation's sign.
+	// TrainLoss is the method's training loss over its kept epoch (the
+	// last, without Config.EpochSelect; preference methods): a DPO loss
+	// near 0 is over-optimisation's sign.
 	TrainLoss float64 `json:"train_loss,omitempty"`
-	// ChosenLogRatio and RejectedLogRatio are a preference method's last
-	// epoch's mean log-ratios log π/π_ref of the chosen and the rejected
+	// ChosenLogRatio and RejectedLogRatio are a preference method's kept
+	// epoch's (the last, without Config.EpochSelect) mean log-ratios log π/π_ref of the chosen and the rejected
 	// sides (nats): a falling chosen log-ratio is likelihood displacement.
 	ChosenLogRatio   *float64 `json:"chosen_logratio,omitempty"`
 	RejectedLogRatio *float64 `json:"rejected_logratio,omitempty"`
@@ -158,6 +167,9 @@ type CriticReport struct {
 type Result struct {
 	Family string `json:"family"`
 	Seed   uint64 `json:"seed"`
+	// EpochSelect is Config.EpochSelect: whether each policy kept its
+	// best epoch on validation. A study combines only runs that agree.
+	EpochSelect bool `json:"epoch_select"`
 	// Machine is what the numbers depend on beyond the seed and the
 	// commit: the backend, its thread count and OpenBLAS's GEMM kernels.
 	Machine string         `json:"machine"`
@@ -196,6 +208,8 @@ type runner struct {
 	val     []sweetrl.Task
 	test    []sweetrl.Task
 	arith   ArithValues // what goes to ArithFile
+	// validator, when set, replaces validate (a test's validation).
+	validator func(label string, ad *llama.Adapter) (rl.Summary, Health, error)
 }
 
 const (
@@ -216,7 +230,7 @@ func Run(ctx context.Context, c Config) (*Result, error) {
 	if c.Log == nil {
 		c.Log = io.Discard
 	}
-	r := &runner{c: c, f: f, ctx: ctx, tok: tokenizer.Bytes{}, start: time.Now(), res: Result{Family: f.Name, Seed: c.Seed, Machine: Machine(c.Backend)}}
+	r := &runner{c: c, f: f, ctx: ctx, tok: tokenizer.Bytes{}, start: time.Now(), res: Result{Family: f.Name, Seed: c.Seed, EpochSelect: c.EpochSelect, Machine: Machine(c.Backend)}}
 	if err := outfile.CheckDir(c.OutDir); err != nil {
 		return nil, err
 	}

@@ -304,7 +304,7 @@ func PrintTable(w interface{ Write([]byte) (int, error) }, res *Result) {
 	}
 	if len(res.Rows) > 0 && res.Rows[0].Summary != nil {
 		fmt.Fprintf(w, "(95%% confidence intervals over %d tasks, %d episodes per method; degen: episodes with a reply that is not text; no-ans: episodes without an answer; "+
-			"Δ chosen, Δ reject: the last epoch's mean log-ratio log π/π_ref of the chosen and the rejected sides, nats)\n",
+			"Δ chosen, Δ reject: the kept epoch's mean log-ratio log π/π_ref of the chosen and the rejected sides, nats)\n",
 			res.Rows[0].Summary.Tasks, res.Rows[0].Summary.Episodes)
 	}
 	for _, rw := range res.Rows {
@@ -547,42 +547,108 @@ func (r *runner) policySettings(grid, kind string, def Setting) []Setting {
 	return out
 }
 
+// fitFunc trains adapter ad at setting s, recording its metrics in
+// metricsDir, and reports the run; after, when not nil, is called at the
+// end of each epoch (1, 2, …, s.Epochs) with that epoch's statistics and
+// the adapter holding its weights.
+type fitFunc func(ad *llama.Adapter, s Setting, metricsDir string, after func(epoch int, fs fitStats) error) (fitStats, error)
+
+// validated is a policy's validation: its summary and its episodes' health.
+type validated struct {
+	s rl.Summary
+	h Health
+}
+
+// better says whether v is better than w: a higher validation success,
+// then a higher pass rate.
+func (v validated) better(w validated) bool {
+	return v.s.Success > w.s.Success || (v.s.Success == w.s.Success && v.s.PassRate > w.s.PassRate)
+}
+
+// validation validates adapter ad: r.validator where set (a test's), else
+// r.validate.
+func (r *runner) validation(label string, ad *llama.Adapter) (validated, error) {
+	f := r.validator
+	if f == nil {
+		f = r.validate
+	}
+	s, h, err := f(label, ad)
+	return validated{s, h}, err
+}
+
 // choosePolicy trains a policy at each setting to try (policySettings)
 // with fit, validates each, and keeps the best validation success (then
-// pass rate). The i-th setting's training metrics go to
-// OutDir/metrics/method-i.
-func (r *runner) choosePolicy(grid, kind, method, name string, def Setting, fit func(ad *llama.Adapter, s Setting, metricsDir string) (fitStats, error)) (*policy, error) {
+// pass rate). With Config.EpochSelect each setting is validated after
+// every epoch and its result is its best epoch by the same rule, whose
+// weights it keeps (Setting.Kept); else after its last epoch. The i-th
+// setting's training metrics go to OutDir/metrics/method-i.
+func (r *runner) choosePolicy(grid, kind, method, name string, def Setting, fit fitFunc) (*policy, error) {
 	var best *policy
-	var bestS rl.Summary
+	var bestV validated
 	sets := r.policySettings(grid, kind, def)
 	for i, set := range sets {
 		ad, err := r.m.NewAdapter(llama.LoRAFor(r.c.Rank, r.c.Targets), r.adapterSeed(method))
 		if err != nil {
 			return nil, err
 		}
-		fs, err := fit(ad, set, filepath.Join(r.c.OutDir, "metrics", fmt.Sprintf("%s-%d", method, i)))
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", name, err)
-		}
-		s, h, err := r.validate(name, ad)
-		if err != nil {
-			return nil, err
-		}
-		ls := "-"
-		if !math.IsNaN(fs.loss) {
-			ls = fmt.Sprintf("%.4f", fs.loss)
-		}
-		if fs.pref {
-			ls += fmt.Sprintf(", log-ratios chosen %+.3f, rejected %+.3f", fs.chosen, fs.rejected)
-		}
 		what := fmt.Sprintf("lr %.0e", set.LR)
 		if r.c.Settings >= 2 {
 			what = set.String()
 		}
-		r.logf("%s %s: last training loss %s; validation pass %.1f%%, success %.1f%%, degenerate %.1f%%, no answer %.1f%%, %.2f turns",
-			name, what, ls, 100*s.PassRate, 100*s.Success, 100*h.Degenerate, 100*h.NoAnswer, h.MeanTurns)
-		if best == nil || s.Success > bestS.Success || (s.Success == bestS.Success && s.PassRate > bestS.PassRate) {
-			best, bestS = &policy{ad: ad, set: set, fit: fs}, s
+		var keep snapshot // the best epoch's weights so far, with EpochSelect
+		var cur *policy
+		var curV validated
+		report := func(epoch int, fs fitStats) error {
+			v, err := r.validation(name, ad)
+			if err != nil {
+				return err
+			}
+			mark, at, loss := "", "", "last training loss"
+			if r.c.EpochSelect {
+				at, loss = fmt.Sprintf(", epoch %d", epoch), "training loss"
+			}
+			if cur == nil || v.better(curV) {
+				kept := set
+				if r.c.EpochSelect {
+					keep = take(r.m.Backend(), ad, nil)
+				}
+				if r.c.EpochSelect && set.Epochs > 1 { // one epoch is no choice
+					kept.Kept, mark = epoch, "  (best so far)"
+				}
+				cur, curV = &policy{ad: ad, set: kept, fit: fs}, v
+			}
+			ls := "-"
+			if !math.IsNaN(fs.loss) {
+				ls = fmt.Sprintf("%.4f", fs.loss)
+			}
+			if fs.pref {
+				ls += fmt.Sprintf(", log-ratios chosen %+.3f, rejected %+.3f", fs.chosen, fs.rejected)
+			}
+			r.logf("%s %s%s: %s %s; validation pass %.1f%%, success %.1f%%, degenerate %.1f%%, no answer %.1f%%, %.2f turns%s",
+				name, what, at, loss, ls, 100*v.s.PassRate, 100*v.s.Success, 100*v.h.Degenerate, 100*v.h.NoAnswer, v.h.MeanTurns, mark)
+			return nil
+		}
+		var after func(int, fitStats) error
+		if r.c.EpochSelect {
+			after = report
+		}
+		fs, err := fit(ad, set, filepath.Join(r.c.OutDir, "metrics", fmt.Sprintf("%s-%d", method, i)), after)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		if r.c.EpochSelect {
+			if keep == nil {
+				panic(fmt.Sprintf("pipeline: %s at %s: training ended without validating an epoch", name, set))
+			}
+			keep.restore(r.m.Backend(), ad, nil)
+			if set.Epochs > 1 {
+				r.logf("%s %s: kept epoch %d of %d", name, what, cur.set.Kept, set.Epochs)
+			}
+		} else if err := report(set.Epochs, fs); err != nil {
+			return nil, err
+		}
+		if best == nil || curV.better(bestV) {
+			best, bestV = cur, curV
 		}
 	}
 	how := "configured"
@@ -592,14 +658,32 @@ func (r *runner) choosePolicy(grid, kind, method, name string, def Setting, fit 
 	case r.c.Select:
 		how = "the best validation success (then pass rate) of the grid"
 	}
-	what := fmt.Sprintf("lr %.0e", best.set.LR)
-	if r.c.Settings >= 2 {
-		what = best.set.String()
+	if r.c.EpochSelect {
+		how += ", each at its best epoch"
 	}
-	why := fmt.Sprintf("%s: %s (%s: validation success %.1f%%, pass %.1f%% on %d tasks)", name, what, how, 100*bestS.Success, 100*bestS.PassRate, len(r.val))
+	what := fmt.Sprintf("lr %.0e", best.set.LR)
+	switch {
+	case r.c.Settings >= 2:
+		what = best.set.String()
+	case best.set.Kept > 0:
+		what += fmt.Sprintf(", epoch %d of %d kept", best.set.Kept, best.set.Epochs)
+	}
+	why := fmt.Sprintf("%s: %s (%s: validation success %.1f%%, pass %.1f%% on %d tasks)", name, what, how, 100*bestV.s.Success, 100*bestV.s.PassRate, len(r.val))
 	r.res.Choices = append(r.res.Choices, why)
 	r.logf("chosen: %s", why)
 	return best, r.m.SavePEFT(best.ad, filepath.Join(r.c.OutDir, method))
+}
+
+// epochEnds maps the step that ends each of epochs epochs of a run of
+// steps optimizer steps to its epoch: epoch e ends at step round(e·steps/
+// epochs), the last at the run's last step (of epochs ending at one step,
+// the last).
+func epochEnds(steps, epochs int) map[int]int {
+	out := map[int]int{}
+	for e := 1; e <= epochs; e++ {
+		out[int(math.Round(float64(e)*float64(steps)/float64(epochs)))] = e
+	}
+	return out
 }
 
 // trainRFT is rejection fine-tuning: SFT on the successful rollouts.
@@ -613,9 +697,19 @@ func (r *runner) trainRFT() (*policy, error) {
 		r.logf("skipped: no successful rollout")
 		return nil, nil
 	}
-	return r.choosePolicy("rft", "rft", "rft", "rejection fine-tuning", Setting{LR: r.c.LR.RFT, Epochs: 2}, func(ad *llama.Adapter, s Setting, dir string) (fitStats, error) {
+	return r.choosePolicy("rft", "rft", "rft", "rejection fine-tuning", Setting{LR: r.c.LR.RFT, Epochs: 2}, func(ad *llama.Adapter, s Setting, dir string, after func(int, fitStats) error) (fitStats, error) {
 		steps := max(20, s.Epochs*len(ex)*100/2048)
-		return fitStats{loss: math.NaN()}, rl.SupervisedFT(r.m, ad, ex, rl.SFTOptions{Steps: steps, BatchTokens: 2048, MaxLen: 256, LR: s.LR, Seed: r.c.Seed, MetricsDir: dir}, nil)
+		o := rl.SFTOptions{Steps: steps, BatchTokens: 2048, MaxLen: 256, LR: s.LR, Seed: r.c.Seed, MetricsDir: dir}
+		if after != nil { // each epoch ends at its share of the whole run's steps (and schedule)
+			ends := epochEnds(steps, s.Epochs)
+			o.AfterStep = func(step int) error {
+				if e, ok := ends[step]; ok {
+					return after(e, fitStats{loss: math.NaN()})
+				}
+				return nil
+			}
+		}
+		return fitStats{loss: math.NaN()}, rl.SupervisedFT(r.m, ad, ex, o, nil)
 	})
 }
 
@@ -627,12 +721,22 @@ func prefDefault(lr float64) Setting {
 
 // fitPref trains ad on share s.Share of pairs (a seeded subset, in their
 // order) with the setting's learning rate, β and epochs, the NLL term nll
-// (over the whole sequence with nllSeq), recording metrics in dir.
-func (r *runner) fitPref(ad *llama.Adapter, pairs []rl.PrefPair, s Setting, nll float64, nllSeq bool, dir string) (fitStats, error) {
+// (over the whole sequence with nllSeq), recording metrics in dir; after,
+// when not nil, is called after each epoch (see fitFunc).
+func (r *runner) fitPref(ad *llama.Adapter, pairs []rl.PrefPair, s Setting, nll float64, nllSeq bool, dir string, after func(int, fitStats) error) (fitStats, error) {
 	o := r.prefOptions("", s.Epochs, nll, s.LR)
 	o.Progress, o.Beta, o.NLLSequence, o.MetricsDir = nil, s.Beta, nllSeq, dir
+	if after != nil {
+		o.AfterEpoch = func(epoch int, st rl.PrefStats) error { return after(epoch, prefFit(st)) }
+	}
 	st, err := rl.TrainPreferences(r.m, ad, sharePairs(pairs, s.Share, r.c.Seed), o)
-	return fitStats{loss: st.LastLoss, pref: true, chosen: st.LastChosen, rejected: st.LastRejected}, err
+	return prefFit(st), err
+}
+
+// prefFit is a preference run's fitStats: its last epoch's loss and
+// log-ratios.
+func prefFit(st rl.PrefStats) fitStats {
+	return fitStats{loss: st.LastLoss, pref: true, chosen: st.LastChosen, rejected: st.LastRejected}
 }
 
 // sharePairs returns a seeded subset of round(share·n) of the n pairs (at
@@ -663,8 +767,8 @@ func (r *runner) trainMTDPO() (*policy, error) {
 		r.logf("skipped: no trajectory pairs")
 		return nil, nil
 	}
-	return r.choosePolicy("mtdpo", "pref", "mtdpo", "multi-turn DPO", prefDefault(r.c.LR.DPO), func(ad *llama.Adapter, s Setting, dir string) (fitStats, error) {
-		return r.fitPref(ad, pairs, s, 0, r.c.NLLSequence, dir)
+	return r.choosePolicy("mtdpo", "pref", "mtdpo", "multi-turn DPO", prefDefault(r.c.LR.DPO), func(ad *llama.Adapter, s Setting, dir string, after func(int, fitStats) error) (fitStats, error) {
+		return r.fitPref(ad, pairs, s, 0, r.c.NLLSequence, dir, after)
 	})
 }
 
@@ -712,8 +816,8 @@ func (r *runner) trainRanked(key, name string, adv rl.AdvantageFunc, dropEqual b
 	if len(pairs) == 0 {
 		return nil, nil
 	}
-	p, err := r.choosePolicy("actor", "pref", key, name, prefDefault(r.c.LR.Actor), func(ad *llama.Adapter, s Setting, dir string) (fitStats, error) {
-		return r.fitPref(ad, pairs, s, nll, nllSeq, dir)
+	p, err := r.choosePolicy("actor", "pref", key, name, prefDefault(r.c.LR.Actor), func(ad *llama.Adapter, s Setting, dir string, after func(int, fitStats) error) (fitStats, error) {
+		return r.fitPref(ad, pairs, s, nll, nllSeq, dir, after)
 	})
 	if err == nil && r.c.CheckValues > 0 && r.arith.Actor == nil { // the first actor: the main critic's
 		err = r.arithActor(key, p, pairs)

@@ -13,9 +13,15 @@ type Setting struct {
 	Beta   float64 `json:"beta,omitempty"`  // β of a preference loss (0: none)
 	Epochs int     `json:"epochs"`          // passes over the training data
 	Share  float64 `json:"share,omitempty"` // fraction of the pairs trained on (0: not a knob)
+	// Kept is the epoch whose weights a policy kept, validated after each
+	// of its epochs (Config.EpochSelect), Epochs being the most it
+	// trained; 0: the last, not chosen among several.
+	Kept int `json:"epoch_kept,omitempty"`
 }
 
-// String writes s as "lr 1e-04, β 0.1, 2 epochs, 60% of the pairs".
+// String writes s as "lr 1e-04, β 0.1, 2 epochs, 60% of the pairs", with
+// the epoch kept when there is one: "lr 3e-04, β 0.03, 3 epochs (epoch 2
+// kept), 100% of the pairs".
 func (s Setting) String() string {
 	parts := []string{fmt.Sprintf("lr %.0e", s.LR)}
 	if s.Beta != 0 {
@@ -25,6 +31,9 @@ func (s Setting) String() string {
 		parts = append(parts, "1 epoch")
 	} else {
 		parts = append(parts, fmt.Sprintf("%d epochs", s.Epochs))
+	}
+	if s.Kept != 0 {
+		parts[len(parts)-1] += fmt.Sprintf(" (epoch %d kept)", s.Kept)
 	}
 	if s.Share != 0 {
 		parts = append(parts, fmt.Sprintf("%.0f%% of the pairs", 100*s.Share))

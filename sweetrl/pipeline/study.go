@@ -266,7 +266,9 @@ func RunSeeds(ctx context.Context, c Config, n int) error {
 // ReportSeeds prints and writes the study (as RunSeeds does) over the
 // results.json files that earlier runs left in OutDir/seed-S for the n
 // seeds c.Seed, c.Seed + 1, …, without training anything: the study of
-// seeds run separately (one at a time, or on several machines).
+// seeds run separately (one at a time, or on several machines). Seeds of
+// another family, or run with and without per-epoch validation
+// (Result.EpochSelect), are refused.
 func ReportSeeds(c Config, n int) error {
 	var results []*Result
 	for i := range n {
@@ -279,12 +281,24 @@ func ReportSeeds(c Config, n int) error {
 		if res.Family != c.Family || res.Seed != seed {
 			return fmt.Errorf("%s: the %s family at seed %d, want %s at seed %d", path, res.Family, res.Seed, c.Family, seed)
 		}
+		if len(results) > 0 && res.EpochSelect != results[0].EpochSelect {
+			return fmt.Errorf("%s: seed %d ran %s per-epoch validation, seed %d %s: a study combines runs of one design",
+				path, seed, withOrWithout(res.EpochSelect), results[0].Seed, withOrWithout(results[0].EpochSelect))
+		}
 		if len(results) > 0 && res.Machine != results[0].Machine {
 			fmt.Fprintf(c.Log, "note: seed %d ran on %q, seed %d on %q\n", seed, res.Machine, results[0].Seed, results[0].Machine)
 		}
 		results = append(results, res)
 	}
 	return writeStudy(c, results)
+}
+
+// withOrWithout is "with" for true, "without" for false.
+func withOrWithout(b bool) string {
+	if b {
+		return "with"
+	}
+	return "without"
 }
 
 // ReadResult reads a run's results.json.

@@ -49,6 +49,9 @@ func TestSettings(t *testing.T) {
 	if s := (Setting{LR: 3e-4, Beta: 0.3, Epochs: 2, Share: 0.6}).String(); s != "lr 3e-04, β 0.3, 2 epochs, 60% of the pairs" {
 		t.Errorf("String = %q", s)
 	}
+	if s := (Setting{LR: 3e-4, Beta: 0.03, Epochs: 3, Share: 1, Kept: 2}).String(); s != "lr 3e-04, β 0.03, 3 epochs (epoch 2 kept), 100% of the pairs" {
+		t.Errorf("String = %q", s)
+	}
 }
 
 // result is a one-seed result with rows of the given outcomes (2 tasks).
@@ -111,13 +114,16 @@ func TestCompare(t *testing.T) {
 }
 
 // TestStudy runs a miniature seeds study of the tally family with the
-// equal tuning budget and the diagnostics: every method validates the same
-// number of settings, the DPO methods record their log-ratios, every
-// diagnostic row runs, and the study compares the methods over the seeds.
+// equal tuning budget, per-epoch validation and the diagnostics (train
+// demo --full): every method validates the same number of settings, every
+// policy keeps an epoch of its setting, the DPO methods record their
+// log-ratios, every diagnostic row runs, and the study compares the
+// methods over the seeds.
 func TestStudy(t *testing.T) {
 	c := tiny(t, "tally", t.TempDir())
 	from := t.TempDir()
 	c.K, c.RLTasks, c.ValTasks, c.Settings, c.Diagnostics, c.BestOfN, c.DataFraction = 6, 8, 3, 2, true, 2, 0.2
+	c.EpochSelect = true
 	for _, seed := range []uint64{3, 4} {
 		cs := c
 		cs.Seed, cs.From = seed, filepath.Join(from, "seed-"+string(rune('0'+seed)))
@@ -188,14 +194,23 @@ func TestStudy(t *testing.T) {
 			if pref != (rw.ChosenLogRatio != nil) || (rw.Method != "SFT start" && rw.Method != RowBestOfN) != (rw.Setting != nil) {
 				t.Errorf("%s %s: setting %v, log-ratios %v", seed, rw.Method, rw.Setting, rw.ChosenLogRatio)
 			}
+			if set := rw.Setting; set != nil && (set.Epochs > 1 && (set.Kept < 1 || set.Kept > set.Epochs) || set.Epochs == 1 && set.Kept != 0) {
+				t.Errorf("%s %s: setting %v: want the epoch kept of its %d named (of more than one)", seed, rw.Method, set, set.Epochs)
+			}
+		}
+		if !res.EpochSelect {
+			t.Errorf("%s: results.json does not record the per-epoch validation", seed)
 		}
 		// a choice per policy (rft, mtdpo, 4 actors) and per critic (2), each of 2 settings
 		if len(res.Choices) != 8 {
 			t.Errorf("%s: %d choices, want 8: %q", seed, len(res.Choices), res.Choices)
 		}
-		for _, ch := range res.Choices {
+		for i, ch := range res.Choices {
 			if !strings.Contains(ch, "of 2 settings") {
 				t.Errorf("%s: choice %q is not one of 2 settings", seed, ch)
+			}
+			if policy := !strings.HasPrefix(ch, "critic"); policy != strings.Contains(ch, "each at its best epoch") {
+				t.Errorf("%s: choice %d, %q: want each policy setting's best epoch, and the critics' last", seed, i, ch)
 			}
 		}
 		for _, cr := range res.Critics {

@@ -42,6 +42,14 @@ type SFTOptions struct {
 	// from the newest valid checkpoint there, if any (trainer.Trainer.Resume):
 	// the metrics then go to the RunDir.
 	Checkpoints Checkpoints
+	// AfterStep, when set, is called after each optimizer step with the
+	// number of steps taken (1, 2, …, Steps), the adapter holding that
+	// step's weights (trainer.Config.AfterStep): to validate the model
+	// at given steps of the run — the ends of its epochs — and keep the
+	// best, as early stopping does; the schedule stays the whole run's.
+	// A resumed run calls it for the steps it takes. An error stops the
+	// run and is returned.
+	AfterStep func(step int) error
 }
 
 // SFTTuning is the schedule and optimizer of SupervisedFT when they are
@@ -84,6 +92,7 @@ func SupervisedFTContext(ctx context.Context, m *llama.Model, ad *llama.Adapter,
 		Steps: o.Steps, MicroBatches: 1, Comm: o.Comm, Zero: o.Zero, OverlapReduce: o.OverlapReduce, Schedule: sched, AdamW: adamw,
 		MetricsDir: o.MetricsDir, PeakFLOPS: o.PeakFLOPS,
 		RunDir: o.Checkpoints.RunDir, CheckpointEvery: o.Checkpoints.Every, KeepCheckpoints: o.Checkpoints.Keep, Compress: o.Checkpoints.Compress,
+		AfterStep: o.AfterStep,
 	}, out)
 	if err != nil {
 		return err
