@@ -51,7 +51,7 @@ race: setup
 # and reversed), then the op conformance suite through the Go backend.
 test-emu: setup emu-test
 	$(GO) test -count=1 -tags cudaemu ./engine/cuda/ ./model/...
-	$(GO) test -count=1 -tags cudaemu -run BackendCUDA ./cmd/train/
+	$(GO) test -count=1 -tags cudaemu -run 'BackendCUDA|BenchAttentionConfigs' ./cmd/train/
 	$(GO) test -count=1 -tags cudaemu ./bench/...
 	TW_EMU_REVERSE=1 $(GO) test -count=1 -tags cudaemu ./engine/cuda/
 

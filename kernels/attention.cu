@@ -9,7 +9,9 @@
 //   Workspace of the forward: tw_attention_workspace gives
 //   split·nq·h·(dh+2)·4 bytes when the launch decodes with its keys split
 //   in split > 1 chunks (see Decoding below), else 0; 16-byte aligned.
-//   Configuration (tw_attention_config; 0 is the default), forward:
+//   Configuration (tw_attention_config; 0 is the default), forward; the
+//   tile fields tune bf16, and f32 (the plain path) runs its one tiling
+//   whatever they say (dec_split applies to both):
 //   fwd_rows 64 or 128 (default 128 for bf16, 64 for f32), fwd_keys 32, 64
 //   or 128 (default for bf16 128 at head widths over 64, else 64; 32 for
 //   f32), fwd_stages 1, 2 or 3 (default 2), dec_keys 64 or 128 (default 64
@@ -766,23 +768,24 @@ int dec_auto_split(int64_t nk, int64_t g, int64_t nseq) {
 }
 
 // The plan of a forward launch of nq query rows over nseq sequences at head
-// width dh; f32: the dtype's defaults are f32's.
+// width dh; f32: the plain path's one tiling, whatever cfg says (its tile
+// fields tune bf16), with cfg's dec_split.
 FwdPlan fwd_plan(int64_t nq, int64_t nk, int64_t g, int64_t nseq, int64_t dh, bool f32,
                  const tw_attention_config *cfg) {
 	const tw_attention_config c = cfg ? *cfg : tw_attention_config{};
 	FwdPlan p;
 	p.decode = nseq > 0 && nq <= 2 * nseq;
 	if (!p.decode) {
-		p.rows = c.fwd_rows ? c.fwd_rows : f32 ? 64 : 128;
-		p.keys = c.fwd_keys ? c.fwd_keys : f32 ? 32 : dh > 64 ? 128 : 64;
-		p.stages = c.fwd_stages ? c.fwd_stages : 2;
-		p.frags = c.fwd_warp_rows ? c.fwd_warp_rows / 16 : 1;
+		p.rows = f32 ? 64 : c.fwd_rows ? c.fwd_rows : 128;
+		p.keys = f32 ? 32 : c.fwd_keys ? c.fwd_keys : dh > 64 ? 128 : 64;
+		p.stages = f32 || !c.fwd_stages ? 2 : c.fwd_stages;
+		p.frags = f32 || !c.fwd_warp_rows ? 1 : c.fwd_warp_rows / 16;
 		p.kwarps = 1;
 		p.split = 1;
 	} else {
-		p.kwarps = c.dec_key_warps ? c.dec_key_warps : 1;
+		p.kwarps = f32 || !c.dec_key_warps ? 1 : c.dec_key_warps;
 		p.rows = p.kwarps > 1 ? 16 : 64;
-		p.keys = c.dec_keys ? c.dec_keys : f32 ? 32 : 64;
+		p.keys = f32 ? 32 : c.dec_keys ? c.dec_keys : 64;
 		p.stages = p.keys <= 64 ? 3 : 2; // two tiles in flight, or one of 128 keys
 		p.frags = 1;
 		p.split = c.dec_split ? c.dec_split : dec_auto_split(nk, g, nseq);
@@ -835,6 +838,30 @@ template <class F> cudaError_t fwd_dispatch(tw_dtype dt, int64_t dh, int keys, i
 }
 
 } // namespace
+
+extern "C" const char *tw_attention_check(const tw_attention_config *cfg, tw_dtype dt, int64_t dh) {
+	if (!fwd_config_ok(cfg)) return "a forward or decoding field has a value the kernels do not take";
+	if (dh <= 0) return "the head width is not positive";
+	const size_t optin = smem_optin();
+	for (const bool decode : {false, true}) {
+		// A launch's plan: four sequences of 1024 queries each, or of one.
+		const int64_t nseq = 4, nq = decode ? nseq : 1024 * nseq;
+		const FwdPlan p = fwd_plan(nq, 1024 * nseq, 1, nseq, dh, dt == TW_F32, cfg);
+		size_t bytes = 0;
+		const cudaError_t e = fwd_dispatch(dt, dh, p.keys, p.frags, p.kwarps, [&](auto *t, auto dw, auto nw, auto, auto kww) {
+			typedef std::remove_pointer_t<decltype(t)> T;
+			bytes = FwdSmem<T, decltype(dw)::value, decltype(nw)::value, decltype(kww)::value>::bytes(p.rows, p.stages);
+			return cudaSuccess;
+		});
+		if (e != cudaSuccess)
+			return decode ? "decoding's tiles are not compiled for this dtype and head width"
+			              : "the forward's tiles are not compiled for this dtype and head width";
+		if (optin > 0 && bytes > optin)
+			return decode ? "decoding's tiles need more shared memory than this device has"
+			              : "the forward's tiles need more shared memory than this device has";
+	}
+	return nullptr;
+}
 
 extern "C" size_t tw_attention_workspace(int64_t nq, int64_t nk, int64_t h, int64_t g, int64_t dh, int64_t nseq,
                                          const tw_attention_config *cfg) {

@@ -20,7 +20,8 @@
 //   Llama-3.1-8B heads at 2k and 8k tokens, causal or not: 1.05-1.07× the
 //   64, 128, 2 of before), else 64, 128, 2 (attention.cuh's kBwdConfigs128,
 //   which the sweep's tw_attention_configs lists too). bf16 with dh ≤ 64:
-//   64, 128, 2 only. f32: 64, 64, 1 only. bwd_split: any ≥ 1; 0 picks one
+//   64, 128, 2 only. f32: 64, 64, 1 only, whatever cfg's tile fields say
+//   (they tune bf16; bwd_split applies to both). bwd_split: any ≥ 1; 0 picks one
 //   from the SM count (split_of). Other values: cudaErrorInvalidValue.
 //   Workspace: tw_attention_backward_workspace(nq, nk, h, g, dh, cfg) bytes
 //   (layout below); the same device must be current for both calls, as the
@@ -689,10 +690,11 @@ BwdConfig default_bf16(int64_t dh) {
 }
 
 // The configuration cfg asks for with dtype dt (bf16: is_bf16) at head
-// width dh, 0 fields taking the default.
+// width dh, 0 fields taking the default; f32 runs its one configuration
+// whatever cfg says (the tile fields tune bf16).
 BwdConfig resolve(const tw_attention_config *cfg, bool is_bf16, int64_t dh) {
 	BwdConfig c = is_bf16 ? default_bf16(dh) : kDefaultF32;
-	if (cfg) {
+	if (cfg && is_bf16) {
 		if (cfg->bwd_rows) c.rows = cfg->bwd_rows;
 		if (cfg->bwd_keys) c.keys = cfg->bwd_keys;
 		if (cfg->bwd_stages) c.stages = cfg->bwd_stages;
@@ -775,6 +777,22 @@ template <class F> cudaError_t dispatch(tw_dtype dt, int64_t dh, BwdConfig c, F 
 }
 
 } // namespace
+
+extern "C" const char *tw_attention_backward_check(const tw_attention_config *cfg, tw_dtype dt, int64_t dh) {
+	if (cfg && (cfg->bwd_rows < 0 || cfg->bwd_keys < 0 || cfg->bwd_stages < 0 || cfg->bwd_split < 0))
+		return "a backward field is negative";
+	if (dh <= 0) return "the head width is not positive";
+	size_t bytes = 0;
+	const cudaError_t e = dispatch(dt, dh, resolve(cfg, dt == TW_BF16, dh), [&](auto *t, auto width, auto br, auto bc, auto stages) {
+		typedef std::remove_pointer_t<decltype(t)> T;
+		bytes = BwdSmem<T, decltype(width)::value, decltype(br)::value, decltype(bc)::value, decltype(stages)::value>::bytes;
+		return cudaSuccess;
+	});
+	if (e != cudaSuccess) return "the backward's tiles are not compiled for this dtype and head width";
+	const size_t optin = smem_optin();
+	if (optin > 0 && bytes > optin) return "the backward's tiles need more shared memory than this device has";
+	return nullptr;
+}
 
 extern "C" size_t tw_attention_backward_workspace(int64_t nq, int64_t nk, int64_t h, int64_t g, int64_t dh,
                                                    const tw_attention_config *cfg) {

@@ -184,6 +184,13 @@ size_t tw_attention_workspace(int64_t nq, int64_t nk, int64_t h, int64_t g, int6
  * backward's, the defaults first): writes the first max of them to out (out
  * may be NULL) and returns how many there are. */
 int tw_attention_configs(tw_attention_config *out, int max);
+/* Whether the forward's and decoding's configuration of cfg (NULL: the
+ * defaults) runs attention of dtype dt at head width dh on the current
+ * device: NULL if so, else a sentence saying what does not (a field's value,
+ * tiles not compiled for dt and dh, more shared memory than the device has).
+ * tw_attention_backward_check says the same of the backward's fields. */
+const char *tw_attention_check(const tw_attention_config *cfg, tw_dtype dt, int64_t dh);
+const char *tw_attention_backward_check(const tw_attention_config *cfg, tw_dtype dt, int64_t dh);
 /* engine.Backend.AttentionBackward (attention_backward.cu): gradients shaped
  * as their tensors above; workspace: tw_attention_backward_workspace(nq, nk,
  * h, g, dh, cfg) bytes, with the same device current. */

@@ -25,9 +25,14 @@ func openNCCL(b engine.Backend, store engine.Store, rank, size int, timeout time
 }
 
 // openCUDA opens the cuda backend on GPU device with the GEMM named by
-// --gemm ("": cuBLASLt where one is found, own or cublas).
-func openCUDA(gemm string, device int) (engine.Backend, error) {
-	b, err := cuda.New(cuda.Options{GEMM: gemm, Device: device})
+// --gemm ("": cuBLASLt where one is found, own or cublas) and the attention
+// configuration of --attention-config ("": the kernels' defaults).
+func openCUDA(gemm, attention string, device int) (engine.Backend, error) {
+	attn, err := cuda.ParseAttentionConfig(attention)
+	if err != nil {
+		return nil, fmt.Errorf("--attention-config: %w", err)
+	}
+	b, err := cuda.New(cuda.Options{GEMM: gemm, Device: device, Attention: attn})
 	if err != nil {
 		return nil, fmt.Errorf("--backend cuda: %w", err)
 	}

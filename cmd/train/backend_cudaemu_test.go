@@ -11,13 +11,33 @@ import (
 )
 
 // TestBackendCUDAEmulated runs commands on --backend cuda over the kernel
-// emulator: generation with our GEMM, cuBLAS refused (the emulator has
-// none), and SFT with --recompute, whose losses must match the CPU's.
+// emulator: generation with our GEMM, with an attention configuration and
+// the same text, a configuration that does not parse or does not fit the
+// model refused, cuBLAS
+// refused (the emulator has none), and SFT with --recompute, whose losses
+// must match the CPU's.
 func TestBackendCUDAEmulated(t *testing.T) {
-	if _, err := runCmd(t, runGenerate, "", "--preset", "tiny", "--bos-only", "--max-new", "4", "--backend", "cuda", "--gemm", "own"); err != nil {
+	gen := []string{"--preset", "tiny", "--bos-only", "--max-new", "4", "--backend", "cuda", "--gemm", "own"}
+	plain, err := runCmd(t, runGenerate, "", gen...)
+	if err != nil {
 		t.Errorf("generate on the emulator: %v", err)
 	}
-	_, err := runCmd(t, runGenerate, "", "--preset", "tiny", "--bos-only", "--max-new", "1", "--backend", "cuda", "--gemm", "cublas")
+	tuned, err := runCmd(t, runGenerate, "", append(gen, "--attention-config", "dec.split=1")...)
+	if err != nil || tuned != plain {
+		t.Errorf("generate with --attention-config dec.split=1: %q, %v; want %q as with the defaults", tuned, err, plain)
+	}
+	_, err = runCmd(t, runGenerate, "", append(gen, "--attention-config", "fwd.rows")...)
+	if err == nil || !strings.Contains(err.Error(), "--attention-config") {
+		t.Errorf("--attention-config fwd.rows: %v, want an error naming the flag", err)
+	}
+	// A configuration the kernels are not built for at this model's dtype
+	// and head width (bf16 at 16; f32 runs one tiling whatever it says) is
+	// an error before the model runs, not a failed launch.
+	_, err = runCmd(t, runGenerate, "", append(gen, "--dtype", "bf16", "--attention-config", "dec.keys=128")...)
+	if err == nil || !strings.Contains(err.Error(), `attention configuration "dec.keys=128"`) {
+		t.Errorf("--attention-config dec.keys=128 at the tiny model's head width: %v, want an error naming the configuration", err)
+	}
+	_, err = runCmd(t, runGenerate, "", "--preset", "tiny", "--bos-only", "--max-new", "1", "--backend", "cuda", "--gemm", "cublas")
 	if err == nil || !strings.Contains(err.Error(), "only available on a real GPU") {
 		t.Errorf("--gemm cublas on the emulator: %v", err)
 	}
@@ -49,7 +69,7 @@ func TestBenchAttentionConfigs(t *testing.T) {
 		t.Fatal(err)
 	}
 	lines := strings.Fields(out)
-	if len(lines) < 2 || lines[0] != "fwd.rows=128,fwd.keys=64,fwd.stages=2" {
+	if len(lines) < 2 || lines[0] != "fwd.rows=128,fwd.keys=128,fwd.stages=2" {
 		t.Fatalf("--attention-configs printed %q", out)
 	}
 	for _, l := range lines {

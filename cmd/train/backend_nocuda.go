@@ -9,7 +9,7 @@ import (
 	"github.com/turnwise/turnwise/engine"
 )
 
-func openCUDA(string, int) (engine.Backend, error) {
+func openCUDA(string, string, int) (engine.Backend, error) {
 	return nil, errors.New("--backend cuda: this binary has no CUDA backend: build it with -tags cuda (GPU) or -tags cudaemu (kernel emulator)")
 }
 

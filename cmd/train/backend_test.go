@@ -14,7 +14,8 @@ import (
 )
 
 // TestBackendFlagsEverywhere checks that every subcommand that runs a model
-// takes --backend, --gemm and --threads, and that exactly the trainers take
+// takes --backend, --gemm, --attention-config and --threads, and that
+// exactly the trainers take
 // --recompute.
 func TestBackendFlagsEverywhere(t *testing.T) {
 	for _, c := range []struct {
@@ -30,7 +31,7 @@ func TestBackendFlagsEverywhere(t *testing.T) {
 			if !errors.Is(err, pflag.ErrHelp) {
 				t.Fatalf("--help: %v", err)
 			}
-			for _, f := range []string{"--backend", "--gemm", "--threads"} {
+			for _, f := range []string{"--backend", "--gemm", "--attention-config", "--threads"} {
 				if !strings.Contains(usage.String(), f) {
 					t.Errorf("no %s flag:\n%s", f, usage.String())
 				}
@@ -53,6 +54,7 @@ func TestBackendFlagErrors(t *testing.T) {
 		{[]string{"--gemm", "cublas"}, "--gemm cublas: the cpu backend"},
 		{[]string{"--backend", "cuda", "--gemm", "fast"}, `unknown --gemm "fast"`},
 		{[]string{"--backend", "tpu"}, `unknown --backend "tpu"`},
+		{[]string{"--attention-config", "fwd.rows=64"}, "--attention-config fwd.rows=64: the cpu backend has no attention tiles"},
 	} {
 		args := append([]string{"--preset", "tiny", "--bos-only", "--max-new", "1"}, c.args...)
 		_, err := runCmd(t, runGenerate, "", args...)

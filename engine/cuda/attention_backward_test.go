@@ -114,7 +114,6 @@ func TestAttentionBackwardRefusesConfigs(t *testing.T) {
 		{AttentionConfig{BwdKeys: 32}, engine.BF16, 128},
 		{AttentionConfig{BwdStages: 3}, engine.BF16, 128},
 		{AttentionConfig{BwdRows: 128}, engine.BF16, 64}, // the sweep is built at width 128 only
-		{AttentionConfig{BwdKeys: 128}, engine.F32, 128}, // f32: the default only
 	} {
 		b := attnBwdBackend(t, x.cfg)
 		c := enginetest.AttnBwdCase{Name: "small", H: 2, G: 1, Dh: x.dh, Seqs: [][4]int{{0, 5, 0, 5}}}
@@ -122,6 +121,13 @@ func TestAttentionBackwardRefusesConfigs(t *testing.T) {
 		if !strings.Contains(msg, "AttentionBackward") {
 			t.Errorf("config %q, %v, width %d: panic %q, want a failure naming AttentionBackward", x.cfg, x.dt, x.dh, msg)
 		}
+	}
+	// The tile fields tune bf16: f32 runs its one configuration whatever
+	// they say, and still matches the reference.
+	b := attnBwdBackend(t, AttentionConfig{BwdRows: 128, BwdKeys: 128, BwdStages: 1})
+	c := enginetest.AttnBwdCase{Name: "small", H: 2, G: 1, Dh: 128, Seqs: [][4]int{{0, 5, 0, 5}}}
+	if msg := catch(func() { enginetest.AttentionBackwardCheck(t, b, c, engine.F32, 1) }); msg != "" {
+		t.Errorf("f32 under bf16's tiles: %s", msg)
 	}
 }
 

@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/turnwise/turnwise/engine"
 )
 
 // AttentionConfig holds the attention kernels' tile sizes and pipeline
@@ -137,4 +139,29 @@ func sharedMemoryOptin() int {
 		return 0
 	}
 	return int(v)
+}
+
+// CheckAttention implements engine.AttentionChecker: an error naming the
+// backend's attention configuration and what in it does not run attention
+// of dt at head width headDim on this device (a value the kernels do not
+// take, tiles not compiled for dt and headDim, more shared memory than the
+// device has), or nil.
+func (b *Backend) CheckAttention(dt engine.DType, headDim int) error {
+	if dt != engine.F32 && dt != engine.BF16 {
+		return fmt.Errorf("attention at %s: the kernels take f32 and bf16", dt)
+	}
+	cfg := b.attention.cConfig()
+	b.enter() // the shared-memory limit is the current device's
+	defer b.exit()
+	cdt := C.tw_dtype(dt)
+	for _, msg := range []*C.char{C.tw_attention_check(&cfg, cdt, C.int64_t(headDim)), C.tw_attention_backward_check(&cfg, cdt, C.int64_t(headDim))} {
+		if msg != nil {
+			what := b.attention.String()
+			if what == "" {
+				what = "the defaults"
+			}
+			return fmt.Errorf("attention configuration %q at %s, head width %d: %s", what, dt, headDim, C.GoString(msg))
+		}
+	}
+	return nil
 }

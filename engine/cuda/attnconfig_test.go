@@ -146,3 +146,40 @@ func TestAttentionConfigs(t *testing.T) {
 		})
 	}
 }
+
+// TestCheckAttention: CheckAttention says, before any launch, which part of
+// a configuration does not run a model's attention, and passes the ones that
+// do.
+func TestCheckAttention(t *testing.T) {
+	for _, c := range []struct {
+		cfg  AttentionConfig
+		dt   engine.DType
+		dh   int
+		want string // "" for none
+	}{
+		{AttentionConfig{}, engine.BF16, 128, ""},
+		{AttentionConfig{}, engine.BF16, 64, ""},
+		{AttentionConfig{}, engine.F32, 128, ""},
+		{AttentionConfig{FwdKeys: 64, FwdWarpRows: 32, DecKeyWarps: 4}, engine.BF16, 128, ""},
+		{AttentionConfig{FwdKeys: 128, DecKeyWarps: 4, BwdRows: 64}, engine.F32, 16, ""}, // f32 runs its one tiling
+		{AttentionConfig{FwdKeys: 128}, engine.BF16, 64, "the forward's tiles are not compiled"},
+		{AttentionConfig{FwdWarpRows: 32, FwdKeys: 128}, engine.BF16, 128, "the forward's tiles are not compiled"},
+		{AttentionConfig{DecKeyWarps: 4}, engine.BF16, 64, "decoding's tiles are not compiled"},
+		{AttentionConfig{BwdRows: 128}, engine.BF16, 64, "the backward's tiles are not compiled"},
+		{AttentionConfig{FwdStages: 4}, engine.BF16, 128, "a value the kernels do not take"},
+		{AttentionConfig{}, engine.F16, 128, "the kernels take f32 and bf16"},
+	} {
+		b, err := New(Options{Attention: c.cfg})
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = b.CheckAttention(c.dt, c.dh)
+		b.Close()
+		if c.want == "" && err != nil {
+			t.Errorf("%q at %v, width %d: %v", c.cfg, c.dt, c.dh, err)
+		}
+		if c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)) {
+			t.Errorf("%q at %v, width %d: error %v, want one containing %q", c.cfg, c.dt, c.dh, err, c.want)
+		}
+	}
+}

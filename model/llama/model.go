@@ -44,6 +44,9 @@ type Model struct {
 // newModel returns the model of weights w, read from source ("" for none;
 // see Model.Source).
 func newModel(b engine.Backend, c Config, w *Weights, dt engine.DType, source string) (*Model, error) {
+	if err := engine.CheckAttention(b, dt, c.HeadDim); err != nil {
+		return nil, err
+	}
 	freqs := engine.RoPEFreqs(c.HeadDim, c.RopeTheta, c.RopeScale)
 	inv, err := engine.Alloc(b, engine.F32, len(freqs))
 	if err != nil {
