@@ -8,7 +8,6 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/turnwise/turnwise/data"
 	"github.com/turnwise/turnwise/engine"
 	"github.com/turnwise/turnwise/metrics"
 	"github.com/turnwise/turnwise/model/llama"
@@ -21,15 +20,7 @@ import (
 // same weights), and an error from it stops the run after that step.
 func TestSFTAfterStep(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 6))
-	var ex []data.Example
-	for range 3 {
-		s := randSeq(r, 10, func(int) float32 { return 1 })
-		loss := make([]bool, len(s.IDs))
-		for i := range loss {
-			loss[i] = i > 0
-		}
-		ex = append(ex, data.Example{IDs: s.IDs, Loss: loss})
-	}
+	ex := sftExamples(r, 3)
 	weights := func(m *llama.Model, ad *llama.Adapter) map[string][]float32 {
 		w := map[string][]float32{}
 		ad.Each(func(n string, x *engine.Tensor) { w[n] = engine.ToF32(m.Backend(), x) })

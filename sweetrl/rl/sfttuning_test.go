@@ -17,15 +17,7 @@ import (
 // reference's, by the learning rate it records per step.
 func TestSFTTuning(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 8))
-	var ex []data.Example
-	for range 3 {
-		s := randSeq(r, 10, func(int) float32 { return 1 })
-		loss := make([]bool, len(s.IDs))
-		for i := range loss {
-			loss[i] = i > 0
-		}
-		ex = append(ex, data.Example{IDs: s.IDs, Loss: loss})
-	}
+	ex := sftExamples(r, 3)
 	const lr = 1e-2
 	adamw := optim.AdamWConfig{Beta1: 0.9, Beta2: 0.95, Eps: 1e-8}
 	tests := []struct {
@@ -63,4 +55,19 @@ func TestSFTTuning(t *testing.T) {
 			}
 		})
 	}
+}
+
+// sftExamples returns n random examples of 10 tokens for SupervisedFT, every
+// token after the first in the loss.
+func sftExamples(r *rand.Rand, n int) []data.Example {
+	var ex []data.Example
+	for range n {
+		s := randSeq(r, 10, func(int) float32 { return 1 })
+		loss := make([]bool, len(s.IDs))
+		for i := range loss {
+			loss[i] = i > 0
+		}
+		ex = append(ex, data.Example{IDs: s.IDs, Loss: loss})
+	}
+	return ex
 }
