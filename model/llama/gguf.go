@@ -164,7 +164,7 @@ func LoadGGUF(b engine.Backend, path string, dt engine.DType) (*Model, error) {
 	if err := held.checkHeld(c); err != nil {
 		return nil, err
 	}
-	w, err := allocWeights(b, c, dt)
+	w, err := allocModel(b, c, dt)
 	if err != nil {
 		return nil, err
 	}

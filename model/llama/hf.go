@@ -429,7 +429,7 @@ func LoadHF(b engine.Backend, dir string, dt engine.DType) (*Model, error) {
 	if err := held.checkHeld(c); err != nil {
 		return nil, err
 	}
-	w, err := allocWeights(b, c, dt)
+	w, err := allocModel(b, c, dt)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", dir, err)
 	}

@@ -17,7 +17,7 @@ func NewRandom(b engine.Backend, c Config, dt engine.DType, std float64, seed ui
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
-	w, err := allocWeights(b, c, dt)
+	w, err := allocModel(b, c, dt)
 	if err != nil {
 		return nil, err
 	}

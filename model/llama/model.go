@@ -41,12 +41,20 @@ type Model struct {
 	Source string
 }
 
-// newModel returns the model of weights w, read from source ("" for none;
-// see Model.Source).
-func newModel(b engine.Backend, c Config, w *Weights, dt engine.DType, source string) (*Model, error) {
+// allocModel returns fresh weights for a model of configuration c at dtype
+// dt on b, once b has said that its attention runs c's heads at dt
+// (engine.CheckAttention): a backend configured for other shapes fails
+// before any weight is allocated or read.
+func allocModel(b engine.Backend, c Config, dt engine.DType) (*Weights, error) {
 	if err := engine.CheckAttention(b, dt, c.HeadDim); err != nil {
 		return nil, err
 	}
+	return allocWeights(b, c, dt)
+}
+
+// newModel returns the model of weights w, read from source ("" for none;
+// see Model.Source).
+func newModel(b engine.Backend, c Config, w *Weights, dt engine.DType, source string) (*Model, error) {
 	freqs := engine.RoPEFreqs(c.HeadDim, c.RopeTheta, c.RopeScale)
 	inv, err := engine.Alloc(b, engine.F32, len(freqs))
 	if err != nil {
