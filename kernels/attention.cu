@@ -204,17 +204,6 @@ struct FwdArgs {
 // offset, an XOR with a constant and an immediate.
 template <int C> __device__ __forceinline__ int swz(int r, int c) { return (r * C + swz_chunk<C>(r, c)) * 16; }
 
-// 2^x: the SFU instruction (flush-to-zero; 2^-inf = 0) on a GPU, exp2f here.
-__device__ __forceinline__ float fast_exp2(float x) {
-#ifdef __CUDA_ARCH__
-	float y;
-	asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-	return y;
-#else
-	return exp2f(x);
-#endif
-}
-
 // cp.async.wait_group n for n known only at run time (0 … 2).
 __device__ __forceinline__ void cp_async_wait_upto(int n) {
 	if (n <= 0) cp_async_wait<0>();

@@ -26,7 +26,8 @@
 //   Workspace: tw_attention_backward_workspace(nq, nk, h, g, dh, cfg) bytes
 //   (layout below); the same device must be current for both calls, as the
 //   default split depends on it.
-//   Numerics: P = exp2(s·scale·log2 e − lse·log2 e) in f32; dS = P∘(dP − D)
+//   Numerics: P = exp2(s·scale·log2 e − lse·log2 e) in f32 (the SFU's
+//   ex2, flushing results below 2^-126 to 0, as the forward's); dS = P∘(dP − D)
 //   with D = rowsum(dO∘O) in f32; bf16 products on tensor cores with P and
 //   dS rounded to bf16 as operands (dS from the rounded P), f32
 //   accumulation; dQ and dK scaled by scale once, at the end. Deterministic: no float atomics, and every sum
@@ -513,7 +514,7 @@ __global__ void __launch_bounds__(2 * BC, BC == 64 ? 2 : 1) attn_bwd_kernel(cons
 				const float2 l = *(const float2 *)(l2 + col);
 				TW_UNROLL
 				for (int e = 0; e < 4; e++) {
-					float p = exp2f(fmaf(s[n][e], a.sl2, -(e % 2 ? l.y : l.x)));
+					float p = fast_exp2(fmaf(s[n][e], a.sl2, -(e % 2 ? l.y : l.x)));
 					if (masked && key0 + 8 * (e / 2) > lm[col + e % 2]) p = 0.0f;
 					s[n][e] = p;
 				}
