@@ -52,11 +52,12 @@
 //
 // Blocks. Warp w of a block owns the 16M rows 16Mw … 16Mw+16M−1 of the
 // block's rows, M = fwd_warp_rows/16 fragments of 16 (FwdMath): 4 or 8
-// warps of 16 rows, or 2 or 4 of 32, for 64 or 128 rows (R below). Work items are (sequence,
-// key/value head, tile of R of the sequence's qLen·h/g query rows); the
-// launcher sizes the grid by attention.cuh's tiles_bound, ceil(rows/R) + nseq
-// tiles per key/value head, and each block finds its (sequence, tile) by
-// find_tile (QueryTiles); blocks past the end do nothing. Within a sequence
+// warps of 16 rows, or 2 or 4 of 32, for 64 or 128 rows (R below). Work
+// items are (sequence, key/value head, tile of R of the sequence's
+// qLen·h/g query rows); the launcher sizes the grid by attention.cuh's
+// tiles_bound, ceil(rows/R) + nseq tiles per key/value head, and each block
+// finds its (sequence, tile) by find_tile (QueryTiles); blocks past the end
+// do nothing. Within a sequence
 // the blocks take the query tiles last first, the costliest (most keys)
 // being scheduled first.
 //
