@@ -107,13 +107,17 @@ func testAttention(t *testing.T, b engine.Backend) {
 // AttentionTunables runs bf16 forward cases at head width 128 (Llama's,
 // where kernels have tunable tiles) against the float64 reference, each
 // twice (same bits): a causal sequence spanning several query and key tiles
-// of every size, a non-causal pair, and a decoding batch of different cache
+// of every size, two packed causal sequences at Llama's 4 heads per group,
+// a non-causal pair, and a decoding batch of different cache
 // lengths (flash-decoding's key chunks: several per sequence, some empty). A
 // backend whose attention kernels take a configuration runs it once per
 // configuration.
 func AttentionTunables(t *testing.T, b engine.Backend) {
 	cases := []attnCase{
 		{name: "T=150 H4/G2 dh128", h: 4, g: 2, dh: 128, seqs: packed(150)},
+		// Llama's 4 heads per group, several query tiles per sequence with
+		// a partial last one, two sequences packed.
+		{name: "packed 70,201 H8/G2 dh128", h: 8, g: 2, dh: 128, seqs: packed(70, 201)},
 		{name: "non-causal packed 33,70 H2/G2 dh128", h: 2, g: 2, dh: 128, seqs: packed(33, 70), nonCausal: true},
 		{name: "decode batch H8/G2 dh128", h: 8, g: 2, dh: 128,
 			seqs: [][4]int{{0, 1, 0, 300}, {1, 1, 300, 1}, {2, 1, 301, 130}, {3, 1, 431, 64}, {4, 1, 495, 257}}},
