@@ -151,12 +151,13 @@
 // rows, 64 keys, 2 stages), 224 KiB at the largest (128, 128, 3: H100
 // only); decoding 112 KiB (64 keys, 3 stages) or 144 KiB (128 keys, 2).
 // Registers (ptxas -v of nvcc 11.8, sm_90 / sm_80; __launch_bounds__(256)
-// allows 255): 169 / 171 at N = 32, 174 / 177 at N = 64, 241 / 241 at
+// allows 255): 173 / 171 at N = 32, 171 / 177 at N = 64, 241 / 241 at
 // N = 128, none spilled; so one 8-warp block or two 4-warp blocks per SM
-// (D = 64: 130 / 128; f32 at D = 128: 177 / 202; no spills anywhere). At
-// 32 rows per warp (__launch_bounds__(128)): 254 / 254 at N = 32, no
-// spill; 255 at N = 64 with 28 bytes spilled (S's k-loop is unrolled by 2
-// there, as fully unrolled ptxas hoists its loads and spills more). The
+// (D = 64: 133 / 130; f32 at D = 128: 203 / 206; no spills). At 32 rows
+// per warp (__launch_bounds__(128)): 252 / 249 at N = 32, no spill; 255
+// at N = 64 with 24 bytes spilled (S's k-loop is unrolled by 2 there, as
+// fully unrolled ptxas hoists its loads and spills more); the 4 warps of a
+// decoding key split (KW = 4): 171 / 172 at N = 128, 166 at N = 64. The
 // loop body at N = 64 is about 410 instructions per warp and tile on the
 // common path (no mask, no rescale) for its 128 mma.sync and 63 ldmatrix.
 #include <algorithm>
