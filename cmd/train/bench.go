@@ -23,6 +23,11 @@
 //		train bench --backend cuda --suite kernels --filter '^attention/' --attention-config $c --reps 3 --out OUT/$c.json
 //	done
 //
+// and, to sum up Nsight Compute's counters of the kernels run.sh's profile
+// step profiled (one raw-page CSV per case):
+//
+//	train bench profile --out OUT/profile.md attn-fwd.csv attn-bwd.csv sdpa-bwd.csv
+//
 // Results carry the commit from the binary's version-control stamp; a build
 // without one (-buildvcs=false, an exported tree) sets it with
 // -ldflags "-X github.com/turnwise/turnwise/internal/buildinfo.commit=$(git rev-parse HEAD)".
@@ -33,9 +38,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/turnwise/turnwise/bench"
+	"github.com/turnwise/turnwise/bench/ncu"
 	"github.com/turnwise/turnwise/bench/suite"
 	"github.com/turnwise/turnwise/bench/target"
 )
@@ -45,6 +54,9 @@ import (
 func runBench(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if len(args) > 0 && args[0] == "report" {
 		return runBenchReport(args[1:], stdin, stdout, stderr)
+	}
+	if len(args) > 0 && args[0] == "profile" {
+		return runBenchProfile(args[1:], stdin, stdout, stderr)
 	}
 	fs := newFlags("bench", stderr)
 	var o suite.Options
@@ -137,4 +149,50 @@ func runBenchReport(args []string, _ io.Reader, stdout, stderr io.Writer) error 
 		return err
 	}
 	return bench.ReportFiles(fs.Args(), *out, stdout)
+}
+
+// runBenchProfile prints one table of the kernels that Nsight Compute
+// profiled: each file is a raw-page CSV (ncu --page raw --csv --print-units
+// base) named after its case; --brief prints one line per kernel instead.
+func runBenchProfile(args []string, _ io.Reader, stdout, stderr io.Writer) error {
+	fs := newFlags("bench profile", stderr)
+	out := fs.String("out", "", "write the table to this file (default: stdout)")
+	brief := fs.Bool("brief", false, "one line per kernel: its time, the shares of peak that bound it, its top stall")
+	if err := parseArgs(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() == 0 {
+		return errors.New("bench profile: name at least one ncu raw-page CSV file")
+	}
+	var ks []ncu.Kernel
+	for _, path := range fs.Args() {
+		f, err := os.Open(path)
+		if err != nil {
+			return err
+		}
+		k, err := ncu.Read(f, strings.TrimSuffix(filepath.Base(path), ".csv"))
+		f.Close()
+		if err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		ks = append(ks, k...)
+	}
+	w := stdout
+	if *out != "" {
+		f, err := os.Create(*out)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		w = f
+	}
+	if *brief {
+		for _, k := range ks {
+			if _, err := fmt.Fprintln(w, k.Brief()); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return ncu.WriteTable(w, ks)
 }

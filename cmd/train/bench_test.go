@@ -129,3 +129,46 @@ func TestBenchJSONStdout(t *testing.T) {
 		t.Errorf("--json - with --baseline: %v, want it refused", err)
 	}
 }
+
+// TestBenchProfile checks that train bench profile tables the kernels of
+// Nsight Compute's raw CSV pages, one case per file, and names a file it
+// cannot read.
+func TestBenchProfile(t *testing.T) {
+	dir := t.TempDir()
+	csv := `"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Block Size","Grid Size","Device","CC","gpu__time_duration.sum","sm__throughput.avg.pct_of_peak_sustained_elapsed","smsp__average_warps_issue_stalled_barrier_per_issue_active.ratio"
+"","","","","","","","","","","","nsecond","%",""
+"0","1","train","h","void attn_fwd_kernel<2>(FwdArgs)","1","7","(128, 1, 1)","(16, 32, 1)","0","9.0","250000","70.5","3.25"
+`
+	path := filepath.Join(dir, "attn-fwd.csv")
+	if err := os.WriteFile(path, []byte(csv), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := runCmd(t, runBench, "", "profile", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"| attn-fwd | `attn_fwd_kernel<2>` | (16, 32, 1) | (128, 1, 1) |", "| 250.0 | 70.5 |", "barrier 3.25"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table lacks %q:\n%s", want, out)
+		}
+	}
+	md := filepath.Join(dir, "profile.md")
+	if _, err := runCmd(t, runBench, "", "profile", "--brief", "--out", md, path); err != nil {
+		t.Fatal(err)
+	}
+	if raw, err := os.ReadFile(md); err != nil || strings.TrimSpace(string(raw)) != "attn-fwd: 250 µs SM 70% stall barrier 3.2" {
+		t.Errorf("--brief wrote %q (%v)", raw, err)
+	}
+	bad := filepath.Join(dir, "empty.csv")
+	if err := os.WriteFile(bad, []byte("==PROF== No kernels were profiled.\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"profile", bad}, {"profile", filepath.Join(dir, "missing.csv")}} {
+		if _, err := runCmd(t, runBench, "", args...); err == nil || !strings.Contains(err.Error(), args[1]) {
+			t.Errorf("train bench %v: error %v, want one naming the file", args, err)
+		}
+	}
+	if _, err := runCmd(t, runBench, "", "profile"); err == nil {
+		t.Error("no files: no error")
+	}
+}

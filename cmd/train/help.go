@@ -40,7 +40,7 @@ it); a second signal exits at once.`
 }
 
 // helps returns every subcommand's help, keyed by its name ("bench report"
-// for the subcommand of bench).
+// and "bench profile" for the subcommands of bench).
 func helps() map[string]help {
 	var families []string
 	for _, name := range pipeline.Families {
@@ -65,7 +65,7 @@ a run started again with the same --out resumes.
 			},
 		},
 		"bench": {
-			usage: []string{"train bench [flags]", "train bench report [--out FILE.md] RESULT.json..."},
+			usage: []string{"train bench [flags]", "train bench report [--out FILE.md] RESULT.json...", "train bench profile [--brief] [--out FILE.md] NCU.csv..."},
 			text: `Measures every engine op (achieved TFLOP/s or GB/s, % of the GEMM and copy
 ceilings measured in the same run, our GEMM beside the vendor's) and a LoRA
 training step and generation of a model with random weights (tokens/s, MFU,
@@ -84,6 +84,19 @@ report and the gate, --json prints that JSON instead of the tables.`,
 ratios (ours over the peer, ours over the ceilings) and the targets' verdicts.`,
 			examples: []example{
 				{"ours against the PyTorch peers measured on the same GPU", "train bench report --out bench.md bench-kernels.json bench-step.json bench-torch.json"},
+			},
+		},
+		"bench profile": {
+			usage: []string{"train bench profile [--brief] [--out FILE.md] NCU.csv..."},
+			text: `One table of the kernels Nsight Compute profiled, from its raw page
+(ncu --import REPORT --page raw --csv --print-units base > CASE.csv; the
+GPU bundle's profile step writes them): per kernel its grid, registers,
+shared memory, time, the share of the SM's, the memory system's and the
+tensor pipe's peak it sustained, its occupancy, and the stall reasons with
+the most cycles per issued instruction. A metric the profile lacks is left
+blank.`,
+			examples: []example{
+				{"the bundle's attention profiles, ours beside SDPA's", "train bench profile --out profile.md attn-fwd.csv attn-bwd.csv sdpa-fwd.csv sdpa-bwd.csv"},
 			},
 		},
 		"collectives": {

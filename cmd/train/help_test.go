@@ -11,9 +11,9 @@ import (
 )
 
 // helpNames returns every subcommand with a help: the table's, bench
-// report and help.
+// report, bench profile and help.
 func helpNames() []string {
-	return append(slices.Sorted(maps.Keys(commands())), "bench report", "help")
+	return append(slices.Sorted(maps.Keys(commands())), "bench report", "bench profile", "help")
 }
 
 // TestHelp checks that every subcommand's help, from train help X and from

@@ -79,7 +79,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			return 0
 		}
 		c, ok := cmds[args[1]]
-		if !ok || len(args) > 3 || (len(args) == 3 && name != "bench report") {
+		if !ok || len(args) > 3 || (len(args) == 3 && name != "bench report" && name != "bench profile") {
 			fmt.Fprintf(stderr, "train help: no subcommand %q\n\n", name)
 			usage(stderr, cmds)
 			return 2

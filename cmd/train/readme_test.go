@@ -361,7 +361,7 @@ func checkInvocations(invs []invocation) []string {
 			continue
 		}
 		cmd, args := inv.args[:1], inv.args[1:]
-		if sub == "bench" && len(args) > 0 && args[0] == "report" {
+		if sub == "bench" && len(args) > 0 && (args[0] == "report" || args[0] == "profile") {
 			cmd, args = inv.args[:2], inv.args[2:]
 		}
 		key := strings.Join(cmd, " ")

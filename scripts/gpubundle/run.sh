@@ -51,6 +51,14 @@
 #                     attn-sweep.tar.gz (on the emulator bundle, at the small
 #                     shapes, where configurations compiled only for head
 #                     width 128 are refused: a check of the step itself)
+#   profile           Nsight Compute's counters (ncu, clocks left alone) of
+#                     one launch of each case TW_BUNDLE_PROFILE names (our
+#                     attention forward, backward and decoding at 2k) and of
+#                     SDPA's flash forward and backward at the same shape:
+#                     a table (time, SM, memory and tensor-pipe shares of
+#                     peak, occupancy, top stall reasons) in its log, one
+#                     line per kernel in its note, the reports in
+#                     logs.tar.gz's bench/profile/
 #   collectives       one GPU rank over NCCL (PyTorch's, found by the torch
 #                     step), started by `train launch`: `train collectives`
 #                     checks every collective and times the all-reduce (with
@@ -106,6 +114,9 @@
 #                      at the limit comes first, as selftest.sh shows)
 #   TW_PYTHON          the python3 to use for the PyTorch steps
 #   TW_SANITIZER       the compute-sanitizer to use
+#   TW_NCU             the ncu (Nsight Compute) to use
+#   TW_BUNDLE_PROFILE  the profile step's cases, LABEL@FILTER@KERNEL each,
+#                      space-separated (see PROFILE_CASES below)
 set -u -o pipefail
 
 if [ $# -ne 1 ] || [ "${1#-}" != "$1" ]; then
@@ -445,6 +456,14 @@ step_model() {
 CONFORMANCE_OPS="gemm attention rmsnorm rope swiglu layernorm bias gelu logsoftmax embedding adamw_lora"
 export CONFORMANCE_OPS
 
+# The kernel cases the profile step gives Nsight Compute, LABEL@FILTER@KERNEL
+# each (FILTER: train bench's --filter; KERNEL: a regular expression ncu
+# matches with kernel names, the first launch after one being profiled):
+# our attention forward and backward at Llama-3.1-8B's heads and 2k tokens,
+# and decoding 16 sequences of 2k keys. TW_BUNDLE_PROFILE replaces them.
+PROFILE_CASES=${TW_BUNDLE_PROFILE:-attn-fwd@^attention/fwd/bf16/b1xT2048/@attn_fwd_kernel attn-bwd@^attention/bwd/bf16/b1xT2048/@attn_bwd_kernel attn-decode@^attention/decode/bf16/b16xK2048/@attn_fwd_kernel}
+export PROFILE_CASES
+
 step_conformance_8b() {
 	gpu_only "runs the miniature shapes only (the conformance step)"
 	load_torch
@@ -527,12 +546,16 @@ step_collectives_cpu() { collectives 2 29532 --backend cpu --threads 1 --sizes 1
 
 # sanitize TOOL runs compute-sanitizer's TOOL over the GEMM and attention
 # tests at their small shapes.
+# cuda_tool NAME [PATH…] prints where CUDA's tool NAME is: on PATH, else the
+# newest of /usr/local/cuda*/bin/NAME and the PATHs given (globs expanded).
+cuda_tool() {
+	command -v "$1" 2>/dev/null && return
+	ls -d /usr/local/cuda*/bin/"$1" "${@:2}" 2>/dev/null | sort -V | tail -1
+}
+
 sanitize() {
 	gpu_only "runs no sanitizer"
-	local cs=${TW_SANITIZER:-}
-	if [ -z "$cs" ]; then
-		cs=$(command -v compute-sanitizer 2>/dev/null || ls -d /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | sort -V | tail -1)
-	fi
+	local cs=${TW_SANITIZER:-$(cuda_tool compute-sanitizer)}
 	[ -n "$cs" ] && [ -x "$cs" ] || skip "compute-sanitizer not found (on PATH or under /usr/local/cuda*/bin)"
 	load_torch
 	cd "$B" || exit 1
@@ -664,6 +687,64 @@ step_attn_sweep() {
 	note "$n of $(wc -l <<<"$cfgs") configurations run${failed:+ (failed:$failed)}$out; best: $best"
 }
 
+# step_profile runs Nsight Compute over one launch of each kernel case
+# PROFILE_CASES names (ours; then SDPA's flash kernels at the same shape,
+# where PyTorch was found): the Speed-of-Light, launch, occupancy, warp-state,
+# compute and memory sections, with the clocks left alone (METHOD: ncu's
+# own clock control changes what is measured). Each case leaves its report
+# (CASE.ncu-rep), the report's details page with ncu's own findings
+# (CASE.txt) and its raw page (CASE.csv) in logs.tar.gz's bench/profile/,
+# and one table of them all (profile.md, train bench profile); the note has
+# one line per kernel.
+step_profile() {
+	gpu_only "has no hardware counters"
+	local cs=${TW_NCU:-$(cuda_tool ncu /opt/nvidia/nsight-compute/*/ncu)}
+	[ -n "$cs" ] && [ -x "$cs" ] || skip "ncu (Nsight Compute) not found (on PATH, under /usr/local/cuda*/bin or /opt/nvidia/nsight-compute; set TW_NCU)"
+	load_torch
+	cd "$B" || exit 1
+	local dir=$WORK/bench/profile spec label filter kern to rc csvs=() failed=""
+	mkdir -p "$dir"
+	local sections=(--section SpeedOfLight --section LaunchStats --section Occupancy --section WarpStateStats
+		--section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis --section SchedulerStats)
+	# profile LABEL KERNEL-REGEX SKIP COMMAND… profiles the first launch of a
+	# kernel whose name matches after SKIP such launches, in COMMAND.
+	profile() {
+		local label=$1 kern=$2 nskip=$3
+		shift 3
+		to=$(($(left) - 15))
+		[ "$to" -ge 10 ] || { failed="$failed $label(no time left)"; return; }
+		progress "$label: ncu -k regex:$kern"
+		ours timeout -s QUIT -k 5 "$to" "$cs" --clock-control none --target-processes all -k "regex:$kern" \
+			--launch-skip "$nskip" --launch-count 1 "${sections[@]}" -f -o "$dir/$label" "$@" >"$dir/$label.out" 2>&1
+		rc=$?
+		if [ "$rc" -ne 0 ] || [ ! -s "$dir/$label.ncu-rep" ]; then
+			failed="$failed $label"
+			progress "$label: failed (exit status $rc): $(grep -m1 -E '==ERROR==|error|panic' "$dir/$label.out" | cut -c1-160)"
+			return
+		fi
+		"$cs" --import "$dir/$label.ncu-rep" --page details >"$dir/$label.txt" 2>&1
+		"$cs" --import "$dir/$label.ncu-rep" --page raw --csv --print-units base >"$dir/$label.csv" 2>&1 &&
+			csvs+=("$dir/$label.csv") || failed="$failed $label(import)"
+	}
+	for spec in $PROFILE_CASES; do
+		IFS='@' read -r label filter kern <<<"$spec"
+		profile "$label" "$kern" 1 bin/train bench --backend cuda --suite kernels --filter "$filter" \
+			--reps 1 --min-time 1ms --quiet
+	done
+	if [ -n "${TORCH_PY:-}" ] && [ -e "$B/peers/torch_peers.py" ]; then
+		local peer=(env -C "$B/peers" PYTHONUNBUFFERED=1 "$TORCH_PY" torch_peers.py --suite attention --attn-seqs 2048
+			--reps 1 --min-time 0.001 --copy-mib 64 --gemm-size 1024 --json "$dir/torch.json")
+		# The forward is launched once by the probe, then by the timing; the
+		# backward's main kernel once per probe and timing too.
+		profile sdpa-fwd 'flash_fwd_kernel' 1 "${peer[@]}"
+		profile sdpa-bwd 'flash_bwd_dq_dk_dv' 1 "${peer[@]}"
+	fi
+	[ "${#csvs[@]}" -gt 0 ] || { note "nothing profiled (failed:${failed:- none}; see the log and bench/profile/)"; exit 1; }
+	ours bin/train bench profile --out "$dir/profile.md" "${csvs[@]}" && cat "$dir/profile.md" || exit 1
+	note "$(ours bin/train bench profile --brief "${csvs[@]}" | paste -sd';' - | sed 's/;/; /g')${failed:+ (failed:$failed)}"
+	[ -z "$failed" ] || exit 1
+}
+
 step_peers() {
 	gpu_only "runs no PyTorch peer"
 	load_torch
@@ -759,11 +840,11 @@ step_gate() {
 	note "$n kernels slower than $label (another commit: informational; ${commit:0:12}, this bundle's $TW_BUNDLE_COMMIT): $names"
 }
 
-export -f ours logged note progress skip gpu_only left max1 load_torch no_data sanitize collectives bench_step report \
+export -f ours logged note progress skip gpu_only left max1 load_torch no_data cuda_tool sanitize collectives bench_step report \
 	run_test test_message tests_finish tests_note tests_end gotests json_meta same_commit
 export -f step_device step_torch step_conformance step_conformance_8b step_model step_stories \
 	step_selftest step_collectives step_collectives_cpu step_memcheck step_racecheck step_synccheck step_bench_kernels \
-	step_bench_step step_bench_step_own step_attn_sweep step_peers step_bench_report step_gate
+	step_bench_step step_bench_step_own step_attn_sweep step_profile step_peers step_bench_report step_gate
 
 # ---- running and recording ----
 
@@ -1006,6 +1087,7 @@ step bench-report 20
 # again at the end, with bench-step-own).
 step bench-step-own 120
 step attn-sweep 90
+step profile 150
 step collectives 30
 step collectives-cpu 30
 step gate 90
