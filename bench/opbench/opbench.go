@@ -90,6 +90,7 @@ var ShapeSets = map[string][]Config{
 func Cases(c Config, dt engine.DType) []Case {
 	cases := GemmCases(c, dt)
 	cases = append(cases, LoRACases(c, dt)...)
+	cases = append(cases, MLPLayoutCases(c, dt)...)
 	cases = append(cases, AttentionCases(c, dt)...)
 	cases = append(cases, NonCausalAttentionCases(c, dt)...)
 	return append(cases, MemoryCases(c, dt)...)
@@ -190,6 +191,42 @@ func LoRACases(c Config, dt engine.DType) []Case {
 			dt, rr, n, g.in, false, true, 0, rr, g.in, n, g.in)
 		a.Bound = bench.Memory
 		cases = append(cases, a)
+	}
+	return cases
+}
+
+// MLPLayoutCases weigh fusing the MLP's gate and up projections into one
+// GEMM each way, which the model could do only with its MLP activations
+// stored feature-major (gate, up and SwiGLU's output [F, N], so that gate
+// and up are the row blocks of one [2F, N] product and dx one GEMM over
+// 2F): the model's GEMMs as they are (mlp_now: gate alone forward, the
+// input gradient of gate and then of up, accumulated) against the fused
+// ones and the down projection reading and writing the feature-major
+// layout (mlp_fm). The down projection as it is, is GemmCases' down. A GPU
+// run's table decides whether the other layout pays on that device's
+// GEMMs: forward 2·gate against gate_up plus down's difference, backward
+// gate's and up's dx against gate_up's.
+func MLPLayoutCases(c Config, dt engine.DType) []Case {
+	n, d, f := c.Tokens, c.Dim, c.FFN
+	var cases []Case
+	for _, v := range []struct {
+		name           string
+		m, nn, k       int
+		transA, transB bool
+		beta           float32
+		aRows, aCols   int
+		bRows, bCols   int
+	}{
+		{"mlp_now_gate/fwd", n, f, d, false, true, 0, n, d, f, d},              // gate = h2·Wgateᵀ
+		{"mlp_now_gate/dx", n, d, f, false, false, 0, n, f, f, d},              // dh2 = dgate·Wgate
+		{"mlp_now_up/dx", n, d, f, false, false, 1, n, f, f, d},                // dh2 += dup·Wup
+		{"mlp_fm_gate_up/fwd", 2 * f, n, d, false, true, 0, 2 * f, d, n, d},    // [gate; up]ᵀ = [Wgate; Wup]·h2ᵀ
+		{"mlp_fm_gate_up/dx", n, d, 2 * f, true, false, 0, 2 * f, n, 2 * f, d}, // dh2 = [dgate; dup]ᵀᵀ·[Wgate; Wup]
+		{"mlp_fm_down/fwd", n, d, f, true, true, 0, f, n, d, f},                // down = (actᵀ)ᵀ·Wdownᵀ
+		{"mlp_fm_down/dx", f, n, d, true, true, 0, d, f, n, d},                 // dactᵀ = Wdownᵀ·ddownᵀ
+	} {
+		cases = append(cases, gemmCase(fmt.Sprintf("gemm/%s/%s/%v/%dx%dx%d", c.Name, v.name, dt, v.m, v.nn, v.k),
+			dt, v.m, v.nn, v.k, v.transA, v.transB, v.beta, v.aRows, v.aCols, v.bRows, v.bCols))
 	}
 	return cases
 }

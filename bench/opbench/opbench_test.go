@@ -72,6 +72,10 @@ func TestCounts(t *testing.T) {
 		// The stacked A of q, k, v times xᵀ; gB += s·dyᵀ·tᵀ over the tokens.
 		{"gemm/llama8b-2k/lora_a_qkv/fwd/bf16/48x2048x4096", 2 * 48 * 2048 * 4096, 2 * (48*4096 + 2048*4096 + 48*2048)},
 		{"gemm/llama8b-2k/lora_gB_q/bwd/bf16/4096x16x2048", 2 * 4096 * 16 * 2048, 2 * (2048*4096 + 16*2048 + 2*4096*16)},
+		// The MLP's input gradient as the model runs it (up's accumulated into
+		// gate's: dh2 read and written) and fused over a feature-major [2F, N].
+		{"gemm/llama8b-2k/mlp_now_up/dx/bf16/2048x4096x14336", 2 * 2048 * 4096 * 14336, 2 * (2048*14336 + 14336*4096 + 2*2048*4096)},
+		{"gemm/llama8b-2k/mlp_fm_gate_up/dx/bf16/2048x4096x28672", 2 * 2048 * 4096 * 28672, 2 * (28672*2048 + 28672*4096 + 2048*4096)},
 		// Causal half of QKᵀ and PV: 2·2·T²/2·Dh per head.
 		{"attention/fwd/bf16/b1xT2048/H32/G8/D128", 2 * 2048 * 2048 * 128 * 32, 2*2*2048*32*128 + 2*2*2048*8*128 + 4*2048*32},
 		// bf16 weights and gradient; f32 moments and master copy, read and written.
