@@ -149,11 +149,12 @@ struct BwdConfig {
 };
 
 // The backward's configurations compiled for bf16 at head width 128 (dh in
-// (64, 128]), its default first: rows and keys 64 or 128, stages 1 or 2, all
-// but 128, 128, 2 (229 KiB of shared memory). The backward's dispatch and
-// the sweep's list (tw_attention_configs) both read it.
-constexpr BwdConfig kBwdConfigs128[] = {{64, 128, 2}, {64, 64, 1},   {64, 64, 2},  {64, 128, 1},
-                                        {128, 64, 1}, {128, 64, 2}, {128, 128, 1}};
+// (64, 128]), the small devices' default first: rows and keys 64 or 128,
+// stages 1 or 2 (128, 128, 2 fits only an H100's or H200's 227 KiB of
+// shared memory). The backward's dispatch and the sweep's list
+// (tw_attention_configs) both read it.
+constexpr BwdConfig kBwdConfigs128[] = {{64, 128, 2},  {64, 64, 1},   {64, 64, 2},  {64, 128, 1},
+                                        {128, 64, 1},  {128, 64, 2}, {128, 128, 1}, {128, 128, 2}};
 
 // A bound on the tiles of `tile` rows that sequences of n rows in all, nseq
 // of them, can have: a sequence of m rows has ceil(m/tile) ≤ m/tile + 1

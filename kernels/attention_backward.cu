@@ -14,9 +14,9 @@
 //   Anything else gives cudaErrorInvalidValue.
 //   Configuration (tw_attention_config, 0 = default): bf16 with head width
 //   dh in (64, 128]: bwd_rows ∈ {64, 128}, bwd_keys ∈ {64, 128}, bwd_stages
-//   ∈ {1, 2}, all but rows = keys = 128 with 2 stages (over 227 KiB of
-//   shared memory); default 128, 128, 1 where the device's shared memory
-//   holds it (an H100 or H200: the sweep's fastest on an H200, 2026-11-27,
+//   ∈ {1, 2} (128, 128, 2 needs 226 KiB of shared memory: an H100 or
+//   H200's); default 128, 128, 1 where the device's shared memory holds it
+//   (an A100, H100 or H200: the sweep's fastest on an H200, 2026-11-27,
 //   Llama-3.1-8B heads at 2k and 8k tokens, causal or not: 1.05-1.07× the
 //   64, 128, 2 of before), else 64, 128, 2 (attention.cuh's kBwdConfigs128,
 //   which the sweep's tw_attention_configs lists too). bf16 with dh ≤ 64:
@@ -115,24 +115,29 @@
 // no sequence covers, and zeroes the counters and the ticket.
 //
 // Shared memory (bf16, D = 128; K, V [BC][D], Q, dO [stages][BR][D],
-// dSᵀ [BC][BR+8] (padded: it is written by 32-bit stores of the C layout),
-// lse·log2 e, D, last key per row [stages][BR]), in KiB:
-//   BR, BC, stages = 64, 64, 1: 73.8     64, 64, 2: 106.5 (two blocks per SM)
-//                    64, 128, 1: 114.8   64, 128, 2: 147.5 (an A100's default)
-//                    128, 64, 1: 114.5   128, 64, 2: 180.0
-//                    128, 128, 1: 163.5 (the default)  (128, 128, 2 would be 229.0)
-// so on an A100 (163 KiB) all but 128×64×2 and 128×128×1 fit; bf16 at
-// D = 64, 32: 83.5, 51.5; f32 (64, 64, 1) at D = 128, 64, 32: 145.8, 81.8,
-// 49.8.
+// dSᵀ [BC][BR] (unpadded, its 16-byte chunks swizzled as K's: the 32-bit
+// stores of the C layout and the ldmatrix .trans reads both meet 32
+// different banks), lse·log2 e and D [stages][BR] f32, each row's last key
+// less the block's first [stages][BR] i8), in KiB:
+//   BR, BC, stages = 64, 64, 1: 72.6     64, 64, 2: 105.2 (two blocks per SM)
+//                    64, 128, 1: 112.6   64, 128, 2: 145.2
+//                    128, 64, 1: 113.2   128, 64, 2: 178.3
+//                    128, 128, 1: 161.2 (the default)  128, 128, 2: 226.3
+// so an A100 (163 KiB) holds all but 128×64×2 and 128×128×2, an H100 or
+// H200 (227 KiB) all; bf16 at D = 64, 32: 81.2, 49.2; f32 (64, 64, 1, dSᵀ
+// rows padded by 4 instead) at D = 128, 64, 32: 145.6, 81.6, 49.6.
 // Registers: per lane the dK and dV accumulators (D/2 floats each), Sᵀ and
 // dPᵀ of a 64-row slice (32 each) and P as bf16 A fragments (16).
 // __launch_bounds__ allows 255 (BC = 128: 256 threads, one block per SM;
-// BC = 64: 128 threads, two). nvcc 11.8's ptxas (sm_80 and sm_90): every
-// bf16 configuration at D = 128 uses 252-255 registers without spilling,
-// D = 64 about 210, D = 32 about 195; f32 at D = 128 spills a few dozen
-// bytes (it is not the fast path). That needs the k-loops of Sᵀ/dPᵀ
-// unrolled by 2 and dQ's not at all: fully unrolled, ptxas hoists every
-// fragment load and spills.
+// BC = 64: 128 threads, two). nvcc 11.8's ptxas: every bf16 configuration
+// at D = 128 uses 253-255 registers without spilling on sm_90; on sm_80 the
+// same but for the two that an A100's shared memory cannot hold (128 rows
+// with 2 stages: 4 bytes stored, 12 loaded); D = 64 about 210, D = 32
+// about 181; f32 at D = 128 spills a few dozen bytes (it is not the fast
+// path). That needs the k-loops of Sᵀ/dPᵀ unrolled by 2 and dQ's not at
+// all (fully unrolled, ptxas hoists every fragment load and spills), and
+// dSᵀ's stores addressed from one per-lane pointer (through Tile's at, the
+// default configuration spilled 16 bytes on sm_90).
 //
 // Workspace (each region 256-byte aligned): D [nq·h] f32; the ticket and
 // counters (int); dQ's f32 partial sums [nq, h, dh] (bf16 only, but always
@@ -164,7 +169,10 @@ template <class T, int D> struct Tile {
 
 // Byte offsets of a block's shared memory (every region 16-byte aligned).
 template <class T, int D, int BR, int BC, int STAGES> struct BwdSmem {
-	static constexpr int LDS = BR + 16 / (int)sizeof(T);            // dSᵀ row stride (elements)
+	// dSᵀ's row stride (elements): bf16's rows are BR wide, their chunks
+	// swizzled (Tile<T, BR>); f32's are padded by 4 (its SIMT reads and
+	// writes use plain strides).
+	static constexpr int LDS = std::is_same<T, float>::value ? BR + 4 : BR;
 	static constexpr size_t k = 0;                                   // [BC][D] T: the block's keys
 	static constexpr size_t v = k + sizeof(T) * BC * D;              // [BC][D] T: their values
 	static constexpr size_t q = v + sizeof(T) * BC * D;              // [STAGES][BR][D] T: query rows
@@ -172,10 +180,11 @@ template <class T, int D, int BR, int BC, int STAGES> struct BwdSmem {
 	static constexpr size_t ds = dO + sizeof(T) * STAGES * BR * D;   // [BC][LDS] T: dSᵀ (f32: also Pᵀ)
 	static constexpr size_t lse = ds + sizeof(T) * BC * LDS;         // [STAGES][BR] f32: lse·log2 e
 	static constexpr size_t dd = lse + sizeof(float) * STAGES * BR;  // [STAGES][BR] f32: D
-	static constexpr size_t lim = dd + sizeof(float) * STAGES * BR;  // [STAGES][BR] i32: last key seen
-	static constexpr size_t info = lim + sizeof(int) * STAGES * BR;  // [8] i32: the block's item
+	static constexpr size_t lim = dd + sizeof(float) * STAGES * BR;  // [STAGES][BR] i8: last key seen − j0
+	static constexpr size_t info = lim + STAGES * BR;                // [8] i32: the block's item
 	static constexpr size_t bytes = info + sizeof(int) * 8;
-	static_assert(v % 16 == 0 && q % 16 == 0 && dO % 16 == 0 && ds % 16 == 0 && lse % 16 == 0, "alignment");
+	static_assert(v % 16 == 0 && q % 16 == 0 && dO % 16 == 0 && ds % 16 == 0 && lse % 16 == 0 && info % 4 == 0, "alignment");
+	static_assert(BC <= 128, "a row's last key relative to the block fits an i8");
 };
 
 // ---- Warp-level products ----------------------------------------------------
@@ -388,7 +397,8 @@ __global__ void attn_bwd_prep_kernel(float *__restrict__ Dl, T *__restrict__ dq,
 template <class T, int D, int BR, int BC, int STAGES>
 __global__ void __launch_bounds__(2 * BC, BC == 64 ? 2 : 1) attn_bwd_kernel(const BwdArgs<T> a) {
 	typedef BwdSmem<T, D, BR, BC, STAGES> L;
-	typedef Tile<T, D> TL;
+	typedef Tile<T, D> TL;  // K, V, Q, dO
+	typedef Tile<T, BR> TS; // bf16's dSᵀ
 	constexpr int W = BC / 16, NT = 32 * W, LDS = L::LDS, E = TL::E, C = TL::C;
 	static_assert(BR % kSlice == 0 && BR <= NT, "query tile");
 	extern __shared__ __align__(128) unsigned char smem[];
@@ -396,7 +406,8 @@ __global__ void __launch_bounds__(2 * BC, BC == 64 ? 2 : 1) attn_bwd_kernel(cons
 	T *Ks = (T *)(smem + L::k), *Vs = (T *)(smem + L::v), *Qs = (T *)(smem + L::q), *dOs = (T *)(smem + L::dO);
 	T *dSt = (T *)(smem + L::ds);
 	float *lse2s = (float *)(smem + L::lse), *Ds = (float *)(smem + L::dd);
-	int *lims = (int *)(smem + L::lim), *info = (int *)(smem + L::info);
+	int8_t *lims = (int8_t *)(smem + L::lim);
+	int *info = (int *)(smem + L::info);
 
 	if (warp == 0) {
 		int ticket = lane == 0 ? atomicAdd(a.ticket, 1) : 0;
@@ -453,6 +464,9 @@ __global__ void __launch_bounds__(2 * BC, BC == 64 ? 2 : 1) attn_bwd_kernel(cons
 			cp_async16(dOd + TL::at(r, x), a.dout + o, ok ? 16 : 0);
 		}
 	};
+	// A row's scalars; lim is the last key it sees less j0, clamped to
+	// [−1, BC − 1] (the same test for the block's keys: −1, every key
+	// masked, past the sequence's rows, where P = 0 anyway).
 	struct Row {
 		float lse2, d;
 		int lim;
@@ -461,10 +475,10 @@ __global__ void __launch_bounds__(2 * BC, BC == 64 ? 2 : 1) attn_bwd_kernel(cons
 		const int rho = tile * BR + tid;
 		if (rho >= rows) return Row{INFINITY, 0.0f, -1}; // P = 0
 		const int64_t i = qidx(rho);
-		return Row{a.lse[i] * (float)kLog2e, a.Dl[i], min(rho / rep + off, kl - 1)};
+		return Row{a.lse[i] * (float)kLog2e, a.Dl[i], max(-1, min(min(rho / rep + off, kl - 1) - j0, BC - 1))};
 	};
 	auto put_row = [&](int buf, Row r) {
-		lse2s[buf * BR + tid] = r.lse2, Ds[buf * BR + tid] = r.d, lims[buf * BR + tid] = r.lim;
+		lse2s[buf * BR + tid] = r.lse2, Ds[buf * BR + tid] = r.d, lims[buf * BR + tid] = (int8_t)r.lim;
 	};
 
 	if (lo < hi) load_q(0, hi - 1);
@@ -477,6 +491,7 @@ __global__ void __launch_bounds__(2 * BC, BC == 64 ? 2 : 1) attn_bwd_kernel(cons
 	zero(dka);
 	zero(dva);
 	const int kw = 16 * warp;         // the warp's first key in the block
+	T *const dsr = dSt + (kw + gq) * BR + 2 * tq; // bf16: the lane's first row of dSᵀ, its word in a chunk
 	const int key0 = j0 + kw + gq;    // the lane's keys: key0, key0 + 8
 	for (int i = hi - 1, st = 0; i >= lo; i--, st++) {
 		const int buf = STAGES == 2 ? st & 1 : 0;
@@ -496,7 +511,7 @@ __global__ void __launch_bounds__(2 * BC, BC == 64 ? 2 : 1) attn_bwd_kernel(cons
 		}
 		const T *Qb = Qs + buf * BR * D, *dOb = dOs + buf * BR * D;
 		const float *l2 = lse2s + buf * BR, *Db = Ds + buf * BR;
-		const int *lm = lims + buf * BR;
+		const int8_t *lm = lims + buf * BR;
 		const int r0 = i * BR;
 
 		TW_UNROLL_BY(1)
@@ -515,7 +530,7 @@ __global__ void __launch_bounds__(2 * BC, BC == 64 ? 2 : 1) attn_bwd_kernel(cons
 				TW_UNROLL
 				for (int e = 0; e < 4; e++) {
 					float p = fast_exp2(fmaf(s[n][e], a.sl2, -(e % 2 ? l.y : l.x)));
-					if (masked && key0 + 8 * (e / 2) > lm[col + e % 2]) p = 0.0f;
+					if (masked && kw + gq + 8 * (e / 2) > lm[col + e % 2]) p = 0.0f;
 					s[n][e] = p;
 				}
 			}
@@ -525,7 +540,7 @@ __global__ void __launch_bounds__(2 * BC, BC == 64 ? 2 : 1) attn_bwd_kernel(cons
 			// operand dV sums): fewer registers live than with P in f32.
 			// f32: Pᵀ, then dSᵀ, go through the warp's own rows of the dSᵀ
 			// buffer as A operands.
-			T *dSw = dSt + kw * LDS + c0; // the warp's 16 rows of dSᵀ, this slice's columns
+			T *dSw = dSt + kw * LDS + c0; // f32: the warp's 16 rows of dSᵀ, this slice's columns
 			uint32_t pa[kSlice / 16][4];
 			if constexpr (is_mma<T>()) {
 				TW_UNROLL
@@ -560,7 +575,9 @@ __global__ void __launch_bounds__(2 * BC, BC == 64 ? 2 : 1) attn_bwd_kernel(cons
 					TW_UNROLL
 					for (int r = 0; r < 4; r++) {
 						da[r] = pack2<T>(dp[2 * kk + r / 2][2 * (r % 2)], dp[2 * kk + r / 2][2 * (r % 2) + 1]);
-						*(uint32_t *)(dSw + (gq + 8 * (r % 2)) * LDS + 16 * kk + 8 * (r / 2) + 2 * tq) = da[r];
+						// TS::at(kw + gq + 8·(r%2), c0 + 16kk + 8·(r/2) + 2tq): both rows'
+						// chunks swizzled by gq (kw is a multiple of 16).
+						*(uint32_t *)(dsr + 8 * (r % 2) * BR + ((c0 / 8 + 2 * kk + r / 2) ^ gq) * E) = da[r];
 					}
 					mma_kstep<T, D, D>(dka, da, Qb, c0 + 16 * kk, 0);
 				}
@@ -600,7 +617,7 @@ __global__ void __launch_bounds__(2 * BC, BC == 64 ? 2 : 1) attn_bwd_kernel(cons
 				TW_UNROLL_BY(1)
 				for (int kk = 0; kk < BC / 16; kk++) {
 					uint32_t af[4]; // A[m][k] = dSᵀ[k][m]
-					ldmatrix_x4_trans(af, dSt + (16 * kk + lane % 8 + 8 * (lane / 16)) * LDS + m0 + 8 * (lane / 8 % 2));
+					ldmatrix_x4_trans(af, dSt + TS::at(16 * kk + lane % 8 + 8 * (lane / 16), m0 + 8 * (lane / 8 % 2)));
 					mma_kstep<T, D, DQ>(acc, af, Ks, 16 * kk, d0);
 				}
 			} else {
@@ -679,7 +696,7 @@ __global__ void __launch_bounds__(2 * BC, BC == 64 ? 2 : 1) attn_bwd_kernel(cons
 
 namespace {
 
-constexpr BwdConfig kDefaultBf16 = kBwdConfigs128[0]; // bf16's only one at D = 32, 64; an A100's at 128
+constexpr BwdConfig kDefaultBf16 = kBwdConfigs128[0]; // bf16's only one at D = 32, 64; at 128 where kLargeBf16 does not fit
 constexpr BwdConfig kLargeBf16{128, 128, 1};           // the default at D = 128 where it fits
 constexpr BwdConfig kDefaultF32{64, 64, 1};            // f32's only one
 

@@ -49,7 +49,7 @@ func TestAttentionBackwardConfigs(t *testing.T) {
 		split []int
 	}
 	var runs []run
-	compiled := [][3]int{{64, 64, 1}, {64, 64, 2}, {64, 128, 1}, {64, 128, 2}, {128, 64, 1}, {128, 64, 2}, {128, 128, 1}}
+	compiled := [][3]int{{64, 64, 1}, {64, 64, 2}, {64, 128, 1}, {64, 128, 2}, {128, 64, 1}, {128, 64, 2}, {128, 128, 1}, {128, 128, 2}}
 	for _, rks := range compiled {
 		cfg := AttentionConfig{BwdRows: rks[0], BwdKeys: rks[1], BwdStages: rks[2]}
 		runs = append(runs, run{causal, engine.BF16, cfg, []int{1, 3}}, run{nonCausal, engine.BF16, cfg, []int{2}})
@@ -97,8 +97,8 @@ func TestAttentionBackwardConfigs(t *testing.T) {
 // table, rounded up to whole KiB): the configurations over a device's
 // opt-in limit (an A100's 163 KiB) cannot run there.
 var bwdSmem128 = map[[3]int]int{
-	{64, 64, 1}: 74 << 10, {64, 64, 2}: 107 << 10, {64, 128, 1}: 115 << 10, {64, 128, 2}: 148 << 10,
-	{128, 64, 1}: 115 << 10, {128, 64, 2}: 180 << 10, {128, 128, 1}: 164 << 10,
+	{64, 64, 1}: 73 << 10, {64, 64, 2}: 106 << 10, {64, 128, 1}: 113 << 10, {64, 128, 2}: 146 << 10,
+	{128, 64, 1}: 114 << 10, {128, 64, 2}: 179 << 10, {128, 128, 1}: 162 << 10, {128, 128, 2}: 227 << 10,
 }
 
 // TestAttentionBackwardRefusesConfigs: configurations the backward is not
@@ -109,7 +109,7 @@ func TestAttentionBackwardRefusesConfigs(t *testing.T) {
 		dt  engine.DType
 		dh  int
 	}{
-		{AttentionConfig{BwdRows: 128, BwdKeys: 128, BwdStages: 2}, engine.BF16, 128}, // over 227 KiB of shared memory
+		{AttentionConfig{BwdRows: 32}, engine.BF16, 128},
 		{AttentionConfig{BwdRows: 96}, engine.BF16, 128},
 		{AttentionConfig{BwdKeys: 32}, engine.BF16, 128},
 		{AttentionConfig{BwdStages: 3}, engine.BF16, 128},
