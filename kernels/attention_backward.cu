@@ -15,11 +15,11 @@
 //   Configuration (tw_attention_config, 0 = default): bf16 with head width
 //   dh in (64, 128]: bwd_rows ∈ {64, 128}, bwd_keys ∈ {64, 128}, bwd_stages
 //   ∈ {1, 2} (128, 128, 2 needs 226 KiB of shared memory: an H100 or
-//   H200's); default 128, 128, 1 where the device's shared memory holds it
-//   (an A100, H100 or H200: the sweep's fastest on an H200, 2026-11-27,
-//   Llama-3.1-8B heads at 2k and 8k tokens, causal or not: 1.05-1.07× the
-//   64, 128, 2 of before), else 64, 128, 2 (attention.cuh's kBwdConfigs128,
-//   which the sweep's tw_attention_configs lists too). bf16 with dh ≤ 64:
+//   H200's); default 128, 128, 1 on a device whose shared memory holds
+//   128, 128, 2 (an H100 or H200: the sweep's fastest on an H200,
+//   2026-11-27, Llama-3.1-8B heads at 2k and 8k tokens, causal or not:
+//   1.05-1.07× the 64, 128, 2 of before), else 64, 128, 2 (attention.cuh's
+//   kBwdConfigs128, which the sweep's tw_attention_configs lists too). bf16 with dh ≤ 64:
 //   64, 128, 2 only. f32: 64, 64, 1 only, whatever cfg's tile fields say
 //   (they tune bf16; bwd_split applies to both). bwd_split: any ≥ 1; 0 picks one
 //   from the SM count (split_of). Other values: cudaErrorInvalidValue.
@@ -50,7 +50,8 @@
 // (j0 − off)·h/g on) in descending order. K and V stay in shared memory; per
 // query tile, Q and dO (and lse, D of its rows) come in by cp.async into
 // swizzled shared memory, the next tile's while the current one is computed
-// when bwd_stages is 2. Per query tile and 64-row slice of it, each warp,
+// when bwd_stages is 2, and with one stage while the current one's dQ is
+// (which reads neither). Per query tile and 64-row slice of it, each warp,
 // for its 16 keys (mma m16n8k16, fragments by ldmatrix, accumulators in
 // registers):
 //   Sᵀ = K·Qᵀ; Pᵀ = exp2(Sᵀ·scale·log2 e − lse·log2 e), masked only on
@@ -122,7 +123,7 @@
 //   BR, BC, stages = 64, 64, 1: 72.6     64, 64, 2: 105.2 (two blocks per SM)
 //                    64, 128, 1: 112.6   64, 128, 2: 145.2
 //                    128, 64, 1: 113.2   128, 64, 2: 178.3
-//                    128, 128, 1: 161.2 (the default)  128, 128, 2: 226.3
+//                    128, 128, 1: 161.2 (the default on an H100 or H200)  128, 128, 2: 226.3
 // so an A100 (163 KiB) holds all but 128×64×2 and 128×128×2, an H100 or
 // H200 (227 KiB) all; bf16 at D = 64, 32: 81.2, 49.2; f32 (64, 64, 1, dSᵀ
 // rows padded by 4 instead) at D = 128, 64, 32: 145.6, 81.6, 49.6.
@@ -130,10 +131,9 @@
 // dPᵀ of a 64-row slice (32 each) and P as bf16 A fragments (16).
 // __launch_bounds__ allows 255 (BC = 128: 256 threads, one block per SM;
 // BC = 64: 128 threads, two). nvcc 11.8's ptxas: every bf16 configuration
-// at D = 128 uses 253-255 registers without spilling on sm_90; on sm_80 the
-// same but for the two that an A100's shared memory cannot hold (128 rows
-// with 2 stages: 4 bytes stored, 12 loaded); D = 64 about 210, D = 32
-// about 181; f32 at D = 128 spills a few dozen bytes (it is not the fast
+// at D = 128 uses 254-255 registers without spilling on sm_90; on sm_80 the
+// 128-key ones and 128 × 64 × 2 spill 4 bytes (12 loaded); D = 64 about
+// 210, D = 32 about 181; f32 at D = 128 spills a few dozen bytes (it is not the fast
 // path). That needs the k-loops of Sᵀ/dPᵀ unrolled by 2 and dQ's not at
 // all (fully unrolled, ptxas hoists every fragment load and spills), and
 // dSᵀ's stores addressed from one per-lane pointer (through Tile's at, the
@@ -502,13 +502,7 @@ __global__ void __launch_bounds__(2 * BC, BC == 64 ? 2 : 1) attn_bwd_kernel(cons
 				if (tid < BR) next = row_of(i - 1); // stored at the end of the step
 			}
 			cp_async_commit();
-		} else if (st > 0) {
-			load_q(0, i);
-			cp_async_commit();
-			if (tid < BR) put_row(0, row_of(i));
-			cp_async_wait<0>();
-			__syncthreads();
-		}
+		} // one stage: the tile was loaded during the previous step's dQ (below)
 		const T *Qb = Qs + buf * BR * D, *dOb = dOs + buf * BR * D;
 		const float *l2 = lse2s + buf * BR, *Db = Ds + buf * BR;
 		const int8_t *lm = lims + buf * BR;
@@ -593,6 +587,15 @@ __global__ void __launch_bounds__(2 * BC, BC == 64 ? 2 : 1) attn_bwd_kernel(cons
 		int *qc = a.qctr + (int64_t)(qbase + i) * a.g + kvh;
 		if (tid == 0 && kb > 0) acquire_wait(qc, kb);
 		__syncthreads(); // dSᵀ complete; the adds before this one visible
+		if constexpr (STAGES == 1) {
+			// dQ reads dSᵀ and K alone: the one stage's Q, dO and row scalars
+			// are free, and the next tile's come in while dQ is computed.
+			if (i > lo) {
+				load_q(0, i - 1);
+				if (tid < BR) next = row_of(i - 1);
+			}
+			cp_async_commit();
+		}
 		constexpr int DQ = D < 64 ? D : 64, MU = BR / 16, UNITS = MU * (D / DQ);
 		TW_UNROLL_BY(1)
 		for (int u = warp; u < UNITS; u += W) {
@@ -639,11 +642,9 @@ __global__ void __launch_bounds__(2 * BC, BC == 64 ? 2 : 1) attn_bwd_kernel(cons
 				}
 			}
 		}
-		if constexpr (STAGES == 2) {
-			if (i > lo && tid < BR) put_row(buf ^ 1, next);
-			cp_async_wait<0>();
-		}
-		__syncthreads(); // the adds done; this step's buffers free
+		if (i > lo && tid < BR) put_row(STAGES == 2 ? buf ^ 1 : 0, next);
+		cp_async_wait<0>();
+		__syncthreads(); // the adds done; the next tile's Q, dO and scalars in
 		if (tid == 0 && !final_add) release_one(qc);
 	}
 
@@ -700,11 +701,13 @@ constexpr BwdConfig kDefaultBf16 = kBwdConfigs128[0]; // bf16's only one at D = 
 constexpr BwdConfig kLargeBf16{128, 128, 1};           // the default at D = 128 where it fits
 constexpr BwdConfig kDefaultF32{64, 64, 1};            // f32's only one
 
-// The default bf16 configuration at head width dh (see the top).
+// The default bf16 configuration at head width dh (see the top): the large
+// one on the devices of the class it was measured fastest on, whose shared
+// memory holds 128 × 128 × 2 (an H100 or H200; an A100 holds 128 × 128 × 1
+// but not that, and keeps its default until one is measured there).
 BwdConfig default_bf16(int64_t dh) {
 	if (dh <= 64) return kDefaultBf16;
-	const size_t need = BwdSmem<bf16, 128, kLargeBf16.rows, kLargeBf16.keys, kLargeBf16.stages>::bytes;
-	return smem_optin() >= need ? kLargeBf16 : kDefaultBf16;
+	return smem_optin() >= BwdSmem<bf16, 128, 128, 128, 2>::bytes ? kLargeBf16 : kDefaultBf16;
 }
 
 // The configuration cfg asks for with dtype dt (bf16: is_bf16) at head
