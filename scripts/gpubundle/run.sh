@@ -723,7 +723,7 @@ step_profile() {
 			return
 		fi
 		"$cs" --import "$dir/$label.ncu-rep" --page details >"$dir/$label.txt" 2>&1
-		"$cs" --import "$dir/$label.ncu-rep" --page raw --csv --print-units base >"$dir/$label.csv" 2>&1 &&
+		"$cs" --import "$dir/$label.ncu-rep" --page raw --csv --print-units base >"$dir/$label.csv" 2>"$dir/$label.csv.err" &&
 			csvs+=("$dir/$label.csv") || failed="$failed $label(import)"
 	}
 	for spec in $PROFILE_CASES; do
@@ -732,12 +732,14 @@ step_profile() {
 			--reps 1 --min-time 1ms --quiet
 	done
 	if [ -n "${TORCH_PY:-}" ] && [ -e "$B/peers/torch_peers.py" ]; then
-		local peer=(env -C "$B/peers" PYTHONUNBUFFERED=1 "$TORCH_PY" torch_peers.py --suite attention --attn-seqs 2048
+		local peer=(env PYTHONUNBUFFERED=1 "$TORCH_PY" torch_peers.py --suite attention --attn-seqs 2048
 			--reps 1 --min-time 0.001 --copy-mib 64 --gemm-size 1024 --json "$dir/torch.json")
 		# The forward is launched once by the probe, then by the timing; the
 		# backward's main kernel once per probe and timing too.
+		cd "$B/peers" || exit 1
 		profile sdpa-fwd 'flash_fwd_kernel' 1 "${peer[@]}"
 		profile sdpa-bwd 'flash_bwd_dq_dk_dv' 1 "${peer[@]}"
+		cd "$B" || exit 1
 	fi
 	[ "${#csvs[@]}" -gt 0 ] || { note "nothing profiled (failed:${failed:- none}; see the log and bench/profile/)"; exit 1; }
 	ours bin/train bench profile --out "$dir/profile.md" "${csvs[@]}" && cat "$dir/profile.md" || exit 1
