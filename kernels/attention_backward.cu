@@ -19,8 +19,8 @@
 //   128, 128, 2 (an H100 or H200: the sweep's fastest on an H200,
 //   2026-11-27, Llama-3.1-8B heads at 2k and 8k tokens, causal or not:
 //   1.05-1.07× the 64, 128, 2 of before), else 64, 128, 2 (attention.cuh's
-//   kBwdConfigs128, which the sweep's tw_attention_configs lists too). bf16 with dh ≤ 64:
-//   64, 128, 2 only. f32: 64, 64, 1 only, whatever cfg's tile fields say
+//   kBwdConfigs128, which the sweep's tw_attention_configs lists too).
+//   bf16 with dh ≤ 64: 64, 128, 2 only. f32: 64, 64, 1 only, whatever cfg's tile fields say
 //   (they tune bf16; bwd_split applies to both). bwd_split: any ≥ 1; 0 picks one
 //   from the SM count (split_of). Other values: cudaErrorInvalidValue.
 //   Workspace: tw_attention_backward_workspace(nq, nk, h, g, dh, cfg) bytes
@@ -123,7 +123,8 @@
 //   BR, BC, stages = 64, 64, 1: 72.6     64, 64, 2: 105.2 (two blocks per SM)
 //                    64, 128, 1: 112.6   64, 128, 2: 145.2
 //                    128, 64, 1: 113.2   128, 64, 2: 178.3
-//                    128, 128, 1: 161.2 (the default on an H100 or H200)  128, 128, 2: 226.3
+//                    128, 128, 1: 161.2   128, 128, 2: 226.3
+//   (128, 128, 1 is the default on an H100 or H200)
 // so an A100 (163 KiB) holds all but 128×64×2 and 128×128×2, an H100 or
 // H200 (227 KiB) all; bf16 at D = 64, 32: 81.2, 49.2; f32 (64, 64, 1, dSᵀ
 // rows padded by 4 instead) at D = 128, 64, 32: 145.6, 81.6, 49.6.
@@ -133,8 +134,8 @@
 // BC = 64: 128 threads, two). nvcc 11.8's ptxas: every bf16 configuration
 // at D = 128 uses 254-255 registers without spilling on sm_90; on sm_80 the
 // 128-key ones and 128 × 64 × 2 spill 4 bytes (12 loaded); D = 64 about
-// 210, D = 32 about 181; f32 at D = 128 spills a few dozen bytes (it is not the fast
-// path). That needs the k-loops of Sᵀ/dPᵀ unrolled by 2 and dQ's not at
+// 210, D = 32 about 181; f32 at D = 128 spills a few dozen bytes (it is
+// not the fast path). That needs the k-loops of Sᵀ/dPᵀ unrolled by 2 and dQ's not at
 // all (fully unrolled, ptxas hoists every fragment load and spills), and
 // dSᵀ's stores addressed from one per-lane pointer (through Tile's at, the
 // default configuration spilled 16 bytes on sm_90).
