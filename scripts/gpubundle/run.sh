@@ -706,15 +706,17 @@ step_profile() {
 	mkdir -p "$dir"
 	local sections=(--section SpeedOfLight --section LaunchStats --section Occupancy --section WarpStateStats
 		--section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis --section SchedulerStats)
-	# profile LABEL KERNEL-REGEX SKIP COMMAND… profiles the first launch of a
-	# kernel whose name matches after SKIP such launches, in COMMAND.
+	# profile LABEL KERNEL-REGEX SKIP RUN COMMAND… profiles the first launch
+	# of a kernel whose name matches after SKIP such launches, in COMMAND,
+	# run by RUN (ours: with the bundle's libraries first; env: as it is,
+	# for a python3 that keeps its own).
 	profile() {
-		local label=$1 kern=$2 nskip=$3
-		shift 3
+		local label=$1 kern=$2 nskip=$3 run=$4
+		shift 4
 		to=$(($(left) - 15))
 		[ "$to" -ge 10 ] || { failed="$failed $label(no time left)"; return; }
 		progress "$label: ncu -k regex:$kern"
-		ours timeout -s QUIT -k 5 "$to" "$cs" --clock-control none --target-processes all -k "regex:$kern" \
+		"$run" timeout -s QUIT -k 5 "$to" "$cs" --clock-control none --target-processes all -k "regex:$kern" \
 			--launch-skip "$nskip" --launch-count 1 "${sections[@]}" -f -o "$dir/$label" "$@" >"$dir/$label.out" 2>&1
 		rc=$?
 		if [ "$rc" -ne 0 ] || [ ! -s "$dir/$label.ncu-rep" ]; then
@@ -728,7 +730,7 @@ step_profile() {
 	}
 	for spec in $PROFILE_CASES; do
 		IFS='@' read -r label filter kern <<<"$spec"
-		profile "$label" "$kern" 1 bin/train bench --backend cuda --suite kernels --filter "$filter" \
+		profile "$label" "$kern" 1 ours bin/train bench --backend cuda --suite kernels --filter "$filter" \
 			--reps 1 --min-time 1ms --quiet
 	done
 	if [ -n "${TORCH_PY:-}" ] && [ -e "$B/peers/torch_peers.py" ]; then
@@ -737,8 +739,8 @@ step_profile() {
 		# The forward is launched once by the probe, then by the timing; the
 		# backward's main kernel once per probe and timing too.
 		cd "$B/peers" || exit 1
-		profile sdpa-fwd 'flash_fwd_kernel' 1 "${peer[@]}"
-		profile sdpa-bwd 'flash_bwd_dq_dk_dv' 1 "${peer[@]}"
+		profile sdpa-fwd 'flash_fwd_kernel' 1 env "${peer[@]}"
+		profile sdpa-bwd 'flash_bwd_dq_dk_dv' 1 env "${peer[@]}"
 		cd "$B" || exit 1
 	fi
 	[ "${#csvs[@]}" -gt 0 ] || { note "nothing profiled (failed:${failed:- none}; see the log and bench/profile/)"; exit 1; }
