@@ -28,8 +28,8 @@ import (
 type Kernel struct {
 	Case  string // the case it was profiled in (the file's name)
 	Name  string // the kernel's demangled name, without its parameter list
-	Grid  string // grid size, as ncu prints it: "(x, y, z)"
-	Block string // block size
+	Grid  string // grid size, as ncu prints it: "(x, y, z)", or blocks in all (launch__grid_size)
+	Block string // block size, likewise (launch__block_size)
 	// Metrics are the numeric columns by metric name, converted to base
 	// units (time in nanoseconds, sizes in bytes, shares in percent).
 	Metrics map[string]float64
@@ -100,6 +100,13 @@ func Read(r io.Reader, caseName string) ([]Kernel, error) {
 				v = toBase(v, units[j])
 			}
 			k.Metrics[c] = v
+		}
+		// Versions whose raw page has no size columns have the metrics.
+		if v, ok := k.Metrics["launch__grid_size"]; ok && k.Grid == "" {
+			k.Grid = strconv.FormatFloat(v, 'f', -1, 64)
+		}
+		if v, ok := k.Metrics["launch__block_size"]; ok && k.Block == "" {
+			k.Block = strconv.FormatFloat(v, 'f', -1, 64)
 		}
 		ks = append(ks, k)
 	}

@@ -48,6 +48,22 @@ func TestRead(t *testing.T) {
 	}
 }
 
+// TestReadSizeMetrics: a raw page without the size columns (as some ncu
+// versions write it) takes the grid and block from the launch metrics.
+func TestReadSizeMetrics(t *testing.T) {
+	const page = `"ID","Process ID","Process Name","Host Name","Kernel Name","Kernel Time","Context","Stream","launch__block_size","launch__grid_size","gpu__time_duration.sum"
+"","","","","","","","","","","nsecond"
+"0","1","a.out","h","addConst(double *, int)","2022-Nov-27 10:00:00","1","7","256","12288","239008"
+`
+	ks, err := Read(strings.NewReader(page), "c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k := ks[0]; k.Name != "addConst" || k.Grid != "12288" || k.Block != "256" || k.Metrics["gpu__time_duration.sum"] != 239008 {
+		t.Errorf("kernel %q grid %q block %q metrics %v", k.Name, k.Grid, k.Block, k.Metrics)
+	}
+}
+
 func TestStalls(t *testing.T) {
 	ks, err := Read(strings.NewReader(profile), "c")
 	if err != nil {
