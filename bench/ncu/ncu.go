@@ -127,25 +127,19 @@ func number(s string) (float64, bool) {
 	return v, true
 }
 
-// toBase converts a value in unit to nanoseconds (times) or bytes (sizes,
-// "Kbyte/block" too: ncu's prefixes are decimal); other units are kept.
+// unitScale is what a value in each of ncu's units is multiplied by to be
+// in nanoseconds (times) or bytes (sizes; ncu's prefixes are decimal).
+var unitScale = map[string]float64{
+	"usecond": 1e3, "us": 1e3, "msecond": 1e6, "ms": 1e6, "second": 1e9, "s": 1e9,
+	"Kbyte": 1e3, "KB": 1e3, "Mbyte": 1e6, "MB": 1e6, "Gbyte": 1e9, "GB": 1e9, "KiB": 1024,
+}
+
+// toBase converts a value in unit ("Kbyte/block" counts as Kbyte) to
+// nanoseconds or bytes; other units are kept.
 func toBase(v float64, unit string) float64 {
 	unit, _, _ = strings.Cut(unit, "/")
-	switch unit {
-	case "usecond", "us":
-		return v * 1e3
-	case "msecond", "ms":
-		return v * 1e6
-	case "second", "s":
-		return v * 1e9
-	case "Kbyte", "KB":
-		return v * 1e3
-	case "Mbyte", "MB":
-		return v * 1e6
-	case "Gbyte", "GB":
-		return v * 1e9
-	case "KiB":
-		return v * 1024
+	if k, ok := unitScale[unit]; ok {
+		return v * k
 	}
 	return v
 }
