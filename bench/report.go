@@ -101,6 +101,7 @@ func WriteMarkdown(w io.Writer, names []string, results []*Result) error {
 	p.kernels(m)
 	p.steps(m)
 	p.generation(m)
+	p.profiles(m)
 	return p.err
 }
 
@@ -437,6 +438,80 @@ func (p *printer) generation(m *Result) {
 	}
 	p.table([]string{"generation", "impl", "GEMM", "phase", "batch", "time", "tokens/s", "launches per step", "host calls per step",
 		"tokens/s over " + TorchHF}, rows)
+}
+
+// profileTop is how many ops by extents a profile's second table lists.
+const profileTop = 15
+
+// profiles writes where the device time of each profiled step went: by op,
+// then the ops by extents that took the most.
+func (p *printer) profiles(m *Result) {
+	type prof struct {
+		name, what string
+		p          *OpProfile
+	}
+	var all []prof
+	for _, s := range m.Steps {
+		if s.Profile != nil {
+			all = append(all, prof{s.Name + gemmTag(s.GEMM), "One more training step", s.Profile})
+		}
+	}
+	for _, g := range m.Generation {
+		if g.Profile != nil {
+			all = append(all, prof{g.Name + gemmTag(g.GEMM), fmt.Sprintf("%d more decoding steps, their ops launched one by one (not replayed as one graph), per step", g.Profile.Steps), g.Profile})
+		}
+	}
+	if len(all) == 0 {
+		return
+	}
+	p.line("## Where the time goes\n")
+	p.line("Each op of the profiled steps timed on the device on its own; times and counts per step. Achieved: the op's arithmetic over its time, where its extents alone set the arithmetic (GEMMs).\n")
+	for _, a := range all {
+		pr := a.p
+		p.line("### %s\n", a.name)
+		p.line("%s: %s on the host's clock, the device busy with an op for %s of it (%s).\n", a.what, seconds(pr.WallS),
+			pct(pr.DeviceS/pr.WallS), seconds(pr.DeviceS))
+		var kinds []OpTotal
+		at := map[string]int{}
+		for _, o := range pr.Ops {
+			i, ok := at[o.Op]
+			if !ok {
+				i = len(kinds)
+				at[o.Op] = i
+				kinds = append(kinds, OpTotal{Op: o.Op})
+			}
+			kinds[i].Calls += o.Calls
+			kinds[i].Launches += o.Launches
+			kinds[i].Seconds += o.Seconds
+		}
+		sort.SliceStable(kinds, func(i, j int) bool { return kinds[i].Seconds > kinds[j].Seconds })
+		row := func(o OpTotal, cum float64, extents bool) []string {
+			r := []string{o.Op}
+			if extents {
+				r = append(r, o.Extents)
+			}
+			r = append(r, fmt.Sprintf("%.4g", o.Calls), fmt.Sprintf("%.4g", o.Launches), seconds(o.Seconds), seconds(o.Seconds/o.Calls),
+				pct(o.Seconds/pr.DeviceS))
+			if extents {
+				r = append(r, pct(cum/pr.DeviceS), maybe(o.FLOPs > 0 && o.Seconds > 0, fmt.Sprintf("%.1f TFLOP/s", o.FLOPs/o.Seconds/1e12)))
+			}
+			return r
+		}
+		var rows [][]string
+		for _, k := range kinds {
+			rows = append(rows, row(k, 0, false))
+		}
+		p.table([]string{"op", "calls", "launches", "time", "per call", "share"}, rows)
+		if len(pr.Ops) > profileTop {
+			p.line("The %d ops by extents that took the most (of %d):\n", profileTop, len(pr.Ops))
+		}
+		rows, cum := nil, 0.0
+		for _, o := range pr.Ops[:min(profileTop, len(pr.Ops))] {
+			cum += o.Seconds
+			rows = append(rows, row(o, cum, true))
+		}
+		p.table([]string{"op", "extents", "calls", "launches", "time", "per call", "share", "cumulative", "achieved"}, rows)
+	}
 }
 
 // count formats a count per step, "" when there is none.

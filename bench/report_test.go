@@ -116,3 +116,38 @@ func TestSpecPeak(t *testing.T) {
 		}
 	}
 }
+
+// TestMarkdownProfile: a profiled step's section sums its ops by op (the
+// two GEMM extents into one row), then lists the ops by extents with their
+// cumulative share, and gives the device's busy share of the wall time.
+func TestMarkdownProfile(t *testing.T) {
+	var md bytes.Buffer
+	if err := WriteMarkdown(&md, []string{"ours.json"}, []*Result{sample()}); err != nil {
+		t.Fatal(err)
+	}
+	out := md.String()
+	for _, want := range []string{
+		"### lora_step/llama-3.1-8b/T2048/r16 (GEMM cublaslt)",
+		// 0.5 s of 0.55.
+		"One more training step: 550.000 ms on the host's clock, the device busy with an op for 90.9% of it (500.000 ms).",
+		"| op | calls | launches | time | per call | share |",
+		// 0.2 + 0.1 s in 64 + 96 calls: 60% of 0.5 s.
+		"| Gemm (cuBLASLt) | 160 | 160 | 300.000 ms | 1.875 ms | 60.0% |",
+		"| RMSNormBackward | 64 | 128 | 50.000 ms | 781.25 µs | 10.0% |",
+		// 64 GEMMs of 2·2048·14336·4096 FLOPs in 0.2 s: 77.0 TFLOP/s.
+		"| Gemm (cuBLASLt) | 2048×14336×4096 | 64 | 64 | 200.000 ms | 3.125 ms | 40.0% | 40.0% | 77.0 TFLOP/s |",
+		"| AttentionBackward | 2048×32×128, 2048 keys | 32 | 32 | 150.000 ms | 4.688 ms | 30.0% | 70.0% |  |",
+		"| RMSNormBackward |  | 64 | 128 | 50.000 ms | 781.25 µs | 10.0% | 100.0% |  |",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("report lacks %q", want)
+		}
+	}
+	// The kinds table lists the GEMM first (the most time), then attention.
+	if g, a := strings.Index(out, "| Gemm (cuBLASLt) | 160"), strings.Index(out, "| AttentionBackward | 32"); g < 0 || a < g {
+		t.Errorf("the ops are not by time, most first")
+	}
+	if t.Failed() {
+		t.Logf("report:\n%s", out)
+	}
+}

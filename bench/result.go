@@ -139,7 +139,36 @@ type Step struct {
 	// Launches are our step's kernels, device copies and memsets, per step
 	// (engine.LaunchCounter; absent where the backend does not count).
 	Launches float64 `json:"launches_per_step,omitempty"`
-	Error    string  `json:"error,omitempty"`
+	// Profile is where one further step's device time went, op by op
+	// (absent where the backend cannot time its ops).
+	Profile *OpProfile `json:"profile,omitempty"`
+	Error   string     `json:"error,omitempty"`
+}
+
+// OpProfile is where the device time of profiled steps went: each op timed
+// on its own (engine.OpProfiler), the ops summed by label.
+type OpProfile struct {
+	Steps int `json:"steps"` // steps profiled (a training step; decoding: a token per sequence)
+	// WallS is the profiled steps' time on the host's clock, ops queued to
+	// device done, per step. The timing marks between ops, and for decoding
+	// the ops launched one by one instead of replayed as one recording,
+	// make it longer than the timed steps'; DeviceS over WallS is the share
+	// of it the device was busy with an op.
+	WallS   float64 `json:"wall_s"`
+	DeviceS float64 `json:"device_s"` // the ops' device times summed, per step
+	// Ops are the ops by name and extents, the most device time first;
+	// their calls, launches and seconds are per step.
+	Ops []OpTotal `json:"ops"`
+}
+
+// OpTotal is the calls of one op at one extents in an OpProfile, per step.
+type OpTotal struct {
+	Op       string  `json:"op"`                // engine.OpTime.Op
+	Extents  string  `json:"extents,omitempty"` // engine.OpTime.Extents: what sets its cost beyond its element count
+	Calls    float64 `json:"calls"`
+	Launches float64 `json:"launches"`
+	Seconds  float64 `json:"s"`
+	FLOPs    float64 `json:"flops,omitempty"` // engine.OpTime.FLOPs summed: where the extents alone set them
 }
 
 // Generation is the prefill or decode phase of generation at one batch size.
@@ -162,7 +191,11 @@ type Generation struct {
 	// backend does not count).
 	Launches float64 `json:"launches_per_step,omitempty"`
 	Calls    float64 `json:"calls_per_step,omitempty"`
-	Error    string  `json:"error,omitempty"`
+	// Profile is where a decoding step's device time went, op by op, its
+	// ops launched one by one (decode only; absent where the backend cannot
+	// time its ops).
+	Profile *OpProfile `json:"profile,omitempty"`
+	Error   string     `json:"error,omitempty"`
 }
 
 // ShortGEMM names a GEMM as the result tables do: "cublaslt" for any
@@ -263,6 +296,19 @@ func (r *Result) Validate() error {
 			bad("%s: median %v s", what, median)
 		}
 	}
+	profile := func(what string, p *OpProfile) {
+		if p == nil {
+			return
+		}
+		if p.Steps < 1 || !(p.WallS > 0) || !(p.DeviceS >= 0) || math.IsInf(p.WallS, 0) || math.IsInf(p.DeviceS, 0) {
+			bad("%s: profile of %d steps, %v s wall, %v s device: want ≥ 1 step and finite times, the wall's positive", what, p.Steps, p.WallS, p.DeviceS)
+		}
+		for _, o := range p.Ops {
+			if o.Op == "" || !(o.Seconds >= 0) || !(o.Calls > 0) || math.IsInf(o.Seconds, 0) {
+				bad("%s: profile op %q %q: %v calls, %v s: want a name, calls and a finite time", what, o.Op, o.Extents, o.Calls, o.Seconds)
+			}
+		}
+	}
 	seen := map[string]bool{}
 	kernel := func(where string, k *Kernel) {
 		if k.Name == "" || k.Impl == "" {
@@ -293,6 +339,7 @@ func (r *Result) Validate() error {
 			bad("step: name %q, impl %q: both are required", s.Name, s.Impl)
 		}
 		times("step "+s.Name, s.Runs, s.Median, s.Error != "")
+		profile("step "+s.Name, s.Profile)
 	}
 	for _, g := range r.Generation {
 		if g.Name == "" || g.Impl == "" {
@@ -302,6 +349,7 @@ func (r *Result) Validate() error {
 			bad("generation %s: phase %q, want prefill or decode", g.Name, g.Phase)
 		}
 		times("generation "+g.Name, g.Runs, g.Median, g.Error != "")
+		profile("generation "+g.Name, g.Profile)
 	}
 	return errors.Join(errs...)
 }

@@ -37,6 +37,12 @@ func sample() *Result {
 	s := Step{Name: "lora_step/llama-3.1-8b/T2048/r16", Impl: Ours, GEMM: CuBLASLt, Model: "llama-3.1-8b", Seqs: 1, SeqLen: 2048, Tokens: 2048,
 		LoRARank: 16, FLOPsPerToken: 3.1e10, FLOPCount: "4N", PeakBytes: 20 << 30, PeakWhat: "allocator", DeviceUsedBytes: 21 << 30, InitS: 12, Launches: 1893}
 	s.SetRuns([]float64{0.5, 0.52, 0.51}, 989.4, "spec")
+	s.Profile = &OpProfile{Steps: 1, WallS: 0.55, DeviceS: 0.5, Ops: []OpTotal{
+		{Op: "Gemm (cuBLASLt)", Extents: "2048×14336×4096", Calls: 64, Launches: 64, Seconds: 0.2, FLOPs: 64 * 2 * 2048 * 14336 * 4096},
+		{Op: "AttentionBackward", Extents: "2048×32×128, 2048 keys", Calls: 32, Launches: 32, Seconds: 0.15},
+		{Op: "Gemm (cuBLASLt)", Extents: "2048×4096×4096", Calls: 96, Launches: 96, Seconds: 0.1},
+		{Op: "RMSNormBackward", Calls: 64, Launches: 128, Seconds: 0.05},
+	}}
 	r.Steps = []Step{s, {Name: "lora_step/llama-3.1-8b/T8192/r16", Impl: Ours, GEMM: CuBLASLt, Error: "out of memory"}}
 	gen := Generation{Name: "decode/llama-3.1-8b/b16/p512/n64", Impl: Ours, GEMM: CuBLASLt, Model: "llama-3.1-8b", Phase: "decode", Batch: 16, Prompt: 512, NewTokens: 64,
 		Launches: 452, Calls: 1.05}
@@ -95,6 +101,25 @@ func TestParseRejects(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := Parse([]byte(strings.Replace(good, c.from, c.to, 1)))
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("error %v, want one mentioning %q", err, c.want)
+			}
+		})
+	}
+	step := `{"schema": "turnwise-bench/1", "meta": {"impl": "turnwise", "date": "d", "backend": "cpu", "device": "x"}, "ceilings": {},
+	"steps": [{"name": "s", "impl": "turnwise", "model": "m", "seqs": 1, "seq": 4, "tokens": 4, "lora_rank": 1, "recompute": false,
+	"runs_s": [1], "median_s": 1, "profile": {"steps": 1, "wall_s": 1, "device_s": 0.5, "ops": [{"op": "Gemm", "calls": 2, "launches": 2, "s": 0.5}]}}]}`
+	if _, err := Parse([]byte(step)); err != nil {
+		t.Fatalf("a valid step profile is rejected: %v", err)
+	}
+	for _, c := range []struct{ name, from, to, want string }{
+		{"no profiled steps", `"steps": 1`, `"steps": 0`, "profile of 0 steps"},
+		{"no wall time", `"wall_s": 1`, `"wall_s": 0`, "profile of 1 steps"},
+		{"unnamed op", `"op": "Gemm"`, `"op": ""`, "profile op"},
+		{"no calls", `"calls": 2`, `"calls": 0`, "profile op"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := Parse([]byte(strings.Replace(step, c.from, c.to, 1)))
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Errorf("error %v, want one mentioning %q", err, c.want)
 			}

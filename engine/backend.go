@@ -14,6 +14,8 @@
 //	               (seed, element index) every backend computes alike
 //	record.go      Recorder and Recording: ops recorded once and replayed
 //	               (CUDA graphs), and LaunchCounter
+//	opprofile.go   OpProfiler: each op's device time, where a step's time
+//	               goes
 //	tensor.go      Tensor, Shape, Buffer, Device, and the MustShape,
 //	               MustDType, MustSameShape checks
 //	dtype.go       DType and its conversions and rounding (bf16, f16)

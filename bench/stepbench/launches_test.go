@@ -3,7 +3,11 @@
 package stepbench
 
 import (
+	"fmt"
+	"math"
 	"math/rand/v2"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/turnwise/turnwise/bench"
@@ -50,11 +54,12 @@ func TestLaunches(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	step := map[int]int64{}
 	for _, seq := range []int{256, 512} {
-		_, n, err := trainSteps(m, ad, tp, randomBatch(rng, c.Vocab, seq), 1)
+		_, n, prof, err := trainSteps(m, ad, tp, randomBatch(rng, c.Vocab, seq), 1)
 		if err != nil {
 			t.Fatal(err)
 		}
 		step[seq] = n
+		checkProfile(t, fmt.Sprintf("LoRA step of %d tokens", seq), prof, float64(n), "Gemm", "AttentionBackward", "AdamWMulti")
 	}
 	// A further chunk of tokens adds the classifier's and the loss's
 	// launches for it, and takes none away: a step that launched fewer at
@@ -75,6 +80,14 @@ func TestLaunches(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Logf("batch %d: prefill %.0f launches; a decoding step %.1f launches in %.2f host calls", batch, pre.Launches, dec.Launches, dec.Calls)
+		// The profiled decoding steps launch one by one what the replays
+		// launch at once; the first of the timed ones also zeroes what it
+		// takes first, so the profile's count per step is at most theirs.
+		checkProfile(t, fmt.Sprintf("decoding at batch %d", batch), dec.Profile, 0, "Attention", "Sample", "Gemm")
+		if got := dec.Profile.Ops; dec.Profile.Steps != 8 || sumLaunches(got) > dec.Launches+1e-9 || sumLaunches(got) < dec.Launches-1 {
+			t.Errorf("decoding at batch %d: profile of %d steps with %.2f launches each, want 8 steps of about the %.2f counted",
+				batch, dec.Profile.Steps, sumLaunches(got), dec.Launches)
+		}
 		// The sampling of the prefill's logits and the first of the 8
 		// steps run plainly (that step also zeroes the buffers it is the
 		// first to take), the other 7 are replayed at one call each.
@@ -82,4 +95,50 @@ func TestLaunches(t *testing.T) {
 			t.Errorf("batch %d: %.2f host calls per decoding step of %.1f launches: not replayed", batch, dec.Calls, dec.Launches)
 		}
 	}
+}
+
+// checkProfile checks a step's op profile: present, its ops named, calls
+// and times positive and sorted (the most time first), their sum the
+// profile's device time and within its wall time, each op in want among
+// its ops, extents given for GEMMs and attention, and, when launches > 0,
+// the ops' launches summing to it.
+func checkProfile(t *testing.T, what string, p *bench.OpProfile, launches float64, want ...string) {
+	t.Helper()
+	if p == nil || len(p.Ops) == 0 {
+		t.Fatalf("%s: no op profile", what)
+	}
+	sum := 0.0
+	for i, o := range p.Ops {
+		if o.Op == "" || o.Calls <= 0 || o.Launches < o.Calls || o.Seconds <= 0 {
+			t.Errorf("%s: op %d: %+v", what, i, o)
+		}
+		if (o.Op == "Gemm" || strings.HasPrefix(o.Op, "Attention")) != (o.Extents != "") {
+			t.Errorf("%s: op %s with extents %q: want extents for GEMMs and attention only", what, o.Op, o.Extents)
+		}
+		if i > 0 && o.Seconds > p.Ops[i-1].Seconds {
+			t.Errorf("%s: op %d (%s, %v s) after %s (%v s): not the most time first", what, i, o.Op, o.Seconds, p.Ops[i-1].Op, p.Ops[i-1].Seconds)
+		}
+		sum += o.Seconds
+	}
+	if math.Abs(sum-p.DeviceS) > 1e-9*sum || p.DeviceS > p.WallS {
+		t.Errorf("%s: ops sum to %v s, device time %v s, wall %v s: want the sum, within the wall", what, sum, p.DeviceS, p.WallS)
+	}
+	for _, w := range want {
+		if !slices.ContainsFunc(p.Ops, func(o bench.OpTotal) bool { return o.Op == w }) {
+			t.Errorf("%s: no op %s among %d", what, w, len(p.Ops))
+		}
+	}
+	if got := sumLaunches(p.Ops); launches > 0 && got != launches {
+		t.Errorf("%s: the profiled ops launched %v, the step %v", what, got, launches)
+	}
+	t.Logf("%s: %d ops by extents, %.1f%% of %.3f s on the device; most: %s %s %.3f ms", what, len(p.Ops), 100*p.DeviceS/p.WallS, p.WallS,
+		p.Ops[0].Op, p.Ops[0].Extents, 1e3*p.Ops[0].Seconds)
+}
+
+func sumLaunches(ops []bench.OpTotal) float64 {
+	n := 0.0
+	for _, o := range ops {
+		n += o.Launches
+	}
+	return n
 }

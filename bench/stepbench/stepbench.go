@@ -6,9 +6,13 @@
 package stepbench
 
 import (
+	"cmp"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/turnwise/turnwise/bench"
@@ -131,10 +135,11 @@ func Run(b engine.Backend, memInfo func() (free, total int64, err error), peak P
 			m.Recompute = rc
 			m.TrimPool()
 			tr.ResetPeak()
-			runs, launches, err := trainSteps(m, ad, tp, randomBatch(rng, c.Vocab, seq), o.Steps)
+			runs, launches, prof, err := trainSteps(m, ad, tp, randomBatch(rng, c.Vocab, seq), o.Steps)
 			if launches >= 0 && err == nil {
 				s.Launches = float64(launches)
 			}
+			s.Profile = prof
 			if err != nil {
 				s.Error = err.Error()
 				logf("%s: %v", s.Name, err)
@@ -148,7 +153,8 @@ func Run(b engine.Backend, memInfo func() (free, total int64, err error), peak P
 					s.DeviceUsedBytes = total - free
 				}
 			}
-			logf("%s: %.3f s/step, %.0f tokens/s, %.1f%% MFU, peak %s", s.Name, s.Median, s.TokensPerS, 100*s.MFU, bench.FormatBytes(s.PeakBytes))
+			logf("%s: %.3f s/step, %.0f tokens/s, %.1f%% MFU, peak %s%s", s.Name, s.Median, s.TokensPerS, 100*s.MFU, bench.FormatBytes(s.PeakBytes),
+				brief(s.Profile))
 			steps = append(steps, s)
 		}
 	}
@@ -169,8 +175,8 @@ func Run(b engine.Backend, memInfo func() (free, total int64, err error), peak P
 		} else {
 			pre.SetRuns(preRuns, batch*o.Prompt)
 			dec.SetRuns(decRuns, batch*o.NewTokens)
-			logf("%s: %.0f tokens/s; %s: %.0f tokens/s, %s launches in %s calls per step", pre.Name, pre.TokensPerS, dec.Name, dec.TokensPerS,
-				fmt.Sprintf("%.0f", dec.Launches), fmt.Sprintf("%.1f", dec.Calls))
+			logf("%s: %.0f tokens/s; %s: %.0f tokens/s, %s launches in %s calls per step%s", pre.Name, pre.TokensPerS, dec.Name, dec.TokensPerS,
+				fmt.Sprintf("%.0f", dec.Launches), fmt.Sprintf("%.1f", dec.Calls), brief(dec.Profile))
 		}
 		gens = append(gens, pre, dec)
 	}
@@ -193,8 +199,9 @@ func randomBatch(r *rand.Rand, vocab, n int) llama.Batch {
 // device. It returns the seconds of each timed step and the kernel launches
 // of the last step (the steady state: the warm-up step also launches what
 // is done once, such as zeroing buffers first taken), or −1 where the
-// backend does not count them.
-func trainSteps(m *llama.Model, ad *llama.Adapter, tp *trainer.Params, bt llama.Batch, timed int) (runs []float64, launches int64, err error) {
+// backend does not count them; then, where the backend can time its ops,
+// one more step profiled op by op (nil where it cannot).
+func trainSteps(m *llama.Model, ad *llama.Adapter, tp *trainer.Params, bt llama.Batch, timed int) (runs []float64, launches int64, prof *bench.OpProfile, err error) {
 	b := m.Backend()
 	defer func() {
 		if r := recover(); r != nil {
@@ -208,24 +215,27 @@ func trainSteps(m *llama.Model, ad *llama.Adapter, tp *trainer.Params, bt llama.
 	}
 	dl, err := tp.LossGrad(g) // uploaded once, outside the timed steps
 	if err != nil {
-		return nil, -1, err
+		return nil, -1, nil, err
 	}
 	opt := tp.Opt
+	step := func() error {
+		opt.ZeroGrad()
+		p, err := m.ForwardBackward(bt, ad, dl, nil, tp.AdapterGrads)
+		if err != nil {
+			return err
+		}
+		p.Release()
+		if r := opt.Step(1e-4, 1); r.Skipped {
+			return fmt.Errorf("the gradient norm is %v", r.GradNorm)
+		}
+		return b.Sync()
+	}
 	launches = -1
 	for i := 0; i <= timed; i++ {
 		ops0, _, counts := engine.Launches(b)
 		t0 := time.Now()
-		opt.ZeroGrad()
-		p, err := m.ForwardBackward(bt, ad, dl, nil, tp.AdapterGrads)
-		if err != nil {
-			return nil, -1, err
-		}
-		p.Release()
-		if r := opt.Step(1e-4, 1); r.Skipped {
-			return nil, -1, fmt.Errorf("the gradient norm is %v", r.GradNorm)
-		}
-		if err := b.Sync(); err != nil {
-			return nil, -1, err
+		if err := step(); err != nil {
+			return nil, -1, nil, err
 		}
 		if i > 0 {
 			runs = append(runs, time.Since(t0).Seconds())
@@ -234,7 +244,72 @@ func trainSteps(m *llama.Model, ad *llama.Adapter, tp *trainer.Params, bt llama.
 			launches = ops1 - ops0
 		}
 	}
-	return runs, launches, nil
+	prof, err = profile(b, 1, step)
+	return runs, launches, prof, err
+}
+
+// profile runs fn, steps steps, with an op profile under way and sums its
+// ops by name and extents, per step; nil where b cannot time its ops.
+func profile(b engine.Backend, steps int, fn func() error) (*bench.OpProfile, error) {
+	t0 := time.Now()
+	ops, err := engine.ProfileOps(b, fn)
+	wall := time.Since(t0).Seconds()
+	if errors.Is(err, engine.ErrNoOpProfiler) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("profiling: %w", err)
+	}
+	return sumOps(ops, wall, steps), nil
+}
+
+// brief is a progress line's account of a profile: the device's busy
+// share and the three ops by extents that took the most; "" for none.
+func brief(p *bench.OpProfile) string {
+	if p == nil {
+		return ""
+	}
+	var top []string
+	for _, o := range p.Ops[:min(3, len(p.Ops))] {
+		top = append(top, fmt.Sprintf("%s %.0f%%", strings.TrimSpace(o.Op+" "+o.Extents), 100*o.Seconds/p.DeviceS))
+	}
+	return fmt.Sprintf("; profiled: device busy %.0f%% of %.3f s, most %s", 100*p.DeviceS/p.WallS, p.WallS, strings.Join(top, ", "))
+}
+
+// sumOps is the profile of steps steps that took wall seconds and ran ops:
+// the ops summed by name and extents, per step, the most device time first
+// (ties: by name, then extents).
+func sumOps(ops []engine.OpTime, wall float64, steps int) *bench.OpProfile {
+	per := 1 / float64(steps)
+	p := &bench.OpProfile{Steps: steps, WallS: wall * per}
+	type key struct{ op, extents string }
+	at := map[key]int{}
+	for _, o := range ops {
+		k := key{o.Op, o.Extents}
+		i, ok := at[k]
+		if !ok {
+			i = len(p.Ops)
+			at[k] = i
+			p.Ops = append(p.Ops, bench.OpTotal{Op: o.Op, Extents: o.Extents})
+		}
+		t := &p.Ops[i]
+		s := o.Time.Seconds() * per
+		t.Calls += per
+		t.Launches += float64(o.Launches) * per
+		t.FLOPs += o.FLOPs * per
+		t.Seconds += s
+		p.DeviceS += s
+	}
+	slices.SortFunc(p.Ops, func(a, b bench.OpTotal) int {
+		if c := cmp.Compare(b.Seconds, a.Seconds); c != 0 {
+			return c
+		}
+		if c := strings.Compare(a.Op, b.Op); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Extents, b.Extents)
+	})
+	return p
 }
 
 // generate times, reps times after one warm-up, the prefill of prompts into
@@ -242,7 +317,9 @@ func trainSteps(m *llama.Model, ad *llama.Adapter, tp *trainer.Params, bt llama.
 // (Decode: its forward, sampling and reading the tokens back; the sampling
 // of the prefill's logits, which precedes them, included), returning the
 // seconds of each phase; pre and dec receive the launches per step of the
-// last repetition where the backend counts them.
+// last repetition where the backend counts them. Where the backend can time
+// its ops, one more repetition profiles the decoding steps op by op
+// (dec.Profile), the ops launched one by one as a profile needs.
 func generate(m *llama.Model, prompts [][]int32, newTokens, reps int, pre, dec *bench.Generation) (prefill, decode []float64, err error) {
 	b := m.Backend()
 	defer func() {
@@ -250,42 +327,65 @@ func generate(m *llama.Model, prompts [][]int32, newTokens, reps int, pre, dec *
 			err = fmt.Errorf("%v", r)
 		}
 	}()
-	s := len(prompts)
 	for r := 0; r <= reps; r++ {
-		kc, err := m.NewCache(s, len(prompts[0])+newTokens)
-		if err != nil {
-			return nil, nil, err
-		}
-		ops0, calls0, _ := engine.Launches(b)
-		t0 := time.Now()
-		logits, err := m.Forward(kc, prompts, nil)
-		if err == nil {
-			err = b.Sync()
-		}
-		t1 := time.Now()
-		ops1, calls1, _ := engine.Launches(b)
-		if err == nil {
-			// MaxNew newTokens+1: newTokens forwards, no stop token.
-			_, err = m.Decode(kc, logits, llama.GenerateOptions{MaxNew: newTokens + 1})
-		}
-		if err == nil {
-			err = b.Sync()
-		}
-		t2 := time.Now()
-		ops2, calls2, _ := engine.Launches(b)
-		for l := range kc.K {
-			b.FreeBuffer(kc.K[l].Buffer())
-			b.FreeBuffer(kc.V[l].Buffer())
-		}
+		pr, dc, err := generateOnce(m, prompts, newTokens, pre, dec, nil)
 		if err != nil {
 			return nil, nil, err
 		}
 		if r > 0 {
-			prefill = append(prefill, t1.Sub(t0).Seconds())
-			decode = append(decode, t2.Sub(t1).Seconds())
+			prefill = append(prefill, pr)
+			decode = append(decode, dc)
 		}
-		pre.Launches, pre.Calls = float64(ops1-ops0), float64(calls1-calls0)
-		dec.Launches, dec.Calls = float64(ops2-ops1)/float64(newTokens), float64(calls2-calls1)/float64(newTokens)
 	}
-	return prefill, decode, nil
+	var ignore bench.Generation // the profiled repetition's counts
+	_, _, err = generateOnce(m, prompts, newTokens, &ignore, &ignore, func(decode func() error) (err error) {
+		dec.Profile, err = profile(b, newTokens, decode)
+		return err
+	})
+	return prefill, decode, err
+}
+
+// generateOnce is one repetition of generate: the prefill, then decoding,
+// called by wrap (nil: directly). It returns the seconds of each phase and
+// sets the launches of pre and dec.
+func generateOnce(m *llama.Model, prompts [][]int32, newTokens int, pre, dec *bench.Generation, wrap func(decode func() error) error) (prefill, decode float64, err error) {
+	b := m.Backend()
+	kc, err := m.NewCache(len(prompts), len(prompts[0])+newTokens)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer func() {
+		for l := range kc.K {
+			b.FreeBuffer(kc.K[l].Buffer())
+			b.FreeBuffer(kc.V[l].Buffer())
+		}
+	}()
+	ops0, calls0, _ := engine.Launches(b)
+	t0 := time.Now()
+	logits, err := m.Forward(kc, prompts, nil)
+	if err == nil {
+		err = b.Sync()
+	}
+	t1 := time.Now()
+	ops1, calls1, _ := engine.Launches(b)
+	decodeAll := func() error {
+		// MaxNew newTokens+1: newTokens forwards, no stop token.
+		_, err := m.Decode(kc, logits, llama.GenerateOptions{MaxNew: newTokens + 1})
+		if err == nil {
+			err = b.Sync()
+		}
+		return err
+	}
+	if err == nil {
+		if wrap == nil {
+			err = decodeAll()
+		} else {
+			err = wrap(decodeAll)
+		}
+	}
+	t2 := time.Now()
+	ops2, calls2, _ := engine.Launches(b)
+	pre.Launches, pre.Calls = float64(ops1-ops0), float64(calls1-calls0)
+	dec.Launches, dec.Calls = float64(ops2-ops1)/float64(newTokens), float64(calls2-calls1)/float64(newTokens)
+	return t1.Sub(t0).Seconds(), t2.Sub(t1).Seconds(), err
 }

@@ -70,3 +70,22 @@ func (t *Tracker) Launches() (ops, calls int64) {
 	ops, calls, _ = engine.Launches(t.Backend)
 	return ops, calls
 }
+
+// StartOpProfile starts the wrapped backend's op profile (engine.OpProfiler),
+// or returns engine.ErrNoOpProfiler where it cannot time its ops.
+func (t *Tracker) StartOpProfile() error {
+	p, ok := t.Backend.(engine.OpProfiler)
+	if !ok {
+		return engine.ErrNoOpProfiler
+	}
+	return p.StartOpProfile()
+}
+
+// StopOpProfile stops the wrapped backend's op profile.
+func (t *Tracker) StopOpProfile() ([]engine.OpTime, error) {
+	p, ok := t.Backend.(engine.OpProfiler)
+	if !ok {
+		return nil, engine.ErrNoOpProfiler
+	}
+	return p.StopOpProfile()
+}

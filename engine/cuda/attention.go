@@ -15,7 +15,7 @@ func (b *Backend) Attention(out, lse, q, k, v, seqs *engine.Tensor, p engine.Att
 	engine.MustShape("Attention", "out", out, d.NQ, d.H, d.Dh)
 	engine.MustDType("Attention", "out", out, q.DType())
 	cfg := b.attention.cConfig()
-	b.launch("Attention", func(str C.cudaStream_t) C.cudaError_t {
+	b.launchSized("Attention", b.attentionSize(d), func(str C.cudaStream_t) C.cudaError_t {
 		ws := b.workspace(int(C.tw_attention_workspace(i64(d.NQ), i64(d.NK), i64(d.H), i64(d.G), i64(d.Dh), i64(d.Seqs), &cfg)))
 		return C.tw_attention(ptr(out), fptr(lse), ptr(q), ptr(k), ptr(v), iptr(seqs), i64(d.Seqs), dt(q),
 			i64(d.NQ), i64(d.NK), i64(d.H), i64(d.G), i64(d.Dh), C.float(p.Scale), cbool(p.NonCausal), &cfg,
@@ -35,7 +35,7 @@ func (b *Backend) AttentionBackward(dq, dk, dv, dOut, out, lse, q, k, v, seqs *e
 		engine.MustDType("AttentionBackward", "key-side gradient", t, q.DType())
 	}
 	cfg := b.attention.cConfig()
-	b.launch("AttentionBackward", func(str C.cudaStream_t) C.cudaError_t {
+	b.launchSized("AttentionBackward", b.attentionSize(d), func(str C.cudaStream_t) C.cudaError_t {
 		ws := b.workspace(int(C.tw_attention_backward_workspace(i64(d.NQ), i64(d.NK), i64(d.H), i64(d.G), i64(d.Dh), &cfg)))
 		return C.tw_attention_backward(ptr(dq), ptr(dk), ptr(dv), ptr(dOut), ptr(out), fptr(lse),
 			ptr(q), ptr(k), ptr(v), iptr(seqs), i64(d.Seqs), dt(q), i64(d.NQ), i64(d.NK), i64(d.H), i64(d.G), i64(d.Dh),

@@ -60,6 +60,9 @@ type Backend struct {
 	rec        *recording // the recording under way (Record), or nil
 	recordings int        // recordings alive
 	retired    []uintptr  // workspaces outgrown while recordings were alive
+
+	prof   *opProfile      // the op profile under way (StartOpProfile), or nil
+	events []C.cudaEvent_t // the op profiles' events, kept for reuse
 }
 
 var _ engine.Backend = (*Backend)(nil)
@@ -141,6 +144,7 @@ func (b *Backend) Close() error {
 	for t := range b.timers {
 		errs = append(errs, t.destroy())
 	}
+	b.destroyEvents()
 	errs = append(errs, b.closeCUBLAS())
 	b.freeRetired()
 	if b.ws != 0 {

@@ -66,11 +66,19 @@ func (b *Backend) exit() { runtime.UnlockOSThread() }
 // on the calling thread, and checks its result (check). fn receives the
 // stream to launch on.
 func (b *Backend) launch(op string, fn func(s C.cudaStream_t) C.cudaError_t) {
+	b.launchSized(op, opSize{}, fn)
+}
+
+// launchSized is launch for an op whose size a profile records (see
+// engine.OpTime's Extents and FLOPs).
+func (b *Backend) launchSized(op string, size opSize, fn func(s C.cudaStream_t) C.cudaError_t) {
 	b.enter()
 	defer b.exit()
+	start, ops0 := b.opMark(), b.ops
 	before := C.tw_launch_count()
 	e := fn(b.stream)
 	b.count(int64(C.tw_launch_count() - before))
+	b.opDone(op, size, start, b.ops-ops0)
 	b.check(op, e)
 }
 

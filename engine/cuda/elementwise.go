@@ -18,11 +18,15 @@ func (b *Backend) Copy(dst, src *engine.Tensor) {
 	}
 	b.enter()
 	defer b.exit()
+	start := b.opMark()
 	if err := b.dev.copy(addr(dst), addr(src), dst.Bytes()); err != nil {
 		panic(fmt.Sprintf("cuda: Copy %v: %v", src, err))
 	}
 	if dst.Bytes() > 0 {
 		b.count(1)
+		b.opDone("Copy", opSize{}, start, 1)
+	} else {
+		b.opDone("Copy", opSize{}, start, 0)
 	}
 }
 

@@ -37,6 +37,8 @@ func (b *Backend) Record(fn func()) (_ engine.Recording, err error) {
 		return nil, errors.New("cuda: recording: TW_CUDA_SYNC=1 synchronises after every op, which a graph cannot hold")
 	case b.rec != nil:
 		return nil, errors.New("cuda: recording: Record called while recording")
+	case b.prof != nil:
+		return nil, errors.New("cuda: recording: an op profile is under way (each op is timed on its own)")
 	}
 	b.enter()
 	e := C.cudaStreamBeginCapture(b.stream, C.cudaStreamCaptureModeGlobal)
@@ -82,9 +84,12 @@ func (r *recording) Replay() error {
 	}
 	b.enter()
 	defer b.exit()
+	start := b.opMark()
 	if err := rtErr("cudaGraphLaunch", C.cudaGraphLaunch(r.exec, b.stream)); err != nil {
+		b.opDone("Replay", opSize{}, start, 0)
 		return fmt.Errorf("cuda: replaying a recording: %w", err)
 	}
+	b.opDone("Replay", opSize{}, start, r.launches)
 	if b.rec != nil { // replayed inside a recording: its ops join that one
 		b.rec.launches += r.launches
 	} else {
