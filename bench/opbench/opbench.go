@@ -47,6 +47,11 @@ type Config struct {
 	// DecodeSeqs sequences of one new token each attend to DecodeLen cached
 	// keys (0: no decoding case).
 	DecodeSeqs, DecodeLen int
+	// DecodeBatches are the decoding batch sizes whose projections, one
+	// token per sequence, the GEMM cases include (DecodeGemmCases; none:
+	// no such case). They do not depend on Tokens: one configuration of a
+	// shape set carries them.
+	DecodeBatches []int
 }
 
 // Reference24M is the 24.4M-parameter CPU reference configuration of the
@@ -59,10 +64,11 @@ var Llama8BLayer = Config{Name: "llama8B", Tokens: 512, Dim: 4096, Heads: 32, KV
 // Llama8B2K and Llama8B8K are Llama-3.1-8B's shapes (hidden 4096, FFN 14336,
 // vocab 128256, 32 query and 8 key/value heads of 128) at one sequence of
 // 2048 and of 8192 tokens, with the model's 256-token logits chunks, LoRA
-// rank 16, and 16 sequences decoding against as many cached tokens.
+// rank 16, and 16 sequences decoding against as many cached tokens; the
+// first also with the projections of decoding at batch 1 and 16.
 var (
 	Llama8B2K = Config{Name: "llama8b-2k", Tokens: 2048, Dim: 4096, Heads: 32, KVHeads: 8, FFN: 14336, Vocab: 128256,
-		SeqLen: 2048, LogitChunk: 256, LoRARank: 16, DecodeSeqs: 16, DecodeLen: 2048}
+		SeqLen: 2048, LogitChunk: 256, LoRARank: 16, DecodeSeqs: 16, DecodeLen: 2048, DecodeBatches: []int{1, 16}}
 	Llama8B8K = Config{Name: "llama8b-8k", Tokens: 8192, Dim: 4096, Heads: 32, KVHeads: 8, FFN: 14336, Vocab: 128256,
 		SeqLen: 8192, LogitChunk: 256, LoRARank: 16, DecodeSeqs: 16, DecodeLen: 8192}
 )
@@ -76,7 +82,7 @@ var ClipViTB32 = Config{Name: "clip-vit-b32", Tokens: 400, Dim: 768, Heads: 12, 
 // Small is a shape set small enough for the kernel emulator: every case of
 // it, emulated, takes well under a second.
 var Small = Config{Name: "small", Tokens: 64, Dim: 128, Heads: 4, KVHeads: 2, FFN: 256, Vocab: 512,
-	SeqLen: 32, LogitChunk: 32, LoRARank: 4, DecodeSeqs: 4, DecodeLen: 32}
+	SeqLen: 32, LogitChunk: 32, LoRARank: 4, DecodeSeqs: 4, DecodeLen: 32, DecodeBatches: []int{1, 4}}
 
 // ShapeSets are the named sets of configurations train bench measures.
 var ShapeSets = map[string][]Config{
@@ -91,6 +97,7 @@ func Cases(c Config, dt engine.DType) []Case {
 	cases := GemmCases(c, dt)
 	cases = append(cases, LoRACases(c, dt)...)
 	cases = append(cases, MLPLayoutCases(c, dt)...)
+	cases = append(cases, DecodeGemmCases(c, dt)...)
 	cases = append(cases, AttentionCases(c, dt)...)
 	cases = append(cases, NonCausalAttentionCases(c, dt)...)
 	return append(cases, MemoryCases(c, dt)...)
@@ -191,6 +198,30 @@ func LoRACases(c Config, dt engine.DType) []Case {
 			dt, rr, n, g.in, false, true, 0, rr, g.in, n, g.in)
 		a.Bound = bench.Memory
 		cases = append(cases, a)
+	}
+	return cases
+}
+
+// DecodeGemmCases are the projections of a decoding step at each of
+// c.DecodeBatches, y = x·Wᵀ with one token per sequence, as the model runs
+// them: q, k (v alike), o, gate (up alike), down and the classifier. They
+// read each weight once for a few rows, so they are bound by memory: at
+// batch 1 a decoding step is these weights' bytes at the bandwidth they
+// reach.
+func DecodeGemmCases(c Config, dt engine.DType) []Case {
+	hd := c.Dim / c.Heads
+	var cases []Case
+	for _, s := range c.DecodeBatches {
+		for _, p := range []struct {
+			name    string
+			in, out int
+		}{{"q", c.Dim, c.Dim}, {"k", c.Dim, c.KVHeads * hd}, {"o", c.Dim, c.Dim}, {"gate", c.Dim, c.FFN}, {"down", c.FFN, c.Dim},
+			{"classifier", c.Dim, c.Vocab}} {
+			g := gemmCase(fmt.Sprintf("gemm/%s/decode_%s/fwd/%v/%dx%dx%d", c.Name, p.name, dt, s, p.out, p.in),
+				dt, s, p.out, p.in, false, true, 0, s, p.in, p.out, p.in)
+			g.Bound = bench.Memory
+			cases = append(cases, g)
+		}
 	}
 	return cases
 }

@@ -76,6 +76,10 @@ func TestCounts(t *testing.T) {
 		// gate's: dh2 read and written) and fused over a feature-major [2F, N].
 		{"gemm/llama8b-2k/mlp_now_up/dx/bf16/2048x4096x14336", 2 * 2048 * 4096 * 14336, 2 * (2048*14336 + 14336*4096 + 2*2048*4096)},
 		{"gemm/llama8b-2k/mlp_fm_gate_up/dx/bf16/2048x4096x28672", 2 * 2048 * 4096 * 28672, 2 * (28672*2048 + 28672*4096 + 2048*4096)},
+		// A decoding step's down projection at batch 1 and the classifier at
+		// 16: the weights, x and y once each.
+		{"gemm/llama8b-2k/decode_down/fwd/bf16/1x4096x14336", 2 * 4096 * 14336, 2 * (14336 + 4096*14336 + 4096)},
+		{"gemm/llama8b-2k/decode_classifier/fwd/bf16/16x128256x4096", 2 * 16 * 128256 * 4096, 2 * (16*4096 + 128256*4096 + 16*128256)},
 		// Causal half of QKᵀ and PV: 2·2·T²/2·Dh per head.
 		{"attention/fwd/bf16/b1xT2048/H32/G8/D128", 2 * 2048 * 2048 * 128 * 32, 2*2*2048*32*128 + 2*2*2048*8*128 + 4*2048*32},
 		// bf16 weights and gradient; f32 moments and master copy, read and written.
@@ -94,5 +98,21 @@ func TestCounts(t *testing.T) {
 		if got.FLOPs != c.flops || got.Bytes != c.bytes {
 			t.Errorf("%s: %v FLOPs, %d bytes; want %v, %d", c.name, got.FLOPs, got.Bytes, c.flops, c.bytes)
 		}
+	}
+	// The decoding projections: bound by memory, 6 per batch size (q, k, o,
+	// gate, down, classifier), in the 2k set only.
+	decode := func(cs []Case) (n int) {
+		for _, c := range cs {
+			if strings.Contains(c.Name, "/decode_") {
+				n++
+				if c.Bound != bench.Memory {
+					t.Errorf("%s: bound %s, want memory", c.Name, c.Bound)
+				}
+			}
+		}
+		return n
+	}
+	if n2, n8 := decode(Cases(Llama8B2K, engine.BF16)), decode(Cases(Llama8B8K, engine.BF16)); n2 != 12 || n8 != 0 {
+		t.Errorf("%d decoding projections in the 2k set, %d in the 8k; want 12 and 0", n2, n8)
 	}
 }
