@@ -465,7 +465,7 @@ func (p *printer) profiles(m *Result) {
 		return
 	}
 	p.line("## Where the time goes\n")
-	p.line("Each op of the profiled steps timed on the device on its own; times and counts per step. Achieved: the op's arithmetic over its time, where its extents alone set the arithmetic (GEMMs).\n")
+	p.line("Each op of the profiled steps timed on the device on its own; times and counts per step. Achieved: the op's arithmetic and least memory traffic over its time, where its extents alone set them (GEMMs).\n")
 	for _, a := range all {
 		pr := a.p
 		p.line("### %s\n", a.name)
@@ -493,7 +493,8 @@ func (p *printer) profiles(m *Result) {
 			r = append(r, fmt.Sprintf("%.4g", o.Calls), fmt.Sprintf("%.4g", o.Launches), seconds(o.Seconds), seconds(o.Seconds/o.Calls),
 				pct(o.Seconds/pr.DeviceS))
 			if extents {
-				r = append(r, pct(cum/pr.DeviceS), maybe(o.FLOPs > 0 && o.Seconds > 0, fmt.Sprintf("%.1f TFLOP/s", o.FLOPs/o.Seconds/1e12)))
+				r = append(r, pct(cum/pr.DeviceS), maybe(o.FLOPs > 0 && o.Seconds > 0,
+					fmt.Sprintf("%.1f TFLOP/s, %.0f GB/s", o.FLOPs/o.Seconds/1e12, o.Bytes/o.Seconds/1e9)))
 			}
 			return r
 		}

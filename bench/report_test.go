@@ -134,8 +134,9 @@ func TestMarkdownProfile(t *testing.T) {
 		// 0.2 + 0.1 s in 64 + 96 calls: 60% of 0.5 s.
 		"| Gemm (cuBLASLt) | 160 | 160 | 300.000 ms | 1.875 ms | 60.0% |",
 		"| RMSNormBackward | 64 | 128 | 50.000 ms | 781.25 µs | 10.0% |",
-		// 64 GEMMs of 2·2048·14336·4096 FLOPs in 0.2 s: 77.0 TFLOP/s.
-		"| Gemm (cuBLASLt) | 2048×14336×4096 | 64 | 64 | 200.000 ms | 3.125 ms | 40.0% | 40.0% | 77.0 TFLOP/s |",
+		// 64 GEMMs of 2·2048·14336·4096 FLOPs and 2·(2048·4096 + 14336·4096 +
+		// 2048·14336) bytes in 0.2 s: 77.0 TFLOP/s, 62 GB/s.
+		"| Gemm (cuBLASLt) | 2048×14336×4096 | 64 | 64 | 200.000 ms | 3.125 ms | 40.0% | 40.0% | 77.0 TFLOP/s, 62 GB/s |",
 		"| AttentionBackward | 2048×32×128, 2048 keys | 32 | 32 | 150.000 ms | 4.688 ms | 30.0% | 70.0% |  |",
 		"| RMSNormBackward |  | 64 | 128 | 50.000 ms | 781.25 µs | 10.0% | 100.0% |  |",
 	} {

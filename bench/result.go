@@ -169,6 +169,7 @@ type OpTotal struct {
 	Launches float64 `json:"launches"`
 	Seconds  float64 `json:"s"`
 	FLOPs    float64 `json:"flops,omitempty"` // engine.OpTime.FLOPs summed: where the extents alone set them
+	Bytes    float64 `json:"bytes,omitempty"` // engine.OpTime.Bytes summed: of the ops with FLOPs
 }
 
 // Generation is the prefill or decode phase of generation at one batch size.

@@ -38,7 +38,8 @@ func sample() *Result {
 		LoRARank: 16, FLOPsPerToken: 3.1e10, FLOPCount: "4N", PeakBytes: 20 << 30, PeakWhat: "allocator", DeviceUsedBytes: 21 << 30, InitS: 12, Launches: 1893}
 	s.SetRuns([]float64{0.5, 0.52, 0.51}, 989.4, "spec")
 	s.Profile = &OpProfile{Steps: 1, WallS: 0.55, DeviceS: 0.5, Ops: []OpTotal{
-		{Op: "Gemm (cuBLASLt)", Extents: "2048×14336×4096", Calls: 64, Launches: 64, Seconds: 0.2, FLOPs: 64 * 2 * 2048 * 14336 * 4096},
+		{Op: "Gemm (cuBLASLt)", Extents: "2048×14336×4096", Calls: 64, Launches: 64, Seconds: 0.2, FLOPs: 64 * 2 * 2048 * 14336 * 4096,
+			Bytes: 64 * 2 * (2048*4096 + 14336*4096 + 2048*14336)},
 		{Op: "AttentionBackward", Extents: "2048×32×128, 2048 keys", Calls: 32, Launches: 32, Seconds: 0.15},
 		{Op: "Gemm (cuBLASLt)", Extents: "2048×4096×4096", Calls: 96, Launches: 96, Seconds: 0.1},
 		{Op: "RMSNormBackward", Calls: 64, Launches: 128, Seconds: 0.05},

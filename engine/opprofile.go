@@ -33,6 +33,9 @@ type OpTime struct {
 	// FLOPs is the op's arithmetic where its extents alone set it (a GEMM:
 	// 2·B·M·N·K), else 0.
 	FLOPs float64
+	// Bytes is the least memory traffic of the ops that have FLOPs: a
+	// GEMM's A, B and C once each (C twice when it accumulates).
+	Bytes int64
 	// Time is the device time from the op's first launch starting to its
 	// last one ending.
 	Time time.Duration

@@ -297,6 +297,7 @@ func sumOps(ops []engine.OpTime, wall float64, steps int) *bench.OpProfile {
 		t.Calls += per
 		t.Launches += float64(o.Launches) * per
 		t.FLOPs += o.FLOPs * per
+		t.Bytes += float64(o.Bytes) * per
 		t.Seconds += s
 		p.DeviceS += s
 	}

@@ -173,7 +173,7 @@ func (b *Backend) cublasGemm(c, a, bm *engine.Tensor, p engine.GemmParams, g eng
 		strideB: g.StrideB, transA: p.TransA, transB: p.TransB, ab: a.DType(), c: c.DType(),
 		alignA: alignment(addr(a)), alignB: alignment(addr(bm)), alignC: alignment(addr(c))}
 	ran := false
-	b.launchSized("Gemm (cuBLASLt)", b.gemmSize(g), func(s C.cudaStream_t) C.cudaError_t {
+	b.launchSized("Gemm (cuBLASLt)", b.gemmSize(g, c, a, p.Beta), func(s C.cudaStream_t) C.cudaError_t {
 		if lt.handle == nil {
 			if st := C.tw_lt_create(&lt.lib.api, &lt.handle); st != 0 {
 				panic(fmt.Sprintf("cuda: cublasLtCreate: status %d", int(st)))

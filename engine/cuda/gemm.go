@@ -20,7 +20,7 @@ func (b *Backend) Gemm(c, a, bm *engine.Tensor, p engine.GemmParams) {
 	if b.lt != nil && b.cublasGemm(c, a, bm, p, g) {
 		return
 	}
-	b.launchSized("Gemm", b.gemmSize(g), func(str C.cudaStream_t) C.cudaError_t {
+	b.launchSized("Gemm", b.gemmSize(g, c, a, p.Beta), func(str C.cudaStream_t) C.cudaError_t {
 		var ws unsafe.Pointer
 		if n := gemmWorkspace(c.DType(), a.DType(), g.M, g.N, g.K, g.Batch); n > 0 {
 			ws = devPtr(b.workspace(n))

@@ -28,12 +28,13 @@ type timedOp struct {
 	launches    int64
 }
 
-// opSize is what a profile says of an op's size (engine.OpTime's Extents
-// and FLOPs); the zero value for the ops whose element count sets their
-// cost.
+// opSize is what a profile says of an op's size (engine.OpTime's Extents,
+// FLOPs and Bytes); the zero value for the ops whose element count sets
+// their cost.
 type opSize struct {
 	extents string
 	flops   float64
+	bytes   int64
 }
 
 // StartOpProfile implements engine.OpProfiler.
@@ -72,7 +73,7 @@ func (b *Backend) StopOpProfile() ([]engine.OpTime, error) {
 		if err := rtErr("cudaEventElapsedTime", C.cudaEventElapsedTime(&ms, o.start, o.stop)); err != nil {
 			return nil, fmt.Errorf("cuda: op profile: %s: %w", o.op, err)
 		}
-		out[i] = engine.OpTime{Op: o.op, Extents: o.size.extents, FLOPs: o.size.flops, Time: time.Duration(float64(ms) * float64(time.Millisecond)), Launches: o.launches}
+		out[i] = engine.OpTime{Op: o.op, Extents: o.size.extents, FLOPs: o.size.flops, Bytes: o.size.bytes, Time: time.Duration(float64(ms) * float64(time.Millisecond)), Launches: o.launches}
 	}
 	return out, nil
 }
@@ -131,16 +132,30 @@ func (b *Backend) destroyEvents() {
 	b.events = nil
 }
 
-// gemmSize is a GEMM's size in a profile: M×N×K (batched B×M×N×K) and
-// 2·B·M·N·K FLOPs; none when no profile is under way.
-func (b *Backend) gemmSize(g engine.GemmDims) opSize {
-	switch {
-	case !b.profiling():
+// gemmSize is the size in a profile of the GEMM c = α·op(a)·op(b) + β·c of
+// extents g: M×N×K (batched B×M×N×K), 2·B·M·N·K FLOPs, and A, B and C
+// once each (C twice when β ≠ 0, a broadcast operand once); none when no
+// profile is under way.
+func (b *Backend) gemmSize(g engine.GemmDims, c, a *engine.Tensor, beta float32) opSize {
+	if !b.profiling() {
 		return opSize{}
-	case g.Batch > 1:
-		return opSize{fmt.Sprintf("%d×%d×%d×%d", g.Batch, g.M, g.N, g.K), 2 * float64(g.Batch) * float64(g.M) * float64(g.N) * float64(g.K)}
 	}
-	return opSize{fmt.Sprintf("%d×%d×%d", g.M, g.N, g.K), 2 * float64(g.M) * float64(g.N) * float64(g.K)}
+	batches := func(stride int) int64 {
+		if stride == 0 {
+			return 1
+		}
+		return int64(g.Batch)
+	}
+	cBytes := int64(g.Batch*g.M*g.N) * int64(c.DType().Size())
+	if beta != 0 {
+		cBytes *= 2
+	}
+	s := opSize{extents: fmt.Sprintf("%d×%d×%d", g.M, g.N, g.K), flops: 2 * float64(g.Batch) * float64(g.M) * float64(g.N) * float64(g.K),
+		bytes: (batches(g.StrideA)*int64(g.M*g.K)+batches(g.StrideB)*int64(g.K*g.N))*int64(a.DType().Size()) + cBytes}
+	if g.Batch > 1 {
+		s.extents = fmt.Sprintf("%d×%s", g.Batch, s.extents)
+	}
+	return s
 }
 
 // attentionSize is an attention op's size in a profile: query rows × heads

@@ -69,8 +69,8 @@ func TestOpProfile(t *testing.T) {
 		t.Fatalf("profiled %d ops %v, want %d", len(ops), ops, len(want))
 	}
 	for i, o := range ops {
-		if o.Op != want[i].op || o.Extents != want[i].extents || o.Launches != want[i].launches || (o.Op == "Gemm") != (o.FLOPs == 2*3*24*40) {
-			t.Errorf("op %d: %q %q with %d launches and %v FLOPs, want %q %q with %d (FLOPs for the GEMM)", i, o.Op, o.Extents, o.Launches, o.FLOPs,
+		if o.Op != want[i].op || o.Extents != want[i].extents || o.Launches != want[i].launches || (o.Op == "Gemm") != (o.FLOPs == 2*3*24*40 && o.Bytes == 2*(3*40+24*40+3*24)) {
+			t.Errorf("op %d: %q %q with %d launches, %v FLOPs, %d bytes; want %q %q with %d (FLOPs and bytes for the GEMM)", i, o.Op, o.Extents, o.Launches, o.FLOPs, o.Bytes,
 				want[i].op, want[i].extents, want[i].launches)
 		}
 		if o.Time <= 0 {
