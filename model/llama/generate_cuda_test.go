@@ -119,6 +119,17 @@ func constant(n int, v float32) []float32 {
 	return out
 }
 
+// TestStackedWeightsCUDA compares stacked base weights with separate ones
+// (testStackedWeights) on the CUDA kernels.
+func TestStackedWeightsCUDA(t *testing.T) {
+	b, err := cuda.New(cuda.Options{GEMM: "own"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	testStackedWeights(t, b)
+}
+
 // TestStackedLoRACUDA compares an adapter's stacked A matrices with
 // separate ones (testStackedLoRA) on the CUDA kernels.
 func TestStackedLoRACUDA(t *testing.T) {

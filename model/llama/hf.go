@@ -441,7 +441,7 @@ func LoadHF(b engine.Backend, dir string, dt engine.DType) (*Model, error) {
 		err = loadHFTensor(b, r, dir, name, c.shape(name), *t, &buf)
 	})
 	if err != nil {
-		w.Each(func(_ string, t *engine.Tensor) { b.FreeBuffer(t.Buffer()) })
+		w.free(b)
 		return nil, err
 	}
 	return newModel(b, c, w, dt, dir)

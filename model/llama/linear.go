@@ -35,9 +35,20 @@ type proj struct {
 // either way; a GEMM that chooses its summation order by the shape (our
 // CUDA GEMM's split-K, cuBLASLt's algorithms) may round it differently
 // at widths where the two shapes fall on different plans.
+//
+// Likewise the base projections: with one token (N = 1: decoding one
+// sequence), y₁ … y_k are the consecutive blocks of one row when they lie
+// end to end in one buffer, and [y₁ … y_k] = x·[W₁; …; W_k]ᵀ is one GEMM
+// when the W lie stacked too (the weights' own layout, allocWeights; the
+// activations', forwardCached). With more tokens the y are column blocks
+// of that product, which a contiguous tensor cannot view.
 func linear(b engine.Backend, x *engine.Tensor, ps []proj, s float32) {
-	for _, p := range ps {
-		b.Gemm(p.y, x, p.w, engine.GemmParams{TransB: true, Alpha: 1})
+	if y, w := joinedRow(ps), stackOf(ps, func(p proj) *engine.Tensor { return p.w }); len(ps) > 1 && y != nil && w != nil {
+		b.Gemm(y, x, w, engine.GemmParams{TransB: true, Alpha: 1})
+	} else {
+		for _, p := range ps {
+			b.Gemm(p.y, x, p.w, engine.GemmParams{TransB: true, Alpha: 1})
+		}
 	}
 	ad := adapted(ps)
 	if len(ad) == 0 {
@@ -153,6 +164,24 @@ func adapted(ps []proj) []proj {
 		}
 	}
 	return out
+}
+
+// joinedRow returns the one row [1, Σ out] that the outputs of ps make up
+// when each is a single row [1, out] and they lie end to end in one buffer,
+// in order; otherwise nil.
+func joinedRow(ps []proj) *engine.Tensor {
+	flat := make([]*engine.Tensor, len(ps))
+	for i, p := range ps {
+		if p.y.Rank() != 2 || p.y.Dim(0) != 1 {
+			return nil
+		}
+		flat[i] = p.y.Reshape(p.y.Dim(1))
+	}
+	row := engine.Stacked(flat...)
+	if row == nil {
+		return nil
+	}
+	return row.Reshape(1, row.Dim(0))
 }
 
 // stackOf returns the tensor that part's tensors of ps are the consecutive

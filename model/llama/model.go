@@ -255,16 +255,19 @@ func (m *Model) forwardCached(take func(engine.DType, ...int) *engine.Tensor, kc
 	h := take(m.dt, n, d)       // [N, D]
 	rstd := take(engine.F32, n) // [N]
 	a := &layerActs{res1: res, res2: res, h1: h, h2: h, rstd1: rstd, rstd2: rstd}
-	a.q = take(m.dt, n, c.Heads, hd)     // [N, H, Dh]
-	a.k = take(m.dt, n, c.KVHeads, hd)   // [N, G, Dh]
-	a.v = take(m.dt, n, c.KVHeads, hd)   // [N, G, Dh]
-	a.att = take(m.dt, n, c.Heads, hd)   // [N, H, Dh]
-	a.lse = take(engine.F32, n, c.Heads) // [N, H]
-	a.o = take(m.dt, n, d)               // [N, D]
+	// q, k and v end to end in one buffer, and gate and up: with one token
+	// (decoding one sequence) each group is then one row, one GEMM (linear).
+	qkv := take(m.dt, n*(c.Heads+2*c.KVHeads), hd)                                           // [N·(H+2G), Dh]
+	a.q = qkv.Rows(0, n*c.Heads).Reshape(n, c.Heads, hd)                                     // [N, H, Dh]
+	a.k = qkv.Rows(n*c.Heads, n*(c.Heads+c.KVHeads)).Reshape(n, c.KVHeads, hd)               // [N, G, Dh]
+	a.v = qkv.Rows(n*(c.Heads+c.KVHeads), n*(c.Heads+2*c.KVHeads)).Reshape(n, c.KVHeads, hd) // [N, G, Dh]
+	a.att = take(m.dt, n, c.Heads, hd)                                                       // [N, H, Dh]
+	a.lse = take(engine.F32, n, c.Heads)                                                     // [N, H]
+	a.o = take(m.dt, n, d)                                                                   // [N, D]
 	a.down = a.o
-	a.gate = take(m.dt, n, c.FFN) // [N, F]
-	a.up = take(m.dt, n, c.FFN)   // [N, F]
-	a.act = take(m.dt, n, c.FFN)  // [N, F]
+	gu := take(m.dt, 2*n, c.FFN)                  // [2N, F]
+	a.gate, a.up = gu.Rows(0, n), gu.Rows(n, 2*n) // [N, F] each
+	a.act = take(m.dt, n, c.FFN)                  // [N, F]
 	if ad != nil {
 		// One scratch for the (x·Aᵀ)ᵀ of every group of projections that
 		// read one input, each group's stacked in its first rows.

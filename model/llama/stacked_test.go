@@ -117,3 +117,92 @@ func testStackedLoRA(t *testing.T, b engine.Backend) {
 		})
 	}
 }
+
+func TestStackedWeights(t *testing.T) { testStackedWeights(t, cpu.New(cpu.Options{Threads: 2})) }
+
+// gemmCounter is a backend that counts its GEMMs.
+type gemmCounter struct {
+	engine.Backend
+	gemms int
+}
+
+func (g *gemmCounter) Gemm(c, a, b *engine.Tensor, p engine.GemmParams) {
+	g.gemms++
+	g.Backend.Gemm(c, a, b, p)
+}
+
+// testStackedWeights generates with the base weights in their own layout —
+// each layer's q, k and v stacked in one buffer, and gate and up, so that
+// a pass of one token computes each group as one GEMM — and with a copy
+// whose every tensor has a buffer of its own, and compares: the same tokens
+// and log-probabilities bit for bit (each element is the same dot product,
+// summed alike at these widths), with and without an adapter; and the
+// GEMMs, 3 fewer per layer for each decoding step of one sequence (q, k, v
+// one GEMM, gate and up one), as many for two sequences or the prefill.
+func testStackedWeights(t *testing.T, b engine.Backend) {
+	for _, dt := range []engine.DType{engine.F32, engine.BF16} {
+		t.Run(dt.String(), func(t *testing.T) {
+			c := llama.Config{Dim: 32, Layers: 2, Heads: 4, KVHeads: 2, HeadDim: 16, FFN: 40, Vocab: 37,
+				NormEps: 1e-5, RopeTheta: 10000, MaxSeqLen: 64, BOS: 1, EOS: []int32{2}}
+			gc := &gemmCounter{Backend: b}
+			m, err := llama.NewRandom(gc, c, dt, 0.5, 6)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ad, err := m.NewAdapter(llama.LoRAConfig{Rank: 4, Alpha: 8, Targets: llama.AllProjections}, 7)
+			if err != nil {
+				t.Fatal(err)
+			}
+			randomizeB(b, ad, rand.New(rand.NewPCG(1, 1)))
+			w := &m.Weights.Layers[1]
+			if engine.Stacked(w.Wq, w.Wk, w.Wv) == nil || engine.Stacked(w.Wgate, w.Wup) == nil {
+				t.Fatal("the weights of q, k and v, or of gate and up, are not stacked")
+			}
+			stacked := m.Weights
+			apart := stacked.Map(func(x *engine.Tensor) *engine.Tensor {
+				y := engine.MustAlloc(b, x.DType(), x.Shape()...)
+				b.Copy(y, x)
+				return y
+			})
+			const newTokens = 6
+			for _, tc := range []struct {
+				name    string
+				prompts [][]int32
+				ad      *llama.Adapter
+				fewer   int // GEMMs the stacked weights save
+			}{
+				// The prefill is 3 tokens; the 5 decoding steps one each.
+				{"one sequence", [][]int32{{1, 5, 9}}, nil, (newTokens - 1) * 3 * c.Layers},
+				{"one sequence, adapted", [][]int32{{1, 5, 9}}, ad, (newTokens - 1) * 3 * c.Layers},
+				{"two sequences", [][]int32{{1, 5, 9}, {3, 4}}, nil, 0},
+			} {
+				gen := func(w *llama.Weights) ([]llama.Generation, int) {
+					m.Weights = w
+					gc.gemms = 0
+					g, err := m.Generate(tc.prompts, llama.GenerateOptions{MaxNew: newTokens, Adapter: tc.ad})
+					if err != nil {
+						t.Fatal(err)
+					}
+					return g, gc.gemms
+				}
+				g1, n1 := gen(stacked)
+				g2, n2 := gen(apart)
+				if n2-n1 != tc.fewer {
+					t.Errorf("%s: %d GEMMs stacked, %d apart: want %d fewer", tc.name, n1, n2, tc.fewer)
+				}
+				for s := range g1 {
+					if len(g1[s].Tokens) != newTokens {
+						t.Fatalf("%s: slot %d: %d tokens, want %d", tc.name, s, len(g1[s].Tokens), newTokens)
+					}
+					for i := range g1[s].Tokens {
+						if g1[s].Tokens[i] != g2[s].Tokens[i] || math.Float32bits(g1[s].LogProb[i]) != math.Float32bits(g2[s].LogProb[i]) {
+							t.Fatalf("%s: slot %d token %d: %d (%v) stacked, %d (%v) apart", tc.name, s, i,
+								g1[s].Tokens[i], g1[s].LogProb[i], g2[s].Tokens[i], g2[s].LogProb[i])
+						}
+					}
+				}
+			}
+			m.Weights = stacked
+		})
+	}
+}

@@ -2,6 +2,7 @@ package llama
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -82,23 +83,69 @@ func (c Config) extents(name string, n fieldNames) []extent {
 	return ext
 }
 
-// allocWeights allocates zeroed weights of dtype dt for c on b.
+// allocWeights allocates zeroed weights of dtype dt for c on b. A layer's
+// projections that read one input (q, k and v; gate and up) are the
+// consecutive row blocks of one buffer [Σ out, in], each its own [out, in]
+// view, so that linear can compute them as one GEMM (see linear).
 func allocWeights(b engine.Backend, c Config, dt engine.DType) (*Weights, error) {
 	w := &Weights{Layers: make([]Layer, c.Layers)}
 	var err error
-	w.each(func(name string, t **engine.Tensor) {
-		if err != nil || (name == "lm_head.weight" && c.TiedEmbed) {
-			return
+	alloc := func(t **engine.Tensor, shape ...int) {
+		if err == nil {
+			*t, err = engine.Alloc(b, dt, shape...)
 		}
-		*t, err = engine.Alloc(b, dt, c.shape(name)...)
-	})
+	}
+	alloc(&w.Embed, c.shape("model.embed_tokens.weight")...)
+	groups := sharedInput(AllProjections)
+	for l := range w.Layers {
+		layer := &w.Layers[l]
+		for i := range layerParams {
+			p := &layerParams[i]
+			switch {
+			case !p.isProjection():
+				alloc(p.field(layer), c.extent(p.shape[0], configNames).n)
+			case *p.field(layer) == nil: // the first of its group: the group's buffer
+				group := groups[slices.IndexFunc(groups, func(g []string) bool { return g[0] == p.name })]
+				rows, in := 0, c.extent(p.shape[1], configNames).n
+				for _, q := range group {
+					out, _, _ := c.projDims(q)
+					rows += out
+				}
+				var stack *engine.Tensor
+				if alloc(&stack, rows, in); err != nil {
+					break
+				}
+				r := 0
+				for _, q := range group {
+					out, _, _ := c.projDims(q)
+					e, _ := projection(q)
+					*e.field(layer) = stack.Rows(r, r+out)
+					r += out
+				}
+			}
+		}
+	}
+	alloc(&w.FinalNorm, c.Dim)
+	if c.TiedEmbed {
+		w.Head = w.Embed
+	} else {
+		alloc(&w.Head, c.shape("lm_head.weight")...)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("allocating %v weights: %w", dt, err)
 	}
-	if c.TiedEmbed {
-		w.Head = w.Embed
-	}
 	return w, nil
+}
+
+// free frees every buffer w's tensors view, each once.
+func (w *Weights) free(b engine.Backend) {
+	seen := map[engine.Buffer]bool{}
+	w.Each(func(_ string, t *engine.Tensor) {
+		if t != nil && !seen[t.Buffer()] {
+			seen[t.Buffer()] = true
+			b.FreeBuffer(t.Buffer())
+		}
+	})
 }
 
 // stored describes a checkpoint's tensors before any is read, for
