@@ -107,7 +107,9 @@ func TestGenerateN(t *testing.T) {
 // and the training forward run the same layers: the log-probability
 // Generate and GenerateN report for each token equals the one ForwardTrain
 // computes for the same token after the same prefix (f32, within 1e-5), with
-// the base model and with a LoRA adapter.
+// the base model and with a LoRA adapter, for several sequences and for one
+// (whose decoding steps compute q, k, v and gate, up as one GEMM each, and
+// q's and k's RoPE as one op).
 func TestGenerationMatchesTraining(t *testing.T) {
 	for _, withLoRA := range []bool{false, true} {
 		t.Run(fmt.Sprintf("lora=%v", withLoRA), func(t *testing.T) {
@@ -133,8 +135,12 @@ func TestGenerationMatchesTraining(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			gens = append(gens, forked...)
-			prompts = append(prompts, prompts[2], prompts[2])
+			one, err := m.Generate(prompts[:1], opt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			gens = append(append(gens, forked...), one...)
+			prompts = append(prompts, prompts[2], prompts[2], prompts[0])
 
 			// Every prompt with its continuation, packed into one batch; each
 			// generated token is the target of the position before it.

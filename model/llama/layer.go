@@ -197,14 +197,29 @@ func (r *layerRun) attentionForward(l int, a *layerActs, x, delta *engine.Tensor
 	r.buf(&a.k, m.dt, n, ng, hd)
 	r.buf(&a.v, m.dt, n, ng, hd)
 	r.project(l, a, a.h1, named{"q", a.q.Reshape(n, nh*hd)}, named{"k", a.k.Reshape(n, ng*hd)}, named{"v", a.v.Reshape(n, ng*hd)})
-	b.RoPE(a.q, r.pos, m.invFreq)
-	b.RoPE(a.k, r.pos, m.invFreq)
+	r.rope(a.q, a.k)
 	keys, values, seqs := r.kv(l, a.k, a.v)
 	r.buf(&a.att, m.dt, n, nh, hd)
 	r.buf(&a.lse, engine.F32, n, nh)
 	b.Attention(a.att, a.lse, a.q, keys, values, seqs, engine.AttentionParams{Scale: attentionScale(hd)})
 	r.buf(&a.o, m.dt, n, d)
 	r.project(l, a, a.att.Reshape(n, nh*hd), named{"o", a.o})
+}
+
+// rope applies RoPE to q [N, H, Dh] and k [N, G, Dh] at the pass's
+// positions: as one op on the heads of one [1, H+G, Dh] when there is one
+// token and k follows q in their buffer (decoding one sequence, in
+// forwardCached's layout), else one op each.
+func (r *layerRun) rope(q, k *engine.Tensor) {
+	b, inv := r.m.b, r.m.invFreq
+	if r.n == 1 {
+		if qk := engine.Stacked(q.Reshape(q.Dim(1), q.Dim(2)), k.Reshape(k.Dim(1), k.Dim(2))); qk != nil {
+			b.RoPE(qk.Reshape(1, qk.Dim(0), qk.Dim(1)), r.pos, inv)
+			return
+		}
+	}
+	b.RoPE(q, r.pos, inv)
+	b.RoPE(k, r.pos, inv)
 }
 
 // mlpForward is layer l's MLP half, after attentionForward filled a.

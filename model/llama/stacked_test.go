@@ -120,15 +120,20 @@ func testStackedLoRA(t *testing.T, b engine.Backend) {
 
 func TestStackedWeights(t *testing.T) { testStackedWeights(t, cpu.New(cpu.Options{Threads: 2})) }
 
-// gemmCounter is a backend that counts its GEMMs.
-type gemmCounter struct {
+// opCounter is a backend that counts its GEMMs and RoPEs.
+type opCounter struct {
 	engine.Backend
-	gemms int
+	gemms, ropes int
 }
 
-func (g *gemmCounter) Gemm(c, a, b *engine.Tensor, p engine.GemmParams) {
-	g.gemms++
-	g.Backend.Gemm(c, a, b, p)
+func (o *opCounter) Gemm(c, a, b *engine.Tensor, p engine.GemmParams) {
+	o.gemms++
+	o.Backend.Gemm(c, a, b, p)
+}
+
+func (o *opCounter) RoPE(x, pos, invFreq *engine.Tensor) {
+	o.ropes++
+	o.Backend.RoPE(x, pos, invFreq)
 }
 
 // testStackedWeights generates with the base weights in their own layout —
@@ -137,15 +142,17 @@ func (g *gemmCounter) Gemm(c, a, b *engine.Tensor, p engine.GemmParams) {
 // whose every tensor has a buffer of its own, and compares: the same tokens
 // and log-probabilities bit for bit (each element is the same dot product,
 // summed alike at these widths), with and without an adapter; and the
-// GEMMs, 3 fewer per layer for each decoding step of one sequence (q, k, v
-// one GEMM, gate and up one), as many for two sequences or the prefill.
+// ops, for each decoding step of one sequence 3 GEMMs fewer per layer (q,
+// k, v one GEMM, gate and up one) and one RoPE (q and k, end to end in the
+// decoding activations either way), as many for two sequences or the
+// prefill.
 func testStackedWeights(t *testing.T, b engine.Backend) {
 	for _, dt := range []engine.DType{engine.F32, engine.BF16} {
 		t.Run(dt.String(), func(t *testing.T) {
 			c := llama.Config{Dim: 32, Layers: 2, Heads: 4, KVHeads: 2, HeadDim: 16, FFN: 40, Vocab: 37,
 				NormEps: 1e-5, RopeTheta: 10000, MaxSeqLen: 64, BOS: 1, EOS: []int32{2}}
-			gc := &gemmCounter{Backend: b}
-			m, err := llama.NewRandom(gc, c, dt, 0.5, 6)
+			oc := &opCounter{Backend: b}
+			m, err := llama.NewRandom(oc, c, dt, 0.5, 6)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -170,25 +177,30 @@ func testStackedWeights(t *testing.T, b engine.Backend) {
 				prompts [][]int32
 				ad      *llama.Adapter
 				fewer   int // GEMMs the stacked weights save
+				ropes   int // RoPEs per layer and token of a decoding step
 			}{
 				// The prefill is 3 tokens; the 5 decoding steps one each.
-				{"one sequence", [][]int32{{1, 5, 9}}, nil, (newTokens - 1) * 3 * c.Layers},
-				{"one sequence, adapted", [][]int32{{1, 5, 9}}, ad, (newTokens - 1) * 3 * c.Layers},
-				{"two sequences", [][]int32{{1, 5, 9}, {3, 4}}, nil, 0},
+				{"one sequence", [][]int32{{1, 5, 9}}, nil, (newTokens - 1) * 3 * c.Layers, 1},
+				{"one sequence, adapted", [][]int32{{1, 5, 9}}, ad, (newTokens - 1) * 3 * c.Layers, 1},
+				{"two sequences", [][]int32{{1, 5, 9}, {3, 4}}, nil, 0, 2},
 			} {
-				gen := func(w *llama.Weights) ([]llama.Generation, int) {
+				gen := func(w *llama.Weights) ([]llama.Generation, int, int) {
 					m.Weights = w
-					gc.gemms = 0
+					oc.gemms, oc.ropes = 0, 0
 					g, err := m.Generate(tc.prompts, llama.GenerateOptions{MaxNew: newTokens, Adapter: tc.ad})
 					if err != nil {
 						t.Fatal(err)
 					}
-					return g, gc.gemms
+					return g, oc.gemms, oc.ropes
 				}
-				g1, n1 := gen(stacked)
-				g2, n2 := gen(apart)
+				g1, n1, r1 := gen(stacked)
+				g2, n2, r2 := gen(apart)
 				if n2-n1 != tc.fewer {
 					t.Errorf("%s: %d GEMMs stacked, %d apart: want %d fewer", tc.name, n1, n2, tc.fewer)
+				}
+				// 2 RoPEs per layer for the prefill, tc.ropes for each decoding step.
+				if want := c.Layers * (2 + (newTokens-1)*tc.ropes); r1 != want || r2 != want {
+					t.Errorf("%s: %d RoPEs stacked, %d apart: want %d", tc.name, r1, r2, want)
 				}
 				for s := range g1 {
 					if len(g1[s].Tokens) != newTokens {
