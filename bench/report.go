@@ -458,7 +458,7 @@ func (p *printer) profiles(m *Result) {
 	}
 	for _, g := range m.Generation {
 		if g.Profile != nil {
-			all = append(all, prof{g.Name + gemmTag(g.GEMM), fmt.Sprintf("%d more decoding steps, their ops launched one by one (not replayed as one graph), per step", g.Profile.Steps), g.Profile})
+			all = append(all, prof{g.Name + gemmTag(g.GEMM), fmt.Sprintf("%d more decoding steps, their ops launched one by one (not replayed as one graph; an op's time runs from the device reaching its start mark, so where the device waits for the host to queue the op, as decoding's small ops can, the wait counts too), per step; the replayed step took %s", g.Profile.Steps, seconds(g.Median/float64(g.NewTokens))), g.Profile})
 		}
 	}
 	if len(all) == 0 {

@@ -139,6 +139,11 @@ func TestMarkdownProfile(t *testing.T) {
 		"| Gemm (cuBLASLt) | 2048×14336×4096 | 64 | 64 | 200.000 ms | 3.125 ms | 40.0% | 40.0% | 77.0 TFLOP/s, 62 GB/s |",
 		"| AttentionBackward | 2048×32×128, 2048 keys | 32 | 32 | 150.000 ms | 4.688 ms | 30.0% | 70.0% |  |",
 		"| RMSNormBackward |  | 64 | 128 | 50.000 ms | 781.25 µs | 10.0% | 100.0% |  |",
+		// The decoding profile beside the replayed step: 0.4 s for 64 steps.
+		"### decode/llama-3.1-8b/b16/p512/n64 (GEMM cublaslt)",
+		"per step; the replayed step took 6.250 ms: 12.000 ms on the host's clock, the device busy with an op for 66.7% of it (8.000 ms).",
+		// 64 · 2·16·14336·4096 FLOPs and 64 · 2·(16·4096 + 14336·4096 + 16·14336) bytes in 6 ms.
+		"| Gemm (cuBLASLt) | 16×14336×4096 | 64 | 64 | 6.000 ms | 93.75 µs | 75.0% | 75.0% | 20.0 TFLOP/s, 1259 GB/s |",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("report lacks %q", want)

@@ -149,6 +149,9 @@ type Step struct {
 // on its own (engine.OpProfiler), the ops summed by label.
 type OpProfile struct {
 	Steps int `json:"steps"` // steps profiled (a training step; decoding: a token per sequence)
+	// An op's time runs from the device reaching the mark queued before it
+	// to the one after: where the device waits for the host to queue the op
+	// (a host-bound run of small ops), the wait counts as the op's.
 	// WallS is the profiled steps' time on the host's clock, ops queued to
 	// device done, per step. The timing marks between ops, and for decoding
 	// the ops launched one by one instead of replayed as one recording,
