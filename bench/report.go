@@ -452,13 +452,18 @@ func (p *printer) profiles(m *Result) {
 	}
 	var all []prof
 	for _, s := range m.Steps {
-		if s.Profile != nil {
-			all = append(all, prof{s.Name + gemmTag(s.GEMM), "One more training step", s.Profile})
+		if pr := s.Profile; pr != nil {
+			all = append(all, prof{s.Name + gemmTag(s.GEMM), fmt.Sprintf("One more training step: %s on the host's clock, the device busy with an op for %s of it (%s).",
+				seconds(pr.WallS), pct(pr.DeviceS/pr.WallS), seconds(pr.DeviceS)), pr})
 		}
 	}
 	for _, g := range m.Generation {
-		if g.Profile != nil {
-			all = append(all, prof{g.Name + gemmTag(g.GEMM), fmt.Sprintf("%d more decoding steps, their ops launched one by one (not replayed as one graph; an op's time runs from the device reaching its start mark, so where the device waits for the host to queue the op, as decoding's small ops can, the wait counts too), per step; the replayed step took %s", g.Profile.Steps, seconds(g.Median/float64(g.NewTokens))), g.Profile})
+		if pr := g.Profile; pr != nil {
+			// The holds make the profiled steps' wall time no measure of
+			// the device's idle time; the replayed steps' is.
+			step := g.Median / float64(g.NewTokens)
+			all = append(all, prof{g.Name + gemmTag(g.GEMM), fmt.Sprintf("%d more decoding steps, their ops launched one by one rather than replayed as one graph, each step's held back until the host has queued them so that they run back to back as a graph's do: the ops take %s of device time per step, %s of the replayed step's %s.",
+				pr.Steps, seconds(pr.DeviceS), pct(pr.DeviceS/step), seconds(step)), pr})
 		}
 	}
 	if len(all) == 0 {
@@ -469,8 +474,7 @@ func (p *printer) profiles(m *Result) {
 	for _, a := range all {
 		pr := a.p
 		p.line("### %s\n", a.name)
-		p.line("%s: %s on the host's clock, the device busy with an op for %s of it (%s).\n", a.what, seconds(pr.WallS),
-			pct(pr.DeviceS/pr.WallS), seconds(pr.DeviceS))
+		p.line("%s\n", a.what)
 		var kinds []OpTotal
 		at := map[string]int{}
 		for _, o := range pr.Ops {

@@ -150,13 +150,14 @@ type Step struct {
 type OpProfile struct {
 	Steps int `json:"steps"` // steps profiled (a training step; decoding: a token per sequence)
 	// An op's time runs from the device reaching the mark queued before it
-	// to the one after: where the device waits for the host to queue the op
-	// (a host-bound run of small ops), the wait counts as the op's.
+	// to the one after; the cuda backend holds the device back while the
+	// host queues each run of ops (engine/cuda's opProfile), so that a small
+	// op's time is its own rather than the host's time to queue it.
 	// WallS is the profiled steps' time on the host's clock, ops queued to
-	// device done, per step. The timing marks between ops, and for decoding
-	// the ops launched one by one instead of replayed as one recording,
-	// make it longer than the timed steps'; DeviceS over WallS is the share
-	// of it the device was busy with an op.
+	// device done, per step. The timing marks between ops, the holds, and
+	// for decoding the ops launched one by one instead of replayed as one
+	// recording, make it longer than the timed steps'; DeviceS over WallS is
+	// the share of it the device was busy with an op.
 	WallS   float64 `json:"wall_s"`
 	DeviceS float64 `json:"device_s"` // the ops' device times summed, per step
 	// Ops are the ops by name and extents, the most device time first;

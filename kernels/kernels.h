@@ -58,6 +58,10 @@ typedef enum { TW_F32 = 0, TW_BF16 = 1, TW_F16 = 2, TW_I32 = 3 } tw_dtype;
  * thread that calls it. */
 int64_t tw_launch_count(void);
 
+/* Queues one kernel that keeps the stream busy until the device's clock has
+ * advanced ns nanoseconds (nothing for ns ≤ 0). */
+cudaError_t tw_hold(int64_t ns, cudaStream_t stream);
+
 /* ---- rows.cu ------------------------------------------------------------- */
 
 /* engine.Backend.ScatterRows: dst [r, row_bytes/size] and src [n, …] of one

@@ -99,12 +99,14 @@ func (b *Backend) Download(dst []byte, src *engine.Tensor) {
 	if err := b.dev.download(dst, addr(src)); err != nil {
 		panic(fmt.Sprintf("cuda: Download of %v: %v", src, err))
 	}
+	b.synced()
 }
 
 // Sync waits for all queued work.
 func (b *Backend) Sync() error {
 	b.enter()
 	defer b.exit()
+	defer b.synced()
 	return b.dev.sync()
 }
 

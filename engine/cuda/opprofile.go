@@ -2,7 +2,7 @@
 
 package cuda
 
-// #include <cuda_runtime_api.h>
+// #include "kernels.h"
 import "C"
 
 import (
@@ -15,9 +15,30 @@ import (
 
 // opProfile is an op profile under way (StartOpProfile): the ops queued
 // since, each between a pair of events recorded on the stream.
+//
+// An op's time runs from its start event to its stop event, so a device
+// that reaches the start event before the host has queued the op (a run of
+// small ops, each queued more slowly than the one before it runs) would
+// count the wait as the op's. So the first op queued after the device has
+// caught up with the host (the profile's start, or a synchronisation:
+// Sync, Download) is preceded by a hold (tw_hold) that keeps the device
+// busy while the host queues what follows: half as long again as the host
+// took to queue the previous run up to its synchronisation (2 ms at first;
+// between 100 µs and 20 ms). Held runs start when the one before ends, as
+// in a replayed graph.
 type opProfile struct {
-	ops []timedOp
+	ops    []timedOp
+	held   bool          // a hold is queued and the host has not synchronised since
+	heldAt time.Time     // when it was queued
+	hold   time.Duration // the next hold
 }
+
+// Holds: the first, and the least and most.
+const (
+	firstHold = 2 * time.Millisecond
+	minHold   = 100 * time.Microsecond
+	maxHold   = 20 * time.Millisecond
+)
 
 // timedOp is one profiled op: its name and size, the events before and
 // after its launches, and how many it queued.
@@ -45,7 +66,7 @@ func (b *Backend) StartOpProfile() error {
 	case b.rec != nil:
 		return errors.New("cuda: StartOpProfile: a recording is under way")
 	}
-	b.prof = &opProfile{}
+	b.prof = &opProfile{hold: firstHold}
 	return nil
 }
 
@@ -89,6 +110,12 @@ func (b *Backend) opMark() C.cudaEvent_t {
 	if !b.profiling() {
 		return nil
 	}
+	if p := b.prof; !p.held {
+		if err := rtErr("tw_hold", C.tw_hold(C.int64_t(p.hold.Nanoseconds()), b.stream)); err != nil {
+			panic(fmt.Sprintf("cuda: op profile: %v", err))
+		}
+		p.held, p.heldAt = true, time.Now()
+	}
 	var ev C.cudaEvent_t
 	if n := len(b.events); n > 0 {
 		ev, b.events = b.events[n-1], b.events[:n-1]
@@ -100,6 +127,17 @@ func (b *Backend) opMark() C.cudaEvent_t {
 		panic(fmt.Sprintf("cuda: op profile: %v", err))
 	}
 	return ev
+}
+
+// synced notes that the host has waited for the device: the next op
+// profiled is held again, for half as long again as the host took to
+// queue the ops since the last hold (see opProfile). Called between enter
+// and exit, after the synchronisation.
+func (b *Backend) synced() {
+	if p := b.prof; p != nil && p.held {
+		p.held = false
+		p.hold = min(max(time.Since(p.heldAt)*3/2, minHold), maxHold)
+	}
 }
 
 // opDone closes the op opMark began with start (nil: not timed): it

@@ -5,6 +5,7 @@ package cuda
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/turnwise/turnwise/engine"
 	"github.com/turnwise/turnwise/engine/enginetest"
@@ -83,10 +84,15 @@ func TestOpProfile(t *testing.T) {
 	sameBits(t, "profiled GEMM", got, engine.ToF32(b, y))
 
 	// The events are reused: a second profile works, and after it the
-	// backend records again.
+	// backend records again. Its op is held first (the device clock runs
+	// firstHold before it), and the hold is not the op's time.
+	t0 := time.Now()
 	ops, err = engine.ProfileOps(b, func() error { b.Fill(x, 1); return nil })
 	if err != nil || len(ops) != 1 || ops[0].Op != "Fill" {
 		t.Fatalf("second profile: %v, %v; want one Fill", ops, err)
+	}
+	if d := time.Since(t0); d < firstHold || ops[0].Time >= firstHold {
+		t.Errorf("a profile of one fill took %v, the fill %v: want the hold of %v before it, not in it", d, ops[0].Time, firstHold)
 	}
 	if r, err := b.Record(func() { b.Fill(x, 1) }); err != nil {
 		t.Errorf("Record after the profile: %v", err)
@@ -102,5 +108,32 @@ func TestOpProfile(t *testing.T) {
 	}
 	if _, err := b.StopOpProfile(); err != nil {
 		t.Error(err)
+	}
+}
+
+// TestOpProfileHold checks the holds' lengths: half as long again as the
+// host took to queue the ops since the last hold, within [minHold, maxHold],
+// and none pending after a synchronisation.
+func TestOpProfileHold(t *testing.T) {
+	b := newBackend(t)
+	defer b.Close()
+	if err := b.StartOpProfile(); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ queued, want time.Duration }{
+		{10 * time.Millisecond, 15 * time.Millisecond},
+		{time.Second, maxHold},
+		{0, minHold},
+	} {
+		b.prof.held, b.prof.heldAt = true, time.Now().Add(-c.queued)
+		if err := b.Sync(); err != nil {
+			t.Fatal(err)
+		}
+		if got := b.prof.hold; b.prof.held || got < c.want || got > c.want+c.want/10+time.Millisecond {
+			t.Errorf("after %v queued: held %v, next hold %v; want not held and about %v", c.queued, b.prof.held, got, c.want)
+		}
+	}
+	if _, err := b.StopOpProfile(); err != nil {
+		t.Fatal(err)
 	}
 }
