@@ -159,10 +159,7 @@ func (sc *sched) shutdown() {
 func (sc *sched) release() {
 	b := sc.s.model.Backend()
 	if sc.kc != nil {
-		for l := range sc.kc.K {
-			b.FreeBuffer(sc.kc.K[l].Buffer())
-			b.FreeBuffer(sc.kc.V[l].Buffer())
-		}
+		sc.s.model.FreeCache(sc.kc)
 		sc.kc = nil
 	}
 	for _, t := range []*engine.Tensor{sc.ids, sc.u} {
@@ -257,10 +254,7 @@ func (sc *sched) ensure(need int) error {
 			}
 			kc.Len[i] = l
 		}
-		for layer := range old.K {
-			b.FreeBuffer(old.K[layer].Buffer())
-			b.FreeBuffer(old.V[layer].Buffer())
-		}
+		m.FreeCache(old)
 	}
 	sc.kc = kc
 	return nil

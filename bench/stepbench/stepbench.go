@@ -355,12 +355,7 @@ func generateOnce(m *llama.Model, prompts [][]int32, newTokens int, pre, dec *be
 	if err != nil {
 		return 0, 0, err
 	}
-	defer func() {
-		for l := range kc.K {
-			b.FreeBuffer(kc.K[l].Buffer())
-			b.FreeBuffer(kc.V[l].Buffer())
-		}
-	}()
+	defer m.FreeCache(kc)
 	ops0, calls0, _ := engine.Launches(b)
 	t0 := time.Now()
 	logits, err := m.Forward(kc, prompts, nil)

@@ -40,7 +40,7 @@ func (m *Model) Generate(prompts [][]int32, opt GenerateOptions) ([]Generation, 
 	if err != nil {
 		return nil, err
 	}
-	defer m.freeCache(kc)
+	defer m.FreeCache(kc)
 	logits, err := m.Forward(kc, prompts, opt.Adapter)
 	if err != nil {
 		return nil, err
@@ -59,7 +59,7 @@ func (m *Model) GenerateN(prompt []int32, n int, opt GenerateOptions) ([]Generat
 	if err != nil {
 		return nil, err
 	}
-	defer m.freeCache(kc)
+	defer m.FreeCache(kc)
 	first := make([][]int32, n)
 	first[0] = prompt
 	logits, err := m.Forward(kc, first, opt.Adapter)
@@ -288,12 +288,5 @@ func (d *decoder) record(st stepPlan) {
 		d.rec = nil
 		d.recMem.release()
 		d.noGraph = true
-	}
-}
-
-func (m *Model) freeCache(kc *Cache) {
-	for l := range kc.K {
-		m.b.FreeBuffer(kc.K[l].Buffer())
-		m.b.FreeBuffer(kc.V[l].Buffer())
 	}
 }

@@ -130,6 +130,17 @@ func TestStackedWeightsCUDA(t *testing.T) {
 	testStackedWeights(t, b)
 }
 
+// TestCacheApartCUDA compares a joint cache with one apart (testCacheApart)
+// on the CUDA kernels.
+func TestCacheApartCUDA(t *testing.T) {
+	b, err := cuda.New(cuda.Options{GEMM: "own"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	testCacheApart(t, b)
+}
+
 // TestStackedLoRACUDA compares an adapter's stacked A matrices with
 // separate ones (testStackedLoRA) on the CUDA kernels.
 func TestStackedLoRACUDA(t *testing.T) {

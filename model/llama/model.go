@@ -80,29 +80,41 @@ func (m *Model) DType() engine.DType { return m.dt }
 func (m *Model) TrimPool() { m.pool.Trim() }
 
 // Cache holds the keys and values of the tokens seen so far, for a batch of
-// independent slots (sequences) of at most MaxLen tokens each.
+// independent slots (sequences) of at most MaxLen tokens each. A layer's K
+// and V are the two halves of one buffer (NewCache), so that a step writes
+// its new keys and values with one op.
 type Cache struct {
 	K, V   []*engine.Tensor // per layer: [Slots·MaxLen, G, Dh]
 	Len    []int            // tokens cached per slot
 	MaxLen int
 }
 
-// NewCache allocates an empty cache of slots × maxLen tokens.
+// NewCache allocates an empty cache of slots × maxLen tokens; FreeCache
+// frees it.
 func (m *Model) NewCache(slots, maxLen int) (*Cache, error) {
 	c := m.Config
 	kc := &Cache{Len: make([]int, slots), MaxLen: maxLen}
+	n := slots * maxLen
 	for l := 0; l < c.Layers; l++ {
-		k, err := engine.Alloc(m.b, m.dt, slots*maxLen, c.KVHeads, c.HeadDim)
+		kv, err := engine.Alloc(m.b, m.dt, 2*n, c.KVHeads, c.HeadDim) // [K; V]
 		if err != nil {
+			m.FreeCache(kc)
 			return nil, fmt.Errorf("KV cache of %d×%d tokens: %w", slots, maxLen, err)
 		}
-		v, err := engine.Alloc(m.b, m.dt, slots*maxLen, c.KVHeads, c.HeadDim)
-		if err != nil {
-			return nil, fmt.Errorf("KV cache of %d×%d tokens: %w", slots, maxLen, err)
-		}
-		kc.K, kc.V = append(kc.K, k), append(kc.V, v)
+		kc.K, kc.V = append(kc.K, kv.Rows(0, n)), append(kc.V, kv.Rows(n, 2*n))
 	}
 	return kc, nil
+}
+
+// FreeCache frees kc's buffers.
+func (m *Model) FreeCache(kc *Cache) {
+	for l := range kc.K {
+		m.b.FreeBuffer(kc.K[l].Buffer())
+		if kc.V[l].Buffer() != kc.K[l].Buffer() {
+			m.b.FreeBuffer(kc.V[l].Buffer())
+		}
+	}
+	kc.K, kc.V = nil, nil
 }
 
 // Forward appends tokens[s] to slot s of the cache and runs them through
@@ -145,10 +157,13 @@ func (m *Model) Forward(kc *Cache, tokens [][]int32, ad *Adapter) (logitsOut *en
 // go to, the attention's sequence table, and the row of each slot's last
 // new token.
 type stepPlan struct {
-	ids, pos, rows []int32 // [N]
-	seqs           []int32 // [B, 4]: qStart, qLen, kStart, kLen
-	last           []int   // [S]: each slot's last new token's row, or −1
-	lens           []int   // [S]: new tokens per slot
+	ids, pos []int32 // [N]
+	// rows [2N] are the tokens' rows of a layer's cache [K; V] (NewCache):
+	// each token's K row, then each token's V row, Slots·MaxLen further.
+	rows []int32
+	seqs []int32 // [B, 4]: qStart, qLen, kStart, kLen
+	last []int   // [S]: each slot's last new token's row, or −1
+	lens []int   // [S]: new tokens per slot
 }
 
 // planStep checks tokens against the cache and plans their forward.
@@ -180,6 +195,9 @@ func (m *Model) planStep(kc *Cache, tokens [][]int32) (stepPlan, error) {
 	if len(st.ids) == 0 {
 		return stepPlan{}, fmt.Errorf("forward: no tokens")
 	}
+	for _, r := range st.rows {
+		st.rows = append(st.rows, r+int32(len(kc.Len)*kc.MaxLen))
+	}
 	return st, nil
 }
 
@@ -193,23 +211,24 @@ func (st stepPlan) advance(kc *Cache) {
 // stepInputs are a forward's inputs on the device: views of one i32 buffer,
 // end to end, so that one upload sets them all.
 type stepInputs struct {
-	all            *engine.Tensor // the buffer
-	ids, pos, rows *engine.Tensor // [N] i32
-	seqs           *engine.Tensor // [B, 4] i32
-	u              *engine.Tensor // [S] f32: a sampler's uniforms (decode), or nil
+	all      *engine.Tensor // the buffer
+	ids, pos *engine.Tensor // [N] i32
+	rows     *engine.Tensor // [2N] i32 (stepPlan.rows)
+	seqs     *engine.Tensor // [B, 4] i32
+	u        *engine.Tensor // [S] f32: a sampler's uniforms (decode), or nil
 }
 
 // newStepInputs takes the buffer for st's inputs, with room for s uniforms.
 func newStepInputs(take func(engine.DType, ...int) *engine.Tensor, st stepPlan, s int) *stepInputs {
 	n, nb := len(st.ids), len(st.seqs)/4
-	in := &stepInputs{all: take(engine.I32, 3*n+4*nb+s)}
+	in := &stepInputs{all: take(engine.I32, 4*n+4*nb+s)}
 	off := 0
 	view := func(dt engine.DType, shape ...int) *engine.Tensor {
 		t := engine.NewTensor(in.all.Buffer(), in.all.Offset()+4*off, dt, shape...)
 		off += engine.Shape(shape).Numel()
 		return t
 	}
-	in.ids, in.pos, in.rows = view(engine.I32, n), view(engine.I32, n), view(engine.I32, n)
+	in.ids, in.pos, in.rows = view(engine.I32, n), view(engine.I32, n), view(engine.I32, 2*n)
 	in.seqs = view(engine.I32, nb, 4)
 	if s > 0 {
 		in.u = view(engine.F32, s)
@@ -282,10 +301,16 @@ func (m *Model) forwardCached(take func(engine.DType, ...int) *engine.Tensor, kc
 	}
 	run := layerRun{m: m, ad: ad, n: n, pos: in.pos, take: take,
 		// The cache hook: the new keys and values go to their rows of the
-		// cache, and attention reads the cache.
+		// cache — one op when k and v lie end to end, as here, and the
+		// cache's K and V too, as NewCache makes them — and attention reads
+		// the cache.
 		kv: func(l int, k, v *engine.Tensor) (keys, values, seqs *engine.Tensor) {
-			b.ScatterRows(kc.K[l], k, in.rows)
-			b.ScatterRows(kc.V[l], v, in.rows)
+			if dst, src := engine.Stacked(kc.K[l], kc.V[l]), engine.Stacked(k, v); dst != nil && src != nil {
+				b.ScatterRows(dst, src, in.rows)
+			} else {
+				b.ScatterRows(kc.K[l], k, in.rows.Rows(0, n))
+				b.ScatterRows(kc.V[l], v, in.rows.Rows(0, n))
+			}
 			return kc.K[l], kc.V[l], in.seqs
 		}}
 

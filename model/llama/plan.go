@@ -120,15 +120,16 @@ func (c Config) Plan(o PlanOptions) (Plan, error) {
 	q, kv, h := int64(c.Heads*c.HeadDim), int64(c.KVHeads*c.HeadDim), int64(c.Heads)
 	if o.Inference {
 		add(false, "kv_cache", "KV cache", 2*int64(c.Layers)*n*kv*wb, "2 × %d layers × %d tokens × %d × %d B", c.Layers, n, kv, wb)
-		// Forward's temporaries for a prefill of all n tokens: ids,
-		// positions and cache rows [N] i32, the sequence table [B, 4] i32;
+		// Forward's temporaries for a prefill of all n tokens: ids and
+		// positions [N] i32, cache rows [2N] i32 (K's and V's), the
+		// sequence table [B, 4] i32;
 		// the residual,
 		// a sublayer's input and output [N, D], q and the attention output
 		// [N, H·Dh], k and v [N, G·Dh], gate, up and SwiGLU [N, F], the
 		// LoRA scratch [k·r, N] (k the most adapted projections of one
 		// input); rstd [N] and log-sum-exp [N, H] in f32;
 		// each sequence's last hidden state [B, D] and logits [B, V].
-		perToken := (3*d+2*q+2*kv+3*f+widest*rank)*wb + (1+h)*f32 + 3*4
+		perToken := (3*d+2*q+2*kv+3*f+widest*rank)*wb + (1+h)*f32 + 4*4
 		add(true, "prefill_activations", "prefill activations", n*perToken+b*16+b*(d+v)*wb,
 			"%d tokens × %d B, plus each sequence's last hidden state and logits", n, perToken)
 		add(false, "sampling", "logits and sampling", b*v*f32+4*b*4, "f32 logits [%d, %d], the sampler's ids, uniforms, log-probabilities, log-sum-exps", b, v)

@@ -120,10 +120,15 @@ func testStackedLoRA(t *testing.T, b engine.Backend) {
 
 func TestStackedWeights(t *testing.T) { testStackedWeights(t, cpu.New(cpu.Options{Threads: 2})) }
 
-// opCounter is a backend that counts its GEMMs and RoPEs.
+// opCounter is a backend that counts its GEMMs, RoPEs and ScatterRows.
 type opCounter struct {
 	engine.Backend
-	gemms, ropes int
+	gemms, ropes, scatters int
+}
+
+func (o *opCounter) ScatterRows(dst, src, rows *engine.Tensor) {
+	o.scatters++
+	o.Backend.ScatterRows(dst, src, rows)
 }
 
 func (o *opCounter) Gemm(c, a, b *engine.Tensor, p engine.GemmParams) {
@@ -145,7 +150,8 @@ func (o *opCounter) RoPE(x, pos, invFreq *engine.Tensor) {
 // ops, for each decoding step of one sequence 3 GEMMs fewer per layer (q,
 // k, v one GEMM, gate and up one) and one RoPE (q and k, end to end in the
 // decoding activations either way), as many for two sequences or the
-// prefill.
+// prefill; and one ScatterRows per layer and step, for the keys and values
+// together (the cache's K and V are the halves of one buffer).
 func testStackedWeights(t *testing.T, b engine.Backend) {
 	for _, dt := range []engine.DType{engine.F32, engine.BF16} {
 		t.Run(dt.String(), func(t *testing.T) {
@@ -186,10 +192,13 @@ func testStackedWeights(t *testing.T, b engine.Backend) {
 			} {
 				gen := func(w *llama.Weights) ([]llama.Generation, int, int) {
 					m.Weights = w
-					oc.gemms, oc.ropes = 0, 0
+					oc.gemms, oc.ropes, oc.scatters = 0, 0, 0
 					g, err := m.Generate(tc.prompts, llama.GenerateOptions{MaxNew: newTokens, Adapter: tc.ad})
 					if err != nil {
 						t.Fatal(err)
+					}
+					if want := c.Layers * newTokens; oc.scatters != want {
+						t.Errorf("%s: %d ScatterRows, want %d (one per layer and step)", tc.name, oc.scatters, want)
 					}
 					return g, oc.gemms, oc.ropes
 				}
@@ -216,5 +225,53 @@ func testStackedWeights(t *testing.T, b engine.Backend) {
 			}
 			m.Weights = stacked
 		})
+	}
+}
+
+func TestCacheApart(t *testing.T) { testCacheApart(t, cpu.New(cpu.Options{Threads: 2})) }
+
+// testCacheApart runs a prefill and a decoding step with a cache as
+// NewCache makes it (each layer's K and V the halves of one buffer, the new
+// keys and values written by one op) and with a copy whose K and V have
+// buffers of their own (written one op each), and wants the same logits
+// bit for bit, and the same cache contents.
+func testCacheApart(t *testing.T, b engine.Backend) {
+	c := llama.Config{Dim: 32, Layers: 2, Heads: 4, KVHeads: 2, HeadDim: 16, FFN: 40, Vocab: 37,
+		NormEps: 1e-5, RopeTheta: 10000, MaxSeqLen: 64, BOS: 1, EOS: []int32{2}}
+	m, err := llama.NewRandom(b, c, engine.F32, 0.5, 6)
+	if err != nil {
+		t.Fatal(err)
+	}
+	joint, err := m.NewCache(2, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.FreeCache(joint)
+	if engine.Stacked(joint.K[1], joint.V[1]) == nil {
+		t.Fatal("NewCache's K and V are not the halves of one buffer")
+	}
+	apart := &llama.Cache{Len: make([]int, 2), MaxLen: 8}
+	for l := range joint.K {
+		apart.K = append(apart.K, engine.MustAlloc(b, engine.F32, joint.K[l].Shape()...))
+		apart.V = append(apart.V, engine.MustAlloc(b, engine.F32, joint.V[l].Shape()...))
+	}
+	defer m.FreeCache(apart)
+	for step, tokens := range [][][]int32{{{1, 5, 9}, {3, 4}}, {{7}, {8}}} {
+		var logits [2][]float32
+		for i, kc := range []*llama.Cache{joint, apart} {
+			out, err := m.Forward(kc, tokens, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			logits[i] = engine.ToF32(b, out)
+		}
+		if !sameBits(logits[0], logits[1]) {
+			t.Errorf("step %d: the logits differ between the joint cache and the one apart", step)
+		}
+	}
+	for l := range joint.K {
+		if !sameBits(engine.ToF32(b, joint.K[l]), engine.ToF32(b, apart.K[l])) || !sameBits(engine.ToF32(b, joint.V[l]), engine.ToF32(b, apart.V[l])) {
+			t.Errorf("layer %d: the cached keys or values differ between the joint cache and the one apart", l)
+		}
 	}
 }
