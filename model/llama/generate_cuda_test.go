@@ -119,35 +119,20 @@ func constant(n int, v float32) []float32 {
 	return out
 }
 
-// TestStackedWeightsCUDA compares stacked base weights with separate ones
-// (testStackedWeights) on the CUDA kernels.
-func TestStackedWeightsCUDA(t *testing.T) {
+// TestStackedCUDA runs the comparisons of the stacked layouts with separate
+// buffers — an adapter's A matrices (testStackedLoRA), the base weights
+// (testStackedWeights), the KV cache's K and V (testCacheApart) — on the
+// CUDA kernels.
+func TestStackedCUDA(t *testing.T) {
 	b, err := cuda.New(cuda.Options{GEMM: "own"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	testStackedWeights(t, b)
-}
-
-// TestCacheApartCUDA compares a joint cache with one apart (testCacheApart)
-// on the CUDA kernels.
-func TestCacheApartCUDA(t *testing.T) {
-	b, err := cuda.New(cuda.Options{GEMM: "own"})
-	if err != nil {
-		t.Fatal(err)
+	for _, c := range []struct {
+		name string
+		test func(*testing.T, engine.Backend)
+	}{{"lora", testStackedLoRA}, {"weights", testStackedWeights}, {"cache", testCacheApart}} {
+		t.Run(c.name, func(t *testing.T) { c.test(t, b) })
 	}
-	defer b.Close()
-	testCacheApart(t, b)
-}
-
-// TestStackedLoRACUDA compares an adapter's stacked A matrices with
-// separate ones (testStackedLoRA) on the CUDA kernels.
-func TestStackedLoRACUDA(t *testing.T) {
-	b, err := cuda.New(cuda.Options{GEMM: "own"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	testStackedLoRA(t, b)
 }
