@@ -160,6 +160,13 @@ func GemmCases(c Config, dt engine.DType) []Case {
 // tokens). Their inner or outer width is r (or a few r), so they are bound
 // by memory, not arithmetic; all but y += s·t·Bᵀ have a long k and few
 // output tiles, the shapes our GEMM splits along k.
+//
+// y += s·t·Bᵀ reads and writes y [N, out] for an r-deep product. The
+// other order writes the LoRA term first, y = s·t·Bᵀ (lora_b_*_first: y
+// written, not read), and adds the base product to it, y += x·Wᵀ
+// (*_fwd_acc: the base GEMM, bound by arithmetic, reading y in its
+// epilogue); the cases weigh the two orders — lora_b + the base's fwd
+// (GemmCases) against lora_b_first + fwd_acc — before the model changes.
 func LoRACases(c Config, dt engine.DType) []Case {
 	r := c.LoRARank
 	if r == 0 {
@@ -183,10 +190,14 @@ func LoRACases(c Config, dt engine.DType) []Case {
 			dt, p.out, r, n, true, true, 1, n, p.out, r, n)
 		gA := gemmCase(fmt.Sprintf("gemm/%s/lora_gA_%s/bwd/%v/%dx%dx%d", c.Name, p.name, dt, r, p.in, n),
 			dt, r, p.in, n, false, false, 1, r, n, n, p.in)
-		for _, x := range []*Case{&a, &b, &dT, &gB, &gA} {
+		first := gemmCase(fmt.Sprintf("gemm/%s/lora_b_%s_first/fwd/%v/%dx%dx%d", c.Name, p.name, dt, n, p.out, r),
+			dt, n, p.out, r, false, true, 0, n, r, p.out, r)
+		acc := gemmCase(fmt.Sprintf("gemm/%s/%s_fwd_acc/fwd/%v/%dx%dx%d", c.Name, p.name, dt, n, p.out, p.in),
+			dt, n, p.out, p.in, false, true, 1, n, p.in, p.out, p.in)
+		for _, x := range []*Case{&a, &b, &dT, &gB, &gA, &first} {
 			x.Bound = bench.Memory
 		}
-		cases = append(cases, a, b, dT, gB, gA)
+		cases = append(cases, a, b, dT, gB, gA, first, acc)
 	}
 	for _, g := range []struct {
 		name  string

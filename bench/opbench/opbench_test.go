@@ -76,6 +76,10 @@ func TestCounts(t *testing.T) {
 		// gate's: dh2 read and written) and fused over a feature-major [2F, N].
 		{"gemm/llama8b-2k/mlp_now_up/dx/bf16/2048x4096x14336", 2 * 2048 * 4096 * 14336, 2 * (2048*14336 + 14336*4096 + 2*2048*4096)},
 		{"gemm/llama8b-2k/mlp_fm_gate_up/dx/bf16/2048x4096x28672", 2 * 2048 * 4096 * 28672, 2 * (28672*2048 + 28672*4096 + 2048*4096)},
+		// The LoRA term written first (y not read), and the base product
+		// added to it (y read and written).
+		{"gemm/llama8b-2k/lora_b_q_first/fwd/bf16/2048x4096x16", 2 * 2048 * 4096 * 16, 2 * (2048*16 + 4096*16 + 2048*4096)},
+		{"gemm/llama8b-2k/gate_fwd_acc/fwd/bf16/2048x14336x4096", 2 * 2048 * 14336 * 4096, 2 * (2048*4096 + 14336*4096 + 2*2048*14336)},
 		// A decoding step's down projection at batch 1 and the classifier at
 		// 16: the weights, x and y once each.
 		{"gemm/llama8b-2k/decode_down/fwd/bf16/1x4096x14336", 2 * 4096 * 14336, 2 * (14336 + 4096*14336 + 4096)},
