@@ -87,6 +87,7 @@ func (b *Backend) Upload(dst *engine.Tensor, src []byte) {
 	if err := b.dev.upload(addr(dst), src); err != nil {
 		panic(fmt.Sprintf("cuda: Upload into %v: %v", dst, err))
 	}
+	b.synced() // a copy from pageable memory waits for the stream first
 }
 
 // Download copies src into host bytes, after the work queued before it.

@@ -21,7 +21,8 @@ import (
 // small ops, each queued more slowly than the one before it runs) would
 // count the wait as the op's. So the first op queued after the device has
 // caught up with the host (the profile's start, or a synchronisation:
-// Sync, Download) is preceded by a hold (tw_hold) that keeps the device
+// Sync, Download, and Upload, whose copy from pageable memory waits for the
+// stream) is preceded by a hold (tw_hold) that keeps the device
 // busy while the host queues what follows: half as long again as the host
 // took to queue the previous run up to its synchronisation (2 ms at first;
 // between 100 µs and 20 ms). Held runs start when the one before ends, as
