@@ -586,14 +586,16 @@ step_bench_kernels() {
 }
 
 # bench_step GEMM NAME measures the LoRA step, prefill and decode with the
-# backend's GEMM GEMM (train bench --gemm) into NAME.json and NAME.md.
+# backend's GEMM GEMM (train bench --gemm) into NAME.json and NAME.md; the
+# note has the table count and the first profile of a step and of
+# decoding (the 2048-token step, decoding one sequence).
 bench_step() {
 	load_torch
 	cd "$B" || exit 1
 	ours bin/train bench --backend cuda --suite step --gemm "$1" \
 		--out "$WORK/bench/$2.json" --md "$WORK/bench/$2.md" || exit 1
 	cat "$WORK/bench/$2.md"
-	note "--gemm $1: $(grep -c '^| ' "$WORK/bench/$2.md") table lines"
+	note "--gemm $1: $(grep -c '^| ' "$WORK/bench/$2.md") table lines; $(grep -m1 '^One more training step' "$WORK/bench/$2.md") $(grep -m1 'more decoding steps' "$WORK/bench/$2.md" | sed 's/.*: the ops take/decoding: the ops take/')"
 }
 
 step_bench_step() {
