@@ -470,7 +470,7 @@ func (p *printer) profiles(m *Result) {
 		return
 	}
 	p.line("## Where the time goes\n")
-	p.line("Each op of the profiled steps timed on the device on its own; times and counts per step. Achieved: the op's arithmetic and least memory traffic over its time, where its extents alone set them (GEMMs).\n")
+	p.line("Each op of the profiled steps timed on its own (on a GPU between events on its stream, on the CPU on the host's clock); times and counts per step. Achieved: the op's arithmetic and least memory traffic over its time, where its extents alone set them (GEMMs).\n")
 	for _, a := range all {
 		pr := a.p
 		p.line("### %s\n", a.name)

@@ -73,3 +73,33 @@ func ProfileOps(b Backend, fn func() error) (ops []OpTime, err error) {
 	}
 	return ops, stopErr
 }
+
+// GemmCost is what an op profile records of the GEMM c = α·op(a)·op(b) +
+// β·c of extents g (GemmShape): its extents M×N×K (batched B×M×N×K), its
+// 2·B·M·N·K FLOPs, and its least memory traffic, A, B and C once each (C
+// twice when β ≠ 0, a broadcast operand once).
+func GemmCost(g GemmDims, c, a *Tensor, beta float32) (extents string, flops float64, bytes int64) {
+	batches := func(stride int) int64 {
+		if stride == 0 {
+			return 1
+		}
+		return int64(g.Batch)
+	}
+	cBytes := int64(g.Batch) * int64(g.M) * int64(g.N) * int64(c.DType().Size())
+	if beta != 0 {
+		cBytes *= 2
+	}
+	bytes = (batches(g.StrideA)*int64(g.M)*int64(g.K)+batches(g.StrideB)*int64(g.K)*int64(g.N))*int64(a.DType().Size()) + cBytes
+	extents = fmt.Sprintf("%d×%d×%d", g.M, g.N, g.K)
+	if g.Batch > 1 {
+		extents = fmt.Sprintf("%d×%s", g.Batch, extents)
+	}
+	return extents, 2 * float64(g.Batch) * float64(g.M) * float64(g.N) * float64(g.K), bytes
+}
+
+// AttentionExtents is an attention op's extents in an op profile: query
+// rows × heads × head width, and the keys (its arithmetic depends on the
+// sequences, which a backend may not read cheaply).
+func AttentionExtents(d AttentionDims) string {
+	return fmt.Sprintf("%d×%d×%d, %d keys", d.NQ, d.H, d.Dh, d.NK)
+}

@@ -105,6 +105,17 @@ func TestCPUSmall(t *testing.T) {
 	if len(r.Steps) != 4 || len(r.Generation) != 4 {
 		t.Errorf("%d steps and %d generation phases, want 4 and 4", len(r.Steps), len(r.Generation))
 	}
+	// Each step and decoding phase profiled op by op, on the host's clock.
+	for _, s := range r.Steps {
+		if p := s.Profile; p == nil || len(p.Ops) == 0 || p.DeviceS <= 0 || p.DeviceS > p.WallS {
+			t.Errorf("%s: profile %+v", s.Name, p)
+		}
+	}
+	for _, g := range r.Generation {
+		if p := g.Profile; (g.Phase == "decode") != (p != nil && len(p.Ops) > 0) {
+			t.Errorf("%s (%s): profile %+v", g.Name, g.Phase, p)
+		}
+	}
 }
 
 func TestDefaults(t *testing.T) {

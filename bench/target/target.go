@@ -111,10 +111,12 @@ func Open(o Options) (*Target, error) {
 	return nil, fmt.Errorf("unknown backend %q (want cpu or cuda)", o.Backend)
 }
 
+// openCPU opens the CPU backend, its ops timed on the host's clock in a
+// profile (engine.TimeOnHost: they are done when they return).
 func openCPU(o Options) *Target {
 	b := cpu.New(cpu.Options{Threads: o.Threads})
 	t := &Target{
-		Backend:    b,
+		Backend:    engine.TimeOnHost(b),
 		GEMMName:   "openblas",
 		Own:        b,
 		TimerName:  "host clock",

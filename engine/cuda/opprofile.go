@@ -172,37 +172,21 @@ func (b *Backend) destroyEvents() {
 }
 
 // gemmSize is the size in a profile of the GEMM c = α·op(a)·op(b) + β·c of
-// extents g: M×N×K (batched B×M×N×K), 2·B·M·N·K FLOPs, and A, B and C
-// once each (C twice when β ≠ 0, a broadcast operand once); none when no
-// profile is under way.
+// extents g (engine.GemmCost); none when no profile is under way.
 func (b *Backend) gemmSize(g engine.GemmDims, c, a *engine.Tensor, beta float32) opSize {
 	if !b.profiling() {
 		return opSize{}
 	}
-	batches := func(stride int) int64 {
-		if stride == 0 {
-			return 1
-		}
-		return int64(g.Batch)
-	}
-	cBytes := int64(g.Batch*g.M*g.N) * int64(c.DType().Size())
-	if beta != 0 {
-		cBytes *= 2
-	}
-	s := opSize{extents: fmt.Sprintf("%d×%d×%d", g.M, g.N, g.K), flops: 2 * float64(g.Batch) * float64(g.M) * float64(g.N) * float64(g.K),
-		bytes: (batches(g.StrideA)*int64(g.M*g.K)+batches(g.StrideB)*int64(g.K*g.N))*int64(a.DType().Size()) + cBytes}
-	if g.Batch > 1 {
-		s.extents = fmt.Sprintf("%d×%s", g.Batch, s.extents)
-	}
+	var s opSize
+	s.extents, s.flops, s.bytes = engine.GemmCost(g, c, a, beta)
 	return s
 }
 
-// attentionSize is an attention op's size in a profile: query rows × heads
-// × head width, and the keys (its arithmetic depends on the sequences, in
-// device memory); none when no profile is under way.
+// attentionSize is an attention op's size in a profile
+// (engine.AttentionExtents); none when no profile is under way.
 func (b *Backend) attentionSize(d engine.AttentionDims) opSize {
 	if !b.profiling() {
 		return opSize{}
 	}
-	return opSize{extents: fmt.Sprintf("%d×%d×%d, %d keys", d.NQ, d.H, d.Dh, d.NK)}
+	return opSize{extents: engine.AttentionExtents(d)}
 }
