@@ -459,10 +459,10 @@ func (p *printer) profiles(m *Result) {
 	}
 	for _, g := range m.Generation {
 		if pr := g.Profile; pr != nil {
-			// The holds make the profiled steps' wall time no measure of
-			// the device's idle time; the replayed steps' is.
+			// On a GPU the holds make the profiled steps' wall time no
+			// measure of the device's idle time; the timed steps' is.
 			step := g.Median / float64(g.NewTokens)
-			all = append(all, prof{g.Name + gemmTag(g.GEMM), fmt.Sprintf("%d more decoding steps, their ops launched one by one rather than replayed as one graph, each step's held back until the host has queued them so that they run back to back as a graph's do: the ops take %s of device time per step, %s of the replayed step's %s.",
+			all = append(all, prof{g.Name + gemmTag(g.GEMM), fmt.Sprintf("%d more decoding steps (on a GPU their ops launched one by one rather than replayed as one graph, each step's held back until the host has queued them, so that they run back to back as a graph's do): the ops take %s per step, %s of a timed step's %s.",
 				pr.Steps, seconds(pr.DeviceS), pct(pr.DeviceS/step), seconds(step)), pr})
 		}
 	}
@@ -498,7 +498,7 @@ func (p *printer) profiles(m *Result) {
 				pct(o.Seconds/pr.DeviceS))
 			if extents {
 				r = append(r, pct(cum/pr.DeviceS), maybe(o.FLOPs > 0 && o.Seconds > 0,
-					fmt.Sprintf("%.1f TFLOP/s, %.0f GB/s", o.FLOPs/o.Seconds/1e12, o.Bytes/o.Seconds/1e9)))
+					flopRate(o.FLOPs/o.Seconds)+fmt.Sprintf(", %.0f GB/s", o.Bytes/o.Seconds/1e9)))
 			}
 			return r
 		}
@@ -517,6 +517,14 @@ func (p *printer) profiles(m *Result) {
 		}
 		p.table([]string{"op", "extents", "calls", "launches", "time", "per call", "share", "cumulative", "achieved"}, rows)
 	}
+}
+
+// flopRate formats FLOP/s in TFLOP/s, or GFLOP/s below one TFLOP/s.
+func flopRate(f float64) string {
+	if f < 1e12 {
+		return fmt.Sprintf("%.1f GFLOP/s", f/1e9)
+	}
+	return fmt.Sprintf("%.1f TFLOP/s", f/1e12)
 }
 
 // count formats a count per step, "" when there is none.
