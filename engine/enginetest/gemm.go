@@ -2,6 +2,7 @@ package enginetest
 
 import (
 	"fmt"
+	"math"
 	"testing"
 
 	"github.com/turnwise/turnwise/engine"
@@ -14,6 +15,7 @@ type gemmCase struct {
 	batch          int  // 0: plain 2-D
 	broadcastB     bool // B has no batch dimension
 	alpha, beta    float32
+	nanC           bool // C holds NaN before (with beta 0: never read)
 }
 
 var gemmCases = []gemmCase{
@@ -26,6 +28,13 @@ var gemmCases = []gemmCase{
 	{m: 6, n: 11, k: 40, batch: 4, broadcastB: true, transB: true, alpha: 2, beta: 1},
 	{m: 256, n: 288, k: 768, transB: true, alpha: 1}, // a 24.4M-config MLP shape
 	{m: 4, n: 3, k: 0, alpha: 1, beta: 0.5},          // empty inner dimension
+	// One row or one column (a decoding step at batch 1: the CPU's GEMV),
+	// in each layout.
+	{m: 1, n: 37, k: 45, transB: true, alpha: 1, nanC: true},
+	{m: 1, n: 29, k: 18, transA: true, alpha: 0.5, beta: 1},
+	{m: 23, n: 1, k: 31, alpha: 1, beta: -0.5},
+	{m: 17, n: 1, k: 40, transA: true, transB: true, alpha: 2, nanC: true},
+	{m: 1, n: 9, k: 12, batch: 3, broadcastB: true, transB: true, alpha: 1},
 }
 
 func testGemm(t *testing.T, b engine.Backend) {
@@ -72,12 +81,19 @@ func runGemmCase(t *testing.T, b engine.Backend, dt, cdt engine.DType, c gemmCas
 	av := Values(r, dt, nb*ar*ac, 1)
 	bv := Values(r, dt, max(bBatch, 1)*br*bc, 1)
 	cv := Values(r, cdt, nb*c.m*c.n, 1)
+	cRef := F64(cv)
+	if c.nanC {
+		for i := range cv {
+			cv[i] = float32(math.NaN())
+			cRef[i] = 0
+		}
+	}
 	A := engine.FromF32(b, dt, av, shapeOf(c.batch, ar, ac)...)
 	B := engine.FromF32(b, dt, bv, shapeOf(bBatch, br, bc)...)
 	C := engine.FromF32(b, cdt, cv, shapeOf(c.batch, c.m, c.n)...)
 	b.Gemm(C, A, B, engine.GemmParams{TransA: c.transA, TransB: c.transB, Alpha: c.alpha, Beta: c.beta})
 	var want []float64
-	a64, b64, c64 := F64(av), F64(bv), F64(cv)
+	a64, b64, c64 := F64(av), F64(bv), cRef
 	for i := 0; i < nb; i++ {
 		bo := i * br * bc
 		if c.broadcastB {
