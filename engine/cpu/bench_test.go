@@ -49,11 +49,18 @@ func BenchmarkMemoryOps(b *testing.B) {
 	}
 }
 
+// BenchmarkAttentionOps measures attention at the 24.4M model's heads over
+// its 4 sequences of 256 tokens and over one sequence of 1024 (where the
+// quadratic term dominates the step: docs/benchmarks.md).
 func BenchmarkAttentionOps(b *testing.B) {
 	be := New(Options{})
+	long := opbench.Reference24M
+	long.Tokens, long.SeqLen = 1024, 1024
 	for _, dt := range []engine.DType{engine.F32, engine.BF16} {
-		for _, c := range opbench.AttentionCases(opbench.Reference24M, dt) {
-			b.Run(c.Name, func(b *testing.B) { runCase(b, be, c) })
+		for _, cfg := range []opbench.Config{opbench.Reference24M, long} {
+			for _, c := range opbench.AttentionCases(cfg, dt) {
+				b.Run(c.Name, func(b *testing.B) { runCase(b, be, c) })
+			}
 		}
 	}
 }
