@@ -304,6 +304,28 @@ static inline float hsum(__m256 v) {
 }
 #endif
 
+#ifdef __AVX2__
+// The 32-float tiles of the kernels below, in registers: load4 and store4
+// move one; fma1x4 adds v·r[0:32] to a; fma2x4 adds va·r[0:32] to a and
+// vb·r[0:32] to b, loading r once.
+static inline void load4(__m256 a[4], const float *p) {
+	for (int i = 0; i < 4; i++) a[i] = _mm256_loadu_ps(p + 8 * i);
+}
+static inline void store4(float *p, const __m256 a[4]) {
+	for (int i = 0; i < 4; i++) _mm256_storeu_ps(p + 8 * i, a[i]);
+}
+static inline void fma1x4(__m256 a[4], __m256 v, const float *r) {
+	for (int i = 0; i < 4; i++) a[i] = _mm256_fmadd_ps(v, _mm256_loadu_ps(r + 8 * i), a[i]);
+}
+static inline void fma2x4(__m256 a[4], __m256 b[4], __m256 va, __m256 vb, const float *r) {
+	for (int i = 0; i < 4; i++) {
+		__m256 k = _mm256_loadu_ps(r + 8 * i);
+		a[i] = _mm256_fmadd_ps(va, k, a[i]);
+		b[i] = _mm256_fmadd_ps(vb, k, b[i]);
+	}
+}
+#endif
+
 // axpy_rows and axpy_rows2 keep a 32-column stripe of each destination in
 // registers over every row j (then 8-column stripes, then single columns),
 // instead of loading and storing the destination once per row (measured at
@@ -314,20 +336,10 @@ void twcpu_axpy_rows(float *dst, const float *c, const float *rows, long n, long
 	long d = 0;
 #ifdef __AVX2__
 	for (; d + 32 <= dh; d += 32) {
-		__m256 a0 = _mm256_loadu_ps(dst + d), a1 = _mm256_loadu_ps(dst + d + 8);
-		__m256 a2 = _mm256_loadu_ps(dst + d + 16), a3 = _mm256_loadu_ps(dst + d + 24);
-		for (long j = 0; j < n; j++) {
-			const float *r = rows + j * dh + d;
-			__m256 vc = _mm256_set1_ps(c[j]);
-			a0 = _mm256_fmadd_ps(vc, _mm256_loadu_ps(r), a0);
-			a1 = _mm256_fmadd_ps(vc, _mm256_loadu_ps(r + 8), a1);
-			a2 = _mm256_fmadd_ps(vc, _mm256_loadu_ps(r + 16), a2);
-			a3 = _mm256_fmadd_ps(vc, _mm256_loadu_ps(r + 24), a3);
-		}
-		_mm256_storeu_ps(dst + d, a0);
-		_mm256_storeu_ps(dst + d + 8, a1);
-		_mm256_storeu_ps(dst + d + 16, a2);
-		_mm256_storeu_ps(dst + d + 24, a3);
+		__m256 a[4];
+		load4(a, dst + d);
+		for (long j = 0; j < n; j++) fma1x4(a, _mm256_set1_ps(c[j]), rows + j * dh + d);
+		store4(dst + d, a);
 	}
 	for (; d + 8 <= dh; d += 8) {
 		__m256 a0 = _mm256_loadu_ps(dst + d);
@@ -346,32 +358,12 @@ void twcpu_axpy_rows2(float *dst0, float *dst1, const float *c0, const float *c1
 	long d = 0;
 #ifdef __AVX2__
 	for (; d + 32 <= dh; d += 32) {
-		__m256 a0 = _mm256_loadu_ps(dst0 + d), a1 = _mm256_loadu_ps(dst0 + d + 8);
-		__m256 a2 = _mm256_loadu_ps(dst0 + d + 16), a3 = _mm256_loadu_ps(dst0 + d + 24);
-		__m256 b0 = _mm256_loadu_ps(dst1 + d), b1 = _mm256_loadu_ps(dst1 + d + 8);
-		__m256 b2 = _mm256_loadu_ps(dst1 + d + 16), b3 = _mm256_loadu_ps(dst1 + d + 24);
-		for (long j = 0; j < n; j++) {
-			const float *r = rows + j * dh + d;
-			__m256 v0 = _mm256_set1_ps(c0[j]), v1 = _mm256_set1_ps(c1[j]);
-			__m256 k0 = _mm256_loadu_ps(r), k1 = _mm256_loadu_ps(r + 8);
-			__m256 k2 = _mm256_loadu_ps(r + 16), k3 = _mm256_loadu_ps(r + 24);
-			a0 = _mm256_fmadd_ps(v0, k0, a0);
-			a1 = _mm256_fmadd_ps(v0, k1, a1);
-			a2 = _mm256_fmadd_ps(v0, k2, a2);
-			a3 = _mm256_fmadd_ps(v0, k3, a3);
-			b0 = _mm256_fmadd_ps(v1, k0, b0);
-			b1 = _mm256_fmadd_ps(v1, k1, b1);
-			b2 = _mm256_fmadd_ps(v1, k2, b2);
-			b3 = _mm256_fmadd_ps(v1, k3, b3);
-		}
-		_mm256_storeu_ps(dst0 + d, a0);
-		_mm256_storeu_ps(dst0 + d + 8, a1);
-		_mm256_storeu_ps(dst0 + d + 16, a2);
-		_mm256_storeu_ps(dst0 + d + 24, a3);
-		_mm256_storeu_ps(dst1 + d, b0);
-		_mm256_storeu_ps(dst1 + d + 8, b1);
-		_mm256_storeu_ps(dst1 + d + 16, b2);
-		_mm256_storeu_ps(dst1 + d + 24, b3);
+		__m256 a[4], b[4];
+		load4(a, dst0 + d);
+		load4(b, dst1 + d);
+		for (long j = 0; j < n; j++) fma2x4(a, b, _mm256_set1_ps(c0[j]), _mm256_set1_ps(c1[j]), rows + j * dh + d);
+		store4(dst0 + d, a);
+		store4(dst1 + d, b);
 	}
 	for (; d + 8 <= dh; d += 8) {
 		__m256 a0 = _mm256_loadu_ps(dst0 + d), b0 = _mm256_loadu_ps(dst1 + d);
@@ -458,29 +450,11 @@ void twcpu_dot_rows2_t(float *dst0, float *dst1, const float *x0, const float *x
 	// 32 keys of both rows at a time: eight independent sums, enough to
 	// cover the FMA's latency; then 16.
 	for (; j + 32 <= n; j += 32) {
-		__m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;
-		for (long d = 0; d < dh; d++) {
-			const float *r = kt + d * ld + j;
-			__m256 k0 = _mm256_loadu_ps(r), k1 = _mm256_loadu_ps(r + 8);
-			__m256 k2 = _mm256_loadu_ps(r + 16), k3 = _mm256_loadu_ps(r + 24);
-			__m256 xa = _mm256_set1_ps(x0[d]), xb = _mm256_set1_ps(x1[d]);
-			a0 = _mm256_fmadd_ps(xa, k0, a0);
-			a1 = _mm256_fmadd_ps(xa, k1, a1);
-			a2 = _mm256_fmadd_ps(xa, k2, a2);
-			a3 = _mm256_fmadd_ps(xa, k3, a3);
-			b0 = _mm256_fmadd_ps(xb, k0, b0);
-			b1 = _mm256_fmadd_ps(xb, k1, b1);
-			b2 = _mm256_fmadd_ps(xb, k2, b2);
-			b3 = _mm256_fmadd_ps(xb, k3, b3);
-		}
-		_mm256_storeu_ps(dst0 + j, a0);
-		_mm256_storeu_ps(dst0 + j + 8, a1);
-		_mm256_storeu_ps(dst0 + j + 16, a2);
-		_mm256_storeu_ps(dst0 + j + 24, a3);
-		_mm256_storeu_ps(dst1 + j, b0);
-		_mm256_storeu_ps(dst1 + j + 8, b1);
-		_mm256_storeu_ps(dst1 + j + 16, b2);
-		_mm256_storeu_ps(dst1 + j + 24, b3);
+		__m256 a[4], b[4];
+		for (int i = 0; i < 4; i++) a[i] = b[i] = _mm256_setzero_ps();
+		for (long d = 0; d < dh; d++) fma2x4(a, b, _mm256_set1_ps(x0[d]), _mm256_set1_ps(x1[d]), kt + d * ld + j);
+		store4(dst0 + j, a);
+		store4(dst1 + j, b);
 	}
 	for (; j + 16 <= n; j += 16) {
 		__m256 a0 = _mm256_setzero_ps(), a1 = a0, b0 = a0, b1 = a0;
