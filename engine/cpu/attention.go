@@ -233,6 +233,18 @@ func (a *attnFwd) block(sc []float32, s attnSeq, h, t0, t1 int) {
 			loadRow(kb[j*dh:(j+1)*dh], a.k, r)
 			loadRow(vb[j*dh:(j+1)*dh], a.v, r)
 		}
+		if bq == 1 {
+			// One query (a decoding step): its scores straight from the
+			// key rows, where transposing the block would cost more than
+			// the products.
+			if nj := min(bk, t0+off+1-j0); nj > 0 {
+				sr := sb[:nj]
+				dotRows(sr, qb[:dh], kb[:nj*dh])
+				onlineSoftmax(sr, nj, &m[0], &l[0], ob[:dh])
+				axpyRows(ob[:dh], sr, vb)
+			}
+			continue
+		}
 		transposeBlock(ktb, kb[:bk*dh], bk, dh, attnBK)
 		// Query rows go in pairs that share the loads of K and V; query
 		// i+1 sees at most one key more than query i.

@@ -411,6 +411,24 @@ void twcpu_transpose(float *dst, const float *src, long rows, long cols, long ld
 		for (long c = 0; c < cols; c++) dst[c * ld + r] = src[r * cols + c];
 }
 
+// dot_rows computes one query's scores straight from the key rows, eight
+// columns per vector and a horizontal sum per key: for a single query the
+// transposed block below would cost more to build than its products.
+void twcpu_dot_rows(float *dst, const float *x, const float *rows, long n, long dh) {
+	for (long j = 0; j < n; j++) {
+		const float *r = rows + j * dh;
+		long d = 0;
+		float s = 0;
+#ifdef __AVX2__
+		__m256 acc = _mm256_setzero_ps();
+		for (; d + 8 <= dh; d += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(x + d), _mm256_loadu_ps(r + d), acc);
+		s = hsum(acc);
+#endif
+		for (; d < dh; d++) s = fmaf(x[d], r[d], s);
+		dst[j] = s;
+	}
+}
+
 // The transposed products broadcast x[d] and multiply whole rows of kt, eight
 // keys per vector: no horizontal sums, each kt element loaded once per call.
 void twcpu_dot_rows_t(float *dst, const float *x, const float *kt, long n, long dh, long ld) {

@@ -128,6 +128,16 @@ func transposeBlock(dst, src []float32, rows, cols, ld int) {
 	C.twcpu_transpose(fptr(dst), fptr(src), C.long(rows), C.long(cols), C.long(ld))
 }
 
+// dotRows sets dst[j] = x·rows[j] for rows [len(dst), len(x)].
+func dotRows(dst, x, rows []float32) {
+	n, dh := len(dst), len(x)
+	if n == 0 {
+		return
+	}
+	_ = rows[n*dh-1]
+	C.twcpu_dot_rows(fptr(dst), fptr(x), fptr(rows), C.long(n), C.long(dh))
+}
+
 // dotRowsT sets dst[j] = x·kt[:, j] for a transposed block kt [len(x), ld].
 func dotRowsT(dst, x, kt []float32, ld int) {
 	n, dh := len(dst), len(x)

@@ -43,9 +43,11 @@ double twcpu_sumsq(const float *x, long n);
 // row-major [n, dh] block:
 //   axpy_rows:  dst += Σ_j c[j]·rows[j]
 //   axpy_rows2: dst0 += Σ_j c0[j]·rows[j], dst1 += Σ_j c1[j]·rows[j]
+//   dot_rows:   dst[j] = x·rows[j] for j < n (one query's scores)
 //   exp_shift:  s[j] = exp(s[j] − shift) for j < n; returns their sum (f32)
 void twcpu_axpy_rows(float *dst, const float *c, const float *rows, long n, long dh);
 void twcpu_axpy_rows2(float *dst0, float *dst1, const float *c0, const float *c1, const float *rows, long n, long dh);
+void twcpu_dot_rows(float *dst, const float *x, const float *rows, long n, long dh);
 float twcpu_exp_shift(float *s, long n, float shift);
 // With the block transposed, kt [dh, ld] (key j in column j):
 //   dot_rows_t:  dst[j] = x·kt[:, j] for j < n
