@@ -109,12 +109,26 @@ class Llama(torch.nn.Module):
         return self.head(self.norm(x)).float()
 
 
+def decode_rate(model, prompt, n):
+    """Tokens per second of n greedy decoding steps after prompt [1, T]."""
+    caches = [{} for _ in model.blocks]
+    logits = model(prompt, caches, 0)
+    nxt = logits[:, -1].argmax(-1, keepdim=True)
+    t0 = time.perf_counter()
+    for i in range(n):
+        logits = model(nxt, caches, prompt.shape[1] + i)
+        nxt = logits[:, -1].argmax(-1, keepdim=True)
+    return n / (time.perf_counter() - t0)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--batch", type=int, default=4)
     ap.add_argument("--seq", type=int, default=256)
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--long-prompt", type=int, default=1024,
+                    help="prompt tokens of the second decode measurement (decode_long_tok_s)")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)
@@ -144,16 +158,10 @@ def main():
         model(prompt)
         prefill = a.seq / (time.perf_counter() - t0)
         # Greedy decoding with a KV cache, as turnwise does: prefill 32
-        # tokens, then time 16 single-token steps.
-        caches = [{} for _ in model.blocks]
-        logits = model(prompt[:, :32], caches, 0)
-        nxt = logits[:, -1].argmax(-1, keepdim=True)
-        n = 16
-        t0 = time.perf_counter()
-        for i in range(n):
-            logits = model(nxt, caches, 32 + i)
-            nxt = logits[:, -1].argmax(-1, keepdim=True)
-        decode = n / (time.perf_counter() - t0)
+        # tokens, then time 16 single-token steps; again after a long
+        # prompt, where each step's attention reads a long cache.
+        decode = decode_rate(model, prompt[:, :32], 16)
+        decode_long = decode_rate(model, torch.randint(0, c.vocab, (1, a.long_prompt)), 16)
 
     print(json.dumps({
         "peer": "pytorch " + torch.__version__,
@@ -163,6 +171,7 @@ def main():
         "step_s": statistics.median(fb) + statistics.median(st),
         "prefill_tok_s": prefill,
         "decode_tok_s": decode,
+        "decode_long_tok_s": decode_long,
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
     }))
 

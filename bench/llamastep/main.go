@@ -73,6 +73,7 @@ func run() error {
 	dtName := flag.String("dtype", "f32", "weight and activation dtype: f32 or bf16")
 	rank := flag.Int("lora-rank", 0, "train LoRA adapters of this rank on a frozen base (0: full training)")
 	noGen := flag.Bool("no-generate", false, "skip the prefill and decode measurements")
+	longPrompt := flag.Int("long-prompt", 1024, "prompt tokens of the second decode measurement (decode_long_tok_s)")
 	flag.Parse()
 
 	c, err := llama.Preset(*preset)
@@ -184,23 +185,44 @@ func run() error {
 	}
 	prefill := float64(*seq) / time.Since(t0).Seconds()
 	const newTok = 16
-	t0 = time.Now()
-	if _, err := m.Generate([][]int32{prompt[:32]}, llama.GenerateOptions{MaxNew: newTok + 1}); err != nil {
+	decode, err := decodeRate(m, prompt[:32], newTok)
+	if err != nil {
 		return err
 	}
-	whole := time.Since(t0).Seconds()
-	t0 = time.Now()
-	if _, err := m.Generate([][]int32{prompt[:32]}, llama.GenerateOptions{MaxNew: 1}); err != nil {
+	// Again after a long prompt, where each step's attention reads a long
+	// cache: a multi-turn dialogue's decoding.
+	long := make([]int32, *longPrompt)
+	for i := range long {
+		long[i] = int32(r.IntN(c.Vocab))
+	}
+	decodeLong, err := decodeRate(m, long, newTok)
+	if err != nil {
 		return err
 	}
-	decode := newTok / (whole - time.Since(t0).Seconds())
 
 	out["prefill_tok_s"] = prefill
 	out["decode_tok_s"] = decode
+	out["decode_long_tok_s"] = decodeLong
 	return report(out)
 }
 
 // report adds the peak resident memory and prints out as one JSON line.
+// decodeRate returns the tokens per second of n decoding steps after
+// prompt: a generation of n+1 tokens, less one of 1 (its prefill and first
+// token).
+func decodeRate(m *llama.Model, prompt []int32, n int) (float64, error) {
+	t0 := time.Now()
+	if _, err := m.Generate([][]int32{prompt}, llama.GenerateOptions{MaxNew: n + 1}); err != nil {
+		return 0, err
+	}
+	whole := time.Since(t0).Seconds()
+	t0 = time.Now()
+	if _, err := m.Generate([][]int32{prompt}, llama.GenerateOptions{MaxNew: 1}); err != nil {
+		return 0, err
+	}
+	return float64(n) / (whole - time.Since(t0).Seconds()), nil
+}
+
 func report(out map[string]any) error {
 	var ru syscall.Rusage
 	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)

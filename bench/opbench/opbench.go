@@ -568,7 +568,7 @@ func MemoryCases(c Config, dt engine.DType) []Case {
 		cases = append(cases, adamwMulti(c, dt))
 	}
 	if c.DecodeSeqs > 0 {
-		cases = append(cases, decodeAttention(c, dt))
+		cases = append(cases, DecodeAttention(c, dt))
 	}
 	for i := range cases {
 		cases[i].Bound = bench.Memory
@@ -689,10 +689,10 @@ func NonCausalAttentionCases(c Config, dt engine.DType) []Case {
 	}
 }
 
-// decodeAttention is one decoding step's attention: DecodeSeqs sequences of
+// DecodeAttention is one decoding step's attention: DecodeSeqs sequences of
 // one new query each, attending to DecodeLen cached keys and values. It is
 // bound by reading the cache.
-func decodeAttention(c Config, dt engine.DType) Case {
+func DecodeAttention(c Config, dt engine.DType) Case {
 	hd := c.Dim / c.Heads
 	s, kl := c.DecodeSeqs, c.DecodeLen
 	es := int64(dt.Size())

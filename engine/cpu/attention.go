@@ -21,7 +21,9 @@ package cpu
 // stored. Rows of out and lse that no sequence covers are left alone; such
 // rows of dq, dk and dv are zeroed.
 //
-// Forward, per work item (sequence, query head, query block): the block's
+// Forward, per work item (sequence, query head, query block; for a sequence
+// of one query, a decoding step, (sequence, chunk of keys) over all heads,
+// the chunks merged in order, see chunk and merge): the block's
 // queries, pre-multiplied by scale, meet the visible key blocks in order,
 // keeping for each query row the running maximum m, the running sum l of
 // exp(s − m) and the unnormalised output o (online softmax):
@@ -66,9 +68,14 @@ import (
 // the softmax bookkeeping). 64×64 keeps a worker's forward blocks (Q, O, K,
 // V: 4·32 KiB at Dh 128, plus the 16 KiB score block) within L2 while still
 // cutting short sequences into several work items.
+//
+// A decoding step (one query per sequence) is split instead into chunks of
+// attnChunk keys, all heads at once: at batch 1, a 1024-key cache gives 8
+// work items, and the split depends on the cache's length alone.
 const (
-	attnBQ = 64 // queries per block
-	attnBK = 64 // keys per block
+	attnBQ    = 64  // queries per block
+	attnBK    = 64  // keys per block
+	attnChunk = 128 // keys per work item of a decoding step
 )
 
 // attnSeq is one validated row of seqs.
@@ -169,24 +176,50 @@ func (b *Backend) Attention(out, lse, q, k, v, seqs *engine.Tensor, p engine.Att
 	engine.MustDType(op, "out", out, q.DType())
 	attnGaps(op, "query", ss, d.nq, seqQStart, seqQLen, nil)
 
-	// Items of sequence s are first[s] … first[s+1]−1: its query blocks from
-	// the last (the most keys) to the first, each over all query heads.
-	first := make([]int, len(ss)+1)
+	// Items of sequence s are first[s] … first[s+1]−1: for one query (a
+	// decoding step) its chunks of attnChunk keys, each over all heads;
+	// otherwise its query blocks from the last (the most keys) to the
+	// first, each over all query heads. A decoding sequence of several
+	// chunks leaves each chunk's partial result in part (from partAt[s])
+	// for merge.
+	first, partAt := make([]int, len(ss)+1), make([]int, len(ss)+1)
 	for i, s := range ss {
-		first[i+1] = first[i] + (s.ql+attnBQ-1)/attnBQ*d.h
+		n, parts := (s.ql+attnBQ-1)/attnBQ*d.h, 0
+		if s.ql == 1 {
+			n = (s.kl + attnChunk - 1) / attnChunk
+			if n > 1 {
+				parts = n * d.h * (d.dh + 2)
+			}
+		}
+		first[i+1], partAt[i+1] = first[i]+n, partAt[i]+parts
 	}
 	a := attnFwd{
 		attnDims: d, scale: p.Scale, nonCausal: p.NonCausal,
 		q: floatsOf(q), k: floatsOf(k), v: floatsOf(v), out: floatsOf(out), lse: f32s(lse),
 	}
+	part := make([]float32, partAt[len(ss)])
 	b.attnItems(first[len(ss)], func(w, item int) {
 		si := sort.SearchInts(first, item+1) - 1
 		s := ss[si]
 		j := item - first[si]
+		if s.ql == 1 {
+			var pc []float32 // this chunk's partial result (nil: the only chunk)
+			if partAt[si+1] > partAt[si] {
+				n := d.h * (d.dh + 2)
+				pc = part[partAt[si]+j*n : partAt[si]+(j+1)*n]
+			}
+			a.chunk(b.scratchOf(w, a.chunkScratchLen()), s, j*attnChunk, min((j+1)*attnChunk, s.kl), pc)
+			return
+		}
 		blk := (s.ql+attnBQ-1)/attnBQ - 1 - j/d.h
 		t0 := blk * attnBQ
 		a.block(b.scratchOf(w, a.scratchLen()), s, j%d.h, t0, min(t0+attnBQ, s.ql))
 	})
+	for i, s := range ss {
+		if partAt[i+1] > partAt[i] {
+			a.merge(s, part[partAt[i]:partAt[i+1]])
+		}
+	}
 }
 
 // attnFwd holds the forward's operands.
@@ -199,6 +232,111 @@ type attnFwd struct {
 }
 
 func (a *attnFwd) scratchLen() int { return 2*attnBQ*a.dh + 3*attnBK*a.dh + attnBQ*attnBK + 2*attnBQ }
+
+func (a *attnFwd) chunkScratchLen() int {
+	return 2*a.h*a.dh + 2*attnBK*a.g*a.dh + attnBK + 2*a.h
+}
+
+// chunk computes the one query of sequence s (a decoding step) against its
+// keys j0 … j1−1, for every head. Each block of key and value rows is
+// brought in whole and in order (widened into scratch, or for f32 asked
+// into the cache where it lies), and each head then meets its columns as
+// block's one-query path does: read head by head from memory, a row's
+// strided pieces came at a fraction of the bandwidth. With part nil (the
+// sequence's only chunk) it stores out and lse; otherwise it leaves its
+// partial result in part for merge:
+//
+//	part [H, Dh] the unnormalised output, then [H] the running maximum m,
+//	then [H] the running sum l.
+func (a *attnFwd) chunk(sc []float32, s attnSeq, j0, j1 int, part []float32) {
+	dh, h, ld := a.dh, a.h, a.g*a.dh
+	qb := take(&sc, h*dh)              // [H, Dh] f32: scale·q of each head
+	ob := take(&sc, h*dh)              // [H, Dh] f32: unnormalised outputs
+	kb := take(&sc, attnBK*ld)         // [BK, G, Dh] f32: a block of key rows
+	vb := take(&sc, attnBK*ld)         // [BK, G, Dh] f32
+	sb := take(&sc, attnBK)            // [BK] f32: one head's scores, then probabilities
+	m, l := take(&sc, h), take(&sc, h) // [H] f32: running max and sum
+
+	loadRows(qb, a.q, s.qs*h*dh, 1, h*dh)
+	for c := range qb {
+		qb[c] *= a.scale
+	}
+	for i := range h {
+		m[i] = float32(math.Inf(-1))
+		l[i] = 0
+	}
+	clear(ob)
+
+	for k0 := j0; k0 < j1; k0 += attnBK {
+		bk := min(attnBK, j1-k0)
+		r0 := (s.ks + k0) * ld
+		kr, vr := kb[:bk*ld], vb[:bk*ld]
+		if a.k.dt == engine.F32 {
+			kr, vr = a.k.f[r0:r0+bk*ld], a.v.f[r0:r0+bk*ld]
+			prefetch(kr)
+			prefetch(vr)
+		} else {
+			loadRows(kr, a.k, r0, 1, bk*ld)
+			loadRows(vr, a.v, r0, 1, bk*ld)
+		}
+		for i := range h {
+			g := i / a.rep
+			o := ob[i*dh : (i+1)*dh]
+			dotRows(sb[:bk], qb[i*dh:(i+1)*dh], kr[g*dh:(bk-1)*ld+(g+1)*dh], ld)
+			onlineSoftmax(sb[:bk], bk, &m[i], &l[i], o)
+			axpyRows(o, sb[:bk], vr[g*dh:(bk-1)*ld+(g+1)*dh], ld)
+		}
+	}
+
+	if part != nil {
+		copy(part, ob)
+		copy(part[h*dh:], m)
+		copy(part[h*dh+h:], l)
+		return
+	}
+	for i := range h {
+		a.finish(s.qs*h+i, ob[i*dh:(i+1)*dh], m[i], l[i])
+	}
+}
+
+// merge combines the partial results of chunk over s's keys, chunk after
+// chunk (a fixed order: the bits do not depend on which worker ran which),
+// into out and lse: for each head, with M the largest of the chunks' m,
+//
+//	l = Σ_c l_c·exp(m_c − M),  o = Σ_c o_c·exp(m_c − M),  out = o/l,  lse = M + log l.
+func (a *attnFwd) merge(s attnSeq, part []float32) {
+	dh, h := a.dh, a.h
+	n := h * (dh + 2)
+	o := make([]float32, dh)
+	for i := range h {
+		mx := float32(math.Inf(-1))
+		for c := 0; c < len(part); c += n {
+			mx = max(mx, part[c+h*dh+i])
+		}
+		clear(o)
+		var l float32
+		for c := 0; c < len(part); c += n {
+			w := expf(part[c+h*dh+i] - mx)
+			l += w * part[c+h*dh+h+i]
+			for x, v := range part[c+i*dh : c+(i+1)*dh] {
+				o[x] += w * v
+			}
+		}
+		a.finish(s.qs*h+i, o, mx, l)
+	}
+}
+
+// finish stores row (a query's head: (token)·H + head) of out and lse from
+// its unnormalised output o, running maximum m and sum l: out = o/l, lse =
+// m + log l. It scales o in place.
+func (a *attnFwd) finish(row int, o []float32, m, l float32) {
+	inv := 1 / l
+	for x := range o {
+		o[x] *= inv
+	}
+	a.out.store(row*a.dh, o)
+	a.lse[row] = m + float32(math.Log(float64(l)))
+}
 
 // block computes out and lse of query head h for queries t0 … t1−1 of
 // sequence s.
@@ -213,9 +351,9 @@ func (a *attnFwd) block(sc []float32, s attnSeq, h, t0, t1 int) {
 	m, l := take(&sc, attnBQ), take(&sc, attnBQ) // [BQ] f32: running max and sum
 
 	g := h / a.rep
+	loadRows(qb[:bq*dh], a.q, ((s.qs+t0)*a.h+h)*dh, bq, a.h*dh)
 	for i := range bq {
 		row := qb[i*dh : (i+1)*dh]
-		loadRow(row, a.q, ((s.qs+t0+i)*a.h+h)*dh)
 		for c := range row {
 			row[c] *= a.scale
 		}
@@ -228,20 +366,18 @@ func (a *attnFwd) block(sc []float32, s attnSeq, h, t0, t1 int) {
 	kEnd := min(t1+off, s.kl)      // keys any query of the block sees
 	for j0 := 0; j0 < kEnd; j0 += attnBK {
 		bk := min(attnBK, kEnd-j0)
-		for j := range bk {
-			r := ((s.ks+j0+j)*a.g + g) * dh
-			loadRow(kb[j*dh:(j+1)*dh], a.k, r)
-			loadRow(vb[j*dh:(j+1)*dh], a.v, r)
-		}
+		r0 := ((s.ks+j0)*a.g + g) * dh
+		loadRows(kb[:bk*dh], a.k, r0, bk, a.g*dh)
+		loadRows(vb[:bk*dh], a.v, r0, bk, a.g*dh)
 		if bq == 1 {
 			// One query (a decoding step): its scores straight from the
 			// key rows, where transposing the block would cost more than
 			// the products.
 			if nj := min(bk, t0+off+1-j0); nj > 0 {
 				sr := sb[:nj]
-				dotRows(sr, qb[:dh], kb[:nj*dh])
+				dotRows(sr, qb[:dh], kb[:nj*dh], dh)
 				onlineSoftmax(sr, nj, &m[0], &l[0], ob[:dh])
-				axpyRows(ob[:dh], sr, vb)
+				axpyRows(ob[:dh], sr, vb, dh)
 			}
 			continue
 		}
@@ -259,7 +395,7 @@ func (a *attnFwd) block(sc []float32, s attnSeq, h, t0, t1 int) {
 						orow := ob[r*dh : (r+1)*dh]
 						dotRowsT(sr, qb[r*dh:(r+1)*dh], ktb, attnBK)
 						onlineSoftmax(sr, nj, &m[r], &l[r], orow)
-						axpyRows(orow, sr, vb)
+						axpyRows(orow, sr, vb, dh)
 					}
 				}
 				continue
@@ -275,14 +411,7 @@ func (a *attnFwd) block(sc []float32, s attnSeq, h, t0, t1 int) {
 	}
 
 	for i := range bq {
-		row := (s.qs+t0+i)*a.h + h
-		orow := ob[i*dh : (i+1)*dh]
-		inv := 1 / l[i]
-		for x := range orow {
-			orow[x] *= inv
-		}
-		a.out.store(row*dh, orow)
-		a.lse[row] = m[i] + float32(math.Log(float64(l[i])))
+		a.finish((s.qs+t0+i)*a.h+h, ob[i*dh:(i+1)*dh], m[i], l[i])
 	}
 }
 
@@ -398,11 +527,8 @@ func (a *attnBwd) item(sc []float32, s attnSeq, g int) {
 	col := take(&sc, 2*attnBQ)     // [2, BQ] f32: two columns of P or dS
 	orow := take(&sc, dh)          // [Dh] f32: one row of out
 
-	for j := range kl {
-		r := ((s.ks+j)*a.g + g) * dh
-		loadRow(kAll[j*dh:(j+1)*dh], a.k, r)
-		loadRow(vAll[j*dh:(j+1)*dh], a.v, r)
-	}
+	loadRows(kAll[:kl*dh], a.k, (s.ks*a.g+g)*dh, kl, a.g*dh)
+	loadRows(vAll[:kl*dh], a.v, (s.ks*a.g+g)*dh, kl, a.g*dh)
 	clear(dkAll)
 	clear(dvAll)
 
@@ -446,7 +572,7 @@ func (a *attnBwd) item(sc []float32, s attnSeq, g int) {
 								dotRowsT(pr[:nj], qb[r*dh:(r+1)*dh], ktb, attnBK)
 								dotRowsT(dr[:nj], dob[r*dh:(r+1)*dh], vtb, attnBK)
 								scoreGrads(pr[:nj], dr[:nj], lseb[r], delta[r])
-								axpyRows(dqb[r*dh:(r+1)*dh], dr[:nj], kb)
+								axpyRows(dqb[r*dh:(r+1)*dh], dr[:nj], kb, dh)
 							}
 							clear(pr[nj:])
 							clear(dr[nj:])
@@ -481,9 +607,9 @@ func (a *attnBwd) item(sc []float32, s attnSeq, g int) {
 					dor, qr := dob[i0*dh:bq*dh], qb[i0*dh:bq*dh]
 					if j+1 == bk {
 						gatherCol(c0, pb[i0*attnBK+j:], attnBK)
-						axpyRows(dv0, c0, dor)
+						axpyRows(dv0, c0, dor, dh)
 						gatherCol(c0, db[i0*attnBK+j:], attnBK)
-						axpyRows(dk0, c0, qr)
+						axpyRows(dk0, c0, qr, dh)
 						continue
 					}
 					dv1, dk1 := dvAll[(j0+j+1)*dh:(j0+j+2)*dh], dkAll[(j0+j+1)*dh:(j0+j+2)*dh]
@@ -544,6 +670,19 @@ func loadRow(dst []float32, src floats, off int) {
 		return
 	}
 	src.load(off, len(dst), dst)
+}
+
+// loadRows widens n rows of len(dst)/n elements, ld apart in src from off,
+// into dst [n, len(dst)/n]: for bf16 in one call into C, not one a row.
+func loadRows(dst []float32, src floats, off, n, ld int) {
+	if src.dt != engine.BF16 {
+		dh := len(dst) / max(n, 1)
+		for j := range n {
+			loadRow(dst[j*dh:(j+1)*dh], src, off+j*ld)
+		}
+		return
+	}
+	bf16RowsToF32(src.h[off:], dst, n, ld)
 }
 
 // zeroRange sets elements [lo, hi) of a to zero.

@@ -65,6 +65,47 @@ func BenchmarkAttentionOps(b *testing.B) {
 	}
 }
 
+// BenchmarkDecodeAttention measures one decoding step's attention: the
+// 24.4M model's heads (no grouping) and Llama-3.2-1B's (32 query heads
+// reading 8 key/value heads of 64), one and four sequences, each query
+// against 1024 cached keys. As in a decoding step, where the weights pass
+// through the cache between two layers' attention, the keys and values come
+// from memory: each call takes the next of enough sets of inputs to
+// overflow the last-level cache.
+func BenchmarkDecodeAttention(b *testing.B) {
+	be := New(Options{})
+	gqa := opbench.Config{Name: "llama1B", Dim: 2048, Heads: 32, KVHeads: 8}
+	for _, dt := range []engine.DType{engine.F32, engine.BF16} {
+		for _, cfg := range []opbench.Config{opbench.Reference24M, gqa} {
+			for _, seqs := range []int{1, 4} {
+				cfg.DecodeSeqs, cfg.DecodeLen = seqs, 1024
+				c := opbench.DecodeAttention(cfg, dt)
+				b.Run(c.Name, func(b *testing.B) { runCold(b, be, c, 256<<20) })
+			}
+		}
+	}
+}
+
+// runCold is runCase over sets of c's inputs that together take at least
+// bytes, one call per set in turn.
+func runCold(b *testing.B, be *Backend, c opbench.Case, bytes int64) {
+	ops := make([]func(), max(1, int(bytes/max(c.Bytes, 1))))
+	for i := range ops {
+		ops[i] = c.Setup(be)
+		ops[i]()
+	}
+	b.SetBytes(c.Bytes)
+	b.ResetTimer()
+	i := 0
+	for b.Loop() {
+		ops[i%len(ops)]()
+		i++
+	}
+	if c.FLOPs > 0 {
+		b.ReportMetric(c.FLOPs*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+	}
+}
+
 // BenchmarkSgemm512 measures C = A·B at 512³ through Backend.Gemm and through
 // a direct cgo call of OpenBLAS's cblas_sgemm on the same buffers, so the
 // wrapper's cost shows as the ratio of the two.

@@ -21,6 +21,17 @@ func bf16ToF32(src []uint16, dst []float32) {
 	C.twcpu_bf16_to_f32((*C.uint16_t)(unsafe.Pointer(&src[0])), fptr(dst), C.long(len(src)))
 }
 
+// bf16RowsToF32 widens n rows of len(dst)/n elements, ld apart in src, into
+// dst.
+func bf16RowsToF32(src []uint16, dst []float32, n, ld int) {
+	if n == 0 {
+		return
+	}
+	dh := len(dst) / n
+	_ = src[(n-1)*ld+dh-1]
+	C.twcpu_bf16_rows_to_f32((*C.uint16_t)(unsafe.Pointer(&src[0])), fptr(dst), C.long(n), C.long(dh), C.long(ld))
+}
+
 func f32ToBF16(src []float32, dst []uint16) {
 	if len(src) == 0 {
 		return
@@ -91,14 +102,15 @@ func cbool(b bool) C.int {
 	return 0
 }
 
-// axpyRows adds Σ_j c[j]·rows[j] to dst; rows is [len(c), len(dst)].
-func axpyRows(dst, c, rows []float32) {
+// axpyRows adds Σ_j c[j]·rows[j] to dst; rows holds len(c) rows of
+// len(dst) floats, ld apart.
+func axpyRows(dst, c, rows []float32, ld int) {
 	n, dh := len(c), len(dst)
 	if n == 0 {
 		return
 	}
-	_ = rows[n*dh-1]
-	C.twcpu_axpy_rows(fptr(dst), fptr(c), fptr(rows), C.long(n), C.long(dh))
+	_ = rows[(n-1)*ld+dh-1]
+	C.twcpu_axpy_rows(fptr(dst), fptr(c), fptr(rows), C.long(n), C.long(dh), C.long(ld))
 }
 
 // axpyRows2 is axpyRows for two destinations sharing the loads of rows.
@@ -128,14 +140,23 @@ func transposeBlock(dst, src []float32, rows, cols, ld int) {
 	C.twcpu_transpose(fptr(dst), fptr(src), C.long(rows), C.long(cols), C.long(ld))
 }
 
-// dotRows sets dst[j] = x·rows[j] for rows [len(dst), len(x)].
-func dotRows(dst, x, rows []float32) {
+// dotRows sets dst[j] = x·rows[j]; rows holds len(dst) rows of len(x)
+// floats, ld apart.
+func dotRows(dst, x, rows []float32, ld int) {
 	n, dh := len(dst), len(x)
 	if n == 0 {
 		return
 	}
-	_ = rows[n*dh-1]
-	C.twcpu_dot_rows(fptr(dst), fptr(x), fptr(rows), C.long(n), C.long(dh))
+	_ = rows[(n-1)*ld+dh-1]
+	C.twcpu_dot_rows(fptr(dst), fptr(x), fptr(rows), C.long(n), C.long(dh), C.long(ld))
+}
+
+// prefetch asks for s to be brought into the cache, one request per line,
+// in order, without waiting for it.
+func prefetch(s []float32) {
+	if len(s) > 0 {
+		C.twcpu_prefetch(fptr(s), C.long(len(s)))
+	}
 }
 
 // dotRowsT sets dst[j] = x·kt[:, j] for a transposed block kt [len(x), ld].

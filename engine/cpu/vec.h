@@ -13,6 +13,8 @@
 
 // dst[i] = src[i] widened from bf16 (exact).
 void twcpu_bf16_to_f32(const uint16_t *src, float *dst, long n);
+// bf16_rows_to_f32 widens n rows of dh elements, ld apart, into dst [n, dh].
+void twcpu_bf16_rows_to_f32(const uint16_t *src, float *dst, long n, long dh, long ld);
 // dst[i] = src[i] rounded to bf16, to nearest even, NaN kept quiet.
 void twcpu_f32_to_bf16(const float *src, uint16_t *dst, long n);
 
@@ -40,14 +42,17 @@ void twcpu_adamw(float *w, const float *g, float *m, float *v, long n, float gsc
 double twcpu_sumsq(const float *x, long n);
 
 // Attention's block products (engine/cpu/attention.go), rows being a
-// row-major [n, dh] block:
+// row-major [n, dh] block (for axpy_rows and dot_rows, n rows of dh floats
+// ld apart):
 //   axpy_rows:  dst += Σ_j c[j]·rows[j]
 //   axpy_rows2: dst0 += Σ_j c0[j]·rows[j], dst1 += Σ_j c1[j]·rows[j]
 //   dot_rows:   dst[j] = x·rows[j] for j < n (one query's scores)
 //   exp_shift:  s[j] = exp(s[j] − shift) for j < n; returns their sum (f32)
-void twcpu_axpy_rows(float *dst, const float *c, const float *rows, long n, long dh);
+void twcpu_axpy_rows(float *dst, const float *c, const float *rows, long n, long dh, long ld);
 void twcpu_axpy_rows2(float *dst0, float *dst1, const float *c0, const float *c1, const float *rows, long n, long dh);
-void twcpu_dot_rows(float *dst, const float *x, const float *rows, long n, long dh);
+void twcpu_dot_rows(float *dst, const float *x, const float *rows, long n, long dh, long ld);
+//   prefetch:   asks for the n floats from p to be brought into the cache
+void twcpu_prefetch(const float *p, long n);
 float twcpu_exp_shift(float *s, long n, float shift);
 // With the block transposed, kt [dh, ld] (key j in column j):
 //   dot_rows_t:  dst[j] = x·kt[:, j] for j < n
