@@ -38,6 +38,23 @@ func BenchmarkGemm(b *testing.B) {
 	}
 }
 
+// BenchmarkDecodeGemm measures a decoding step's projections (one token
+// per sequence, at batch 1, 4 and 16) of the 24.4M model and of
+// Llama-3.2-1B, whose weights (4 to 128 MB each in f32 besides the
+// classifier) come from memory as they do in a step.
+func BenchmarkDecodeGemm(b *testing.B) {
+	be := New(Options{})
+	l1b := opbench.Config{Name: "llama1B", Dim: 2048, Heads: 32, KVHeads: 8, FFN: 8192, Vocab: 128256}
+	for _, dt := range []engine.DType{engine.F32, engine.BF16} {
+		for _, cfg := range []opbench.Config{opbench.Reference24M, l1b} {
+			cfg.DecodeBatches = []int{1, 4, 16}
+			for _, c := range opbench.DecodeGemmCases(cfg, dt) {
+				b.Run(c.Name, func(b *testing.B) { runCold(b, be, c, 64<<20) })
+			}
+		}
+	}
+}
+
 func BenchmarkMemoryOps(b *testing.B) {
 	be := New(Options{})
 	for _, cfg := range []opbench.Config{opbench.Reference24M, opbench.Llama8BLayer} {

@@ -101,6 +101,82 @@ void twcpu_bf16_rows_to_f32(const uint16_t *src, float *dst, long n, long dh, lo
 	for (long r = 0; r < n; r++) twcpu_bf16_to_f32(src + r * ld, dst + r * dh, dh);
 }
 
+#ifdef __AVX2__
+// hsum returns the sum of the eight lanes of v.
+static inline float hsum(__m256 v) {
+	__m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+	s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+	s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
+	return _mm_cvtss_f32(s);
+}
+#endif
+
+#ifdef __AVX2__
+// widen8 loads eight bf16 values as f32 (exact).
+static inline __m256 widen8(const uint16_t *p) {
+	return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p)), 16));
+}
+#endif
+
+static inline float bf16_f32(uint16_t h) {
+	uint32_t u = (uint32_t)h << 16;
+	float f;
+	memcpy(&f, &u, 4);
+	return f;
+}
+
+// gemm_nt reads each row of w once for up to four rows of a at a time (a
+// decoding step's projections, bound by the weights' bytes), widening bf16
+// weights in registers. Each element sums its k products in a fixed order
+// (two 8-lane partial sums over 16-element steps, then the lanes, then the
+// tail), whatever rows of w the caller splits the work into. Inlined with
+// wbf16 a constant, it is two functions.
+static inline __attribute__((always_inline)) void gemm_nt(float *c, long ldc, const float *a, long lda, const void *w,
+                                                          long ldw, long m, long n, long k, float alpha, float beta,
+                                                          int wbf16) {
+	for (long j = 0; j < n; j++) {
+		const uint16_t *wh = (const uint16_t *)w + j * ldw;
+		const float *wf = (const float *)w + j * ldw;
+		for (long i0 = 0; i0 < m; i0 += 4) {
+			long mm = m - i0 < 4 ? m - i0 : 4;
+			float s[4] = {0, 0, 0, 0};
+			long l = 0;
+#ifdef __AVX2__
+			__m256 x0[4], x1[4];
+			for (long r = 0; r < 4; r++) x0[r] = x1[r] = _mm256_setzero_ps();
+			for (; l + 16 <= k; l += 16) {
+				__m256 w0 = wbf16 ? widen8(wh + l) : _mm256_loadu_ps(wf + l);
+				__m256 w1 = wbf16 ? widen8(wh + l + 8) : _mm256_loadu_ps(wf + l + 8);
+				for (long r = 0; r < mm; r++) {
+					const float *ar = a + (i0 + r) * lda + l;
+					x0[r] = _mm256_fmadd_ps(_mm256_loadu_ps(ar), w0, x0[r]);
+					x1[r] = _mm256_fmadd_ps(_mm256_loadu_ps(ar + 8), w1, x1[r]);
+				}
+			}
+			for (long r = 0; r < mm; r++) s[r] = hsum(_mm256_add_ps(x0[r], x1[r]));
+#endif
+			for (; l < k; l++) {
+				float wl = wbf16 ? bf16_f32(wh[l]) : wf[l];
+				for (long r = 0; r < mm; r++) s[r] = fmaf(a[(i0 + r) * lda + l], wl, s[r]);
+			}
+			for (long r = 0; r < mm; r++) {
+				float *cr = c + (i0 + r) * ldc + j;
+				*cr = beta == 0 ? alpha * s[r] : alpha * s[r] + beta * *cr;
+			}
+		}
+	}
+}
+
+void twcpu_gemm_nt_bf16(float *c, long ldc, const float *a, long lda, const uint16_t *w, long ldw, long m, long n,
+                        long k, float alpha, float beta) {
+	gemm_nt(c, ldc, a, lda, w, ldw, m, n, k, alpha, beta, 1);
+}
+
+void twcpu_gemm_nt_f32(float *c, long ldc, const float *a, long lda, const float *w, long ldw, long m, long n, long k,
+                       float alpha, float beta) {
+	gemm_nt(c, ldc, a, lda, w, ldw, m, n, k, alpha, beta, 0);
+}
+
 void twcpu_f32_to_bf16(const float *src, uint16_t *dst, long n) {
 	long i = 0;
 #ifdef __AVX2__
@@ -297,16 +373,6 @@ double twcpu_sumsq(const float *x, long n) {
 	for (; i < n; i++) s += (double)x[i] * (double)x[i];
 	return s;
 }
-
-#ifdef __AVX2__
-// hsum returns the sum of the eight lanes of v.
-static inline float hsum(__m256 v) {
-	__m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-	s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-	s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
-	return _mm_cvtss_f32(s);
-}
-#endif
 
 #ifdef __AVX2__
 // The 32-float tiles of the kernels below, in registers: load4 and store4

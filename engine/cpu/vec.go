@@ -21,6 +21,25 @@ func bf16ToF32(src []uint16, dst []float32) {
 	C.twcpu_bf16_to_f32((*C.uint16_t)(unsafe.Pointer(&src[0])), fptr(dst), C.long(len(src)))
 }
 
+// gemmNT sets c[i·ldc + j] = alpha·a[i]·w[j] + beta·c[i·ldc + j] (c not
+// read when beta is 0) for the m rows of a (lda apart) and n rows of w (ldw
+// apart), each of length k; w is wf (f32) or, when wf is nil, wh (bf16).
+func gemmNT(c []float32, ldc int, a []float32, lda int, wf []float32, wh []uint16, ldw, m, n, k int, alpha, beta float32) {
+	if m == 0 || n == 0 {
+		return
+	}
+	_, _ = c[(m-1)*ldc+n-1], a[(m-1)*lda+k-1]
+	if wf != nil {
+		_ = wf[(n-1)*ldw+k-1]
+		C.twcpu_gemm_nt_f32(fptr(c), C.long(ldc), fptr(a), C.long(lda), fptr(wf), C.long(ldw),
+			C.long(m), C.long(n), C.long(k), C.float(alpha), C.float(beta))
+		return
+	}
+	_ = wh[(n-1)*ldw+k-1]
+	C.twcpu_gemm_nt_bf16(fptr(c), C.long(ldc), fptr(a), C.long(lda), (*C.uint16_t)(unsafe.Pointer(&wh[0])), C.long(ldw),
+		C.long(m), C.long(n), C.long(k), C.float(alpha), C.float(beta))
+}
+
 // bf16RowsToF32 widens n rows of len(dst)/n elements, ld apart in src, into
 // dst.
 func bf16RowsToF32(src []uint16, dst []float32, n, ld int) {

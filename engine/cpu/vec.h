@@ -15,6 +15,12 @@
 void twcpu_bf16_to_f32(const uint16_t *src, float *dst, long n);
 // bf16_rows_to_f32 widens n rows of dh elements, ld apart, into dst [n, dh].
 void twcpu_bf16_rows_to_f32(const uint16_t *src, float *dst, long n, long dh, long ld);
+// c[i·ldc + j] = alpha·Σ_l a[i·lda + l]·w[j·ldw + l] (+ beta·c, not read
+// when beta is 0) for i < m, j < n: a [m, k] f32, w [n, k] bf16 or f32.
+void twcpu_gemm_nt_bf16(float *c, long ldc, const float *a, long lda, const uint16_t *w, long ldw, long m, long n,
+                        long k, float alpha, float beta);
+void twcpu_gemm_nt_f32(float *c, long ldc, const float *a, long lda, const float *w, long ldw, long m, long n, long k,
+                       float alpha, float beta);
 // dst[i] = src[i] rounded to bf16, to nearest even, NaN kept quiet.
 void twcpu_f32_to_bf16(const float *src, uint16_t *dst, long n);
 

@@ -35,6 +35,13 @@ var gemmCases = []gemmCase{
 	{m: 23, n: 1, k: 31, alpha: 1, beta: -0.5},
 	{m: 17, n: 1, k: 40, transA: true, transB: true, alpha: 2, nanC: true},
 	{m: 1, n: 9, k: 12, batch: 3, broadcastB: true, transB: true, alpha: 1},
+	// A few rows against Bᵀ (a decoding step at batch 2 to 16: the CPU
+	// reads B's rows once for all of them): rows in fours and a remainder,
+	// k in steps of 16 with and without a tail, and shorter than one.
+	{m: 4, n: 70, k: 83, transB: true, alpha: 0.5, beta: 1},
+	{m: 7, n: 33, k: 128, transB: true, alpha: 1, nanC: true},
+	{m: 16, n: 20, k: 7, transB: true, alpha: 1},
+	{m: 3, n: 5, k: 40, batch: 2, broadcastB: true, transB: true, alpha: 1, beta: -1},
 }
 
 func testGemm(t *testing.T, b engine.Backend) {

@@ -33,8 +33,9 @@ type proj struct {
 // layout, newAdapter; and the activations', layerRun.projs): one launch
 // that reads x once instead of k. Each element is the same dot product
 // either way; a GEMM that chooses its summation order by the shape (our
-// CUDA GEMM's split-K, cuBLASLt's algorithms) may round it differently
-// at widths where the two shapes fall on different plans.
+// CUDA GEMM's split-K, cuBLASLt's algorithms, the CPU's path for a few
+// rows) may round it differently where the two shapes fall on different
+// plans.
 //
 // Likewise the base projections: with one token (N = 1: decoding one
 // sequence), y₁ … y_k are the consecutive blocks of one row when they lie
