@@ -27,8 +27,9 @@ import (
 
 // Options configure a CPU backend.
 type Options struct {
-	// Threads is the number of goroutines element-wise ops use and the
-	// number of OpenBLAS threads; 0 means runtime.NumCPU().
+	// Threads is the number of goroutines the ops use, GEMMs included
+	// (each a block of single-threaded BLAS calls); 0 means
+	// runtime.NumCPU().
 	Threads int
 }
 
@@ -52,7 +53,7 @@ func New(opt Options) *Backend {
 	if n <= 0 {
 		n = runtime.NumCPU()
 	}
-	setBLASThreads(n)
+	setBLASThreads(1) // the workers share out GEMMs themselves (gemmSplit)
 	return &Backend{
 		threads: n,
 		scratch: make([][]float32, n),

@@ -6,11 +6,12 @@ import "github.com/turnwise/turnwise/engine"
 //
 // A product of a few rows with Bᵀ (a decoding step's projections) reads
 // B's rows once each, widening bf16 in registers (gemmFew). Otherwise f32
-// operands go straight to cblas_sgemm, one call per batch entry, and bf16
-// operands to cblas_sbgemm when the loaded OpenBLAS exports it; otherwise
-// (and for f16) they are widened once to f32 — exactly, so the product is the
-// same — and multiplied by sgemm. A C that is not f32 is accumulated in an f32
-// copy and rounded once at the end.
+// operands go straight to cblas_sgemm and bf16 operands to cblas_sbgemm
+// when the loaded OpenBLAS exports it, as blocks of C shared out to the
+// workers (gemmSplit); otherwise (and for f16) they are widened once to
+// f32 — exactly, so the product is the same — and multiplied by sgemm. A C
+// that is not f32 is accumulated in an f32 copy and rounded once at the
+// end.
 func (b *Backend) Gemm(c, a, bm *engine.Tensor, p engine.GemmParams) {
 	g := engine.GemmShape(c, a, bm, p)
 	if g.M == 0 || g.N == 0 {
@@ -35,12 +36,20 @@ func (b *Backend) Gemm(c, a, bm *engine.Tensor, p engine.GemmParams) {
 	case a.DType() == engine.F32:
 		af, bf := f32s(a), f32s(bm)
 		for i := 0; i < g.Batch; i++ {
-			sgemm(p.TransA, p.TransB, g.M, g.N, g.K, p.Alpha, af[i*g.StrideA:], g.LDA, bf[i*g.StrideB:], g.LDB, p.Beta, cf[i*g.M*g.N:], g.N)
+			ai, bi, ci := af[i*g.StrideA:], bf[i*g.StrideB:], cf[i*g.M*g.N:]
+			b.gemmSplit(g, func(r0, r1, c0, c1 int) {
+				sgemm(p.TransA, p.TransB, r1-r0, c1-c0, g.K, p.Alpha, ai[blockOf(!p.TransA, r0, g.LDA):], g.LDA,
+					bi[blockOf(p.TransB, c0, g.LDB):], g.LDB, p.Beta, ci[r0*g.N+c0:], g.N)
+			})
 		}
 	case a.DType() == engine.BF16 && b.sbgemm != nil && g.K > 0:
 		ah, bh := u16s(a), u16s(bm)
 		for i := 0; i < g.Batch; i++ {
-			sbgemm(b.sbgemm, p.TransA, p.TransB, g.M, g.N, g.K, p.Alpha, ah[i*g.StrideA:], g.LDA, bh[i*g.StrideB:], g.LDB, p.Beta, cf[i*g.M*g.N:], g.N)
+			ai, bi, ci := ah[i*g.StrideA:], bh[i*g.StrideB:], cf[i*g.M*g.N:]
+			b.gemmSplit(g, func(r0, r1, c0, c1 int) {
+				sbgemm(b.sbgemm, p.TransA, p.TransB, r1-r0, c1-c0, g.K, p.Alpha, ai[blockOf(!p.TransA, r0, g.LDA):], g.LDA,
+					bi[blockOf(p.TransB, c0, g.LDB):], g.LDB, p.Beta, ci[r0*g.N+c0:], g.N)
+			})
 		}
 	default:
 		b.gemmA = grow(b.gemmA, a.Numel())
@@ -48,7 +57,11 @@ func (b *Backend) Gemm(c, a, bm *engine.Tensor, p engine.GemmParams) {
 		b.widen(b.gemmA, a)
 		b.widen(b.gemmB, bm)
 		for i := 0; i < g.Batch; i++ {
-			sgemm(p.TransA, p.TransB, g.M, g.N, g.K, p.Alpha, b.gemmA[i*g.StrideA:], g.LDA, b.gemmB[i*g.StrideB:], g.LDB, p.Beta, cf[i*g.M*g.N:], g.N)
+			ai, bi, ci := b.gemmA[i*g.StrideA:], b.gemmB[i*g.StrideB:], cf[i*g.M*g.N:]
+			b.gemmSplit(g, func(r0, r1, c0, c1 int) {
+				sgemm(p.TransA, p.TransB, r1-r0, c1-c0, g.K, p.Alpha, ai[blockOf(!p.TransA, r0, g.LDA):], g.LDA,
+					bi[blockOf(p.TransB, c0, g.LDB):], g.LDB, p.Beta, ci[r0*g.N+c0:], g.N)
+			})
 		}
 	}
 
@@ -104,6 +117,41 @@ func (b *Backend) gemmFew(cf []float32, a, bm *engine.Tensor, p engine.GemmParam
 			gemmNT(ci[lo:], g.N, ai, g.LDA, wfi, whi, g.LDB, g.M, hi-lo, g.K, p.Alpha, p.Beta)
 		})
 	}
+}
+
+// gemmSplit calls block once per block of C: its rows r0 … r1−1 and columns
+// c0 … c1−1, the longer side of C cut into one block per worker when the
+// product is large enough to share (else one block, the whole of C). Each
+// block is one single-threaded BLAS call on a worker (OpenBLAS is held to
+// one thread, New): OpenBLAS's own threads, idle after a call, spin for a
+// while before they sleep, and beside as many workers as cores they took a
+// core from every op of ours that followed (a training step's attention
+// backward ran at two thirds of its speed). Every element is computed by
+// one call, in BLAS's order for its block's shape.
+func (b *Backend) gemmSplit(g engine.GemmDims, block func(r0, r1, c0, c1 int)) {
+	parts := 1
+	if float64(g.M)*float64(g.N)*float64(g.K) >= gemmShareFLOPs {
+		parts = b.threads
+	}
+	if g.N >= g.M {
+		b.parallel(g.N, max(1, (g.N+parts-1)/parts), func(_, lo, hi int) { block(0, g.M, lo, hi) })
+	} else {
+		b.parallel(g.M, max(1, (g.M+parts-1)/parts), func(_, lo, hi int) { block(lo, hi, 0, g.N) })
+	}
+}
+
+// gemmShareFLOPs is the least m·n·k a GEMM is cut into blocks for the
+// workers at: below it, one call is quicker than the hand-off.
+const gemmShareFLOPs = 1 << 18
+
+// blockOf is the offset of row (or column) i of a row-major operand with
+// leading dimension ld: i·ld when the block's index runs along the stored
+// rows (rows true), else i.
+func blockOf(rows bool, i, ld int) int {
+	if rows {
+		return i * ld
+	}
+	return i
 }
 
 // widen converts a float tensor's elements into dst, in parallel.
