@@ -29,8 +29,9 @@ func setBLASThreads(n int) { C.openblas_set_num_threads(C.int(n)) }
 
 // BLASCore returns the name of the CPU core whose kernels the loaded
 // OpenBLAS chose (its runtime dispatch, or OPENBLAS_CORETYPE): GEMM results
-// differ in their last bits between cores, and between one OpenBLAS thread
-// and several, so a seeded run repeats its numbers only where both agree.
+// differ in their last bits between cores, and between thread counts (a
+// GEMM is cut into one block of C per worker, gemmSplit), so a seeded run
+// repeats its numbers only where both agree.
 func (b *Backend) BLASCore() string { return C.GoString(C.openblas_get_corename()) }
 
 // sgemm is row-major cblas_sgemm: C = alpha·op(A)·op(B) + beta·C with
