@@ -43,6 +43,7 @@ type Backend struct {
 	gemmB    []float32      //
 	gemmC    []float32      // f32 accumulator for a non-f32 C
 	sbgemm   unsafe.Pointer // OpenBLAS cblas_sbgemm, nil when not exported
+	pool     *pool          // the worker goroutines (pool.go)
 }
 
 var _ engine.Backend = (*Backend)(nil)
@@ -54,12 +55,15 @@ func New(opt Options) *Backend {
 		n = runtime.NumCPU()
 	}
 	setBLASThreads(1) // the workers share out GEMMs themselves (gemmSplit)
-	return &Backend{
+	b := &Backend{
 		threads: n,
 		scratch: make([][]float32, n),
 		keys:    make([][]uint64, n),
 		sbgemm:  findSBGEMM(),
+		pool:    newPool(n),
 	}
+	runtime.AddCleanup(b, (*pool).stop, b.pool)
+	return b
 }
 
 // Name returns "cpu".
@@ -259,7 +263,8 @@ func blocks(lo, hi int, fn func(off, n int)) {
 // parallel runs fn over [0, n) split into contiguous ranges of at least grain
 // items, one range per worker. fn receives the worker index, which selects
 // that worker's scratch. The split depends only on n, grain and the thread
-// count.
+// count. The ranges go to the pool's workers; a split made while the pool
+// is busy (a parallel call inside fn) runs on goroutines of its own.
 func (b *Backend) parallel(n, grain int, fn func(worker, lo, hi int)) {
 	if n <= 0 {
 		return
@@ -270,6 +275,9 @@ func (b *Backend) parallel(n, grain int, fn func(worker, lo, hi int)) {
 	w := min(b.threads, (n+grain-1)/grain)
 	if w <= 1 {
 		fn(0, 0, n)
+		return
+	}
+	if b.pool.run(n, w, fn) {
 		return
 	}
 	var wg sync.WaitGroup
