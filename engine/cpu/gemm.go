@@ -73,9 +73,10 @@ func (b *Backend) Gemm(c, a, bm *engine.Tensor, p engine.GemmParams) {
 
 // fewRows reports whether C = A·Bᵀ is a few rows of A (a decoding step's
 // projections, one row per sequence), which gemmFew computes reading B
-// once: 2 to 8 rows of f32 (OpenBLAS 0.3.21's sgemm reads B at a third to
-// a half of the bandwidth there, and is faster from about 16 rows on; one
-// row stays with its GEMV, blas.go), 1 to 16 of bf16 (2 to 6 times faster
+// once: 1 to 8 rows of f32 (OpenBLAS 0.3.21's sgemm reads B at a third to
+// a half of the bandwidth there, and is faster from about 16 rows on; its
+// sgemv, blas.go, ran the 24.4M model's one-row projections at 0.4 to 0.5
+// the speed, Llama-3.2-1B's at 0.8 to 1), 1 to 16 of bf16 (2 to 6 times faster
 // than widening B to f32 for sgemm, which is what bf16 takes where
 // OpenBLAS does not export sbgemm, as Debian's 0.3.21 does not).
 func fewRows(a *engine.Tensor, p engine.GemmParams, g engine.GemmDims) bool {
@@ -84,7 +85,7 @@ func fewRows(a *engine.Tensor, p engine.GemmParams, g engine.GemmDims) bool {
 	}
 	switch a.DType() {
 	case engine.F32:
-		return g.M >= 2 && g.M <= 8
+		return g.M >= 1 && g.M <= 8
 	case engine.BF16:
 		return g.M <= 16
 	}

@@ -35,6 +35,10 @@ var gemmCases = []gemmCase{
 	{m: 23, n: 1, k: 31, alpha: 1, beta: -0.5},
 	{m: 17, n: 1, k: 40, transA: true, transB: true, alpha: 2, nanC: true},
 	{m: 1, n: 9, k: 12, batch: 3, broadcastB: true, transB: true, alpha: 1},
+	// One row against a long Bᵀ (Llama's down projection: the CPU takes
+	// B's rows in fours from k = 4096 on), rows in fours and a remainder,
+	// k with a tail.
+	{m: 1, n: 10, k: 4099, transB: true, alpha: 0.5, beta: 1},
 	// A few rows against Bᵀ (a decoding step at batch 2 to 16: the CPU
 	// reads B's rows once for all of them): rows in fours and a remainder,
 	// k in steps of 16 with and without a tail, and shorter than one.
