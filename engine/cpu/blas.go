@@ -36,9 +36,10 @@ func (b *Backend) BLASCore() string { return C.GoString(C.openblas_get_corename(
 
 // sgemm is row-major cblas_sgemm: C = alpha·op(A)·op(B) + beta·C with
 // leading dimensions lda, ldb, ldc. A product with one row or one column
-// (a decoding step's projections at batch 1) is cblas_sgemv, which reads
-// the matrix at up to twice the bandwidth OpenBLAS 0.3.21's sgemm reaches
-// on such shapes.
+// is cblas_sgemv, which reads the matrix at up to twice the bandwidth
+// OpenBLAS 0.3.21's sgemm reaches on such shapes (a decoding step's
+// projections, one row against Bᵀ, take the faster few-row loop instead:
+// fewRows, gemm.go).
 func sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
 	if m == 0 || n == 0 {
 		return
