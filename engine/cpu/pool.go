@@ -80,15 +80,20 @@ func (p *pool) run(n, w int, fn func(worker, lo, hi int)) bool {
 		default: // a wake-up is already queued
 		}
 	}
+	defer p.finish(seq + 1) // also when the caller's range panics
 	fn(0, 0, n/w)
+	return true
+}
+
+// finish waits for the workers' ranges of split seq, then frees the pool.
+func (p *pool) finish(seq uint64) {
 	if !spin(func() bool { return p.pending.Load() == 0 }) {
 		for p.pending.Load() != 0 {
 			<-p.done
 		}
 	}
-	p.job.Store(&job{seq: seq + 1}) // let the closure, and what it holds, go
+	p.job.Store(&job{seq: seq}) // let the closure, and what it holds, go
 	p.busy.Store(false)
-	return true
 }
 
 // loop is worker i: it waits for a split after the one it has seen, runs its

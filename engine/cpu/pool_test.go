@@ -78,6 +78,32 @@ func TestParallelNestedAndConcurrent(t *testing.T) {
 	}
 }
 
+func TestPoolFreedAfterCallerPanics(t *testing.T) {
+	b := New(Options{Threads: 3})
+	var ran atomic.Int32
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Fatal("the caller's range did not panic")
+			}
+		}()
+		b.parallel(3, 1, func(w, _, _ int) {
+			if w == 0 {
+				panic("planted")
+			}
+			time.Sleep(time.Millisecond)
+			ran.Add(1)
+		})
+	}()
+	if got := ran.Load(); got != 2 {
+		t.Fatalf("%d worker ranges had finished when parallel returned, want 2", got)
+	}
+	if b.pool.busy.Load() {
+		t.Fatal("the pool is still busy after the split's caller panicked")
+	}
+	covered(t, b, 9, 1)
+}
+
 func TestPoolStopsWithItsBackend(t *testing.T) {
 	before := runtime.NumGoroutine()
 	b := New(Options{Threads: 6})
