@@ -234,15 +234,18 @@ type attnFwd struct {
 func (a *attnFwd) scratchLen() int { return 2*attnBQ*a.dh + 3*attnBK*a.dh + attnBQ*attnBK + 2*attnBQ }
 
 func (a *attnFwd) chunkScratchLen() int {
-	return 2*a.h*a.dh + 2*attnBK*a.g*a.dh + attnBK + 2*a.h
+	return 2*a.h*a.dh + 2*attnBK*a.g*a.dh + a.h*attnBK + 2*a.h
 }
 
 // chunk computes the one query of sequence s (a decoding step) against its
 // keys j0 … j1−1, for every head. Each block of key and value rows is
 // brought in whole and in order (widened into scratch, or for f32 asked
-// into the cache where it lies), and each head then meets its columns as
-// block's one-query path does: read head by head from memory, a row's
-// strided pieces came at a fraction of the bandwidth. With part nil (the
+// into the cache where it lies), and then read once more in order, every
+// head's scores of a row before the next row (decodeScores), the online
+// softmax head by head, and every head's output terms of a value row before
+// the next (decodePV): read head by head, a row's strided pieces came at a
+// fraction of the bandwidth, and a pass per head over the block at 0.8 of
+// this one's. With part nil (the
 // sequence's only chunk) it stores out and lse; otherwise it leaves its
 // partial result in part for merge:
 //
@@ -254,7 +257,7 @@ func (a *attnFwd) chunk(sc []float32, s attnSeq, j0, j1 int, part []float32) {
 	ob := take(&sc, h*dh)              // [H, Dh] f32: unnormalised outputs
 	kb := take(&sc, attnBK*ld)         // [BK, G, Dh] f32: a block of key rows
 	vb := take(&sc, attnBK*ld)         // [BK, G, Dh] f32
-	sb := take(&sc, attnBK)            // [BK] f32: one head's scores, then probabilities
+	sb := take(&sc, h*attnBK)          // [H, BK] f32: scores, then probabilities
 	m, l := take(&sc, h), take(&sc, h) // [H] f32: running max and sum
 
 	loadRows(qb, a.q, s.qs*h*dh, 1, h*dh)
@@ -279,13 +282,11 @@ func (a *attnFwd) chunk(sc []float32, s attnSeq, j0, j1 int, part []float32) {
 			loadRows(kr, a.k, r0, 1, bk*ld)
 			loadRows(vr, a.v, r0, 1, bk*ld)
 		}
+		decodeScores(sb, attnBK, qb, kr, a.rep, dh, ld)
 		for i := range h {
-			g := i / a.rep
-			o := ob[i*dh : (i+1)*dh]
-			dotRows(sb[:bk], qb[i*dh:(i+1)*dh], kr[g*dh:(bk-1)*ld+(g+1)*dh], ld)
-			onlineSoftmax(sb[:bk], bk, &m[i], &l[i], o)
-			axpyRows(o, sb[:bk], vr[g*dh:(bk-1)*ld+(g+1)*dh], ld)
+			onlineSoftmax(sb[i*attnBK:(i+1)*attnBK], bk, &m[i], &l[i], ob[i*dh:(i+1)*dh])
 		}
+		decodePV(ob, sb, attnBK, vr, a.rep, dh, ld)
 	}
 
 	if part != nil {

@@ -552,6 +552,49 @@ void twcpu_dot_rows(float *dst, const float *x, const float *rows, long n, long 
 	}
 }
 
+// decode_scores and decode_pv are a decoding step's attention over a block
+// of n cached rows of ld floats, every head of a row before the next row,
+// so that the block is read once, in order (head by head, each pass over
+// the block took a row's strided pieces). Head i reads its group's
+// columns, (i/rep)·dh to (i/rep+1)·dh. Each score sums as dot_rows sums
+// it, and each output element adds its terms for j ascending as axpy_rows
+// does.
+void twcpu_decode_scores(float *s, long ns, const float *q, const float *k, long n, long h, long rep, long dh,
+                         long ld) {
+	for (long j = 0; j < n; j++) {
+		const float *r = k + j * ld;
+		for (long i = 0; i < h; i++) {
+			const float *kr = r + (i / rep) * dh, *x = q + i * dh;
+			long d = 0;
+			float v = 0;
+#ifdef __AVX2__
+			__m256 acc = _mm256_setzero_ps();
+			for (; d + 8 <= dh; d += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(x + d), _mm256_loadu_ps(kr + d), acc);
+			v = hsum(acc);
+#endif
+			for (; d < dh; d++) v = fmaf(x[d], kr[d], v);
+			s[i * ns + j] = v;
+		}
+	}
+}
+
+void twcpu_decode_pv(float *o, const float *p, long ns, const float *v, long n, long h, long rep, long dh, long ld) {
+	for (long j = 0; j < n; j++) {
+		const float *r = v + j * ld;
+		for (long i = 0; i < h; i++) {
+			const float *vr = r + (i / rep) * dh;
+			float *oi = o + i * dh, c = p[i * ns + j];
+			long d = 0;
+#ifdef __AVX2__
+			__m256 cv = _mm256_set1_ps(c);
+			for (; d + 8 <= dh; d += 8)
+				_mm256_storeu_ps(oi + d, _mm256_fmadd_ps(cv, _mm256_loadu_ps(vr + d), _mm256_loadu_ps(oi + d)));
+#endif
+			for (; d < dh; d++) oi[d] = fmaf(c, vr[d], oi[d]);
+		}
+	}
+}
+
 // The transposed products broadcast x[d] and multiply whole rows of kt, eight
 // keys per vector: no horizontal sums, each kt element loaded once per call.
 void twcpu_dot_rows_t(float *dst, const float *x, const float *kt, long n, long dh, long ld) {

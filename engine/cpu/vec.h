@@ -57,6 +57,14 @@ double twcpu_sumsq(const float *x, long n);
 void twcpu_axpy_rows(float *dst, const float *c, const float *rows, long n, long dh, long ld);
 void twcpu_axpy_rows2(float *dst0, float *dst1, const float *c0, const float *c1, const float *rows, long n, long dh);
 void twcpu_dot_rows(float *dst, const float *x, const float *rows, long n, long dh, long ld);
+// A decoding step's attention over n cached rows of ld floats, H heads of
+// dh reading their group's columns (head i: group i/rep); s and p are
+// [H, ns] (ns ≥ n), q and o [H, dh]:
+//   decode_scores: s[i, j] = q[i]·k[j, group(i)]
+//   decode_pv:     o[i] += Σ_j p[i, j]·v[j, group(i)]
+void twcpu_decode_scores(float *s, long ns, const float *q, const float *k, long n, long h, long rep, long dh,
+                         long ld);
+void twcpu_decode_pv(float *o, const float *p, long ns, const float *v, long n, long h, long rep, long dh, long ld);
 //   prefetch:   asks for the n floats from p to be brought into the cache
 void twcpu_prefetch(const float *p, long n);
 float twcpu_exp_shift(float *s, long n, float shift);
