@@ -53,6 +53,10 @@ func BenchmarkAttention(b *testing.B) {
 	}
 }
 
+// TestAttentionAnyWidth runs attention at head widths that are not a
+// multiple of 8, where the C loops finish with their scalar tails.
+func TestAttentionAnyWidth(t *testing.T) { enginetest.AttentionAnyWidth(t, New(Options{Threads: 3})) }
+
 // TestAttentionRejectsBadSeqs checks that malformed rows of seqs panic with
 // a message naming the row, and a wrong shape with one naming the shapes.
 func TestAttentionRejectsBadSeqs(t *testing.T) {

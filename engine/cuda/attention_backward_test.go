@@ -169,3 +169,31 @@ func TestAttentionBackwardDeterministic(t *testing.T) {
 		})
 	}
 }
+
+// TestAttentionRejectsHeadWidth checks that a head width the kernels do not
+// take panics naming it, in both directions, before any launch.
+func TestAttentionRejectsHeadWidth(t *testing.T) {
+	b := newBackend(t)
+	defer b.Close()
+	for _, dh := range []int{12, 136} {
+		q := engine.MustAlloc(b, engine.BF16, 3, 2, dh)
+		k := engine.MustAlloc(b, engine.BF16, 3, 1, dh)
+		v := engine.MustAlloc(b, engine.BF16, 3, 1, dh)
+		out := engine.MustAlloc(b, engine.BF16, 3, 2, dh)
+		dq := engine.MustAlloc(b, engine.BF16, 3, 2, dh)
+		dk := engine.MustAlloc(b, engine.BF16, 3, 1, dh)
+		dv := engine.MustAlloc(b, engine.BF16, 3, 1, dh)
+		lse := engine.MustAlloc(b, engine.F32, 3, 2)
+		seqs := engine.FromI32(b, []int32{0, 3, 0, 3}, 1, 4)
+		p := engine.AttentionParams{Scale: 0.5}
+		for op, f := range map[string]func(){
+			"Attention":         func() { b.Attention(out, lse, q, k, v, seqs, p) },
+			"AttentionBackward": func() { b.AttentionBackward(dq, dk, dv, out, out, lse, q, k, v, seqs, p) },
+		} {
+			want := fmt.Sprintf("cuda: %s: q [3, 2, %d] has heads of width %d", op, dh, dh)
+			if msg := catch(f); !strings.Contains(msg, want) {
+				t.Errorf("%s at head width %d panicked with %q, want it to contain %q", op, dh, msg, want)
+			}
+		}
+	}
+}

@@ -104,6 +104,25 @@ func testAttention(t *testing.T, b engine.Backend) {
 	}
 }
 
+// AttentionAnyWidth runs cases at head widths that are not a multiple of 8
+// (a vector loop's tail), decoding over caches of several chunks and
+// prefill, grouped and not, forward and backward, against the float64
+// reference: for a backend whose attention takes any head width (the CPU's;
+// the CUDA kernels take multiples of 8 up to 128).
+func AttentionAnyWidth(t *testing.T, b engine.Backend) {
+	cases := []attnCase{
+		{name: "decode and prefill H4/G2 dh12", h: 4, g: 2, dh: 12, grad: true,
+			seqs: [][4]int{{0, 1, 0, 150}, {1, 1, 150, 3}, {2, 9, 153, 20}}},
+		{name: "decode H3/G3 dh21", h: 3, g: 3, dh: 21, scale: 0.2,
+			seqs: [][4]int{{0, 1, 0, 300}, {1, 1, 300, 1}}},
+	}
+	for i, c := range cases {
+		for _, dt := range FloatDTypes {
+			t.Run(fmt.Sprintf("%s/%v", c.name, dt), func(t *testing.T) { attentionCase(t, b, c, dt, uint64(400+i)) })
+		}
+	}
+}
+
 // AttentionTunables runs bf16 forward cases at head width 128 (Llama's,
 // where kernels have tunable tiles) against the float64 reference, each
 // twice (same bits): a causal sequence spanning several query and key tiles
