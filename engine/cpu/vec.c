@@ -523,10 +523,6 @@ float twcpu_exp_shift(float *s, long n, float shift) {
 	return sum;
 }
 
-void twcpu_prefetch(const float *p, long n) {
-	for (long i = 0; i < n; i += 16) __builtin_prefetch(p + i);
-}
-
 void twcpu_transpose(float *dst, const float *src, long rows, long cols, long ld) {
 	for (long r = 0; r < rows; r++)
 		for (long c = 0; c < cols; c++) dst[c * ld + r] = src[r * cols + c];
@@ -553,46 +549,70 @@ void twcpu_dot_rows(float *dst, const float *x, const float *rows, long n, long 
 }
 
 // decode_scores and decode_pv are a decoding step's attention over a block
-// of n cached rows of ld floats, every head of a row before the next row,
-// so that the block is read once, in order (head by head, each pass over
-// the block took a row's strided pieces). Head i reads its group's
-// columns, (i/rep)·dh to (i/rep+1)·dh. Each score sums as dot_rows sums
-// it, and each output element adds its terms for j ascending as axpy_rows
-// does.
-void twcpu_decode_scores(float *s, long ns, const float *q, const float *k, long n, long h, long rep, long dh,
-                         long ld) {
+// of n cached rows of ld elements (f32, or bf16 widened in registers: exact,
+// so either gives the same bits as f32 rows), every head of a row before the
+// next row, so that the block is read once, in order (head by head, each
+// pass over the block took a row's strided pieces). Head i reads its
+// group's columns, (i/rep)·dh to (i/rep+1)·dh. Each score sums as dot_rows
+// sums it, and each output element adds its terms for j ascending as
+// axpy_rows does. Inlined with bf16 a constant, each is two functions.
+static inline __attribute__((always_inline)) void decode_scores(float *s, long ns, const float *q, const void *k, long n,
+                                                                long h, long rep, long dh, long ld, int bf16) {
 	for (long j = 0; j < n; j++) {
-		const float *r = k + j * ld;
 		for (long i = 0; i < h; i++) {
-			const float *kr = r + (i / rep) * dh, *x = q + i * dh;
+			const uint16_t *kh = (const uint16_t *)k + j * ld + (i / rep) * dh;
+			const float *kf = (const float *)k + j * ld + (i / rep) * dh, *x = q + i * dh;
 			long d = 0;
 			float v = 0;
 #ifdef __AVX2__
 			__m256 acc = _mm256_setzero_ps();
-			for (; d + 8 <= dh; d += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(x + d), _mm256_loadu_ps(kr + d), acc);
+			for (; d + 8 <= dh; d += 8)
+				acc = _mm256_fmadd_ps(_mm256_loadu_ps(x + d), bf16 ? widen8(kh + d) : _mm256_loadu_ps(kf + d), acc);
 			v = hsum(acc);
 #endif
-			for (; d < dh; d++) v = fmaf(x[d], kr[d], v);
+			for (; d < dh; d++) v = fmaf(x[d], bf16 ? bf16_f32(kh[d]) : kf[d], v);
 			s[i * ns + j] = v;
 		}
 	}
 }
 
-void twcpu_decode_pv(float *o, const float *p, long ns, const float *v, long n, long h, long rep, long dh, long ld) {
+static inline __attribute__((always_inline)) void decode_pv(float *o, const float *p, long ns, const void *v, long n,
+                                                            long h, long rep, long dh, long ld, int bf16) {
 	for (long j = 0; j < n; j++) {
-		const float *r = v + j * ld;
 		for (long i = 0; i < h; i++) {
-			const float *vr = r + (i / rep) * dh;
+			const uint16_t *vh = (const uint16_t *)v + j * ld + (i / rep) * dh;
+			const float *vf = (const float *)v + j * ld + (i / rep) * dh;
 			float *oi = o + i * dh, c = p[i * ns + j];
 			long d = 0;
 #ifdef __AVX2__
 			__m256 cv = _mm256_set1_ps(c);
 			for (; d + 8 <= dh; d += 8)
-				_mm256_storeu_ps(oi + d, _mm256_fmadd_ps(cv, _mm256_loadu_ps(vr + d), _mm256_loadu_ps(oi + d)));
+				_mm256_storeu_ps(oi + d, _mm256_fmadd_ps(cv, bf16 ? widen8(vh + d) : _mm256_loadu_ps(vf + d),
+				                                         _mm256_loadu_ps(oi + d)));
 #endif
-			for (; d < dh; d++) oi[d] = fmaf(c, vr[d], oi[d]);
+			for (; d < dh; d++) oi[d] = fmaf(c, bf16 ? bf16_f32(vh[d]) : vf[d], oi[d]);
 		}
 	}
+}
+
+void twcpu_decode_scores_f32(float *s, long ns, const float *q, const float *k, long n, long h, long rep, long dh,
+                             long ld) {
+	decode_scores(s, ns, q, k, n, h, rep, dh, ld, 0);
+}
+
+void twcpu_decode_scores_bf16(float *s, long ns, const float *q, const uint16_t *k, long n, long h, long rep, long dh,
+                              long ld) {
+	decode_scores(s, ns, q, k, n, h, rep, dh, ld, 1);
+}
+
+void twcpu_decode_pv_f32(float *o, const float *p, long ns, const float *v, long n, long h, long rep, long dh,
+                         long ld) {
+	decode_pv(o, p, ns, v, n, h, rep, dh, ld, 0);
+}
+
+void twcpu_decode_pv_bf16(float *o, const float *p, long ns, const uint16_t *v, long n, long h, long rep, long dh,
+                          long ld) {
+	decode_pv(o, p, ns, v, n, h, rep, dh, ld, 1);
 }
 
 // The transposed products broadcast x[d] and multiply whole rows of kt, eight

@@ -170,36 +170,45 @@ func dotRows(dst, x, rows []float32, ld int) {
 	C.twcpu_dot_rows(fptr(dst), fptr(x), fptr(rows), C.long(n), C.long(dh), C.long(ld))
 }
 
-// decodeScores sets s[i·ns+j] = q[i]·k[j, group(i)] for the n = len(k)/ld
-// rows of k and the h = len(q)/dh heads, head i reading columns
+// decodeScores sets s[i·ns+j] = q[i]·k[j, group(i)] for the n rows of ld
+// elements of k, kf (f32) or, when kf is nil, kh (bf16, widened in
+// registers), and the h = len(q)/dh heads, head i reading columns
 // (i/rep)·dh … (i/rep+1)·dh of each row: a decoding step's scores over a
 // block of its cache, read once and in order.
-func decodeScores(s []float32, ns int, q, k []float32, rep, dh, ld int) {
-	n, h := len(k)/ld, len(q)/dh
-	if n == 0 {
+func decodeScores(s []float32, ns int, q, kf []float32, kh []uint16, n, rep, dh, ld int) {
+	h := len(q) / dh
+	if n == 0 || h == 0 {
 		return
 	}
 	_ = s[(h-1)*ns+n-1]
-	C.twcpu_decode_scores(fptr(s), C.long(ns), fptr(q), fptr(k), C.long(n), C.long(h), C.long(rep), C.long(dh), C.long(ld))
+	if kf != nil {
+		_ = kf[n*ld-1]
+		C.twcpu_decode_scores_f32(fptr(s), C.long(ns), fptr(q), fptr(kf), C.long(n), C.long(h), C.long(rep),
+			C.long(dh), C.long(ld))
+		return
+	}
+	_ = kh[n*ld-1]
+	C.twcpu_decode_scores_bf16(fptr(s), C.long(ns), fptr(q), (*C.uint16_t)(unsafe.Pointer(&kh[0])), C.long(n),
+		C.long(h), C.long(rep), C.long(dh), C.long(ld))
 }
 
-// decodePV adds Σ_j p[i·ns+j]·v[j, group(i)] to each head's o[i] (o [H, dh],
-// the n = len(v)/ld rows of v), as decodeScores reads k.
-func decodePV(o, p []float32, ns int, v []float32, rep, dh, ld int) {
-	n, h := len(v)/ld, len(o)/dh
-	if n == 0 {
+// decodePV adds Σ_j p[i·ns+j]·v[j, group(i)] to each head's o[i] (o [H, dh]),
+// v's n rows read as decodeScores reads k's.
+func decodePV(o, p []float32, ns int, vf []float32, vh []uint16, n, rep, dh, ld int) {
+	h := len(o) / dh
+	if n == 0 || h == 0 {
 		return
 	}
 	_ = p[(h-1)*ns+n-1]
-	C.twcpu_decode_pv(fptr(o), fptr(p), C.long(ns), fptr(v), C.long(n), C.long(h), C.long(rep), C.long(dh), C.long(ld))
-}
-
-// prefetch asks for s to be brought into the cache, one request per line,
-// in order, without waiting for it.
-func prefetch(s []float32) {
-	if len(s) > 0 {
-		C.twcpu_prefetch(fptr(s), C.long(len(s)))
+	if vf != nil {
+		_ = vf[n*ld-1]
+		C.twcpu_decode_pv_f32(fptr(o), fptr(p), C.long(ns), fptr(vf), C.long(n), C.long(h), C.long(rep),
+			C.long(dh), C.long(ld))
+		return
 	}
+	_ = vh[n*ld-1]
+	C.twcpu_decode_pv_bf16(fptr(o), fptr(p), C.long(ns), (*C.uint16_t)(unsafe.Pointer(&vh[0])), C.long(n),
+		C.long(h), C.long(rep), C.long(dh), C.long(ld))
 }
 
 // dotRowsT sets dst[j] = x·kt[:, j] for a transposed block kt [len(x), ld].

@@ -57,16 +57,19 @@ double twcpu_sumsq(const float *x, long n);
 void twcpu_axpy_rows(float *dst, const float *c, const float *rows, long n, long dh, long ld);
 void twcpu_axpy_rows2(float *dst0, float *dst1, const float *c0, const float *c1, const float *rows, long n, long dh);
 void twcpu_dot_rows(float *dst, const float *x, const float *rows, long n, long dh, long ld);
-// A decoding step's attention over n cached rows of ld floats, H heads of
-// dh reading their group's columns (head i: group i/rep); s and p are
-// [H, ns] (ns ≥ n), q and o [H, dh]:
+// A decoding step's attention over n cached rows of ld elements (f32 or
+// bf16), H heads of dh reading their group's columns (head i: group
+// i/rep); s and p are [H, ns] (ns ≥ n), q and o [H, dh]:
 //   decode_scores: s[i, j] = q[i]·k[j, group(i)]
 //   decode_pv:     o[i] += Σ_j p[i, j]·v[j, group(i)]
-void twcpu_decode_scores(float *s, long ns, const float *q, const float *k, long n, long h, long rep, long dh,
+void twcpu_decode_scores_f32(float *s, long ns, const float *q, const float *k, long n, long h, long rep, long dh,
+                             long ld);
+void twcpu_decode_scores_bf16(float *s, long ns, const float *q, const uint16_t *k, long n, long h, long rep, long dh,
+                              long ld);
+void twcpu_decode_pv_f32(float *o, const float *p, long ns, const float *v, long n, long h, long rep, long dh,
                          long ld);
-void twcpu_decode_pv(float *o, const float *p, long ns, const float *v, long n, long h, long rep, long dh, long ld);
-//   prefetch:   asks for the n floats from p to be brought into the cache
-void twcpu_prefetch(const float *p, long n);
+void twcpu_decode_pv_bf16(float *o, const float *p, long ns, const uint16_t *v, long n, long h, long rep, long dh,
+                          long ld);
 float twcpu_exp_shift(float *s, long n, float shift);
 // With the block transposed, kt [dh, ld] (key j in column j):
 //   dot_rows_t:  dst[j] = x·kt[:, j] for j < n
