@@ -158,10 +158,11 @@ def main():
         model(prompt)
         prefill = a.seq / (time.perf_counter() - t0)
         # Greedy decoding with a KV cache, as turnwise does: prefill 32
-        # tokens, then time 16 single-token steps; again after a long
-        # prompt, where each step's attention reads a long cache.
-        decode = decode_rate(model, prompt[:, :32], 16)
-        decode_long = decode_rate(model, torch.randint(0, c.vocab, (1, a.long_prompt)), 16)
+        # tokens, then time 64 single-token steps (as bench/llamastep);
+        # again after a long prompt, where each step's attention reads a
+        # long cache.
+        decode = decode_rate(model, prompt[:, :32], 64)
+        decode_long = decode_rate(model, torch.randint(0, c.vocab, (1, a.long_prompt)), 64)
 
     print(json.dumps({
         "peer": "pytorch " + torch.__version__,
