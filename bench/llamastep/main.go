@@ -206,7 +206,6 @@ func run() error {
 	return report(out)
 }
 
-// report adds the peak resident memory and prints out as one JSON line.
 // decodeRate returns the tokens per second of n greedy decoding steps after
 // prompt, timed from the end of its prefill (untimed) to the last step, as
 // bench/llama_step.py times PyTorch's.
@@ -227,6 +226,7 @@ func decodeRate(m *llama.Model, prompt []int32, n int) (float64, error) {
 	return float64(n) / time.Since(t0).Seconds(), nil
 }
 
+// report adds the peak resident memory and prints out as one JSON line.
 func report(out map[string]any) error {
 	var ru syscall.Rusage
 	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)

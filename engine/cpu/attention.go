@@ -239,14 +239,15 @@ func (a *attnFwd) chunkScratchLen() int {
 
 // chunk computes the one query of sequence s (a decoding step) against its
 // keys j0 … j1−1, for every head. Each block of key and value rows is read
-// where the cache holds it (bf16 widened in registers), once and in order: every head's scores of a key row before
-// the next row (decodeScores), the online softmax head by head, then every
-// head's output terms of a value row before the next (decodePV). Rows read in
-// order are what the hardware's prefetcher follows: head by head, each head
-// taking its strided pieces of the block, ran at 0.6 to 0.8 of this even with
-// the block asked into the cache ahead, and bf16 widened into scratch at
-// half its speed. With part nil (the sequence's only chunk) it stores out
-// and lse; otherwise it leaves its partial result in part for merge:
+// where the cache holds it (bf16 widened in registers), once and in order:
+// every head's scores of a key row before the next row (decodeScores), the
+// online softmax head by head, then every head's output terms of a value
+// row before the next (decodePV). Rows read in order are what the
+// hardware's prefetcher follows: head by head, each head taking its
+// strided pieces of the block, ran at 0.6 to 0.8 of this even with the
+// block asked into the cache ahead, and bf16 widened into scratch at half
+// its speed. With part nil (the sequence's only chunk) it stores out and
+// lse; otherwise it leaves its partial result in part for merge:
 //
 //	part [H, Dh] the unnormalised output, then [H] the running maximum m,
 //	then [H] the running sum l.
@@ -371,9 +372,9 @@ func (a *attnFwd) block(sc []float32, s attnSeq, h, t0, t1 int) {
 			// the products.
 			if nj := min(bk, t0+off+1-j0); nj > 0 {
 				sr := sb[:nj]
-				dotRows(sr, qb[:dh], kb[:nj*dh], dh)
+				dotRows(sr, qb[:dh], kb[:nj*dh])
 				onlineSoftmax(sr, nj, &m[0], &l[0], ob[:dh])
-				axpyRows(ob[:dh], sr, vb, dh)
+				axpyRows(ob[:dh], sr, vb)
 			}
 			continue
 		}
@@ -391,7 +392,7 @@ func (a *attnFwd) block(sc []float32, s attnSeq, h, t0, t1 int) {
 						orow := ob[r*dh : (r+1)*dh]
 						dotRowsT(sr, qb[r*dh:(r+1)*dh], ktb, attnBK)
 						onlineSoftmax(sr, nj, &m[r], &l[r], orow)
-						axpyRows(orow, sr, vb, dh)
+						axpyRows(orow, sr, vb)
 					}
 				}
 				continue
@@ -568,7 +569,7 @@ func (a *attnBwd) item(sc []float32, s attnSeq, g int) {
 								dotRowsT(pr[:nj], qb[r*dh:(r+1)*dh], ktb, attnBK)
 								dotRowsT(dr[:nj], dob[r*dh:(r+1)*dh], vtb, attnBK)
 								scoreGrads(pr[:nj], dr[:nj], lseb[r], delta[r])
-								axpyRows(dqb[r*dh:(r+1)*dh], dr[:nj], kb, dh)
+								axpyRows(dqb[r*dh:(r+1)*dh], dr[:nj], kb)
 							}
 							clear(pr[nj:])
 							clear(dr[nj:])
@@ -603,9 +604,9 @@ func (a *attnBwd) item(sc []float32, s attnSeq, g int) {
 					dor, qr := dob[i0*dh:bq*dh], qb[i0*dh:bq*dh]
 					if j+1 == bk {
 						gatherCol(c0, pb[i0*attnBK+j:], attnBK)
-						axpyRows(dv0, c0, dor, dh)
+						axpyRows(dv0, c0, dor)
 						gatherCol(c0, db[i0*attnBK+j:], attnBK)
-						axpyRows(dk0, c0, qr, dh)
+						axpyRows(dk0, c0, qr)
 						continue
 					}
 					dv1, dk1 := dvAll[(j0+j+1)*dh:(j0+j+2)*dh], dkAll[(j0+j+1)*dh:(j0+j+2)*dh]

@@ -449,24 +449,24 @@ static inline void fma2x4(__m256 a[4], __m256 b[4], __m256 va, __m256 vb, const 
 // 1024 tokens, 6 heads of 48, 2 threads, with dot_rows2_t's 32 keys below:
 // attention's forward 13% and backward 25% faster); each element still
 // adds c[j]·rows[j][d] for j ascending, one fused multiply-add at a time.
-void twcpu_axpy_rows(float *dst, const float *c, const float *rows, long n, long dh, long ld) {
+void twcpu_axpy_rows(float *dst, const float *c, const float *rows, long n, long dh) {
 	long d = 0;
 #ifdef __AVX2__
 	for (; d + 32 <= dh; d += 32) {
 		__m256 a[4];
 		load4(a, dst + d);
-		for (long j = 0; j < n; j++) fma1x4(a, _mm256_set1_ps(c[j]), rows + j * ld + d);
+		for (long j = 0; j < n; j++) fma1x4(a, _mm256_set1_ps(c[j]), rows + j * dh + d);
 		store4(dst + d, a);
 	}
 	for (; d + 8 <= dh; d += 8) {
 		__m256 a0 = _mm256_loadu_ps(dst + d);
-		for (long j = 0; j < n; j++) a0 = _mm256_fmadd_ps(_mm256_set1_ps(c[j]), _mm256_loadu_ps(rows + j * ld + d), a0);
+		for (long j = 0; j < n; j++) a0 = _mm256_fmadd_ps(_mm256_set1_ps(c[j]), _mm256_loadu_ps(rows + j * dh + d), a0);
 		_mm256_storeu_ps(dst + d, a0);
 	}
 #endif
 	for (; d < dh; d++) {
 		float a = dst[d];
-		for (long j = 0; j < n; j++) a = fmaf(c[j], rows[j * ld + d], a);
+		for (long j = 0; j < n; j++) a = fmaf(c[j], rows[j * dh + d], a);
 		dst[d] = a;
 	}
 }
@@ -530,12 +530,10 @@ void twcpu_transpose(float *dst, const float *src, long rows, long cols, long ld
 
 // dot_rows computes one query's scores straight from the key rows, eight
 // columns per vector and a horizontal sum per key: for a single query the
-// transposed block below would cost more to build than its products. Its
-// rows, like axpy_rows', lie ld floats apart, so that a decoding step reads
-// one head's keys and values where the cache holds them.
-void twcpu_dot_rows(float *dst, const float *x, const float *rows, long n, long dh, long ld) {
+// transposed block below would cost more to build than its products.
+void twcpu_dot_rows(float *dst, const float *x, const float *rows, long n, long dh) {
 	for (long j = 0; j < n; j++) {
-		const float *r = rows + j * ld;
+		const float *r = rows + j * dh;
 		long d = 0;
 		float s = 0;
 #ifdef __AVX2__

@@ -122,14 +122,14 @@ func cbool(b bool) C.int {
 }
 
 // axpyRows adds Σ_j c[j]·rows[j] to dst; rows holds len(c) rows of
-// len(dst) floats, ld apart.
-func axpyRows(dst, c, rows []float32, ld int) {
+// len(dst) floats.
+func axpyRows(dst, c, rows []float32) {
 	n, dh := len(c), len(dst)
 	if n == 0 {
 		return
 	}
-	_ = rows[(n-1)*ld+dh-1]
-	C.twcpu_axpy_rows(fptr(dst), fptr(c), fptr(rows), C.long(n), C.long(dh), C.long(ld))
+	_ = rows[n*dh-1]
+	C.twcpu_axpy_rows(fptr(dst), fptr(c), fptr(rows), C.long(n), C.long(dh))
 }
 
 // axpyRows2 is axpyRows for two destinations sharing the loads of rows.
@@ -160,14 +160,14 @@ func transposeBlock(dst, src []float32, rows, cols, ld int) {
 }
 
 // dotRows sets dst[j] = x·rows[j]; rows holds len(dst) rows of len(x)
-// floats, ld apart.
-func dotRows(dst, x, rows []float32, ld int) {
+// floats.
+func dotRows(dst, x, rows []float32) {
 	n, dh := len(dst), len(x)
 	if n == 0 {
 		return
 	}
-	_ = rows[(n-1)*ld+dh-1]
-	C.twcpu_dot_rows(fptr(dst), fptr(x), fptr(rows), C.long(n), C.long(dh), C.long(ld))
+	_ = rows[n*dh-1]
+	C.twcpu_dot_rows(fptr(dst), fptr(x), fptr(rows), C.long(n), C.long(dh))
 }
 
 // decodeScores sets s[i·ns+j] = q[i]·k[j, group(i)] for the n rows of ld

@@ -48,15 +48,14 @@ void twcpu_adamw(float *w, const float *g, float *m, float *v, long n, float gsc
 double twcpu_sumsq(const float *x, long n);
 
 // Attention's block products (engine/cpu/attention.go), rows being a
-// row-major [n, dh] block (for axpy_rows and dot_rows, n rows of dh floats
-// ld apart):
+// row-major [n, dh] block:
 //   axpy_rows:  dst += Σ_j c[j]·rows[j]
 //   axpy_rows2: dst0 += Σ_j c0[j]·rows[j], dst1 += Σ_j c1[j]·rows[j]
 //   dot_rows:   dst[j] = x·rows[j] for j < n (one query's scores)
 //   exp_shift:  s[j] = exp(s[j] − shift) for j < n; returns their sum (f32)
-void twcpu_axpy_rows(float *dst, const float *c, const float *rows, long n, long dh, long ld);
+void twcpu_axpy_rows(float *dst, const float *c, const float *rows, long n, long dh);
 void twcpu_axpy_rows2(float *dst0, float *dst1, const float *c0, const float *c1, const float *rows, long n, long dh);
-void twcpu_dot_rows(float *dst, const float *x, const float *rows, long n, long dh, long ld);
+void twcpu_dot_rows(float *dst, const float *x, const float *rows, long n, long dh);
 // A decoding step's attention over n cached rows of ld elements (f32 or
 // bf16), H heads of dh reading their group's columns (head i: group
 // i/rep); s and p are [H, ns] (ns ≥ n), q and o [H, dh]:
