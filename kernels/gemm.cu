@@ -1,5 +1,6 @@
 // gemm.cu — C = alpha·op(A)·op(B) + beta·C: tensor-core tiles (wmma) for bf16
-// operands, SIMT tiles for f32 operands.
+// operands, SIMT tiles for f32 operands, and one pass over the wide operand
+// for a few rows against many (decoding).
 //
 // Contract: engine.Backend.Gemm (engine/backend.go); the launcher's
 // arguments are listed in kernels.h. engine/cuda turns the tensors into
@@ -19,10 +20,13 @@
 //   output tiles), are cudaErrorInvalidValue.
 //   Deterministic: every element of C is summed by one thread (or one warp's
 //   mma) in a fixed order, or, when the GEMM is split along k (below), its
-//   fixed k-ranges are so summed and the range sums added in a fixed order;
-//   no atomics. Whether and how a GEMM is split depends on its dtypes and
-//   extents alone, never on the device or the block tile, so neither do its
-//   bits. (A split GEMM's bits are not the unsplit sum's: the order differs.)
+//   fixed k-ranges are so summed and the range sums added in a fixed order,
+//   or, for a few rows (below), by one block in a fixed order; no atomics.
+//   Which kernel runs, and whether and how a GEMM is split, depends on its
+//   dtypes, layouts and extents alone (and on TW_GEMM_SKINNY=off), never on
+//   the device or the block tile, so neither do its bits. (A split GEMM's
+//   bits are not the unsplit sum's, nor the few-row kernel's: the orders
+//   differ.)
 //   Split-K (bf16 operands; splitk_plan): a GEMM of few output tiles and a
 //   long k leaves most SMs idle — the LoRA GEMMs (2048×16 outputs over
 //   k = 4096), their weight gradients (16×4096 over the tokens), the
@@ -42,6 +46,29 @@
 //   cudaErrorInvalidValue.
 //   Tuning knob: the environment variable TW_GEMM_TILE=64 or 128 forces the
 //   bf16 block tile (tests use it to cover both; see "Grid" below).
+//   Few rows (skinny_side; gemm_skinny_kernel): A as stored and B
+//   transposed — both operands' rows run along k, as in the model's x·Wᵀ —
+//   with m ≤ 8 (m ≤ n) or n ≤ 8, bf16 → f32/bf16 or f32 → f32: a decoding
+//   step's projections (one row per sequence against the weights), a value
+//   head (a few columns against many tokens). Tiles of 64 or 128 rows would
+//   multiply mostly padding, and every output element would still need the
+//   whole of k, so such a GEMM is one pass over the wide operand W (B when A
+//   has the few rows X, A otherwise) at the memory's speed: no tensor cores,
+//   no split, no workspace. A block of 128 threads takes R rows of W
+//   (blockIdx.x) and every row of X; thread t sums the 16-byte chunks t,
+//   t + 128, t + 256, … of the rows (8 bf16 or 4 f32 elements each, the last
+//   one zero-filled past k) in ascending order with one fmaf per element,
+//   in element order, into f32; each warp adds its lanes' sums by a
+//   butterfly (xor 16, 8, 4, 2, 1) and the block the four warps' sums in
+//   warp order; then C = round_cdt(alpha·acc + beta·C_old) as below. The
+//   order depends on k alone: R, the chunks each thread has in flight (U)
+//   and whether the rows allow 16-byte loads (else element loads) change
+//   which instructions run, not the bits. The kernel is compiled for X of
+//   1, 2, 4 and 8 rows (fewer run with the rest skipped).
+//   Tuning knobs: TW_GEMM_SKINNY=RxU chooses R ∈ {1, 2, 4} and U ∈ {2, 4}
+//   (by default R = 2 where W has at least 16 rows per SM, else 1, and U = 4,
+//   or 2 beside more than 4 rows of X); TW_GEMM_SKINNY=off gives these
+//   shapes to the tiled kernels.
 //
 // bf16 kernel (gemm_bf16_kernel): tensor cores through nvcuda::wmma,
 // m16n16k16, bf16 operands, f32 accumulators.
@@ -118,7 +145,9 @@
 // a band, so the blocks resident at one time share few A and B panels in L2.
 // The bf16 kernel uses the 128×128 tile when that gives at least one block per
 // SM, the 64×64 tile otherwise (small M·N: more blocks to fill the GPU).
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <climits>
 #include <type_traits>
@@ -672,6 +701,182 @@ static bool vec_ok(const void *p, int64_t width, int64_t stride, size_t size) {
 	return (uintptr_t)p % 16 == 0 && width % per == 0 && stride % per == 0;
 }
 
+// ---- Few rows: one pass over the wide operand ------------------------------------
+
+static constexpr int kSkinnyMax = 8;                        // rows of the skinny operand at most
+static constexpr int kSkinnyThreads = 128;                  // a block's threads: they fix the order of summation
+static constexpr int kSkinnyWarps = kSkinnyThreads / 32;
+
+// What a launch of the few-row kernel needs besides the pointers: X [s, k]
+// (the skinny operand), W [wide, k], C element (j, i) of X's row j and W's
+// row i at j·c_s + i·c_w.
+struct SkinnyParams {
+	int s, wide, k;
+	int64_t stride_x, stride_w, stride_c; // elements between batch entries
+	int64_t c_s, c_w;
+	float alpha, beta;
+	int vec; // every row of X and W allows 16-byte loads
+};
+
+// Chunk q of a row of k elements at p: its E elements from q·E, those past
+// k zero; one 16-byte load when vec (then none is past k).
+template <int E, class T> __device__ __forceinline__ Pack<T, E> load_chunk(const T *p, int64_t q, int k, bool vec) {
+	const int64_t at = q * E;
+	if (vec) return *reinterpret_cast<const Pack<T, E> *>(p + at);
+	Pack<T, E> pk;
+TW_UNROLL
+	for (int e = 0; e < E; e++) pk.v[e] = at + e < k ? p[at + e] : from_float<T>(0.0f);
+	return pk;
+}
+
+// C(j, i) = alpha·Σ_k X[j, k]·W[i, k] (+ beta·C_old) for the R rows of W
+// from blockIdx.x·R and every row j < s ≤ S of X, batch entry blockIdx.y.
+// Thread t of the block sums chunks t, t + 128, t + 256, … of the rows in
+// ascending order, one fmaf per element in element order; the warps' sums
+// are butterflies (xor 16, 8, 4, 2, 1), the block's their sum in warp
+// order. U chunks are loaded before any is multiplied (U·R 16-byte loads of
+// W in flight per thread); neither U nor R changes what is summed or in
+// which order.
+template <int S, int R, int U, class T, class TC>
+__global__ void __launch_bounds__(kSkinnyThreads)
+    gemm_skinny_kernel(TC *c, const T *x, const T *w, SkinnyParams p) {
+	constexpr int E = 16 / (int)sizeof(T);
+	__shared__ float part[kSkinnyWarps][R * S];
+	const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, row0 = blockIdx.x * R;
+	const int64_t chunks = ceil_div<int64_t>(p.k, E);
+	const bool vec = p.vec != 0;
+	x += (int64_t)blockIdx.y * p.stride_x;
+	w += (int64_t)blockIdx.y * p.stride_w;
+	c += (int64_t)blockIdx.y * p.stride_c;
+
+	float acc[R][S];
+TW_UNROLL
+	for (int r = 0; r < R; r++)
+TW_UNROLL
+		for (int j = 0; j < S; j++) acc[r][j] = 0.0f;
+	for (int64_t q0 = tid; q0 < chunks; q0 += (int64_t)U * kSkinnyThreads) {
+		Pack<T, E> wv[U][R];
+TW_UNROLL
+		for (int u = 0; u < U; u++) {
+			const int64_t q = q0 + (int64_t)u * kSkinnyThreads;
+TW_UNROLL
+			for (int r = 0; r < R; r++)
+				wv[u][r] = q < chunks && row0 + r < p.wide ? load_chunk<E>(w + (int64_t)(row0 + r) * p.k, q, p.k, vec)
+				                                           : Pack<T, E>{};
+		}
+TW_UNROLL
+		for (int u = 0; u < U; u++) {
+			const int64_t q = q0 + (int64_t)u * kSkinnyThreads;
+			if (q >= chunks) break;
+TW_UNROLL
+			for (int j = 0; j < S; j++) {
+				if (j >= p.s) break;
+				const Pack<T, E> xv = load_chunk<E>(x + (int64_t)j * p.k, q, p.k, vec);
+TW_UNROLL
+				for (int r = 0; r < R; r++) {
+					if (row0 + r >= p.wide) break;
+TW_UNROLL
+					for (int e = 0; e < E; e++) acc[r][j] = fmaf(to_float(wv[u][r].v[e]), to_float(xv.v[e]), acc[r][j]);
+				}
+			}
+		}
+	}
+
+TW_UNROLL
+	for (int r = 0; r < R; r++)
+TW_UNROLL
+		for (int j = 0; j < S; j++) {
+			const float v = warp_sum(acc[r][j]);
+			if (lane == 0) part[warp][r * S + j] = v;
+		}
+	__syncthreads();
+	if (tid < R * S) {
+		const int r = tid / S, j = tid % S, i = row0 + r;
+		if (i < p.wide && j < p.s) {
+			float v = part[0][tid];
+TW_UNROLL
+			for (int q = 1; q < kSkinnyWarps; q++) v += part[q][tid];
+			TC *o = c + (int64_t)j * p.c_s + (int64_t)i * p.c_w;
+			v = p.beta != 0.0f ? p.alpha * v + p.beta * to_float(*o) : p.alpha * v;
+			*o = from_float<TC>(v);
+		}
+	}
+}
+
+// Which operand of an op(A)·op(B) the few-row kernel takes as X: 'a' (A's
+// m ≤ kSkinnyMax rows against B's n, m ≤ n), 'b' (B's n ≤ kSkinnyMax rows
+// against A's m), or 0 when it does not run: transposed A, untransposed B
+// (rows of X and W must both run along k), operands other than bf16 → f32
+// or bf16 and f32 → f32, or TW_GEMM_SKINNY=off.
+static int skinny_side(tw_dtype cdt, tw_dtype abdt, int transa, int transb, int64_t m, int64_t n) {
+	if (transa || !transb) return 0;
+	if (!(abdt == TW_BF16 && (cdt == TW_F32 || cdt == TW_BF16)) && !(abdt == TW_F32 && cdt == TW_F32)) return 0;
+	if (const char *s = getenv("TW_GEMM_SKINNY"); s && strcmp(s, "off") == 0) return 0;
+	if (m <= kSkinnyMax && m <= n) return 'a';
+	return n <= kSkinnyMax ? 'b' : 0;
+}
+
+// The few-row kernel's R (rows of W per block) and U (chunks per thread in
+// flight) for s rows of X against wide rows of W: TW_GEMM_SKINNY=RxU
+// chooses among those compiled (R 1, 2 or 4; U 2 or 4); by default R = 2
+// where W's rows give every SM 16 blocks at R = 1, else 1, and U = 4 (2 for
+// more than 4 rows of X, whose accumulators then need the registers).
+static void skinny_config(int64_t s, int64_t wide, int *r, int *u) {
+	*r = wide >= 16 * (int64_t)sm_count() ? 2 : 1;
+	*u = s > 4 ? 2 : 4;
+	int pr = 0, pu = 0;
+	if (const char *s = getenv("TW_GEMM_SKINNY"); s && sscanf(s, "%dx%d", &pr, &pu) == 2 &&
+	                                              (pr == 1 || pr == 2 || pr == 4) && (pu == 2 || pu == 4)) {
+		*r = pr;
+		*u = pu;
+	}
+}
+
+template <int S, int R, int U, class T, class TC>
+static cudaError_t launch_skinny(TC *c, const T *x, const T *w, int64_t batch, const SkinnyParams &p,
+                                 cudaStream_t stream) {
+	const unsigned blocks = (unsigned)ceil_div<int64_t>(p.wide, R);
+	for (int64_t z = 0; z < batch; z += kMaxGridY) {
+		const unsigned nz = (unsigned)(batch - z < kMaxGridY ? batch - z : kMaxGridY);
+		LAUNCH(dim3(blocks, nz), kSkinnyThreads, 0, stream, gemm_skinny_kernel<S, R, U, T, TC>)
+		(c + z * p.stride_c, x + z * p.stride_x, w + z * p.stride_w, p);
+		const cudaError_t e = cudaGetLastError();
+		if (e != cudaSuccess) return e;
+	}
+	return cudaSuccess;
+}
+
+template <int S, class T, class TC>
+static cudaError_t skinny_rs(int r, int u, TC *c, const T *x, const T *w, int64_t batch, const SkinnyParams &p,
+                             cudaStream_t stream) {
+	switch (r * 10 + u) {
+	case 12: return launch_skinny<S, 1, 2>(c, x, w, batch, p, stream);
+	case 14: return launch_skinny<S, 1, 4>(c, x, w, batch, p, stream);
+	case 22: return launch_skinny<S, 2, 2>(c, x, w, batch, p, stream);
+	case 24: return launch_skinny<S, 2, 4>(c, x, w, batch, p, stream);
+	case 42: return launch_skinny<S, 4, 2>(c, x, w, batch, p, stream);
+	default: return launch_skinny<S, 4, 4>(c, x, w, batch, p, stream);
+	}
+}
+
+// The few-row GEMM of tw_gemm's arguments, X the operand side names.
+template <class T, class TC>
+static cudaError_t gemm_skinny(int side, TC *c, const T *a, const T *b, int64_t m, int64_t n, int64_t k, int64_t batch,
+                               int64_t stride_a, int64_t stride_b, int64_t stride_c, float alpha, float beta,
+                               cudaStream_t stream) {
+	const bool xa = side == 'a';
+	const T *x = xa ? a : b, *w = xa ? b : a;
+	SkinnyParams p{(int)(xa ? m : n), (int)(xa ? n : m), (int)k, xa ? stride_a : stride_b, xa ? stride_b : stride_a,
+	               stride_c, xa ? n : 1, xa ? 1 : n, alpha, beta, 0};
+	p.vec = vec_ok(x, k, p.stride_x, sizeof(T)) && vec_ok(w, k, p.stride_w, sizeof(T));
+	int r, u;
+	skinny_config(p.s, p.wide, &r, &u);
+	if (p.s <= 1) return skinny_rs<1>(r, u, c, x, w, batch, p, stream);
+	if (p.s <= 2) return skinny_rs<2>(r, u, c, x, w, batch, p, stream);
+	if (p.s <= 4) return skinny_rs<4>(r, u, c, x, w, batch, p, stream);
+	return skinny_rs<8>(r, u, c, x, w, batch, p, stream);
+}
+
 // The bf16 block tile: 128 unless that leaves SMs without a block; the
 // environment variable TW_GEMM_TILE (64 or 128) overrides.
 static cudaError_t bf16_tile(int64_t m, int64_t n, int64_t batch, int *tile) {
@@ -691,7 +896,9 @@ static cudaError_t bf16_tile(int64_t m, int64_t n, int64_t batch, int *tile) {
 	return cudaSuccess;
 }
 
-extern "C" size_t tw_gemm_workspace(tw_dtype cdt, tw_dtype abdt, int64_t m, int64_t n, int64_t k, int64_t batch) {
+extern "C" size_t tw_gemm_workspace(tw_dtype cdt, tw_dtype abdt, int transa, int transb, int64_t m, int64_t n,
+                                    int64_t k, int64_t batch) {
+	if (skinny_side(cdt, abdt, transa, transb, m, n)) return 0;
 	int chunk;
 	const int splits = splitk_plan(cdt, abdt, m, n, k, batch, &chunk);
 	return splits > 1 ? (size_t)splits * (size_t)batch * (size_t)m * (size_t)n * sizeof(float) : 0;
@@ -715,6 +922,16 @@ extern "C" cudaError_t tw_gemm(void *c, tw_dtype cdt, const void *a, const void 
 	if (vec_ok(b, transb ? k : n, stride_b, ab_size)) p.vec |= kVecB;
 	if (vec_ok(c, n, stride_c, c_size)) p.vec |= kVecC;
 
+	if (const int side = skinny_side(cdt, abdt, transa, transb, m, n)) {
+		if (!bf16_ops)
+			return gemm_skinny(side, (float *)c, (const float *)a, (const float *)b, m, n, k, batch, stride_a, stride_b,
+			                   stride_c, alpha, beta, stream);
+		const bf16 *ab = (const bf16 *)a, *bb = (const bf16 *)b;
+		if (cdt == TW_F32)
+			return gemm_skinny(side, (float *)c, ab, bb, m, n, k, batch, stride_a, stride_b, stride_c, alpha, beta,
+			                   stream);
+		return gemm_skinny(side, (bf16 *)c, ab, bb, m, n, k, batch, stride_a, stride_b, stride_c, alpha, beta, stream);
+	}
 	if (!bf16_ops) {
 		float *cf = (float *)c;
 		const float *af = (const float *)a, *bf = (const float *)b;

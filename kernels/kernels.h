@@ -271,7 +271,7 @@ size_t tw_sample_workspace(int64_t b, int64_t v);
 /* engine.Backend.Gemm: A [batch, m, k] (or [k, m] if transa), B [batch, k, n]
  * (or [n, k] if transb) abdt, C [batch, m, n] cdt; stride_* in elements
  * between batch entries (0 broadcasts). workspace: at least
- * tw_gemm_workspace(cdt, abdt, m, n, k, batch) bytes, 16-byte aligned, for
+ * tw_gemm_workspace(cdt, abdt, transa, transb, m, n, k, batch) bytes, 16-byte aligned, for
  * the f32 partial sums of a GEMM split along k (gemm.cu, "Split-K"); it may
  * be NULL when that is 0, and a split GEMM given NULL is
  * cudaErrorInvalidValue. Its contents need not be kept between calls, and
@@ -279,10 +279,12 @@ size_t tw_sample_workspace(int64_t b, int64_t v);
 cudaError_t tw_gemm(void *c, tw_dtype cdt, const void *a, const void *b, tw_dtype abdt, int transa, int transb,
                     int64_t m, int64_t n, int64_t k, int64_t batch, int64_t stride_a, int64_t stride_b,
                     int64_t stride_c, float alpha, float beta, void *workspace, cudaStream_t stream);
-/* The workspace tw_gemm needs for these dtypes and extents, from them
- * alone: 0 unless the GEMM is split along k (bf16 operands, few output tiles,
- * k ≥ 1024), then S·batch·m·n·4 for its S ≤ 8 k-ranges (at most 8 MiB). */
-size_t tw_gemm_workspace(tw_dtype cdt, tw_dtype abdt, int64_t m, int64_t n, int64_t k, int64_t batch);
+/* The workspace tw_gemm needs for these dtypes, layouts and extents, from
+ * them alone (and TW_GEMM_SKINNY): 0 unless the GEMM is split along k (bf16
+ * operands, few output tiles, k ≥ 1024, not one for the few-row kernel), then
+ * S·batch·m·n·4 for its S ≤ 8 k-ranges (at most 8 MiB). */
+size_t tw_gemm_workspace(tw_dtype cdt, tw_dtype abdt, int transa, int transb, int64_t m, int64_t n, int64_t k,
+                         int64_t batch);
 
 #ifdef __cplusplus
 }

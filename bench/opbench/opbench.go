@@ -68,7 +68,7 @@ var Llama8BLayer = Config{Name: "llama8B", Tokens: 512, Dim: 4096, Heads: 32, KV
 // first also with the projections of decoding at batch 1 and 16.
 var (
 	Llama8B2K = Config{Name: "llama8b-2k", Tokens: 2048, Dim: 4096, Heads: 32, KVHeads: 8, FFN: 14336, Vocab: 128256,
-		SeqLen: 2048, LogitChunk: 256, LoRARank: 16, DecodeSeqs: 16, DecodeLen: 2048, DecodeBatches: []int{1, 16}}
+		SeqLen: 2048, LogitChunk: 256, LoRARank: 16, DecodeSeqs: 16, DecodeLen: 2048, DecodeBatches: []int{1, 4, 16}}
 	Llama8B8K = Config{Name: "llama8b-8k", Tokens: 8192, Dim: 4096, Heads: 32, KVHeads: 8, FFN: 14336, Vocab: 128256,
 		SeqLen: 8192, LogitChunk: 256, LoRARank: 16, DecodeSeqs: 16, DecodeLen: 8192}
 )

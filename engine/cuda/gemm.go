@@ -22,7 +22,7 @@ func (b *Backend) Gemm(c, a, bm *engine.Tensor, p engine.GemmParams) {
 	}
 	b.launchSized("Gemm", b.gemmSize(g, c, a, p.Beta), func(str C.cudaStream_t) C.cudaError_t {
 		var ws unsafe.Pointer
-		if n := gemmWorkspace(c.DType(), a.DType(), g.M, g.N, g.K, g.Batch); n > 0 {
+		if n := gemmWorkspace(c.DType(), a.DType(), p.TransA, p.TransB, g.M, g.N, g.K, g.Batch); n > 0 {
 			ws = devPtr(b.workspace(n))
 		}
 		return C.tw_gemm(ptr(c), dt(c), ptr(a), ptr(bm), dt(a), cbool(p.TransA), cbool(p.TransB),
@@ -32,8 +32,9 @@ func (b *Backend) Gemm(c, a, bm *engine.Tensor, p engine.GemmParams) {
 }
 
 // gemmWorkspace returns the bytes of workspace the GEMM kernel needs for
-// these dtypes (C's, then A's and B's) and extents: 0 unless it splits the
-// GEMM along k.
-func gemmWorkspace(cdt, abdt engine.DType, m, n, k, batch int) int {
-	return int(C.tw_gemm_workspace(C.tw_dtype(cdt), C.tw_dtype(abdt), i64(m), i64(n), i64(k), i64(batch)))
+// these dtypes (C's, then A's and B's), layouts and extents: 0 unless it
+// splits the GEMM along k.
+func gemmWorkspace(cdt, abdt engine.DType, transA, transB bool, m, n, k, batch int) int {
+	return int(C.tw_gemm_workspace(C.tw_dtype(cdt), C.tw_dtype(abdt), cbool(transA), cbool(transB), i64(m), i64(n),
+		i64(k), i64(batch)))
 }

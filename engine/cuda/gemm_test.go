@@ -172,41 +172,158 @@ func splitRanges(m, n, k, batch int) [][2]int {
 // tokens, rank 16, a decoding step), and shapes it leaves alone. The same
 // rule gives splitRanges, which TestGemmSplitKExact relies on.
 func TestGemmWorkspace(t *testing.T) {
+	const nt = "nt" // A as stored, B transposed: the model's x·Wᵀ
 	for _, c := range []struct {
 		name           string
 		ab, c          engine.DType
+		layout         string // "nn", "nt", "tn" or "tt": whether A and B are transposed
 		m, n, k, batch int
 		splits         int // 1: not split
 	}{
-		{"lora_a_qkv: [t_q; t_k; t_v] = [A_q; A_k; A_v]·xᵀ", engine.BF16, engine.BF16, 48, 2048, 4096, 1, 8},
-		{"lora_a: x·Aᵀ", engine.BF16, engine.BF16, 2048, 16, 4096, 1, 8},
-		{"lora_dt: s·Bᵀ·dyᵀ of gate", engine.BF16, engine.BF16, 16, 2048, 14336, 1, 8},
-		{"lora_gA_qkv: dt·x over the tokens", engine.BF16, engine.F32, 48, 4096, 2048, 1, 4},
-		{"lora_gB: s·dyᵀ·tᵀ over the tokens", engine.BF16, engine.F32, 4096, 16, 2048, 1, 4},
-		{"classifier_dx of a 256-token chunk", engine.BF16, engine.BF16, 256, 4096, 128256, 1, 2},
-		{"decode q_proj, 4 slots", engine.BF16, engine.BF16, 4, 4096, 4096, 1, 8},
-		{"decode gate_up, 16 slots", engine.BF16, engine.BF16, 16, 28672, 4096, 1, 1},
-		{"batched, 3 × 1 tile", engine.BF16, engine.BF16, 16, 32, 1032, 3, 2},
-		{"q_proj: tiles enough", engine.BF16, engine.BF16, 2048, 4096, 4096, 1, 1},
-		{"lora_b: k = r", engine.BF16, engine.BF16, 2048, 4096, 16, 1, 1},
-		{"k = 1023: too short", engine.BF16, engine.BF16, 20, 24, 1023, 1, 1},
-		{"257 tiles", engine.BF16, engine.BF16, 64, 64, 4096, 257, 1},
-		{"f32 operands", engine.F32, engine.F32, 20, 24, 4096, 1, 1},
-		{"f16 operands (refused)", engine.F16, engine.F16, 20, 24, 4096, 1, 1},
-		{"k = 0", engine.BF16, engine.BF16, 20, 24, 0, 1, 1},
-		{"k ≥ 2³¹ (refused)", engine.BF16, engine.BF16, 1, 1, 1 << 31, 1, 1},
+		{"lora_a_qkv: [t_q; t_k; t_v] = [A_q; A_k; A_v]·xᵀ", engine.BF16, engine.BF16, nt, 48, 2048, 4096, 1, 8},
+		{"lora_a: x·Aᵀ", engine.BF16, engine.BF16, nt, 2048, 16, 4096, 1, 8},
+		{"lora_dt: s·Bᵀ·dyᵀ of gate", engine.BF16, engine.BF16, "tt", 16, 2048, 14336, 1, 8},
+		{"lora_gA_qkv: dt·x over the tokens", engine.BF16, engine.F32, "nn", 48, 4096, 2048, 1, 4},
+		{"lora_gB: s·dyᵀ·tᵀ over the tokens", engine.BF16, engine.F32, "tt", 4096, 16, 2048, 1, 4},
+		{"classifier_dx of a 256-token chunk", engine.BF16, engine.BF16, "nn", 256, 4096, 128256, 1, 2},
+		{"decode q_proj, 4 slots (the few-row kernel)", engine.BF16, engine.BF16, nt, 4, 4096, 4096, 1, 1},
+		{"decode q_proj, 4 slots, A transposed", engine.BF16, engine.BF16, "tt", 4, 4096, 4096, 1, 8},
+		{"value head, 8 columns (the few-row kernel)", engine.BF16, engine.F32, nt, 2048, 8, 4096, 1, 1},
+		{"decode gate_up, 16 slots", engine.BF16, engine.BF16, nt, 16, 28672, 4096, 1, 1},
+		{"batched, 3 × 1 tile", engine.BF16, engine.BF16, nt, 16, 32, 1032, 3, 2},
+		{"q_proj: tiles enough", engine.BF16, engine.BF16, nt, 2048, 4096, 4096, 1, 1},
+		{"lora_b: k = r", engine.BF16, engine.BF16, nt, 2048, 4096, 16, 1, 1},
+		{"k = 1023: too short", engine.BF16, engine.BF16, nt, 20, 24, 1023, 1, 1},
+		{"257 tiles", engine.BF16, engine.BF16, nt, 64, 64, 4096, 257, 1},
+		{"f32 operands", engine.F32, engine.F32, nt, 20, 24, 4096, 1, 1},
+		{"f16 operands (refused)", engine.F16, engine.F16, nt, 20, 24, 4096, 1, 1},
+		{"k = 0", engine.BF16, engine.BF16, nt, 20, 24, 0, 1, 1},
+		{"k ≥ 2³¹ (refused)", engine.BF16, engine.BF16, nt, 20, 24, 1 << 31, 1, 1},
 	} {
 		want := 0
 		if c.splits > 1 {
 			want = c.splits * c.batch * c.m * c.n * 4
 		}
-		if got := gemmWorkspace(c.c, c.ab, c.m, c.n, c.k, c.batch); got != want {
+		transA, transB := c.layout[0] == 't', c.layout[1] == 't'
+		if got := gemmWorkspace(c.c, c.ab, transA, transB, c.m, c.n, c.k, c.batch); got != want {
 			t.Errorf("%s (%d×%d×%d, batch %d): workspace %d bytes, want %d (%d k-ranges)", c.name, c.m, c.n, c.k, c.batch, got, want, c.splits)
 		}
-		if c.ab == engine.BF16 && c.k > 0 && c.k < 1<<31 {
+		if c.ab == engine.BF16 && c.k > 0 && c.k < 1<<31 && skinnySide(c.m, c.n, transA, transB) == 0 {
 			if got := len(splitRanges(c.m, c.n, c.k, c.batch)); got != c.splits {
 				t.Errorf("%s: splitRanges gives %d ranges, want %d", c.name, got, c.splits)
 			}
+		}
+	}
+	// TW_GEMM_SKINNY=off leaves the few-row shapes to the tiled kernel,
+	// which splits them.
+	t.Setenv("TW_GEMM_SKINNY", "off")
+	if got, want := gemmWorkspace(engine.BF16, engine.BF16, false, true, 4, 4096, 4096, 1), 8*4*4096*4; got != want {
+		t.Errorf("decode q_proj, 4 slots, TW_GEMM_SKINNY=off: workspace %d bytes, want %d (8 k-ranges)", got, want)
+	}
+}
+
+// skinnySide is kernels/gemm.cu's rule for the few-row kernel (at
+// operands it takes): 'a' when it takes A's m rows as X, 'b' when B's n, 0
+// when the tiled kernel runs.
+func skinnySide(m, n int, transA, transB bool) int {
+	switch {
+	case transA || !transB:
+		return 0
+	case m <= 8 && m <= n:
+		return 'a'
+	case n <= 8:
+		return 'b'
+	}
+	return 0
+}
+
+// TestGemmSkinny runs the few-row kernel (kernels/gemm.cu, "Few rows") at
+// decoding's shapes and a value head's, both sides, for every dtype
+// combination it takes: close to the float64 reference, in one launch, and
+// the same bits with every block shape and loads-in-flight that
+// TW_GEMM_SKINNY chooses (1×2 … 4×4) and with its operands one element off
+// 16-byte alignment (element loads instead of vector ones) — what it sums,
+// and in which order, depends on the extents alone. TW_GEMM_SKINNY=off
+// gives the shapes to the tiled kernel: also close to the reference, and
+// for the long-k shapes in two launches (split along k), which shows that
+// the default ran the other kernel.
+func TestGemmSkinny(t *testing.T) {
+	b := ownGEMM(t)
+	cases := []struct {
+		name       string
+		m, n, k    int
+		batch      int
+		broadcastA bool
+		alpha      float32
+		beta       float32
+		split      bool // the tiled kernel splits it along k
+	}{
+		{name: "one_row", m: 1, n: 300, k: 1032, alpha: 1, split: true},
+		{name: "five_rows_tail", m: 5, n: 130, k: 4100, alpha: 0.5, beta: 1, split: true},
+		{name: "eight_cols", m: 260, n: 8, k: 2056, alpha: 1, beta: -0.5, split: true},
+		{name: "three_cols", m: 9, n: 3, k: 40, alpha: 2},
+		{name: "batch_broadcast", m: 2, n: 40, k: 520, batch: 3, broadcastA: true, alpha: 1, beta: 1},
+	}
+	configs := []string{"", "1x2", "1x4", "2x2", "2x4", "4x2", "4x4"}
+	for _, dts := range [][2]engine.DType{{engine.BF16, engine.BF16}, {engine.BF16, engine.F32}, {engine.F32, engine.F32}} {
+		dt, cdt := dts[0], dts[1]
+		for i, c := range cases {
+			t.Run(fmt.Sprintf("%v_to_%v/%s", dt, cdt, c.name), func(t *testing.T) {
+				if skinnySide(c.m, c.n, false, true) == 0 {
+					t.Fatalf("%d×%d is not a few-row shape: the case tests nothing", c.m, c.n)
+				}
+				r := enginetest.Rand(uint64(300 + i))
+				nb := max(c.batch, 1)
+				aBatch := c.batch
+				if c.broadcastA {
+					aBatch = 0
+				}
+				av := enginetest.Values(r, dt, max(aBatch, 1)*c.m*c.k, 1)
+				bv := enginetest.Values(r, dt, nb*c.n*c.k, 1)
+				cv := enginetest.Values(r, cdt, nb*c.m*c.n, 1)
+				var want []float64
+				a64, b64, c64 := enginetest.F64(av), enginetest.F64(bv), enginetest.F64(cv)
+				for e := range nb {
+					ao := e * c.m * c.k
+					if c.broadcastA {
+						ao = 0
+					}
+					want = append(want, ref.Gemm(false, true, c.m, c.n, c.k, float64(c.alpha), a64[ao:ao+c.m*c.k],
+						b64[e*c.n*c.k:(e+1)*c.n*c.k], float64(c.beta), c64[e*c.m*c.n:(e+1)*c.m*c.n])...)
+				}
+				run := func(offset int) ([]float32, int64) {
+					A := at(b, dt, offset*dt.Size(), av).Reshape(shapeOf(aBatch, c.m, c.k)...)
+					B := at(b, dt, offset*dt.Size(), bv).Reshape(shapeOf(c.batch, c.n, c.k)...)
+					C := at(b, cdt, offset*cdt.Size(), cv).Reshape(shapeOf(c.batch, c.m, c.n)...)
+					_, before := b.Launches()
+					b.Gemm(C, A, B, engine.GemmParams{TransB: true, Alpha: c.alpha, Beta: c.beta})
+					_, after := b.Launches()
+					return engine.ToF32(b, C), after - before
+				}
+				var first []float32
+				for _, cfg := range configs {
+					for _, offset := range []int{0, 1} {
+						t.Setenv("TW_GEMM_SKINNY", cfg)
+						got, launches := run(offset)
+						what := fmt.Sprintf("TW_GEMM_SKINNY=%q, offset %d", cfg, offset)
+						if launches != 1 {
+							t.Errorf("%s: %d launches, want 1", what, launches)
+						}
+						if first == nil {
+							enginetest.Close(t, "C", got, want, enginetest.Tol(cdt))
+							first = got
+							continue
+						}
+						sameBits(t, what+": C", got, first)
+					}
+				}
+				t.Setenv("TW_GEMM_SKINNY", "off")
+				got, launches := run(0)
+				enginetest.Close(t, "C (TW_GEMM_SKINNY=off)", got, want, enginetest.Tol(cdt))
+				if c.split && dt == engine.BF16 && launches != 2 {
+					t.Errorf("TW_GEMM_SKINNY=off: %d launches, want 2 (the tiled kernel split along k)", launches)
+				}
+			})
 		}
 	}
 }

@@ -159,7 +159,7 @@ func TestRecordFails(t *testing.T) {
 func TestRecordSplitGemm(t *testing.T) {
 	t.Setenv("TW_CUDA_SYNC", "")
 	const m, n, k = 16, 24, 2048
-	if gemmWorkspace(engine.BF16, engine.BF16, m, n, k, 1) == 0 {
+	if gemmWorkspace(engine.BF16, engine.BF16, false, true, m, n, k, 1) == 0 {
 		t.Fatalf("a %d×%d×%d GEMM is not split: the test tests nothing", m, n, k)
 	}
 	b := ownGEMM(t)

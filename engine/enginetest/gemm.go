@@ -46,6 +46,11 @@ var gemmCases = []gemmCase{
 	{m: 7, n: 33, k: 128, transB: true, alpha: 1, nanC: true},
 	{m: 16, n: 20, k: 7, transB: true, alpha: 1},
 	{m: 3, n: 5, k: 40, batch: 2, broadcastB: true, transB: true, alpha: 1, beta: -1},
+	// A few columns against a long A (a value head over many tokens: the
+	// CUDA backend's few-row kernel takes B's rows), k with and without a
+	// tail.
+	{m: 70, n: 3, k: 85, transB: true, alpha: 1, beta: 0.5},
+	{m: 130, n: 8, k: 264, transB: true, alpha: 1, nanC: true},
 }
 
 func testGemm(t *testing.T, b engine.Backend) {
