@@ -51,6 +51,12 @@
 #                     attn-sweep.tar.gz (on the emulator bundle, at the small
 #                     shapes, where configurations compiled only for head
 #                     width 128 are refused: a check of the step itself)
+#   gemm-sweep        the decoding GEMM cases of the kernel suite with our
+#                     GEMM once per configuration of its few-row kernel
+#                     (TW_GEMM_SKINNY: rows per block × loads in flight),
+#                     as far as its time goes: a table in its log, the best
+#                     configuration of each case in its note, the results in
+#                     gemm-sweep.tar.gz
 #   profile           Nsight Compute's counters (ncu, clocks left alone) of
 #                     one launch of each case TW_BUNDLE_PROFILE names (our
 #                     attention forward, backward and decoding at 2k) and of
@@ -88,9 +94,10 @@
 # for failures an excerpt of its log), bench.md (the benchmarks side by side
 # with the peers, and the ratios) with the results it is made of
 # (bench-kernels.json, bench-step.json, bench-step-own.json,
-# bench-torch.json; gate.json, the gate's measurement), attn-sweep.tar.gz (the
-# attention sweep's results, one per configuration, and its table), and logs.tar.gz (every step's full log, and every test
-# process's output). The exit status is 0 when no step failed.
+# bench-torch.json; gate.json, the gate's measurement), attn-sweep.tar.gz and
+# gemm-sweep.tar.gz (the sweeps' results, one per configuration, and their
+# tables), and logs.tar.gz (every step's full log, and every test process's
+# output). The exit status is 0 when no step failed.
 #
 # Environment:
 #   TW_BUNDLE_BUDGET   seconds for all steps (default 460: with unpacking, the
@@ -605,6 +612,50 @@ step_bench_step() {
 
 step_bench_step_own() { bench_step own bench-step-own; }
 
+# sweep_report DIR PREFIX IMPL CFGS tabulates a sweep: DIR/CFG.json holds
+# train bench's results with configuration CFG (one of CFGS); of them, the
+# cases whose names start with PREFIX (and whose impl is IMPL, when IMPL is
+# not empty) go into DIR/sweep.tsv (one line per case and configuration:
+# name, configuration, median seconds, TFLOP/s, GB/s, bound, error; a case
+# the configuration refused has an error and no times), DIR/sweep.sorted
+# (measured first, fastest first within a case, then the refusals) and the
+# table DIR/sweep.md, which it prints; BEST is set to the fastest
+# configuration of each case. It fails when nothing was measured.
+sweep_report() {
+	local dir=$1 prefix=$2 impl=$3 cfgs=$4 c
+	# train bench's JSON has one field per line.
+	for c in $cfgs; do
+		[ -s "$dir/$c.json" ] || continue
+		awk -v cfg="$c" -v prefix="$prefix" -v impl="$impl" '
+			function val(s) { sub(/^[^:]*: */, "", s); sub(/,$/, "", s); gsub(/"/, "", s); return s }
+			function flush() { if (name != "") print name "\t" cfg "\t" med "\t" tf "\t" gb "\t" bound "\t" err; name = "" }
+			/^    [}{]/ { flush() }
+			/^      "name": / { v = val($0); if (index(v, prefix) == 1) { name = v; med = tf = gb = bound = err = "" } }
+			name != "" && /^      "impl":/ && impl != "" && val($0) != impl { name = "" }
+			name != "" && /^      "median_s":/ { med = val($0) }
+			name != "" && /^      "tflops":/ { tf = val($0) }
+			name != "" && /^      "gbs":/ { gb = val($0) }
+			name != "" && /^      "bound":/ { bound = val($0) }
+			name != "" && /^      "error":/ { err = val($0) }
+			END { flush() }
+		' "$dir/$c.json"
+	done >"$dir/sweep.tsv"
+	awk -F'\t' '$3 != "" { f = 1 } END { exit !f }' "$dir/sweep.tsv" || return 1
+	awk -F'\t' '{ print $1 "\t" ($3 == "" ? 1 : 0) "\t" $0 }' "$dir/sweep.tsv" | sort -t$'\t' -k1,1 -k2,2n -k5,5g |
+		cut -f3- >"$dir/sweep.sorted"
+	awk -F'\t' '
+		BEGIN { print "| case | configuration | median ms | TFLOP/s | GB/s |"; print "| --- | --- | ---: | ---: | ---: |" }
+		$3 == "" { printf "| %s | %s | %s | | |\n", $1, $2, $7 == "" ? "no result" : $7; next }
+		{ printf "| %s | %s%s | %.4g | %.4g | %.4g |\n", $1, $2, $1 != prev ? " (best)" : "", 1000 * $3, $4, $5; prev = $1 }
+	' "$dir/sweep.sorted" | tee "$dir/sweep.md"
+	BEST=$(awk -F'\t' -v prefix="$prefix" '
+		$3 != "" && $1 != prev {
+			c = substr($1, length(prefix) + 1); sub(/\/H[0-9]+\/G[0-9]+\/D[0-9]+$/, "", c)
+			printf "%s%s: %s (%s)", n++ ? "; " : "", c, $2, $6 == "memory" ? sprintf("%.4g GB/s", $5) : sprintf("%.4g TFLOP/s", $4)
+			prev = $1
+		}' "$dir/sweep.sorted")
+}
+
 # step_attn_sweep measures the kernel suite's attention cases once per
 # configuration of the attention kernels that train bench lists (the
 # defaults, listed first, over every case; a forward, backward or decoding
@@ -614,18 +665,13 @@ step_bench_step_own() { bench_step own bench-step-own; }
 step_attn_sweep() {
 	load_torch
 	cd "$B" || exit 1
-	local dir=$WORK/bench/attn-sweep cfgs c n=0 failed="" skipped=0 to filter
+	local dir=$WORK/bench/attn-sweep cfgs c n=0 failed="" skipped=0 filter
 	mkdir -p "$dir"
 	cfgs=$(ours bin/train bench --attention-configs 2>&1) || { note "train bench --attention-configs failed: $cfgs"; exit 1; }
 	[ -n "$cfgs" ] || { note "train bench --attention-configs lists nothing"; exit 1; }
 	printf '%s\n' "$cfgs" >"$dir/configs.txt"
 	progress "$(wc -l <<<"$cfgs") attention configurations"
 	for c in $cfgs; do
-		to=$(($(left) - 10))
-		if [ "$to" -lt 10 ]; then
-			skipped=$((skipped + 1))
-			continue
-		fi
 		# The defaults (listed first) over every attention case; any other
 		# configuration over the cases its direction runs.
 		case $c in
@@ -635,58 +681,64 @@ step_attn_sweep() {
 		*) filter='^attention/' ;;
 		esac
 		[ "$n" -gt 0 ] || filter='^attention/'
-		ours timeout -s QUIT -k 5 "$to" bin/train bench --backend cuda --suite kernels --filter "$filter" \
-			--attention-config "$c" --reps 3 --min-time 5ms --quiet --out "$dir/$c.json" >"$dir/$c.out" 2>&1
-		rc=$?
-		n=$((n + 1))
-		if [ "$rc" -ne 0 ] || [ ! -s "$dir/$c.json" ]; then
-			failed="$failed $c"
-			progress "$c: failed (exit status $rc): $(grep -m1 -iE 'error|panic|invalid' "$dir/$c.out" | cut -c1-160)"
-			rm -f "$dir/$c.json"
-		else
-			progress "$c: measured"
-		fi
+		sweep_measure "$dir" "$c" bin/train bench --backend cuda --suite kernels --filter "$filter" \
+			--attention-config "$c" --reps 3 --min-time 5ms --quiet --out "$dir/$c.json"
 	done
-	# One line per (case, configuration): name, configuration, median
-	# seconds, TFLOP/s, GB/s, bound, error (train bench's JSON has one field
-	# per line; a case the configuration refused has an error, no times).
+	sweep_report "$dir" attention/ "" "$cfgs" || { note "nothing measured (${n} configurations tried; failed:${failed:- none})"; exit 1; }
+	sweep_note "$cfgs"
+}
+
+# step_gemm_sweep measures the kernel suite's decoding GEMM cases (a
+# decoding step's projections at each batch) with our GEMM once per
+# configuration of its few-row kernel (TW_GEMM_SKINNY: rows of W per block
+# × chunks in flight per thread; the default first), into
+# bench/gemm-sweep/CONFIG.json, then tabulates ours (cuBLASLt's figures are
+# in every file, unchanged by the setting).
+step_gemm_sweep() {
+	load_torch
+	cd "$B" || exit 1
+	local dir=$WORK/bench/gemm-sweep cfgs="default 1x2 1x4 2x2 2x4 4x2 4x4" c n=0 failed="" skipped=0
+	mkdir -p "$dir"
 	for c in $cfgs; do
-		[ -s "$dir/$c.json" ] || continue
-		awk -v cfg="$c" '
-			function val(s) { sub(/^[^:]*: */, "", s); sub(/,$/, "", s); gsub(/"/, "", s); return s }
-			function flush() { if (name != "") print name "\t" cfg "\t" med "\t" tf "\t" gb "\t" bound "\t" err; name = "" }
-			/^    [}{]/ { flush() }
-			/^      "name": "attention\// { name = val($0); med = tf = gb = bound = err = "" }
-			name != "" && /^      "median_s":/ { med = val($0) }
-			name != "" && /^      "tflops":/ { tf = val($0) }
-			name != "" && /^      "gbs":/ { gb = val($0) }
-			name != "" && /^      "bound":/ { bound = val($0) }
-			name != "" && /^      "error":/ { err = val($0) }
-			END { flush() }
-		' "$dir/$c.json"
-	done >"$dir/sweep.tsv"
-	awk -F'\t' '$3 != "" { f = 1 } END { exit !f }' "$dir/sweep.tsv" ||
-		{ note "nothing measured (${n} configurations tried; failed:${failed:- none})"; exit 1; }
-	# Measured first (fastest first within a case), then the refusals.
-	awk -F'\t' '{ print $1 "\t" ($3 == "" ? 1 : 0) "\t" $0 }' "$dir/sweep.tsv" | sort -t$'\t' -k1,1 -k2,2n -k5,5g |
-		cut -f3- >"$dir/sweep.sorted"
-	awk -F'\t' '
-		BEGIN { print "| case | configuration | median ms | TFLOP/s | GB/s |"; print "| --- | --- | ---: | ---: | ---: |" }
-		$3 == "" { printf "| %s | %s | %s | | |\n", $1, $2, $7 == "" ? "no result" : $7; next }
-		{ printf "| %s | %s%s | %.4g | %.4g | %.4g |\n", $1, $2, $1 != prev ? " (best)" : "", 1000 * $3, $4, $5; prev = $1 }
-	' "$dir/sweep.sorted" | tee "$dir/sweep.md"
-	local best
-	best=$(awk -F'\t' '
-		$3 != "" && $1 != prev {
-			c = $1; sub(/^attention\//, "", c); sub(/\/H[0-9]+\/G[0-9]+\/D[0-9]+$/, "", c)
-			printf "%s%s: %s (%s)", n++ ? "; " : "", c, $2, $6 == "memory" ? sprintf("%.4g GB/s", $5) : sprintf("%.4g TFLOP/s", $4)
-			prev = $1
-		}' "$dir/sweep.sorted")
+		TW_GEMM_SKINNY=${c#default} sweep_measure "$dir" "$c" bin/train bench --backend cuda --suite kernels \
+			--filter '/decode_' --reps 3 --min-time 5ms --quiet --out "$dir/$c.json"
+	done
+	sweep_report "$dir" gemm/ turnwise "$cfgs" || { note "nothing measured (${n} configurations tried; failed:${failed:- none})"; exit 1; }
+	sweep_note "$cfgs"
+}
+
+# sweep_measure DIR CFG COMMAND… runs COMMAND (a train bench writing
+# DIR/CFG.json) for configuration CFG within what is left of the step, its
+# output in DIR/CFG.out, and counts it in the caller's n (and in skipped
+# when no time is left, in failed when it fails).
+sweep_measure() {
+	local dir=$1 c=$2 to rc
+	shift 2
+	to=$(($(left) - 10))
+	if [ "$to" -lt 10 ]; then
+		skipped=$((skipped + 1))
+		return
+	fi
+	ours timeout -s QUIT -k 5 "$to" "$@" >"$dir/$c.out" 2>&1
+	rc=$?
+	n=$((n + 1))
+	if [ "$rc" -ne 0 ] || [ ! -s "$dir/$c.json" ]; then
+		failed="$failed $c"
+		progress "$c: failed (exit status $rc): $(grep -m1 -iE 'error|panic|invalid' "$dir/$c.out" | cut -c1-160)"
+		rm -f "$dir/$c.json"
+	else
+		progress "$c: measured"
+	fi
+}
+
+# sweep_note CFGS notes how much of a sweep of CFGS ran (the caller's n,
+# failed, skipped, dir) and its BEST.
+sweep_note() {
 	local out="" refused
 	[ "$skipped" -eq 0 ] || out=", $skipped left out for lack of time"
 	refused=$(awk -F'\t' '$3 == ""' "$dir/sweep.tsv" | wc -l)
 	[ "$refused" -eq 0 ] || out="$out, $refused (case, configuration) pairs refused"
-	note "$n of $(wc -l <<<"$cfgs") configurations run${failed:+ (failed:$failed)}$out; best: $best"
+	note "$n of $(wc -l <<<"$(printf '%s\n' $1)") configurations run${failed:+ (failed:$failed)}$out; best: $BEST"
 }
 
 # step_profile runs Nsight Compute over one launch of each kernel case
@@ -850,10 +902,10 @@ step_gate() {
 }
 
 export -f ours logged note progress skip gpu_only left max1 load_torch no_data cuda_tool sanitize collectives bench_step report \
-	run_test test_message tests_finish tests_note tests_end gotests json_meta same_commit
+	run_test test_message tests_finish tests_note tests_end gotests json_meta same_commit sweep_measure sweep_report sweep_note
 export -f step_device step_torch step_conformance step_conformance_8b step_model step_stories \
 	step_selftest step_collectives step_collectives_cpu step_memcheck step_racecheck step_synccheck step_bench_kernels \
-	step_bench_step step_bench_step_own step_attn_sweep step_profile step_peers step_bench_report step_gate
+	step_bench_step step_bench_step_own step_attn_sweep step_gemm_sweep step_profile step_peers step_bench_report step_gate
 
 # ---- running and recording ----
 
@@ -1071,6 +1123,7 @@ finish() {
 		[ ! -s "$WORK/bench/$f" ] || cp "$WORK/bench/$f" "$OUT/$f"
 	done
 	[ ! -d "$WORK/bench/attn-sweep" ] || tar -C "$WORK/bench" -czf "$OUT/attn-sweep.tar.gz" attn-sweep
+	[ ! -d "$WORK/bench/gemm-sweep" ] || tar -C "$WORK/bench" -czf "$OUT/gemm-sweep.tar.gz" gemm-sweep
 	if [ -n "${TW_BUNDLE_KEEP:-}" ]; then
 		echo "run.sh: the unpacked bundle stays in $WORK"
 	else
@@ -1096,6 +1149,7 @@ step bench-report 20
 # again at the end, with bench-step-own).
 step bench-step-own 120
 step attn-sweep 90
+step gemm-sweep 45
 step profile 150
 step collectives 30
 step collectives-cpu 30
