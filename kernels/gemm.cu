@@ -47,8 +47,9 @@
 //   Tuning knob: the environment variable TW_GEMM_TILE=64 or 128 forces the
 //   bf16 block tile (tests use it to cover both; see "Grid" below).
 //   Few rows (skinny_side; gemm_skinny_kernel): A as stored and B
-//   transposed — both operands' rows run along k, as in the model's x·Wᵀ —
-//   with m ≤ 8 (m ≤ n) or n ≤ 8, bf16 → f32/bf16 or f32 → f32: a decoding
+//   transposed — both operands' rows run along k, as in the model's x·Wᵀ
+//   (one row of A or one column of B runs along k either way) — with m ≤ 8
+//   (m ≤ n) or n ≤ 8, bf16 → f32/bf16 or f32 → f32: a decoding
 //   step's projections (one row per sequence against the weights), a value
 //   head (a few columns against many tokens). Tiles of 64 or 128 rows would
 //   multiply mostly padding, and every output element would still need the
@@ -806,10 +807,12 @@ TW_UNROLL
 // Which operand of an op(A)·op(B) the few-row kernel takes as X: 'a' (A's
 // m ≤ kSkinnyMax rows against B's n, m ≤ n), 'b' (B's n ≤ kSkinnyMax rows
 // against A's m), or 0 when it does not run: transposed A, untransposed B
-// (rows of X and W must both run along k), operands other than bf16 → f32
-// or bf16 and f32 → f32, or TW_GEMM_SKINNY=off.
+// (rows of X and W must both run along k; one row of A stored transposed,
+// [k, 1], lies as [1, k] does, and so does one column of B stored as it
+// is), operands other than bf16 → f32 or bf16 and f32 → f32, or
+// TW_GEMM_SKINNY=off.
 static int skinny_side(tw_dtype cdt, tw_dtype abdt, int transa, int transb, int64_t m, int64_t n) {
-	if (transa || !transb) return 0;
+	if ((transa && m != 1) || (!transb && n != 1)) return 0;
 	if (!(abdt == TW_BF16 && (cdt == TW_F32 || cdt == TW_BF16)) && !(abdt == TW_F32 && cdt == TW_F32)) return 0;
 	if (const char *s = getenv("TW_GEMM_SKINNY"); s && strcmp(s, "off") == 0) return 0;
 	if (m <= kSkinnyMax && m <= n) return 'a';

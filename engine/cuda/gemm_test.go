@@ -189,6 +189,9 @@ func TestGemmWorkspace(t *testing.T) {
 		{"decode q_proj, 4 slots (the few-row kernel)", engine.BF16, engine.BF16, nt, 4, 4096, 4096, 1, 1},
 		{"decode q_proj, 4 slots, A transposed", engine.BF16, engine.BF16, "tt", 4, 4096, 4096, 1, 8},
 		{"value head, 8 columns (the few-row kernel)", engine.BF16, engine.F32, nt, 2048, 8, 4096, 1, 1},
+		{"value head, one column of B as stored (the few-row kernel)", engine.BF16, engine.F32, "nn", 2048, 1, 4096, 1, 1},
+		{"decode lora_b: y += tᵀ·Bᵀ, one row of t stored [r, 1] (the few-row kernel)", engine.BF16, engine.BF16, "tt", 1, 4096, 1024, 1, 1},
+		{"two columns of B as stored", engine.BF16, engine.F32, "nn", 2048, 2, 4096, 1, 8},
 		{"decode gate_up, 16 slots", engine.BF16, engine.BF16, nt, 16, 28672, 4096, 1, 1},
 		{"batched, 3 × 1 tile", engine.BF16, engine.BF16, nt, 16, 32, 1032, 3, 2},
 		{"q_proj: tiles enough", engine.BF16, engine.BF16, nt, 2048, 4096, 4096, 1, 1},
@@ -227,7 +230,7 @@ func TestGemmWorkspace(t *testing.T) {
 // when the tiled kernel runs.
 func skinnySide(m, n int, transA, transB bool) int {
 	switch {
-	case transA || !transB:
+	case transA && m != 1 || !transB && n != 1:
 		return 0
 	case m <= 8 && m <= n:
 		return 'a'
@@ -238,7 +241,8 @@ func skinnySide(m, n int, transA, transB bool) int {
 }
 
 // TestGemmSkinny runs the few-row kernel (kernels/gemm.cu, "Few rows") at
-// decoding's shapes and a value head's, both sides, for every dtype
+// decoding's shapes and a value head's, both sides, with one row of A
+// stored transposed and one column of B as stored, for every dtype
 // combination it takes: close to the float64 reference, in one launch, and
 // the same bits with every block shape and loads-in-flight that
 // TW_GEMM_SKINNY chooses (1×2 … 4×4) and with its operands one element off
@@ -250,26 +254,29 @@ func skinnySide(m, n int, transA, transB bool) int {
 func TestGemmSkinny(t *testing.T) {
 	b := ownGEMM(t)
 	cases := []struct {
-		name       string
-		m, n, k    int
-		batch      int
-		broadcastA bool
-		alpha      float32
-		beta       float32
-		split      bool // the tiled kernel splits it along k
+		name           string
+		m, n, k        int
+		transA, transB bool
+		batch          int
+		broadcastA     bool
+		alpha          float32
+		beta           float32
+		split          bool // the tiled kernel splits it along k
 	}{
-		{name: "one_row", m: 1, n: 300, k: 1032, alpha: 1, split: true},
-		{name: "five_rows_tail", m: 5, n: 130, k: 4100, alpha: 0.5, beta: 1, split: true},
-		{name: "eight_cols", m: 260, n: 8, k: 2056, alpha: 1, beta: -0.5, split: true},
-		{name: "three_cols", m: 9, n: 3, k: 40, alpha: 2},
-		{name: "batch_broadcast", m: 2, n: 40, k: 520, batch: 3, broadcastA: true, alpha: 1, beta: 1},
+		{name: "one_row", m: 1, n: 300, k: 1032, transB: true, alpha: 1, split: true},
+		{name: "one_row_of_At", m: 1, n: 70, k: 2056, transA: true, transB: true, alpha: 1, beta: 0.5, split: true},
+		{name: "one_col_of_B", m: 90, n: 1, k: 2056, alpha: -1, split: true},
+		{name: "five_rows_tail", m: 5, n: 130, k: 4100, transB: true, alpha: 0.5, beta: 1, split: true},
+		{name: "eight_cols", m: 260, n: 8, k: 2056, transB: true, alpha: 1, beta: -0.5, split: true},
+		{name: "three_cols", m: 9, n: 3, k: 40, transB: true, alpha: 2},
+		{name: "batch_broadcast", m: 2, n: 40, k: 520, transB: true, batch: 3, broadcastA: true, alpha: 1, beta: 1},
 	}
 	configs := []string{"", "1x2", "1x4", "2x2", "2x4", "4x2", "4x4"}
 	for _, dts := range [][2]engine.DType{{engine.BF16, engine.BF16}, {engine.BF16, engine.F32}, {engine.F32, engine.F32}} {
 		dt, cdt := dts[0], dts[1]
 		for i, c := range cases {
 			t.Run(fmt.Sprintf("%v_to_%v/%s", dt, cdt, c.name), func(t *testing.T) {
-				if skinnySide(c.m, c.n, false, true) == 0 {
+				if skinnySide(c.m, c.n, c.transA, c.transB) == 0 {
 					t.Fatalf("%d×%d is not a few-row shape: the case tests nothing", c.m, c.n)
 				}
 				r := enginetest.Rand(uint64(300 + i))
@@ -288,15 +295,22 @@ func TestGemmSkinny(t *testing.T) {
 					if c.broadcastA {
 						ao = 0
 					}
-					want = append(want, ref.Gemm(false, true, c.m, c.n, c.k, float64(c.alpha), a64[ao:ao+c.m*c.k],
+					want = append(want, ref.Gemm(c.transA, c.transB, c.m, c.n, c.k, float64(c.alpha), a64[ao:ao+c.m*c.k],
 						b64[e*c.n*c.k:(e+1)*c.n*c.k], float64(c.beta), c64[e*c.m*c.n:(e+1)*c.m*c.n])...)
 				}
 				run := func(offset int) ([]float32, int64) {
-					A := at(b, dt, offset*dt.Size(), av).Reshape(shapeOf(aBatch, c.m, c.k)...)
-					B := at(b, dt, offset*dt.Size(), bv).Reshape(shapeOf(c.batch, c.n, c.k)...)
+					ar, ac, br, bc := c.m, c.k, c.k, c.n
+					if c.transA {
+						ar, ac = c.k, c.m
+					}
+					if c.transB {
+						br, bc = c.n, c.k
+					}
+					A := at(b, dt, offset*dt.Size(), av).Reshape(shapeOf(aBatch, ar, ac)...)
+					B := at(b, dt, offset*dt.Size(), bv).Reshape(shapeOf(c.batch, br, bc)...)
 					C := at(b, cdt, offset*cdt.Size(), cv).Reshape(shapeOf(c.batch, c.m, c.n)...)
 					_, before := b.Launches()
-					b.Gemm(C, A, B, engine.GemmParams{TransB: true, Alpha: c.alpha, Beta: c.beta})
+					b.Gemm(C, A, B, engine.GemmParams{TransA: c.transA, TransB: c.transB, Alpha: c.alpha, Beta: c.beta})
 					_, after := b.Launches()
 					return engine.ToF32(b, C), after - before
 				}

@@ -567,7 +567,7 @@ sanitize() {
 	load_torch
 	cd "$B" || exit 1
 	ours "$cs" --tool "$1" --error-exitcode 1 --print-limit 50 \
-		bin/engine-cuda.test -test.run '^(TestConformance|TestGemmPaths)$/^(gemm|attention|f32_to|bf16_to)' \
+		bin/engine-cuda.test -test.run '^(TestConformance|TestGemmPaths|TestGemmSkinny)$/^(gemm|attention|f32_to|bf16_to)' \
 		-test.timeout "$(max1 $(($(left) - GO_MARGIN)))s" 2>&1 | logged "$WORK/san.out"
 	rc=${PIPESTATUS[0]}
 	# memcheck and synccheck end with an ERROR SUMMARY, racecheck with a
