@@ -719,15 +719,30 @@ struct SkinnyParams {
 	int vec; // every row of X and W allows 16-byte loads
 };
 
-// Chunk q of a row of k elements at p: its E elements from q·E, those past
-// k zero; one 16-byte load when vec (then none is past k).
-template <int E, class T> __device__ __forceinline__ Pack<T, E> load_chunk(const T *p, int64_t q, int k, bool vec) {
+// Chunk q of a row of k elements at p: its 16 bytes (E elements) from q·E,
+// as stored, those past k zero; one 16-byte load when vec (then none is past
+// k). Chunks stay raw words until their products: held as unpacked 16-bit
+// values, nvcc moved each load's halves apart as soon as it was issued, which
+// waited for it, so a thread had one or two loads in flight instead of U·R.
+template <int E, class T> __device__ __forceinline__ uint4 load_chunk(const T *p, int64_t q, int k, bool vec) {
 	const int64_t at = q * E;
-	if (vec) return *reinterpret_cast<const Pack<T, E> *>(p + at);
-	Pack<T, E> pk;
+	if (vec) return *reinterpret_cast<const uint4 *>(p + at);
+	T v[E];
 TW_UNROLL
-	for (int e = 0; e < E; e++) pk.v[e] = at + e < k ? p[at + e] : from_float<T>(0.0f);
-	return pk;
+	for (int e = 0; e < E; e++) v[e] = at + e < k ? p[at + e] : from_float<T>(0.0f);
+	uint4 c;
+	memcpy(&c, v, sizeof(c));
+	return c;
+}
+
+// Element e of a chunk of T, widened to f32 (a bf16 is the top half of an
+// f32's bits; the lower-addressed one the low half of its word).
+template <class T> __device__ __forceinline__ float chunk_at(const uint4 &c, int e) {
+	const uint32_t w[4] = {c.x, c.y, c.z, c.w};
+	if constexpr (sizeof(T) == 4)
+		return __uint_as_float(w[e]);
+	else
+		return __uint_as_float(e % 2 ? w[e / 2] & 0xffff0000u : w[e / 2] << 16);
 }
 
 // C(j, i) = alpha·Σ_k X[j, k]·W[i, k] (+ beta·C_old) for the R rows of W
@@ -736,12 +751,13 @@ TW_UNROLL
 // ascending order, one fmaf per element in element order; the warps' sums
 // are butterflies (xor 16, 8, 4, 2, 1), the block's their sum in warp
 // order. U chunks are loaded before any is multiplied (U·R 16-byte loads of
-// W in flight per thread); neither U nor R changes what is summed or in
-// which order.
+// W in flight per thread, and X's U·S with them when that is at most 8);
+// neither U nor R changes what is summed or in which order.
 template <int S, int R, int U, class T, class TC>
 __global__ void __launch_bounds__(kSkinnyThreads)
     gemm_skinny_kernel(TC *c, const T *x, const T *w, SkinnyParams p) {
 	constexpr int E = 16 / (int)sizeof(T);
+	constexpr bool kHoistX = S * U <= 8; // X's chunks loaded with W's
 	__shared__ float part[kSkinnyWarps][R * S];
 	const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, row0 = blockIdx.x * R;
 	const int64_t chunks = ceil_div<int64_t>(p.k, E);
@@ -756,14 +772,18 @@ TW_UNROLL
 TW_UNROLL
 		for (int j = 0; j < S; j++) acc[r][j] = 0.0f;
 	for (int64_t q0 = tid; q0 < chunks; q0 += (int64_t)U * kSkinnyThreads) {
-		Pack<T, E> wv[U][R];
+		uint4 wv[U][R], xv[kHoistX ? U : 1][kHoistX ? S : 1];
 TW_UNROLL
 		for (int u = 0; u < U; u++) {
 			const int64_t q = q0 + (int64_t)u * kSkinnyThreads;
 TW_UNROLL
 			for (int r = 0; r < R; r++)
 				wv[u][r] = q < chunks && row0 + r < p.wide ? load_chunk<E>(w + (int64_t)(row0 + r) * p.k, q, p.k, vec)
-				                                           : Pack<T, E>{};
+				                                           : make_uint4(0, 0, 0, 0);
+			if constexpr (kHoistX)
+TW_UNROLL
+				for (int j = 0; j < S; j++)
+					xv[u][j] = q < chunks && j < p.s ? load_chunk<E>(x + (int64_t)j * p.k, q, p.k, vec) : make_uint4(0, 0, 0, 0);
 		}
 TW_UNROLL
 		for (int u = 0; u < U; u++) {
@@ -772,12 +792,17 @@ TW_UNROLL
 TW_UNROLL
 			for (int j = 0; j < S; j++) {
 				if (j >= p.s) break;
-				const Pack<T, E> xv = load_chunk<E>(x + (int64_t)j * p.k, q, p.k, vec);
+				uint4 xc;
+				if constexpr (kHoistX)
+					xc = xv[u][j];
+				else
+					xc = load_chunk<E>(x + (int64_t)j * p.k, q, p.k, vec);
 TW_UNROLL
 				for (int r = 0; r < R; r++) {
 					if (row0 + r >= p.wide) break;
 TW_UNROLL
-					for (int e = 0; e < E; e++) acc[r][j] = fmaf(to_float(wv[u][r].v[e]), to_float(xv.v[e]), acc[r][j]);
+					for (int e = 0; e < E; e++)
+						acc[r][j] = fmaf(chunk_at<T>(wv[u][r], e), chunk_at<T>(xc, e), acc[r][j]);
 				}
 			}
 		}
