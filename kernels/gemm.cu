@@ -49,7 +49,7 @@
 //   Few rows (skinny_side; gemm_skinny_kernel): A as stored and B
 //   transposed — both operands' rows run along k, as in the model's x·Wᵀ
 //   (one row of A or one column of B runs along k either way) — with m ≤ 8
-//   (m ≤ n) or n ≤ 8, bf16 → f32/bf16 or f32 → f32: a decoding
+//   (m ≤ n) or n ≤ 8, bf16 → f32 or bf16: a decoding
 //   step's projections (one row per sequence against the weights), a value
 //   head (a few columns against many tokens). Tiles of 64 or 128 rows would
 //   multiply mostly padding, and every output element would still need the
@@ -57,8 +57,8 @@
 //   has the few rows X, A otherwise) at the memory's speed: no tensor cores,
 //   no split, no workspace. A block of 128 threads takes R rows of W
 //   (blockIdx.x) and every row of X; thread t sums the 16-byte chunks t,
-//   t + 128, t + 256, … of the rows (8 bf16 or 4 f32 elements each, the last
-//   one zero-filled past k) in ascending order with one fmaf per element,
+//   t + 128, t + 256, … of the rows (8 elements each, the last one
+//   zero-filled past k) in ascending order with one fmaf per element,
 //   in element order, into f32; each warp adds its lanes' sums by a
 //   butterfly (xor 16, 8, 4, 2, 1) and the block the four warps' sums in
 //   warp order; then C = round_cdt(alpha·acc + beta·C_old) as below. The
@@ -66,10 +66,11 @@
 //   and whether the rows allow 16-byte loads (else element loads) change
 //   which instructions run, not the bits. The kernel is compiled for X of
 //   1, 2, 4 and 8 rows (fewer run with the rest skipped).
-//   Tuning knobs: TW_GEMM_SKINNY=RxU chooses R ∈ {1, 2, 4} and U ∈ {2, 4}
-//   (by default R = 2 where W has at least 16 rows per SM, else 1, and U = 4,
-//   or 2 beside more than 4 rows of X); TW_GEMM_SKINNY=off gives these
-//   shapes to the tiled kernels.
+//   Tuning knobs: TW_GEMM_SKINNY=RxU chooses R×U among 1x4, 2x2, 2x4 and
+//   4x2 for one row of X, R ∈ {1, 2} for more (skinny_config); by default
+//   R = 2 where W has at least 16 rows per SM, else 1, and U = 4 (2 beside
+//   4 or 8 rows of X); TW_GEMM_SKINNY=off gives these shapes to the tiled
+//   kernel.
 //
 // bf16 kernel (gemm_bf16_kernel): tensor cores through nvcuda::wmma,
 // m16n16k16, bf16 operands, f32 accumulators.
@@ -724,15 +725,19 @@ struct SkinnyParams {
 // k). Chunks stay raw words until their products: held as unpacked 16-bit
 // values, nvcc moved each load's halves apart as soon as it was issued, which
 // waited for it, so a thread had one or two loads in flight instead of U·R.
-template <int E, class T> __device__ __forceinline__ uint4 load_chunk(const T *p, int64_t q, int k, bool vec) {
-	const int64_t at = q * E;
-	if (vec) return *reinterpret_cast<const uint4 *>(p + at);
+// The element-wise loads are out of line: inlined at each of a kernel's U·R
+// (+ U·S) loads, they made most of its code.
+template <int E, class T> __device__ __noinline__ uint4 load_chunk_elems(const T *p, int64_t at, int k) {
 	T v[E];
-TW_UNROLL
 	for (int e = 0; e < E; e++) v[e] = at + e < k ? p[at + e] : from_float<T>(0.0f);
 	uint4 c;
 	memcpy(&c, v, sizeof(c));
 	return c;
+}
+template <int E, class T> __device__ __forceinline__ uint4 load_chunk(const T *p, int64_t q, int k, bool vec) {
+	const int64_t at = q * E;
+	if (vec) return *reinterpret_cast<const uint4 *>(p + at);
+	return load_chunk_elems<E>(p, at, k);
 }
 
 // Element e of a chunk of T, widened to f32 (a bf16 is the top half of an
@@ -834,27 +839,31 @@ TW_UNROLL
 // against A's m), or 0 when it does not run: transposed A, untransposed B
 // (rows of X and W must both run along k; one row of A stored transposed,
 // [k, 1], lies as [1, k] does, and so does one column of B stored as it
-// is), operands other than bf16 → f32 or bf16 and f32 → f32, or
-// TW_GEMM_SKINNY=off.
+// is), operands other than bf16 (f32 ones, for tests and small models, keep
+// the SIMT tiles: every instantiation of the kernel is code in every binary
+// that links the library), or TW_GEMM_SKINNY=off.
 static int skinny_side(tw_dtype cdt, tw_dtype abdt, int transa, int transb, int64_t m, int64_t n) {
 	if ((transa && m != 1) || (!transb && n != 1)) return 0;
-	if (!(abdt == TW_BF16 && (cdt == TW_F32 || cdt == TW_BF16)) && !(abdt == TW_F32 && cdt == TW_F32)) return 0;
+	if (abdt != TW_BF16 || (cdt != TW_F32 && cdt != TW_BF16)) return 0;
 	if (const char *s = getenv("TW_GEMM_SKINNY"); s && strcmp(s, "off") == 0) return 0;
 	if (m <= kSkinnyMax && m <= n) return 'a';
 	return n <= kSkinnyMax ? 'b' : 0;
 }
 
 // The few-row kernel's R (rows of W per block) and U (chunks per thread in
-// flight) for s rows of X against wide rows of W: TW_GEMM_SKINNY=RxU
-// chooses among those compiled (R 1, 2 or 4; U 2 or 4); by default R = 2
-// where W's rows give every SM 16 blocks at R = 1, else 1, and U = 4 (2 for
-// more than 4 rows of X, whose accumulators then need the registers).
-static void skinny_config(int64_t s, int64_t wide, int *r, int *u) {
+// flight) for wide rows of W: by default R = 2 where W's rows give every SM
+// 16 blocks at R = 1, else 1, and U = 4; TW_GEMM_SKINNY=RxU chooses among
+// 1x4, 2x2, 2x4 and 4x2. Only one row of X (a decoding step at batch 1) has
+// all four compiled: more rows take R = 1 or 2 (2 for R ≥ 2) and U = 4 for
+// 2 rows, 2 for 4 and 8, whose accumulators need the registers. (Each
+// instantiation is code in every binary that links the library: the GPU
+// bundle has room for these.)
+static void skinny_config(int64_t wide, int *r, int *u) {
 	*r = wide >= 16 * (int64_t)sm_count() ? 2 : 1;
-	*u = s > 4 ? 2 : 4;
+	*u = 4;
 	int pr = 0, pu = 0;
-	if (const char *s = getenv("TW_GEMM_SKINNY"); s && sscanf(s, "%dx%d", &pr, &pu) == 2 &&
-	                                              (pr == 1 || pr == 2 || pr == 4) && (pu == 2 || pu == 4)) {
+	if (const char *e = getenv("TW_GEMM_SKINNY");
+	    e && sscanf(e, "%dx%d", &pr, &pu) == 2 && (pr * 10 + pu == 14 || pr * 10 + pu == 22 || pr * 10 + pu == 24 || pr * 10 + pu == 42)) {
 		*r = pr;
 		*u = pu;
 	}
@@ -877,13 +886,17 @@ static cudaError_t launch_skinny(TC *c, const T *x, const T *w, int64_t batch, c
 template <int S, class T, class TC>
 static cudaError_t skinny_rs(int r, int u, TC *c, const T *x, const T *w, int64_t batch, const SkinnyParams &p,
                              cudaStream_t stream) {
-	switch (r * 10 + u) {
-	case 12: return launch_skinny<S, 1, 2>(c, x, w, batch, p, stream);
-	case 14: return launch_skinny<S, 1, 4>(c, x, w, batch, p, stream);
-	case 22: return launch_skinny<S, 2, 2>(c, x, w, batch, p, stream);
-	case 24: return launch_skinny<S, 2, 4>(c, x, w, batch, p, stream);
-	case 42: return launch_skinny<S, 4, 2>(c, x, w, batch, p, stream);
-	default: return launch_skinny<S, 4, 4>(c, x, w, batch, p, stream);
+	if constexpr (S == 1) {
+		switch (r * 10 + u) {
+		case 22: return launch_skinny<S, 2, 2>(c, x, w, batch, p, stream);
+		case 24: return launch_skinny<S, 2, 4>(c, x, w, batch, p, stream);
+		case 42: return launch_skinny<S, 4, 2>(c, x, w, batch, p, stream);
+		default: return launch_skinny<S, 1, 4>(c, x, w, batch, p, stream);
+		}
+	} else {
+		constexpr int U = S <= 2 ? 4 : 2;
+		return r >= 2 ? launch_skinny<S, 2, U>(c, x, w, batch, p, stream)
+		              : launch_skinny<S, 1, U>(c, x, w, batch, p, stream);
 	}
 }
 
@@ -898,7 +911,7 @@ static cudaError_t gemm_skinny(int side, TC *c, const T *a, const T *b, int64_t 
 	               stride_c, xa ? n : 1, xa ? 1 : n, alpha, beta, 0};
 	p.vec = vec_ok(x, k, p.stride_x, sizeof(T)) && vec_ok(w, k, p.stride_w, sizeof(T));
 	int r, u;
-	skinny_config(p.s, p.wide, &r, &u);
+	skinny_config(p.wide, &r, &u);
 	if (p.s <= 1) return skinny_rs<1>(r, u, c, x, w, batch, p, stream);
 	if (p.s <= 2) return skinny_rs<2>(r, u, c, x, w, batch, p, stream);
 	if (p.s <= 4) return skinny_rs<4>(r, u, c, x, w, batch, p, stream);
@@ -951,9 +964,6 @@ extern "C" cudaError_t tw_gemm(void *c, tw_dtype cdt, const void *a, const void 
 	if (vec_ok(c, n, stride_c, c_size)) p.vec |= kVecC;
 
 	if (const int side = skinny_side(cdt, abdt, transa, transb, m, n)) {
-		if (!bf16_ops)
-			return gemm_skinny(side, (float *)c, (const float *)a, (const float *)b, m, n, k, batch, stride_a, stride_b,
-			                   stride_c, alpha, beta, stream);
 		const bf16 *ab = (const bf16 *)a, *bb = (const bf16 *)b;
 		if (cdt == TW_F32)
 			return gemm_skinny(side, (float *)c, ab, bb, m, n, k, batch, stride_a, stride_b, stride_c, alpha, beta,

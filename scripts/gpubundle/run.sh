@@ -697,7 +697,7 @@ step_attn_sweep() {
 step_gemm_sweep() {
 	load_torch
 	cd "$B" || exit 1
-	local dir=$WORK/bench/gemm-sweep cfgs="default 1x2 1x4 2x2 2x4 4x2 4x4" c n=0 failed="" skipped=0
+	local dir=$WORK/bench/gemm-sweep cfgs="default 1x4 2x2 2x4 4x2" c n=0 failed="" skipped=0
 	mkdir -p "$dir"
 	for c in $cfgs; do
 		TW_GEMM_SKINNY=${c#default} sweep_measure "$dir" "$c" bin/train bench --backend cuda --suite kernels \
