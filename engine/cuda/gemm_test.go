@@ -270,6 +270,7 @@ func TestGemmSkinny(t *testing.T) {
 		{name: "eight_cols", m: 260, n: 8, k: 2056, transB: true, alpha: 1, beta: -0.5, split: true},
 		{name: "three_cols", m: 9, n: 3, k: 40, transB: true, alpha: 2},
 		{name: "batch_broadcast", m: 2, n: 40, k: 520, transB: true, batch: 3, broadcastA: true, alpha: 1, beta: 1},
+		{name: "k0", m: 3, n: 20, k: 0, transB: true, alpha: 1, beta: 0.5},
 	}
 	configs := []string{"", "1x4", "2x2", "2x4", "4x2"}
 	for _, dts := range [][2]engine.DType{{engine.BF16, engine.BF16}, {engine.BF16, engine.F32}} {
