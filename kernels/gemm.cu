@@ -861,11 +861,14 @@ static int skinny_side(tw_dtype cdt, tw_dtype abdt, int transa, int transb, int6
 static void skinny_config(int64_t wide, int *r, int *u) {
 	*r = wide >= 16 * (int64_t)sm_count() ? 2 : 1;
 	*u = 4;
+	const char *e = getenv("TW_GEMM_SKINNY");
 	int pr = 0, pu = 0;
-	if (const char *e = getenv("TW_GEMM_SKINNY");
-	    e && sscanf(e, "%dx%d", &pr, &pu) == 2 && (pr * 10 + pu == 14 || pr * 10 + pu == 22 || pr * 10 + pu == 24 || pr * 10 + pu == 42)) {
-		*r = pr;
-		*u = pu;
+	if (e && sscanf(e, "%dx%d", &pr, &pu) == 2) {
+		const int ru = pr * 10 + pu;
+		if (ru == 14 || ru == 22 || ru == 24 || ru == 42) {
+			*r = pr;
+			*u = pu;
+		}
 	}
 }
 
