@@ -872,6 +872,8 @@ static void skinny_config(int64_t wide, int *r, int *u) {
 	}
 }
 
+extern "C" void tw_gemm_skinny_config(int64_t wide, int *r, int *u) { skinny_config(wide, r, u); }
+
 template <int S, int R, int U, class T, class TC>
 static cudaError_t launch_skinny(TC *c, const T *x, const T *w, int64_t batch, const SkinnyParams &p,
                                  cudaStream_t stream) {

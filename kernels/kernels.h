@@ -285,6 +285,10 @@ cudaError_t tw_gemm(void *c, tw_dtype cdt, const void *a, const void *b, tw_dtyp
  * S·batch·m·n·4 for its S ≤ 8 k-ranges (at most 8 MiB). */
 size_t tw_gemm_workspace(tw_dtype cdt, tw_dtype abdt, int transa, int transb, int64_t m, int64_t n, int64_t k,
                          int64_t batch);
+/* The few-row kernel's rows of W per block (r) and loads in flight per
+ * thread (u) for one row of X against W of `wide` rows, as TW_GEMM_SKINNY
+ * and the device's SM count make them (gemm.cu, "Few rows"). */
+void tw_gemm_skinny_config(int64_t wide, int *r, int *u);
 
 #ifdef __cplusplus
 }

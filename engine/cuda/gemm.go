@@ -38,3 +38,13 @@ func gemmWorkspace(cdt, abdt engine.DType, transA, transB bool, m, n, k, batch i
 	return int(C.tw_gemm_workspace(C.tw_dtype(cdt), C.tw_dtype(abdt), cbool(transA), cbool(transB), i64(m), i64(n),
 		i64(k), i64(batch)))
 }
+
+// skinnyConfig returns the few-row kernel's rows of W per block and loads in
+// flight per thread for one row of X against W of wide rows
+// (kernels/gemm.cu, "Few rows"), as TW_GEMM_SKINNY and the current device
+// make them.
+func skinnyConfig(wide int) (rows, loads int) {
+	var r, u C.int
+	C.tw_gemm_skinny_config(i64(wide), &r, &u)
+	return int(r), int(u)
+}

@@ -343,6 +343,36 @@ func TestGemmSkinny(t *testing.T) {
 	}
 }
 
+// TestGemmSkinnyConfig checks that TW_GEMM_SKINNY chooses the few-row
+// kernel's configuration (TestGemmSkinny's runs under each would otherwise
+// all be the default's) and that anything else leaves the default: R = 2
+// where W's rows give every SM 16 blocks, U = 4. The default cases' widths
+// are on their side of that line on any device (it runs on GPUs too).
+func TestGemmSkinnyConfig(t *testing.T) {
+	ownGEMM(t) // a current device
+	const many, few = 1 << 20, 16
+	for _, c := range []struct {
+		env         string
+		wide        int
+		rows, loads int
+	}{
+		{"", many, 2, 4},
+		{"", few, 1, 4},
+		{"1x4", many, 1, 4},
+		{"2x2", few, 2, 2},
+		{"2x4", few, 2, 4},
+		{"4x2", many, 4, 2},
+		{"4x4", many, 2, 4}, // not compiled
+		{"3", few, 1, 4},
+		{"off", many, 2, 4}, // the kernel does not run; the rule is skinny_side's
+	} {
+		t.Setenv("TW_GEMM_SKINNY", c.env)
+		if r, u := skinnyConfig(c.wide); r != c.rows || u != c.loads {
+			t.Errorf("TW_GEMM_SKINNY=%q, %d rows of W: R = %d, U = %d; want %d, %d", c.env, c.wide, r, u, c.rows, c.loads)
+		}
+	}
+}
+
 // TestGemmSplitKExact checks split GEMMs bit for bit against a reference
 // that can be stated exactly: integer inputs whose every partial sum over a
 // k-range is exact in f32 in any order (so the kernel's order within a
