@@ -962,12 +962,7 @@ extern "C" cudaError_t tw_gemm(void *c, tw_dtype cdt, const void *a, const void 
 	if (m > INT_MAX || n > INT_MAX || k > INT_MAX || ceil_div<int64_t>(m, 64) * ceil_div<int64_t>(n, 64) > INT_MAX)
 		return cudaErrorInvalidValue;
 
-	const size_t ab_size = abdt == TW_F32 ? 4 : 2, c_size = cdt == TW_F32 ? 4 : 2;
-	GemmParams p{(int)m, (int)n, (int)k, stride_a, stride_b, stride_c, alpha, beta, 0, (int)k, nullptr, batch};
-	if (vec_ok(a, transa ? m : k, stride_a, ab_size)) p.vec |= kVecA;
-	if (vec_ok(b, transb ? k : n, stride_b, ab_size)) p.vec |= kVecB;
-	if (vec_ok(c, n, stride_c, c_size)) p.vec |= kVecC;
-
+	// A few rows against many: before the tiled kernels' operand checks.
 	if (const int side = skinny_side(cdt, abdt, transa, transb, m, n)) {
 		const bf16 *ab = (const bf16 *)a, *bb = (const bf16 *)b;
 		if (cdt == TW_F32)
@@ -975,6 +970,13 @@ extern "C" cudaError_t tw_gemm(void *c, tw_dtype cdt, const void *a, const void 
 			                   stream);
 		return gemm_skinny(side, (bf16 *)c, ab, bb, m, n, k, batch, stride_a, stride_b, stride_c, alpha, beta, stream);
 	}
+
+	const size_t ab_size = abdt == TW_F32 ? 4 : 2, c_size = cdt == TW_F32 ? 4 : 2;
+	GemmParams p{(int)m, (int)n, (int)k, stride_a, stride_b, stride_c, alpha, beta, 0, (int)k, nullptr, batch};
+	if (vec_ok(a, transa ? m : k, stride_a, ab_size)) p.vec |= kVecA;
+	if (vec_ok(b, transb ? k : n, stride_b, ab_size)) p.vec |= kVecB;
+	if (vec_ok(c, n, stride_c, c_size)) p.vec |= kVecC;
+
 	if (!bf16_ops) {
 		float *cf = (float *)c;
 		const float *af = (const float *)a, *bf = (const float *)b;

@@ -271,9 +271,9 @@ size_t tw_sample_workspace(int64_t b, int64_t v);
 /* engine.Backend.Gemm: A [batch, m, k] (or [k, m] if transa), B [batch, k, n]
  * (or [n, k] if transb) abdt, C [batch, m, n] cdt; stride_* in elements
  * between batch entries (0 broadcasts). workspace: at least
- * tw_gemm_workspace(cdt, abdt, transa, transb, m, n, k, batch) bytes, 16-byte aligned, for
- * the f32 partial sums of a GEMM split along k (gemm.cu, "Split-K"); it may
- * be NULL when that is 0, and a split GEMM given NULL is
+ * tw_gemm_workspace(cdt, abdt, transa, transb, m, n, k, batch) bytes,
+ * 16-byte aligned, for the f32 partial sums of a GEMM split along k (gemm.cu,
+ * "Split-K"); it may be NULL when that is 0, and a split GEMM given NULL is
  * cudaErrorInvalidValue. Its contents need not be kept between calls, and
  * the GEMM is stream-ordered on it like on C. */
 cudaError_t tw_gemm(void *c, tw_dtype cdt, const void *a, const void *b, tw_dtype abdt, int transa, int transb,
