@@ -948,5 +948,9 @@ extern "C" int tw_attention_configs(tw_attention_config *out, int max) {
 		c.bwd_split = split;
 		add(c);
 	}
+	// dQ by atomics: what the ordered sum's waits cost.
+	tw_attention_config c{};
+	c.bwd_dq_atomic = 1;
+	add(c);
 	return n;
 }

@@ -22,7 +22,9 @@
 //   kBwdConfigs128, which the sweep's tw_attention_configs lists too).
 //   bf16 with dh ≤ 64: 64, 128, 2 only. f32: 64, 64, 1 only, whatever cfg's tile fields say
 //   (they tune bf16; bwd_split applies to both). bwd_split: any ≥ 1; 0 picks one
-//   from the SM count (split_of). Other values: cudaErrorInvalidValue.
+//   from the SM count (split_of). bwd_dq_atomic: 0 (the default: dQ summed in
+//   a fixed order) or 1 (float atomics, below; bf16 only, f32 ignores it as
+//   it does the tile fields). Other values: cudaErrorInvalidValue.
 //   Workspace: tw_attention_backward_workspace(nq, nk, h, g, dh, cfg) bytes
 //   (layout below); the same device must be current for both calls, as the
 //   default split depends on it.
@@ -30,9 +32,11 @@
 //   ex2, flushing results below 2^-126 to 0, as the forward's); dS = P∘(dP − D)
 //   with D = rowsum(dO∘O) in f32; bf16 products on tensor cores with P and
 //   dS rounded to bf16 as operands (dS from the rounded P), f32
-//   accumulation; dQ and dK scaled by scale once, at the end. Deterministic: no float atomics, and every sum
-//   has a fixed order (below), so reruns give the same bits whatever the
-//   order in which blocks and threads run.
+//   accumulation; dQ and dK scaled by scale once, at the end. Deterministic
+//   by default: no float atomics, and every sum has a fixed order (below), so
+//   reruns give the same bits whatever the order in which blocks and threads
+//   run. With bwd_dq_atomic = 1 dQ's sums take the order in which blocks
+//   reach them (dK and dV keep theirs), as FlashAttention-2's dQ does.
 //
 // Design (FlashAttention-2's backward, Dao 2023, one kernel for the five
 // products):
@@ -103,6 +107,14 @@
 //   Ordering the tickets key tile first also starts the costliest blocks
 //   (the first key tiles of a causal sequence see the most queries) first.
 //
+// dQ by atomics (bwd_dq_atomic = 1). The prep kernel zeroes the f32
+// partial sums; each block adds its dS·K to them with one float atomic per
+// element (L2 reductions) and neither waits nor counts; a last kernel
+// (flat_kernel over nq·h·dh) writes dq = round(scale · partial). The adds'
+// order then depends on timing, so dq's low bits can differ from run to run;
+// what it buys is that no block waits for another: the sweep measures it
+// beside the ordered sum, which is how a GPU run tells what the waits cost.
+//
 // dK/dV split. With split > 1 the parts of a key block that have query
 // tiles (and always the last part) sum their dK, dV in ascending part order
 // in an f32 workspace, with the same counter scheme (one counter per key
@@ -151,6 +163,7 @@
 #include "common.cuh"
 #include "attention.cuh"
 #include "sm80.cuh"
+#include "vec.cuh"
 
 namespace {
 
@@ -341,6 +354,7 @@ template <class T> struct BwdArgs {
 	const float *lse, *Dl;
 	const int32_t *seqs;
 	int nseq, h, g, dh, split, noncausal;
+	int dq_atomic; // dQ by float atomics into dqacc (bf16 only; see the top)
 	float scale, sl2; // sl2 = scale·log2 e
 };
 
@@ -351,17 +365,22 @@ template <class T> struct BwdArgs {
 
 // D = rowsum(dO∘O) per (query row, head) of a covered row, into Dl [nq, h];
 // zeroes dq on rows no sequence's queries cover and dk, dv on rows no
-// sequence's keys cover; zeroes ctr [nctr]. One warp per item: items
+// sequence's keys cover; zeroes ctr [nctr] and dqz [ndqz] (the f32 dQ
+// sums when they are added by atomics; ndqz = 0 otherwise, dqz 16-byte
+// aligned). One warp per item: items
 // [0, nq·h) are (row, head) of q, items [nq·h, nq·h + nk·g) are (row, head)
 // of k. Grid-stride.
 template <class T>
 __global__ void attn_bwd_prep_kernel(float *__restrict__ Dl, T *__restrict__ dq, T *__restrict__ dk,
                                      T *__restrict__ dv, const T *__restrict__ dout, const T *__restrict__ out,
                                      const int32_t *__restrict__ seqs, int nseq, int64_t nq, int64_t nk, int h, int g,
-                                     int dh, int *__restrict__ ctr, int64_t nctr) {
+                                     int dh, int *__restrict__ ctr, int64_t nctr, float *__restrict__ dqz,
+                                     int64_t ndqz) {
 	const int lane = threadIdx.x % 32;
-	const int64_t nthreads = (int64_t)gridDim.x * blockDim.x;
-	for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < nctr; i += nthreads) ctr[i] = 0;
+	const int64_t nthreads = (int64_t)gridDim.x * blockDim.x, first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+	for (int64_t i = first; i < nctr; i += nthreads) ctr[i] = 0;
+	for (int64_t i = first; i < ndqz / 4; i += nthreads) reinterpret_cast<float4 *>(dqz)[i] = make_float4(0, 0, 0, 0);
+	for (int64_t i = ndqz / 4 * 4 + first; i < ndqz; i += nthreads) dqz[i] = 0.0f;
 	const int64_t nqi = nq * h, total = nqi + nk * g;
 	for (int64_t it = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32; it < total; it += nthreads / 32) {
 		const bool query = it < nqi;
@@ -582,11 +601,13 @@ __global__ void __launch_bounds__(2 * BC, BC == 64 ? 2 : 1) attn_bwd_kernel(cons
 			}
 		}
 
-		// dQ of the tile += dS·K, after key blocks 0 … kb−1 (see the top).
+		// dQ of the tile += dS·K, after key blocks 0 … kb−1 (see the top), or
+		// by atomics in any order.
 		const int J = min((min(r0 + BR, rows) - 1) / rep + off, kl - 1) / BC; // the last key block it sees
-		const bool final_add = kb == J;
+		const bool atomic = a.dq_atomic != 0;
+		const bool final_add = kb == J && !atomic, ordered = kb > 0 && !atomic; // ordered: adds to a partial
 		int *qc = a.qctr + (int64_t)(qbase + i) * a.g + kvh;
-		if (tid == 0 && kb > 0) acquire_wait(qc, kb);
+		if (tid == 0 && ordered) acquire_wait(qc, kb);
 		__syncthreads(); // dSᵀ complete; the adds before this one visible
 		if constexpr (STAGES == 1) {
 			// dQ reads dSᵀ and K alone: the one stage's Q, dO and row scalars
@@ -612,7 +633,7 @@ __global__ void __launch_bounds__(2 * BC, BC == 64 ? 2 : 1) attn_bwd_kernel(cons
 				for (int n = 0; n < DQ / 8; n++) {
 					const int col = d0 + 8 * n + 2 * tq;
 					float2 x = make_float2(0.0f, 0.0f);
-					if (kb > 0 && rho < rows && col < a.dh) x = __ldcg((const float2 *)(a.dqacc + base + col));
+					if (ordered && rho < rows && col < a.dh) x = __ldcg((const float2 *)(a.dqacc + base + col));
 					prev[n][2 * h2] = x.x, prev[n][2 * h2 + 1] = x.y;
 				}
 			}
@@ -637,7 +658,12 @@ __global__ void __launch_bounds__(2 * BC, BC == 64 ? 2 : 1) attn_bwd_kernel(cons
 					const int col = d0 + 8 * n + 2 * tq;
 					if (col >= a.dh) continue;
 					float2 x = make_float2(acc[n][2 * h2], acc[n][2 * h2 + 1]);
-					if (kb > 0) x.x = prev[n][2 * h2] + x.x, x.y = prev[n][2 * h2 + 1] + x.y;
+					if (atomic) {
+						atomicAdd(a.dqacc + base + col, x.x);
+						atomicAdd(a.dqacc + base + col + 1, x.y);
+						continue;
+					}
+					if (ordered) x.x = prev[n][2 * h2] + x.x, x.y = prev[n][2 * h2 + 1] + x.y;
 					if (final_add) store2(a.dq + base + col, x.x * a.scale, x.y * a.scale);
 					else __stcg((float2 *)(a.dqacc + base + col), x);
 				}
@@ -646,7 +672,7 @@ __global__ void __launch_bounds__(2 * BC, BC == 64 ? 2 : 1) attn_bwd_kernel(cons
 		if (i > lo && tid < BR) put_row(STAGES == 2 ? buf ^ 1 : 0, next);
 		cp_async_wait<0>();
 		__syncthreads(); // the adds done; the next tile's Q, dO and scalars in
-		if (tid == 0 && !final_add) release_one(qc);
+		if (tid == 0 && !final_add && !atomic) release_one(qc);
 	}
 
 	// dK, dV: the parts that take part add in ascending order (see the top);
@@ -738,6 +764,26 @@ int split_of(const tw_attention_config *cfg, int64_t nq, int64_t nk, int64_t h, 
 	return s < 1 ? 1 : (int)s;
 }
 
+// dq = round(scale · acc), element-wise (flat_kernel): the last step of dQ
+// by atomics.
+template <class T> struct DQScaleOp {
+	T *__restrict__ dq;
+	const float *__restrict__ acc;
+	float scale;
+	template <int N> struct Regs {
+		Pack<float, N> a;
+	};
+	template <int N> __device__ __forceinline__ void load(Regs<N> &r, int64_t i) const { r.a = ld<N>(acc + i); }
+	template <int N> __device__ __forceinline__ void store(const Regs<N> &r, int64_t i) const {
+		Pack<T, N> o;
+		for (int e = 0; e < N; e++) o.v[e] = from_float<T>(r.a.v[e] * scale);
+		st<N>(dq + i, o);
+	}
+};
+
+// Whether cfg's dQ mode is one the backward takes (0 or 1).
+bool dq_mode_ok(const tw_attention_config *cfg) { return !cfg || cfg->bwd_dq_atomic == 0 || cfg->bwd_dq_atomic == 1; }
+
 // Workspace regions (byte offsets), a function of the arguments of
 // tw_attention_backward_workspace only, so that it and the launcher agree.
 struct Workspace {
@@ -803,6 +849,7 @@ template <class F> cudaError_t dispatch(tw_dtype dt, int64_t dh, BwdConfig c, F 
 extern "C" const char *tw_attention_backward_check(const tw_attention_config *cfg, tw_dtype dt, int64_t dh) {
 	if (cfg && (cfg->bwd_rows < 0 || cfg->bwd_keys < 0 || cfg->bwd_stages < 0 || cfg->bwd_split < 0))
 		return "a backward field is negative";
+	if (!dq_mode_ok(cfg)) return "the backward's dQ mode (bwd_dq_atomic) is neither 0 nor 1";
 	if (dh <= 0) return "the head width is not positive";
 	size_t bytes = 0;
 	const cudaError_t e = dispatch(dt, dh, resolve(cfg, dt == TW_BF16, dh), [&](auto *t, auto width, auto br, auto bc, auto stages) {
@@ -830,6 +877,7 @@ extern "C" cudaError_t tw_attention_backward(void *dq, void *dk, void *dv, const
 	if (nseq < 0 || nq < 0 || nk < 0 || h < 0 || g < 0 || dh < 0) return cudaErrorInvalidValue;
 	if (cfg && (cfg->bwd_rows < 0 || cfg->bwd_keys < 0 || cfg->bwd_stages < 0 || cfg->bwd_split < 0))
 		return cudaErrorInvalidValue;
+	if (!dq_mode_ok(cfg)) return cudaErrorInvalidValue;
 	const BwdConfig c = resolve(cfg, dt == TW_BF16, dh);
 	// The configuration is checked before anything else (even when there is
 	// nothing to compute), so that a sweep learns at once what is not built.
@@ -849,15 +897,20 @@ extern "C" cudaError_t tw_attention_backward(void *dq, void *dk, void *dv, const
 		typedef std::remove_pointer_t<decltype(t)> T;
 		constexpr int D = decltype(width)::value, BR = decltype(br)::value, BC = decltype(bc)::value,
 		              S = decltype(stages)::value;
-		const int64_t items = nq * h + nk * g, nctr = 1 + w.nqctr + w.nkctr;
-		LAUNCH(grid_for(items * 32 > nctr ? items * 32 : nctr, 256), 256, 0, stream, attn_bwd_prep_kernel<T>)(
+		// dQ by atomics: bf16 only (f32 ignores the mode, as it does the tiles).
+		const bool atomic = std::is_same<T, bf16>::value && cfg && cfg->bwd_dq_atomic == 1;
+		float *dqacc = std::is_same<T, float>::value ? (float *)dq : (float *)(ws + w.dq);
+		const int64_t items = nq * h + nk * g, nctr = 1 + w.nqctr + w.nkctr, ndqz = atomic ? nq * h * dh : 0;
+		int64_t work = items * 32 > nctr ? items * 32 : nctr;
+		work = work > ndqz / 4 ? work : ndqz / 4;
+		LAUNCH(grid_for(work, 256), 256, 0, stream, attn_bwd_prep_kernel<T>)(
 		    Dl, (T *)dq, (T *)dk, (T *)dv, (const T *)dout, (const T *)out, seqs, (int)nseq, nq, nk, (int)h, (int)g,
-		    (int)dh, ctr, nctr);
+		    (int)dh, ctr, nctr, dqacc, ndqz);
 		cudaError_t e = cudaGetLastError();
 		if (e != cudaSuccess || nseq == 0 || grid == 0) return e;
 		BwdArgs<T> a{};
 		a.dq = (T *)dq, a.dk = (T *)dk, a.dv = (T *)dv;
-		a.dqacc = std::is_same<T, float>::value ? (float *)dq : (float *)(ws + w.dq);
+		a.dqacc = dqacc, a.dq_atomic = atomic;
 		a.dkvacc = split > 1 ? (float *)(ws + w.dkv) : nullptr;
 		a.ticket = ctr, a.qctr = ctr + 1, a.kctr = ctr + 1 + w.nqctr;
 		a.nqctr = w.nqctr, a.nkctr = w.nkctr, a.nkg = nk * g;
@@ -869,6 +922,9 @@ extern "C" cudaError_t tw_attention_backward(void *dq, void *dk, void *dv, const
 		static_assert(BwdSmem<T, D, BR, BC, S>::bytes <= 227 * 1024, "shared memory");
 		if ((e = allow_smem(attn_bwd_kernel<T, D, BR, BC, S>, bytes)) != cudaSuccess) return e;
 		LAUNCH((unsigned)grid, 2 * BC, bytes, stream, attn_bwd_kernel<T, D, BR, BC, S>)(a);
-		return cudaGetLastError();
+		if ((e = cudaGetLastError()) != cudaSuccess || !atomic) return e;
+		const DQScaleOp<T> op{(T *)dq, dqacc, scale};
+		return launch_flat<pack_width<T>(), 2, T>(
+		    op, nq * h * dh, dq, [&](int64_t hd) { return aligned16<float>(dqacc, hd); }, stream);
 	});
 }

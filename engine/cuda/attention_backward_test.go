@@ -70,6 +70,12 @@ func TestAttentionBackwardConfigs(t *testing.T) {
 	for rks := range swept {
 		t.Errorf("AttentionConfigs() lists the backward's rows, keys, stages %v, which is not compiled", rks)
 	}
+	// dQ by atomics (bf16; f32 ignores the mode), with and without a split.
+	atomic := AttentionConfig{BwdDQAtomic: 1}
+	runs = append(runs, run{causal, engine.BF16, atomic, []int{1, 3}}, run{nonCausal, engine.BF16, atomic, []int{2}},
+		run{attnBwdCase("causal T=300 H4/G1 dh64"), engine.BF16, atomic, []int{4}},
+		run{attnBwdCase("uncovered rows H4/G1 dh16"), engine.BF16, atomic, []int{1}},
+		run{attnBwdCase("uncovered rows H4/G1 dh16"), engine.F32, atomic, []int{1}})
 	// The defaults of the other widths and of f32, and more splits.
 	runs = append(runs,
 		run{attnBwdCase("causal T=300 H4/G1 dh64"), engine.BF16, AttentionConfig{}, []int{1, 4, 7}},
@@ -114,6 +120,8 @@ func TestAttentionBackwardRefusesConfigs(t *testing.T) {
 		{AttentionConfig{BwdKeys: 32}, engine.BF16, 128},
 		{AttentionConfig{BwdStages: 3}, engine.BF16, 128},
 		{AttentionConfig{BwdRows: 128}, engine.BF16, 64}, // the sweep is built at width 128 only
+		{AttentionConfig{BwdDQAtomic: 2}, engine.BF16, 128},
+		{AttentionConfig{BwdDQAtomic: 2}, engine.F32, 128}, // ignored by f32, but not a value at all
 	} {
 		b := attnBwdBackend(t, x.cfg)
 		c := enginetest.AttnBwdCase{Name: "small", H: 2, G: 1, Dh: x.dh, Seqs: [][4]int{{0, 5, 0, 5}}}
@@ -167,6 +175,27 @@ func TestAttentionBackwardDeterministic(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestAttentionBackwardDQAtomic: with bwd.dq_atomic=1 the bf16 backward
+// sums dQ by atomics, which a third launch turns into dq (the gradients are
+// checked against the float64 reference by TestAttentionBackwardConfigs);
+// f32 ignores the mode, as it does the tile fields.
+func TestAttentionBackwardDQAtomic(t *testing.T) {
+	for _, c := range []struct {
+		cfg  AttentionConfig
+		dt   engine.DType
+		want int64
+	}{
+		{AttentionConfig{}, engine.BF16, 2},
+		{AttentionConfig{BwdDQAtomic: 1}, engine.BF16, 3},
+		{AttentionConfig{BwdDQAtomic: 1, BwdSplit: 2}, engine.BF16, 3},
+		{AttentionConfig{BwdDQAtomic: 1}, engine.F32, 2},
+	} {
+		if got := runSmallAttention(attnBwdBackend(t, c.cfg), c.dt); got != c.want {
+			t.Errorf("%v, config %q: the backward took %d launches, want %d", c.dt, c.cfg, got, c.want)
+		}
 	}
 }
 

@@ -70,7 +70,7 @@ func TestAttentionConfigRefused(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		msg := catch(func() { runSmallAttention(b) })
+		msg := catch(func() { runSmallAttention(b, engine.BF16) })
 		if c.fail != (msg != "") || (c.fail && !strings.Contains(msg, "Attention")) {
 			t.Errorf("config %q: panic %q, want failure %v naming the op", c.cfg, msg, c.fail)
 		}
@@ -78,9 +78,10 @@ func TestAttentionConfigRefused(t *testing.T) {
 	}
 }
 
-// runSmallAttention runs the forward and the backward of one causal bf16
-// sequence of 5 tokens, 2 query heads over 1 key/value head of width 8.
-func runSmallAttention(b *Backend) {
+// runSmallAttention runs the forward and the backward of one causal
+// sequence of 5 tokens of dtype dt, 2 query heads over 1 key/value head of
+// width 8, and returns the backward's launches.
+func runSmallAttention(b *Backend, dt engine.DType) int64 {
 	const n, h, g, dh = 5, 2, 1, 8
 	val := func(k int) []float32 {
 		v := make([]float32, k)
@@ -89,11 +90,11 @@ func runSmallAttention(b *Backend) {
 		}
 		return v
 	}
-	q := engine.FromF32(b, engine.BF16, val(n*h*dh), n, h, dh)
-	k := engine.FromF32(b, engine.BF16, val(n*g*dh), n, g, dh)
-	v := engine.FromF32(b, engine.BF16, val(n*g*dh), n, g, dh)
-	out, dout, dq := engine.MustAlloc(b, engine.BF16, n, h, dh), engine.FromF32(b, engine.BF16, val(n*h*dh), n, h, dh), engine.MustAlloc(b, engine.BF16, n, h, dh)
-	dk, dv := engine.MustAlloc(b, engine.BF16, n, g, dh), engine.MustAlloc(b, engine.BF16, n, g, dh)
+	q := engine.FromF32(b, dt, val(n*h*dh), n, h, dh)
+	k := engine.FromF32(b, dt, val(n*g*dh), n, g, dh)
+	v := engine.FromF32(b, dt, val(n*g*dh), n, g, dh)
+	out, dout, dq := engine.MustAlloc(b, dt, n, h, dh), engine.FromF32(b, dt, val(n*h*dh), n, h, dh), engine.MustAlloc(b, dt, n, h, dh)
+	dk, dv := engine.MustAlloc(b, dt, n, g, dh), engine.MustAlloc(b, dt, n, g, dh)
 	lse := engine.MustAlloc(b, engine.F32, n, h)
 	seqs := engine.FromI32(b, []int32{0, n, 0, n}, 1, 4)
 	for _, x := range []*engine.Tensor{q, k, v, out, dout, dq, dk, dv, lse, seqs} {
@@ -101,10 +102,13 @@ func runSmallAttention(b *Backend) {
 	}
 	p := engine.AttentionParams{Scale: 0.35}
 	b.Attention(out, lse, q, k, v, seqs, p)
+	_, before := b.Launches()
 	b.AttentionBackward(dq, dk, dv, dout, out, lse, q, k, v, seqs, p)
+	_, after := b.Launches()
 	if err := b.Sync(); err != nil {
 		panic(err)
 	}
+	return after - before
 }
 
 // TestAttentionConfigs runs enginetest.AttentionTunables, the forward's

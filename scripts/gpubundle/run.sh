@@ -44,8 +44,8 @@
 #   attn-sweep        the attention cases of the kernel suite once per
 #                     configuration `train bench --attention-configs` lists
 #                     (the forward's and the backward's tile sizes and
-#                     pipeline depths, decoding's and the backward's splits;
-#                     3 repetitions each), as far as its time goes: a table
+#                     pipeline depths, decoding's and the backward's splits,
+#                     the backward's dQ by atomics; 3 repetitions each), as far as its time goes: a table
 #                     case × configuration in its log, the best
 #                     configuration of each case in its note, the results in
 #                     attn-sweep.tar.gz (on the emulator bundle, at the small
