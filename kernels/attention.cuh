@@ -59,19 +59,6 @@ template <int C> __host__ __device__ __forceinline__ int swz_chunk(int r, int c)
 	else return c ^ (int)(((unsigned)r / (8 / C)) & (C - 1));
 }
 
-// 2^x: the SFU instruction (flush-to-zero; 2^-inf = 0) on a GPU, exp2f here.
-// Both directions' softmax exponentials (exp2f would add a range check and
-// a rescale around each for results below 2^-126).
-__device__ __forceinline__ float fast_exp2(float x) {
-#ifdef __CUDA_ARCH__
-	float y;
-	asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-	return y;
-#else
-	return exp2f(x);
-#endif
-}
-
 // The key offset of the causality rule (see the top): query t sees keys
 // 0 … min(t + off, kLen − 1).
 __device__ __forceinline__ int key_offset(int qlen, int klen, bool noncausal) { return noncausal ? klen : klen - qlen; }

@@ -99,6 +99,32 @@ template <> __device__ __forceinline__ float from_float<float>(float x) { return
 template <> __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float x) { return __float2bfloat16(x); }
 template <> __device__ __forceinline__ __half from_float<__half>(float x) { return __float2half(x); }
 
+// 2^x: the SFU instruction (flush-to-zero; 2^-inf = 0) on a GPU, exp2f here.
+// For softmax exponentials (attention's both directions, the loss head's
+// log-sum-exp): exp2f would add a range check and a rescale around each for
+// results below 2^-126.
+__device__ __forceinline__ float fast_exp2(float x) {
+#ifdef __CUDA_ARCH__
+	float y;
+	asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+	return y;
+#else
+	return exp2f(x);
+#endif
+}
+
+// max(a, b), NaN when either is (PTX max.NaN, sm_80 on): one instruction
+// where fmaxf, which ignores a NaN, would need a separate NaN test.
+__device__ __forceinline__ float fmax_nan(float a, float b) {
+#ifdef __CUDA_ARCH__
+	float y;
+	asm("max.NaN.f32 %0, %1, %2;\n" : "=f"(y) : "f"(a), "f"(b));
+	return y;
+#else
+	return a != a || b != b ? __builtin_nanf("") : fmaxf(a, b);
+#endif
+}
+
 // Sum and max over the 32 lanes of a full warp; every lane gets the result.
 __device__ __forceinline__ float warp_sum(float v) {
 	for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);

@@ -21,9 +21,16 @@
 // group are computed. Per group of kUnroll packs it keeps an online
 // log-sum-exp: (m, s), its running maximum and s = Σ exp(x − m) in f32,
 // rescaled once per group whose maximum exceeds m. A term is
-// exp2f((x − m)·log2 e): one multiply and the hardware's exp2 (2 ulp)
-// rather than expf's longer sequence, which would otherwise bound the
-// kernel by arithmetic at the copy bandwidth. The threads' (m, s) pairs are
+// fast_exp2((x − m)·log2 e) (common.cuh): one multiply and the SFU's ex2
+// (2 ulp) rather than expf's longer sequence or exp2f's range check; the
+// group's maximum is PTX max.NaN, which is also the row's NaN test; a
+// thread's whole groups load without bounds tests (lse_group). The kernel
+// must issue about 9 elements per SM and cycle to keep up with the copy
+// bandwidth (bf16), and it is bound by issue when an element costs more
+// than about 12 instructions: in the sm_90 code the loop took ~500
+// instructions per group of 32 bf16 elements (53% of the copy bandwidth on
+// an H200, 2026-11-27, at 2k and 8k tokens alike), now ~240 (with
+// load_pack's bf16 widening by one shift or mask). The threads' (m, s) pairs are
 // merged across the warp by shuffles and across warps through shared memory
 // (a fixed tree: deterministic), with the precise expf. With ~30 terms per
 // thread and tree merging, the f32 sum is within a few ulp of the CPU's f64
@@ -32,7 +39,7 @@
 // Backward: element-wise over the row, kUnroll packs loaded before any is
 // stored; dlogits = −g·exp2f((x − lse)·log2 e), plus g at the target.
 //
-// Speed on a GPU is unmeasured (written without one).
+// Speed on a GPU is unmeasured since this design.
 #include "common.cuh"
 #include "kernels.h"
 #include "pack.cuh"
@@ -63,6 +70,40 @@ __device__ __forceinline__ void lse_add(float &m, float &s, int &nan, float x) {
 	if (m != -INFINITY) s += exp2f((x - m) * kLog2e);
 }
 
+// One group of the body: the packs q0, q0 + stride, … (kUnroll of them; with
+// Full false those past np are −∞, which add nothing) join (m, s): their
+// maximum first (one rescale per group), then their terms in order. Per
+// element that is a widening, a NaN-propagating max (the row's NaN test
+// too), x − m, a product and the SFU's ex2 (fast_exp2: s ≥ 1 once a group
+// is in, so the terms it flushes below 2^-126 would not change s), an add:
+// the loop must issue ~9 elements per SM and cycle at the copy bandwidth.
+template <bool Full, int V, class T>
+__device__ __forceinline__ void lse_group(float &m, float &s, int &nan, const T *__restrict__ body, int64_t q0,
+                                          int64_t stride, int64_t np) {
+	float f[kUnroll][V];
+	TW_UNROLL
+	for (int u = 0; u < kUnroll; u++) {
+		const int64_t q = q0 + u * stride;
+		if (Full || q < np) load_pack(f[u], body + q * V);
+		else
+			for (int e = 0; e < V; e++) f[u][e] = -INFINITY;
+	}
+	float gm = -INFINITY;
+	TW_UNROLL
+	for (int u = 0; u < kUnroll; u++)
+		for (int e = 0; e < V; e++) gm = fmax_nan(gm, f[u][e]);
+	nan |= gm != gm; // a NaN group leaves m alone: the row's result is NaN anyway
+	if (gm > m) {
+		s = m == -INFINITY ? 0.0f : s * expf(m - gm);
+		m = gm;
+	}
+	if (m != -INFINITY) {
+		TW_UNROLL
+		for (int u = 0; u < kUnroll; u++)
+			for (int e = 0; e < V; e++) s += fast_exp2((f[u][e] - m) * kLog2e);
+	}
+}
+
 template <class T, int V>
 __global__ void __launch_bounds__(kThreads)
 	logsoftmax_gather_kernel(float *__restrict__ logp, float *__restrict__ lse, const T *__restrict__ logits,
@@ -81,33 +122,12 @@ __global__ void __launch_bounds__(kThreads)
 		const int64_t j = threadIdx.x < h ? threadIdx.x : v - tail + (threadIdx.x - h);
 		lse_add(m, s, nan, to_float(x[j]));
 	}
-	// The body: kUnroll packs in flight, then their terms.
-	for (int64_t q0 = threadIdx.x; q0 < np; q0 += (int64_t)blockDim.x * kUnroll) {
-		float f[kUnroll][V];
-		TW_UNROLL
-		for (int u = 0; u < kUnroll; u++) {
-			const int64_t q = q0 + (int64_t)u * blockDim.x;
-			if (q < np) load_pack(f[u], body + q * V);
-			else
-				for (int e = 0; e < V; e++) f[u][e] = -INFINITY;
-		}
-		float gm = -INFINITY;
-		TW_UNROLL
-		for (int u = 0; u < kUnroll; u++)
-			for (int e = 0; e < V; e++) {
-				gm = fmaxf(gm, f[u][e]);
-				nan |= f[u][e] != f[u][e];
-			}
-		if (gm > m) {
-			s = m == -INFINITY ? 0.0f : s * expf(m - gm);
-			m = gm;
-		}
-		if (m != -INFINITY) {
-			TW_UNROLL
-			for (int u = 0; u < kUnroll; u++)
-				for (int e = 0; e < V; e++) s += exp2f((f[u][e] - m) * kLog2e);
-		}
-	}
+	// The body: groups of kUnroll packs in flight, then their terms; every
+	// group but a thread's last is whole and loads without bounds tests.
+	const int64_t stride = blockDim.x;
+	int64_t q0 = threadIdx.x;
+	for (; q0 + (kUnroll - 1) * stride < np; q0 += kUnroll * stride) lse_group<true, V>(m, s, nan, body, q0, stride, np);
+	if (q0 < np) lse_group<false, V>(m, s, nan, body, q0, stride, np);
 	nan = __syncthreads_or(nan);
 
 	for (int o = 16; o > 0; o >>= 1) {
