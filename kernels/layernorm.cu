@@ -24,7 +24,8 @@
 //   most 256 groups; the partition depends on n alone).
 //   layernorm_backward_kernel, for rows up to 4096 f32 or 8192 16-bit
 //   elements (norm_plan): up to four row slots per block, each loading its
-//   next row (x, dout: 16-byte packs) while it reduces the current one; a
+//   next row (x, dout: 16-byte packs, held as words until they are
+//   widened: pack.cuh's Held) while it reduces the current one; a
 //   thread keeps its columns' dw and db partials in registers (w is re-read
 //   per row: an L1 hit). Per
 //   row: Σ g and Σ g·n over the slot (g = dout·w, n the normalised x; one
@@ -130,10 +131,10 @@ __global__ void __launch_bounds__(kRowThreads)
 	}
 }
 
-// One row's packs of a thread (norm_plan): x and dout, with the row's mean
-// and rstd.
+// One row's packs of a thread (norm_plan): x and dout as loaded (Held:
+// whole words until they are widened), with the row's mean and rstd.
 template <class T, int V, int P> struct LNRow {
-	Pack<T, V> x[P], g[P];
+	Held<T, V> x[P], g[P];
 	float mu, r;
 };
 
@@ -147,8 +148,8 @@ __device__ __forceinline__ void load_ln_row(LNRow<T, V, P> &row, const T *__rest
 	for (int k = 0; k < P; k++) {
 		const int64_t col = ((int64_t)t + (int64_t)k * th) * V;
 		if (col < d) {
-			row.x[k] = ld<V>(x + i * d + col);
-			row.g[k] = ld<V>(dout + i * d + col);
+			row.x[k] = ld_held<V>(x + i * d + col);
+			row.g[k] = ld_held<V>(dout + i * d + col);
 		}
 	}
 }
@@ -183,11 +184,14 @@ __global__ void __launch_bounds__(kNormThreads)
 			for (int k = 0; k < P; k++) {
 				const int64_t col = ((int64_t)t + (int64_t)k * th) * V;
 				if (col >= d) continue;
-				const Pack<W, V> wp = ld<V>(w + col); // an L1 hit after the first row
+				float xv[V], gv[V], wv[V];
+				widen(xv, cur.x[k]);
+				widen(gv, cur.g[k]);
+				widen(wv, ld<V>(w + col)); // an L1 hit after the first row
 				for (int e = 0; e < V; e++) {
-					const float g = __fmul_rn(to_float(cur.g[k].v[e]), to_float(wp.v[e])); // rounded as below
+					const float g = __fmul_rn(gv[e], wv[e]); // rounded as below
 					sg += g;
-					sgn += g * ((to_float(cur.x[k].v[e]) - cur.mu) * cur.r);
+					sgn += g * ((xv[e] - cur.mu) * cur.r);
 				}
 			}
 		slot_sum2(sg, sgn, scratch[it], th);
@@ -198,13 +202,16 @@ __global__ void __launch_bounds__(kNormThreads)
 			for (int k = 0; k < P; k++) {
 				const int64_t col = ((int64_t)t + (int64_t)k * th) * V;
 				if (col >= d) continue;
-				const Pack<W, V> wp = ld<V>(w + col);
+				float xv[V], gv[V], wv[V];
+				widen(xv, cur.x[k]);
+				widen(gv, cur.g[k]);
+				widen(wv, ld<V>(w + col));
 				Pack<T, V> o;
 				for (int e = 0; e < V; e++) {
-					const float gv = to_float(cur.g[k].v[e]), nv = (to_float(cur.x[k].v[e]) - cur.mu) * cur.r;
-					o.v[e] = from_float<T>(cur.r * (__fmul_rn(gv, to_float(wp.v[e])) - cg - nv * cn));
-					adw[k][e] += gv * nv;
-					adb[k][e] += gv;
+					const float nv = (xv[e] - cur.mu) * cur.r;
+					o.v[e] = from_float<T>(cur.r * (__fmul_rn(gv[e], wv[e]) - cg - nv * cn));
+					adw[k][e] += gv[e] * nv;
+					adb[k][e] += gv[e];
 				}
 				st<V>(dx + i * d + col, o);
 			}

@@ -44,11 +44,12 @@ template <class T, int N> __device__ __forceinline__ void put_pack(T *p, const P
 	*reinterpret_cast<Pack<T, N> *>(p) = pk;
 }
 
-// Loads the N elements at p (aligned to its pack) widened to f32. bf16 pairs
-// are widened from their 32-bit word by one shift or one mask each (the
-// conversion nvcc emits spends two instructions on every high half).
-template <int N, class T> __device__ __forceinline__ void load_pack(float (&f)[N], const T *p) {
-	const Pack<T, N> pk = *reinterpret_cast<const Pack<T, N> *>(p);
+// The N elements of pk widened to f32. bf16 pairs are widened from their
+// 32-bit word by one shift or one mask each: the conversion nvcc emits for
+// an element of a pack spends two instructions on every high half, which
+// made the norm backwards and the loss head's log-sum-exp bound by
+// instruction issue.
+template <int N, class T> __device__ __forceinline__ void widen(float (&f)[N], const Pack<T, N> &pk) {
 	if constexpr (std::is_same<T, __nv_bfloat16>::value && N % 2 == 0) {
 		uint32_t w[N / 2];
 		memcpy(w, &pk, sizeof(w));
@@ -58,6 +59,65 @@ template <int N, class T> __device__ __forceinline__ void load_pack(float (&f)[N
 		}
 	} else {
 		for (int k = 0; k < N; k++) f[k] = to_float(pk.v[k]);
+	}
+}
+
+// Loads the N elements at p (aligned to its pack) widened to f32.
+template <int N, class T> __device__ __forceinline__ void load_pack(float (&f)[N], const T *p) {
+	widen(f, *reinterpret_cast<const Pack<T, N> *>(p));
+}
+
+// Words<T, N> holds the bytes of N elements of T (a whole number of 32-bit
+// words) as words: what a thread keeps between a load and the use of a pack
+// of 16-bit elements (a row prefetched while the previous one is reduced).
+// Kept as a Pack<bf16, N>, the elements are split into 16-bit halves by a
+// PRMT each right after the load and joined again to be widened (seen in
+// the norm backwards' sm_90 code). Held<T, N> is Words where the pack is
+// whole words, else the Pack itself (one 16-bit element).
+template <class T, int N> struct Words {
+	static_assert(N * sizeof(T) % 4 == 0, "a pack of whole words");
+	uint32_t w[N * sizeof(T) / 4];
+};
+template <class T, int N>
+using Held = typename std::conditional<(N * sizeof(T)) % 4 == 0, Words<T, N>, Pack<T, N>>::type;
+
+// Loads the N elements at p (aligned to its pack) as Held: 16-byte words,
+// or one 8- or 4-byte access, or the Pack of one 16-bit element.
+template <int N, class T> __device__ __forceinline__ Held<T, N> ld_held(const T *p) {
+	constexpr int B = N * (int)sizeof(T);
+	if constexpr (B % 4 != 0) {
+		Pack<T, N> r;
+		r.v[0] = *p;
+		return r;
+	} else {
+		Words<T, N> r;
+		if constexpr (B % 16 == 0) {
+			for (int i = 0; i < B / 16; i++) {
+				const uint4 v = reinterpret_cast<const uint4 *>(p)[i];
+				r.w[4 * i] = v.x, r.w[4 * i + 1] = v.y, r.w[4 * i + 2] = v.z, r.w[4 * i + 3] = v.w;
+			}
+		} else if constexpr (B == 8) {
+			const uint2 v = *reinterpret_cast<const uint2 *>(p);
+			r.w[0] = v.x, r.w[1] = v.y;
+		} else {
+			r.w[0] = *reinterpret_cast<const uint32_t *>(p);
+		}
+		return r;
+	}
+}
+
+// The N elements held in x widened to f32 (bf16 by one shift or mask each).
+template <int N, class T> __device__ __forceinline__ void widen(float (&f)[N], const Words<T, N> &x) {
+	for (int k = 0; k < N * (int)sizeof(T) / 4; k++) {
+		if constexpr (std::is_same<T, float>::value) {
+			f[k] = __uint_as_float(x.w[k]);
+		} else if constexpr (std::is_same<T, __nv_bfloat16>::value) {
+			f[2 * k] = __uint_as_float(x.w[k] << 16);
+			f[2 * k + 1] = __uint_as_float(x.w[k] & 0xffff0000u);
+		} else {
+			f[2 * k] = __half2float(__ushort_as_half((unsigned short)(x.w[k] & 0xffffu)));
+			f[2 * k + 1] = __half2float(__ushort_as_half((unsigned short)(x.w[k] >> 16)));
+		}
 	}
 }
 

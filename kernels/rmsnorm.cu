@@ -28,10 +28,13 @@
 //   a partition that depends on n alone, never on the device); one block per
 //   group. rmsnorm_backward_kernel, for rows up to 4096 f32 or 8192 16-bit
 //   elements (colsum.cuh's norm_plan): up to four row slots per block, each
-//   loading its next row (x, dout and dx: 16-byte packs) while it reduces
-//   the current one; a thread keeps its columns' dw partial in registers
-//   (w is re-read per row: an L1 hit). Per row: c = Σ g·n over the slot (slot_sum), then dx += r·(g −
-//   n·c) and the partial += dout·n. flush_partial adds the slots' partials
+//   loading its next row (x, dout and dx: 16-byte packs, held as words
+//   until they are widened: pack.cuh's Held) while it reduces the current
+//   one; a thread keeps its columns' dw partial in registers (w is re-read
+//   per row: an L1 hit). Per row: x and dout widened once, c = Σ g·n over
+//   the slot (slot_sum), then dx += r·(g − n·c) and the partial += dout·n.
+//   (The sm_90 loop: ~600 instructions per 16 bf16 elements when the packs
+//   were held as bf16 and widened at each use, now ~475.) flush_partial adds the slots' partials
 //   in slot order into the workspace [groups, d] f32. Wider rows take
 //   rmsnorm_backward_smem_kernel: element by element, the partial in shared
 //   memory (4·d bytes; over 48 KiB for d > 12288 raises the kernel's limit;
@@ -176,9 +179,10 @@ __global__ void __launch_bounds__(kRowThreads)
 	}
 }
 
-// One row's packs of a thread (norm_plan): x, dout and dx.
+// One row's packs of a thread (norm_plan): x, dout and dx, as loaded
+// (Held: whole words until they are widened).
 template <class T, int V, int P> struct RMSRow {
-	Pack<T, V> x[P], g[P], dx[P];
+	Held<T, V> x[P], g[P], dx[P];
 	float r;
 };
 
@@ -191,9 +195,9 @@ __device__ __forceinline__ void load_rms_row(RMSRow<T, V, P> &row, const T *__re
 	for (int k = 0; k < P; k++) {
 		const int64_t col = ((int64_t)t + (int64_t)k * th) * V;
 		if (col < d) {
-			row.x[k] = ld<V>(x + i * d + col);
-			row.g[k] = ld<V>(dout + i * d + col);
-			row.dx[k] = ld<V>(dx + i * d + col);
+			row.x[k] = ld_held<V>(x + i * d + col);
+			row.g[k] = ld_held<V>(dout + i * d + col);
+			row.dx[k] = ld_held<V>(dx + i * d + col);
 		}
 	}
 }
@@ -219,16 +223,19 @@ __global__ void __launch_bounds__(kNormThreads)
 		const bool live = i < hi;
 		RMSRow<T, V, P> next;
 		if (i + slots < hi) load_rms_row(next, x, dout, dx, rstd, i + slots, d, t, th);
-		// c = mean_j (dout·w)_j · n_j over the row.
-		float s = 0.0f;
+		// c = mean_j (dout·w)_j · n_j over the row. x and dout are widened
+		// once for both passes, w per pass (an L1 hit after the first row).
+		float s = 0.0f, xf[P][V], gf[P][V];
 		if (live)
 			TW_UNROLL
 			for (int k = 0; k < P; k++) {
 				const int64_t col = ((int64_t)t + (int64_t)k * th) * V;
 				if (col >= d) continue;
-				const Pack<W, V> wp = ld<V>(w + col); // an L1 hit after the first row
-				for (int e = 0; e < V; e++)
-					s += __fmul_rn(to_float(cur.g[k].v[e]), to_float(wp.v[e])) * (to_float(cur.x[k].v[e]) * cur.r);
+				float wv[V];
+				widen(xf[k], cur.x[k]);
+				widen(gf[k], cur.g[k]);
+				widen(wv, ld<V>(w + col));
+				for (int e = 0; e < V; e++) s += __fmul_rn(gf[k][e], wv[e]) * (xf[k][e] * cur.r);
 			}
 		const float c = slot_sum(s, scratch[it], th) / (float)d;
 		// dx += r·(g − n·c); the dw partial += dout·n.
@@ -237,14 +244,15 @@ __global__ void __launch_bounds__(kNormThreads)
 			for (int k = 0; k < P; k++) {
 				const int64_t col = ((int64_t)t + (int64_t)k * th) * V;
 				if (col >= d) continue;
-				const Pack<W, V> wp = ld<V>(w + col);
+				float wv[V], a[V];
+				widen(wv, ld<V>(w + col));
+				widen(a, cur.dx[k]);
 				Pack<T, V> o;
 				for (int e = 0; e < V; e++) {
-					const float gv = to_float(cur.g[k].v[e]), nv = to_float(cur.x[k].v[e]) * cur.r;
-					float a = to_float(cur.dx[k].v[e]);
-					a += cur.r * (__fmul_rn(gv, to_float(wp.v[e])) - nv * c); // g as the sum rounded it
+					const float gv = gf[k][e], nv = xf[k][e] * cur.r;
+					a[e] += cur.r * (__fmul_rn(gv, wv[e]) - nv * c); // g as the sum rounded it
 					acc[k][e] += gv * nv;
-					o.v[e] = from_float<T>(a);
+					o.v[e] = from_float<T>(a[e]);
 				}
 				st<V>(dx + i * d + col, o);
 			}
