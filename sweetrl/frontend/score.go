@@ -103,33 +103,75 @@ type BatchRenderer interface {
 	RenderAll(ctx context.Context, pages []string) ([][]byte, error)
 }
 
-// cosines scores one batch; first is the index of its first answer.
+// cosines scores one batch; first is the index of its first answer. Each
+// distinct page is rendered once and each distinct screenshot embedded
+// once: a page scored against itself then has cosine exactly 1 (the
+// embeddings of one image at two places in a batch can differ in their last
+// bits, which made an answer equal to its target score 0.99999999999998,
+// not the 1 that counts as a success), and what repeats (an answer equal to
+// its target, one target for several answers, answers with no page) costs
+// one rendering and one embedding.
 func (s Scorer) cosines(ctx context.Context, answers, targets []string, first int) ([]float64, error) {
 	n := len(answers)
-	imgs := make([]image.Image, 2*n) // answers, then targets
-	var pages []string               // the pages to render…
-	var at []int                     // …and the index in imgs of each
-	for i := range answers {
-		if answers[i] == "" {
-			imgs[i] = blackSquare(NoAnswerSize)
-		} else {
-			pages, at = append(pages, answers[i]), append(at, i)
+	page := func(j int) string { // pages 0 … n−1 are the answers, n … 2n−1 the targets
+		if j < n {
+			return answers[j]
 		}
-		pages, at = append(pages, targets[i]), append(at, n+i)
+		return targets[j-n]
+	}
+	// slot[j]: the index in pages of page j, or −1 for no answer (the black
+	// square); owner[k]: the first j showing pages[k], which names it in errors.
+	slot := make([]int, 2*n)
+	var pages []string
+	var owner []int
+	seen := map[string]int{}
+	for j := range slot {
+		p := page(j)
+		if j < n && p == "" {
+			slot[j] = -1
+			continue
+		}
+		k, ok := seen[p]
+		if !ok {
+			k = len(pages)
+			seen[p] = k
+			pages, owner = append(pages, p), append(owner, j)
+		}
+		slot[j] = k
 	}
 	name := func(k int) string { // names pages[k] in errors
-		if i := at[k]; i >= n {
-			return fmt.Sprintf("target %d", first+i-n)
+		if j := owner[k]; j >= n {
+			return fmt.Sprintf("target %d", first+j-n)
 		}
-		return fmt.Sprintf("answer %d", first+at[k])
+		return fmt.Sprintf("answer %d", first+owner[k])
 	}
 	shots, err := s.renderAll(ctx, pages, name)
 	if err != nil {
 		return nil, err
 	}
+	// The distinct screenshots, and the black square if an answer has no page.
+	var imgs []image.Image
+	imgOf := make([]int, len(pages)) // pages[k]'s index in imgs
+	shotAt := map[string]int{}
 	for k, shot := range shots {
-		if imgs[at[k]], err = decodePNG(shot); err != nil {
-			return nil, fmt.Errorf("frontend: %s: %w", name(k), err)
+		i, ok := shotAt[string(shot)]
+		if !ok {
+			img, err := decodePNG(shot)
+			if err != nil {
+				return nil, fmt.Errorf("frontend: %s: %w", name(k), err)
+			}
+			i = len(imgs)
+			shotAt[string(shot)] = i
+			imgs = append(imgs, img)
+		}
+		imgOf[k] = i
+	}
+	black := -1
+	for _, k := range slot {
+		if k < 0 {
+			black = len(imgs)
+			imgs = append(imgs, blackSquare(NoAnswerSize))
+			break
 		}
 	}
 	embs, err := s.Embedder.Embed(imgs)
@@ -139,9 +181,15 @@ func (s Scorer) cosines(ctx context.Context, answers, targets []string, first in
 	if len(embs) != len(imgs) {
 		return nil, fmt.Errorf("frontend: the embedder returned %d vectors for %d images", len(embs), len(imgs))
 	}
+	emb := func(j int) []float32 {
+		if slot[j] < 0 {
+			return embs[black]
+		}
+		return embs[imgOf[slot[j]]]
+	}
 	cos := make([]float64, n)
 	for i := range cos {
-		a, t := embs[i], embs[n+i]
+		a, t := emb(i), emb(n+i)
 		if len(a) != len(t) {
 			return nil, fmt.Errorf("frontend: embeddings of lengths %d and %d for answer %d", len(a), len(t), first+i)
 		}

@@ -2,6 +2,7 @@ package frontend
 
 import (
 	"context"
+	"image"
 	"image/color"
 	"math"
 	"strings"
@@ -88,5 +89,49 @@ func TestScorer(t *testing.T) {
 	_, err = s.Cosines(context.Background(), []string{"red", "red", "red", "blue"}, []string{"red", "red", "red", "red"})
 	if err == nil || !strings.Contains(err.Error(), "answer 3") {
 		t.Errorf("error %v, want the failed render of answer 3", err)
+	}
+}
+
+// shiftingEmbedder is fakeEmbedder with each vector's first component
+// moved by its position in the batch, as a real model's embeddings of one
+// image at two places in a batch can differ in their last bits; it records
+// how many images each call embeds.
+type shiftingEmbedder struct{ calls []int }
+
+func (e *shiftingEmbedder) Embed(imgs []image.Image) ([][]float32, error) {
+	e.calls = append(e.calls, len(imgs))
+	out, err := fakeEmbedder{}.Embed(imgs)
+	for i := range out {
+		out[i][0] += float32(i) * 1e-6
+	}
+	return out, err
+}
+
+// TestScorerEmbedsEachImageOnce: a page scored against itself is exactly 1
+// (a reward of 1 is a success) even when an image's embedding depends on its
+// place in the batch, because each distinct page is rendered once and each
+// distinct screenshot embedded once: pages with the same screenshot (blue
+// and its copy under another name) share an embedding, as do answers with
+// no page.
+func TestScorerEmbedsEachImageOnce(t *testing.T) {
+	r := &fakeRenderer{colours: map[string]color.RGBA{
+		"red": {255, 0, 0, 255}, "blue": {0, 0, 255, 255}, "blue too": {0, 0, 255, 255},
+	}}
+	e := &shiftingEmbedder{}
+	s := Scorer{Renderer: r, Embedder: e}
+	got, err := s.Cosines(context.Background(),
+		[]string{"blue", "red", "", "blue too", ""},
+		[]string{"red", "red", "red", "blue", "blue"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got[1] != 1 || got[3] != 1 {
+		t.Errorf("a page against itself scores %v, and against a page with its screenshot %v; want exactly 1", got[1], got[3])
+	}
+	if len(e.calls) != 1 || e.calls[0] != 3 {
+		t.Errorf("embedded batches of %v images, want one of 3 (red, blue, the black square)", e.calls)
+	}
+	if len(r.pages) != 3 {
+		t.Errorf("rendered %q, want each of the 3 distinct pages once", r.pages)
 	}
 }
