@@ -108,9 +108,9 @@
 //   (the first key tiles of a causal sequence see the most queries) first.
 //
 // dQ by atomics (bwd_dq_atomic = 1). The prep kernel zeroes the f32
-// partial sums; each block adds its dS·K to them with one float atomic per
-// element (L2 reductions) and neither waits nor counts; a last kernel
-// (flat_kernel over nq·h·dh) writes dq = round(scale · partial). The adds'
+// partial sums; each block adds scale·dS·K to them with one float atomic
+// per element (L2 reductions) and neither waits nor counts; a last kernel
+// (tw_cast, elementwise.cu) rounds the sums to dq. The adds'
 // order then depends on timing, so dq's low bits can differ from run to run;
 // what it buys is that no block waits for another: the sweep measures it
 // beside the ordered sum, which is how a GPU run tells what the waits cost.
@@ -163,7 +163,6 @@
 #include "common.cuh"
 #include "attention.cuh"
 #include "sm80.cuh"
-#include "vec.cuh"
 
 namespace {
 
@@ -658,9 +657,9 @@ __global__ void __launch_bounds__(2 * BC, BC == 64 ? 2 : 1) attn_bwd_kernel(cons
 					const int col = d0 + 8 * n + 2 * tq;
 					if (col >= a.dh) continue;
 					float2 x = make_float2(acc[n][2 * h2], acc[n][2 * h2 + 1]);
-					if (atomic) {
-						atomicAdd(a.dqacc + base + col, x.x);
-						atomicAdd(a.dqacc + base + col + 1, x.y);
+					if (atomic) { // scaled here: the sums are dq but for its rounding
+						atomicAdd(a.dqacc + base + col, x.x * a.scale);
+						atomicAdd(a.dqacc + base + col + 1, x.y * a.scale);
 						continue;
 					}
 					if (ordered) x.x = prev[n][2 * h2] + x.x, x.y = prev[n][2 * h2 + 1] + x.y;
@@ -763,23 +762,6 @@ int split_of(const tw_attention_config *cfg, int64_t nq, int64_t nk, int64_t h, 
 	s = s < 16 ? s : 16;
 	return s < 1 ? 1 : (int)s;
 }
-
-// dq = round(scale · acc), element-wise (flat_kernel): the last step of dQ
-// by atomics.
-template <class T> struct DQScaleOp {
-	T *__restrict__ dq;
-	const float *__restrict__ acc;
-	float scale;
-	template <int N> struct Regs {
-		Pack<float, N> a;
-	};
-	template <int N> __device__ __forceinline__ void load(Regs<N> &r, int64_t i) const { r.a = ld<N>(acc + i); }
-	template <int N> __device__ __forceinline__ void store(const Regs<N> &r, int64_t i) const {
-		Pack<T, N> o;
-		for (int e = 0; e < N; e++) o.v[e] = from_float<T>(r.a.v[e] * scale);
-		st<N>(dq + i, o);
-	}
-};
 
 // Whether cfg's dQ mode is one the backward takes (0 or 1).
 bool dq_mode_ok(const tw_attention_config *cfg) { return !cfg || cfg->bwd_dq_atomic == 0 || cfg->bwd_dq_atomic == 1; }
@@ -923,8 +905,6 @@ extern "C" cudaError_t tw_attention_backward(void *dq, void *dk, void *dv, const
 		if ((e = allow_smem(attn_bwd_kernel<T, D, BR, BC, S>, bytes)) != cudaSuccess) return e;
 		LAUNCH((unsigned)grid, 2 * BC, bytes, stream, attn_bwd_kernel<T, D, BR, BC, S>)(a);
 		if ((e = cudaGetLastError()) != cudaSuccess || !atomic) return e;
-		const DQScaleOp<T> op{(T *)dq, dqacc, scale};
-		return launch_flat<pack_width<T>(), 2, T>(
-		    op, nq * h * dh, dq, [&](int64_t hd) { return aligned16<float>(dqacc, hd); }, stream);
+		return tw_cast(dq, TW_BF16, dqacc, TW_F32, nq * h * dh, stream); // dq = round(Σ scale·dS·K)
 	});
 }
