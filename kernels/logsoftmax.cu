@@ -29,7 +29,7 @@
 // bandwidth (bf16), and it is bound by issue when an element costs more
 // than about 12 instructions: in the sm_90 code the loop took ~500
 // instructions per group of 32 bf16 elements (53% of the copy bandwidth on
-// an H200, 2026-11-27, at 2k and 8k tokens alike), now ~240 (with
+// an H200, 2026-11-27, commit 9b1ace1, at 2k and 8k tokens alike), now ~240 (with
 // load_pack's bf16 widening by one shift or mask). The threads' (m, s) pairs are
 // merged across the warp by shuffles and across warps through shared memory
 // (a fixed tree: deterministic), with the precise expf. With ~30 terms per

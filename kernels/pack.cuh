@@ -44,29 +44,6 @@ template <class T, int N> __device__ __forceinline__ void put_pack(T *p, const P
 	*reinterpret_cast<Pack<T, N> *>(p) = pk;
 }
 
-// The N elements of pk widened to f32. bf16 pairs are widened from their
-// 32-bit word by one shift or one mask each: the conversion nvcc emits for
-// an element of a pack spends two instructions on every high half, which
-// made the norm backwards and the loss head's log-sum-exp bound by
-// instruction issue.
-template <int N, class T> __device__ __forceinline__ void widen(float (&f)[N], const Pack<T, N> &pk) {
-	if constexpr (std::is_same<T, __nv_bfloat16>::value && N % 2 == 0) {
-		uint32_t w[N / 2];
-		memcpy(w, &pk, sizeof(w));
-		for (int k = 0; k < N / 2; k++) {
-			f[2 * k] = __uint_as_float(w[k] << 16);
-			f[2 * k + 1] = __uint_as_float(w[k] & 0xffff0000u);
-		}
-	} else {
-		for (int k = 0; k < N; k++) f[k] = to_float(pk.v[k]);
-	}
-}
-
-// Loads the N elements at p (aligned to its pack) widened to f32.
-template <int N, class T> __device__ __forceinline__ void load_pack(float (&f)[N], const T *p) {
-	widen(f, *reinterpret_cast<const Pack<T, N> *>(p));
-}
-
 // Words<T, N> holds the bytes of N elements of T (a whole number of 32-bit
 // words) as words: what a thread keeps between a load and the use of a pack
 // of 16-bit elements (a row prefetched while the previous one is reduced).
@@ -106,7 +83,11 @@ template <int N, class T> __device__ __forceinline__ Held<T, N> ld_held(const T 
 	}
 }
 
-// The N elements held in x widened to f32 (bf16 by one shift or mask each).
+// The N elements held in x widened to f32. bf16 pairs are widened from
+// their 32-bit word by one shift or one mask each: the conversion nvcc
+// emits for an element of a pack spends two instructions on every high
+// half, which made the norm backwards and the loss head's log-sum-exp bound
+// by instruction issue.
 template <int N, class T> __device__ __forceinline__ void widen(float (&f)[N], const Words<T, N> &x) {
 	for (int k = 0; k < N * (int)sizeof(T) / 4; k++) {
 		if constexpr (std::is_same<T, float>::value) {
@@ -119,6 +100,25 @@ template <int N, class T> __device__ __forceinline__ void widen(float (&f)[N], c
 			f[2 * k + 1] = __half2float(__ushort_as_half((unsigned short)(x.w[k] >> 16)));
 		}
 	}
+}
+
+// The N elements of pk (a pack in registers) widened to f32, through
+// Words when they are whole words.
+template <int N, class T> __device__ __forceinline__ void widen(float (&f)[N], const Pack<T, N> &pk) {
+	if constexpr ((N * sizeof(T)) % 4 == 0) {
+		Words<T, N> x;
+		memcpy(x.w, &pk, sizeof(x.w));
+		widen(f, x);
+	} else {
+		for (int k = 0; k < N; k++) f[k] = to_float(pk.v[k]);
+	}
+}
+
+// Loads the N elements at p (aligned to its pack) widened to f32 (whole
+// words by ld_held: a memcpy from the pack in global memory would be read
+// byte by byte).
+template <int N, class T> __device__ __forceinline__ void load_pack(float (&f)[N], const T *p) {
+	widen(f, ld_held<N>(p));
 }
 
 // Stores f rounded to T (nearest even) at p (aligned to its pack).

@@ -34,8 +34,9 @@
 //   per row: an L1 hit). Per row: x and dout widened once, c = Σ g·n over
 //   the slot (slot_sum), then dx += r·(g − n·c) and the partial += dout·n.
 //   (The sm_90 loop: ~600 instructions per 16 bf16 elements when the packs
-//   were held as bf16 and widened at each use, now ~475.) flush_partial adds the slots' partials
-//   in slot order into the workspace [groups, d] f32. Wider rows take
+//   were held as bf16 and widened at each use, now ~475.) flush_partial
+//   adds the slots' partials in slot order into the workspace [groups, d]
+//   f32. Wider rows take
 //   rmsnorm_backward_smem_kernel: element by element, the partial in shared
 //   memory (4·d bytes; over 48 KiB for d > 12288 raises the kernel's limit;
 //   d ≤ 58112 with dw), each thread always owning the same columns (no
