@@ -1159,6 +1159,22 @@ step memcheck 60
 step synccheck 60
 step racecheck 90
 
+# A failed step's lines again at the end, where a log that keeps only its
+# last part (a CI job's) still shows them: its note, the lines of its log
+# that name a failure, and the log's last lines.
+i=0
+for s in "${STATUS[@]}"; do
+	if [ "$s" = fail ]; then
+		echo "run.sh: ${NAMES[$i]} failed: ${NOTES[$i]}"
+		f=$LOGS/${NAMES[$i]}.log
+		if [ -s "$f" ]; then
+			grep -m20 -E -e '--- FAIL|^FAIL|panic:|fatal error|tw-emu:|ERROR' "$f" | sed "s/^/run.sh:   ${NAMES[$i]}: /" | cut -c1-300
+			echo "run.sh:   ${NAMES[$i]}: ... its log's last lines:"
+			tail -n 15 "$f" | sed "s/^/run.sh:   ${NAMES[$i]}: /" | cut -c1-300
+		fi
+	fi
+	i=$((i + 1))
+done
 echo "run.sh: results in $OUT (summary.md, summary.json, bench*, logs.tar.gz)"
 rerun=$(budget_left_out)
 [ -z "$rerun" ] || echo "run.sh: the budget left steps out; to run them: TW_BUNDLE_STEPS='$rerun' $0 OUTDIR"

@@ -145,6 +145,8 @@ check "panic: the panicking test failed, with its panic" "$P/summary.json" \
 check "panic: the test before it passed" "$P/summary.json" '\{"name": "TestAdamWMultiTableCached", "status": "pass"'
 check "panic: the test after it passed" "$P/summary.json" '\{"name": "TestTimer", "status": "pass"'
 check "panic: the summary lists the failed test" "$P/summary.md" '^- TestBundlePlant: fail \([0-9]+ s\): panic: bundleplant'
+check "panic: run.sh's last lines name the failed step" "$work/panic.out" '^run\.sh: conformance failed: 3 tests: 2 passed, 1 failed'
+check "panic: ... and the failure its log holds" "$work/panic.out" '^run\.sh:   conformance: .*panic: bundleplant: the planted panic'
 check "panic: the test processes ran with TW_CUDA_SYNC=1" "$P/x/logs/conformance.log" "^=== run\.sh: TestTimer \(-test\.run '\^TestTimer\\\$', -test\.timeout [0-9]+s, TW_CUDA_SYNC=1\)"
 check "panic: the gate against another commit passes, informational" "$P/summary.md" \
 	'^\| gate \| pass \| .*\| [0-9]+ kernels slower than base-other\.json \(another commit: informational'
