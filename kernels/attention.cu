@@ -191,6 +191,7 @@ struct FwdArgs {
 	float *part_ml;       // split > 1: [split][nq·h][2] f32, (m, l) of each key chunk
 	int64_t nqh;          // nq·h
 	int nseq, h, g, dh;
+	FastDiv rep;          // h/g, the rows per query (attention.cuh)
 	int rows;             // query rows per block: 16·warps
 	int stages;           // key/value tiles in shared memory, 1 … 3
 	int split;            // key chunks per item (1: no partials)
@@ -422,15 +423,16 @@ __global__ void __launch_bounds__(32 * kFwdMaxWarps / M) attn_fwd_kernel(FwdArgs
 	extern __shared__ __align__(128) unsigned char smem[];
 	const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g8 = lane / 4, t4 = lane % 4;
 	const int nthr = blockDim.x, rows = a.rows, S = a.stages;
-	const int rep = a.h / a.g, chunk = blockIdx.x % a.split, kvh = blockIdx.x / a.split % a.g;
+	const int rep = a.rep.d, chunk = blockIdx.x % a.split, kvh = blockIdx.x / a.split % a.g;
 	int s, tile;
 	if (!find_tile(a.seqs, a.nseq, blockIdx.x / a.split / a.g, QueryTiles{rep, rows}, &s, &tile))
 		return; // the whole block
 	const int qs = a.seqs[4 * s], ql = a.seqs[4 * s + 1], ks = a.seqs[4 * s + 2], kl = a.seqs[4 * s + 3];
 	const int off = key_offset(ql, kl, a.noncausal), nrows = ql * rep;
+	const QRows qrow(qs, kvh, a.rep, a.h);
 	const int r0 = (ceil_div(nrows, rows) - 1 - tile) * rows; // the costliest tile first
 	const int r1 = min(r0 + rows, nrows);
-	const int kEnd = min((r1 - 1) / rep + off + 1, kl); // keys some row of the tile sees
+	const int kEnd = min(a.rep.div(r1 - 1) + off + 1, kl); // keys some row of the tile sees
 	const int ntiles = ceil_div(kEnd, N);
 	const int t0 = (int)((int64_t)ntiles * chunk / a.split), t1 = (int)((int64_t)ntiles * (chunk + 1) / a.split);
 	const T *q = (const T *)a.q, *k = (const T *)a.k, *v = (const T *)a.v;
@@ -440,8 +442,7 @@ __global__ void __launch_bounds__(32 * kFwdMaxWarps / M) attn_fwd_kernel(FwdArgs
 	for (int x = threadIdx.x; x < rows * C; x += nthr) {
 		const int r = x / C, c = x % C;
 		const bool ok = r0 + r < r1 && c * E < a.dh;
-		cp_async16(Qs + swz<C>(r, c), ok ? q + qrow_index(qrow_first(qs, kvh, rep, a.h), r0 + r, rep, a.h) * a.dh + c * E : q,
-		           ok ? 16 : 0);
+		cp_async16(Qs + swz<C>(r, c), ok ? q + qrow(r0 + r) * a.dh + c * E : q, ok ? 16 : 0);
 	}
 	cp_async_commit();
 	// Key tile it into stage st: keys past kEnd and columns past dh are zero.
@@ -469,10 +470,10 @@ __global__ void __launch_bounds__(32 * kFwdMaxWarps / M) attn_fwd_kernel(FwdArgs
 	const int rw = r0 + (KW > 1 ? 0 : 16 * M * warp); // its first row
 	auto last = [&](int i) {
 		const int rho = rw + 8 * i + g8;
-		return rho < r1 ? min(rho / rep + off, kl - 1) : kEnd - 1;
+		return rho < r1 ? min(a.rep.div(rho) + off, kl - 1) : kEnd - 1;
 	};
-	const int full = min(rw / rep + off + 1, kl);
-	const int wlast = rw < r1 ? min((min(rw + 16 * M - 1, r1 - 1)) / rep + off, kl - 1) : -1;
+	const int full = min(a.rep.div(rw) + off + 1, kl);
+	const int wlast = rw < r1 ? min(a.rep.div(min(rw + 16 * M - 1, r1 - 1)) + off, kl - 1) : -1;
 	float m[R], l[R]; // running maxima (scaled, base 2) of the lane's rows, and its share of their sums
 	float o[M][D / 8][4];
 	TW_UNROLL
@@ -650,7 +651,7 @@ __global__ void __launch_bounds__(32 * kFwdMaxWarps / M) attn_fwd_kernel(FwdArgs
 		const float lr = l[r];
 		const int f = r / 2, h2 = r % 2, rho = rw + 8 * r + g8;
 		if (rho >= r1) continue;
-		const int64_t ri = qrow_index(qrow_first(qs, kvh, rep, a.h), rho, rep, a.h); // the row's index in [nq·h]
+		const int64_t ri = qrow(rho); // the row's index in [nq·h]
 		if (a.split == 1) {
 			const float inv = __fdividef(1.0f, lr); // l ≥ 1 (the maximum's term is 1)
 			T *dst = (T *)a.out + ri * a.dh;
@@ -683,13 +684,14 @@ __global__ void __launch_bounds__(32 * kFwdMaxWarps / M) attn_fwd_kernel(FwdArgs
 // 128 threads: warp w takes the tile's rows w, w+4, …, lane the columns
 // lane, lane+32, … of each.
 template <class T> __global__ void __launch_bounds__(128) attn_fwd_combine_kernel(FwdArgs a) {
-	const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, rep = a.h / a.g, kvh = blockIdx.x % a.g;
+	const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, rep = a.rep.d, kvh = blockIdx.x % a.g;
 	int s, tile;
 	if (!find_tile(a.seqs, a.nseq, blockIdx.x / a.g, QueryTiles{rep, a.rows}, &s, &tile)) return;
 	const int qs = a.seqs[4 * s], nrows = a.seqs[4 * s + 1] * rep;
 	const int r0 = (ceil_div(nrows, a.rows) - 1 - tile) * a.rows, r1 = min(r0 + a.rows, nrows);
+	const QRows qrow(qs, kvh, a.rep, a.h);
 	for (int rho = r0 + warp; rho < r1; rho += 4) {
-		const int64_t ri = qrow_index(qrow_first(qs, kvh, rep, a.h), rho, rep, a.h);
+		const int64_t ri = qrow(rho);
 		float m = -INFINITY;
 		for (int c = 0; c < a.split; c++) m = fmaxf(m, a.part_ml[2 * (c * a.nqh + ri)]);
 		float l = 0.0f, acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
@@ -874,7 +876,7 @@ extern "C" cudaError_t tw_attention(void *out, float *lse, const void *q, const 
 	if (items * p.split > INT32_MAX) return cudaErrorInvalidValue;
 	FwdArgs a{};
 	a.out = out, a.lse = lse, a.q = q, a.k = k, a.v = v, a.seqs = seqs;
-	a.nqh = nq * h, a.nseq = (int)nseq, a.h = (int)h, a.g = (int)g, a.dh = (int)dh;
+	a.nqh = nq * h, a.nseq = (int)nseq, a.h = (int)h, a.g = (int)g, a.dh = (int)dh, a.rep = FastDiv::of((int)(h / g));
 	a.rows = p.rows, a.stages = p.stages, a.split = p.split, a.noncausal = noncausal;
 	a.sl2 = scale_log2e(scale);
 	if (p.split > 1) {

@@ -12,7 +12,7 @@
 //   Rows: the h/g query heads that share key/value head g are handled
 //   together: for a sequence the "rows" are the pairs (t, j) of a query t
 //   and one head j of the group, ρ = t·(h/g) + j, consecutive in memory for
-//   one t (the heads of a group are adjacent in q); qrow_index maps ρ to
+//   one t (the heads of a group are adjacent in q); QRows maps ρ to
 //   the row of [nq·h] (lse, the backward's D; times dh, the element offset
 //   in q, out, dout, dq). One key/value tile in shared memory then serves
 //   every head of the group.
@@ -63,12 +63,39 @@ template <int C> __host__ __device__ __forceinline__ int swz_chunk(int r, int c)
 // 0 … min(t + off, kLen − 1).
 __device__ __forceinline__ int key_offset(int qlen, int klen, bool noncausal) { return noncausal ? klen : klen - qlen; }
 
-// Row of ρ = 0 in [nq·h] for the sequence starting at query qs and the group
-// of key/value head kvh (rep = h/g heads per group), and row ρ's.
-__device__ __forceinline__ int64_t qrow_first(int qs, int kvh, int rep, int h) { return (int64_t)qs * h + kvh * rep; }
-__device__ __forceinline__ int64_t qrow_index(int64_t first, int rho, int rep, int h) {
-	return first + (int64_t)(rho / rep) * h + rho % rep;
-}
+// n / d for a divisor d fixed for a whole launch (the rows' rep = h/g), by
+// a multiply-high, an add and a shift where an integer division takes about
+// twenty instructions (Granlund and Montgomery, "Division by invariant
+// integers using multiplication", 1994): with s = ⌈log2 d⌉ and
+// m = ⌊2^32·(2^s − d)/d⌋ + 1, n/d = (umulhi(n, m) + n) >> s. Exact for n in
+// [0, 2^31) and d in [1, 2^31) (then umulhi(n, m) + n < 2^32); made on the
+// host by the launcher, which knows d.
+struct FastDiv {
+	int d;      // the divisor
+	uint32_t m; // the multiplier
+	int s;      // the shift
+	static FastDiv of(int d) {
+		int s = 0;
+		while ((1ll << s) < d) s++;
+		return FastDiv{d, (uint32_t)(((uint64_t)1 << 32) * (((uint64_t)1 << s) - (uint64_t)d) / (uint64_t)d + 1), s};
+	}
+	__device__ __forceinline__ int div(int n) const { return (int)((__umulhi((uint32_t)n, m) + (uint32_t)n) >> s); }
+};
+
+// The rows of one sequence's query/key-value group (see the top): row ρ of
+// the sequence that starts at query qs, in the group of key/value head kvh,
+// is row first + ⌊ρ/rep⌋·h + ρ mod rep of [nq·h], first = qs·h + kvh·rep.
+struct QRows {
+	int64_t first;
+	FastDiv rep;
+	int h;
+	__device__ __forceinline__ QRows(int qs, int kvh, FastDiv rep, int h)
+	    : first((int64_t)qs * h + kvh * rep.d), rep(rep), h(h) {}
+	__device__ __forceinline__ int64_t operator()(int rho) const {
+		const int t = rep.div(rho);
+		return first + (int64_t)t * h + (rho - t * rep.d);
+	}
+};
 
 // Tile counts of a sequence, given its row (qStart, qLen, kStart, kLen) of
 // seqs: QueryTiles, tiles of `rows` of its qLen·rep rows; KeyTiles, tiles of

@@ -353,11 +353,17 @@ template <class T> struct BwdArgs {
 	const float *lse, *Dl;
 	const int32_t *seqs;
 	int nseq, h, g, dh, split, noncausal;
+	FastDiv rep;   // h/g, the rows per query (attention.cuh)
 	int dq_atomic; // dQ by float atomics into dqacc (bf16 only; see the top)
 	float scale, sl2; // sl2 = scale·log2 e
 };
 
 } // namespace
+
+// How a block adds its dS·K to a query tile's dQ (see the top): by float
+// atomics; as the last key block, into dq itself; as an earlier one, into
+// the f32 partial sum.
+enum { kDQAtomic, kDQFinal, kDQPartial };
 
 // The kernels stay outside the anonymous namespace: their block-scope
 // declaration of the dynamic shared memory must name the global smem.
@@ -447,7 +453,7 @@ __global__ void __launch_bounds__(2 * BC, BC == 64 ? 2 : 1) attn_bwd_kernel(cons
 
 	const int32_t *sq = a.seqs + 4 * seq;
 	const int qs = sq[0], ql = sq[1], ks = sq[2], kl = sq[3];
-	const int rep = a.h / a.g, rows = ql * rep, off = key_offset(ql, kl, a.noncausal), split = a.split;
+	const int rep = a.rep.d, rows = ql * rep, off = key_offset(ql, kl, a.noncausal), split = a.split;
 	const int nqt = ceil_div(rows, BR), j0 = kb * BC;
 	// Contract violations (overlapping sequences) must not index past the counters.
 	if ((int64_t)(qbase + nqt) * a.g > a.nqctr || (int64_t)(id + 1) * a.g > a.nkctr) return;
@@ -461,8 +467,7 @@ __global__ void __launch_bounds__(2 * BC, BC == 64 ? 2 : 1) attn_bwd_kernel(cons
 	const bool last_part = part == split - 1;
 	if (lo >= hi && !last_part) return; // an empty part takes no part in the dK/dV sum
 
-	const int64_t qrow0 = qrow_first(qs, kvh, rep, a.h); // row of ρ = 0 in [nq·h]
-	auto qidx = [&](int rho) -> int64_t { return qrow_index(qrow0, rho, rep, a.h); };
+	const QRows qidx(qs, kvh, a.rep, a.h); // row ρ's index in [nq·h]
 
 	// Keys and values; Q, dO of query tile `tile` into stage buffer `buf`;
 	// the per-row scalars of a tile.
@@ -494,7 +499,7 @@ __global__ void __launch_bounds__(2 * BC, BC == 64 ? 2 : 1) attn_bwd_kernel(cons
 		const int rho = tile * BR + tid;
 		if (rho >= rows) return Row{INFINITY, 0.0f, -1}; // P = 0
 		const int64_t i = qidx(rho);
-		return Row{a.lse[i] * (float)kLog2e, a.Dl[i], max(-1, min(min(rho / rep + off, kl - 1) - j0, BC - 1))};
+		return Row{a.lse[i] * (float)kLog2e, a.Dl[i], max(-1, min(min(a.rep.div(rho) + off, kl - 1) - j0, BC - 1))};
 	};
 	auto put_row = [&](int buf, Row r) {
 		lse2s[buf * BR + tid] = r.lse2, Ds[buf * BR + tid] = r.d, lims[buf * BR + tid] = (int8_t)r.lim;
@@ -535,7 +540,7 @@ __global__ void __launch_bounds__(2 * BC, BC == 64 ? 2 : 1) attn_bwd_kernel(cons
 			// Keys past a row's last (the diagonal, the sequence's end) only
 			// where the slice's first row's last key is before the block's last.
 			const int rs = min(r0 + c0, rows - 1);
-			const bool masked = j0 + BC - 1 > min(rs / rep + off, kl - 1);
+			const bool masked = j0 + BC - 1 > min(a.rep.div(rs) + off, kl - 1);
 			TW_UNROLL
 			for (int n = 0; n < kSlice / 8; n++) {
 				const int col = c0 + 8 * n + 2 * tq;
@@ -602,7 +607,7 @@ __global__ void __launch_bounds__(2 * BC, BC == 64 ? 2 : 1) attn_bwd_kernel(cons
 
 		// dQ of the tile += dS·K, after key blocks 0 … kb−1 (see the top), or
 		// by atomics in any order.
-		const int J = min((min(r0 + BR, rows) - 1) / rep + off, kl - 1) / BC; // the last key block it sees
+		const int J = min(a.rep.div(min(r0 + BR, rows) - 1) + off, kl - 1) / BC; // the last key block it sees
 		const bool atomic = a.dq_atomic != 0;
 		const bool final_add = kb == J && !atomic, ordered = kb > 0 && !atomic; // ordered: adds to a partial
 		int *qc = a.qctr + (int64_t)(qbase + i) * a.g + kvh;
@@ -621,21 +626,29 @@ __global__ void __launch_bounds__(2 * BC, BC == 64 ? 2 : 1) attn_bwd_kernel(cons
 		TW_UNROLL_BY(1)
 		for (int u = warp; u < UNITS; u += W) {
 			const int m0 = u % MU * 16, d0 = u / MU * DQ;
-			// The partial sum's loads are issued first, their latency hidden
-			// by the product.
-			float acc[DQ / 8][4], prev[DQ / 8][4];
+			// The lane's two rows of the unit, ρ = r0 + m0 + gq + 8·h2, and the
+			// element offset of its first column in each (for the loads and
+			// the adds alike); columns d0 + 8n + 2tq, those below dh.
+			bool live[2];
+			int64_t at[2];
 			TW_UNROLL
 			for (int h2 = 0; h2 < 2; h2++) {
 				const int rho = r0 + m0 + gq + 8 * h2;
-				const int64_t base = rho < rows ? qidx(rho) * a.dh : 0;
+				live[h2] = rho < rows;
+				at[h2] = live[h2] ? qidx(rho) * a.dh + d0 + 2 * tq : 0;
+			}
+			// The partial sum's loads are issued first, their latency hidden
+			// by the product; −0 where there is none to add (x + −0 = x for
+			// every x, so the sum below needs no test).
+			float acc[DQ / 8][4], prev[DQ / 8][4];
+			TW_UNROLL
+			for (int h2 = 0; h2 < 2; h2++)
 				TW_UNROLL
 				for (int n = 0; n < DQ / 8; n++) {
-					const int col = d0 + 8 * n + 2 * tq;
-					float2 x = make_float2(0.0f, 0.0f);
-					if (ordered && rho < rows && col < a.dh) x = __ldcg((const float2 *)(a.dqacc + base + col));
+					float2 x = make_float2(-0.0f, -0.0f);
+					if (ordered && live[h2] && d0 + 8 * n < a.dh) x = __ldcg((const float2 *)(a.dqacc + at[h2] + 8 * n));
 					prev[n][2 * h2] = x.x, prev[n][2 * h2 + 1] = x.y;
 				}
-			}
 			zero(acc);
 			if constexpr (is_mma<T>()) {
 				TW_UNROLL_BY(1)
@@ -647,26 +660,31 @@ __global__ void __launch_bounds__(2 * BC, BC == 64 ? 2 : 1) attn_bwd_kernel(cons
 			} else {
 				simt_nn<D, DQ, BC>(acc, (const float *)dSt + m0, 1, LDS, (const float *)Ks, 0, d0);
 			}
-			TW_UNROLL
-			for (int h2 = 0; h2 < 2; h2++) {
-				const int rho = r0 + m0 + gq + 8 * h2;
-				if (rho >= rows) continue;
-				const int64_t base = qidx(rho) * a.dh;
+			// The adds, in the block's mode (uniform: one branch, not one per
+			// element).
+			auto add = [&](auto mode) {
+				constexpr int MODE = decltype(mode)::value;
 				TW_UNROLL
-				for (int n = 0; n < DQ / 8; n++) {
-					const int col = d0 + 8 * n + 2 * tq;
-					if (col >= a.dh) continue;
-					float2 x = make_float2(acc[n][2 * h2], acc[n][2 * h2 + 1]);
-					if (atomic) { // scaled here: the sums are dq but for its rounding
-						atomicAdd(a.dqacc + base + col, x.x * a.scale);
-						atomicAdd(a.dqacc + base + col + 1, x.y * a.scale);
-						continue;
+				for (int h2 = 0; h2 < 2; h2++) {
+					if (!live[h2]) continue;
+					TW_UNROLL
+					for (int n = 0; n < DQ / 8; n++) {
+						if (d0 + 8 * n >= a.dh) break;
+						const float x = acc[n][2 * h2] + prev[n][2 * h2], y = acc[n][2 * h2 + 1] + prev[n][2 * h2 + 1];
+						if constexpr (MODE == kDQAtomic) { // scaled here: the sums are dq but for its rounding
+							atomicAdd(a.dqacc + at[h2] + 8 * n, x * a.scale);
+							atomicAdd(a.dqacc + at[h2] + 8 * n + 1, y * a.scale);
+						} else if constexpr (MODE == kDQFinal) {
+							store2(a.dq + at[h2] + 8 * n, x * a.scale, y * a.scale);
+						} else {
+							__stcg((float2 *)(a.dqacc + at[h2] + 8 * n), make_float2(x, y));
+						}
 					}
-					if (ordered) x.x = prev[n][2 * h2] + x.x, x.y = prev[n][2 * h2 + 1] + x.y;
-					if (final_add) store2(a.dq + base + col, x.x * a.scale, x.y * a.scale);
-					else __stcg((float2 *)(a.dqacc + base + col), x);
 				}
-			}
+			};
+			if (atomic) add(IntC<kDQAtomic>());
+			else if (final_add) add(IntC<kDQFinal>());
+			else add(IntC<kDQPartial>());
 		}
 		if (i > lo && tid < BR) put_row(STAGES == 2 ? buf ^ 1 : 0, next);
 		cp_async_wait<0>();
@@ -899,6 +917,7 @@ extern "C" cudaError_t tw_attention_backward(void *dq, void *dk, void *dv, const
 		a.dout = (const T *)dout, a.q = (const T *)q, a.k = (const T *)k, a.v = (const T *)v;
 		a.lse = lse, a.Dl = Dl, a.seqs = seqs;
 		a.nseq = (int)nseq, a.h = (int)h, a.g = (int)g, a.dh = (int)dh, a.split = split, a.noncausal = noncausal != 0;
+		a.rep = FastDiv::of((int)(h / g));
 		a.scale = scale, a.sl2 = sl2;
 		const size_t bytes = BwdSmem<T, D, BR, BC, S>::bytes;
 		static_assert(BwdSmem<T, D, BR, BC, S>::bytes <= 227 * 1024, "shared memory");

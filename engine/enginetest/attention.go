@@ -72,6 +72,8 @@ func testAttention(t *testing.T, b engine.Backend) {
 			seqs: [][4]int{{10, 6, 12, 9}, {2, 5, 3, 5}, {16, 0, 22, 4}}},
 		{name: "packed 64,65,1 H=G=2 dh64", h: 2, g: 2, dh: 64, seqs: packed(64, 65, 1)},
 		{name: "packed 37,130,1 H8/G2 dh128", h: 8, g: 2, dh: 128, seqs: packed(37, 130, 1)},
+		// Three heads per group: row numbers by a division that is no shift.
+		{name: "packed 45,70 H6/G2 dh64", h: 6, g: 2, dh: 64, seqs: packed(45, 70)},
 		{name: "decode and prefill over caches H8/G1 dh128", h: 8, g: 1, dh: 128,
 			seqs: [][4]int{{0, 1, 0, 300}, {1, 1, 300, 77}, {2, 100, 377, 203}}},
 		{name: "long T=1030 H2/G1 dh64", h: 2, g: 1, dh: 64, seqs: packed(1030)},

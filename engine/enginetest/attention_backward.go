@@ -29,6 +29,7 @@ type AttnBwdCase struct {
 var AttnBwdCases = []AttnBwdCase{
 	{Name: "causal T=300 H4/G1 dh64", H: 4, G: 1, Dh: 64, Seqs: packed(300)},
 	{Name: "causal packed 200,57,1 H8/G2 dh128", H: 8, G: 2, Dh: 128, Seqs: packed(200, 57, 1)},
+	{Name: "causal packed 90,41 H6/G2 dh128", H: 6, G: 2, Dh: 128, Seqs: packed(90, 41)},
 	{Name: "non-causal packed 130,20 H2/G2 dh72", H: 2, G: 2, Dh: 72, Seqs: packed(130, 20), NonCausal: true},
 	{Name: "prefill and decode over caches H4/G2 dh32", H: 4, G: 2, Dh: 32, Scale: 0.3,
 		Seqs: [][4]int{{0, 70, 0, 250}, {70, 1, 250, 33}}},

@@ -414,6 +414,7 @@ inline int __popcll(unsigned long long x) { return __builtin_popcountll(x); }
 inline int __clz(int x) { return x == 0 ? 32 : __builtin_clz((unsigned)x); }
 inline int __clzll(long long x) { return x == 0 ? 64 : __builtin_clzll((unsigned long long)x); }
 inline int __ffs(int x) { return __builtin_ffs(x); }
+inline unsigned __umulhi(unsigned a, unsigned b) { return (unsigned)(((unsigned long long)a * b) >> 32); }
 inline int __ffsll(long long x) { return __builtin_ffsll(x); }
 inline unsigned __brev(unsigned x) {
 	x = ((x >> 1) & 0x55555555u) | ((x & 0x55555555u) << 1);
