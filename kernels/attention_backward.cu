@@ -651,7 +651,7 @@ __global__ void __launch_bounds__(2 * BC, BC == 64 ? 2 : 1) attn_bwd_kernel(cons
 				}
 			zero(acc);
 			if constexpr (is_mma<T>()) {
-				TW_UNROLL_BY(1)
+				TW_UNROLL_BY(2)
 				for (int kk = 0; kk < BC / 16; kk++) {
 					uint32_t af[4]; // A[m][k] = dSᵀ[k][m]
 					ldmatrix_x4_trans(af, dSt + TS::at(16 * kk + lane % 8 + 8 * (lane / 16), m0 + 8 * (lane / 8 % 2)));
