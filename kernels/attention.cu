@@ -489,23 +489,25 @@ __global__ void __launch_bounds__(32 * kFwdMaxWarps / M) attn_fwd_kernel(FwdArgs
 	FwdMath<T, D, NW, M> mm;
 	mm.load_q(Qs, KW > 1 ? 0 : warp, lane);
 
-	for (int it = t0; it < t1; it++) {
-		const int i = it - t0;
+	// Tile it is in stage cur = (it − t0) mod S, counted rather than divided
+	// (S is a run-time value); the tile S − 1 ahead goes into the stage
+	// before it, (cur − 1) mod S.
+	for (int it = t0, cur = 0; it < t1; it++, cur = cur + 1 == S ? 0 : cur + 1) {
 		if (S == 1) {
 			load_kv(0, it);
 			cp_async_commit();
 		}
 		cp_async_wait_upto(S == 1 ? 0 : S - 2); // tile it has landed (this thread's copies) …
-		__syncthreads();                        // … and everyone's; stage (i−1) mod S is free
+		__syncthreads();                        // … and everyone's; the stage before cur is free
 		if (S > 1) {
-			if (it + S - 1 < t1) load_kv((i + S - 1) % S, it + S - 1);
+			if (it + S - 1 < t1) load_kv(cur == 0 ? S - 1 : cur - 1, it + S - 1);
 			cp_async_commit();
 		}
 		const int j0 = it * N + NW * kw; // the warp's first key of the tile
 		if (j0 <= wlast) { // warp-uniform: some row of the warp sees a key of its part of the tile
 			// The part's rows are a multiple of 8 rows into the tile, where
 			// the swizzle repeats: an offset of whole rows.
-			const unsigned char *Ks = KV + (size_t)(i % S) * 2 * L::kTile + (size_t)NW * kw * L::kRowBytes;
+			const unsigned char *Ks = KV + (size_t)cur * 2 * L::kTile + (size_t)NW * kw * L::kRowBytes;
 			const unsigned char *Vs = Ks + L::kTile;
 			float sc[M][NW / 8][4];
 			mm.scores(sc, Ks, lane);
