@@ -467,7 +467,7 @@ __global__ void __launch_bounds__(2 * BC, BC == 64 ? 2 : 1) attn_bwd_kernel(cons
 	const bool last_part = part == split - 1;
 	if (lo >= hi && !last_part) return; // an empty part takes no part in the dK/dV sum
 
-	const QRows qidx(qs, kvh, a.rep, a.h); // row ρ's index in [nq·h]
+	const QRows qrow(qs, kvh, a.rep, a.h); // row ρ's index in [nq·h]
 
 	// Keys and values; Q, dO of query tile `tile` into stage buffer `buf`;
 	// the per-row scalars of a tile.
@@ -483,7 +483,7 @@ __global__ void __launch_bounds__(2 * BC, BC == 64 ? 2 : 1) attn_bwd_kernel(cons
 		for (int c = tid; c < BR * C; c += NT) {
 			const int r = c / C, x = c % C * E, rho = tile * BR + r;
 			const bool ok = rho < rows && x < a.dh;
-			const int64_t o = ok ? qidx(rho) * a.dh + x : 0;
+			const int64_t o = ok ? qrow(rho) * a.dh + x : 0;
 			cp_async16(Qd + TL::at(r, x), a.q + o, ok ? 16 : 0);
 			cp_async16(dOd + TL::at(r, x), a.dout + o, ok ? 16 : 0);
 		}
@@ -498,7 +498,7 @@ __global__ void __launch_bounds__(2 * BC, BC == 64 ? 2 : 1) attn_bwd_kernel(cons
 	auto row_of = [&](int tile) -> Row { // thread tid < BR: row tid of the tile
 		const int rho = tile * BR + tid;
 		if (rho >= rows) return Row{INFINITY, 0.0f, -1}; // P = 0
-		const int64_t i = qidx(rho);
+		const int64_t i = qrow(rho);
 		return Row{a.lse[i] * (float)kLog2e, a.Dl[i], max(-1, min(min(a.rep.div(rho) + off, kl - 1) - j0, BC - 1))};
 	};
 	auto put_row = [&](int buf, Row r) {
@@ -635,7 +635,7 @@ __global__ void __launch_bounds__(2 * BC, BC == 64 ? 2 : 1) attn_bwd_kernel(cons
 			for (int h2 = 0; h2 < 2; h2++) {
 				const int rho = r0 + m0 + gq + 8 * h2;
 				live[h2] = rho < rows;
-				at[h2] = live[h2] ? qidx(rho) * a.dh + d0 + 2 * tq : 0;
+				at[h2] = live[h2] ? qrow(rho) * a.dh + d0 + 2 * tq : 0;
 			}
 			// The partial sum's loads are issued first, their latency hidden
 			// by the product; −0 where there is none to add (x + −0 = x for

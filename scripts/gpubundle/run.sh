@@ -1162,9 +1162,8 @@ step racecheck 90
 # A failed step's lines again at the end, where a log that keeps only its
 # last part (a CI job's) still shows them: its note, the lines of its log
 # that name a failure, and the log's last lines.
-i=0
-for s in "${STATUS[@]}"; do
-	if [ "$s" = fail ]; then
+for i in "${!STATUS[@]}"; do
+	if [ "${STATUS[$i]}" = fail ]; then
 		echo "run.sh: ${NAMES[$i]} failed: ${NOTES[$i]}"
 		f=$LOGS/${NAMES[$i]}.log
 		if [ -s "$f" ]; then
@@ -1173,7 +1172,6 @@ for s in "${STATUS[@]}"; do
 			tail -n 15 "$f" | sed "s/^/run.sh:   ${NAMES[$i]}: /" | cut -c1-300
 		fi
 	fi
-	i=$((i + 1))
 done
 echo "run.sh: results in $OUT (summary.md, summary.json, bench*, logs.tar.gz)"
 rerun=$(budget_left_out)
