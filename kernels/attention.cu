@@ -85,9 +85,12 @@
 //   (K stored [key][dim] is Bᵀ: no transpose). The online softmax runs on
 //   S's accumulator fragments: lane (g, t) holds rows g and g+8, keys
 //   8n+2t, 8n+2t+1, so a row's maximum is the max over its quad of lanes
-//   (__shfl_xor_sync 1 and 2); scores are scaled by scale·log2 e in f32
-//   after the product (rounded, __fmul_rn, so that 2^(x − max) is exactly 1
-//   for the maximum: l ≥ 1), then p = 2^(x − m) (ex2.approx on a GPU). Each
+//   (__shfl_xor_sync 1 and 2), taken on the unscaled scores x and then
+//   scaled to base 2, m = max·sl2 (sl2 = |scale|·log2 e; a negative scale
+//   negates Q instead, so that sl2 keeps the order), and p = 2^(x·sl2 − m),
+//   one FMA and an ex2.approx on a GPU (FlashAttention-2's way). The
+//   maximum's own term is 2^ε, ε the rounding error of m (|ε| ≤ ulp(m)/2:
+//   l ≥ 2^−ε ≈ 1 for any score short of 2^30 in base 2). Each
 //   lane keeps its share of a row's sum l, added up over the quad at the
 //   end; the output accumulator (rows g, g+8, columns 8j+2t, +1: D/2 floats
 //   per lane) is rescaled in registers by 2^(m_old − m_new). P, packed to
@@ -106,7 +109,7 @@
 //   later rows of a 128-row tile near the diagonal). A row that has seen no
 //   key yet subtracts 0 rather than −inf (no NaN; only decoding chunks and
 //   the rows past the end have such rows).
-//   End: out = O·(1/l) (the fast reciprocal: l ≥ 1) rounded once to the
+//   End: out = O·(1/l) (the fast reciprocal: l ≈ 1 or more) rounded once to the
 //   dtype, bf16x2 or float2 stores; lse = (m + log2 l)·ln 2 per (query row,
 //   head), natural log, f32 — the backward's input.
 //   Why 16 rows per warp: Q's fragments and O in registers take D/2 + D/4 =
@@ -196,7 +199,8 @@ struct FwdArgs {
 	int stages;           // key/value tiles in shared memory, 1 … 3
 	int split;            // key chunks per item (1: no partials)
 	int noncausal;
-	float sl2;            // scale·log2 e
+	int negq;             // scale < 0: Q is negated in shared memory (see the launcher)
+	float sl2;            // |scale|·log2 e, > 0 but for a zero scale
 };
 
 // Byte offset of chunk c (16 bytes) of row r in a tile of C chunks per row,
@@ -438,22 +442,39 @@ __global__ void __launch_bounds__(32 * kFwdMaxWarps / M) attn_fwd_kernel(FwdArgs
 	const T *q = (const T *)a.q, *k = (const T *)a.k, *v = (const T *)a.v;
 	unsigned char *Qs = smem, *KV = smem + L::kv(rows);
 
+	// The copies. Each thread takes chunk column cc of rows cr, cr + RS, …
+	// of every tile it loads (RS = nthr/C: blocks are 64 threads or more and
+	// a row is at most 32 chunks, both powers of two), so a key tile's source
+	// moves by a fixed stride per row and per tile: an add per chunk where
+	// the chunk's index arithmetic used to take some 25 instructions.
+	const int cc = threadIdx.x % C, cr = threadIdx.x / C, RS = nthr / C;
+	const bool colok = cc * E < a.dh;
 	// Q: the tile's rows (zero past r1 and in the columns past dh).
-	for (int x = threadIdx.x; x < rows * C; x += nthr) {
-		const int r = x / C, c = x % C;
-		const bool ok = r0 + r < r1 && c * E < a.dh;
-		cp_async16(Qs + swz<C>(r, c), ok ? q + qrow(r0 + r) * a.dh + c * E : q, ok ? 16 : 0);
+	for (int r = cr; r < rows; r += RS) {
+		const bool ok = colok && r0 + r < r1;
+		cp_async16(Qs + swz<C>(r, cc), ok ? q + qrow(r0 + r) * a.dh + cc * E : q, ok ? 16 : 0);
 	}
 	cp_async_commit();
-	// Key tile it into stage st: keys past kEnd and columns past dh are zero.
+	// Key tile it into stage st: keys past kEnd and columns past dh are zero
+	// (a second loop, which only a sequence's last tile or a head width
+	// short of D runs: the first copies without a test).
+	const int64_t kstep = (int64_t)a.g * a.dh;                            // elements from one key to the next
+	const int64_t kv0 = ((int64_t)(ks + cr) * a.g + kvh) * a.dh + cc * E; // the thread's first chunk of tile 0
 	auto load_kv = [&](int st, int it) {
 		unsigned char *Kd = KV + (size_t)st * 2 * L::kTile, *Vd = Kd + L::kTile;
-		for (int x = threadIdx.x; x < N * C; x += nthr) {
-			const int r = x / C, c = x % C, key = it * N + r;
-			const bool ok = key < kEnd && c * E < a.dh;
-			const int64_t o = ok ? ((int64_t)(ks + key) * a.g + kvh) * a.dh + c * E : 0;
-			cp_async16(Kd + swz<C>(r, c), k + o, ok ? 16 : 0);
-			cp_async16(Vd + swz<C>(r, c), v + o, ok ? 16 : 0);
+		const int n = colok ? min(kEnd - it * N, N) : 0; // rows of the tile that are keys
+		const int64_t o = kv0 + it * N * kstep;
+		const T *kp = k + o, *vp = v + o;
+		int r = cr;
+		for (; r < n; r += RS, kp += RS * kstep, vp += RS * kstep) {
+			const int so = swz<C>(r, cc);
+			cp_async16(Kd + so, kp, 16);
+			cp_async16(Vd + so, vp, 16);
+		}
+		for (; r < N; r += RS) {
+			const int so = swz<C>(r, cc);
+			cp_async16(Kd + so, k, 0);
+			cp_async16(Vd + so, v, 0);
 		}
 	};
 	for (int st = 0; st < S - 1; st++) {
@@ -486,6 +507,11 @@ __global__ void __launch_bounds__(32 * kFwdMaxWarps / M) attn_fwd_kernel(FwdArgs
 
 	cp_async_wait_upto(S - 1); // Q (the oldest group) has landed
 	__syncthreads();
+	if (a.negq) { // sign bits flipped: softmax(scale·q·k) = softmax(|scale|·(−q)·k)
+		constexpr uint32_t sign = sizeof(T) == 2 ? 0x80008000u : 0x80000000u;
+		for (int x = threadIdx.x; x < rows * C * 4; x += nthr) ((uint32_t *)Qs)[x] ^= sign;
+		__syncthreads();
+	}
 	FwdMath<T, D, NW, M> mm;
 	mm.load_q(Qs, KW > 1 ? 0 : warp, lane);
 
@@ -511,17 +537,11 @@ __global__ void __launch_bounds__(32 * kFwdMaxWarps / M) attn_fwd_kernel(FwdArgs
 			const unsigned char *Vs = Ks + L::kTile;
 			float sc[M][NW / 8][4];
 			mm.scores(sc, Ks, lane);
-			// Scaled by sl2, rounded (__fmul_rn): 2^(x − max) below is then
-			// 2^0 = 1 for the maximum, which an FMA of the product into the
-			// subtraction would not give (so l ≥ 1). Keys a row does not see: −inf
-			// (only on tiles that reach past `full`: the diagonal, and the
-			// end of the sequence).
-			TW_UNROLL
-			for (int f = 0; f < M; f++)
-				TW_UNROLL
-				for (int n = 0; n < NW / 8; n++)
-					TW_UNROLL
-					for (int e = 0; e < 4; e++) sc[f][n][e] = __fmul_rn(sc[f][n][e], a.sl2);
+			// Keys a row does not see: −inf (only on tiles that reach past
+			// `full`: the diagonal, and the end of the sequence). The scores
+			// stay unscaled: the maxima are taken on them (sl2 ≥ 0 keeps
+			// their order, see negq) and scaled once per row, and each
+			// p = 2^(x·sl2 − m) is one FMA and an ex2.
 			if (j0 + NW > full) { // warp-uniform
 				TW_UNROLL
 				for (int f = 0; f < M; f++) {
@@ -559,8 +579,8 @@ __global__ void __launch_bounds__(32 * kFwdMaxWarps / M) attn_fwd_kernel(FwdArgs
 				mx1 = fmaxf(mx1, __shfl_xor_sync(kFull, mx1, 1));
 				mx0 = fmaxf(mx0, __shfl_xor_sync(kFull, mx0, 2));
 				mx1 = fmaxf(mx1, __shfl_xor_sync(kFull, mx1, 2));
-				mx0 = fmaxf(m[2 * f], mx0);
-				mx1 = fmaxf(m[2 * f + 1], mx1);
+				mx0 = fmaxf(m[2 * f], mx0 * a.sl2); // −inf stays −inf
+				mx1 = fmaxf(m[2 * f + 1], mx1 * a.sl2);
 				// A row that has seen no key yet (m = −inf) subtracts 0: p = 0, no NaN.
 				const float b0 = mx0 == -INFINITY ? 0.0f : mx0, b1 = mx1 == -INFINITY ? 0.0f : mx1;
 				c[2 * f] = fast_exp2(m[2 * f] - b0); // 0 on a row's first keys
@@ -572,8 +592,8 @@ __global__ void __launch_bounds__(32 * kFwdMaxWarps / M) attn_fwd_kernel(FwdArgs
 				for (int n = 0; n < NW / 8; n++)
 					TW_UNROLL
 					for (int e = 0; e < 2; e++) {
-						sc[f][n][e] = fast_exp2(sc[f][n][e] - b0);
-						sc[f][n][2 + e] = fast_exp2(sc[f][n][2 + e] - b1);
+						sc[f][n][e] = fast_exp2(fmaf(sc[f][n][e], a.sl2, -b0));
+						sc[f][n][2 + e] = fast_exp2(fmaf(sc[f][n][2 + e], a.sl2, -b1));
 						sum0 += sc[f][n][e];
 						sum1 += sc[f][n][2 + e];
 					}
@@ -655,7 +675,7 @@ __global__ void __launch_bounds__(32 * kFwdMaxWarps / M) attn_fwd_kernel(FwdArgs
 		if (rho >= r1) continue;
 		const int64_t ri = qrow(rho); // the row's index in [nq·h]
 		if (a.split == 1) {
-			const float inv = __fdividef(1.0f, lr); // l ≥ 1 (the maximum's term is 1)
+			const float inv = __fdividef(1.0f, lr); // l ≈ 1 or more (the maximum's term is 2^ε)
 			T *dst = (T *)a.out + ri * a.dh;
 			TW_UNROLL
 			for (int j = 0; j < D / 8; j++) {
@@ -707,7 +727,7 @@ template <class T> __global__ void __launch_bounds__(128) attn_fwd_combine_kerne
 			for (int e = 0; e < 4; e++)
 				if (lane + 32 * e < a.dh) acc[e] = fmaf(w, a.part_o[pi * a.dh + lane + 32 * e], acc[e]);
 		}
-		const float inv = __fdividef(1.0f, l); // l ≥ 1: the chunk holding the maximum has l_c ≥ 1
+		const float inv = __fdividef(1.0f, l); // l ≈ 1 or more: the chunk holding the maximum has its term
 		TW_UNROLL
 		for (int e = 0; e < 4; e++)
 			if (lane + 32 * e < a.dh) ((T *)a.out)[ri * a.dh + lane + 32 * e] = from_float<T>(acc[e] * inv);
@@ -880,7 +900,10 @@ extern "C" cudaError_t tw_attention(void *out, float *lse, const void *q, const 
 	a.out = out, a.lse = lse, a.q = q, a.k = k, a.v = v, a.seqs = seqs;
 	a.nqh = nq * h, a.nseq = (int)nseq, a.h = (int)h, a.g = (int)g, a.dh = (int)dh, a.rep = FastDiv::of((int)(h / g));
 	a.rows = p.rows, a.stages = p.stages, a.split = p.split, a.noncausal = noncausal;
-	a.sl2 = scale_log2e(scale);
+	// The kernel takes its row maxima on the unscaled scores, which a
+	// positive factor keeps in order: a negative scale is applied as |scale|
+	// to −q.
+	a.sl2 = scale_log2e(fabsf(scale)), a.negq = scale < 0;
 	if (p.split > 1) {
 		if (workspace == nullptr || (uintptr_t)workspace % 16 != 0) return cudaErrorInvalidValue;
 		a.part_o = (float *)workspace;

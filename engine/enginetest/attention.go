@@ -74,6 +74,11 @@ func testAttention(t *testing.T, b engine.Backend) {
 		{name: "packed 37,130,1 H8/G2 dh128", h: 8, g: 2, dh: 128, seqs: packed(37, 130, 1)},
 		// Three heads per group: row numbers by a division that is no shift.
 		{name: "packed 45,70 H6/G2 dh64", h: 6, g: 2, dh: 64, seqs: packed(45, 70)},
+		// A negative scale (a kernel may take its row maxima before scaling).
+		{name: "negative scale packed 1,7,37 H4/G2 dh8", h: 4, g: 2, dh: 8, seqs: packed(1, 7, 37), scale: -0.5,
+			grad: true},
+		{name: "negative scale decode and prefill H8/G2 dh128", h: 8, g: 2, dh: 128, scale: -0.09,
+			seqs: [][4]int{{0, 1, 0, 300}, {1, 40, 300, 170}}},
 		{name: "decode and prefill over caches H8/G1 dh128", h: 8, g: 1, dh: 128,
 			seqs: [][4]int{{0, 1, 0, 300}, {1, 1, 300, 77}, {2, 100, 377, 203}}},
 		{name: "long T=1030 H2/G1 dh64", h: 2, g: 1, dh: 64, seqs: packed(1030)},
