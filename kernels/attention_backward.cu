@@ -478,14 +478,22 @@ __global__ void __launch_bounds__(2 * BC, BC == 64 ? 2 : 1) attn_bwd_kernel(cons
 		cp_async16(Ks + TL::at(r, x), a.k + o, ok ? 16 : 0);
 		cp_async16(Vs + TL::at(r, x), a.v + o, ok ? 16 : 0);
 	}
+	// A query tile's copies: each thread takes chunk column qc of rows
+	// qr, qr + NT/C, … (NT is a multiple of C), so its shared-memory
+	// offsets are constants; a row past the sequence's reads its last row
+	// (a valid address) and copies 0 bytes of it, as does a column past dh.
+	const int qc = tid % C * E, qr = tid / C;
+	const bool qcol = qc < a.dh;
 	auto load_q = [&](int buf, int tile) {
 		T *Qd = Qs + buf * BR * D, *dOd = dOs + buf * BR * D;
-		for (int c = tid; c < BR * C; c += NT) {
-			const int r = c / C, x = c % C * E, rho = tile * BR + r;
-			const bool ok = rho < rows && x < a.dh;
-			const int64_t o = ok ? qrow(rho) * a.dh + x : 0;
-			cp_async16(Qd + TL::at(r, x), a.q + o, ok ? 16 : 0);
-			cp_async16(dOd + TL::at(r, x), a.dout + o, ok ? 16 : 0);
+		static_assert(NT % C == 0, "load_q: whole rows per pass");
+		TW_UNROLL
+		for (int i = 0; i < BR * C / NT; i++) {
+			const int r = qr + i * (NT / C), rho = tile * BR + r;
+			const int64_t o = qrow(min(rho, rows - 1)) * a.dh + (qcol ? qc : 0);
+			const int n = rho < rows && qcol ? 16 : 0;
+			cp_async16(Qd + TL::at(r, qc), a.q + o, n);
+			cp_async16(dOd + TL::at(r, qc), a.dout + o, n);
 		}
 	};
 	// A row's scalars; lim is the last key it sees less j0, clamped to
