@@ -551,13 +551,17 @@ __global__ void __launch_bounds__(2 * BC, BC == 64 ? 2 : 1) attn_bwd_kernel(cons
 			const bool masked = j0 + BC - 1 > min(a.rep.div(rs) + off, kl - 1);
 			TW_UNROLL
 			for (int n = 0; n < kSlice / 8; n++) {
-				const int col = c0 + 8 * n + 2 * tq;
-				const float2 l = *(const float2 *)(l2 + col);
+				const float2 l = *(const float2 *)(l2 + c0 + 8 * n + 2 * tq);
 				TW_UNROLL
-				for (int e = 0; e < 4; e++) {
-					float p = fast_exp2(fmaf(s[n][e], a.sl2, -(e % 2 ? l.y : l.x)));
-					if (masked && kw + gq + 8 * (e / 2) > lm[col + e % 2]) p = 0.0f;
-					s[n][e] = p;
+				for (int e = 0; e < 4; e++) s[n][e] = fast_exp2(fmaf(s[n][e], a.sl2, -(e % 2 ? l.y : l.x)));
+			}
+			if (masked) { // block-uniform: the tests only where some row stops short of the block's keys
+				TW_UNROLL
+				for (int n = 0; n < kSlice / 8; n++) {
+					const int col = c0 + 8 * n + 2 * tq;
+					TW_UNROLL
+					for (int e = 0; e < 4; e++)
+						if (kw + gq + 8 * (e / 2) > lm[col + e % 2]) s[n][e] = 0.0f;
 				}
 			}
 			// dV += Pᵀ·dO, and dP after it: P is held as bf16 A fragments
