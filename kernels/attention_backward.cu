@@ -649,54 +649,72 @@ __global__ void __launch_bounds__(2 * BC, BC == 64 ? 2 : 1) attn_bwd_kernel(cons
 				live[h2] = rho < rows;
 				at[h2] = live[h2] ? qrow(rho) * a.dh + d0 + 2 * tq : 0;
 			}
-			// The partial sum's loads are issued first, their latency hidden
-			// by the product; −0 where there is none to add (x + −0 = x for
-			// every x, so the sum below needs no test).
-			float acc[DQ / 8][4], prev[DQ / 8][4];
-			TW_UNROLL
-			for (int h2 = 0; h2 < 2; h2++)
-				TW_UNROLL
-				for (int n = 0; n < DQ / 8; n++) {
-					float2 x = make_float2(-0.0f, -0.0f);
-					if (ordered && live[h2] && d0 + 8 * n < a.dh) x = __ldcg((const float2 *)(a.dqacc + at[h2] + 8 * n));
-					prev[n][2 * h2] = x.x, prev[n][2 * h2 + 1] = x.y;
-				}
-			zero(acc);
-			if constexpr (is_mma<T>()) {
-				TW_UNROLL_BY(2)
-				for (int kk = 0; kk < BC / 16; kk++) {
-					uint32_t af[4]; // A[m][k] = dSᵀ[k][m]
-					ldmatrix_x4_trans(af, dSt + TS::at(16 * kk + lane % 8 + 8 * (lane / 16), m0 + 8 * (lane / 8 % 2)));
-					mma_kstep<T, D, DQ>(acc, af, Ks, 16 * kk, d0);
-				}
-			} else {
-				simt_nn<D, DQ, BC>(acc, (const float *)dSt + m0, 1, LDS, (const float *)Ks, 0, d0);
-			}
-			// The adds, in the block's mode (uniform: one branch, not one per
-			// element).
-			auto add = [&](auto mode) {
-				constexpr int MODE = decltype(mode)::value;
+			// The rest, twice compiled: for a unit whose columns are all
+			// below dh (every unit when dh = D) without a test per column.
+			auto unit = [&](auto wide) {
+				constexpr bool kWide = decltype(wide)::value;
+				auto col = [&](int n) { return kWide || d0 + 8 * n < a.dh; };
+				// The partial sum's loads are issued first, their latency
+				// hidden by the product; −0 where there is none to add
+				// (x + −0 = x for every x, so the sum below needs no test).
+				float acc[DQ / 8][4], prev[DQ / 8][4];
 				TW_UNROLL
 				for (int h2 = 0; h2 < 2; h2++) {
-					if (!live[h2]) continue;
+					const float *pp = a.dqacc + at[h2];
+#if defined(__CUDA_ARCH__)
+					// An opaque copy: without it ptxas rebuilds the address
+					// from the kernel's parameters for each load (two constant
+					// loads and two adds each, ~70 instructions per unit);
+					// with it, one register pair and immediate offsets.
+					if constexpr (kWide && is_mma<T>()) asm("mov.b64 %0, %0;" : "+l"(pp));
+#endif
+					const bool load = ordered && live[h2];
 					TW_UNROLL
 					for (int n = 0; n < DQ / 8; n++) {
-						if (d0 + 8 * n >= a.dh) break;
-						const float x = acc[n][2 * h2] + prev[n][2 * h2], y = acc[n][2 * h2 + 1] + prev[n][2 * h2 + 1];
-						if constexpr (MODE == kDQAtomic) { // scaled here: the sums are dq but for its rounding
-							atomicAdd(a.dqacc + at[h2] + 8 * n, x * a.scale);
-							atomicAdd(a.dqacc + at[h2] + 8 * n + 1, y * a.scale);
-						} else if constexpr (MODE == kDQFinal) {
-							store2(a.dq + at[h2] + 8 * n, x * a.scale, y * a.scale);
-						} else {
-							__stcg((float2 *)(a.dqacc + at[h2] + 8 * n), make_float2(x, y));
-						}
+						float2 x = make_float2(-0.0f, -0.0f);
+						if (load && col(n)) x = __ldcg((const float2 *)(pp + 8 * n));
+						prev[n][2 * h2] = x.x, prev[n][2 * h2 + 1] = x.y;
 					}
 				}
+				zero(acc);
+				if constexpr (is_mma<T>()) {
+					TW_UNROLL_BY(2)
+					for (int kk = 0; kk < BC / 16; kk++) {
+						uint32_t af[4]; // A[m][k] = dSᵀ[k][m]
+						ldmatrix_x4_trans(af, dSt + TS::at(16 * kk + lane % 8 + 8 * (lane / 16), m0 + 8 * (lane / 8 % 2)));
+						mma_kstep<T, D, DQ>(acc, af, Ks, 16 * kk, d0);
+					}
+				} else {
+					simt_nn<D, DQ, BC>(acc, (const float *)dSt + m0, 1, LDS, (const float *)Ks, 0, d0);
+				}
+				// The adds, in the block's mode (uniform: one branch, not one
+				// per element).
+				auto add = [&](auto mode) {
+					constexpr int MODE = decltype(mode)::value;
+					TW_UNROLL
+					for (int h2 = 0; h2 < 2; h2++) {
+						if (!live[h2]) continue;
+						TW_UNROLL
+						for (int n = 0; n < DQ / 8; n++) {
+							if (!col(n)) break;
+							const float x = acc[n][2 * h2] + prev[n][2 * h2], y = acc[n][2 * h2 + 1] + prev[n][2 * h2 + 1];
+							if constexpr (MODE == kDQAtomic) { // scaled here: the sums are dq but for its rounding
+								atomicAdd(a.dqacc + at[h2] + 8 * n, x * a.scale);
+								atomicAdd(a.dqacc + at[h2] + 8 * n + 1, y * a.scale);
+							} else if constexpr (MODE == kDQFinal) {
+								store2(a.dq + at[h2] + 8 * n, x * a.scale, y * a.scale);
+							} else {
+								__stcg((float2 *)(a.dqacc + at[h2] + 8 * n), make_float2(x, y));
+							}
+						}
+					}
+				};
+				if (atomic) add(IntC<kDQAtomic>());
+				else if (final_add) add(IntC<kDQFinal>());
+				else add(IntC<kDQPartial>());
 			};
-			if (atomic) add(IntC<kDQAtomic>());
-			else if (final_add) add(IntC<kDQFinal>());
-			else add(IntC<kDQPartial>());
+			if (d0 + DQ <= a.dh) unit(IntC<1>());
+			else unit(IntC<0>());
 		}
 		if (i > lo && tid < BR) put_row(STAGES == 2 ? buf ^ 1 : 0, next);
 		cp_async_wait<0>();
