@@ -447,23 +447,24 @@ __global__ void __launch_bounds__(32 * kFwdMaxWarps / M) attn_fwd_kernel(FwdArgs
 	// a row is at most 32 chunks, both powers of two), so a key tile's source
 	// moves by a fixed stride per row and per tile: an add per chunk where
 	// the chunk's index arithmetic used to take some 25 instructions.
-	const int cc = threadIdx.x % C, cr = threadIdx.x / C, RS = nthr / C;
-	const bool colok = cc * E < a.dh;
+	// (The plan is worked out where it is used rather than held in
+	// registers through the products.)
+	const int RS = nthr / C;
 	// Q: the tile's rows (zero past r1 and in the columns past dh).
-	for (int r = cr; r < rows; r += RS) {
-		const bool ok = colok && r0 + r < r1;
+	for (int r = threadIdx.x / C, cc = threadIdx.x % C; r < rows; r += RS) {
+		const bool ok = cc * E < a.dh && r0 + r < r1;
 		cp_async16(Qs + swz<C>(r, cc), ok ? q + qrow(r0 + r) * a.dh + cc * E : q, ok ? 16 : 0);
 	}
 	cp_async_commit();
 	// Key tile it into stage st: keys past kEnd and columns past dh are zero
 	// (a second loop, which only a sequence's last tile or a head width
 	// short of D runs: the first copies without a test).
-	const int64_t kstep = (int64_t)a.g * a.dh;                            // elements from one key to the next
-	const int64_t kv0 = ((int64_t)(ks + cr) * a.g + kvh) * a.dh + cc * E; // the thread's first chunk of tile 0
 	auto load_kv = [&](int st, int it) {
 		unsigned char *Kd = KV + (size_t)st * 2 * L::kTile, *Vd = Kd + L::kTile;
-		const int n = colok ? min(kEnd - it * N, N) : 0; // rows of the tile that are keys
-		const int64_t o = kv0 + it * N * kstep;
+		const int cc = threadIdx.x % C, cr = threadIdx.x / C;
+		const int n = cc * E < a.dh ? min(kEnd - it * N, N) : 0; // rows of the tile that are keys
+		const int64_t kstep = (int64_t)a.g * a.dh;      // elements from one key to the next
+		const int64_t o = ((int64_t)(ks + it * N + cr) * a.g + kvh) * a.dh + cc * E;
 		const T *kp = k + o, *vp = v + o;
 		int r = cr;
 		for (; r < n; r += RS, kp += RS * kstep, vp += RS * kstep) {
