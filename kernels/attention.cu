@@ -456,14 +456,44 @@ __global__ void __launch_bounds__(32 * kFwdMaxWarps / M) attn_fwd_kernel(FwdArgs
 		cp_async16(Qs + swz<C>(r, cc), ok ? q + qrow(r0 + r) * a.dh + cc * E : q, ok ? 16 : 0);
 	}
 	cp_async_commit();
-	// Key tile it into stage st: keys past kEnd and columns past dh are zero
-	// (a second loop, which only a sequence's last tile or a head width
-	// short of D runs: the first copies without a test).
+	// Key tile it into stage st: keys past kEnd and columns past dh are zero.
+	// At the full width (dh = D: Llama's 128, a ViT's 64) each thread copies
+	// a pair of adjacent chunks (cc, cc + 1, cc even) of rows cr, cr + RP, …,
+	// RP = 2·nthr/C a multiple of 8 rows, where the swizzle repeats: row
+	// r + RP's chunks lie 16·RP·C bytes after row r's, and chunk cc + 1 at
+	// the offset of cc with its bit 4 flipped (swz_chunk is an XOR that
+	// keeps the lowest bit of an even chunk's partner) — per pair of rows of
+	// K and V an add for the offset and one per pointer, the sources at
+	// immediate offsets. Otherwise one chunk column per thread, offsets by
+	// swz. Either way a second loop, which only a sequence's last tile runs,
+	// zero-fills the rows past kEnd (and the columns past dh) without a test
+	// in the first.
 	auto load_kv = [&](int st, int it) {
 		unsigned char *Kd = KV + (size_t)st * 2 * L::kTile, *Vd = Kd + L::kTile;
+		const int nk = min(kEnd - it * N, N); // rows of the tile that are keys
+		const int64_t kstep = (int64_t)a.g * a.dh; // elements from one key to the next
+		const int RP = 2 * nthr / C;
+		if (a.dh == D && RP % 8 == 0) {
+			const int cc = threadIdx.x % (C / 2) * 2, cr = threadIdx.x / (C / 2);
+			const int64_t o = ((int64_t)(ks + it * N + cr) * a.g + kvh) * a.dh + cc * E;
+			const T *kp = k + o, *vp = v + o;
+			int r = cr, so = swz<C>(cr, cc);
+			for (; r < nk; r += RP, so += 16 * RP * C, kp += RP * kstep, vp += RP * kstep) {
+				cp_async16(Kd + so, kp, 16);
+				cp_async16(Kd + (so ^ 16), kp + E, 16);
+				cp_async16(Vd + so, vp, 16);
+				cp_async16(Vd + (so ^ 16), vp + E, 16);
+			}
+			for (; r < N; r += RP, so += 16 * RP * C) {
+				cp_async16(Kd + so, k, 0);
+				cp_async16(Kd + (so ^ 16), k, 0);
+				cp_async16(Vd + so, v, 0);
+				cp_async16(Vd + (so ^ 16), v, 0);
+			}
+			return;
+		}
 		const int cc = threadIdx.x % C, cr = threadIdx.x / C;
-		const int n = cc * E < a.dh ? min(kEnd - it * N, N) : 0; // rows of the tile that are keys
-		const int64_t kstep = (int64_t)a.g * a.dh;      // elements from one key to the next
+		const int n = cc * E < a.dh ? nk : 0;
 		const int64_t o = ((int64_t)(ks + it * N + cr) * a.g + kvh) * a.dh + cc * E;
 		const T *kp = k + o, *vp = v + o;
 		int r = cr;
