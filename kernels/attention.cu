@@ -446,14 +446,26 @@ __global__ void __launch_bounds__(32 * kFwdMaxWarps / M) attn_fwd_kernel(FwdArgs
 	// of every tile it loads (RS = nthr/C: blocks are 64 threads or more and
 	// a row is at most 32 chunks, both powers of two), so a key tile's source
 	// moves by a fixed stride per row and per tile: an add per chunk where
-	// the chunk's index arithmetic used to take some 25 instructions.
-	// (The plan is worked out where it is used rather than held in
-	// registers through the products.)
-	const int RS = nthr / C;
-	// Q: the tile's rows (zero past r1 and in the columns past dh).
-	for (int r = threadIdx.x / C, cc = threadIdx.x % C; r < rows; r += RS) {
-		const bool ok = cc * E < a.dh && r0 + r < r1;
-		cp_async16(Qs + swz<C>(r, cc), ok ? q + qrow(r0 + r) * a.dh + cc * E : q, ok ? 16 : 0);
+	// the chunk's index arithmetic used to take some 25 instructions; at the
+	// full head width, a pair of chunks (see load_kv). The plan is worked out
+	// where it is used rather than held in registers through the products.
+	const int RS = nthr / C, RP = 2 * nthr / C;
+	const bool pairs = a.dh == D && RP % 8 == 0;
+	// Q: the tile's rows (zero past r1 and in the columns past dh); a row past
+	// r1 reads the tile's last row (a valid address) and copies 0 bytes.
+	if (pairs) {
+		const int cc = threadIdx.x % (C / 2) * 2;
+		for (int r = threadIdx.x / (C / 2), so = swz<C>(r, cc); r < rows; r += RP, so += 16 * RP * C) {
+			const T *src = q + qrow(min(r0 + r, r1 - 1)) * a.dh + cc * E;
+			const int b = r0 + r < r1 ? 16 : 0;
+			cp_async16(Qs + so, src, b);
+			cp_async16(Qs + (so ^ 16), src + E, b);
+		}
+	} else {
+		for (int r = threadIdx.x / C, cc = threadIdx.x % C; r < rows; r += RS) {
+			const bool ok = cc * E < a.dh && r0 + r < r1;
+			cp_async16(Qs + swz<C>(r, cc), ok ? q + qrow(r0 + r) * a.dh + cc * E : q, ok ? 16 : 0);
+		}
 	}
 	cp_async_commit();
 	// Key tile it into stage st: keys past kEnd and columns past dh are zero.
@@ -472,8 +484,7 @@ __global__ void __launch_bounds__(32 * kFwdMaxWarps / M) attn_fwd_kernel(FwdArgs
 		unsigned char *Kd = KV + (size_t)st * 2 * L::kTile, *Vd = Kd + L::kTile;
 		const int nk = min(kEnd - it * N, N); // rows of the tile that are keys
 		const int64_t kstep = (int64_t)a.g * a.dh; // elements from one key to the next
-		const int RP = 2 * nthr / C;
-		if (a.dh == D && RP % 8 == 0) {
+		if (pairs) {
 			const int cc = threadIdx.x % (C / 2) * 2, cr = threadIdx.x / (C / 2);
 			const int64_t o = ((int64_t)(ks + it * N + cr) * a.g + kvh) * a.dh + cc * E;
 			const T *kp = k + o, *vp = v + o;
