@@ -150,19 +150,23 @@
 // works on a quarter of the keys.
 //
 // Forward budget at D = 128, bf16. Shared memory: Q R·256 bytes (32 KiB at
-// 128 rows) plus S·N·512 bytes of K/V stages: 96 KiB at the defaults (128
-// rows, 64 keys, 2 stages), 224 KiB at the largest (128, 128, 3: H100
+// 128 rows) plus S·N·512 bytes of K/V stages: 160 KiB at the defaults (128
+// rows, 128 keys, 2 stages), 224 KiB at the largest (128, 128, 3: H100
 // only); decoding 112 KiB (64 keys, 3 stages) or 144 KiB (128 keys, 2).
 // Registers (ptxas -v of nvcc 11.8, sm_90 / sm_80; __launch_bounds__(256)
-// allows 255): 173 / 171 at N = 32, 171 / 177 at N = 64, 241 / 241 at
+// allows 255): 173 / 178 at N = 32, 174 / 211 at N = 64, 236 / 245 at
 // N = 128, none spilled; so one 8-warp block or two 4-warp blocks per SM
-// (D = 64: 133 / 130; f32 at D = 128: 203 / 206; no spills). At 32 rows
-// per warp (__launch_bounds__(128)): 252 / 249 at N = 32, no spill; 255
-// at N = 64 with 24 bytes spilled (S's k-loop is unrolled by 2 there, as
-// fully unrolled ptxas hoists its loads and spills more); the 4 warps of a
-// decoding key split (KW = 4): 171 / 172 at N = 128, 166 at N = 64. The
-// loop body at N = 64 is about 410 instructions per warp and tile on the
-// common path (no mask, no rescale) for its 128 mma.sync and 63 ldmatrix.
+// (D = 64: 132 / 133; f32 at D = 128: 207 / 205; no spills; f32 at D = 64
+// spills 20 / 16 bytes, the plain path). At 32 rows per warp
+// (__launch_bounds__(128)): 246 / 252 at N = 32, no spill; 255 at N = 64
+// with 52 / 40 bytes spilled, the row sums among them (S's k-loop is
+// unrolled by 2 there, as fully unrolled ptxas hoists its loads and spills
+// more); the 4 warps of a decoding key split (KW = 4): 172 / 174 at
+// N = 128, 165 / 166 at N = 64. The default's loop (N = 128) issues about
+// 940 instructions per warp and tile on its common path (no mask, no
+// rescale) for 256 mma.sync and 128 ldmatrix: the copies and the stage
+// bookkeeping about 170, the
+// softmax about 380 (sm_90 code).
 #include <algorithm>
 
 #include "common.cuh"

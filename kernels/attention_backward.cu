@@ -144,10 +144,10 @@
 // dPᵀ of a 64-row slice (32 each) and P as bf16 A fragments (16).
 // __launch_bounds__ allows 255 (BC = 128: 256 threads, one block per SM;
 // BC = 64: 128 threads, two). nvcc 11.8's ptxas: every bf16 configuration
-// at D = 128 uses 254-255 registers without spilling on sm_90; on sm_80 the
-// 128-key ones and 128 × 64 × 2 spill 4 bytes (12 loaded); D = 64 about
-// 210, D = 32 about 181; f32 at D = 128 spills a few dozen bytes (it is
-// not the fast path). That needs the k-loops of Sᵀ/dPᵀ unrolled by 2 and dQ's not at
+// at D = 128 uses 251-255 registers without spilling on sm_90; on sm_80 the
+// 64-row ones spill 4-8 bytes (12-16 loaded); D = 64 about 210, D = 32
+// about 185; f32 at D = 128 spills a few dozen bytes (it is not the fast
+// path). That needs the k-loops of Sᵀ/dPᵀ unrolled by 2 and dQ's not at
 // all (fully unrolled, ptxas hoists every fragment load and spills), and
 // dSᵀ's stores addressed from one per-lane pointer (through Tile's at, the
 // default configuration spilled 16 bytes on sm_90).
