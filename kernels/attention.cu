@@ -165,8 +165,7 @@
 // N = 128, 165 / 166 at N = 64. The default's loop (N = 128) issues about
 // 940 instructions per warp and tile on its common path (no mask, no
 // rescale) for 256 mma.sync and 128 ldmatrix: the copies and the stage
-// bookkeeping about 170, the
-// softmax about 380 (sm_90 code).
+// bookkeeping about 170, the softmax about 380 (sm_90 code).
 #include <algorithm>
 
 #include "common.cuh"
