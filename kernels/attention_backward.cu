@@ -486,6 +486,23 @@ __global__ void __launch_bounds__(2 * BC, BC == 64 ? 2 : 1) attn_bwd_kernel(cons
 	const bool qcol = qc < a.dh;
 	auto load_q = [&](int buf, int tile) {
 		T *Qd = Qs + buf * BR * D, *dOd = dOs + buf * BR * D;
+		constexpr int CP = C / 2; // at the full width, pairs of adjacent chunks (half the rows' index work)
+		if constexpr (BR * CP % NT == 0) {
+			if (a.dh == D) {
+				const int pc = tid % CP * 2 * E, pr = tid / CP;
+				TW_UNROLL
+				for (int i = 0; i < BR * CP / NT; i++) {
+					const int r = pr + i * (NT / CP), rho = tile * BR + r;
+					const int64_t o = qrow(min(rho, rows - 1)) * a.dh + pc;
+					const int n = rho < rows ? 16 : 0;
+					cp_async16(Qd + TL::at(r, pc), a.q + o, n);
+					cp_async16(Qd + TL::at(r, pc + E), a.q + o + E, n);
+					cp_async16(dOd + TL::at(r, pc), a.dout + o, n);
+					cp_async16(dOd + TL::at(r, pc + E), a.dout + o + E, n);
+				}
+				return;
+			}
+		}
 		static_assert(NT % C == 0, "load_q: whole rows per pass");
 		TW_UNROLL
 		for (int i = 0; i < BR * C / NT; i++) {
