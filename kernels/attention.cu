@@ -90,7 +90,7 @@
 //   negates Q instead, so that sl2 keeps the order), and p = 2^(x·sl2 − m),
 //   one FMA and an ex2.approx on a GPU (FlashAttention-2's way). The
 //   maximum's own term is 2^ε, ε the rounding error of m (|ε| ≤ ulp(m)/2:
-//   l ≥ 2^−ε ≈ 1 for any score short of 2^30 in base 2). Each
+//   l ≥ 2^−|ε| ≈ 1 for any score short of 2^30 in base 2). Each
 //   lane keeps its share of a row's sum l, added up over the quad at the
 //   end; the output accumulator (rows g, g+8, columns 8j+2t, +1: D/2 floats
 //   per lane) is rescaled in registers by 2^(m_old − m_new). P, packed to
@@ -448,10 +448,10 @@ __global__ void __launch_bounds__(32 * kFwdMaxWarps / M) attn_fwd_kernel(FwdArgs
 	// The copies. Each thread takes chunk column cc of rows cr, cr + RS, …
 	// of every tile it loads (RS = nthr/C: blocks are 64 threads or more and
 	// a row is at most 32 chunks, both powers of two), so a key tile's source
-	// moves by a fixed stride per row and per tile: an add per chunk where
-	// the chunk's index arithmetic used to take some 25 instructions; at the
-	// full head width, a pair of chunks (see load_kv). The plan is worked out
-	// where it is used rather than held in registers through the products.
+	// moves by a fixed stride per row and per tile: an add per chunk, not
+	// the index arithmetic of each (some 25 instructions); at the full head
+	// width, a pair of chunks (see load_kv). The plan is worked out where it
+	// is used rather than held in registers through the products.
 	const int RS = nthr / C, RP = 2 * nthr / C;
 	const bool pairs = a.dh == D && RP % 8 == 0;
 	// Q: the tile's rows (zero past r1 and in the columns past dh); a row past

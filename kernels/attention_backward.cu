@@ -479,14 +479,16 @@ __global__ void __launch_bounds__(2 * BC, BC == 64 ? 2 : 1) attn_bwd_kernel(cons
 		cp_async16(Vs + TL::at(r, x), a.v + o, ok ? 16 : 0);
 	}
 	// A query tile's copies: each thread takes chunk column qc of rows
-	// qr, qr + NT/C, … (NT is a multiple of C), so its shared-memory
-	// offsets are constants; a row past the sequence's reads its last row
-	// (a valid address) and copies 0 bytes of it, as does a column past dh.
+	// qr, qr + NT/C, … (NT is a multiple of C), or at the full head width a
+	// pair of adjacent chunks of every NT/(C/2)-th row (half the rows' index
+	// work), so its shared-memory offsets are constants; a row past the
+	// sequence's reads its last row (a valid address) and copies 0 bytes of
+	// it, as does a column past dh.
 	const int qc = tid % C * E, qr = tid / C;
 	const bool qcol = qc < a.dh;
 	auto load_q = [&](int buf, int tile) {
 		T *Qd = Qs + buf * BR * D, *dOd = dOs + buf * BR * D;
-		constexpr int CP = C / 2; // at the full width, pairs of adjacent chunks (half the rows' index work)
+		constexpr int CP = C / 2; // pairs per row
 		if constexpr (BR * CP % NT == 0) {
 			if (a.dh == D) {
 				const int pc = tid % CP * 2 * E, pr = tid / CP;
