@@ -26,10 +26,12 @@ import (
 // k, one of few output tiles and k ≥ 1024: none at these widths; at
 // Llama's, the LoRA GEMMs, the classifier's input gradient and a decoding
 // step's projections), and the classifier's depend on the tokens only
-// through the number of LogitChunk chunks, so a step of T tokens launches what the 256-token
-// step does plus (T/256 − 1) times the difference between the 512- and the
-// 256-token steps. It logs the counts and checks that a decoding step is
-// one host call once recorded.
+// through the number of LogitChunk chunks, so a step of T tokens launches
+// what the 256-token step does plus (T/256 − 1) times what a further chunk
+// adds. That chunk's launches are counted on one and two layers (512
+// tokens against 256), where they must agree: a layer whose launches grew
+// with the tokens would make them differ. It logs the counts and checks
+// that a decoding step is one host call once recorded.
 func TestLaunches(t *testing.T) {
 	c := llama.Config{Dim: 64, Layers: 32, Heads: 8, KVHeads: 2, HeadDim: 8, FFN: 96, Vocab: 512,
 		NormEps: 1e-5, RopeTheta: 500000, MaxSeqLen: 1024, BOS: 1, EOS: []int32{2}}
@@ -37,39 +39,23 @@ func TestLaunches(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer b.Close()
-	m, err := llama.NewRandom(b, c, engine.BF16, 0.02, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ad, err := m.NewAdapter(llama.LoRAEvery(16), 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tp, err := trainer.NewParams(m, ad, optim.AdamWConfig{Beta1: 0.9, Beta2: 0.95, Eps: 1e-8, MaxGradNorm: 1}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tp.Free()
+	t.Cleanup(func() { b.Close() }) // after the models' (the last cleanup registered runs first)
 	rng := rand.New(rand.NewPCG(1, 2))
-	step := map[int]int64{}
-	for _, seq := range []int{256, 512} {
-		_, n, prof, err := trainSteps(m, ad, tp, randomBatch(rng, c.Vocab, seq), 1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		step[seq] = n
-		checkProfile(t, fmt.Sprintf("LoRA step of %d tokens", seq), prof, float64(n), "Gemm", "AttentionBackward", "AdamWMulti")
+	m, n := loraStepLaunches(t, b, c, rng, 256)
+	step := n[256]
+	var perChunk [2]int64
+	for i := range perChunk {
+		small := c
+		small.Layers = i + 1
+		_, n := loraStepLaunches(t, b, small, rng, 256, 512)
+		perChunk[i] = n[512] - n[256]
 	}
-	// A further chunk of tokens adds the classifier's and the loss's
-	// launches for it, and takes none away: a step that launched fewer at
-	// 512 tokens than at 256 would be counting more than one step's.
-	perChunk := step[512] - step[256]
-	if step[256] <= 0 || perChunk <= 0 {
-		t.Errorf("launches per LoRA step: %d at 256 tokens, %d at 512: want more at 512", step[256], step[512])
+	if step <= 0 || perChunk[0] <= 0 || perChunk[0] != perChunk[1] {
+		t.Errorf("launches per LoRA step: %d at 256 tokens; a further %d-token chunk adds %d on one layer, %d on two: want more than none, the same on both",
+			step, llama.LogitChunk, perChunk[0], perChunk[1])
 	}
 	t.Logf("LoRA step: %d launches at 256 tokens, %d more per further %d-token chunk: %d at 2048 tokens",
-		step[256], perChunk, llama.LogitChunk, step[256]+7*perChunk)
+		step, perChunk[0], llama.LogitChunk, step+7*perChunk[0])
 	for _, batch := range []int{1, 4} {
 		prompts := make([][]int32, batch)
 		for i := range prompts {
@@ -95,6 +81,37 @@ func TestLaunches(t *testing.T) {
 			t.Errorf("batch %d: %.2f host calls per decoding step of %.1f launches: not replayed", batch, dec.Calls, dec.Launches)
 		}
 	}
+}
+
+// loraStepLaunches builds a model of config c on b with rank-16 LoRA on
+// every projection and counts the launches of one training step at each of
+// seqs tokens, checking each step's op profile; the model's adapter and
+// optimizer state are freed when the test ends.
+func loraStepLaunches(t *testing.T, b *cuda.Backend, c llama.Config, rng *rand.Rand, seqs ...int) (*llama.Model, map[int]int64) {
+	t.Helper()
+	m, err := llama.NewRandom(b, c, engine.BF16, 0.02, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ad, err := m.NewAdapter(llama.LoRAEvery(16), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp, err := trainer.NewParams(m, ad, optim.AdamWConfig{Beta1: 0.9, Beta2: 0.95, Eps: 1e-8, MaxGradNorm: 1}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(tp.Free)
+	launches := map[int]int64{}
+	for _, seq := range seqs {
+		_, n, prof, err := trainSteps(m, ad, tp, randomBatch(rng, c.Vocab, seq), 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		launches[seq] = n
+		checkProfile(t, fmt.Sprintf("LoRA step of %d tokens, %d-layer model", seq, c.Layers), prof, float64(n), "Gemm", "AttentionBackward", "AdamWMulti")
+	}
+	return m, launches
 }
 
 // checkProfile checks a step's op profile: present, its ops named, calls

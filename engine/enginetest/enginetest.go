@@ -218,7 +218,8 @@ func worst(got []float32, want []float64) int {
 // magnitude among the sampled finite-difference values, or to gradFloor when
 // that is smaller: where the true gradient all but vanishes (RMSNorm of
 // width 1, say), f32 cancellation leaves an absolute error near 1e-6 that
-// means nothing.
+// means nothing. Under -short, at most shortSamples of those coordinates,
+// spread over them, are checked.
 func GradCheck(t testing.TB, what string, r *rand.Rand, x []float64, analytic []float32, loss func() float64, samples int, tol float64) {
 	t.Helper()
 	if len(x) != len(analytic) {
@@ -233,6 +234,12 @@ func GradCheck(t testing.TB, what string, r *rand.Rand, x []float64, analytic []
 		for _, i := range r.Perm(len(x))[:samples] {
 			idx = append(idx, i)
 		}
+	}
+	if testing.Short() && len(idx) > shortSamples {
+		for j := range shortSamples {
+			idx[j] = idx[j*len(idx)/shortSamples]
+		}
+		idx = idx[:shortSamples]
 	}
 	var scale float64
 	for _, v := range x {
@@ -261,6 +268,14 @@ func GradCheck(t testing.TB, what string, r *rand.Rand, x []float64, analytic []
 	}
 	Close(t, what+" vs finite differences", got, want, tol)
 }
+
+// shortSamples is how many coordinates GradCheck checks under -short: the
+// passes that run the suite for what concurrency breaks (the race
+// detector's, the emulator's with its threads reversed) run it short, and
+// the plain passes check the whole sample. The finite differences evaluate
+// the float64 reference twice per coordinate: two thirds of the CPU suite's
+// time at the full sample.
+const shortSamples = 4
 
 // gradFloor is the smallest gradient magnitude GradCheck measures relative
 // errors against.

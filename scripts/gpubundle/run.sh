@@ -108,6 +108,11 @@
 #   TW_BUNDLE_TESTS    an extended regular expression: the conformance and
 #                      model steps run only the top-level tests whose names
 #                      match
+#   TW_BUNDLE_SKIP_TESTS
+#                      an extended regular expression: those steps leave out
+#                      the top-level tests whose names match (the Makefile's
+#                      emulator run leaves out what the emulator suites have
+#                      just run)
 #   TW_BUNDLE_BASELINE the bench-kernels.json the gate step compares with
 #                      (default: the newest of the bundle's on this device)
 #   TW_BUNDLE_KEEP     when set, keep the unpacked bundle (its path is
@@ -422,7 +427,8 @@ tests_end() {
 }
 
 # gotests BIN [ARGS…] runs each top-level test of the test binary BIN that
-# TESTS_RE (default: all) and TW_BUNDLE_TESTS select in a process of its own
+# TESTS_RE (default: all) and TW_BUNDLE_TESTS select, and TW_BUNDLE_SKIP_TESTS
+# does not leave out, in a process of its own
 # (run_test), and ends the step (tests_end).
 gotests() {
 	local bin=$1 names name
@@ -436,6 +442,9 @@ gotests() {
 	names=$(printf '%s\n' "$names" | grep -E '^(Test|Example|Fuzz)')
 	[ -n "$names" ] || { note "$bin lists no test"; exit 1; }
 	names=$(printf '%s\n' "$names" | grep -E -- "${TW_BUNDLE_TESTS:-.}") || skip "TW_BUNDLE_TESTS=$TW_BUNDLE_TESTS selects none of $bin's tests"
+	if [ -n "${TW_BUNDLE_SKIP_TESTS:-}" ]; then
+		names=$(printf '%s\n' "$names" | grep -v -E -- "$TW_BUNDLE_SKIP_TESTS") || skip "TW_BUNDLE_SKIP_TESTS=$TW_BUNDLE_SKIP_TESTS leaves out every selected test of $bin"
+	fi
 	printf '%s\n' "$names" >"$PLANNED_FILE"
 	progress "$(wc -l <"$PLANNED_FILE") test(s) of $bin, one process each"
 	for name in $names; do

@@ -109,7 +109,7 @@ run() {
 	local name=$1
 	shift
 	(
-		env -u TW_BUNDLE_PLANT -u TW_BUNDLE_STEPS -u TW_BUNDLE_TESTS -u TW_BUNDLE_BUDGET -u TW_BUNDLE_BASELINE \
+		env -u TW_BUNDLE_PLANT -u TW_BUNDLE_STEPS -u TW_BUNDLE_TESTS -u TW_BUNDLE_SKIP_TESTS -u TW_BUNDLE_BUDGET -u TW_BUNDLE_BASELINE \
 			-u TW_BUNDLE_KEEP -u TW_BUNDLE_GO_MARGIN TMPDIR="$work" "$@" "$bundle/run.sh" "$work/$name" >"$work/$name.out" 2>&1
 		echo $? >"$work/$name.rc"
 	) &
