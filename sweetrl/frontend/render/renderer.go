@@ -58,7 +58,8 @@ type Options struct {
 	NoTailwind bool
 	// Tabs is how many pages render at once; default 1.
 	Tabs int
-	// Timeout bounds one page, from navigation to screenshot; default 20s.
+	// Timeout bounds one page, from navigation to screenshot, and the
+	// opening of a tab for it; default 20s.
 	Timeout time.Duration
 	// Width and Height are the viewport in CSS pixels; default 1366×768.
 	Width, Height int
@@ -337,7 +338,9 @@ func (r *Renderer) renderPrepared(ctx context.Context, html string) ([]byte, err
 }
 
 // takeTab takes a slot of the pool, opening a tab (and starting the browser)
-// when the slot is empty or its tab belongs to a browser that died.
+// when the slot is empty or its tab belongs to a browser that died. A
+// browser that dies, or stops answering, while the tab opens is replaced
+// once.
 func (r *Renderer) takeTab(ctx context.Context) (*tab, error) {
 	var t *tab
 	select {
@@ -361,11 +364,11 @@ func (r *Renderer) takeTab(ctx context.Context) (*tab, error) {
 		if err == nil {
 			return t, nil
 		}
-		if ctx.Err() != nil || !b.died() || attempt > 0 {
+		if ctx.Err() != nil || attempt > 0 || !(errors.Is(err, errBrowserHung) || b.died()) {
 			r.pool <- nil
 			return nil, fmt.Errorf("render: opening a tab: %w", err)
 		}
-		r.browserDied(b)
+		r.browserDied(b) // hung: stopped, its other tabs' pages retried on the next
 		if b, err = r.browser(); err != nil {
 			r.pool <- nil
 			return nil, err
@@ -689,16 +692,40 @@ type pageReq struct {
 	served atomic.Bool
 }
 
+// errBrowserHung is wrapped by newTab's error when the browser did not open
+// the tab within the page timeout, though the caller had not given up: the
+// browser no longer answers, and takeTab replaces it.
+var errBrowserHung = errors.New("the browser did not answer")
+
+// newTab opens a tab on b, ready for pages: its target created and
+// attached, requests intercepted, dialogs reported, the viewport set. Each
+// step waits on the browser for the page timeout at most, and for ctx.
 func (b *browser) newTab(ctx context.Context, r *Renderer) (*tab, error) {
 	tctx, cancel := chromedp.NewContext(b.ctx)
 	t := &tab{b: b, ctx: tctx, cancel: cancel, r: r, wake: make(chan struct{}, 1)}
-	sctx, scancel := context.WithTimeout(tctx, 30*time.Second)
+	sctx, scancel := context.WithTimeout(tctx, b.opts.Timeout)
 	defer scancel()
 	stop := context.AfterFunc(ctx, scancel)
 	defer stop()
-	if err := chromedp.Listen(tctx, t.enqueue); err != nil {
+	fail := func(err error) (*tab, error) {
 		cancel()
+		if ctx.Err() == nil && errors.Is(sctx.Err(), context.DeadlineExceeded) {
+			return nil, fmt.Errorf("%w within %v: %w", errBrowserHung, b.opts.Timeout, err)
+		}
 		return nil, err
+	}
+	// Listen creates the tab's target under tctx, which the target then
+	// lives on (chromedp runs a target on the context of its first call),
+	// so the bound on its creation is a watchdog that cancels tctx when
+	// sctx ends first: a browser that never answers cannot hold the tab's
+	// opening forever.
+	watch := context.AfterFunc(sctx, cancel)
+	err := chromedp.Listen(tctx, t.enqueue)
+	if !watch() && err == nil {
+		err = tctx.Err() // created just as the watchdog cancelled it
+	}
+	if err != nil {
+		return fail(err)
 	}
 	go t.work()
 	steps := []func() error{
@@ -723,8 +750,7 @@ func (b *browser) newTab(ctx context.Context, r *Renderer) (*tab, error) {
 	}
 	for _, s := range steps {
 		if err := s(); err != nil {
-			cancel()
-			return nil, err
+			return fail(err)
 		}
 	}
 	return t, nil
