@@ -51,12 +51,18 @@ race: setup
 	$(GO) test -race -short -count=1 ./engine/...
 
 # Every kernel on the CPU emulator: the emulator's self-tests (in thread order
-# and reversed), then the op conformance suite through the Go backend.
+# and reversed), then the op conformance suite through the Go backend, with
+# the model and benchmark packages; beside them (an emulated test keeps one
+# core busy), the suite again with the threads of every block run in reverse
+# order, its output printed when both are done.
 test-emu: setup emu-test
-	$(GO) test -count=1 -tags cudaemu ./engine/cuda/ ./model/...
-	$(GO) test -count=1 -tags cudaemu -run 'BackendCUDA|BenchAttentionConfigs' ./cmd/train/
-	$(GO) test -count=1 -tags cudaemu ./bench/...
-	TW_EMU_REVERSE=1 $(GO) test -short -count=1 -tags cudaemu ./engine/cuda/
+	@mkdir -p build
+	TW_EMU_REVERSE=1 $(GO) test -short -count=1 -tags cudaemu ./engine/cuda/ >build/emu-reversed.log 2>&1 & rev=$$!; \
+	$(GO) test -count=1 -tags cudaemu ./engine/cuda/ ./model/... ./bench/... && \
+	$(GO) test -count=1 -tags cudaemu -run 'BackendCUDA|BenchAttentionConfigs' ./cmd/train/; rc=$$?; \
+	wait $$rev; rrc=$$?; \
+	echo "TW_EMU_REVERSE=1 $(GO) test -short -count=1 -tags cudaemu ./engine/cuda/"; cat build/emu-reversed.log; \
+	test $$rc -eq 0 -a $$rrc -eq 0
 
 # The real CUDA build, where nvcc exists: the kernel library (sm_80 and
 # sm_90 code, compute_90 PTX) must compile without a warning; our cuBLASLt
@@ -114,17 +120,21 @@ gpu-bundle-emu: setup kernels-emu
 # limit; it also checks the whole run's summary. The end-to-end run leaves
 # out the conformance binary's longest tests besides TestConformance, which
 # test-emu runs in both thread orders (this run checks the bundle, not the
-# kernels again).
+# kernels again). It runs while the GPU bundle builds (it keeps one core
+# busy), its output printed when both are done.
 BUNDLE_EMU_SKIP := ^Test(AttentionConfigs|AttentionBackwardConfigs|SampleChunks|AttentionBackwardDeterministic|EmbeddingBackwardExact)$$
 test-bundles: setup
-	@if command -v nvcc >/dev/null 2>&1; then \
+	$(MAKE) --no-print-directory gpu-bundle-emu
+	rm -rf build/gpu-bundle-emu-out
+	TW_BUNDLE_SKIP_TESTS='$(BUNDLE_EMU_SKIP)' $(BUNDLE_EMU)/run.sh build/gpu-bundle-emu-out >build/gpu-bundle-emu-run.log 2>&1 & run=$$!; \
+	if command -v nvcc >/dev/null 2>&1; then \
 		$(MAKE) --no-print-directory gpu-bundle; \
 	else \
 		echo "nvcc not found: the GPU bundle was not built (scripts/setup-cuda.sh installs it)"; \
-	fi
-	$(MAKE) --no-print-directory gpu-bundle-emu
-	rm -rf build/gpu-bundle-emu-out
-	TW_BUNDLE_SKIP_TESTS='$(BUNDLE_EMU_SKIP)' $(BUNDLE_EMU)/run.sh build/gpu-bundle-emu-out
+	fi; rc=$$?; \
+	wait $$run; rrc=$$?; \
+	echo "$(BUNDLE_EMU)/run.sh build/gpu-bundle-emu-out"; cat build/gpu-bundle-emu-run.log; \
+	test $$rc -eq 0 -a $$rrc -eq 0
 	./scripts/gpubundle/selftest.sh $(BUNDLE_EMU) build/gpu-bundle-emu-out
 
 bench: setup
