@@ -181,6 +181,7 @@ var (
 	mIssue      = []string{"smsp__average_warp_latency_per_inst_issued.ratio", "smsp__average_warps_issue_stalled_per_issue_active.ratio"}
 	mConflicts  = []string{"l1tex__data_bank_conflicts_pipe_lsu_mem_shared.sum"}
 	mWavefronts = []string{"l1tex__data_pipe_lsu_wavefronts_mem_shared.sum"}
+	mSMCycles   = []string{"sm__cycles_elapsed.sum"}
 )
 
 // stallMetric matches the warp-state metrics: cycles a warp spent stalled
@@ -226,7 +227,8 @@ func (k Kernel) Stalls() []Stall {
 // Header is the table's header row; Row gives a kernel's cells in its
 // order.
 var Header = []string{"case", "kernel", "grid", "block", "registers", "shared KiB", "µs", "SM %", "memory %", "DRAM %",
-	"tensor %", "occupancy % (achieved / theoretical)", "cycles per issue", "shared bank conflicts %", "top stalls (cycles per issue)"}
+	"tensor %", "occupancy % (achieved / theoretical)", "cycles per issue", "shared wavefronts per SM cycle", "shared bank conflicts %",
+	"top stalls (cycles per issue)"}
 
 // Row returns k's cells, in Header's order; a metric the profile lacks is
 // an empty cell.
@@ -246,7 +248,12 @@ func (k Kernel) Row() []string {
 	if t := f(mTheory, "%.1f", 1); occ != "" && t != "" {
 		occ += " / " + t
 	}
-	conf := ""
+	conf, busy := "", ""
+	if w, ok := k.metric(mWavefronts); ok {
+		if c, ok := k.metric(mSMCycles); ok && c > 0 {
+			busy = fmt.Sprintf("%.2f", w/c)
+		}
+	}
 	if c, ok := k.metric(mConflicts); ok {
 		if w, ok := k.metric(mWavefronts); ok && w > 0 {
 			conf = fmt.Sprintf("%.1f", 100*c/w)
@@ -265,7 +272,7 @@ func (k Kernel) Row() []string {
 	}
 	return []string{k.Case, "`" + name + "`", k.Grid, k.Block, f(mRegs, "%.0f", 1), smem, f(mDuration, "%.1f", 1e-3),
 		f(mSM, "%.1f", 1), f(mMemory, "%.1f", 1), f(mDRAM, "%.1f", 1), f(mTensor, "%.1f", 1), occ, f(mIssue, "%.2f", 1),
-		conf, strings.Join(top, ", ")}
+		busy, conf, strings.Join(top, ", ")}
 }
 
 // WriteTable writes ks as one markdown table.

@@ -9,10 +9,10 @@ import (
 // header, the units, two launches (a templated name with commas inside
 // quotes, a value with a thousands separator, one metric "n/a").
 const profile = `==PROF== Disconnected from process 4242
-"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Block Size","Grid Size","Device","CC","gpu__time_duration.sum","sm__throughput.avg.pct_of_peak_sustained_elapsed","gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed","sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active","sm__warps_active.avg.pct_of_peak_sustained_active","sm__maximum_warps_per_active_cycle_pct","launch__registers_per_thread","launch__shared_mem_per_block_dynamic","launch__shared_mem_per_block_static","smsp__average_warp_latency_per_inst_issued.ratio","smsp__average_warps_issue_stalled_barrier_per_issue_active.ratio","smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio","smsp__average_warps_issue_stalled_selected_per_issue_active.ratio","smsp__average_warps_issue_stalled_short_scoreboard_per_issue_active.ratio","smsp__average_warps_issue_stalled_mio_throttle_per_issue_active.ratio","l1tex__data_bank_conflicts_pipe_lsu_mem_shared.sum","l1tex__data_pipe_lsu_wavefronts_mem_shared.sum"
-"","","","","","","","","","","","usecond","%","%","%","%","%","register/thread","Kbyte/block","byte/block","cycle","","","","","","",""
-"0","4242","train","gpu","void attn_bwd_kernel<__nv_bfloat16, 128, 128, 1>(BwdArgs<__nv_bfloat16>)","1","7","(256, 1, 1)","(16, 8, 1)","0","9.0","1,234.5","61.25","40.5","38.75","12.5","12.5","255","164","0","22.4","5.1","2","1","0.75","2","1000","4000"
-"1","4242","train","gpu","void attn_bwd_prep_kernel<float>(float *, float *)","1","7","(128, 1, 1)","(64, 1, 1)","0","9.0","10","5","80","n/a","50","100","32","0","0","3","0.1","2.5","1","0","0","0","0"
+"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Block Size","Grid Size","Device","CC","gpu__time_duration.sum","sm__throughput.avg.pct_of_peak_sustained_elapsed","gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed","sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active","sm__warps_active.avg.pct_of_peak_sustained_active","sm__maximum_warps_per_active_cycle_pct","launch__registers_per_thread","launch__shared_mem_per_block_dynamic","launch__shared_mem_per_block_static","smsp__average_warp_latency_per_inst_issued.ratio","smsp__average_warps_issue_stalled_barrier_per_issue_active.ratio","smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio","smsp__average_warps_issue_stalled_selected_per_issue_active.ratio","smsp__average_warps_issue_stalled_short_scoreboard_per_issue_active.ratio","smsp__average_warps_issue_stalled_mio_throttle_per_issue_active.ratio","l1tex__data_bank_conflicts_pipe_lsu_mem_shared.sum","l1tex__data_pipe_lsu_wavefronts_mem_shared.sum","sm__cycles_elapsed.sum"
+"","","","","","","","","","","","usecond","%","%","%","%","%","register/thread","Kbyte/block","byte/block","cycle","","","","","","","","cycle"
+"0","4242","train","gpu","void attn_bwd_kernel<__nv_bfloat16, 128, 128, 1>(BwdArgs<__nv_bfloat16>)","1","7","(256, 1, 1)","(16, 8, 1)","0","9.0","1,234.5","61.25","40.5","38.75","12.5","12.5","255","164","0","22.4","5.1","2","1","0.75","2","1000","4000","5,000"
+"1","4242","train","gpu","void attn_bwd_prep_kernel<float>(float *, float *)","1","7","(128, 1, 1)","(64, 1, 1)","0","9.0","10","5","80","n/a","50","100","32","0","0","3","0.1","2.5","1","0","0","0","0","0"
 `
 
 func TestRead(t *testing.T) {
@@ -102,7 +102,8 @@ func TestRow(t *testing.T) {
 	for h, want := range map[string]string{
 		"µs": "1234.5", "shared KiB": "160.2" /* 164 kB */, "tensor %": "38.8", "occupancy % (achieved / theoretical)": "12.5 / 12.5",
 		"cycles per issue": "22.40", "shared bank conflicts %": "25.0", "DRAM %": "",
-		"top stalls (cycles per issue)": "barrier 5.10, long_scoreboard 2.00, mio_throttle 2.00",
+		"shared wavefronts per SM cycle": "0.80", /* 4000 wavefronts over 5000 SM cycles */
+		"top stalls (cycles per issue)":  "barrier 5.10, long_scoreboard 2.00, mio_throttle 2.00",
 	} {
 		if got := cell(h); got != want {
 			t.Errorf("%s = %q, want %q", h, got, want)

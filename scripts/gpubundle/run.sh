@@ -768,10 +768,13 @@ step_profile() {
 	local dir=$WORK/bench/profile spec label filter kern to rc csvs=() failed=""
 	mkdir -p "$dir"
 	# The sections, and shared memory's bank conflicts and wavefronts (which
-	# no section names as metrics).
+	# no section names as metrics) with the SMs' elapsed cycles they are
+	# counted over: wavefronts per SM cycle, against the one a cycle that
+	# shared memory serves, say whether ldmatrix and the shared loads bound
+	# a kernel.
 	local sections=(--section SpeedOfLight --section LaunchStats --section Occupancy --section WarpStateStats
 		--section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis --section SchedulerStats
-		--metrics l1tex__data_bank_conflicts_pipe_lsu_mem_shared.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared.sum)
+		--metrics l1tex__data_bank_conflicts_pipe_lsu_mem_shared.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared.sum,sm__cycles_elapsed.sum)
 	# profile LABEL KERNEL-REGEX SKIP RUN COMMAND… profiles the first launch
 	# of a kernel whose name matches after SKIP such launches, in COMMAND,
 	# run by RUN (ours: with the bundle's libraries first; env: as it is,
