@@ -18,6 +18,7 @@ import (
 	"syscall"
 	"time"
 
+	cdpbrowser "github.com/chromedp/cdproto/browser"
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/cdproto/fetch"
@@ -307,8 +308,8 @@ func (r *Renderer) prepareAll(ctx context.Context, pages []string) ([]string, er
 }
 
 // renderPrepared renders a page whose Tailwind is inlined, on a tab of the
-// pool. A page that fails because the browser died is tried once more on a
-// new browser.
+// pool. A page that fails because the browser died, or stopped answering, is
+// tried once more on a new browser.
 func (r *Renderer) renderPrepared(ctx context.Context, html string) ([]byte, error) {
 	for attempt := 0; ; attempt++ {
 		t, err := r.takeTab(ctx)
@@ -327,7 +328,7 @@ func (r *Renderer) renderPrepared(ctx context.Context, html string) ([]byte, err
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("render: %w", ctx.Err())
 		}
-		if t.b.died() {
+		if t.b.died() || !t.b.answers() {
 			r.browserDied(t.b)
 			if attempt == 0 {
 				continue
@@ -562,6 +563,16 @@ func (b *browser) died() bool {
 		time.Sleep(20 * time.Millisecond)
 	}
 	return true
+}
+
+// answers reports whether the browser answers a command (Browser.getVersion)
+// within a few seconds: a browser whose process runs but which answers
+// nothing is as good as dead.
+func (b *browser) answers() bool {
+	ctx, cancel := context.WithTimeout(b.ctx, 3*time.Second)
+	defer cancel()
+	_, err := chromedp.CallBrowser(ctx, cdpbrowser.GetVersion, cdp.Empty{})
+	return err == nil
 }
 
 // stop closes the browser and kills its process group.

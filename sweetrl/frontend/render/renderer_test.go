@@ -244,48 +244,59 @@ func chromiumProcesses() int {
 }
 
 // TestHungBrowserReplaced stops the browser's process (SIGSTOP: alive, but
-// answering nothing) before a page needs a new tab: opening the tab must
-// give up at the page timeout, the browser be replaced, and the page
-// render on the new one, instead of the render waiting forever.
+// answering nothing) after a first page, before the next: with two tabs the
+// next page opens a new tab, with one it reuses the first's. Opening the
+// tab, or the page, must give up at the page timeout, the browser be
+// replaced, and the page render on the new one, instead of the render
+// waiting forever or the page scoring as a failure.
 func TestHungBrowserReplaced(t *testing.T) {
-	r := newTestRenderer(t, Options{Tabs: 2, NoTailwind: true, Timeout: 3 * time.Second})
-	page := `<html><body style="background:#00ff00">x</body></html>`
-	if _, err := r.Render(context.Background(), page); err != nil {
-		t.Fatal(err)
-	}
-	first := r.b
-	// The pool's other slot is empty: the next page opens a tab.
-	if err := syscall.Kill(first.pid, syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { syscall.Kill(first.pid, syscall.SIGKILL) })
-	type result struct {
-		png []byte
-		err error
-	}
-	done := make(chan result, 1)
-	start := time.Now()
-	go func() {
-		b, err := r.Render(context.Background(), page)
-		done <- result{b, err}
-	}()
-	select {
-	case res := <-done:
-		if res.err != nil {
-			t.Fatalf("with the browser stopped: %v", res.err)
-		}
-		if got := rgb(decode(t, res.png), 5, 5); got != [3]uint8{0, 255, 0} {
-			t.Fatalf("with the browser stopped: pixel %v", got)
-		}
-	case <-time.After(60 * time.Second):
-		t.Fatal("with the browser stopped, Render had not returned after 60 s")
-	}
-	t.Logf("the page rendered on a new browser %.1f s after the old one stopped", time.Since(start).Seconds())
-	if r.b == nil || r.b == first {
-		t.Error("the stopped browser was not replaced")
-	}
-	if first.alive() {
-		t.Error("the stopped browser was not killed")
+	for _, tc := range []struct {
+		name string
+		tabs int
+	}{
+		{"while a tab opens", 2},
+		{"while a page renders", 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newTestRenderer(t, Options{Tabs: tc.tabs, NoTailwind: true, Timeout: 3 * time.Second})
+			page := `<html><body style="background:#00ff00">x</body></html>`
+			if _, err := r.Render(context.Background(), page); err != nil {
+				t.Fatal(err)
+			}
+			first := r.b
+			if err := syscall.Kill(first.pid, syscall.SIGSTOP); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { syscall.Kill(first.pid, syscall.SIGKILL) })
+			type result struct {
+				png []byte
+				err error
+			}
+			done := make(chan result, 1)
+			start := time.Now()
+			go func() {
+				b, err := r.Render(context.Background(), page)
+				done <- result{b, err}
+			}()
+			select {
+			case res := <-done:
+				if res.err != nil {
+					t.Fatalf("with the browser stopped: %v", res.err)
+				}
+				if got := rgb(decode(t, res.png), 5, 5); got != [3]uint8{0, 255, 0} {
+					t.Fatalf("with the browser stopped: pixel %v", got)
+				}
+			case <-time.After(60 * time.Second):
+				t.Fatal("with the browser stopped, Render had not returned after 60 s")
+			}
+			t.Logf("the page rendered on a new browser %.1f s after the old one stopped", time.Since(start).Seconds())
+			if r.b == nil || r.b == first {
+				t.Error("the stopped browser was not replaced")
+			}
+			if first.alive() {
+				t.Error("the stopped browser was not killed")
+			}
+		})
 	}
 }
 
