@@ -369,7 +369,7 @@ func (r *Renderer) takeTab(ctx context.Context) (*tab, error) {
 			r.pool <- nil
 			return nil, fmt.Errorf("render: opening a tab: %w", err)
 		}
-		r.browserDied(b) // hung: stopped, its other tabs' pages retried on the next
+		r.browserDied(b) // dead or hung: stopped, its other tabs' pages retried on the next
 		if b, err = r.browser(); err != nil {
 			r.pool <- nil
 			return nil, err
