@@ -411,15 +411,15 @@ func (r *Renderer) browser() (*browser, error) {
 	return b, nil
 }
 
-// browserDied forgets b, a browser that exited, and kills what is left of
-// it; the next page starts a new one.
+// browserDied forgets b, a browser that exited or stopped answering, and
+// kills what is left of it; the next page starts a new one.
 func (r *Renderer) browserDied(b *browser) {
 	r.mu.Lock()
 	if r.b == b {
 		r.b = nil
 	}
 	r.mu.Unlock()
-	b.stop()
+	b.kill()
 }
 
 // placeholder returns the placeholder PNG for url, from the cache when it
@@ -576,10 +576,19 @@ func (b *browser) answers() bool {
 }
 
 // stop closes the browser and kills its process group.
-func (b *browser) stop() {
+func (b *browser) stop() { b.shutDown(true) }
+
+// kill kills the browser's processes without asking it to close first: for
+// one that died or stopped answering, which would not answer the request.
+func (b *browser) kill() { b.shutDown(false) }
+
+// shutDown ends the browser once: when ask is set and it runs, it is asked
+// to close (for 5 s at most); then its process group is killed and its
+// directory removed.
+func (b *browser) shutDown(ask bool) {
 	b.stopOnce.Do(func() {
 		cctx, ccancel := context.WithTimeout(b.ctx, 5*time.Second)
-		if b.alive() {
+		if ask && b.alive() {
 			chromedp.Cancel(cctx)
 		}
 		ccancel()
