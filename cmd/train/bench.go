@@ -24,9 +24,10 @@
 //	done
 //
 // and, to sum up Nsight Compute's counters of the kernels run.sh's profile
-// step profiled (one raw-page CSV per case):
+// step profiled (one raw-page CSV per case, and its source page's samples
+// per instruction):
 //
-//	train bench profile --out OUT/profile.md attn-fwd.csv attn-bwd.csv sdpa-bwd.csv
+//	train bench profile --out OUT/profile.md attn-fwd.csv attn-bwd.csv sdpa-bwd.csv attn-bwd.sass.csv
 //
 // Results carry the commit from the binary's version-control stamp; a build
 // without one (-buildvcs=false, an exported tree) sets it with
@@ -35,6 +36,7 @@
 package main
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -153,7 +155,10 @@ func runBenchReport(args []string, _ io.Reader, stdout, stderr io.Writer) error 
 
 // runBenchProfile prints one table of the kernels that Nsight Compute
 // profiled: each file is a raw-page CSV (ncu --page raw --csv --print-units
-// base) named after its case; --brief prints one line per kernel instead.
+// base) or a source page (--page source --csv --print-source sass) named
+// after its case; the source pages follow the table, each as where its
+// kernel's warp-state samples lie. --brief prints one line per kernel
+// instead.
 func runBenchProfile(args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	fs := newFlags("bench profile", stderr)
 	out := fs.String("out", "", "write the table to this file (default: stdout)")
@@ -162,16 +167,25 @@ func runBenchProfile(args []string, _ io.Reader, stdout, stderr io.Writer) error
 		return err
 	}
 	if fs.NArg() == 0 {
-		return errors.New("bench profile: name at least one ncu raw-page CSV file")
+		return errors.New("bench profile: name at least one ncu raw-page or source-page CSV file")
 	}
 	var ks []ncu.Kernel
+	var ss []ncu.Source
 	for _, path := range fs.Args() {
-		f, err := os.Open(path)
+		data, err := os.ReadFile(path)
 		if err != nil {
 			return err
 		}
-		k, err := ncu.Read(f, strings.TrimSuffix(filepath.Base(path), ".csv"))
-		f.Close()
+		name := strings.TrimSuffix(strings.TrimSuffix(filepath.Base(path), ".csv"), ".sass")
+		if ncu.IsSourcePage(data) {
+			s, err := ncu.ReadSource(bytes.NewReader(data), name)
+			if err != nil {
+				return fmt.Errorf("%s: %w", path, err)
+			}
+			ss = append(ss, s)
+			continue
+		}
+		k, err := ncu.Read(bytes.NewReader(data), name)
 		if err != nil {
 			return fmt.Errorf("%s: %w", path, err)
 		}
@@ -187,12 +201,27 @@ func runBenchProfile(args []string, _ io.Reader, stdout, stderr io.Writer) error
 		w = f
 	}
 	if *brief {
+		var lines []string
 		for _, k := range ks {
-			if _, err := fmt.Fprintln(w, k.Brief()); err != nil {
-				return err
-			}
+			lines = append(lines, k.Brief())
 		}
-		return nil
+		for _, s := range ss {
+			lines = append(lines, s.Brief())
+		}
+		_, err := fmt.Fprintln(w, strings.Join(lines, "\n"))
+		return err
 	}
-	return ncu.WriteTable(w, ks)
+	if len(ks) > 0 {
+		if err := ncu.WriteTable(w, ks); err != nil {
+			return err
+		}
+	}
+	if len(ss) > 0 {
+		if _, err := fmt.Fprintln(w, "\n## Where the warps wait, instruction by instruction\n\n"+
+			"Of the warp-state samples (a warp's program counter, taken at a fixed interval), the share at each opcode and at the hottest instructions, with the stall reasons of those samples."); err != nil {
+			return err
+		}
+		return ncu.WriteSourceTables(w, ss, 12)
+	}
+	return nil
 }

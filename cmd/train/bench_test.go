@@ -131,8 +131,8 @@ func TestBenchJSONStdout(t *testing.T) {
 }
 
 // TestBenchProfile checks that train bench profile tables the kernels of
-// Nsight Compute's raw CSV pages, one case per file, and names a file it
-// cannot read.
+// Nsight Compute's raw CSV pages, one case per file, with the samples of a
+// source page after them, and names a file it cannot read.
 func TestBenchProfile(t *testing.T) {
 	dir := t.TempDir()
 	csv := `"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Block Size","Grid Size","Device","CC","gpu__time_duration.sum","sm__throughput.avg.pct_of_peak_sustained_elapsed","smsp__average_warps_issue_stalled_barrier_per_issue_active.ratio"
@@ -158,6 +158,30 @@ func TestBenchProfile(t *testing.T) {
 	}
 	if raw, err := os.ReadFile(md); err != nil || strings.TrimSpace(string(raw)) != "attn-fwd: 250 µs SM 70% stall barrier 3.2" {
 		t.Errorf("--brief wrote %q (%v)", raw, err)
+	}
+	// A source page beside it: its samples by opcode follow the table, and
+	// --brief gives it a line.
+	sass := filepath.Join(dir, "attn-fwd.sass.csv")
+	page := `"Kernel Name","void attn_fwd_kernel<2>(FwdArgs)"
+"Address","Source","Warp Stall Sampling (All Samples)","Instructions Executed","stall_short_scoreboard"
+"0000","HMMA.16816.F32.BF16 R4, R8, R12, R4 ;","75","100","60"
+"0010","BAR.SYNC 0x0 ;","25","10","0"
+`
+	if err := os.WriteFile(sass, []byte(page), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err = runCmd(t, runBench, "", "profile", path, sass)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"| attn-fwd | `attn_fwd_kernel<2>`", "## Where the warps wait", "### attn-fwd (`attn_fwd_kernel<2>`): 100 warp-state samples over 2 instructions",
+		"| HMMA | tensor-core product", "| 1 | 75.0 | short_scoreboard 80% |"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if out, err = runCmd(t, runBench, "", "profile", "--brief", path, sass); err != nil || !strings.Contains(out, "attn-fwd: 250 µs") || !strings.Contains(out, "attn-fwd sampled at: HMMA 75% BAR 25%") {
+		t.Errorf("--brief with a source page: %q (%v)", out, err)
 	}
 	bad := filepath.Join(dir, "empty.csv")
 	if err := os.WriteFile(bad, []byte("==PROF== No kernels were profiled.\n"), 0o644); err != nil {

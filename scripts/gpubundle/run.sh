@@ -62,9 +62,11 @@
 #                     attention forward, backward and decoding at 2k) and of
 #                     SDPA's flash forward and backward at the same shape:
 #                     a table (time, SM, memory and tensor-pipe shares of
-#                     peak, occupancy, top stall reasons) in its log, one
-#                     line per kernel in its note, the reports in
-#                     logs.tar.gz's bench/profile/
+#                     peak, occupancy, top stall reasons) and, per kernel,
+#                     where its warps wait (the warp-state samples by opcode
+#                     and the hottest instructions, with their stall
+#                     reasons) in its log, one line per kernel in its note,
+#                     the reports in logs.tar.gz's bench/profile/
 #   collectives       one GPU rank over NCCL (PyTorch's, found by the torch
 #                     step), started by `train launch`: `train collectives`
 #                     checks every collective and times the all-reduce (with
@@ -756,24 +758,28 @@ sweep_note() {
 # compute and memory sections, with the clocks left alone (METHOD: ncu's
 # own clock control changes what is measured). Each case leaves its report
 # (CASE.ncu-rep), the report's details page with ncu's own findings
-# (CASE.txt) and its raw page (CASE.csv) in logs.tar.gz's bench/profile/,
-# and one table of them all (profile.md, train bench profile); the note has
-# one line per kernel.
+# (CASE.txt), its raw page (CASE.csv) and its source page (CASE.sass.csv:
+# the machine code with the warp-state samples at each instruction) in
+# logs.tar.gz's bench/profile/, and one table of them all with the samples
+# by opcode and the hottest instructions of each (profile.md, train bench
+# profile); the note has one line per kernel and one per source page.
 step_profile() {
 	gpu_only "has no hardware counters"
 	local cs=${TW_NCU:-$(cuda_tool ncu /opt/nvidia/nsight-compute/*/ncu)}
 	[ -n "$cs" ] && [ -x "$cs" ] || skip "ncu (Nsight Compute) not found (on PATH, under /usr/local/cuda*/bin or /opt/nvidia/nsight-compute; set TW_NCU)"
 	load_torch
 	cd "$B" || exit 1
-	local dir=$WORK/bench/profile spec label filter kern to rc csvs=() failed=""
+	local dir=$WORK/bench/profile spec label filter kern to rc csvs=() sass=() failed="" nosrc=""
 	mkdir -p "$dir"
 	# The sections, and shared memory's bank conflicts and wavefronts (which
 	# no section names as metrics) with the SMs' elapsed cycles they are
 	# counted over: wavefronts per SM cycle, against the one a cycle that
 	# shared memory serves, say whether ldmatrix and the shared loads bound
-	# a kernel.
+	# a kernel. SourceCounters samples the warps' program counters: the
+	# source page (machine code, no source lines needed) then says at which
+	# instructions the warps wait, and why.
 	local sections=(--section SpeedOfLight --section LaunchStats --section Occupancy --section WarpStateStats
-		--section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis --section SchedulerStats
+		--section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis --section SchedulerStats --section SourceCounters
 		--metrics l1tex__data_bank_conflicts_pipe_lsu_mem_shared.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared.sum,sm__cycles_elapsed.sum)
 	# profile LABEL KERNEL-REGEX SKIP RUN COMMAND… profiles the first launch
 	# of a kernel whose name matches after SKIP such launches, in COMMAND,
@@ -796,6 +802,15 @@ step_profile() {
 		"$cs" --import "$dir/$label.ncu-rep" --page details >"$dir/$label.txt" 2>&1
 		"$cs" --import "$dir/$label.ncu-rep" --page raw --csv --print-units base >"$dir/$label.csv" 2>"$dir/$label.csv.err" &&
 			csvs+=("$dir/$label.csv") || failed="$failed $label(import)"
+		# The samples per instruction: kept when train bench profile reads
+		# them (an ncu whose page it cannot read loses this part alone, and
+		# the step does not fail for it).
+		if "$cs" --import "$dir/$label.ncu-rep" --page source --csv --print-source sass >"$dir/$label.sass.csv" 2>"$dir/$label.sass.err" &&
+			ours "$B/bin/train" bench profile "$dir/$label.sass.csv" >/dev/null 2>>"$dir/$label.sass.err"; then
+			sass+=("$dir/$label.sass.csv")
+		else
+			nosrc="$nosrc $label"
+		fi
 	}
 	for spec in $PROFILE_CASES; do
 		IFS='@' read -r label filter kern <<<"$spec"
@@ -813,8 +828,8 @@ step_profile() {
 		cd "$B" || exit 1
 	fi
 	[ "${#csvs[@]}" -gt 0 ] || { note "nothing profiled (failed:${failed:- none}; see the log and bench/profile/)"; exit 1; }
-	ours bin/train bench profile --out "$dir/profile.md" "${csvs[@]}" && cat "$dir/profile.md" || exit 1
-	note "$(ours bin/train bench profile --brief "${csvs[@]}" | paste -sd';' - | sed 's/;/; /g')${failed:+ (failed:$failed)}"
+	ours bin/train bench profile --out "$dir/profile.md" "${csvs[@]}" ${sass[@]+"${sass[@]}"} && cat "$dir/profile.md" || exit 1
+	note "$(ours bin/train bench profile --brief "${csvs[@]}" ${sass[@]+"${sass[@]}"} | paste -sd';' - | sed 's/;/; /g')${failed:+ (failed:$failed)}${nosrc:+ (no samples per instruction:$nosrc; see CASE.sass.err)}"
 	[ -z "$failed" ] || exit 1
 }
 
