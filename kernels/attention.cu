@@ -971,10 +971,11 @@ extern "C" cudaError_t tw_attention(void *out, float *lse, const void *q, const 
 
 // The forward's configurations (fwd_rows × fwd_keys × fwd_stages), then
 // decoding's (dec_keys × dec_split), then the backward's (every entry of
-// kBwdConfigs128, whose default depends on the device, and bwd_split 1, 2,
-// 4 beside the default's choice), each varying one direction's fields from
-// the defaults; the forward's defaults at head width 128 first, spelled out
-// (the other fields' 0 is their default), and no entry twice.
+// kBwdConfigs128, whose default depends on the device, bwd_split 1, 2, 4
+// beside the default's choice, and dQ by atomics), each varying one
+// direction's fields from the defaults; the forward's defaults at head
+// width 128 first, spelled out (the other fields' 0 is their default), and
+// no entry twice.
 extern "C" int tw_attention_configs(tw_attention_config *out, int max) {
 	int n = 0;
 	auto add = [&](const tw_attention_config &c) {
@@ -1013,6 +1014,7 @@ extern "C" int tw_attention_configs(tw_attention_config *out, int max) {
 	for (const BwdConfig &b : kBwdConfigs128) {
 		tw_attention_config c{};
 		c.bwd_rows = b.rows, c.bwd_keys = b.keys, c.bwd_stages = b.stages;
+		c.bwd_warp_keys = b.warp_keys == 16 ? 0 : b.warp_keys; // 16 is the default
 		add(c);
 	}
 	for (int split : {1, 2, 4}) {
@@ -1020,9 +1022,12 @@ extern "C" int tw_attention_configs(tw_attention_config *out, int max) {
 		c.bwd_split = split;
 		add(c);
 	}
-	// dQ by atomics: what the ordered sum's waits cost.
+	// dQ by atomics: what the ordered sum's waits cost; and with
+	// FlashAttention-2's warp layout, which is how FlashAttention-2 runs.
 	tw_attention_config c{};
 	c.bwd_dq_atomic = 1;
+	add(c);
+	c.bwd_rows = 128, c.bwd_keys = 128, c.bwd_stages = 1, c.bwd_warp_keys = 32;
 	add(c);
 	return n;
 }

@@ -157,18 +157,25 @@ __device__ __forceinline__ bool find_tile(const int32_t *__restrict__ seqs, int 
 // ---- Host side ------------------------------------------------------------------
 
 // A tile configuration of the backward (attention_backward.cu): query rows
-// per tile (bwd_rows), keys per block (bwd_keys), stages (bwd_stages).
+// per tile (bwd_rows), keys per block (bwd_keys), stages (bwd_stages), keys
+// per warp (bwd_warp_keys).
 struct BwdConfig {
 	int rows, keys, stages;
+	int warp_keys = 16;
+	constexpr bool operator==(const BwdConfig &o) const {
+		return rows == o.rows && keys == o.keys && stages == o.stages && warp_keys == o.warp_keys;
+	}
 };
 
 // The backward's configurations compiled for bf16 at head width 128 (dh in
 // (64, 128]), the small devices' default first: rows and keys 64 or 128,
 // stages 1 or 2 (128, 128, 2 fits only an H100's or H200's 227 KiB of
-// shared memory). The backward's dispatch and the sweep's list
+// shared memory), 16 keys per warp; and FlashAttention-2's warp layout (32
+// keys per warp) at 128 keys. The backward's dispatch and the sweep's list
 // (tw_attention_configs) both read it.
-constexpr BwdConfig kBwdConfigs128[] = {{64, 128, 2},  {64, 64, 1},   {64, 64, 2},  {64, 128, 1},
-                                        {128, 64, 1},  {128, 64, 2}, {128, 128, 1}, {128, 128, 2}};
+constexpr BwdConfig kBwdConfigs128[] = {{64, 128, 2},      {64, 64, 1},      {64, 64, 2},      {64, 128, 1},
+                                        {128, 64, 1},      {128, 64, 2},     {128, 128, 1},    {128, 128, 2},
+                                        {64, 128, 1, 32},  {64, 128, 2, 32}, {128, 128, 1, 32}};
 
 // A bound on the tiles of `tile` rows that sequences of n rows in all, nseq
 // of them, can have: a sequence of m rows has ceil(m/tile) ≤ m/tile + 1

@@ -19,8 +19,10 @@
 //   128, 128, 2 (an H100 or H200: the sweep's fastest on an H200,
 //   2026-11-27, Llama-3.1-8B heads at 2k and 8k tokens, causal or not:
 //   1.05-1.07× the 64, 128, 2 of before), else 64, 128, 2 (attention.cuh's
-//   kBwdConfigs128, which the sweep's tw_attention_configs lists too).
-//   bf16 with dh ≤ 64: 64, 128, 2 only. f32: 64, 64, 1 only, whatever cfg's tile fields say
+//   kBwdConfigs128, which the sweep's tw_attention_configs lists too);
+//   bwd_warp_keys 16 (the default) or 32 (FlashAttention-2's warp layout,
+//   below: compiled with 128 keys, as 64, 128, 1; 64, 128, 2; 128, 128, 1).
+//   bf16 with dh ≤ 64: 64, 128, 2, 16 only. f32: 64, 64, 1 only, whatever cfg's tile fields say
 //   (they tune bf16; bwd_split applies to both). bwd_split: any ≥ 1; 0 picks one
 //   from the SM count (split_of). bwd_dq_atomic: 0 (the default: dQ summed in
 //   a fixed order) or 1 (float atomics, below; bf16 only, f32 ignores it as
@@ -46,7 +48,8 @@
 // the one accumulation.
 //
 // Blocks. A block owns BC keys (bwd_keys) of one sequence and key/value head,
-// BC/16 warps, warp w the 16 keys 16w … 16w+15, and the part p (of bwd_split)
+// BC/16 warps, warp w the 16 keys 16w … 16w+15 (but see the warp layout of
+// bwd_warp_keys = 32 below), and the part p (of bwd_split)
 // of the query tiles. Query tiles are BR rows (bwd_rows) from ρ = 0 of the
 // sequence; the nqt tiles of a sequence are split at fixed boundaries
 // p·nqt/split, the same for every key block, and a block takes the tiles of
@@ -71,6 +74,21 @@
 //   dSᵀ is also written to shared memory, and after a barrier the block
 //   computes dQ_tile = dS·K (A by ldmatrix .trans of dSᵀ, B by .trans of K),
 //   warps taking 16-row × 64-column units, and adds it to dQ.
+// FlashAttention-2's warp layout (bwd_warp_keys = 32, bf16). The warps form
+// two halves of BC/32; warp w of a half owns the 32 keys 32w … 32w+31 (two
+// m-tiles). Per 64-row slice, half h computes Sᵀ and dPᵀ of its keys for
+// the slice's rows 32h … 32h+31 alone (Sᵀ: 2 × 4 mma tiles, each K and Q
+// fragment feeding two of them), and writes Pᵀ (to a [BC][BR] buffer
+// swizzled as dSᵀ's) and dSᵀ to shared memory. After a barrier, for the
+// whole tile, half h owns columns h·D/2 … of dK and dV: dV += Pᵀ·dO and dK
+// += dSᵀ·Q with A fragments by ldmatrix of Pᵀ and dSᵀ and each B fragment of
+// dO and Q feeding both m-tiles. A warp thus reads a fifth fewer fragment
+// bytes per product than with 16 keys (each A fragment of K, V, Pᵀ, dSᵀ and
+// each B fragment of Q, dO serves two mma tiles instead of one), for Pᵀ's
+// round trip through shared memory and a third barrier per tile; dK and dV
+// still sum the rows in ascending order, and dQ is computed as above. The
+// sweep measures it beside the 16-key layout.
+//
 // f32 runs the same structure with SIMT products of the same register
 // layout (Pᵀ and dSᵀ go through the dSᵀ buffer, as A operands from shared
 // memory), which keeps it exact enough for the float64 checks; it is not
@@ -136,7 +154,8 @@
 //                    64, 128, 1: 112.6   64, 128, 2: 145.2
 //                    128, 64, 1: 113.2   128, 64, 2: 178.3
 //                    128, 128, 1: 161.2   128, 128, 2: 226.3
-//   (128, 128, 1 is the default on an H100 or H200)
+//   (128, 128, 1 is the default on an H100 or H200); bwd_warp_keys = 32
+//   adds Pᵀ [BC][BR]: 64, 128, 1: 128.6   64, 128, 2: 161.2   128, 128, 1: 193.2
 // so an A100 (163 KiB) holds all but 128×64×2 and 128×128×2, an H100 or
 // H200 (227 KiB) all; bf16 at D = 64, 32: 81.2, 49.2; f32 (64, 64, 1, dSᵀ
 // rows padded by 4 instead) at D = 128, 64, 32: 145.6, 81.6, 49.6.
@@ -144,8 +163,10 @@
 // dPᵀ of a 64-row slice (32 each) and P as bf16 A fragments (16).
 // __launch_bounds__ allows 255 (BC = 128: 256 threads, one block per SM;
 // BC = 64: 128 threads, two). nvcc 11.8's ptxas: every bf16 configuration
-// at D = 128 uses 251-255 registers without spilling on sm_90; on sm_80 the
-// 64-row ones spill 4-8 bytes (12-16 loaded); D = 64 about 210, D = 32
+// at D = 128 with 16 keys per warp uses 251-255 registers without spilling
+// on sm_90, and with 32 the 64-row ones too (128 rows spill 16 bytes, 40
+// loaded); on sm_80 most spill 4-8 bytes (12-16 loaded), the 32-key ones
+// 12-28 (12-36 loaded); D = 64 about 210, D = 32
 // about 185; f32 at D = 128 spills a few dozen bytes (it is not the fast
 // path). That needs the k-loops of Sᵀ/dPᵀ unrolled by 2 and dQ's not at
 // all (fully unrolled, ptxas hoists every fragment load and spills), and
@@ -181,7 +202,7 @@ template <class T, int D> struct Tile {
 };
 
 // Byte offsets of a block's shared memory (every region 16-byte aligned).
-template <class T, int D, int BR, int BC, int STAGES> struct BwdSmem {
+template <class T, int D, int BR, int BC, int STAGES, int WK = 16> struct BwdSmem {
 	// dSᵀ's row stride (elements): bf16's rows are BR wide, their chunks
 	// swizzled (Tile<T, BR>); f32's are padded by 4 (its SIMT reads and
 	// writes use plain strides).
@@ -191,12 +212,14 @@ template <class T, int D, int BR, int BC, int STAGES> struct BwdSmem {
 	static constexpr size_t q = v + sizeof(T) * BC * D;              // [STAGES][BR][D] T: query rows
 	static constexpr size_t dO = q + sizeof(T) * STAGES * BR * D;    // [STAGES][BR][D] T: their dout
 	static constexpr size_t ds = dO + sizeof(T) * STAGES * BR * D;   // [BC][LDS] T: dSᵀ (f32: also Pᵀ)
-	static constexpr size_t lse = ds + sizeof(T) * BC * LDS;         // [STAGES][BR] f32: lse·log2 e
+	static constexpr size_t pt = ds + sizeof(T) * BC * LDS;          // [BC][BR] T: Pᵀ (WK = 32 only)
+	static constexpr size_t lse = pt + (WK == 32 ? sizeof(T) * BC * BR : 0); // [STAGES][BR] f32: lse·log2 e
 	static constexpr size_t dd = lse + sizeof(float) * STAGES * BR;  // [STAGES][BR] f32: D
 	static constexpr size_t lim = dd + sizeof(float) * STAGES * BR;  // [STAGES][BR] i8: last key seen − j0
 	static constexpr size_t info = lim + STAGES * BR;                // [8] i32: the block's item
 	static constexpr size_t bytes = info + sizeof(int) * 8;
-	static_assert(v % 16 == 0 && q % 16 == 0 && dO % 16 == 0 && ds % 16 == 0 && lse % 16 == 0 && info % 4 == 0, "alignment");
+	static_assert(v % 16 == 0 && q % 16 == 0 && dO % 16 == 0 && ds % 16 == 0 && pt % 16 == 0 && lse % 16 == 0 && info % 4 == 0,
+	              "alignment");
 	static_assert(BC <= 128, "a row's last key relative to the block fits an i8");
 };
 
@@ -211,26 +234,39 @@ template <class T> __device__ __forceinline__ void mma16816(float (&c)[4], const
 	mma_m16n8k16<std::is_same<T, bf16>::value>(c, a, b, c);
 }
 
+// acc[16·M][N] += X[xr … xr+16M−1][0, D) · Y[yr … yr+N−1][0, D)ᵀ (X, Y
+// tiles; mma only): acc[m] is the m-th 16 rows, each B fragment serving the
+// M of them.
+template <class T, int D, int N, int M>
+__device__ __forceinline__ void prod_nt_m(float (&acc)[M][N / 8][4], const T *X, int xr, const T *Y, int yr) {
+	typedef Tile<T, D> TL;
+	const int lane = threadIdx.x % 32;
+	TW_UNROLL_BY(2)
+	for (int kk = 0; kk < D / 16; kk++) {
+		uint32_t a[M][4];
+		TW_UNROLL
+		for (int m = 0; m < M; m++) ldmatrix_x4(a[m], X + TL::at(xr + 16 * m + lane % 16, 16 * kk + 8 * (lane / 16)));
+		TW_UNROLL
+		for (int n = 0; n < N / 8; n += 2) {
+			uint32_t b[4]; // B fragments of n-tiles n and n+1
+			ldmatrix_x4(b, Y + TL::at(yr + 8 * n + lane % 8 + 8 * (lane / 16), 16 * kk + 8 * (lane / 8 % 2)));
+			TW_UNROLL
+			for (int m = 0; m < M; m++) {
+				mma16816<T>(acc[m][n], a[m], b);
+				mma16816<T>(acc[m][n + 1], a[m], b + 2);
+			}
+		}
+	}
+}
+
 // acc[16][N] += X[xr … xr+15][0, D) · Y[yr … yr+N−1][0, D)ᵀ (X, Y tiles).
 template <class T, int D, int N>
 __device__ __forceinline__ void prod_nt(float (&acc)[N / 8][4], const T *X, int xr, const T *Y, int yr) {
-	typedef Tile<T, D> TL;
-	const int lane = threadIdx.x % 32;
 	if constexpr (is_mma<T>()) {
-		TW_UNROLL_BY(2)
-		for (int kk = 0; kk < D / 16; kk++) {
-			uint32_t a[4];
-			ldmatrix_x4(a, X + TL::at(xr + lane % 16, 16 * kk + 8 * (lane / 16)));
-			TW_UNROLL
-			for (int n = 0; n < N / 8; n += 2) {
-				uint32_t b[4]; // B fragments of n-tiles n and n+1
-				ldmatrix_x4(b, Y + TL::at(yr + 8 * n + lane % 8 + 8 * (lane / 16), 16 * kk + 8 * (lane / 8 % 2)));
-				mma16816<T>(acc[n], a, b);
-				mma16816<T>(acc[n + 1], a, b + 2);
-			}
-		}
+		prod_nt_m<T, D, N, 1>(reinterpret_cast<float(&)[1][N / 8][4]>(acc), X, xr, Y, yr);
 	} else {
-		const int g = lane / 4, t = lane % 4;
+		typedef Tile<T, D> TL;
+		const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
 		TW_UNROLL_BY(2)
 		for (int d = 0; d < D; d += 4) {
 			const float4 a0 = *(const float4 *)(X + TL::at(xr + g, d));
@@ -250,18 +286,31 @@ __device__ __forceinline__ void prod_nt(float (&acc)[N / 8][4], const T *X, int 
 	}
 }
 
-// acc[16][NC] += A[16][16] · Y[yr … yr+15][c0, c0+NC) for one k-step: A as
-// an mma A fragment, B fragments by ldmatrix .trans of the Y tile.
-template <class T, int D, int NC>
-__device__ __forceinline__ void mma_kstep(float (&acc)[NC / 8][4], const uint32_t (&a)[4], const T *Y, int yr, int c0) {
+// acc[16·M][NC] += A[16·M][16] · Y[yr … yr+15][c0, c0+NC) for one k-step:
+// a[m] the A fragment of rows 16m … 16m+15, each B fragment (ldmatrix .trans
+// of the Y tile) serving the M of them.
+template <class T, int D, int NC, int M>
+__device__ __forceinline__ void mma_kstep_m(float (&acc)[M][NC / 8][4], const uint32_t (&a)[M][4], const T *Y, int yr,
+                                            int c0) {
 	const int lane = threadIdx.x % 32;
 	TW_UNROLL
 	for (int n = 0; n < NC / 8; n += 2) {
 		uint32_t b[4];
 		ldmatrix_x4_trans(b, Y + Tile<T, D>::at(yr + lane % 16, c0 + 8 * n + 8 * (lane / 16)));
-		mma16816<T>(acc[n], a, b);
-		mma16816<T>(acc[n + 1], a, b + 2);
+		TW_UNROLL
+		for (int m = 0; m < M; m++) {
+			mma16816<T>(acc[m][n], a[m], b);
+			mma16816<T>(acc[m][n + 1], a[m], b + 2);
+		}
 	}
+}
+
+// acc[16][NC] += A[16][16] · Y[yr … yr+15][c0, c0+NC) for one k-step: A as
+// an mma A fragment, B fragments by ldmatrix .trans of the Y tile.
+template <class T, int D, int NC>
+__device__ __forceinline__ void mma_kstep(float (&acc)[NC / 8][4], const uint32_t (&a)[4], const T *Y, int yr, int c0) {
+	mma_kstep_m<T, D, NC, 1>(reinterpret_cast<float(&)[1][NC / 8][4]>(acc), reinterpret_cast<const uint32_t(&)[1][4]>(a), Y,
+	                         yr, c0);
 }
 
 // f32: acc[16][NC] += A[16][K] · Y[yr … yr+K−1][c0, c0+NC), where
@@ -419,17 +468,21 @@ __global__ void attn_bwd_prep_kernel(float *__restrict__ Dl, T *__restrict__ dq,
 // part of the query tiles), numbered by the block's ticket; grid
 // (ceil(nk/BC) + nseq)·g·split blocks of 2·BC threads, those past the last
 // item doing nothing.
-template <class T, int D, int BR, int BC, int STAGES>
+template <class T, int D, int BR, int BC, int STAGES, int WK>
 __global__ void __launch_bounds__(2 * BC, BC == 64 ? 2 : 1) attn_bwd_kernel(const BwdArgs<T> a) {
-	typedef BwdSmem<T, D, BR, BC, STAGES> L;
+	typedef BwdSmem<T, D, BR, BC, STAGES, WK> L;
 	typedef Tile<T, D> TL;  // K, V, Q, dO
-	typedef Tile<T, BR> TS; // bf16's dSᵀ
+	typedef Tile<T, BR> TS; // bf16's dSᵀ and Pᵀ
 	constexpr int W = BC / 16, NT = 32 * W, LDS = L::LDS, E = TL::E, C = TL::C;
+	// The warp layout (see the top): MK m-tiles of 16 keys and NCOL columns
+	// of dK, dV a warp owns.
+	constexpr int MK = WK / 16, NCOL = WK == 16 ? D : D / 2;
 	static_assert(BR % kSlice == 0 && BR <= NT, "query tile");
+	static_assert(WK == 16 || (WK == 32 && is_mma<T>() && BC % 32 == 0 && D % 32 == 0), "warp layout");
 	extern __shared__ __align__(128) unsigned char smem[];
 	const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, gq = lane / 4, tq = lane % 4;
 	T *Ks = (T *)(smem + L::k), *Vs = (T *)(smem + L::v), *Qs = (T *)(smem + L::q), *dOs = (T *)(smem + L::dO);
-	T *dSt = (T *)(smem + L::ds);
+	T *dSt = (T *)(smem + L::ds), *Pt = (T *)(smem + L::pt);
 	float *lse2s = (float *)(smem + L::lse), *Ds = (float *)(smem + L::dd);
 	int8_t *lims = (int8_t *)(smem + L::lim);
 	int *info = (int *)(smem + L::info);
@@ -538,12 +591,17 @@ __global__ void __launch_bounds__(2 * BC, BC == 64 ? 2 : 1) attn_bwd_kernel(cons
 	cp_async_wait<0>();
 	__syncthreads();
 
-	float dka[D / 8][4], dva[D / 8][4]; // Σ dSᵀ·Q, Σ Pᵀ·dO for the warp's 16 keys
-	zero(dka);
-	zero(dva);
-	const int kw = 16 * warp;         // the warp's first key in the block
+	float dka[MK][NCOL / 8][4], dva[MK][NCOL / 8][4]; // Σ dSᵀ·Q, Σ Pᵀ·dO for the warp's keys and columns
+	TW_UNROLL
+	for (int m = 0; m < MK; m++) zero(dka[m]), zero(dva[m]);
+	// The warp's first key in the block; with WK = 32 also which half of the
+	// warps it is in: the half's rows of a slice (Sᵀ, dPᵀ) and its columns of
+	// dK, dV (cw).
+	const int kw = WK == 16 ? 16 * warp : 32 * (warp % (BC / 32)), half = WK == 16 ? 0 : warp / (BC / 32);
+	const int cw = half * NCOL;
 	T *const dsr = dSt + (kw + gq) * BR + 2 * tq; // bf16: the lane's first row of dSᵀ, its word in a chunk
-	const int key0 = j0 + kw + gq;    // the lane's keys: key0, key0 + 8
+	T *const ptr = Pt + (kw + gq) * BR + 2 * tq;  // WK = 32: the same in Pᵀ
+	const int key0 = j0 + kw + gq;    // the lane's keys: key0 + 16m, key0 + 16m + 8
 	for (int i = hi - 1, st = 0; i >= lo; i--, st++) {
 		const int buf = STAGES == 2 ? st & 1 : 0;
 		Row next{};
@@ -561,78 +619,152 @@ __global__ void __launch_bounds__(2 * BC, BC == 64 ? 2 : 1) attn_bwd_kernel(cons
 
 		TW_UNROLL_BY(1)
 		for (int c0 = 0; c0 < BR; c0 += kSlice) {
-			float s[kSlice / 8][4], dp[kSlice / 8][4];
-			zero(s);
-			prod_nt<T, D, kSlice>(s, Ks, kw, Qb, c0);
-			// Keys past a row's last (the diagonal, the sequence's end) only
-			// where the slice's first row's last key is before the block's last.
-			const int rs = min(r0 + c0, rows - 1);
-			const bool masked = j0 + BC - 1 > min(a.rep.div(rs) + off, kl - 1);
-			TW_UNROLL
-			for (int n = 0; n < kSlice / 8; n++) {
-				const float2 l = *(const float2 *)(l2 + c0 + 8 * n + 2 * tq);
-				TW_UNROLL
-				for (int e = 0; e < 4; e++) s[n][e] = fast_exp2(fmaf(s[n][e], a.sl2, -(e % 2 ? l.y : l.x)));
-			}
-			if (masked) { // block-uniform: the tests only where some row stops short of the block's keys
+			if constexpr (WK == 16) {
+				float s[kSlice / 8][4], dp[kSlice / 8][4];
+				zero(s);
+				prod_nt<T, D, kSlice>(s, Ks, kw, Qb, c0);
+				// Keys past a row's last (the diagonal, the sequence's end) only
+				// where the slice's first row's last key is before the block's last.
+				const int rs = min(r0 + c0, rows - 1);
+				const bool masked = j0 + BC - 1 > min(a.rep.div(rs) + off, kl - 1);
 				TW_UNROLL
 				for (int n = 0; n < kSlice / 8; n++) {
-					const int col = c0 + 8 * n + 2 * tq;
+					const float2 l = *(const float2 *)(l2 + c0 + 8 * n + 2 * tq);
 					TW_UNROLL
-					for (int e = 0; e < 4; e++)
-						if (kw + gq + 8 * (e / 2) > lm[col + e % 2]) s[n][e] = 0.0f;
+					for (int e = 0; e < 4; e++) s[n][e] = fast_exp2(fmaf(s[n][e], a.sl2, -(e % 2 ? l.y : l.x)));
 				}
-			}
-			// dV += Pᵀ·dO, and dP after it: P is held as bf16 A fragments
-			// (the accumulators of n-tiles 2kk, 2kk+1 are k-step kk's) while
-			// dP is computed, and dS = P∘(dP − D) uses that rounded P (the
-			// operand dV sums): fewer registers live than with P in f32.
-			// f32: Pᵀ, then dSᵀ, go through the warp's own rows of the dSᵀ
-			// buffer as A operands.
-			T *dSw = dSt + kw * LDS + c0; // f32: the warp's 16 rows of dSᵀ, this slice's columns
-			uint32_t pa[kSlice / 16][4];
-			if constexpr (is_mma<T>()) {
-				TW_UNROLL
-				for (int kk = 0; kk < kSlice / 16; kk++) {
+				if (masked) { // block-uniform: the tests only where some row stops short of the block's keys
 					TW_UNROLL
-					for (int r = 0; r < 4; r++) pa[kk][r] = pack2<T>(s[2 * kk + r / 2][2 * (r % 2)], s[2 * kk + r / 2][2 * (r % 2) + 1]);
-					mma_kstep<T, D, D>(dva, pa[kk], dOb, c0 + 16 * kk, 0);
-				}
-			} else {
-				stage_rows<LDS>((float *)dSw, s);
-				simt_nn<D, D, kSlice>(dva, (const float *)dSw, LDS, 1, (const float *)dOb, c0, 0);
-				__syncwarp();
-			}
-			zero(dp);
-			prod_nt<T, D, kSlice>(dp, Vs, kw, dOb, c0);
-			TW_UNROLL
-			for (int n = 0; n < kSlice / 8; n++) {
-				const float2 dd = *(const float2 *)(Db + c0 + 8 * n + 2 * tq);
-				TW_UNROLL
-				for (int e = 0; e < 4; e++) {
-					float p;
-					if constexpr (is_mma<T>()) p = unpack<T>(pa[n / 2][2 * (n % 2) + e / 2], e % 2);
-					else p = s[n][e];
-					dp[n][e] = p * (dp[n][e] - (e % 2 ? dd.y : dd.x));
-				}
-			}
-			if constexpr (is_mma<T>()) {
-				// dSᵀ as A fragments for dK, and to shared memory for dQ.
-				TW_UNROLL
-				for (int kk = 0; kk < kSlice / 16; kk++) {
-					uint32_t da[4];
-					TW_UNROLL
-					for (int r = 0; r < 4; r++) {
-						da[r] = pack2<T>(dp[2 * kk + r / 2][2 * (r % 2)], dp[2 * kk + r / 2][2 * (r % 2) + 1]);
-						// TS::at(kw + gq + 8·(r%2), c0 + 16kk + 8·(r/2) + 2tq): both rows'
-						// chunks swizzled by gq (kw is a multiple of 16).
-						*(uint32_t *)(dsr + 8 * (r % 2) * BR + ((c0 / 8 + 2 * kk + r / 2) ^ gq) * E) = da[r];
+					for (int n = 0; n < kSlice / 8; n++) {
+						const int col = c0 + 8 * n + 2 * tq;
+						TW_UNROLL
+						for (int e = 0; e < 4; e++)
+							if (kw + gq + 8 * (e / 2) > lm[col + e % 2]) s[n][e] = 0.0f;
 					}
-					mma_kstep<T, D, D>(dka, da, Qb, c0 + 16 * kk, 0);
+				}
+				// dV += Pᵀ·dO, and dP after it: P is held as bf16 A fragments
+				// (the accumulators of n-tiles 2kk, 2kk+1 are k-step kk's) while
+				// dP is computed, and dS = P∘(dP − D) uses that rounded P (the
+				// operand dV sums): fewer registers live than with P in f32.
+				// f32: Pᵀ, then dSᵀ, go through the warp's own rows of the dSᵀ
+				// buffer as A operands.
+				T *dSw = dSt + kw * LDS + c0; // f32: the warp's 16 rows of dSᵀ, this slice's columns
+				uint32_t pa[kSlice / 16][4];
+				if constexpr (is_mma<T>()) {
+					TW_UNROLL
+					for (int kk = 0; kk < kSlice / 16; kk++) {
+						TW_UNROLL
+						for (int r = 0; r < 4; r++) pa[kk][r] = pack2<T>(s[2 * kk + r / 2][2 * (r % 2)], s[2 * kk + r / 2][2 * (r % 2) + 1]);
+						mma_kstep<T, D, D>(dva[0], pa[kk], dOb, c0 + 16 * kk, 0);
+					}
+				} else {
+					stage_rows<LDS>((float *)dSw, s);
+					simt_nn<D, D, kSlice>(dva[0], (const float *)dSw, LDS, 1, (const float *)dOb, c0, 0);
+					__syncwarp();
+				}
+				zero(dp);
+				prod_nt<T, D, kSlice>(dp, Vs, kw, dOb, c0);
+				TW_UNROLL
+				for (int n = 0; n < kSlice / 8; n++) {
+					const float2 dd = *(const float2 *)(Db + c0 + 8 * n + 2 * tq);
+					TW_UNROLL
+					for (int e = 0; e < 4; e++) {
+						float p;
+						if constexpr (is_mma<T>()) p = unpack<T>(pa[n / 2][2 * (n % 2) + e / 2], e % 2);
+						else p = s[n][e];
+						dp[n][e] = p * (dp[n][e] - (e % 2 ? dd.y : dd.x));
+					}
+				}
+				if constexpr (is_mma<T>()) {
+					// dSᵀ as A fragments for dK, and to shared memory for dQ.
+					TW_UNROLL
+					for (int kk = 0; kk < kSlice / 16; kk++) {
+						uint32_t da[4];
+						TW_UNROLL
+						for (int r = 0; r < 4; r++) {
+							da[r] = pack2<T>(dp[2 * kk + r / 2][2 * (r % 2)], dp[2 * kk + r / 2][2 * (r % 2) + 1]);
+							// TS::at(kw + gq + 8·(r%2), c0 + 16kk + 8·(r/2) + 2tq): both rows'
+							// chunks swizzled by gq (kw is a multiple of 16).
+							*(uint32_t *)(dsr + 8 * (r % 2) * BR + ((c0 / 8 + 2 * kk + r / 2) ^ gq) * E) = da[r];
+						}
+						mma_kstep<T, D, D>(dka[0], da, Qb, c0 + 16 * kk, 0);
+					}
+				} else {
+					stage_rows<LDS>((float *)dSw, dp);
+					simt_nn<D, D, kSlice>(dka[0], (const float *)dSw, LDS, 1, (const float *)Qb, c0, 0);
 				}
 			} else {
-				stage_rows<LDS>((float *)dSw, dp);
-				simt_nn<D, D, kSlice>(dka, (const float *)dSw, LDS, 1, (const float *)Qb, c0, 0);
+				// WK = 32 (FlashAttention-2's layout): the warp's 32 keys ×
+				// its half's 32 rows of the slice; Pᵀ and dSᵀ go to shared
+				// memory, where the tile's dV, dK products (below) read them.
+				const int rw = c0 + 32 * half; // the warp's first row of the slice
+				float s[MK][4][4], dp[MK][4][4];
+				TW_UNROLL
+				for (int m = 0; m < MK; m++) zero(s[m]), zero(dp[m]);
+				prod_nt_m<T, D, 32, MK>(s, Ks, kw, Qb, rw);
+				const int rs = min(r0 + c0, rows - 1);
+				const bool masked = j0 + BC - 1 > min(a.rep.div(rs) + off, kl - 1);
+				TW_UNROLL
+				for (int n = 0; n < 4; n++) {
+					const float2 l = *(const float2 *)(l2 + rw + 8 * n + 2 * tq);
+					TW_UNROLL
+					for (int m = 0; m < MK; m++)
+						TW_UNROLL
+						for (int e = 0; e < 4; e++) s[m][n][e] = fast_exp2(fmaf(s[m][n][e], a.sl2, -(e % 2 ? l.y : l.x)));
+				}
+				if (masked) { // block-uniform, as above
+					TW_UNROLL
+					for (int n = 0; n < 4; n++) {
+						const int col = rw + 8 * n + 2 * tq;
+						TW_UNROLL
+						for (int m = 0; m < MK; m++)
+							TW_UNROLL
+							for (int e = 0; e < 4; e++)
+								if (kw + 16 * m + gq + 8 * (e / 2) > lm[col + e % 2]) s[m][n][e] = 0.0f;
+					}
+				}
+				uint32_t pp[MK][4][2]; // Pᵀ as bf16 pairs: n-tile, keys gq / gq + 8
+				TW_UNROLL
+				for (int m = 0; m < MK; m++) {
+					TW_UNROLL
+					for (int n = 0; n < 4; n++) {
+						TW_UNROLL
+						for (int h2 = 0; h2 < 2; h2++) {
+							pp[m][n][h2] = pack2<T>(s[m][n][2 * h2], s[m][n][2 * h2 + 1]);
+							// TS::at(kw + 16m + gq + 8·h2, rw + 8n + 2tq), as dSᵀ's below.
+							*(uint32_t *)(ptr + (16 * m + 8 * h2) * BR + (((rw / 8) + n) ^ gq) * E) = pp[m][n][h2];
+						}
+					}
+				}
+				prod_nt_m<T, D, 32, MK>(dp, Vs, kw, dOb, rw);
+				TW_UNROLL
+				for (int m = 0; m < MK; m++) {
+					TW_UNROLL
+					for (int n = 0; n < 4; n++) {
+						const float2 dd = *(const float2 *)(Db + rw + 8 * n + 2 * tq);
+						TW_UNROLL
+						for (int h2 = 0; h2 < 2; h2++) {
+							const float x = unpack<T>(pp[m][n][h2], 0) * (dp[m][n][2 * h2] - dd.x);
+							const float y = unpack<T>(pp[m][n][h2], 1) * (dp[m][n][2 * h2 + 1] - dd.y);
+							*(uint32_t *)(dsr + (16 * m + 8 * h2) * BR + (((rw / 8) + n) ^ gq) * E) = pack2<T>(x, y);
+						}
+					}
+				}
+			}
+		}
+		if constexpr (WK == 32) {
+			// dV += Pᵀ·dO and dK += dSᵀ·Q over the tile's rows, the warp's 32
+			// keys × NCOL columns, once every warp's Pᵀ and dSᵀ are in.
+			__syncthreads();
+			TW_UNROLL_BY(2)
+			for (int kk = 0; kk < BR / 16; kk++) {
+				uint32_t af[MK][4];
+				TW_UNROLL
+				for (int m = 0; m < MK; m++) ldmatrix_x4(af[m], Pt + TS::at(kw + 16 * m + lane % 16, 16 * kk + 8 * (lane / 16)));
+				mma_kstep_m<T, D, NCOL, MK>(dva, af, dOb, 16 * kk, cw);
+				TW_UNROLL
+				for (int m = 0; m < MK; m++) ldmatrix_x4(af[m], dSt + TS::at(kw + 16 * m + lane % 16, 16 * kk + 8 * (lane / 16)));
+				mma_kstep_m<T, D, NCOL, MK>(dka, af, Qb, 16 * kk, cw);
 			}
 		}
 
@@ -755,31 +887,33 @@ __global__ void __launch_bounds__(2 * BC, BC == 64 ? 2 : 1) attn_bwd_kernel(cons
 		__syncthreads();
 	}
 	TW_UNROLL
-	for (int h2 = 0; h2 < 2; h2++) {
-		const int j = key0 + 8 * h2;
-		if (j >= kl) continue;
-		const int64_t base = ((int64_t)(ks + j) * a.g + kvh) * a.dh;
+	for (int m = 0; m < MK; m++)
 		TW_UNROLL
-		for (int n = 0; n < D / 8; n++) {
-			const int col = 8 * n + 2 * tq;
-			if (col >= a.dh) continue;
-			float2 xk = make_float2(dka[n][2 * h2], dka[n][2 * h2 + 1]);
-			float2 xv = make_float2(dva[n][2 * h2], dva[n][2 * h2 + 1]);
-			float *pk = a.dkvacc + base + col, *pv = pk + a.nkg * a.dh;
-			if (rank > 0) {
-				const float2 ok = __ldcg((const float2 *)pk), ov = __ldcg((const float2 *)pv);
-				xk.x = ok.x + xk.x, xk.y = ok.y + xk.y;
-				xv.x = ov.x + xv.x, xv.y = ov.y + xv.y;
-			}
-			if (last_part) {
-				store2(a.dk + base + col, xk.x * a.scale, xk.y * a.scale);
-				store2(a.dv + base + col, xv.x, xv.y);
-			} else {
-				__stcg((float2 *)pk, xk);
-				__stcg((float2 *)pv, xv);
+		for (int h2 = 0; h2 < 2; h2++) {
+			const int j = key0 + 16 * m + 8 * h2;
+			if (j >= kl) continue;
+			const int64_t base = ((int64_t)(ks + j) * a.g + kvh) * a.dh;
+			TW_UNROLL
+			for (int n = 0; n < NCOL / 8; n++) {
+				const int col = cw + 8 * n + 2 * tq;
+				if (col >= a.dh) continue;
+				float2 xk = make_float2(dka[m][n][2 * h2], dka[m][n][2 * h2 + 1]);
+				float2 xv = make_float2(dva[m][n][2 * h2], dva[m][n][2 * h2 + 1]);
+				float *pk = a.dkvacc + base + col, *pv = pk + a.nkg * a.dh;
+				if (rank > 0) {
+					const float2 ok = __ldcg((const float2 *)pk), ov = __ldcg((const float2 *)pv);
+					xk.x = ok.x + xk.x, xk.y = ok.y + xk.y;
+					xv.x = ov.x + xv.x, xv.y = ov.y + xv.y;
+				}
+				if (last_part) {
+					store2(a.dk + base + col, xk.x * a.scale, xk.y * a.scale);
+					store2(a.dv + base + col, xv.x, xv.y);
+				} else {
+					__stcg((float2 *)pk, xk);
+					__stcg((float2 *)pv, xv);
+				}
 			}
 		}
-	}
 	if (!last_part) {
 		__syncthreads();
 		if (tid == 0) release_one(kc);
@@ -812,6 +946,7 @@ BwdConfig resolve(const tw_attention_config *cfg, bool is_bf16, int64_t dh) {
 		if (cfg->bwd_rows) c.rows = cfg->bwd_rows;
 		if (cfg->bwd_keys) c.keys = cfg->bwd_keys;
 		if (cfg->bwd_stages) c.stages = cfg->bwd_stages;
+		if (cfg->bwd_warp_keys) c.warp_keys = cfg->bwd_warp_keys;
 	}
 	return c;
 }
@@ -868,42 +1003,42 @@ template <int I, class F> cudaError_t dispatch128(BwdConfig c, F f) {
 		return cudaErrorInvalidValue;
 	} else {
 		constexpr BwdConfig x = kBwdConfigs128[I];
-		if (c.rows == x.rows && c.keys == x.keys && c.stages == x.stages)
-			return f((bf16 *)nullptr, IntC<128>(), IntC<x.rows>(), IntC<x.keys>(), IntC<x.stages>());
+		if (c == x) return f((bf16 *)nullptr, IntC<128>(), IntC<x.rows>(), IntC<x.keys>(), IntC<x.stages>(), IntC<x.warp_keys>());
 		return dispatch128<I + 1>(c, f);
 	}
 }
 
-// Calls f(T*, D, BR, BC, STAGES as integral_constants) for the storage type
-// dt names, the padded head width D ∈ {32, 64, 128} that fits dh and the
-// compiled configuration c names; cudaErrorInvalidValue if there is none.
+// Calls f(T*, D, BR, BC, STAGES, WK as integral_constants) for the storage
+// type dt names, the padded head width D ∈ {32, 64, 128} that fits dh and
+// the compiled configuration c names; cudaErrorInvalidValue if there is
+// none.
 template <class F> cudaError_t dispatch(tw_dtype dt, int64_t dh, BwdConfig c, F f) {
-	auto is = [&](BwdConfig x) { return c.rows == x.rows && c.keys == x.keys && c.stages == x.stages; };
 	if (dt == TW_F32) {
-		if (!is(kDefaultF32)) return cudaErrorInvalidValue;
+		if (!(c == kDefaultF32)) return cudaErrorInvalidValue;
 		float *t = nullptr;
-		if (dh <= 32) return f(t, IntC<32>(), IntC<64>(), IntC<64>(), IntC<1>());
-		if (dh <= 64) return f(t, IntC<64>(), IntC<64>(), IntC<64>(), IntC<1>());
-		return f(t, IntC<128>(), IntC<64>(), IntC<64>(), IntC<1>());
+		if (dh <= 32) return f(t, IntC<32>(), IntC<64>(), IntC<64>(), IntC<1>(), IntC<16>());
+		if (dh <= 64) return f(t, IntC<64>(), IntC<64>(), IntC<64>(), IntC<1>(), IntC<16>());
+		return f(t, IntC<128>(), IntC<64>(), IntC<64>(), IntC<1>(), IntC<16>());
 	}
 	if (dt != TW_BF16) return cudaErrorInvalidValue;
 	if (dh > 64) return dispatch128<0>(c, f);
-	if (!is(kDefaultBf16)) return cudaErrorInvalidValue;
-	if (dh <= 32) return f((bf16 *)nullptr, IntC<32>(), IntC<64>(), IntC<128>(), IntC<2>());
-	return f((bf16 *)nullptr, IntC<64>(), IntC<64>(), IntC<128>(), IntC<2>());
+	if (!(c == kDefaultBf16)) return cudaErrorInvalidValue;
+	if (dh <= 32) return f((bf16 *)nullptr, IntC<32>(), IntC<64>(), IntC<128>(), IntC<2>(), IntC<16>());
+	return f((bf16 *)nullptr, IntC<64>(), IntC<64>(), IntC<128>(), IntC<2>(), IntC<16>());
 }
 
 } // namespace
 
 extern "C" const char *tw_attention_backward_check(const tw_attention_config *cfg, tw_dtype dt, int64_t dh) {
-	if (cfg && (cfg->bwd_rows < 0 || cfg->bwd_keys < 0 || cfg->bwd_stages < 0 || cfg->bwd_split < 0))
+	if (cfg && (cfg->bwd_rows < 0 || cfg->bwd_keys < 0 || cfg->bwd_stages < 0 || cfg->bwd_split < 0 || cfg->bwd_warp_keys < 0))
 		return "a backward field is negative";
 	if (!dq_mode_ok(cfg)) return "the backward's dQ mode (bwd_dq_atomic) is neither 0 nor 1";
 	if (dh <= 0) return "the head width is not positive";
 	size_t bytes = 0;
-	const cudaError_t e = dispatch(dt, dh, resolve(cfg, dt == TW_BF16, dh), [&](auto *t, auto width, auto br, auto bc, auto stages) {
+	const cudaError_t e = dispatch(dt, dh, resolve(cfg, dt == TW_BF16, dh), [&](auto *t, auto width, auto br, auto bc, auto stages, auto wk) {
 		typedef std::remove_pointer_t<decltype(t)> T;
-		bytes = BwdSmem<T, decltype(width)::value, decltype(br)::value, decltype(bc)::value, decltype(stages)::value>::bytes;
+		bytes = BwdSmem<T, decltype(width)::value, decltype(br)::value, decltype(bc)::value, decltype(stages)::value,
+		                decltype(wk)::value>::bytes;
 		return cudaSuccess;
 	});
 	if (e != cudaSuccess) return "the backward's tiles are not compiled for this dtype and head width";
@@ -924,7 +1059,7 @@ extern "C" cudaError_t tw_attention_backward(void *dq, void *dk, void *dv, const
                                              int64_t h, int64_t g, int64_t dh, float scale, int noncausal,
                                              const tw_attention_config *cfg, void *workspace, cudaStream_t stream) {
 	if (nseq < 0 || nq < 0 || nk < 0 || h < 0 || g < 0 || dh < 0) return cudaErrorInvalidValue;
-	if (cfg && (cfg->bwd_rows < 0 || cfg->bwd_keys < 0 || cfg->bwd_stages < 0 || cfg->bwd_split < 0))
+	if (cfg && (cfg->bwd_rows < 0 || cfg->bwd_keys < 0 || cfg->bwd_stages < 0 || cfg->bwd_split < 0 || cfg->bwd_warp_keys < 0))
 		return cudaErrorInvalidValue;
 	if (!dq_mode_ok(cfg)) return cudaErrorInvalidValue;
 	const BwdConfig c = resolve(cfg, dt == TW_BF16, dh);
@@ -942,10 +1077,10 @@ extern "C" cudaError_t tw_attention_backward(void *dq, void *dk, void *dv, const
 	float *Dl = (float *)(ws + w.dl);
 	int *ctr = (int *)(ws + w.ctr);
 	const float sl2 = scale_log2e(scale);
-	return dispatch(dt, dh, c, [&](auto *t, auto width, auto br, auto bc, auto stages) {
+	return dispatch(dt, dh, c, [&](auto *t, auto width, auto br, auto bc, auto stages, auto wk) {
 		typedef std::remove_pointer_t<decltype(t)> T;
 		constexpr int D = decltype(width)::value, BR = decltype(br)::value, BC = decltype(bc)::value,
-		              S = decltype(stages)::value;
+		              S = decltype(stages)::value, WK = decltype(wk)::value;
 		// dQ by atomics: bf16 only (f32 ignores the mode, as it does the tiles).
 		const bool atomic = std::is_same<T, bf16>::value && cfg && cfg->bwd_dq_atomic == 1;
 		float *dqacc = std::is_same<T, float>::value ? (float *)dq : (float *)(ws + w.dq);
@@ -968,10 +1103,10 @@ extern "C" cudaError_t tw_attention_backward(void *dq, void *dk, void *dv, const
 		a.nseq = (int)nseq, a.h = (int)h, a.g = (int)g, a.dh = (int)dh, a.split = split, a.noncausal = noncausal != 0;
 		a.rep = FastDiv::of((int)(h / g));
 		a.scale = scale, a.sl2 = sl2;
-		const size_t bytes = BwdSmem<T, D, BR, BC, S>::bytes;
-		static_assert(BwdSmem<T, D, BR, BC, S>::bytes <= 227 * 1024, "shared memory");
-		if ((e = allow_smem(attn_bwd_kernel<T, D, BR, BC, S>, bytes)) != cudaSuccess) return e;
-		LAUNCH((unsigned)grid, 2 * BC, bytes, stream, attn_bwd_kernel<T, D, BR, BC, S>)(a);
+		const size_t bytes = BwdSmem<T, D, BR, BC, S, WK>::bytes;
+		static_assert(BwdSmem<T, D, BR, BC, S, WK>::bytes <= 227 * 1024, "shared memory");
+		if ((e = allow_smem(attn_bwd_kernel<T, D, BR, BC, S, WK>, bytes)) != cudaSuccess) return e;
+		LAUNCH((unsigned)grid, 2 * BC, bytes, stream, attn_bwd_kernel<T, D, BR, BC, S, WK>)(a);
 		if ((e = cudaGetLastError()) != cudaSuccess || !atomic) return e;
 		return tw_cast(dq, TW_BF16, dqacc, TW_F32, nq * h * dh, stream); // dq = round(Σ scale·dS·K)
 	});

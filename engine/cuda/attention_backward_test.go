@@ -33,12 +33,13 @@ func attnBwdCase(name string) enginetest.AttnBwdCase {
 }
 
 // TestAttentionBackwardConfigs runs every compiled configuration of the
-// backward (kernels/attention_backward.cu: rows × keys × stages for bf16 at
-// head width 128, the defaults elsewhere) with several splits of the query
+// backward (kernels/attention_backward.cu: rows × keys × stages × keys per
+// warp for bf16 at head width 128, the defaults elsewhere) with several splits of the query
 // axis, each checked whole against the float64 gradient: a causal case
 // whose sequences span several key blocks and query tiles (GQA 4, width
 // 128), and a non-causal one (width 72: padded columns). The tuning sweep
-// (AttentionConfigs) must list exactly these rows × keys × stages.
+// (AttentionConfigs) must list exactly these rows × keys × stages × keys
+// per warp.
 func TestAttentionBackwardConfigs(t *testing.T) {
 	causal := attnBwdCase("causal packed 200,57,1 H8/G2 dh128")
 	nonCausal := attnBwdCase("non-causal packed 130,20 H2/G2 dh72")
@@ -49,26 +50,34 @@ func TestAttentionBackwardConfigs(t *testing.T) {
 		split []int
 	}
 	var runs []run
-	compiled := [][3]int{{64, 64, 1}, {64, 64, 2}, {64, 128, 1}, {64, 128, 2}, {128, 64, 1}, {128, 64, 2}, {128, 128, 1}, {128, 128, 2}}
+	// Rows, keys, stages and keys per warp (0: the default, 16).
+	compiled := [][4]int{{64, 64, 1, 0}, {64, 64, 2, 0}, {64, 128, 1, 0}, {64, 128, 2, 0}, {128, 64, 1, 0}, {128, 64, 2, 0},
+		{128, 128, 1, 0}, {128, 128, 2, 0}, {64, 128, 1, 32}, {64, 128, 2, 32}, {128, 128, 1, 32}}
 	for _, rks := range compiled {
-		cfg := AttentionConfig{BwdRows: rks[0], BwdKeys: rks[1], BwdStages: rks[2]}
+		cfg := AttentionConfig{BwdRows: rks[0], BwdKeys: rks[1], BwdStages: rks[2], BwdWarpKeys: rks[3]}
 		runs = append(runs, run{causal, engine.BF16, cfg, []int{1, 3}}, run{nonCausal, engine.BF16, cfg, []int{2}})
 	}
+	// FlashAttention-2's layout with dQ by atomics, and over GQA 3 (query
+	// tiles that end inside a key's rows).
+	fa2 := AttentionConfig{BwdRows: 128, BwdKeys: 128, BwdStages: 1, BwdWarpKeys: 32}
+	fa2atomic := fa2
+	fa2atomic.BwdDQAtomic = 1
+	runs = append(runs, run{causal, engine.BF16, fa2atomic, []int{1}}, run{attnBwdCase("causal packed 90,41 H6/G2 dh128"), engine.BF16, fa2, []int{1, 2}})
 	// The sweep (AttentionConfigs) lists every one of them, and no other.
-	swept := map[[3]int]bool{}
+	swept := map[[4]int]bool{}
 	for _, c := range AttentionConfigs() {
-		if c.BwdRows != 0 || c.BwdKeys != 0 || c.BwdStages != 0 {
-			swept[[3]int{c.BwdRows, c.BwdKeys, c.BwdStages}] = true
+		if c.BwdRows != 0 || c.BwdKeys != 0 || c.BwdStages != 0 || c.BwdWarpKeys != 0 {
+			swept[[4]int{c.BwdRows, c.BwdKeys, c.BwdStages, c.BwdWarpKeys}] = true
 		}
 	}
 	for _, rks := range compiled {
 		if !swept[rks] {
-			t.Errorf("AttentionConfigs() lacks the backward's rows, keys, stages %v", rks)
+			t.Errorf("AttentionConfigs() lacks the backward's rows, keys, stages, keys per warp %v", rks)
 		}
 		delete(swept, rks)
 	}
 	for rks := range swept {
-		t.Errorf("AttentionConfigs() lists the backward's rows, keys, stages %v, which is not compiled", rks)
+		t.Errorf("AttentionConfigs() lists the backward's rows, keys, stages, keys per warp %v, which is not compiled", rks)
 	}
 	// dQ by atomics (bf16; f32 ignores the mode), with and without a split.
 	atomic := AttentionConfig{BwdDQAtomic: 1}
@@ -88,7 +97,7 @@ func TestAttentionBackwardConfigs(t *testing.T) {
 			cfg := r.cfg
 			cfg.BwdSplit = split
 			t.Run(fmt.Sprintf("%s/%v/%s", r.c.Name, r.dt, cfg), func(t *testing.T) {
-				need := bwdSmem128[[3]int{cfg.BwdRows, cfg.BwdKeys, cfg.BwdStages}]
+				need := bwdSmem128[[4]int{cfg.BwdRows, cfg.BwdKeys, cfg.BwdStages, cfg.BwdWarpKeys}]
 				if r.dt == engine.BF16 && r.c.Dh > 64 && need > sharedMemoryOptin() {
 					t.Skipf("needs %d KiB of shared memory per block; this device has %d", need>>10, sharedMemoryOptin()>>10)
 				}
@@ -99,12 +108,14 @@ func TestAttentionBackwardConfigs(t *testing.T) {
 }
 
 // bwdSmem128 is the shared memory, in bytes, a bf16 backward block of head
-// width 128 needs per (rows, keys, stages) (kernels/attention_backward.cu's
-// table, rounded up to whole KiB): the configurations over a device's
-// opt-in limit (an A100's 163 KiB) cannot run there.
-var bwdSmem128 = map[[3]int]int{
-	{64, 64, 1}: 73 << 10, {64, 64, 2}: 106 << 10, {64, 128, 1}: 113 << 10, {64, 128, 2}: 146 << 10,
-	{128, 64, 1}: 114 << 10, {128, 64, 2}: 179 << 10, {128, 128, 1}: 162 << 10, {128, 128, 2}: 227 << 10,
+// width 128 needs per (rows, keys, stages, keys per warp)
+// (kernels/attention_backward.cu's table, rounded up to whole KiB): the
+// configurations over a device's opt-in limit (an A100's 163 KiB) cannot
+// run there.
+var bwdSmem128 = map[[4]int]int{
+	{64, 64, 1, 0}: 73 << 10, {64, 64, 2, 0}: 106 << 10, {64, 128, 1, 0}: 113 << 10, {64, 128, 2, 0}: 146 << 10,
+	{128, 64, 1, 0}: 114 << 10, {128, 64, 2, 0}: 179 << 10, {128, 128, 1, 0}: 162 << 10, {128, 128, 2, 0}: 227 << 10,
+	{64, 128, 1, 32}: 129 << 10, {64, 128, 2, 32}: 162 << 10, {128, 128, 1, 32}: 194 << 10,
 }
 
 // TestAttentionBackwardRefusesConfigs: configurations the backward is not
@@ -122,6 +133,9 @@ func TestAttentionBackwardRefusesConfigs(t *testing.T) {
 		{AttentionConfig{BwdRows: 128}, engine.BF16, 64}, // the sweep is built at width 128 only
 		{AttentionConfig{BwdDQAtomic: 2}, engine.BF16, 128},
 		{AttentionConfig{BwdDQAtomic: 2}, engine.F32, 128}, // ignored by f32, but not a value at all
+		{AttentionConfig{BwdWarpKeys: 24}, engine.BF16, 128},
+		{AttentionConfig{BwdWarpKeys: 32, BwdKeys: 64}, engine.BF16, 128}, // not compiled with 64 keys
+		{AttentionConfig{BwdWarpKeys: 32}, engine.BF16, 64},               // nor below width 128
 	} {
 		b := attnBwdBackend(t, x.cfg)
 		c := enginetest.AttnBwdCase{Name: "small", H: 2, G: 1, Dh: x.dh, Seqs: [][4]int{{0, 5, 0, 5}}}
@@ -154,6 +168,7 @@ func TestAttentionBackwardDeterministic(t *testing.T) {
 	}{
 		{attnBwdCase("causal T=300 H4/G1 dh64"), engine.BF16, AttentionConfig{BwdSplit: 3}},
 		{attnBwdCase("causal packed 200,57,1 H8/G2 dh128"), engine.BF16, AttentionConfig{}},
+		{attnBwdCase("causal packed 200,57,1 H8/G2 dh128"), engine.BF16, AttentionConfig{BwdRows: 64, BwdKeys: 128, BwdStages: 2, BwdWarpKeys: 32, BwdSplit: 2}},
 		{attnBwdCase("non-causal queries over more keys H4/G2 dh64"), engine.F32, AttentionConfig{BwdSplit: 2}},
 	} {
 		t.Run(fmt.Sprintf("%s/%v/%s", x.c.Name, x.dt, x.cfg), func(t *testing.T) {

@@ -20,6 +20,7 @@ func TestParseAttentionConfig(t *testing.T) {
 		{"fwd.rows=128,fwd.keys=64,fwd.stages=2", AttentionConfig{FwdRows: 128, FwdKeys: 64, FwdStages: 2}, ""},
 		{"fwd.warp_rows=32,fwd.keys=64", AttentionConfig{FwdWarpRows: 32, FwdKeys: 64}, ""},
 		{"dec.key_warps=4", AttentionConfig{DecKeyWarps: 4}, ""},
+		{"bwd.warp_keys=32,bwd.rows=128", AttentionConfig{BwdWarpKeys: 32, BwdRows: 128}, ""},
 		{" bwd.split=4 , dec.split=8,dec.keys=128,bwd.rows=64,bwd.keys=128,bwd.stages=2",
 			AttentionConfig{BwdSplit: 4, DecSplit: 8, DecKeys: 128, BwdRows: 64, BwdKeys: 128, BwdStages: 2}, ""},
 		{"fwd.rows", AttentionConfig{}, "not name=value"},
@@ -170,6 +171,8 @@ func TestCheckAttention(t *testing.T) {
 		{AttentionConfig{FwdWarpRows: 32, FwdKeys: 128}, engine.BF16, 128, "the forward's tiles are not compiled"},
 		{AttentionConfig{DecKeyWarps: 4}, engine.BF16, 64, "decoding's tiles are not compiled"},
 		{AttentionConfig{BwdRows: 128}, engine.BF16, 64, "the backward's tiles are not compiled"},
+		{AttentionConfig{BwdWarpKeys: 32, BwdRows: 128, BwdKeys: 128, BwdStages: 1}, engine.BF16, 128, ""},
+		{AttentionConfig{BwdWarpKeys: 32, BwdKeys: 64}, engine.BF16, 128, "the backward's tiles are not compiled"},
 		{AttentionConfig{FwdStages: 4}, engine.BF16, 128, "a value the kernels do not take"},
 		{AttentionConfig{}, engine.F16, 128, "the kernels take f32 and bf16"},
 	} {
