@@ -171,13 +171,13 @@ struct BwdConfig {
 // (64, 128]), the small devices' default first: rows and keys 64 or 128,
 // stages 1 or 2 (128, 128, 2 fits only an H100's or H200's 227 KiB of
 // shared memory), 16 keys per warp; and FlashAttention-2's warp layout (32
-// keys per warp) with 64 query rows, and with 128 rows at 128 keys. The
+// keys per warp) at 64 rows with two stages (64 keys: two blocks per SM on
+// an H100 or H200; 128 keys) and at 128 rows and keys with one. The
 // backward's dispatch and the sweep's list (tw_attention_configs) both read
 // it.
-constexpr BwdConfig kBwdConfigs128[] = {{64, 128, 2},     {64, 64, 1},      {64, 64, 2},      {64, 128, 1},
-                                        {128, 64, 1},     {128, 64, 2},     {128, 128, 1},    {128, 128, 2},
-                                        {64, 64, 1, 32},  {64, 64, 2, 32},  {64, 128, 1, 32}, {64, 128, 2, 32},
-                                        {128, 128, 1, 32}};
+constexpr BwdConfig kBwdConfigs128[] = {{64, 128, 2},    {64, 64, 1},      {64, 64, 2},  {64, 128, 1},
+                                        {128, 64, 1},    {128, 64, 2},     {128, 128, 1}, {128, 128, 2},
+                                        {64, 64, 2, 32}, {64, 128, 2, 32}, {128, 128, 1, 32}};
 
 // A bound on the tiles of `tile` rows that sequences of n rows in all, nseq
 // of them, can have: a sequence of m rows has ceil(m/tile) ≤ m/tile + 1

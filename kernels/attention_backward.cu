@@ -21,8 +21,7 @@
 //   1.05-1.07× the 64, 128, 2 of before), else 64, 128, 2 (attention.cuh's
 //   kBwdConfigs128, which the sweep's tw_attention_configs lists too);
 //   bwd_warp_keys 16 (the default) or 32 (FlashAttention-2's warp layout,
-//   below: compiled as 64, 64, 1; 64, 64, 2; 64, 128, 1; 64, 128, 2 and
-//   128, 128, 1).
+//   below: compiled as 64, 64, 2; 64, 128, 2 and 128, 128, 1).
 //   bf16 with dh ≤ 64: 64, 128, 2, 16 only. f32: 64, 64, 1 only, whatever cfg's tile fields say
 //   (they tune bf16; bwd_split applies to both). bwd_split: any ≥ 1; 0 picks one
 //   from the SM count (split_of). bwd_dq_atomic: 0 (the default: dQ summed in
@@ -156,9 +155,8 @@
 //                    128, 64, 1: 113.2   128, 64, 2: 178.3
 //                    128, 128, 1: 161.2   128, 128, 2: 226.3
 //   (128, 128, 1 is the default on an H100 or H200); bwd_warp_keys = 32
-//   adds Pᵀ [BC][BR]: 64, 64, 1: 80.6   64, 64, 2: 113.2 (two blocks per SM
-//   on an H100 or H200)   64, 128, 1: 128.6   64, 128, 2: 161.2
-//   128, 128, 1: 193.2
+//   adds Pᵀ [BC][BR]: 64, 64, 2: 113.2 (two blocks per SM on an H100 or
+//   H200)   64, 128, 2: 161.2   128, 128, 1: 193.2
 // so an A100 (163 KiB) holds all but 128×64×2 and 128×128×2, an H100 or
 // H200 (227 KiB) all; bf16 at D = 64, 32: 81.2, 49.2; f32 (64, 64, 1, dSᵀ
 // rows padded by 4 instead) at D = 128, 64, 32: 145.6, 81.6, 49.6.
@@ -169,7 +167,7 @@
 // at D = 128 with 16 keys per warp uses 251-255 registers without spilling
 // on sm_90, and with 32 the 64-row ones too (128 rows spill 16 bytes, 40
 // loaded); on sm_80 most spill 4-8 bytes (12-16 loaded), the 32-key ones
-// 12-28 (12-36 loaded); D = 64 about 210, D = 32
+// 12-24 (12-28 loaded); D = 64 about 210, D = 32
 // about 185; f32 at D = 128 spills a few dozen bytes (it is not the fast
 // path). That needs the k-loops of Sᵀ/dPᵀ unrolled by 2 and dQ's not at
 // all (fully unrolled, ptxas hoists every fragment load and spills), and

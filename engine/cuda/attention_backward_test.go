@@ -52,7 +52,7 @@ func TestAttentionBackwardConfigs(t *testing.T) {
 	var runs []run
 	// Rows, keys, stages and keys per warp (0: the default, 16).
 	compiled := [][4]int{{64, 64, 1, 0}, {64, 64, 2, 0}, {64, 128, 1, 0}, {64, 128, 2, 0}, {128, 64, 1, 0}, {128, 64, 2, 0},
-		{128, 128, 1, 0}, {128, 128, 2, 0}, {64, 64, 1, 32}, {64, 64, 2, 32}, {64, 128, 1, 32}, {64, 128, 2, 32}, {128, 128, 1, 32}}
+		{128, 128, 1, 0}, {128, 128, 2, 0}, {64, 64, 2, 32}, {64, 128, 2, 32}, {128, 128, 1, 32}}
 	for _, rks := range compiled {
 		cfg := AttentionConfig{BwdRows: rks[0], BwdKeys: rks[1], BwdStages: rks[2], BwdWarpKeys: rks[3]}
 		runs = append(runs, run{causal, engine.BF16, cfg, []int{1, 3}}, run{nonCausal, engine.BF16, cfg, []int{2}})
@@ -115,8 +115,7 @@ func TestAttentionBackwardConfigs(t *testing.T) {
 var bwdSmem128 = map[[4]int]int{
 	{64, 64, 1, 0}: 73 << 10, {64, 64, 2, 0}: 106 << 10, {64, 128, 1, 0}: 113 << 10, {64, 128, 2, 0}: 146 << 10,
 	{128, 64, 1, 0}: 114 << 10, {128, 64, 2, 0}: 179 << 10, {128, 128, 1, 0}: 162 << 10, {128, 128, 2, 0}: 227 << 10,
-	{64, 64, 1, 32}: 81 << 10, {64, 64, 2, 32}: 114 << 10, {64, 128, 1, 32}: 129 << 10, {64, 128, 2, 32}: 162 << 10,
-	{128, 128, 1, 32}: 194 << 10,
+	{64, 64, 2, 32}: 114 << 10, {64, 128, 2, 32}: 162 << 10, {128, 128, 1, 32}: 194 << 10,
 }
 
 // TestAttentionBackwardRefusesConfigs: configurations the backward is not
