@@ -82,10 +82,11 @@
 // swizzled as dSᵀ's) and dSᵀ to shared memory. After a barrier, for the
 // whole tile, half h owns columns h·D/2 … of dK and dV: dV += Pᵀ·dO and dK
 // += dSᵀ·Q with A fragments by ldmatrix of Pᵀ and dSᵀ and each B fragment of
-// dO and Q feeding both m-tiles. A warp thus reads a fifth fewer fragment
-// bytes per product than with 16 keys (each A fragment of K, V, Pᵀ, dSᵀ and
-// each B fragment of Q, dO serves two mma tiles instead of one), for Pᵀ's
-// round trip through shared memory and a third barrier per tile; dK and dV
+// dO and Q feeding both m-tiles. A warp thus loads about a sixth fewer
+// fragments per mma than with 16 keys (per 64-row slice 152 ldmatrix.x4 for
+// 320 mma against 184: in the four products other than dQ's each fragment
+// serves two mma tiles), for Pᵀ's round trip through shared memory and a
+// third barrier per tile; dK and dV
 // still sum the rows in ascending order, and dQ is computed as above. The
 // sweep measures it beside the 16-key layout.
 //
