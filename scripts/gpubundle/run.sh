@@ -51,6 +51,11 @@
 #                     attn-sweep.tar.gz (on the emulator bundle, at the small
 #                     shapes, where configurations compiled only for head
 #                     width 128 are refused: a check of the step itself)
+#   bench-step-tuned  the step suite again with the attention configuration
+#                     attn-sweep found fastest (its forward's and its
+#                     backward's fields, at the most tokens), where that is
+#                     not the defaults: what the sweep's winner does to the
+#                     whole step (bench-step-tuned.json, not in bench.md)
 #   gemm-sweep        the decoding GEMM cases of the kernel suite with our
 #                     GEMM once per configuration of its few-row kernel
 #                     (TW_GEMM_SKINNY: rows per block × loads in flight),
@@ -96,7 +101,8 @@
 # for failures an excerpt of its log), bench.md (the benchmarks side by side
 # with the peers, and the ratios) with the results it is made of
 # (bench-kernels.json, bench-step.json, bench-step-own.json,
-# bench-torch.json; gate.json, the gate's measurement), attn-sweep.tar.gz and
+# bench-torch.json; gate.json, the gate's measurement), bench-step-tuned.json
+# and .md (the step with the sweep's fastest attention), attn-sweep.tar.gz and
 # gemm-sweep.tar.gz (the sweeps' results, one per configuration, and their
 # tables), and logs.tar.gz (every step's full log, and every test process's
 # output). The exit status is 0 when no step failed.
@@ -699,6 +705,51 @@ step_attn_sweep() {
 	sweep_note "$cfgs"
 }
 
+# step_bench_step_tuned measures the step suite again with the attention
+# configuration the attn-sweep step of this call found fastest: the forward
+# fields of the best configuration of the causal forward at the most tokens
+# with the backward fields of the backward's (a direction's default, which
+# the sweep's first run measures, sets no fields), so that the run that
+# finds a faster configuration also says what it does to the whole step
+# (bench-step-tuned.json and .md, beside bench-step's with the defaults; not
+# in bench.md). The GEMM is cuBLASLt on a GPU, ours on the emulator bundle.
+step_bench_step_tuned() {
+	local sorted=$WORK/bench/attn-sweep/sweep.sorted cfg gemm=cublas
+	[ -s "$sorted" ] || skip "the attn-sweep step measured nothing in this call"
+	[ "$TW_BUNDLE_KIND" = cuda ] || gemm=own
+	# best DIR: the fields of DIR (fwd or bwd) in the fastest configuration
+	# of the causal DIR case with the most tokens (sweep.sorted lists each
+	# case's measured configurations fastest first).
+	best() {
+		awk -F'\t' -v d="$1" '
+			$3 != "" && index($1, "attention/" d "/") == 1 && match($1, /\/b[0-9]+xT[0-9]+\//) {
+				t = substr($1, RSTART, RLENGTH); sub(/.*xT/, "", t); t += 0
+				if (!(t in first)) first[t] = $2
+				if (t > max) max = t
+			}
+			END { if (max > 0) print first[max] }' "$sorted" | fields "$1"
+	}
+	# fields DIR: the DIR fields of the comma-separated configuration on
+	# stdin, comma-separated.
+	fields() { tr ',' '\n' | grep "^$1\." | paste -sd, -; }
+	# The defaults are the sweep's first configuration (the forward's spelled
+	# out): a direction whose fastest they are keeps its defaults.
+	local def f b
+	def=$(head -n 1 "$WORK/bench/attn-sweep/configs.txt")
+	f=$(best fwd) b=$(best bwd)
+	[ "$f" != "$(fields fwd <<<"$def")" ] || f=""
+	[ "$b" != "$(fields bwd <<<"$def")" ] || b=""
+	cfg=$f${f:+${b:+,}}$b
+	[ -n "$cfg" ] || skip "the sweep's fastest forward and backward are the defaults: bench-step measured them"
+	load_torch
+	cd "$B" || exit 1
+	progress "--attention-config $cfg"
+	ours bin/train bench --backend cuda --suite step --gemm "$gemm" --attention-config "$cfg" \
+		--out "$WORK/bench/bench-step-tuned.json" --md "$WORK/bench/bench-step-tuned.md" || exit 1
+	cat "$WORK/bench/bench-step-tuned.md"
+	note "--attention-config $cfg --gemm $gemm: $(grep -m1 '^One more training step' "$WORK/bench/bench-step-tuned.md")"
+}
+
 # step_gemm_sweep measures the kernel suite's decoding GEMM cases (a
 # decoding step's projections at each batch) with our GEMM once per
 # configuration of its few-row kernel (TW_GEMM_SKINNY: rows of W per block
@@ -932,7 +983,7 @@ export -f ours logged note progress skip gpu_only left max1 load_torch no_data c
 	run_test test_message tests_finish tests_note tests_end gotests json_meta same_commit sweep_measure sweep_report sweep_note
 export -f step_device step_torch step_conformance step_conformance_8b step_model step_stories \
 	step_selftest step_collectives step_collectives_cpu step_memcheck step_racecheck step_synccheck step_bench_kernels \
-	step_bench_step step_bench_step_own step_attn_sweep step_gemm_sweep step_profile step_peers step_bench_report step_gate
+	step_bench_step step_bench_step_own step_attn_sweep step_bench_step_tuned step_gemm_sweep step_profile step_peers step_bench_report step_gate
 
 # ---- running and recording ----
 
@@ -1146,7 +1197,7 @@ finish() {
 	# The report again, with what the long steps measured (bench-step-own).
 	[ ! -s "$WORK/bench/bench-step-own.json" ] || report >>"$LOGS/bench-report.log" 2>&1 || true
 	tar -C "$WORK" -czf "$OUT/logs.tar.gz" logs bench tests
-	for f in bench.md bench-kernels.json bench-step.json bench-step-own.json bench-torch.json gate.json; do
+	for f in bench.md bench-kernels.json bench-step.json bench-step-own.json bench-torch.json gate.json bench-step-tuned.json bench-step-tuned.md; do
 		[ ! -s "$WORK/bench/$f" ] || cp "$WORK/bench/$f" "$OUT/$f"
 	done
 	[ ! -d "$WORK/bench/attn-sweep" ] || tar -C "$WORK/bench" -czf "$OUT/attn-sweep.tar.gz" attn-sweep
@@ -1176,6 +1227,7 @@ step bench-report 20
 # again at the end, with bench-step-own).
 step bench-step-own 120
 step attn-sweep 90
+step bench-step-tuned 120
 step gemm-sweep 45
 step profile 150
 step collectives 30
