@@ -51,11 +51,6 @@
 #                     attn-sweep.tar.gz (on the emulator bundle, at the small
 #                     shapes, where configurations compiled only for head
 #                     width 128 are refused: a check of the step itself)
-#   bench-step-tuned  the step suite again with the attention configuration
-#                     attn-sweep found fastest (its forward's and its
-#                     backward's fields, at the most tokens), where that is
-#                     not the defaults: what the sweep's winner does to the
-#                     whole step (bench-step-tuned.json, not in bench.md)
 #   gemm-sweep        the decoding GEMM cases of the kernel suite with our
 #                     GEMM once per configuration of its few-row kernel
 #                     (TW_GEMM_SKINNY: rows per block × loads in flight),
@@ -72,6 +67,11 @@
 #                     and the hottest instructions, with their stall
 #                     reasons) in its log, one line per kernel in its note,
 #                     the reports in logs.tar.gz's bench/profile/
+#   bench-step-tuned  the step suite again with the attention configuration
+#                     attn-sweep found fastest (its forward's and its
+#                     backward's fields, at the most tokens), where that is
+#                     not the defaults: what the sweep's winner does to the
+#                     whole step (bench-step-tuned.json, not in bench.md)
 #   collectives       one GPU rank over NCCL (PyTorch's, found by the torch
 #                     step), started by `train launch`: `train collectives`
 #                     checks every collective and times the all-reduce (with
@@ -1227,9 +1227,9 @@ step bench-report 20
 # again at the end, with bench-step-own).
 step bench-step-own 120
 step attn-sweep 90
-step bench-step-tuned 120
 step gemm-sweep 45
 step profile 150
+step bench-step-tuned 120
 step collectives 30
 step collectives-cpu 30
 step gate 90
