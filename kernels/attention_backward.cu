@@ -74,21 +74,21 @@
 //   dSᵀ is also written to shared memory, and after a barrier the block
 //   computes dQ_tile = dS·K (A by ldmatrix .trans of dSᵀ, B by .trans of K),
 //   warps taking 16-row × 64-column units, and adds it to dQ.
+//
 // FlashAttention-2's warp layout (bwd_warp_keys = 32, bf16). The warps form
 // two halves of BC/32; warp w of a half owns the 32 keys 32w … 32w+31 (two
 // m-tiles). Per 64-row slice, half h computes Sᵀ and dPᵀ of its keys for
-// the slice's rows 32h … 32h+31 alone (Sᵀ: 2 × 4 mma tiles, each K and Q
-// fragment feeding two of them), and writes Pᵀ (to a [BC][BR] buffer
+// the slice's rows 32h … 32h+31 alone (2 × 4 mma tiles each, every Q or dO
+// fragment feeding both m-tiles), and writes Pᵀ (to a [BC][BR] buffer
 // swizzled as dSᵀ's) and dSᵀ to shared memory. After a barrier, for the
 // whole tile, half h owns columns h·D/2 … of dK and dV: dV += Pᵀ·dO and dK
 // += dSᵀ·Q with A fragments by ldmatrix of Pᵀ and dSᵀ and each B fragment of
 // dO and Q feeding both m-tiles. A warp thus loads about a sixth fewer
 // fragments per mma than with 16 keys (per 64-row slice 152 ldmatrix.x4 for
-// 320 mma against 184: in the four products other than dQ's each fragment
-// serves two mma tiles), for Pᵀ's round trip through shared memory and a
-// third barrier per tile; dK and dV
-// still sum the rows in ascending order, and dQ is computed as above. The
-// sweep measures it beside the 16-key layout.
+// 320 mma against 184), for Pᵀ's round trip through shared memory and a
+// third barrier per tile; dK and dV still sum the rows in ascending order,
+// and dQ is computed as above. The sweep measures it beside the 16-key
+// layout.
 //
 // f32 runs the same structure with SIMT products of the same register
 // layout (Pᵀ and dSᵀ go through the dSᵀ buffer, as A operands from shared
