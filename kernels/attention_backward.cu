@@ -704,8 +704,12 @@ __global__ void __launch_bounds__(2 * BC, BC == 64 ? 2 : 1) attn_bwd_kernel(cons
 				TW_UNROLL
 				for (int m = 0; m < MK; m++) zero(s[m]), zero(dp[m]);
 				prod_nt_m<T, D, 32, MK>(s, Ks, kw, Qb, rw);
-				const int rs = min(r0 + c0, rows - 1);
+				const int rs = min(r0 + c0, rows - 1); // as above
 				const bool masked = j0 + BC - 1 > min(a.rep.div(rs) + off, kl - 1);
+				// The lane's word of Pᵀ, dSᵀ at keys kw + 16m + gq + 8·h2, rows
+				// rw + 8n + 2tq, from its first row (ptr, dsr): TS::at, both
+				// rows' chunks swizzled by gq (kw is a multiple of 16).
+				auto word = [&](int m, int n, int h2) { return (16 * m + 8 * h2) * BR + ((rw / 8 + n) ^ gq) * E; };
 				TW_UNROLL
 				for (int n = 0; n < 4; n++) {
 					const float2 l = *(const float2 *)(l2 + rw + 8 * n + 2 * tq);
@@ -733,8 +737,7 @@ __global__ void __launch_bounds__(2 * BC, BC == 64 ? 2 : 1) attn_bwd_kernel(cons
 						TW_UNROLL
 						for (int h2 = 0; h2 < 2; h2++) {
 							pp[m][n][h2] = pack2<T>(s[m][n][2 * h2], s[m][n][2 * h2 + 1]);
-							// TS::at(kw + 16m + gq + 8·h2, rw + 8n + 2tq), as dSᵀ's below.
-							*(uint32_t *)(ptr + (16 * m + 8 * h2) * BR + (((rw / 8) + n) ^ gq) * E) = pp[m][n][h2];
+							*(uint32_t *)(ptr + word(m, n, h2)) = pp[m][n][h2];
 						}
 					}
 				}
@@ -748,7 +751,7 @@ __global__ void __launch_bounds__(2 * BC, BC == 64 ? 2 : 1) attn_bwd_kernel(cons
 						for (int h2 = 0; h2 < 2; h2++) {
 							const float x = unpack<T>(pp[m][n][h2], 0) * (dp[m][n][2 * h2] - dd.x);
 							const float y = unpack<T>(pp[m][n][h2], 1) * (dp[m][n][2 * h2 + 1] - dd.y);
-							*(uint32_t *)(dsr + (16 * m + 8 * h2) * BR + (((rw / 8) + n) ^ gq) * E) = pack2<T>(x, y);
+							*(uint32_t *)(dsr + word(m, n, h2)) = pack2<T>(x, y);
 						}
 					}
 				}
