@@ -25,13 +25,18 @@ import (
 // widths (except that our GEMM launches twice for a GEMM it splits along
 // k, one of few output tiles and k ≥ 1024: none at these widths; at
 // Llama's, the LoRA GEMMs, the classifier's input gradient and a decoding
-// step's projections), and the classifier's depend on the tokens only
-// through the number of LogitChunk chunks, so a step of T tokens launches
-// what the 256-token step does plus (T/256 − 1) times what a further chunk
-// adds. That chunk's launches are counted on one and two layers (512
-// tokens against 256), where they must agree: a layer whose launches grew
-// with the tokens would make them differ. It logs the counts and checks
-// that a decoding step is one host call once recorded.
+// step's projections).
+//
+// Every layer launches the same, so the counts are taken on one, two and
+// three layers and carried to 32: n(32) = n(1) + 31·(n(2) − n(1)), where
+// n(3) − n(2) must equal n(2) − n(1) (a layer whose launches depended on
+// its place would make them differ). The classifier's launches depend on
+// the tokens only through the number of LogitChunk chunks, so a step of T
+// tokens launches what the 256-token step does plus (T/256 − 1) times what
+// a further chunk adds; that chunk's launches are counted on one and two
+// layers (512 tokens against 256), where they must agree: a layer whose
+// launches grew with the tokens would make them differ. It logs the counts
+// and checks that a decoding step is one host call once recorded.
 func TestLaunches(t *testing.T) {
 	c := llama.Config{Dim: 64, Layers: 32, Heads: 8, KVHeads: 2, HeadDim: 8, FFN: 96, Vocab: 512,
 		NormEps: 1e-5, RopeTheta: 500000, MaxSeqLen: 1024, BOS: 1, EOS: []int32{2}}
@@ -41,44 +46,86 @@ func TestLaunches(t *testing.T) {
 	}
 	t.Cleanup(func() { b.Close() }) // after the models' (the last cleanup registered runs first)
 	rng := rand.New(rand.NewPCG(1, 2))
-	m, n := loraStepLaunches(t, b, c, rng, 256)
-	step := n[256]
-	var perChunk [2]int64
-	for i := range perChunk {
+	batches := []int{1, 4}
+	prompts := make([][][]int32, len(batches))
+	for i, batch := range batches {
+		for range batch {
+			prompts[i] = append(prompts[i], randomBatch(rng, c.Vocab, 16).IDs)
+		}
+	}
+
+	// The step's launches on all 32 layers, at 64 tokens: a step launches
+	// the same at any length within one LogitChunk, checked below on one
+	// and two layers. A step's launches are not quite linear in the layers
+	// (the optimizer updates its tensors in groups).
+	_, n32 := loraStepLaunches(t, b, c, rng, 64)
+	s32 := float64(n32[64])
+
+	// Counted on 1, 2 and 3 layers: the step at 64, 256 and 512 tokens on
+	// 1 and 2, then prefill and decoding at each batch on all three.
+	var chunk [2]float64
+	var prefill, decode, calls [3][]float64
+	for l := range 3 {
 		small := c
-		small.Layers = i + 1
-		_, n := loraStepLaunches(t, b, small, rng, 256, 512)
-		perChunk[i] = n[512] - n[256]
+		small.Layers = l + 1
+		var seqs []int
+		if l < 2 {
+			seqs = []int{64, 256, 512}
+		}
+		m, n := loraStepLaunches(t, b, small, rng, seqs...)
+		if l < 2 {
+			chunk[l] = float64(n[512] - n[256])
+			if n[64] != n[256] {
+				t.Errorf("%d-layer model: a LoRA step launches %d at 64 tokens, %d at 256: want the same within one %d-token chunk",
+					small.Layers, n[64], n[256], llama.LogitChunk)
+			}
+		}
+		for i, batch := range batches {
+			var pre, dec bench.Generation
+			if _, _, err := generate(m, prompts[i], 8, 1, &pre, &dec); err != nil {
+				t.Fatal(err)
+			}
+			// The profiled decoding steps launch one by one what the
+			// replays launch at once; the first of the timed ones also
+			// zeroes what it takes first, so the profile's count per step
+			// is at most theirs.
+			what := fmt.Sprintf("decoding at batch %d, %d-layer model", batch, small.Layers)
+			checkProfile(t, what, dec.Profile, 0, "Attention", "Sample", "Gemm")
+			if got := dec.Profile.Ops; dec.Profile.Steps != 8 || sumLaunches(got) > dec.Launches+1e-9 || sumLaunches(got) < dec.Launches-1 {
+				t.Errorf("%s: profile of %d steps with %.2f launches each, want 8 steps of about the %.2f counted",
+					what, dec.Profile.Steps, sumLaunches(got), dec.Launches)
+			}
+			prefill[l] = append(prefill[l], pre.Launches)
+			decode[l] = append(decode[l], dec.Launches)
+			calls[l] = append(calls[l], dec.Calls)
+		}
 	}
-	if step <= 0 || perChunk[0] <= 0 || perChunk[0] != perChunk[1] {
-		t.Errorf("launches per LoRA step: %d at 256 tokens; a further %d-token chunk adds %d on one layer, %d on two: want more than none, the same on both",
-			step, llama.LogitChunk, perChunk[0], perChunk[1])
+	if s32 <= 0 || chunk[0] <= 0 || chunk[0] != chunk[1] {
+		t.Errorf("launches per LoRA step: %v on 32 layers; a further %d-token chunk adds %v on one layer, %v on two: want more than none, the same on both",
+			s32, llama.LogitChunk, chunk[0], chunk[1])
 	}
-	t.Logf("LoRA step: %d launches at 256 tokens, %d more per further %d-token chunk: %d at 2048 tokens",
-		step, perChunk[0], llama.LogitChunk, step+7*perChunk[0])
-	for _, batch := range []int{1, 4} {
-		prompts := make([][]int32, batch)
-		for i := range prompts {
-			prompts[i] = randomBatch(rng, c.Vocab, 16).IDs
+	// Decoding launches the same for each layer: carried from 1, 2 and 3
+	// layers to 32.
+	at32 := func(what string, n [3]float64) float64 {
+		t.Helper()
+		if d1, d2 := n[1]-n[0], n[2]-n[1]; d1 <= 0 || math.Abs(d2-d1) > 1e-9*n[2] {
+			t.Errorf("%s: %v on 1, 2 and 3 layers: want the same more for each layer", what, n)
 		}
-		var pre, dec bench.Generation
-		if _, _, err := generate(m, prompts, 8, 1, &pre, &dec); err != nil {
-			t.Fatal(err)
-		}
-		t.Logf("batch %d: prefill %.0f launches; a decoding step %.1f launches in %.2f host calls", batch, pre.Launches, dec.Launches, dec.Calls)
-		// The profiled decoding steps launch one by one what the replays
-		// launch at once; the first of the timed ones also zeroes what it
-		// takes first, so the profile's count per step is at most theirs.
-		checkProfile(t, fmt.Sprintf("decoding at batch %d", batch), dec.Profile, 0, "Attention", "Sample", "Gemm")
-		if got := dec.Profile.Ops; dec.Profile.Steps != 8 || sumLaunches(got) > dec.Launches+1e-9 || sumLaunches(got) < dec.Launches-1 {
-			t.Errorf("decoding at batch %d: profile of %d steps with %.2f launches each, want 8 steps of about the %.2f counted",
-				batch, dec.Profile.Steps, sumLaunches(got), dec.Launches)
-		}
+		return n[0] + float64(c.Layers-1)*(n[1]-n[0])
+	}
+	t.Logf("LoRA step, %d layers: %.0f launches at 256 tokens, %.0f more per further %d-token chunk: %.0f at 2048 tokens",
+		c.Layers, s32, chunk[0], llama.LogitChunk, s32+7*chunk[0])
+	for i, batch := range batches {
+		col := func(v [3][]float64) [3]float64 { return [3]float64{v[0][i], v[1][i], v[2][i]} }
+		what := fmt.Sprintf("batch %d", batch)
+		p32, d32, c32 := at32(what+": prefill launches", col(prefill)), at32(what+": launches per decoding step", col(decode)),
+			at32(what+": host calls per decoding step", col(calls))
+		t.Logf("batch %d, %d layers: prefill %.0f launches; a decoding step %.1f launches in %.2f host calls", batch, c.Layers, p32, d32, c32)
 		// The sampling of the prefill's logits and the first of the 8
 		// steps run plainly (that step also zeroes the buffers it is the
 		// first to take), the other 7 are replayed at one call each.
-		if dec.Calls > dec.Launches/4 {
-			t.Errorf("batch %d: %.2f host calls per decoding step of %.1f launches: not replayed", batch, dec.Calls, dec.Launches)
+		if c32 > d32/4 {
+			t.Errorf("batch %d: %.2f host calls per decoding step of %.1f launches: not replayed", batch, c32, d32)
 		}
 	}
 }

@@ -65,6 +65,10 @@ func sampleRowSorted(row []float32, u float32, p engine.SampleParams) int {
 // and 1, and k from 1 to V − 1 alone and with top-p.
 func TestSampleNucleusPrefilter(t *testing.T) {
 	b := New(Options{})
+	draws := 8
+	if testing.Short() { // for the race detector's pass, which runs it 20× slower
+		draws = 2
+	}
 	for _, cs := range []struct {
 		v, grid int
 		step    float32
@@ -76,7 +80,7 @@ func TestSampleNucleusPrefilter(t *testing.T) {
 			t.Run(fmt.Sprintf("V=%d_grid=%d/T=%g_k=%d_p=%g", cs.v, cs.grid, sp.Temperature, sp.TopK, sp.TopP), func(t *testing.T) {
 				r := enginetest.Rand(uint64(cs.v*7 + cs.grid))
 				row := make([]float32, cs.v)
-				for k := 0; k < 8; k++ {
+				for k := range draws {
 					for j := range row {
 						row[j] = float32(r.IntN(cs.grid)) * cs.step
 					}

@@ -29,9 +29,10 @@
 #   model             the model's GPU tests (stories260K decoded on the GPU)
 #   stories           `train generate` greedy text of stories260K on the GPU
 #                     must be the documented text
-#   selftest          the kernel emulator's self-tests built by nvcc: the
-#                     GPU must compute what the emulator models (warp
-#                     collectives, cp.async, mma.sync and ldmatrix layouts)
+#   selftest          the kernel emulator's self-tests built by nvcc (sm_90
+#                     code: an H100 or H200): the GPU must compute what the
+#                     emulator models (warp collectives, cp.async, mma.sync
+#                     and ldmatrix layouts)
 #   bench-kernels     the per-kernel table (CUDA events, ceilings measured in
 #                     the same run, cuBLASLt beside our GEMM)
 #   bench-step        the Llama-3.1-8B LoRA step, prefill and decode with the

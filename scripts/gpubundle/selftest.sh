@@ -187,7 +187,7 @@ if [ -n "$full" ]; then
 	check "whole run: no step failed" "$F/summary.md" '^- [0-9]+ passed, 0 failed, [0-9]+ skipped in '
 	check "whole run: every conformance test passed or skipped, one by one" "$F/summary.md" \
 		'^\| conformance \| pass \| .* ([0-9]+) tests: [0-9]+ passed, 0 failed, [0-9]+ skipped'
-	check "whole run: TestConformance passed in a process of its own" "$F/summary.json" '\{"name": "TestConformance", "status": "pass"'
+	check "whole run: TestConformanceShapes passed in a process of its own" "$F/summary.json" '\{"name": "TestConformanceShapes", "status": "pass"'
 	check "whole run: the plant skipped without TW_BUNDLE_PLANT" "$F/summary.json" '\{"name": "TestBundlePlant", "status": "skip"'
 	check "whole run: the kernel emulator's self-tests passed" "$F/summary.md" '^\| selftest \| pass \| [0-9]+ \| [0-9]+ \| [0-9]+ passed \|'
 	# grep -c reads the whole listing: -q would stop tar with SIGPIPE, and pipefail fail the test.
@@ -206,7 +206,7 @@ if [ -n "$full" ]; then
 	check "whole run: the few-row GEMM sweep ran every configuration" "$F/summary.md" \
 		'^\| gemm-sweep \| pass \| [0-9]+ \| [0-9]+ \| 5 of 5 configurations run; best: [^|]*decode_'
 	check "whole run: the gate has no emulator baseline" "$F/summary.md" '^\| gate \| skip \| .*(no baseline of this device kind \(CUDA kernel emulator\)|carries no baselines)'
-	check "whole run: the logs hold each test process's output" "$F/x/tests/conformance/TestConformance.out" '^--- PASS: TestConformance '
+	check "whole run: the logs hold each test process's output" "$F/x/tests/conformance/TestConformanceShapes.out" '^--- PASS: TestConformanceShapes '
 fi
 
 echo "selftest: $((SECONDS - T0)) s"
