@@ -27,16 +27,17 @@ import (
 // Llama's, the LoRA GEMMs, the classifier's input gradient and a decoding
 // step's projections).
 //
-// Every layer launches the same, so the counts are taken on one, two and
-// three layers and carried to 32: n(32) = n(1) + 31·(n(2) − n(1)), where
-// n(3) − n(2) must equal n(2) − n(1) (a layer whose launches depended on
-// its place would make them differ). The classifier's launches depend on
-// the tokens only through the number of LogitChunk chunks, so a step of T
-// tokens launches what the 256-token step does plus (T/256 − 1) times what
-// a further chunk adds; that chunk's launches are counted on one and two
-// layers (512 tokens against 256), where they must agree: a layer whose
-// launches grew with the tokens would make them differ. It logs the counts
-// and checks that a decoding step is one host call once recorded.
+// The training step is counted on all 32 layers, at 64 tokens: its
+// launches depend on the tokens only through the number of LogitChunk
+// chunks of the classifier (64 and 256 tokens must launch the same), so a
+// step of T tokens launches what the 256-token step does plus (T/256 − 1)
+// times what a further chunk adds. That chunk's launches are counted on one
+// and two layers (512 tokens against 256), where they must agree: a layer
+// whose launches grew with the tokens would make them differ. Decoding
+// launches the same for every layer, so it is counted on one, two and three
+// layers and carried to 32: n(32) = n(1) + 31·(n(2) − n(1)), where
+// n(3) − n(2) must equal n(2) − n(1). It logs the counts and checks that a
+// decoding step is one host call once recorded.
 func TestLaunches(t *testing.T) {
 	c := llama.Config{Dim: 64, Layers: 32, Heads: 8, KVHeads: 2, HeadDim: 8, FFN: 96, Vocab: 512,
 		NormEps: 1e-5, RopeTheta: 500000, MaxSeqLen: 1024, BOS: 1, EOS: []int32{2}}
@@ -64,7 +65,7 @@ func TestLaunches(t *testing.T) {
 	// Counted on 1, 2 and 3 layers: the step at 64, 256 and 512 tokens on
 	// 1 and 2, then prefill and decoding at each batch on all three.
 	var chunk [2]float64
-	var prefill, decode, calls [3][]float64
+	prefill, decode, calls := make([][3]float64, len(batches)), make([][3]float64, len(batches)), make([][3]float64, len(batches))
 	for l := range 3 {
 		small := c
 		small.Layers = l + 1
@@ -95,9 +96,7 @@ func TestLaunches(t *testing.T) {
 				t.Errorf("%s: profile of %d steps with %.2f launches each, want 8 steps of about the %.2f counted",
 					what, dec.Profile.Steps, sumLaunches(got), dec.Launches)
 			}
-			prefill[l] = append(prefill[l], pre.Launches)
-			decode[l] = append(decode[l], dec.Launches)
-			calls[l] = append(calls[l], dec.Calls)
+			prefill[i][l], decode[i][l], calls[i][l] = pre.Launches, dec.Launches, dec.Calls
 		}
 	}
 	if s32 <= 0 || chunk[0] <= 0 || chunk[0] != chunk[1] {
@@ -116,10 +115,9 @@ func TestLaunches(t *testing.T) {
 	t.Logf("LoRA step, %d layers: %.0f launches at 256 tokens, %.0f more per further %d-token chunk: %.0f at 2048 tokens",
 		c.Layers, s32, chunk[0], llama.LogitChunk, s32+7*chunk[0])
 	for i, batch := range batches {
-		col := func(v [3][]float64) [3]float64 { return [3]float64{v[0][i], v[1][i], v[2][i]} }
 		what := fmt.Sprintf("batch %d", batch)
-		p32, d32, c32 := at32(what+": prefill launches", col(prefill)), at32(what+": launches per decoding step", col(decode)),
-			at32(what+": host calls per decoding step", col(calls))
+		p32, d32, c32 := at32(what+": prefill launches", prefill[i]), at32(what+": launches per decoding step", decode[i]),
+			at32(what+": host calls per decoding step", calls[i])
 		t.Logf("batch %d, %d layers: prefill %.0f launches; a decoding step %.1f launches in %.2f host calls", batch, c.Layers, p32, d32, c32)
 		// The sampling of the prefill's logits and the first of the 8
 		// steps run plainly (that step also zeroes the buffers it is the
