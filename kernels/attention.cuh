@@ -59,6 +59,21 @@ template <int C> __host__ __device__ __forceinline__ int swz_chunk(int r, int c)
 	else return c ^ (int)(((unsigned)r / (8 / C)) & (C - 1));
 }
 
+// Pairs of chunks. A thread that copies two chunks of a row takes pair i
+// (i < C/2): chunks pair_first<C>(i) and pair_first<C>(i) + kPairStep<C>,
+// which lie kPairStep<C> chunks apart in global memory and at swizzled
+// offsets that differ by the XOR 16·kPairStep<C> (swz_chunk only XORs,
+// and the step is a bit the XOR leaves alone). The threads of a row take
+// consecutive pairs, so the 8 lanes of a quarter warp — what one cp.async
+// phase stores — hit 8 distinct bank groups: with C ≥ 16 the pairs are
+// (i, i + C/2) and a quarter warp's first chunks are 8 consecutive ones of
+// one row; with C ≤ 8 they are (2i, 2i + 1) and a quarter warp takes the
+// even chunks of two rows whose swizzles differ in the lowest bit. (Pairs of
+// adjacent chunks at C = 16 would put two of a quarter warp's 8 chunks in
+// each of 4 bank groups: twice the wavefronts.)
+template <int C> constexpr int kPairStep = C >= 16 ? C / 2 : 1;
+template <int C> __host__ __device__ __forceinline__ int pair_first(int i) { return C >= 16 ? i : 2 * i; }
+
 // The key offset of the causality rule (see the top): query t sees keys
 // 0 … min(t + off, kLen − 1).
 __device__ __forceinline__ int key_offset(int qlen, int klen, bool noncausal) { return noncausal ? klen : klen - qlen; }

@@ -535,8 +535,9 @@ __global__ void __launch_bounds__(2 * BC, BC == 64 ? 2 : 1) attn_bwd_kernel(cons
 	}
 	// A query tile's copies: each thread takes chunk column qc of rows
 	// qr, qr + NT/C, … (NT is a multiple of C), or at the full head width a
-	// pair of adjacent chunks of every NT/(C/2)-th row (half the rows' index
-	// work), so its shared-memory offsets are constants; a row past the
+	// pair of chunks (pair_first, kPairStep: attention.cuh) of every
+	// NT/(C/2)-th row (half the rows' index work), so its shared-memory
+	// offsets are constants; a row past the
 	// sequence's reads its last row (a valid address) and copies 0 bytes of
 	// it, as does a column past dh.
 	const int qc = tid % C * E, qr = tid / C;
@@ -546,16 +547,17 @@ __global__ void __launch_bounds__(2 * BC, BC == 64 ? 2 : 1) attn_bwd_kernel(cons
 		constexpr int CP = C / 2; // pairs per row
 		if constexpr (BR * CP % NT == 0) {
 			if (a.dh == D) {
-				const int pc = tid % CP * 2 * E, pr = tid / CP;
+				constexpr int PE = kPairStep<C> * E; // from a pair's first chunk to its second, in elements
+				const int pc = pair_first<C>(tid % CP) * E, pr = tid / CP;
 				TW_UNROLL
 				for (int i = 0; i < BR * CP / NT; i++) {
 					const int r = pr + i * (NT / CP), rho = tile * BR + r;
 					const int64_t o = qrow(min(rho, rows - 1)) * a.dh + pc;
 					const int n = rho < rows ? 16 : 0;
 					cp_async16(Qd + TL::at(r, pc), a.q + o, n);
-					cp_async16(Qd + TL::at(r, pc + E), a.q + o + E, n);
+					cp_async16(Qd + TL::at(r, pc + PE), a.q + o + PE, n);
 					cp_async16(dOd + TL::at(r, pc), a.dout + o, n);
-					cp_async16(dOd + TL::at(r, pc + E), a.dout + o + E, n);
+					cp_async16(dOd + TL::at(r, pc + PE), a.dout + o + PE, n);
 				}
 				return;
 			}

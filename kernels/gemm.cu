@@ -89,7 +89,9 @@
 //   that one ldmatrix phase reads fall in distinct banks; every fragment
 //   pointer stays 32-byte aligned and every ldm a multiple of 8, as wmma
 //   requires. Fragments are loaded with wmma.load from the shared state space
-//   (load_frag_shared), which compiles to ldmatrix.
+//   (load_frag_shared), which compiles to ldmatrix. The copies' stores are
+//   free of conflicts too (TileCopier permutes the rows of BK-wide tiles);
+//   engine/cuda's TestSharedMemoryBanks counts both under the emulator.
 //   Pipeline: kStages = 3 buffers of (sA, sB), filled with cp.async (16 bytes,
 //   L2 only): while the warps multiply stage kt, the copies of k-tiles kt+1
 //   and kt+2 are in flight. Each iteration commits one group (empty past the
@@ -274,6 +276,7 @@ template <class T, int THREADS, int BK, bool KROWS> struct TileCopier {
 	static constexpr int kChunksPerRow = T::COLS / 8, kRowStep = THREADS / kChunksPerRow;
 	static constexpr int kIters = T::ROWS / kRowStep; // chunks per thread
 	static_assert(THREADS % kChunksPerRow == 0 && T::ROWS % kRowStep == 0, "threads tile the tile evenly");
+	static_assert(kChunksPerRow != 4 || kRowStep % 8 == 0, "the rows' permutation (see the constructor) stays within a pass");
 
 	const bf16 *base;  // the matrix (a valid address for chunks that are not read)
 	const bf16 *g;     // this thread's first chunk in the next k-tile
@@ -287,7 +290,15 @@ template <class T, int THREADS, int BK, bool KROWS> struct TileCopier {
 	// k-range of a split GEMM ends before the row does).
 	__device__ __forceinline__ TileCopier(const bf16 *m, int ld_, int rows_, int cols_, int r0, int c0, bool vec_)
 		: base(m), rows(rows_), cols(cols_), ld(ld_), vec(vec_) {
-		const int r = threadIdx.x / kChunksPerRow, cc = threadIdx.x % kChunksPerRow * 8;
+		const int n = threadIdx.x / kChunksPerRow, cc = threadIdx.x % kChunksPerRow * 8;
+		// The row: n, except in tiles of 4 chunks a row (BK wide, 80-byte
+		// stride), where the 8 lanes of a quarter warp — one phase of the
+		// shared-memory stores — would take rows n and n + 1, whose chunks
+		// land 5 bank groups apart, so that the first row's chunk 3 and the
+		// second's chunk 0 meet (twice the wavefronts). Rows are permuted
+		// within each 8 so that a quarter warp takes rows r and r + 4 (4
+		// groups apart: all 8 distinct); kRowStep is a multiple of 8.
+		const int r = kChunksPerRow == 4 ? (n & ~7) | (n & 6) >> 1 | (n & 1) << 2 : n;
 		row = r0 + r;
 		col = c0 + cc;
 		g = m + (int64_t)row * ld + col;

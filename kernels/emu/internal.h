@@ -31,6 +31,14 @@ size_t smem_optin_limit();
 // An environment variable as a number, or def when unset or malformed.
 long env_long(const char *name, long def);
 
+namespace banks {
+// Around each block (runtime.cpp): the bank counts of include/tw_emu_banks.h
+// start empty, and at the end are added to the process's table under the
+// kernel's name.
+void block_begin();
+void block_end(const char *kernel);
+} // namespace banks
+
 } // namespace tw_emu
 
 #endif

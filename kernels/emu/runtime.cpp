@@ -417,6 +417,8 @@ void run_block(Worker &w, long b) {
 	w.live = T;
 	w.block.store(b, std::memory_order_relaxed);
 	w.block_start.store(now_ns(), std::memory_order_relaxed);
+	const bool count_banks = banks::on();
+	if (count_banks) banks::block_begin();
 	while (w.live > 0) {
 		// One pass: resume the runnable fibers in order. Each runs until it
 		// waits or returns and then hands over to the next runnable one
@@ -435,6 +437,7 @@ void run_block(Worker &w, long b) {
 		if (!w.ran) report_deadlock(w);
 	}
 	w.cur = nullptr;
+	if (count_banks) banks::block_end(j.cfg.name);
 	w.block_start.store(0, std::memory_order_relaxed);
 }
 

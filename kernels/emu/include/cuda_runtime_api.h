@@ -196,6 +196,25 @@ cudaError_t cudaFuncSetAttribute(const void *func, cudaFuncAttribute attr, int v
 void tw_emu_set_reverse(int on);
 int tw_emu_reverse(void);
 
+/* Shared-memory bank conflicts, counted by the model in tw_emu_banks.h for
+ * ldmatrix, wmma fragment loads from shared memory and cp.async, per call
+ * site of each kernel. tw_emu_set_bank_stats(1) empties the table and counts
+ * every block from then on, (0) stops counting; TW_EMU_BANKS=1 counts from
+ * start-up and prints the table to stderr at exit. tw_emu_bank_stats copies
+ * up to max sites into sites and returns how many there are. The strings
+ * are the program's own (they live as long as it). */
+typedef struct {
+	const char *kernel; /* the kernel as written at its launch */
+	const char *op;     /* "ldmatrix.x4", "wmma.load.shared", "cp.async", ... */
+	const char *file;   /* the call site */
+	int line;
+	unsigned long long requests;   /* warp instructions */
+	unsigned long long wavefronts; /* shared-memory wavefronts they took */
+	unsigned long long ideal;      /* the fewest they could: one per phase */
+} tw_emu_bank_site;
+void tw_emu_set_bank_stats(int on);
+int tw_emu_bank_stats(tw_emu_bank_site *sites, int max);
+
 /* Fault injection, for tests of host code's error handling. The next call of
  * the kind named, from any thread, fails with error e (armed once; arming
  * again replaces it):

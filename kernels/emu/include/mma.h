@@ -187,6 +187,14 @@ inline void wmma_load_shared(nvcuda::wmma::fragment<Use, 16, 16, 16, T, Layout> 
 	              "wmma_load_shared loads matrix_a and matrix_b fragments");
 	const bool col = std::is_same<Layout, nvcuda::wmma::col_major>::value;
 	nvcuda::wmma::detail::mem_collective(p, ldm, col, sizeof(T), true, "wmma.load.shared", file, line);
+	if (banks::on() && lane_id() == 0) {
+		// As the ldmatrix.x4 it compiles to: the tile's 16 stored lines of
+		// 32 bytes, each half of 8 lines one phase.
+		uintptr_t rows[32];
+		for (int h = 0; h < 2; h++)
+			for (int i = 0; i < 16; i++) rows[16 * h + i] = (uintptr_t)(p + (size_t)i * ldm + 8 * h);
+		banks::rows16("wmma.load.shared", rows, 32, file, line);
+	}
 	nvcuda::wmma::detail::load_tile(f.x, p, ldm, col);
 }
 

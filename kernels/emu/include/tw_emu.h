@@ -476,6 +476,7 @@ inline cudaError_t cudaMemcpyFromSymbol(void *dst, const T &symbol, size_t count
 	return cudaSuccess;
 }
 
+#include "tw_emu_banks.h"
 #include "tw_emu_sm80.h"
 #include "tw_emu_warp_mma.h"
 

@@ -149,6 +149,7 @@ inline void cp_async(void *dst, const void *src, int cp_size, int src_size, cons
 	if (t.n == (uint32_t)async::kMaxPending)
 		fail("cp.async at %s:%d: more than %d copies pending in one thread (the emulator's limit; wait for some)", file,
 		     line, async::kMaxPending);
+	if (banks::on()) banks::thread_copy((uintptr_t)dst, cp_size, file, line);
 	memset(dst, 0xff, (size_t)cp_size); // undefined until a wait covers the copy
 	t.q[t.n++] = async::Copy{static_cast<unsigned char *>(dst), static_cast<const unsigned char *>(src), t.committed,
 	                         (uint8_t)cp_size, (uint8_t)src_size};

@@ -280,6 +280,12 @@ template <int NUM, bool TRANS> inline const char *ldmatrix_name() {
 
 template <int NUM, bool TRANS> void ldmatrix_warp(void *const *lanes) {
 	check_same_site<LdArgs>(lanes, ldmatrix_name<NUM, TRANS>());
+	if (banks::on()) {
+		uintptr_t rows[8 * NUM];
+		for (int i = 0; i < 8 * NUM; i++) rows[i] = (uintptr_t) static_cast<const LdArgs *>(lanes[i])->row;
+		const LdArgs *a0 = static_cast<const LdArgs *>(lanes[0]);
+		banks::rows16(ldmatrix_name<NUM, TRANS>(), rows, 8 * NUM, a0->file, a0->line);
+	}
 	uint16_t M[NUM][8][8];
 	for (int i = 0; i < NUM; i++)
 		for (int j = 0; j < 8; j++) memcpy(M[i][j], static_cast<const LdArgs *>(lanes[8 * i + j])->row, 16);

@@ -1,0 +1,143 @@
+//go:build cuda || cudaemu
+
+package cuda
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/turnwise/turnwise/engine"
+)
+
+// bankVals returns k deterministic values in [−0.5, 0.5).
+func bankVals(k, seed int) []float32 {
+	v := make([]float32, k)
+	for i := range v {
+		v[i] = float32((i*7+seed)%13)/13 - 0.5
+	}
+	return v
+}
+
+// runBankAttention runs attention on b in dtype dt at head width dh, 4
+// query heads over 2 key/value heads: the forward and the backward of a
+// causal sequence of 192 tokens and of a non-causal one of 70, then
+// decoding of 3 sequences against caches of 300, 65 and 1 keys.
+func runBankAttention(b *Backend, dt engine.DType, dh int) {
+	const h, g = 4, 2
+	run := func(seqs []int32, nq, nk int, p engine.AttentionParams, backward bool) {
+		q := engine.FromF32(b, dt, bankVals(nq*h*dh, 1), nq, h, dh)
+		k := engine.FromF32(b, dt, bankVals(nk*g*dh, 2), nk, g, dh)
+		v := engine.FromF32(b, dt, bankVals(nk*g*dh, 3), nk, g, dh)
+		dout := engine.FromF32(b, dt, bankVals(nq*h*dh, 4), nq, h, dh)
+		out, dq := engine.MustAlloc(b, dt, nq, h, dh), engine.MustAlloc(b, dt, nq, h, dh)
+		dk, dv := engine.MustAlloc(b, dt, nk, g, dh), engine.MustAlloc(b, dt, nk, g, dh)
+		lse := engine.MustAlloc(b, engine.F32, nq, h)
+		s := engine.FromI32(b, seqs, len(seqs)/4, 4)
+		b.Attention(out, lse, q, k, v, s, p)
+		if backward {
+			b.AttentionBackward(dq, dk, dv, dout, out, lse, q, k, v, s, p)
+		}
+		for _, x := range []*engine.Tensor{q, k, v, dout, out, dq, dk, dv, lse, s} {
+			b.FreeBuffer(x.Buffer())
+		}
+	}
+	scale := float32(0.088)
+	run([]int32{0, 192, 0, 192}, 192, 192, engine.AttentionParams{Scale: scale}, true)
+	run([]int32{0, 70, 0, 70}, 70, 70, engine.AttentionParams{Scale: scale, NonCausal: true}, true)
+	run([]int32{0, 1, 0, 300, 1, 1, 300, 65, 2, 1, 365, 1}, 3, 366, engine.AttentionParams{Scale: scale}, false)
+}
+
+// runBankGemm runs on b the bf16 GEMM C = op(A)·op(B) at 192×256×320 in
+// each of the four transpositions.
+func runBankGemm(b *Backend) {
+	const m, n, k = 192, 256, 320
+	for _, p := range []engine.GemmParams{{}, {TransA: true}, {TransB: true}, {TransA: true, TransB: true}} {
+		p.Alpha = 1
+		as, bs := []int{m, k}, []int{k, n}
+		if p.TransA {
+			as = []int{k, m}
+		}
+		if p.TransB {
+			bs = []int{n, k}
+		}
+		a := engine.FromF32(b, engine.BF16, bankVals(m*k, 5), as...)
+		bm := engine.FromF32(b, engine.BF16, bankVals(k*n, 6), bs...)
+		c := engine.MustAlloc(b, engine.BF16, m, n)
+		b.Gemm(c, a, bm, p)
+		for _, x := range []*engine.Tensor{a, bm, c} {
+			b.FreeBuffer(x.Buffer())
+		}
+	}
+}
+
+// checkBanks runs f on the emulator and fails t for every call site whose
+// instructions took more shared-memory wavefronts than the fewest they
+// could, or if nothing was counted at all.
+func checkBanks(t *testing.T, b *Backend, f func()) {
+	t.Helper()
+	sites, _ := countBanks(func() {
+		f()
+		if err := b.Sync(); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if len(sites) == 0 {
+		t.Fatal("nothing counted: the kernels' shared-memory instructions were not seen")
+	}
+	var bad []string
+	for _, s := range sites {
+		if s.Wavefronts != s.Ideal {
+			bad = append(bad, fmt.Sprintf("%s at %s:%d (%s): %d instructions took %d wavefronts, at best %d (%.2f×)",
+				s.Op, s.File, s.Line, s.Kernel, s.Requests, s.Wavefronts, s.Ideal, float64(s.Wavefronts)/float64(s.Ideal)))
+		}
+	}
+	if len(bad) > 0 {
+		t.Errorf("bank conflicts:\n%s", strings.Join(bad, "\n"))
+	}
+}
+
+// TestSharedMemoryBanks: every ldmatrix, wmma fragment load from shared
+// memory and cp.async of the attention kernels, in each configuration a
+// sweep tries (bf16 at head width 128; the defaults of bf16 at 64 and f32
+// at 128), and of our
+// bf16 GEMM with either block tile and all four transpositions takes the
+// fewest shared-memory wavefronts it can — no bank conflicts — by the
+// emulator's model of the banks (kernels/emu/include/tw_emu_banks.h). A
+// swizzle, a padding or a copy plan that stops spreading a phase over the
+// banks fails it; the results do not show that, and no GPU is there to.
+// Counts do not depend on the order of threads: the reversed pass (-short)
+// leaves it out.
+func TestSharedMemoryBanks(t *testing.T) {
+	if _, ok := countBanks(func() {}); !ok {
+		t.Skip("bank conflicts are counted by the emulator (-tags cudaemu); on a GPU the profiler counts them")
+	}
+	if testing.Short() {
+		t.Skip("-short: the bank counts do not depend on the order of threads; the full pass counts them")
+	}
+	for _, cfg := range AttentionConfigs() {
+		if bwdSmem128[[4]int{cfg.BwdRows, cfg.BwdKeys, cfg.BwdStages, cfg.BwdWarpKeys}] > sharedMemoryOptin() {
+			continue
+		}
+		t.Run("attention/"+cfg.String(), func(t *testing.T) {
+			b := attnBwdBackend(t, cfg)
+			checkBanks(t, b, func() { runBankAttention(b, engine.BF16, 128) })
+		})
+	}
+	// The configurations are bf16's at width 128; the other kernels run
+	// their defaults.
+	t.Run("attention/bf16-64,f32-128", func(t *testing.T) {
+		b := attnBwdBackend(t, AttentionConfig{})
+		checkBanks(t, b, func() {
+			runBankAttention(b, engine.BF16, 64)
+			runBankAttention(b, engine.F32, 128)
+		})
+	})
+	for _, tile := range []string{"64", "128"} {
+		t.Run("gemm/tile="+tile, func(t *testing.T) {
+			t.Setenv("TW_GEMM_TILE", tile)
+			b := attnBwdBackend(t, AttentionConfig{})
+			checkBanks(t, b, func() { runBankGemm(b) })
+		})
+	}
+}

@@ -1,0 +1,192 @@
+// banks.cpp — counts the shared-memory wavefronts of the accesses the
+// emulator sees a warp make together, by the model in
+// include/tw_emu_banks.h, per call site of each kernel.
+//
+// Each OS thread keeps the counts of the block it runs (and the cp.async
+// copies of its threads, which are grouped into warp instructions only once
+// the block has ended: a lane's fiber runs ahead of the others between
+// barriers) and adds them to the process-wide table when the block ends.
+#include <stdlib.h>
+
+#include <algorithm>
+#include <atomic>
+#include <mutex>
+#include <vector>
+
+#include "internal.h"
+
+namespace tw_emu {
+namespace banks {
+namespace {
+
+std::atomic<bool> g_on{env_long("TW_EMU_BANKS", 0) != 0};
+
+// Counts at one call site.
+struct Site {
+	const char *kernel, *op, *file;
+	int line;
+	unsigned long long requests, wavefronts, ideal;
+};
+
+bool same(const char *a, const char *b) { return a == b || strcmp(a, b) == 0; }
+
+// Adds c's counts to the site of sites with c's key (kernel, op, file,
+// line), or appends c.
+void merge(std::vector<Site> &sites, const Site &c) {
+	for (Site &s : sites)
+		if (s.line == c.line && same(s.op, c.op) && same(s.file, c.file) &&
+		    (s.kernel == c.kernel || (s.kernel && c.kernel && same(s.kernel, c.kernel)))) {
+			s.requests += c.requests;
+			s.wavefronts += c.wavefronts;
+			s.ideal += c.ideal;
+			return;
+		}
+	sites.push_back(c);
+}
+
+std::mutex g_mu;
+std::vector<Site> g_sites; // every block's counts so far
+
+// One cp.async of one thread, and which of that thread's copies at its call
+// site it is.
+struct Copy {
+	uintptr_t dst;
+	const char *file;
+	int line, size, warp, lane;
+	unsigned nth;
+};
+
+// What the running block has counted on this OS thread.
+struct Block {
+	std::vector<Site> sites; // kernel unset until the block ends
+	std::vector<Copy> copies;
+	// Per CUDA thread, its copies so far per call site.
+	struct Count {
+		const char *file;
+		int line;
+		unsigned n;
+	};
+	std::vector<std::vector<Count>> counts;
+};
+thread_local Block tls_block;
+
+// The wavefronts of one phase: n accesses of size bytes (4, 8 or 16,
+// aligned to it) at addr[0..n): the most distinct words one bank is asked
+// for.
+int phase_wavefronts(const uintptr_t *addr, int n, int size) {
+	uintptr_t words[32][32]; // per bank, the distinct words asked of it
+	int count[32] = {0}, worst = 0;
+	for (int i = 0; i < n; i++)
+		for (int w = 0; w < size / 4; w++) {
+			const uintptr_t word = addr[i] / 4 + (uintptr_t)w;
+			const int bank = (int)(word & 31);
+			bool seen = false;
+			for (int k = 0; k < count[bank] && !seen; k++) seen = words[bank][k] == word;
+			if (seen) continue;
+			words[bank][count[bank]++] = word;
+			worst = std::max(worst, count[bank]);
+		}
+	return worst;
+}
+
+} // namespace
+
+bool on() { return g_on.load(std::memory_order_relaxed); }
+
+void rows16(const char *op, const uintptr_t *row, int n, const char *file, int line) {
+	int wavefronts = 0;
+	for (int p = 0; p < n; p += 8) wavefronts += phase_wavefronts(row + p, 8, 16);
+	merge(tls_block.sites, Site{nullptr, op, file, line, 1, (unsigned)wavefronts, (unsigned)n / 8});
+}
+
+void thread_copy(uintptr_t dst, int size, const char *file, int line) {
+	Block &b = tls_block;
+	const int t = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z));
+	if ((int)b.counts.size() <= t) b.counts.resize((size_t)t + 1);
+	unsigned nth = 0;
+	bool found = false;
+	for (Block::Count &c : b.counts[(size_t)t])
+		if (c.line == line && same(c.file, file)) {
+			nth = c.n++;
+			found = true;
+			break;
+		}
+	if (!found) b.counts[(size_t)t].push_back(Block::Count{file, line, 1});
+	b.copies.push_back(Copy{dst, file, line, size, t / 32, t % 32, nth});
+}
+
+void block_begin() {
+	Block &b = tls_block;
+	b.sites.clear();
+	b.copies.clear();
+	for (auto &c : b.counts) c.clear();
+}
+
+void block_end(const char *kernel) {
+	Block &b = tls_block;
+	// The copies as warp instructions: a warp's lanes' nth copies at a call
+	// site, in lane order.
+	std::sort(b.copies.begin(), b.copies.end(), [](const Copy &x, const Copy &y) {
+		if (x.warp != y.warp) return x.warp < y.warp;
+		if (x.line != y.line) return x.line < y.line;
+		if (x.file != y.file) return strcmp(x.file, y.file) < 0;
+		if (x.nth != y.nth) return x.nth < y.nth;
+		return x.lane < y.lane;
+	});
+	for (size_t i = 0; i < b.copies.size();) {
+		size_t j = i;
+		while (j < b.copies.size() && b.copies[j].warp == b.copies[i].warp && b.copies[j].line == b.copies[i].line &&
+		       same(b.copies[j].file, b.copies[i].file) && b.copies[j].nth == b.copies[i].nth)
+			j++;
+		// Lanes [i, j) of one instruction; phases of 128 bytes of lanes.
+		const int size = b.copies[i].size, per_phase = 128 / size;
+		int wavefronts = 0, ideal = 0;
+		for (size_t k = i; k < j;) {
+			const int phase = b.copies[k].lane / per_phase;
+			uintptr_t addr[32];
+			int n = 0;
+			for (; k < j && b.copies[k].lane / per_phase == phase; k++) addr[n++] = b.copies[k].dst;
+			wavefronts += phase_wavefronts(addr, n, size);
+			ideal++;
+		}
+		merge(b.sites, Site{nullptr, "cp.async", b.copies[i].file, b.copies[i].line, 1, (unsigned)wavefronts,
+		                    (unsigned)ideal});
+		i = j;
+	}
+	if (b.sites.empty()) return;
+	std::lock_guard<std::mutex> l(g_mu);
+	for (Site s : b.sites) {
+		s.kernel = kernel;
+		merge(g_sites, s);
+	}
+}
+
+// With TW_EMU_BANKS=1: the table, at exit, on stderr.
+void report() {
+	std::lock_guard<std::mutex> l(g_mu);
+	fprintf(stderr, "tw-emu: shared-memory wavefronts by call site (TW_EMU_BANKS; model in tw_emu_banks.h)\n");
+	fprintf(stderr, "%12s %12s %12s %7s  %-16s %s\n", "requests", "wavefronts", "ideal", "excess", "op", "site, kernel");
+	for (const Site &s : g_sites)
+		fprintf(stderr, "%12llu %12llu %12llu %6.2fx  %-16s %s:%d, %s\n", s.requests, s.wavefronts, s.ideal,
+		        s.ideal ? (double)s.wavefronts / (double)s.ideal : 0.0, s.op, s.file, s.line, s.kernel);
+}
+[[maybe_unused]] const int g_report = g_on.load() ? atexit(report) : 0;
+
+} // namespace banks
+} // namespace tw_emu
+
+extern "C" void tw_emu_set_bank_stats(int on) {
+	std::lock_guard<std::mutex> l(tw_emu::banks::g_mu);
+	tw_emu::banks::g_sites.clear();
+	tw_emu::banks::g_on.store(on != 0);
+}
+
+extern "C" int tw_emu_bank_stats(tw_emu_bank_site *out, int max) {
+	std::lock_guard<std::mutex> l(tw_emu::banks::g_mu);
+	const int n = (int)tw_emu::banks::g_sites.size();
+	for (int i = 0; i < n && i < max; i++) {
+		const tw_emu::banks::Site &s = tw_emu::banks::g_sites[(size_t)i];
+		out[i] = tw_emu_bank_site{s.kernel, s.op, s.file, s.line, s.requests, s.wavefronts, s.ideal};
+	}
+	return n;
+}

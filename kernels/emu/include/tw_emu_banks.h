@@ -1,0 +1,44 @@
+// tw_emu_banks.h — the emulator's count of shared-memory bank conflicts, for
+// the accesses it sees a warp make together: ldmatrix, the wmma fragment
+// loads from shared memory (which nvcc compiles to ldmatrix) and the shared
+// side of cp.async. tw_emu.h includes it; kernels/emu/banks.cpp holds the
+// counting; the host API (tw_emu_set_bank_stats, tw_emu_bank_stats) is in
+// cuda_runtime_api.h.
+//
+// The model, as NVIDIA documents shared memory from compute capability 5.x
+// on (CUDA C++ Programming Guide, "Shared Memory"): 32 banks of 4 bytes,
+// successive words in successive banks; a warp's request is served in
+// phases of at most 128 bytes (16-byte accesses: each quarter warp, lanes
+// 8q…8q+7, is a phase; 8-byte: each half warp; 4-byte: the warp), and
+// ldmatrix reads each 8×8 matrix (its 8 rows of 16 bytes) in one phase. A
+// phase takes as many wavefronts as the most distinct words any one bank is
+// asked for (lanes asking for the same word share it), so 1 when it is
+// conflict-free; the ideal is one wavefront per phase that has an access.
+// Not modelled: plain loads and stores of shared memory (the emulator does
+// not see them as a warp), and the order in which the hardware pairs lanes
+// into phases beyond the rule above.
+//
+// Counting is off unless TW_EMU_BANKS=1 (which also prints the table to
+// stderr at exit) or tw_emu_set_bank_stats(1); off, each hook is one load.
+#ifndef TW_EMU_BANKS_H
+#define TW_EMU_BANKS_H
+
+#include <stdint.h>
+
+namespace tw_emu {
+namespace banks {
+
+// Whether counting is on (a relaxed atomic load).
+bool on();
+// One warp instruction that reads rows of 16 bytes, 8 per phase: row[i] for
+// i < n (n a multiple of 8) is the address of row i%8 of phase i/8.
+void rows16(const char *op, const uintptr_t *row, int n, const char *file, int line);
+// One thread's cp.async of size bytes to dst in shared memory. The copies
+// of a warp's lanes that are each lane's k-th at the same call site are
+// taken as one instruction, counted when the block ends.
+void thread_copy(uintptr_t dst, int size, const char *file, int line);
+
+} // namespace banks
+} // namespace tw_emu
+
+#endif // TW_EMU_BANKS_H

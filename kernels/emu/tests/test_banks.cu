@@ -1,0 +1,153 @@
+// test_banks.cu — the emulator's count of shared-memory bank conflicts
+// (include/tw_emu_banks.h) against the model's definition, on access
+// patterns whose wavefronts are known by hand: rows of a tile at strides that
+// put 1, 2, 4 or 8 of a phase's rows on the same banks, a row read by every
+// lane, a swizzled tile, cp.async at contiguous and strided destinations,
+// and the wmma fragment load. Emulator only (a GPU's counters are the
+// profiler's).
+#include "../../common.cuh"
+#include "../../sm80.cuh"
+#include "harness.h"
+
+#ifdef TW_EMU
+
+// Every lane passes to ldmatrix.x4 the row (lane) of a tile whose rows are
+// stride bytes apart; with swizzle, the 16-byte chunk of row r is stored at
+// chunk (r % 8) of the row (a tile of 8 chunks a row, the XOR swizzle).
+__global__ void ldmatrix_rows(int stride, int swizzle, int same_row, uint32_t *out) {
+	extern __shared__ unsigned char smem[];
+	const int l = threadIdx.x, row = same_row ? 0 : l;
+	const int chunk = swizzle ? (row % 8) : 0;
+	for (int i = l; i < 32 * stride / 4; i += 32) reinterpret_cast<uint32_t *>(smem)[i] = (uint32_t)i;
+	__syncthreads();
+	uint32_t r[4];
+	ldmatrix_x4(r, smem + row * stride + chunk * 16);
+	out[l] = r[0] ^ r[1] ^ r[2] ^ r[3];
+}
+
+// Every thread copies 16 bytes (or 4) to destination t·stride.
+__global__ void copy_rows(const uint32_t *src, int stride, int size, int times) {
+	extern __shared__ unsigned char smem[];
+	const int t = threadIdx.x;
+	for (int k = 0; k < times; k++) {
+		if (size == 16) cp_async16(smem + t * stride, src + 4 * t, 16);
+		else tw_emu::cp_async(smem + t * stride, src + t, 4, 4);
+	}
+	cp_async_commit();
+	cp_async_wait<0>();
+}
+
+// A wmma matrix_a fragment of a 16×16 bf16 tile with leading dimension ldm.
+__global__ void wmma_rows(unsigned ldm, float *out) {
+	extern __shared__ unsigned char smem[];
+	__nv_bfloat16 *s = reinterpret_cast<__nv_bfloat16 *>(smem);
+	for (unsigned i = threadIdx.x; i < 16 * ldm; i += 32) s[i] = __float2bfloat16(1.0f);
+	__syncthreads();
+	nvcuda::wmma::fragment<nvcuda::wmma::matrix_a, 16, 16, 16, __nv_bfloat16, nvcuda::wmma::row_major> f;
+	load_frag_shared(f, s, ldm);
+	out[threadIdx.x] = __bfloat162float(f.x[0]);
+}
+
+struct Totals {
+	unsigned long long requests, wavefronts, ideal;
+	int sites;
+};
+
+// Counts what f launches.
+template <class F> Totals count(F f) {
+	tw_emu_set_bank_stats(1);
+	f();
+	cudaDeviceSynchronize();
+	tw_emu_bank_site s[16];
+	const int n = tw_emu_bank_stats(s, 16);
+	tw_emu_set_bank_stats(0);
+	Totals t{0, 0, 0, n};
+	for (int i = 0; i < n && i < 16; i++) {
+		t.requests += s[i].requests;
+		t.wavefronts += s[i].wavefronts;
+		t.ideal += s[i].ideal;
+	}
+	return t;
+}
+
+EMU_TEST(banks_ldmatrix) {
+	DeviceBuf<uint32_t> out(32);
+	const struct {
+		const char *name;
+		int stride, swizzle, same_row;
+		unsigned long long wavefronts; // of the four phases together
+	} cases[] = {
+		{"rows 16 bytes apart (one 128-byte line a phase)", 16, 0, 0, 4},
+		{"rows 32 bytes apart (2 a bank)", 32, 0, 0, 8},
+		{"rows 64 bytes apart (4 a bank)", 64, 0, 0, 16},
+		{"rows 128 bytes apart (8 a bank)", 128, 0, 0, 32},
+		{"rows 144 bytes apart (padded by 16)", 144, 0, 0, 4},
+		{"rows 128 bytes apart, swizzled", 128, 1, 0, 4},
+		{"one row for every lane", 128, 0, 1, 4},
+	};
+	for (const auto &c : cases) {
+		const Totals t = count([&] { LAUNCH(1, 32, 32 * c.stride, 0, ldmatrix_rows)(c.stride, c.swizzle, c.same_row, out.p); });
+		CHECKF(t.sites == 1 && t.requests == 1 && t.ideal == 4 && t.wavefronts == c.wavefronts,
+		       "%s: %d sites, %llu requests, %llu wavefronts (want %llu), ideal %llu", c.name, t.sites, t.requests,
+		       t.wavefronts, c.wavefronts, t.ideal);
+	}
+}
+
+EMU_TEST(banks_cp_async) {
+	DeviceBuf<uint32_t> src(128);
+	const struct {
+		const char *name;
+		int stride, size, times;
+		unsigned long long requests, wavefronts, ideal;
+	} cases[] = {
+		{"16 bytes a lane, contiguous", 16, 16, 1, 1, 4, 4},
+		{"16 bytes a lane, 32 apart (2 a bank)", 32, 16, 1, 1, 8, 4},
+		{"16 bytes a lane, 128 apart (8 a bank)", 128, 16, 1, 1, 32, 4},
+		{"16 bytes a lane, 144 apart (padded)", 144, 16, 1, 1, 4, 4},
+		{"4 bytes a lane, contiguous", 4, 4, 1, 1, 1, 1},
+		{"4 bytes a lane, 8 apart (2 a bank)", 8, 4, 1, 1, 2, 1},
+		{"three copies a lane at one site: three instructions", 16, 16, 3, 3, 12, 12},
+	};
+	for (const auto &c : cases) {
+		const Totals t = count([&] { LAUNCH(1, 32, 32 * c.stride, 0, copy_rows)(src.p, c.stride, c.size, c.times); });
+		CHECKF(t.sites == 1 && t.requests == c.requests && t.wavefronts == c.wavefronts && t.ideal == c.ideal,
+		       "%s: %d sites, %llu requests (want %llu), %llu wavefronts (want %llu), ideal %llu (want %llu)", c.name,
+		       t.sites, t.requests, c.requests, t.wavefronts, c.wavefronts, t.ideal, c.ideal);
+	}
+	// Two warps: each warp's lanes are one instruction.
+	const Totals t = count([&] { LAUNCH(1, 64, 64 * 16, 0, copy_rows)(src.p, 16, 16, 1); });
+	CHECKF(t.requests == 2 && t.wavefronts == 8 && t.ideal == 8, "two warps: %llu requests, %llu wavefronts, ideal %llu",
+	       t.requests, t.wavefronts, t.ideal);
+}
+
+EMU_TEST(banks_wmma_load) {
+	DeviceBuf<float> out(32);
+	const struct {
+		unsigned ldm;
+		unsigned long long wavefronts;
+	} cases[] = {
+		{16, 8}, // rows 32 bytes apart: rows i and i+4 of a phase share banks
+		{24, 4}, // 48 bytes apart: 8 rows on 8 distinct groups of 4 banks
+		{64, 32}, // 128 bytes apart: 8 a bank
+		{72, 4},  // the GEMM's padding (+8 elements)
+	};
+	for (const auto &c : cases) {
+		const Totals t = count([&] { LAUNCH(1, 32, 16 * c.ldm * 2, 0, wmma_rows)(c.ldm, out.p); });
+		CHECKF(t.requests == 1 && t.ideal == 4 && t.wavefronts == c.wavefronts,
+		       "ldm %u: %llu requests, %llu wavefronts (want %llu), ideal %llu", c.ldm, t.requests, t.wavefronts,
+		       c.wavefronts, t.ideal);
+	}
+}
+
+// Off, nothing is counted.
+EMU_TEST(banks_off) {
+	DeviceBuf<uint32_t> out(32);
+	tw_emu_set_bank_stats(1);
+	tw_emu_set_bank_stats(0);
+	LAUNCH(1, 32, 32 * 128, 0, ldmatrix_rows)(128, 0, 0, out.p);
+	cudaDeviceSynchronize();
+	tw_emu_bank_site s[1];
+	CHECK(tw_emu_bank_stats(s, 1) == 0);
+}
+
+#endif
