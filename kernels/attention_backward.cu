@@ -689,7 +689,7 @@ __global__ void __launch_bounds__(2 * BC, BC == 64 ? 2 : 1) attn_bwd_kernel(cons
 							da[r] = pack2<T>(dp[2 * kk + r / 2][2 * (r % 2)], dp[2 * kk + r / 2][2 * (r % 2) + 1]);
 							// TS::at(kw + gq + 8·(r%2), c0 + 16kk + 8·(r/2) + 2tq): both rows'
 							// chunks swizzled by gq (kw is a multiple of 16).
-							*(uint32_t *)(dsr + 8 * (r % 2) * BR + ((c0 / 8 + 2 * kk + r / 2) ^ gq) * E) = da[r];
+							st_shared_b32(dsr + 8 * (r % 2) * BR + ((c0 / 8 + 2 * kk + r / 2) ^ gq) * E, da[r]);
 						}
 						mma_kstep<T, D, D>(dka[0], da, Qb, c0 + 16 * kk, 0);
 					}
@@ -739,7 +739,7 @@ __global__ void __launch_bounds__(2 * BC, BC == 64 ? 2 : 1) attn_bwd_kernel(cons
 						TW_UNROLL
 						for (int h2 = 0; h2 < 2; h2++) {
 							pp[m][n][h2] = pack2<T>(s[m][n][2 * h2], s[m][n][2 * h2 + 1]);
-							*(uint32_t *)(ptr + word(m, n, h2)) = pp[m][n][h2];
+							st_shared_b32(ptr + word(m, n, h2), pp[m][n][h2]);
 						}
 					}
 				}
@@ -753,7 +753,7 @@ __global__ void __launch_bounds__(2 * BC, BC == 64 ? 2 : 1) attn_bwd_kernel(cons
 						for (int h2 = 0; h2 < 2; h2++) {
 							const float x = unpack<T>(pp[m][n][h2], 0) * (dp[m][n][2 * h2] - dd.x);
 							const float y = unpack<T>(pp[m][n][h2], 1) * (dp[m][n][2 * h2 + 1] - dd.y);
-							*(uint32_t *)(dsr + word(m, n, h2)) = pack2<T>(x, y);
+							st_shared_b32(dsr + word(m, n, h2), pack2<T>(x, y));
 						}
 					}
 				}

@@ -2,10 +2,10 @@
 // emulator sees a warp make together, by the model in
 // include/tw_emu_banks.h, per call site of each kernel.
 //
-// Each OS thread keeps the counts of the block it runs (and the cp.async
-// copies of its threads, which are grouped into warp instructions only once
-// the block has ended: a lane's fiber runs ahead of the others between
-// barriers) and adds them to the process-wide table when the block ends.
+// Each OS thread keeps the counts of the block it runs (and the per-thread
+// accesses — cp.async, st.shared — of its threads, which are grouped into
+// warp instructions only once the block has ended: a lane's fiber runs
+// ahead of the others between barriers) and adds them to the process-wide table when the block ends.
 #include <stdlib.h>
 
 #include <algorithm>
@@ -47,11 +47,11 @@ void merge(std::vector<Site> &sites, const Site &c) {
 std::mutex g_mu;
 std::vector<Site> g_sites; // every block's counts so far
 
-// One cp.async of one thread, and which of that thread's copies at its call
+// One access of one thread, and which of that thread's accesses at its call
 // site it is.
-struct Copy {
-	uintptr_t dst;
-	const char *file;
+struct Access {
+	uintptr_t addr;
+	const char *op, *file;
 	int line, size, warp, lane;
 	unsigned nth;
 };
@@ -59,8 +59,8 @@ struct Copy {
 // What the running block has counted on this OS thread.
 struct Block {
 	std::vector<Site> sites; // kernel unset until the block ends
-	std::vector<Copy> copies;
-	// Per CUDA thread, its copies so far per call site.
+	std::vector<Access> accesses;
+	// Per CUDA thread, its accesses so far per call site.
 	struct Count {
 		const char *file;
 		int line;
@@ -99,7 +99,7 @@ void rows16(const char *op, const uintptr_t *row, int n, const char *file, int l
 	merge(tls_block.sites, Site{nullptr, op, file, line, 1, (unsigned)wavefronts, (unsigned)n / 8});
 }
 
-void thread_copy(uintptr_t dst, int size, const char *file, int line) {
+void thread_access(const char *op, uintptr_t addr, int size, const char *file, int line) {
 	Block &b = tls_block;
 	const int t = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z));
 	if ((int)b.counts.size() <= t) b.counts.resize((size_t)t + 1);
@@ -112,45 +112,45 @@ void thread_copy(uintptr_t dst, int size, const char *file, int line) {
 			break;
 		}
 	if (!found) b.counts[(size_t)t].push_back(Block::Count{file, line, 1});
-	b.copies.push_back(Copy{dst, file, line, size, t / 32, t % 32, nth});
+	b.accesses.push_back(Access{addr, op, file, line, size, t / 32, t % 32, nth});
 }
 
 void block_begin() {
 	Block &b = tls_block;
 	b.sites.clear();
-	b.copies.clear();
+	b.accesses.clear();
 	for (auto &c : b.counts) c.clear();
 }
 
 void block_end(const char *kernel) {
 	Block &b = tls_block;
-	// The copies as warp instructions: a warp's lanes' nth copies at a call
-	// site, in lane order.
-	std::sort(b.copies.begin(), b.copies.end(), [](const Copy &x, const Copy &y) {
+	// The accesses as warp instructions: a warp's lanes' nth accesses at a
+	// call site, in lane order.
+	std::vector<Access> &acc = b.accesses;
+	std::sort(acc.begin(), acc.end(), [](const Access &x, const Access &y) {
 		if (x.warp != y.warp) return x.warp < y.warp;
 		if (x.line != y.line) return x.line < y.line;
 		if (x.file != y.file) return strcmp(x.file, y.file) < 0;
 		if (x.nth != y.nth) return x.nth < y.nth;
 		return x.lane < y.lane;
 	});
-	for (size_t i = 0; i < b.copies.size();) {
+	for (size_t i = 0; i < acc.size();) {
 		size_t j = i;
-		while (j < b.copies.size() && b.copies[j].warp == b.copies[i].warp && b.copies[j].line == b.copies[i].line &&
-		       same(b.copies[j].file, b.copies[i].file) && b.copies[j].nth == b.copies[i].nth)
+		while (j < acc.size() && acc[j].warp == acc[i].warp && acc[j].line == acc[i].line &&
+		       same(acc[j].file, acc[i].file) && acc[j].nth == acc[i].nth)
 			j++;
 		// Lanes [i, j) of one instruction; phases of 128 bytes of lanes.
-		const int size = b.copies[i].size, per_phase = 128 / size;
+		const int size = acc[i].size, per_phase = 128 / size;
 		int wavefronts = 0, ideal = 0;
 		for (size_t k = i; k < j;) {
-			const int phase = b.copies[k].lane / per_phase;
+			const int phase = acc[k].lane / per_phase;
 			uintptr_t addr[32];
 			int n = 0;
-			for (; k < j && b.copies[k].lane / per_phase == phase; k++) addr[n++] = b.copies[k].dst;
+			for (; k < j && acc[k].lane / per_phase == phase; k++) addr[n++] = acc[k].addr;
 			wavefronts += phase_wavefronts(addr, n, size);
 			ideal++;
 		}
-		merge(b.sites, Site{nullptr, "cp.async", b.copies[i].file, b.copies[i].line, 1, (unsigned)wavefronts,
-		                    (unsigned)ideal});
+		merge(b.sites, Site{nullptr, acc[i].op, acc[i].file, acc[i].line, 1, (unsigned)wavefronts, (unsigned)ideal});
 		i = j;
 	}
 	if (b.sites.empty()) return;

@@ -1,7 +1,8 @@
 // tw_emu_banks.h — the emulator's count of shared-memory bank conflicts, for
 // the accesses it sees a warp make together: ldmatrix, the wmma fragment
-// loads from shared memory (which nvcc compiles to ldmatrix) and the shared
-// side of cp.async. tw_emu.h includes it; kernels/emu/banks.cpp holds the
+// loads from shared memory (which nvcc compiles to ldmatrix), the shared
+// side of cp.async, and the stores kernels make through st_shared_b32
+// (kernels/sm80.cuh). tw_emu.h includes it; kernels/emu/banks.cpp holds the
 // counting; the host API (tw_emu_set_bank_stats, tw_emu_bank_stats) is in
 // cuda_runtime_api.h.
 //
@@ -14,8 +15,8 @@
 // phase takes as many wavefronts as the most distinct words any one bank is
 // asked for (lanes asking for the same word share it), so 1 when it is
 // conflict-free; the ideal is one wavefront per phase that has an access.
-// Not modelled: plain loads and stores of shared memory (the emulator does
-// not see them as a warp), and the order in which the hardware pairs lanes
+// Not modelled: other loads and stores of shared memory (the emulator does
+// not see them as a warp's), and the order in which the hardware pairs lanes
 // into phases beyond the rule above.
 //
 // Counting is off unless TW_EMU_BANKS=1 (which also prints the table to
@@ -33,10 +34,11 @@ bool on();
 // One warp instruction that reads rows of 16 bytes, 8 per phase: row[i] for
 // i < n (n a multiple of 8) is the address of row i%8 of phase i/8.
 void rows16(const char *op, const uintptr_t *row, int n, const char *file, int line);
-// One thread's cp.async of size bytes to dst in shared memory. The copies
-// of a warp's lanes that are each lane's k-th at the same call site are
-// taken as one instruction, counted when the block ends.
-void thread_copy(uintptr_t dst, int size, const char *file, int line);
+// One thread's access op (cp.async, st.shared.b32) of size bytes at addr in
+// shared memory. The accesses of a warp's lanes that are each lane's k-th
+// at the same call site are taken as one instruction, counted when the
+// block ends.
+void thread_access(const char *op, uintptr_t addr, int size, const char *file, int line);
 
 } // namespace banks
 } // namespace tw_emu

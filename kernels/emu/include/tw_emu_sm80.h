@@ -149,13 +149,22 @@ inline void cp_async(void *dst, const void *src, int cp_size, int src_size, cons
 	if (t.n == (uint32_t)async::kMaxPending)
 		fail("cp.async at %s:%d: more than %d copies pending in one thread (the emulator's limit; wait for some)", file,
 		     line, async::kMaxPending);
-	if (banks::on()) banks::thread_copy((uintptr_t)dst, cp_size, file, line);
+	if (banks::on()) banks::thread_access("cp.async", (uintptr_t)dst, cp_size, file, line);
 	memset(dst, 0xff, (size_t)cp_size); // undefined until a wait covers the copy
 	t.q[t.n++] = async::Copy{static_cast<unsigned char *>(dst), static_cast<const unsigned char *>(src), t.committed,
 	                         (uint8_t)cp_size, (uint8_t)src_size};
 }
 
 inline void cp_async_commit() { async::self().committed++; }
+
+// st.shared.b32: v to p (4-byte aligned, in shared memory), counted by the
+// bank model (tw_emu_banks.h) when it is on.
+inline void st_shared_b32(void *p, uint32_t v, const char *file = __builtin_FILE(), int line = __builtin_LINE()) {
+	if ((uintptr_t)p % 4 != 0 || !in_shared(p, 4))
+		fail("st.shared.b32 at %s:%d: address %p is not 4-byte aligned or not in shared memory", file, line, p);
+	if (banks::on()) banks::thread_access("st.shared.b32", (uintptr_t)p, 4, file, line);
+	memcpy(p, &v, 4);
+}
 
 inline void cp_async_wait(int n, const char *file = __builtin_FILE(), int line = __builtin_LINE()) {
 	if (n < 0) fail("cp.async.wait_group at %s:%d: negative group count %d", file, line, n);

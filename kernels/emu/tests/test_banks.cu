@@ -2,8 +2,8 @@
 // (include/tw_emu_banks.h) against the model's definition, on access
 // patterns whose wavefronts are known by hand: rows of a tile at strides that
 // put 1, 2, 4 or 8 of a phase's rows on the same banks, a row read by every
-// lane, a swizzled tile, cp.async at contiguous and strided destinations,
-// and the wmma fragment load. Emulator only (a GPU's counters are the
+// lane, a swizzled tile, cp.async and st_shared_b32 at contiguous and
+// strided destinations, and the wmma fragment load. Emulator only (a GPU's counters are the
 // profiler's).
 #include "../../common.cuh"
 #include "../../sm80.cuh"
@@ -35,6 +35,12 @@ __global__ void copy_rows(const uint32_t *src, int stride, int size, int times) 
 	}
 	cp_async_commit();
 	cp_async_wait<0>();
+}
+
+// Every thread stores one word at byte t·stride.
+__global__ void store_words(int stride) {
+	extern __shared__ unsigned char smem[];
+	st_shared_b32(smem + threadIdx.x * stride, threadIdx.x);
 }
 
 // A wmma matrix_a fragment of a 16×16 bf16 tile with leading dimension ldm.
@@ -136,6 +142,19 @@ EMU_TEST(banks_wmma_load) {
 		CHECKF(t.requests == 1 && t.ideal == 4 && t.wavefronts == c.wavefronts,
 		       "ldm %u: %llu requests, %llu wavefronts (want %llu), ideal %llu", c.ldm, t.requests, t.wavefronts,
 		       c.wavefronts, t.ideal);
+	}
+}
+
+EMU_TEST(banks_st_shared) {
+	const struct {
+		int stride;
+		unsigned long long wavefronts;
+	} cases[] = {{4, 1}, {8, 2}, {128, 32}, {132, 1}};
+	for (const auto &c : cases) {
+		const Totals t = count([&] { LAUNCH(1, 32, 32 * c.stride, 0, store_words)(c.stride); });
+		CHECKF(t.requests == 1 && t.ideal == 1 && t.wavefronts == c.wavefronts,
+		       "words %d bytes apart: %llu requests, %llu wavefronts (want %llu), ideal %llu", c.stride, t.requests,
+		       t.wavefronts, c.wavefronts, t.ideal);
 	}
 }
 
