@@ -547,17 +547,21 @@ __global__ void __launch_bounds__(2 * BC, BC == 64 ? 2 : 1) attn_bwd_kernel(cons
 		constexpr int CP = C / 2; // pairs per row
 		if constexpr (BR * CP % NT == 0) {
 			if (a.dh == D) {
-				constexpr int PE = kPairStep<C> * E; // from a pair's first chunk to its second, in elements
+				// From a pair's first chunk to its second, in elements: in global
+				// memory an add, in the tile an XOR of the offset (the swizzle
+				// XORs chunk indices; D, a power of two, keeps r·D clear of it).
+				constexpr int PE = kPairStep<C> * E;
+				static_assert((D & (D - 1)) == 0 && PE < D, "load_q: a pair's second chunk by an XOR");
 				const int pc = pair_first<C>(tid % CP) * E, pr = tid / CP;
 				TW_UNROLL
 				for (int i = 0; i < BR * CP / NT; i++) {
-					const int r = pr + i * (NT / CP), rho = tile * BR + r;
+					const int r = pr + i * (NT / CP), rho = tile * BR + r, at = TL::at(r, pc);
 					const int64_t o = qrow(min(rho, rows - 1)) * a.dh + pc;
 					const int n = rho < rows ? 16 : 0;
-					cp_async16(Qd + TL::at(r, pc), a.q + o, n);
-					cp_async16(Qd + TL::at(r, pc + PE), a.q + o + PE, n);
-					cp_async16(dOd + TL::at(r, pc), a.dout + o, n);
-					cp_async16(dOd + TL::at(r, pc + PE), a.dout + o + PE, n);
+					cp_async16(Qd + at, a.q + o, n);
+					cp_async16(Qd + (at ^ PE), a.q + o + PE, n);
+					cp_async16(dOd + at, a.dout + o, n);
+					cp_async16(dOd + (at ^ PE), a.dout + o + PE, n);
 				}
 				return;
 			}
