@@ -453,13 +453,13 @@ __global__ void __launch_bounds__(32 * kFwdMaxWarps / M) attn_fwd_kernel(FwdArgs
 	// width, a pair of chunks (see load_kv). The plan is worked out where it
 	// is used rather than held in registers through the products.
 	const int RS = nthr / C, RP = 2 * nthr / C;
-	const bool pairs = a.dh == D && RP % 8 == 0;
-	constexpr int PS = kPairStep<C>, PX = 16 * PS; // a pair's chunk step, and its offset's XOR
+	const bool pairs = kPairs<C> && a.dh == D && RP % 8 == 0;
+	constexpr int PS = C / 2, PX = 16 * PS; // a pair's chunk step, and its offset's XOR
 	// Q: the tile's rows (zero past r1 and in the columns past dh); a row past
 	// r1 reads the tile's last row (a valid address) and copies 0 bytes.
 	if (pairs) {
-		const int cc = pair_first<C>(threadIdx.x % (C / 2));
-		for (int r = threadIdx.x / (C / 2), so = swz<C>(r, cc); r < rows; r += RP, so += 16 * RP * C) {
+		const int cc = threadIdx.x % (C / 2);
+		for (int r = pair_row<C>(threadIdx.x / (C / 2)), so = swz<C>(r, cc); r < rows; r += RP, so += 16 * RP * C) {
 			const T *src = q + qrow(min(r0 + r, r1 - 1)) * a.dh + cc * E;
 			const int b = r0 + r < r1 ? 16 : 0;
 			cp_async16(Qs + so, src, b);
@@ -474,10 +474,10 @@ __global__ void __launch_bounds__(32 * kFwdMaxWarps / M) attn_fwd_kernel(FwdArgs
 	cp_async_commit();
 	// Key tile it into stage st: keys past kEnd and columns past dh are zero.
 	// At the full width (dh = D: Llama's 128, a ViT's 64) each thread copies
-	// a pair of chunks (cc, cc + PS; pair_first and kPairStep in
-	// attention.cuh, which also say why these pairs keep the stores free of
-	// bank conflicts) of rows cr, cr + RP, …, RP = 2·nthr/C a multiple of 8
-	// rows, where the swizzle repeats: row r + RP's chunks lie 16·RP·C bytes
+	// a pair of chunks (cc, cc + PS; kPairs and pair_row in attention.cuh,
+	// which also say why these pairs and rows keep the loads whole sectors
+	// and the stores free of bank conflicts) of rows cr, cr + RP, …,
+	// RP = 2·nthr/C a multiple of 8 rows, where the swizzle repeats: row r + RP's chunks lie 16·RP·C bytes
 	// after row r's, and chunk cc + PS at the offset of cc XOR PX — per pair
 	// of rows of K and V an add for the offset and one per pointer, the
 	// sources at immediate offsets. Otherwise one chunk column per thread, offsets by
@@ -489,7 +489,7 @@ __global__ void __launch_bounds__(32 * kFwdMaxWarps / M) attn_fwd_kernel(FwdArgs
 		const int nk = min(kEnd - it * N, N); // rows of the tile that are keys
 		const int64_t kstep = (int64_t)a.g * a.dh; // elements from one key to the next
 		if (pairs) {
-			const int cc = pair_first<C>(threadIdx.x % (C / 2)), cr = threadIdx.x / (C / 2);
+			const int cc = threadIdx.x % (C / 2), cr = pair_row<C>(threadIdx.x / (C / 2));
 			const int64_t o = ((int64_t)(ks + it * N + cr) * a.g + kvh) * a.dh + cc * E;
 			const T *kp = k + o, *vp = v + o;
 			int r = cr, so = swz<C>(cr, cc);

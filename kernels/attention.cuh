@@ -59,20 +59,28 @@ template <int C> __host__ __device__ __forceinline__ int swz_chunk(int r, int c)
 	else return c ^ (int)(((unsigned)r / (8 / C)) & (C - 1));
 }
 
-// Pairs of chunks. A thread that copies two chunks of a row takes pair i
-// (i < C/2): chunks pair_first<C>(i) and pair_first<C>(i) + kPairStep<C>,
-// which lie kPairStep<C> chunks apart in global memory and at swizzled
-// offsets that differ by the XOR 16·kPairStep<C> (swz_chunk only XORs,
-// and the step is a bit the XOR leaves alone). The threads of a row take
-// consecutive pairs, so the 8 lanes of a quarter warp — what one cp.async
-// phase stores — hit 8 distinct bank groups: with C ≥ 16 the pairs are
-// (i, i + C/2) and a quarter warp's first chunks are 8 consecutive ones of
-// one row; with C ≤ 8 they are (2i, 2i + 1) and a quarter warp takes the
-// even chunks of two rows whose swizzles differ in the lowest bit. (Pairs of
-// adjacent chunks at C = 16 would put two of a quarter warp's 8 chunks in
-// each of 4 bank groups: twice the wavefronts.)
-template <int C> constexpr int kPairStep = C >= 16 ? C / 2 : 1;
-template <int C> __host__ __device__ __forceinline__ int pair_first(int i) { return C >= 16 ? i : 2 * i; }
+// Pairs of chunks. At the full head width the copies of a tile give each
+// thread two chunks of a row, so that one offset and one pointer serve both
+// (kPairs<C>: rows of 4 chunks or more). The C/2 threads of a row take
+// pairs (i, i + C/2), i < C/2: in global memory a row's first halves are
+// then read by consecutive lanes, whole 32-byte sectors per instruction;
+// the second chunk's swizzled offset is the first's XOR 16·C/2 (swz_chunk
+// XORs the chunk index, and i + C/2 = i XOR C/2). The n-th group of C/2 threads copies
+// row pair_row<C>(n), permuted within each 8 rows so that the 8 lanes of a
+// quarter warp — what one phase of the shared-memory stores takes — hit 8
+// distinct bank groups: with C ≥ 16 they are one row; with C = 8, rows r
+// and r + 4 (swizzles that differ in bit 2); with C = 4 (two rows a
+// 128-byte line), rows r, r + 1, r + 4 and r + 5. A loop over rows must
+// step by a multiple of 8. (Pairs of adjacent chunks, as this once was,
+// read half of every sector per instruction at C ≤ 8 and stored two of a
+// quarter warp's chunks in each of four bank groups at C = 16; the
+// emulator's bank model, TestSharedMemoryBanks, counts both.)
+template <int C> constexpr bool kPairs = C >= 4;
+template <int C> __host__ __device__ __forceinline__ int pair_row(int n) {
+	if constexpr (C == 8) return (n & ~7) | (n & 6) >> 1 | (n & 1) << 2;
+	else if constexpr (C == 4) return (n & ~7) | (n & 1) | (n & 2) << 1 | (n & 4) >> 1;
+	else return n;
+}
 
 // The key offset of the causality rule (see the top): query t sees keys
 // 0 … min(t + off, kLen − 1).

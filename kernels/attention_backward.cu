@@ -535,7 +535,7 @@ __global__ void __launch_bounds__(2 * BC, BC == 64 ? 2 : 1) attn_bwd_kernel(cons
 	}
 	// A query tile's copies: each thread takes chunk column qc of rows
 	// qr, qr + NT/C, … (NT is a multiple of C), or at the full head width a
-	// pair of chunks (pair_first, kPairStep: attention.cuh) of every
+	// pair of chunks (kPairs, pair_row: attention.cuh) of every
 	// NT/(C/2)-th row (half the rows' index work), so its shared-memory
 	// offsets are constants; a row past the
 	// sequence's reads its last row (a valid address) and copies 0 bytes of
@@ -545,14 +545,14 @@ __global__ void __launch_bounds__(2 * BC, BC == 64 ? 2 : 1) attn_bwd_kernel(cons
 	auto load_q = [&](int buf, int tile) {
 		T *Qd = Qs + buf * BR * D, *dOd = dOs + buf * BR * D;
 		constexpr int CP = C / 2; // pairs per row
-		if constexpr (BR * CP % NT == 0) {
+		if constexpr (kPairs<C> && BR * CP % NT == 0 && NT / CP % 8 == 0) {
 			if (a.dh == D) {
 				// From a pair's first chunk to its second, in elements: in global
 				// memory an add, in the tile an XOR of the offset (the swizzle
 				// XORs chunk indices; D, a power of two, keeps r·D clear of it).
-				constexpr int PE = kPairStep<C> * E;
+				constexpr int PE = CP * E;
 				static_assert((D & (D - 1)) == 0 && PE < D, "load_q: a pair's second chunk by an XOR");
-				const int pc = pair_first<C>(tid % CP) * E, pr = tid / CP;
+				const int pc = tid % CP * E, pr = pair_row<C>(tid / CP);
 				TW_UNROLL
 				for (int i = 0; i < BR * CP / NT; i++) {
 					const int r = pr + i * (NT / CP), rho = tile * BR + r, at = TL::at(r, pc);

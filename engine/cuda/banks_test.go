@@ -95,6 +95,10 @@ func checkBanks(t *testing.T, b *Backend, ops []string, f func()) {
 			bad = append(bad, fmt.Sprintf("%s at %s:%d (%s): %d instructions took %d wavefronts, at best %d (%.2f×)",
 				s.Op, s.File, s.Line, s.Kernel, s.Requests, s.Wavefronts, s.Ideal, float64(s.Wavefronts)/float64(s.Ideal)))
 		}
+		if s.Sectors != s.SectorsIdeal {
+			bad = append(bad, fmt.Sprintf("%s at %s:%d (%s): %d instructions read %d sectors of global memory, at best %d (%.2f×)",
+				s.Op, s.File, s.Line, s.Kernel, s.Requests, s.Sectors, s.SectorsIdeal, float64(s.Sectors)/float64(s.SectorsIdeal)))
+		}
 	}
 	if len(bad) > 0 {
 		t.Errorf("bank conflicts:\n%s", strings.Join(bad, "\n"))
@@ -103,16 +107,16 @@ func checkBanks(t *testing.T, b *Backend, ops []string, f func()) {
 
 // TestSharedMemoryBanks: every ldmatrix, wmma fragment load from shared
 // memory, cp.async and st_shared_b32 store (the backward's Pᵀ and dSᵀ) of
-// the attention kernels, in each configuration a
-// sweep tries (bf16 at head width 128; the defaults of bf16 at 64 and f32
-// at 128), and of our
-// bf16 GEMM with either block tile and all four transpositions takes the
-// fewest shared-memory wavefronts it can — no bank conflicts — by the
-// emulator's model of the banks (kernels/emu/include/tw_emu_banks.h). A
+// the attention kernels, in each configuration a sweep tries (bf16 at head
+// width 128; the defaults of bf16 at 32 and 64 and of f32 at 32, 64 and
+// 128), and of our bf16 GEMM with either block tile and all four
+// transpositions takes the fewest shared-memory wavefronts it can — no bank
+// conflicts — and every cp.async reads whole 32-byte sectors of global
+// memory, by the emulator's model (kernels/emu/include/tw_emu_banks.h). A
 // swizzle, a padding or a copy plan that stops spreading a phase over the
-// banks fails it; the results do not show that, and no GPU is there to.
-// Counts do not depend on the order of threads: the reversed pass (-short)
-// leaves it out.
+// banks or splits sectors between instructions fails it; the results do
+// not show that, and no GPU is there to. Counts do not depend on the order
+// of threads: the reversed pass (-short) leaves it out.
 func TestSharedMemoryBanks(t *testing.T) {
 	if _, ok := countBanks(func() {}); !ok {
 		t.Skip("bank conflicts are counted by the emulator (-tags cudaemu); on a GPU the profiler counts them")
@@ -129,13 +133,17 @@ func TestSharedMemoryBanks(t *testing.T) {
 			checkBanks(t, b, []string{"ldmatrix", "cp.async", "st.shared"}, func() { runBankAttention(b, engine.BF16, 128) })
 		})
 	}
-	// The configurations are bf16's at width 128; the other kernels run
-	// their defaults.
-	t.Run("attention/bf16-64,f32-128", func(t *testing.T) {
+	// The configurations are bf16's at width 128; the other widths and f32
+	// run their defaults.
+	t.Run("attention/other-widths", func(t *testing.T) {
 		b := attnBwdBackend(t, AttentionConfig{})
 		checkBanks(t, b, []string{"ldmatrix", "cp.async", "st.shared"}, func() {
-			runBankAttention(b, engine.BF16, 64)
-			runBankAttention(b, engine.F32, 128)
+			for _, dh := range []int{32, 64} {
+				runBankAttention(b, engine.BF16, dh)
+			}
+			for _, dh := range []int{32, 64, 128} {
+				runBankAttention(b, engine.F32, dh)
+			}
 		})
 	})
 	for _, tile := range []string{"64", "128"} {

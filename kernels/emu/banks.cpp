@@ -26,6 +26,7 @@ struct Site {
 	const char *kernel, *op, *file;
 	int line;
 	unsigned long long requests, wavefronts, ideal;
+	unsigned long long sectors, sectors_ideal; // cp.async's reads of global memory
 };
 
 bool same(const char *a, const char *b) { return a == b || strcmp(a, b) == 0; }
@@ -39,6 +40,8 @@ void merge(std::vector<Site> &sites, const Site &c) {
 			s.requests += c.requests;
 			s.wavefronts += c.wavefronts;
 			s.ideal += c.ideal;
+			s.sectors += c.sectors;
+			s.sectors_ideal += c.sectors_ideal;
 			return;
 		}
 	sites.push_back(c);
@@ -50,9 +53,9 @@ std::vector<Site> g_sites; // every block's counts so far
 // One access of one thread, and which of that thread's accesses at its call
 // site it is.
 struct Access {
-	uintptr_t addr;
+	uintptr_t addr, src; // src: the global bytes a copy reads (src_size of them)
 	const char *op, *file;
-	int line, size, warp, lane;
+	int line, size, src_size, warp, lane;
 	unsigned nth;
 };
 
@@ -89,6 +92,30 @@ int phase_wavefronts(const uintptr_t *addr, int n, int size) {
 	return worst;
 }
 
+// The 32-byte sectors of global memory that the n lanes' copies at a read
+// (*sectors), and the fewest that could hold the bytes they read: their
+// union, in whole sectors (*ideal). Copies of 0 bytes read nothing.
+void global_sectors(const Access *a, size_t n, unsigned *sectors, unsigned *ideal) {
+	std::vector<std::pair<uintptr_t, uintptr_t>> r; // [lo, hi) read
+	for (size_t k = 0; k < n; k++)
+		if (a[k].src_size > 0) r.emplace_back(a[k].src, a[k].src + (uintptr_t)a[k].src_size);
+	std::sort(r.begin(), r.end());
+	uintptr_t bytes = 0, last_sector = 0;
+	bool any = false;
+	for (size_t k = 0; k < r.size();) {
+		uintptr_t lo = r[k].first, hi = r[k].second;
+		for (k++; k < r.size() && r[k].first <= hi; k++) hi = std::max(hi, r[k].second);
+		bytes += hi - lo;
+		for (uintptr_t s = lo / 32; s <= (hi - 1) / 32; s++)
+			if (!any || s > last_sector) {
+				(*sectors)++;
+				last_sector = s;
+				any = true;
+			}
+	}
+	*ideal = (unsigned)((bytes + 31) / 32);
+}
+
 } // namespace
 
 bool on() { return g_on.load(std::memory_order_relaxed); }
@@ -96,10 +123,11 @@ bool on() { return g_on.load(std::memory_order_relaxed); }
 void rows16(const char *op, const uintptr_t *row, int n, const char *file, int line) {
 	int wavefronts = 0;
 	for (int p = 0; p < n; p += 8) wavefronts += phase_wavefronts(row + p, 8, 16);
-	merge(tls_block.sites, Site{nullptr, op, file, line, 1, (unsigned)wavefronts, (unsigned)n / 8});
+	merge(tls_block.sites, Site{nullptr, op, file, line, 1, (unsigned)wavefronts, (unsigned)n / 8, 0, 0});
 }
 
-void thread_access(const char *op, uintptr_t addr, int size, const char *file, int line) {
+void thread_access(const char *op, uintptr_t addr, int size, const void *src, int src_size, const char *file,
+                   int line) {
 	Block &b = tls_block;
 	const int t = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z));
 	if ((int)b.counts.size() <= t) b.counts.resize((size_t)t + 1);
@@ -112,7 +140,7 @@ void thread_access(const char *op, uintptr_t addr, int size, const char *file, i
 			break;
 		}
 	if (!found) b.counts[(size_t)t].push_back(Block::Count{file, line, 1});
-	b.accesses.push_back(Access{addr, op, file, line, size, t / 32, t % 32, nth});
+	b.accesses.push_back(Access{addr, (uintptr_t)src, op, file, line, size, src_size, t / 32, t % 32, nth});
 }
 
 void block_begin() {
@@ -150,7 +178,10 @@ void block_end(const char *kernel) {
 			wavefronts += phase_wavefronts(addr, n, size);
 			ideal++;
 		}
-		merge(b.sites, Site{nullptr, acc[i].op, acc[i].file, acc[i].line, 1, (unsigned)wavefronts, (unsigned)ideal});
+		unsigned sectors = 0, sectors_ideal = 0;
+		global_sectors(&acc[i], j - i, &sectors, &sectors_ideal);
+		merge(b.sites, Site{nullptr, acc[i].op, acc[i].file, acc[i].line, 1, (unsigned)wavefronts, (unsigned)ideal,
+		                    sectors, sectors_ideal});
 		i = j;
 	}
 	if (b.sites.empty()) return;
@@ -165,10 +196,12 @@ void block_end(const char *kernel) {
 void report() {
 	std::lock_guard<std::mutex> l(g_mu);
 	fprintf(stderr, "tw-emu: shared-memory wavefronts by call site (TW_EMU_BANKS; model in tw_emu_banks.h)\n");
-	fprintf(stderr, "%12s %12s %12s %7s  %-16s %s\n", "requests", "wavefronts", "ideal", "excess", "op", "site, kernel");
+	fprintf(stderr, "%12s %12s %12s %7s %12s %12s  %-16s %s\n", "requests", "wavefronts", "ideal", "excess",
+	        "sectors", "ideal", "op", "site, kernel");
 	for (const Site &s : g_sites)
-		fprintf(stderr, "%12llu %12llu %12llu %6.2fx  %-16s %s:%d, %s\n", s.requests, s.wavefronts, s.ideal,
-		        s.ideal ? (double)s.wavefronts / (double)s.ideal : 0.0, s.op, s.file, s.line, s.kernel);
+		fprintf(stderr, "%12llu %12llu %12llu %6.2fx %12llu %12llu  %-16s %s:%d, %s\n", s.requests, s.wavefronts, s.ideal,
+		        s.ideal ? (double)s.wavefronts / (double)s.ideal : 0.0, s.sectors, s.sectors_ideal, s.op, s.file, s.line,
+		        s.kernel);
 }
 [[maybe_unused]] const int g_report = g_on.load() ? atexit(report) : 0;
 
@@ -186,7 +219,8 @@ extern "C" int tw_emu_bank_stats(tw_emu_bank_site *out, int max) {
 	const int n = (int)tw_emu::banks::g_sites.size();
 	for (int i = 0; i < n && i < max; i++) {
 		const tw_emu::banks::Site &s = tw_emu::banks::g_sites[(size_t)i];
-		out[i] = tw_emu_bank_site{s.kernel, s.op, s.file, s.line, s.requests, s.wavefronts, s.ideal};
+		out[i] = tw_emu_bank_site{s.kernel, s.op,         s.file,    s.line,
+		                          s.requests, s.wavefronts, s.ideal, s.sectors, s.sectors_ideal};
 	}
 	return n;
 }

@@ -211,6 +211,10 @@ typedef struct {
 	unsigned long long requests;   /* warp instructions */
 	unsigned long long wavefronts; /* shared-memory wavefronts they took */
 	unsigned long long ideal;      /* the fewest they could: one per phase */
+	/* cp.async only: the 32-byte sectors of global memory the warps' copies
+	 * read, and the fewest that hold the bytes they read (above it a copy
+	 * uses sectors in part: scattered chunks, or rows off 32 bytes). */
+	unsigned long long sectors, sectors_ideal;
 } tw_emu_bank_site;
 void tw_emu_set_bank_stats(int on);
 int tw_emu_bank_stats(tw_emu_bank_site *sites, int max);

@@ -15,6 +15,14 @@
 // phase takes as many wavefronts as the most distinct words any one bank is
 // asked for (lanes asking for the same word share it), so 1 when it is
 // conflict-free; the ideal is one wavefront per phase that has an access.
+// A warp's cp.async is also counted in the 32-byte sectors of global memory
+// its lanes' copies read (a copy of 0 bytes reads none), beside the fewest
+// sectors that could hold the bytes read (their union, rounded up to whole
+// sectors): above that, the copy fetches sectors it uses only in part —
+// lanes reading scattered 16-byte chunks, or rows not 32-byte aligned — and
+// since cp.async.cg reads from L2, a sector two instructions share part of
+// is fetched twice.
+//
 // Not modelled: other loads and stores of shared memory (the emulator does
 // not see them as a warp's), and the order in which the hardware pairs lanes
 // into phases beyond the rule above.
@@ -38,7 +46,11 @@ void rows16(const char *op, const uintptr_t *row, int n, const char *file, int l
 // shared memory. The accesses of a warp's lanes that are each lane's k-th
 // at the same call site are taken as one instruction, counted when the
 // block ends.
-void thread_access(const char *op, uintptr_t addr, int size, const char *file, int line);
+// A copy also names the src_size bytes it reads at src in global memory
+// (stores: nullptr, 0): a warp's copy is counted in the 32-byte sectors of
+// global memory it reads, beside the fewest that hold those bytes.
+void thread_access(const char *op, uintptr_t addr, int size, const void *src, int src_size, const char *file,
+                   int line);
 
 } // namespace banks
 } // namespace tw_emu

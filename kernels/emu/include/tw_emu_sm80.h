@@ -149,7 +149,7 @@ inline void cp_async(void *dst, const void *src, int cp_size, int src_size, cons
 	if (t.n == (uint32_t)async::kMaxPending)
 		fail("cp.async at %s:%d: more than %d copies pending in one thread (the emulator's limit; wait for some)", file,
 		     line, async::kMaxPending);
-	if (banks::on()) banks::thread_access("cp.async", (uintptr_t)dst, cp_size, file, line);
+	if (banks::on()) banks::thread_access("cp.async", (uintptr_t)dst, cp_size, src, src_size, file, line);
 	memset(dst, 0xff, (size_t)cp_size); // undefined until a wait covers the copy
 	t.q[t.n++] = async::Copy{static_cast<unsigned char *>(dst), static_cast<const unsigned char *>(src), t.committed,
 	                         (uint8_t)cp_size, (uint8_t)src_size};
@@ -162,7 +162,7 @@ inline void cp_async_commit() { async::self().committed++; }
 inline void st_shared_b32(void *p, uint32_t v, const char *file = __builtin_FILE(), int line = __builtin_LINE()) {
 	if ((uintptr_t)p % 4 != 0 || !in_shared(p, 4))
 		fail("st.shared.b32 at %s:%d: address %p is not 4-byte aligned or not in shared memory", file, line, p);
-	if (banks::on()) banks::thread_access("st.shared.b32", (uintptr_t)p, 4, file, line);
+	if (banks::on()) banks::thread_access("st.shared.b32", (uintptr_t)p, 4, nullptr, 0, file, line);
 	memcpy(p, &v, 4);
 }
 

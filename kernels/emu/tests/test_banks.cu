@@ -25,13 +25,15 @@ __global__ void ldmatrix_rows(int stride, int swizzle, int same_row, uint32_t *o
 	out[l] = r[0] ^ r[1] ^ r[2] ^ r[3];
 }
 
-// Every thread copies 16 bytes (or 4) to destination t·stride.
-__global__ void copy_rows(const uint32_t *src, int stride, int size, int times) {
+// Every thread copies 16 bytes (or 4) from byte t·from of src to
+// destination t·stride.
+__global__ void copy_rows(const uint32_t *src, int from, int stride, int size, int times) {
 	extern __shared__ unsigned char smem[];
 	const int t = threadIdx.x;
+	const unsigned char *s = reinterpret_cast<const unsigned char *>(src) + t * from;
 	for (int k = 0; k < times; k++) {
-		if (size == 16) cp_async16(smem + t * stride, src + 4 * t, 16);
-		else tw_emu::cp_async(smem + t * stride, src + t, 4, 4);
+		if (size == 16) cp_async16(smem + t * stride, s, 16);
+		else tw_emu::cp_async(smem + t * stride, s, 4, 4);
 	}
 	cp_async_commit();
 	cp_async_wait<0>();
@@ -55,7 +57,7 @@ __global__ void wmma_rows(unsigned ldm, float *out) {
 }
 
 struct Totals {
-	unsigned long long requests, wavefronts, ideal;
+	unsigned long long requests, wavefronts, ideal, sectors, sectors_ideal;
 	int sites;
 };
 
@@ -67,11 +69,13 @@ template <class F> Totals count(F f) {
 	tw_emu_bank_site s[16];
 	const int n = tw_emu_bank_stats(s, 16);
 	tw_emu_set_bank_stats(0);
-	Totals t{0, 0, 0, n};
+	Totals t{0, 0, 0, 0, 0, n};
 	for (int i = 0; i < n && i < 16; i++) {
 		t.requests += s[i].requests;
 		t.wavefronts += s[i].wavefronts;
 		t.ideal += s[i].ideal;
+		t.sectors += s[i].sectors;
+		t.sectors_ideal += s[i].sectors_ideal;
 	}
 	return t;
 }
@@ -100,30 +104,38 @@ EMU_TEST(banks_ldmatrix) {
 }
 
 EMU_TEST(banks_cp_async) {
-	DeviceBuf<uint32_t> src(128);
+	DeviceBuf<uint32_t> src(32 * 64 / 4); // 64 bytes a lane at most
 	const struct {
 		const char *name;
-		int stride, size, times;
-		unsigned long long requests, wavefronts, ideal;
+		int from, stride, size, times;
+		unsigned long long requests, wavefronts, ideal, sectors, sectors_ideal;
 	} cases[] = {
-		{"16 bytes a lane, contiguous", 16, 16, 1, 1, 4, 4},
-		{"16 bytes a lane, 32 apart (2 a bank)", 32, 16, 1, 1, 8, 4},
-		{"16 bytes a lane, 128 apart (8 a bank)", 128, 16, 1, 1, 32, 4},
-		{"16 bytes a lane, 144 apart (padded)", 144, 16, 1, 1, 4, 4},
-		{"4 bytes a lane, contiguous", 4, 4, 1, 1, 1, 1},
-		{"4 bytes a lane, 8 apart (2 a bank)", 8, 4, 1, 1, 2, 1},
-		{"three copies a lane at one site: three instructions", 16, 16, 3, 3, 12, 12},
+		{"16 bytes a lane, contiguous", 16, 16, 16, 1, 1, 4, 4, 16, 16},
+		{"16 bytes a lane, 32 apart (2 a bank)", 16, 32, 16, 1, 1, 8, 4, 16, 16},
+		{"16 bytes a lane, 128 apart (8 a bank)", 16, 128, 16, 1, 1, 32, 4, 16, 16},
+		{"16 bytes a lane, 144 apart (padded)", 16, 144, 16, 1, 1, 4, 4, 16, 16},
+		{"4 bytes a lane, contiguous", 4, 4, 4, 1, 1, 1, 1, 4, 4},
+		{"4 bytes a lane, 8 apart (2 a bank)", 4, 8, 4, 1, 1, 2, 1, 4, 4},
+		{"three copies a lane at one site: three instructions", 16, 16, 16, 3, 3, 12, 12, 48, 48},
+		{"16 bytes from every 32 (half of each sector)", 32, 16, 16, 1, 1, 4, 4, 32, 16},
+		{"16 bytes from every 64", 64, 16, 16, 1, 1, 4, 4, 32, 16},
+		{"every lane the same 16 bytes", 0, 16, 16, 1, 1, 4, 4, 1, 1},
 	};
 	for (const auto &c : cases) {
-		const Totals t = count([&] { LAUNCH(1, 32, 32 * c.stride, 0, copy_rows)(src.p, c.stride, c.size, c.times); });
-		CHECKF(t.sites == 1 && t.requests == c.requests && t.wavefronts == c.wavefronts && t.ideal == c.ideal,
-		       "%s: %d sites, %llu requests (want %llu), %llu wavefronts (want %llu), ideal %llu (want %llu)", c.name,
-		       t.sites, t.requests, c.requests, t.wavefronts, c.wavefronts, t.ideal, c.ideal);
+		const Totals t =
+			count([&] { LAUNCH(1, 32, 32 * c.stride, 0, copy_rows)(src.p, c.from, c.stride, c.size, c.times); });
+		CHECKF(t.sites == 1 && t.requests == c.requests && t.wavefronts == c.wavefronts && t.ideal == c.ideal &&
+		           t.sectors == c.sectors && t.sectors_ideal == c.sectors_ideal,
+		       "%s: %d sites, %llu requests (want %llu), %llu wavefronts (want %llu), ideal %llu (want %llu), "
+		       "%llu sectors (want %llu), ideal %llu (want %llu)",
+		       c.name, t.sites, t.requests, c.requests, t.wavefronts, c.wavefronts, t.ideal, c.ideal, t.sectors,
+		       c.sectors, t.sectors_ideal, c.sectors_ideal);
 	}
 	// Two warps: each warp's lanes are one instruction.
-	const Totals t = count([&] { LAUNCH(1, 64, 64 * 16, 0, copy_rows)(src.p, 16, 16, 1); });
-	CHECKF(t.requests == 2 && t.wavefronts == 8 && t.ideal == 8, "two warps: %llu requests, %llu wavefronts, ideal %llu",
-	       t.requests, t.wavefronts, t.ideal);
+	const Totals t = count([&] { LAUNCH(1, 64, 64 * 16, 0, copy_rows)(src.p, 16, 16, 16, 1); });
+	CHECKF(t.requests == 2 && t.wavefronts == 8 && t.ideal == 8 && t.sectors == 32 && t.sectors_ideal == 32,
+	       "two warps: %llu requests, %llu wavefronts, ideal %llu, %llu sectors, ideal %llu", t.requests, t.wavefronts,
+	       t.ideal, t.sectors, t.sectors_ideal);
 }
 
 EMU_TEST(banks_wmma_load) {
