@@ -53,6 +53,23 @@ extern "C" void tw_count_launch(void);
 #define TW_UNROLL_BY(n) TW_PRAGMA(GCC unroll n)
 #endif
 
+// TW_SITE declares, as a device helper's last parameters, its caller's file
+// and line under the emulator, which names them in its messages and counts
+// memory traffic by call site (kernels/emu/include/tw_emu_banks.h); under
+// nvcc nothing. TW_SITE_MORE is the same after other parameters; TW_AT and
+// TW_AT_MORE pass them on to another helper.
+#ifdef __CUDACC__
+#define TW_SITE
+#define TW_SITE_MORE
+#define TW_AT
+#define TW_AT_MORE
+#else
+#define TW_SITE const char *file = __builtin_FILE(), int line = __builtin_LINE()
+#define TW_SITE_MORE , TW_SITE
+#define TW_AT file, line
+#define TW_AT_MORE , file, line
+#endif
+
 // The current device's SM count, asked of the runtime once per device (the
 // emulator answers 132); 1 when the query fails (no device: the launch that
 // follows fails by itself). Grids and the default splits follow it.

@@ -26,7 +26,10 @@ template <class T, int N> struct alignas(sizeof(T) * N < 16 ? sizeof(T) * N : 16
 // ones (seen in fill's and embedding's sm_90 code; fill then took 1.7× the
 // time of its old scalar 2-byte stores on an H200), so device code states
 // the vector store in PTX.
-template <class T, int N> __device__ __forceinline__ void put_pack(T *p, const Pack<T, N> &pk) {
+template <class T, int N> __device__ __forceinline__ void put_pack(T *p, const Pack<T, N> &pk TW_SITE_MORE) {
+#if !defined(__CUDACC__)
+	tw_emu::count_access("st.global", "st.shared", p, (int)sizeof(pk), TW_AT);
+#endif
 #if defined(__CUDA_ARCH__)
 	if constexpr (sizeof(pk) == 16) {
 		uint32_t w[4];
@@ -60,8 +63,11 @@ using Held = typename std::conditional<(N * sizeof(T)) % 4 == 0, Words<T, N>, Pa
 
 // Loads the N elements at p (aligned to its pack) as Held: 16-byte words,
 // or one 8- or 4-byte access, or the Pack of one 16-bit element.
-template <int N, class T> __device__ __forceinline__ Held<T, N> ld_held(const T *p) {
+template <int N, class T> __device__ __forceinline__ Held<T, N> ld_held(const T *p TW_SITE_MORE) {
 	constexpr int B = N * (int)sizeof(T);
+#if !defined(__CUDACC__)
+	tw_emu::count_access("ld.global", "ld.shared", p, B, TW_AT);
+#endif
 	if constexpr (B % 4 != 0) {
 		Pack<T, N> r;
 		r.v[0] = *p;
@@ -117,15 +123,15 @@ template <int N, class T> __device__ __forceinline__ void widen(float (&f)[N], c
 // Loads the N elements at p (aligned to its pack) widened to f32 (whole
 // words by ld_held: a memcpy from the pack in global memory would be read
 // byte by byte).
-template <int N, class T> __device__ __forceinline__ void load_pack(float (&f)[N], const T *p) {
-	widen(f, ld_held<N>(p));
+template <int N, class T> __device__ __forceinline__ void load_pack(float (&f)[N], const T *p TW_SITE_MORE) {
+	widen(f, ld_held<N>(p TW_AT_MORE));
 }
 
 // Stores f rounded to T (nearest even) at p (aligned to its pack).
-template <int N, class T> __device__ __forceinline__ void store_pack(T *p, const float (&f)[N]) {
+template <int N, class T> __device__ __forceinline__ void store_pack(T *p, const float (&f)[N] TW_SITE_MORE) {
 	Pack<T, N> pk;
 	for (int k = 0; k < N; k++) pk.v[k] = from_float<T>(f[k]);
-	put_pack(p, pk);
+	put_pack(p, pk TW_AT_MORE);
 }
 
 // Rounds every value of f to T and back (identity for f32): the rounding

@@ -89,6 +89,8 @@
 #include <cuda_fp16.h>
 #include <mma.h>
 
+#include "common.cuh"
+
 // Which implementation: TW_SM80_PTX (nvcc, sm_80+ device code), TW_SM80_EMU
 // (g++ against the emulator), or neither (the synchronous fallback).
 #if defined(__CUDA_ARCH__)
@@ -101,28 +103,16 @@
 #error "sm80.cuh: compile with nvcc, or with g++ against kernels/emu"
 #endif
 
-// Under the emulator the functions take their caller's file and line, so its
-// messages name the kernel's call site.
-// TW_SM80_SITE declares them (after other parameters: TW_SM80_SITE_MORE),
-// TW_SM80_AT passes them on.
-#ifdef TW_SM80_EMU
-#define TW_SM80_SITE const char *file = __builtin_FILE(), int line = __builtin_LINE()
-#define TW_SM80_SITE_MORE , TW_SM80_SITE
-#define TW_SM80_AT file, line
-#define TW_SM80_AT_MORE , file, line
-#else
-#define TW_SM80_SITE
-#define TW_SM80_SITE_MORE
-#define TW_SM80_AT
-#define TW_SM80_AT_MORE
-#endif
+// Under the emulator the functions take their caller's file and line
+// (TW_SITE, common.cuh), so its messages and counts name the kernel's call
+// site.
 
-__device__ __forceinline__ void cp_async16(void *dst, const void *src, int src_bytes TW_SM80_SITE_MORE) {
+__device__ __forceinline__ void cp_async16(void *dst, const void *src, int src_bytes TW_SITE_MORE) {
 #if defined(TW_SM80_PTX)
 	const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
 	asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(src_bytes));
 #elif defined(TW_SM80_EMU)
-	tw_emu::cp_async(dst, src, 16, src_bytes TW_SM80_AT_MORE);
+	tw_emu::cp_async(dst, src, 16, src_bytes TW_AT_MORE);
 #else
 	uint4 v = make_uint4(0, 0, 0, 0);
 	for (int i = 0; i < src_bytes; i++) reinterpret_cast<unsigned char *>(&v)[i] = static_cast<const unsigned char *>(src)[i];
@@ -138,18 +128,18 @@ __device__ __forceinline__ void cp_async_commit() {
 #endif
 }
 
-template <int N> __device__ __forceinline__ void cp_async_wait(TW_SM80_SITE) {
+template <int N> __device__ __forceinline__ void cp_async_wait(TW_SITE) {
 	static_assert(N >= 0, "cp_async_wait<N>: N is a count of groups");
 #if defined(TW_SM80_PTX)
 	asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 #elif defined(TW_SM80_EMU)
-	tw_emu::cp_async_wait(N, TW_SM80_AT);
+	tw_emu::cp_async_wait(N, TW_AT);
 #endif
 }
 
 template <class Use, class Layout>
 __device__ __forceinline__ void load_frag_shared(nvcuda::wmma::fragment<Use, 16, 16, 16, __nv_bfloat16, Layout> &f,
-                                                 const __nv_bfloat16 *p, unsigned ldm TW_SM80_SITE_MORE) {
+                                                 const __nv_bfloat16 *p, unsigned ldm TW_SITE_MORE) {
 	static_assert(std::is_same<Use, nvcuda::wmma::matrix_a>::value || std::is_same<Use, nvcuda::wmma::matrix_b>::value,
 	              "load_frag_shared: matrix_a or matrix_b fragments");
 #if defined(TW_SM80_PTX)
@@ -170,7 +160,7 @@ __device__ __forceinline__ void load_frag_shared(nvcuda::wmma::fragment<Use, 16,
 	else TW_WMMA_LOAD("b", "col");
 #undef TW_WMMA_LOAD
 #elif defined(TW_SM80_EMU)
-	tw_emu::wmma_load_shared(f, p, ldm TW_SM80_AT_MORE);
+	tw_emu::wmma_load_shared(f, p, ldm TW_AT_MORE);
 #else
 	nvcuda::wmma::load_matrix_sync(f, p, ldm);
 #endif
@@ -243,7 +233,7 @@ __device__ __forceinline__ uint32_t pack_f16x2(float lo, float hi) {
 
 template <bool BF16>
 __device__ __forceinline__ void mma_m16n8k16(float d[4], const uint32_t a[4], const uint32_t b[2],
-                                             const float c[4] TW_SM80_SITE_MORE) {
+                                             const float c[4] TW_SITE_MORE) {
 #if defined(TW_SM80_PTX)
 #define TW_MMA(type)                                                                                          \
 	asm volatile("mma.sync.aligned.m16n8k16.row.col.f32." type "." type ".f32 "                                 \
@@ -255,23 +245,23 @@ __device__ __forceinline__ void mma_m16n8k16(float d[4], const uint32_t a[4], co
 	else TW_MMA("f16");
 #undef TW_MMA
 #elif defined(TW_SM80_EMU)
-	if constexpr (BF16) tw_emu::mma_m16n8k16_bf16(d, a, b, c TW_SM80_AT_MORE);
-	else tw_emu::mma_m16n8k16_f16(d, a, b, c TW_SM80_AT_MORE);
+	if constexpr (BF16) tw_emu::mma_m16n8k16_bf16(d, a, b, c TW_AT_MORE);
+	else tw_emu::mma_m16n8k16_f16(d, a, b, c TW_AT_MORE);
 #else
 	sm80_portable::mma_m16n8k16<BF16>(d, a, b, c);
 #endif
 }
 
 __device__ __forceinline__ void mma_bf16_m16n8k16(float d[4], const uint32_t a[4], const uint32_t b[2],
-                                                  const float c[4] TW_SM80_SITE_MORE) {
-	mma_m16n8k16<true>(d, a, b, c TW_SM80_AT_MORE);
+                                                  const float c[4] TW_SITE_MORE) {
+	mma_m16n8k16<true>(d, a, b, c TW_AT_MORE);
 }
 __device__ __forceinline__ void mma_f16_m16n8k16(float d[4], const uint32_t a[4], const uint32_t b[2],
-                                                 const float c[4] TW_SM80_SITE_MORE) {
-	mma_m16n8k16<false>(d, a, b, c TW_SM80_AT_MORE);
+                                                 const float c[4] TW_SITE_MORE) {
+	mma_m16n8k16<false>(d, a, b, c TW_AT_MORE);
 }
 
-template <int NUM, bool TRANS> __device__ __forceinline__ void ldmatrix(uint32_t *r, const void *row TW_SM80_SITE_MORE) {
+template <int NUM, bool TRANS> __device__ __forceinline__ void ldmatrix(uint32_t *r, const void *row TW_SITE_MORE) {
 	static_assert(NUM == 1 || NUM == 2 || NUM == 4, "ldmatrix loads 1, 2 or 4 matrices");
 #if defined(TW_SM80_PTX)
 	const unsigned s = (unsigned)__cvta_generic_to_shared(row);
@@ -286,34 +276,34 @@ template <int NUM, bool TRANS> __device__ __forceinline__ void ldmatrix(uint32_t
 	else TW_LDMATRIX(".x4.trans", "{%0, %1, %2, %3}, [%4]", "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]));
 #undef TW_LDMATRIX
 #elif defined(TW_SM80_EMU)
-	tw_emu::ldmatrix<NUM, TRANS>(r, row TW_SM80_AT_MORE);
+	tw_emu::ldmatrix<NUM, TRANS>(r, row TW_AT_MORE);
 #else
 	sm80_portable::ldmatrix<NUM, TRANS>(r, row);
 #endif
 }
 
-__device__ __forceinline__ void ldmatrix_x1(uint32_t r[1], const void *row TW_SM80_SITE_MORE) {
-	ldmatrix<1, false>(r, row TW_SM80_AT_MORE);
+__device__ __forceinline__ void ldmatrix_x1(uint32_t r[1], const void *row TW_SITE_MORE) {
+	ldmatrix<1, false>(r, row TW_AT_MORE);
 }
-__device__ __forceinline__ void ldmatrix_x2(uint32_t r[2], const void *row TW_SM80_SITE_MORE) {
-	ldmatrix<2, false>(r, row TW_SM80_AT_MORE);
+__device__ __forceinline__ void ldmatrix_x2(uint32_t r[2], const void *row TW_SITE_MORE) {
+	ldmatrix<2, false>(r, row TW_AT_MORE);
 }
-__device__ __forceinline__ void ldmatrix_x4(uint32_t r[4], const void *row TW_SM80_SITE_MORE) {
-	ldmatrix<4, false>(r, row TW_SM80_AT_MORE);
+__device__ __forceinline__ void ldmatrix_x4(uint32_t r[4], const void *row TW_SITE_MORE) {
+	ldmatrix<4, false>(r, row TW_AT_MORE);
 }
-__device__ __forceinline__ void ldmatrix_x1_trans(uint32_t r[1], const void *row TW_SM80_SITE_MORE) {
-	ldmatrix<1, true>(r, row TW_SM80_AT_MORE);
+__device__ __forceinline__ void ldmatrix_x1_trans(uint32_t r[1], const void *row TW_SITE_MORE) {
+	ldmatrix<1, true>(r, row TW_AT_MORE);
 }
-__device__ __forceinline__ void ldmatrix_x2_trans(uint32_t r[2], const void *row TW_SM80_SITE_MORE) {
-	ldmatrix<2, true>(r, row TW_SM80_AT_MORE);
+__device__ __forceinline__ void ldmatrix_x2_trans(uint32_t r[2], const void *row TW_SITE_MORE) {
+	ldmatrix<2, true>(r, row TW_AT_MORE);
 }
-__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t r[4], const void *row TW_SM80_SITE_MORE) {
-	ldmatrix<4, true>(r, row TW_SM80_AT_MORE);
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t r[4], const void *row TW_SITE_MORE) {
+	ldmatrix<4, true>(r, row TW_AT_MORE);
 }
 
-__device__ __forceinline__ void st_shared_b32(void *p, uint32_t v TW_SM80_SITE_MORE) {
+__device__ __forceinline__ void st_shared_b32(void *p, uint32_t v TW_SITE_MORE) {
 #if defined(TW_SM80_EMU)
-	tw_emu::st_shared_b32(p, v TW_SM80_AT_MORE);
+	tw_emu::st_shared_b32(p, v TW_AT_MORE);
 #else
 	*static_cast<uint32_t *>(p) = v;
 #endif

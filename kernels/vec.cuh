@@ -109,7 +109,10 @@ static cudaError_t launch_flat(const Op &op, int64_t n, const void *p0, Ok ok, c
 // Loads and stores of N elements: one Pack<T, N> access (16 bytes for
 // N = 16 / sizeof(T); two for f32 beside a 16-bit type), p aligned to it;
 // N = 1 is a plain access of one T (any element-aligned p).
-template <int N, class T> __device__ __forceinline__ Pack<T, N> ld(const T *p) {
+template <int N, class T> __device__ __forceinline__ Pack<T, N> ld(const T *p TW_SITE_MORE) {
+#if !defined(__CUDACC__)
+	tw_emu::count_access("ld.global", "ld.shared", p, N * (int)sizeof(T), TW_AT);
+#endif
 	if constexpr (N == 1) {
 		Pack<T, 1> r;
 		r.v[0] = *p;
@@ -118,11 +121,15 @@ template <int N, class T> __device__ __forceinline__ Pack<T, N> ld(const T *p) {
 		return *reinterpret_cast<const Pack<T, N> *>(p);
 	}
 }
-template <int N, class T> __device__ __forceinline__ void st(T *p, const Pack<T, N> &v) {
-	if constexpr (N == 1)
+template <int N, class T> __device__ __forceinline__ void st(T *p, const Pack<T, N> &v TW_SITE_MORE) {
+	if constexpr (N == 1) {
+#if !defined(__CUDACC__)
+		tw_emu::count_access("st.global", "st.shared", p, (int)sizeof(T), TW_AT);
+#endif
 		*p = v.v[0];
-	else
-		put_pack(p, v);
+	} else {
+		put_pack(p, v TW_AT_MORE);
+	}
 }
 
 // ---- Runs at any offset (embedding, logsoftmax, sample, sumsquares) ----

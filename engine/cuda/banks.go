@@ -16,4 +16,5 @@ type bankSite struct {
 	Ideal            uint64
 	Sectors          uint64
 	SectorsIdeal     uint64
+	LaneBytes        int // the fewest bytes one lane moved in one access
 }

@@ -25,7 +25,7 @@ func countBanks(f func()) ([]bankSite, bool) {
 		out[i] = bankSite{
 			Kernel: C.GoString(s.kernel), Op: C.GoString(s.op), File: C.GoString(s.file), Line: int(s.line),
 			Requests: uint64(s.requests), Wavefronts: uint64(s.wavefronts), Ideal: uint64(s.ideal),
-			Sectors: uint64(s.sectors), SectorsIdeal: uint64(s.sectors_ideal),
+			Sectors: uint64(s.sectors), SectorsIdeal: uint64(s.sectors_ideal), LaneBytes: int(s.lane_bytes),
 		}
 	}
 	return out, true

@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/turnwise/turnwise/engine"
+	"github.com/turnwise/turnwise/engine/cpu"
+	"github.com/turnwise/turnwise/engine/enginetest"
 )
 
 // bankVals returns k deterministic values in [−0.5, 0.5).
@@ -151,6 +153,62 @@ func TestSharedMemoryBanks(t *testing.T) {
 			t.Setenv("TW_GEMM_TILE", tile)
 			b := attnBwdBackend(t, AttentionConfig{})
 			checkBanks(t, b, []string{"wmma.load.shared", "cp.async"}, func() { runBankGemm(b) })
+		})
+	}
+}
+
+// bankShapes has Llama-3.1-8B's head width and ratios at widths the
+// emulator runs in a second, every extent a multiple of 16 elements.
+var bankShapes = enginetest.ModelShapes{
+	Name: "aligned", Dim: 512, FFN: 1792, Vocab: 2048, Heads: 4, KVHeads: 1, HeadDim: 128,
+	Layers: 2, LoRARank: 16, SeqLens: []int{64}, LogitRows: 8, Decode: 2, Prefill: 8,
+}
+
+// TestGlobalAccesses: at extents aligned to 16 bytes, the kernels of each
+// memory-bound op (enginetest.RunShapes' ops but the GEMM and attention,
+// which TestSharedMemoryBanks covers), in f32 and bf16, load and store
+// global memory through the pack helpers (kernels/pack.cuh, vec.cuh) in
+// accesses of 8 bytes or more per lane — 16 for the rows of activations;
+// 8 where a lane moves an f32 pair, a u64 key or four bf16 — that touch
+// whole 32-byte sectors, by the emulator's count. A kernel that falls back
+// to scalar 2-byte accesses, or whose lanes split sectors between
+// instructions, fails it. (Accesses made without the helpers — an index,
+// a row's scalar — are not counted.) Results are checked against the CPU
+// backend as RunShapes does.
+func TestGlobalAccesses(t *testing.T) {
+	if _, ok := countBanks(func() {}); !ok {
+		t.Skip("global accesses are counted by the emulator (-tags cudaemu); on a GPU the profiler counts them")
+	}
+	if testing.Short() {
+		t.Skip("-short: the counts do not depend on the order of threads; the full pass counts them")
+	}
+	b := attnBwdBackend(t, AttentionConfig{})
+	ref := cpu.New(cpu.Options{})
+	for _, op := range []string{"rmsnorm", "rope", "swiglu", "layernorm", "bias", "gelu", "logsoftmax", "embedding", "adamw_lora"} {
+		t.Run(op, func(t *testing.T) {
+			sites, _ := countBanks(func() {
+				enginetest.RunShapes(t, b, enginetest.ShapesConfig{Ref: ref, Ops: []string{op}}, bankShapes)
+			})
+			var bad []string
+			seen := map[string]bool{}
+			for _, s := range sites {
+				if s.Op != "ld.global" && s.Op != "st.global" {
+					continue
+				}
+				seen[s.Op] = true
+				if s.Sectors != s.SectorsIdeal || s.LaneBytes < 8 {
+					bad = append(bad, fmt.Sprintf("%s at %s:%d (%s): %d instructions of %d bytes a lane or more touched %d sectors, at best %d",
+						s.Op, s.File, s.Line, s.Kernel, s.Requests, s.LaneBytes, s.Sectors, s.SectorsIdeal))
+				}
+			}
+			for _, want := range []string{"ld.global", "st.global"} {
+				if !seen[want] {
+					t.Errorf("no %s counted: the op's kernels do not use the pack helpers", want)
+				}
+			}
+			if len(bad) > 0 {
+				t.Errorf("global accesses:\n%s", strings.Join(bad, "\n"))
+			}
 		})
 	}
 }

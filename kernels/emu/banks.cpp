@@ -26,7 +26,8 @@ struct Site {
 	const char *kernel, *op, *file;
 	int line;
 	unsigned long long requests, wavefronts, ideal;
-	unsigned long long sectors, sectors_ideal; // cp.async's reads of global memory
+	unsigned long long sectors, sectors_ideal; // accesses of global memory
+	int lane_bytes;                            // the fewest bytes one lane moved
 };
 
 bool same(const char *a, const char *b) { return a == b || strcmp(a, b) == 0; }
@@ -42,6 +43,7 @@ void merge(std::vector<Site> &sites, const Site &c) {
 			s.ideal += c.ideal;
 			s.sectors += c.sectors;
 			s.sectors_ideal += c.sectors_ideal;
+			s.lane_bytes = std::min(s.lane_bytes, c.lane_bytes);
 			return;
 		}
 	sites.push_back(c);
@@ -53,9 +55,9 @@ std::vector<Site> g_sites; // every block's counts so far
 // One access of one thread, and which of that thread's accesses at its call
 // site it is.
 struct Access {
-	uintptr_t addr, src; // src: the global bytes a copy reads (src_size of them)
+	uintptr_t addr, global; // the shared bytes (size of them), the global bytes (global_size)
 	const char *op, *file;
-	int line, size, src_size, warp, lane;
+	int line, size, global_size, warp, lane;
 	unsigned nth;
 };
 
@@ -80,7 +82,7 @@ int phase_wavefronts(const uintptr_t *addr, int n, int size) {
 	uintptr_t words[32][32]; // per bank, the distinct words asked of it
 	int count[32] = {0}, worst = 0;
 	for (int i = 0; i < n; i++)
-		for (int w = 0; w < size / 4; w++) {
+		for (int w = 0; w < std::max(1, size / 4); w++) {
 			const uintptr_t word = addr[i] / 4 + (uintptr_t)w;
 			const int bank = (int)(word & 31);
 			bool seen = false;
@@ -92,13 +94,13 @@ int phase_wavefronts(const uintptr_t *addr, int n, int size) {
 	return worst;
 }
 
-// The 32-byte sectors of global memory that the n lanes' copies at a read
-// (*sectors), and the fewest that could hold the bytes they read: their
-// union, in whole sectors (*ideal). Copies of 0 bytes read nothing.
+// The 32-byte sectors of global memory that the n lanes' accesses at a
+// touch (*sectors), and the fewest that could hold the bytes they touch:
+// their union, in whole sectors (*ideal). Copies of 0 bytes read nothing.
 void global_sectors(const Access *a, size_t n, unsigned *sectors, unsigned *ideal) {
 	std::vector<std::pair<uintptr_t, uintptr_t>> r; // [lo, hi) read
 	for (size_t k = 0; k < n; k++)
-		if (a[k].src_size > 0) r.emplace_back(a[k].src, a[k].src + (uintptr_t)a[k].src_size);
+		if (a[k].global_size > 0) r.emplace_back(a[k].global, a[k].global + (uintptr_t)a[k].global_size);
 	std::sort(r.begin(), r.end());
 	uintptr_t bytes = 0, last_sector = 0;
 	bool any = false;
@@ -123,10 +125,10 @@ bool on() { return g_on.load(std::memory_order_relaxed); }
 void rows16(const char *op, const uintptr_t *row, int n, const char *file, int line) {
 	int wavefronts = 0;
 	for (int p = 0; p < n; p += 8) wavefronts += phase_wavefronts(row + p, 8, 16);
-	merge(tls_block.sites, Site{nullptr, op, file, line, 1, (unsigned)wavefronts, (unsigned)n / 8, 0, 0});
+	merge(tls_block.sites, Site{nullptr, op, file, line, 1, (unsigned)wavefronts, (unsigned)n / 8, 0, 0, 16});
 }
 
-void thread_access(const char *op, uintptr_t addr, int size, const void *src, int src_size, const char *file,
+void thread_access(const char *op, uintptr_t addr, int size, const void *global, int global_size, const char *file,
                    int line) {
 	Block &b = tls_block;
 	const int t = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z));
@@ -140,7 +142,7 @@ void thread_access(const char *op, uintptr_t addr, int size, const void *src, in
 			break;
 		}
 	if (!found) b.counts[(size_t)t].push_back(Block::Count{file, line, 1});
-	b.accesses.push_back(Access{addr, (uintptr_t)src, op, file, line, size, src_size, t / 32, t % 32, nth});
+	b.accesses.push_back(Access{addr, (uintptr_t)global, op, file, line, size, global_size, t / 32, t % 32, nth});
 }
 
 void block_begin() {
@@ -167,10 +169,11 @@ void block_end(const char *kernel) {
 		while (j < acc.size() && acc[j].warp == acc[i].warp && acc[j].line == acc[i].line &&
 		       same(acc[j].file, acc[i].file) && acc[j].nth == acc[i].nth)
 			j++;
-		// Lanes [i, j) of one instruction; phases of 128 bytes of lanes.
-		const int size = acc[i].size, per_phase = 128 / size;
+		// Lanes [i, j) of one instruction; phases of 128 bytes of lanes (none
+		// for an access of global memory alone).
+		const int size = acc[i].size, per_phase = size > 0 ? std::max(1, 128 / size) : 0;
 		int wavefronts = 0, ideal = 0;
-		for (size_t k = i; k < j;) {
+		for (size_t k = i; k < j && size > 0;) {
 			const int phase = acc[k].lane / per_phase;
 			uintptr_t addr[32];
 			int n = 0;
@@ -180,8 +183,10 @@ void block_end(const char *kernel) {
 		}
 		unsigned sectors = 0, sectors_ideal = 0;
 		global_sectors(&acc[i], j - i, &sectors, &sectors_ideal);
+		int lane_bytes = std::max(acc[i].size, acc[i].global_size);
+		for (size_t k = i; k < j; k++) lane_bytes = std::min(lane_bytes, std::max(acc[k].size, acc[k].global_size));
 		merge(b.sites, Site{nullptr, acc[i].op, acc[i].file, acc[i].line, 1, (unsigned)wavefronts, (unsigned)ideal,
-		                    sectors, sectors_ideal});
+		                    sectors, sectors_ideal, lane_bytes});
 		i = j;
 	}
 	if (b.sites.empty()) return;
@@ -219,8 +224,8 @@ extern "C" int tw_emu_bank_stats(tw_emu_bank_site *out, int max) {
 	const int n = (int)tw_emu::banks::g_sites.size();
 	for (int i = 0; i < n && i < max; i++) {
 		const tw_emu::banks::Site &s = tw_emu::banks::g_sites[(size_t)i];
-		out[i] = tw_emu_bank_site{s.kernel, s.op,         s.file,    s.line,
-		                          s.requests, s.wavefronts, s.ideal, s.sectors, s.sectors_ideal};
+		out[i] = tw_emu_bank_site{s.kernel, s.op,    s.file,    s.line,          s.requests,
+		                          s.wavefronts, s.ideal, s.sectors, s.sectors_ideal, s.lane_bytes};
 	}
 	return n;
 }

@@ -211,10 +211,12 @@ typedef struct {
 	unsigned long long requests;   /* warp instructions */
 	unsigned long long wavefronts; /* shared-memory wavefronts they took */
 	unsigned long long ideal;      /* the fewest they could: one per phase */
-	/* cp.async only: the 32-byte sectors of global memory the warps' copies
-	 * read, and the fewest that hold the bytes they read (above it a copy
-	 * uses sectors in part: scattered chunks, or rows off 32 bytes). */
+	/* Accesses of global memory (cp.async, the pack helpers' loads and
+	 * stores): the 32-byte sectors the warps' accesses touched, and the
+	 * fewest that hold the bytes they touched (above it an instruction uses
+	 * sectors in part: scattered chunks, or rows off 32 bytes). */
 	unsigned long long sectors, sectors_ideal;
+	int lane_bytes; /* the fewest bytes one lane moved in one access */
 } tw_emu_bank_site;
 void tw_emu_set_bank_stats(int on);
 int tw_emu_bank_stats(tw_emu_bank_site *sites, int max);

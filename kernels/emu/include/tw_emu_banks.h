@@ -21,7 +21,10 @@
 // sectors): above that, the copy fetches sectors it uses only in part —
 // lanes reading scattered 16-byte chunks, or rows not 32-byte aligned — and
 // since cp.async.cg reads from L2, a sector two instructions share part of
-// is fetched twice.
+// is fetched twice. So are the loads and stores of global memory that
+// kernels make through the pack helpers (kernels/pack.cuh's ld_held,
+// load_pack, put_pack, store_pack; vec.cuh's ld, st: "ld.global",
+// "st.global"), with the bytes each lane moves.
 //
 // Not modelled: other loads and stores of shared memory (the emulator does
 // not see them as a warp's), and the order in which the hardware pairs lanes
@@ -42,14 +45,15 @@ bool on();
 // One warp instruction that reads rows of 16 bytes, 8 per phase: row[i] for
 // i < n (n a multiple of 8) is the address of row i%8 of phase i/8.
 void rows16(const char *op, const uintptr_t *row, int n, const char *file, int line);
-// One thread's access op (cp.async, st.shared.b32) of size bytes at addr in
-// shared memory. The accesses of a warp's lanes that are each lane's k-th
-// at the same call site are taken as one instruction, counted when the
-// block ends.
-// A copy also names the src_size bytes it reads at src in global memory
-// (stores: nullptr, 0): a warp's copy is counted in the 32-byte sectors of
-// global memory it reads, beside the fewest that hold those bytes.
-void thread_access(const char *op, uintptr_t addr, int size, const void *src, int src_size, const char *file,
+// One thread's access op of size bytes at addr in shared memory (size 0:
+// none) and of global_size bytes at global in global memory (0: none):
+// cp.async does both, st.shared.b32 the first, the pack helpers' loads and
+// stores of global memory the second. The accesses of a warp's lanes that
+// are each lane's k-th at the same call site are taken as one instruction,
+// counted when the block ends: its shared part in wavefronts, its global
+// part in the 32-byte sectors it touches, beside the fewest that hold
+// those bytes.
+void thread_access(const char *op, uintptr_t addr, int size, const void *global, int global_size, const char *file,
                    int line);
 
 } // namespace banks

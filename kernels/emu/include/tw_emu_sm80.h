@@ -157,6 +157,17 @@ inline void cp_async(void *dst, const void *src, int cp_size, int src_size, cons
 
 inline void cp_async_commit() { async::self().committed++; }
 
+// A thread's load or store of n bytes at p made through the kernels' pack
+// helpers (kernels/pack.cuh, vec.cuh), counted by the bank model when it is
+// on: as op_shared in wavefronts where p is shared memory, else as
+// op_global in sectors of global memory.
+inline void count_access(const char *op_global, const char *op_shared, const void *p, int n, const char *file,
+                         int line) {
+	if (!banks::on()) return;
+	if (in_shared(p, (size_t)n)) banks::thread_access(op_shared, (uintptr_t)p, n, nullptr, 0, file, line);
+	else banks::thread_access(op_global, 0, 0, p, n, file, line);
+}
+
 // st.shared.b32: v to p (4-byte aligned, in shared memory), counted by the
 // bank model (tw_emu_banks.h) when it is on.
 inline void st_shared_b32(void *p, uint32_t v, const char *file = __builtin_FILE(), int line = __builtin_LINE()) {
