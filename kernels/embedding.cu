@@ -82,7 +82,7 @@ __global__ void __launch_bounds__(kFwdThreads)
 TW_UNROLL
 	for (int u = 0; u < kFwdUnroll; u++) {
 		const int64_t j = j0 + (int64_t)u * blockDim.x * V;
-		p[u] = j < d ? *reinterpret_cast<const Pack<Tt, V> *>(src + j) : Pack<Tt, V>{};
+		p[u] = j < d ? ld<V>(src + j) : Pack<Tt, V>{};
 	}
 TW_UNROLL
 	for (int u = 0; u < kFwdUnroll; u++) {
