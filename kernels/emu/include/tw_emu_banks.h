@@ -6,15 +6,18 @@
 // counting; the host API (tw_emu_set_bank_stats, tw_emu_bank_stats) is in
 // cuda_runtime_api.h.
 //
-// The model, as NVIDIA documents shared memory from compute capability 5.x
-// on (CUDA C++ Programming Guide, "Shared Memory"): 32 banks of 4 bytes,
-// successive words in successive banks; a warp's request is served in
-// phases of at most 128 bytes (16-byte accesses: each quarter warp, lanes
-// 8q…8q+7, is a phase; 8-byte: each half warp; 4-byte: the warp), and
-// ldmatrix reads each 8×8 matrix (its 8 rows of 16 bytes) in one phase. A
-// phase takes as many wavefronts as the most distinct words any one bank is
-// asked for (lanes asking for the same word share it), so 1 when it is
-// conflict-free; the ideal is one wavefront per phase that has an access.
+// The model: 32 banks of 4 bytes, successive words in successive banks,
+// lanes asking for the same word served at once (as the CUDA C++
+// Programming Guide documents shared memory from compute capability 5.x
+// on); a warp's request served in phases of at most 128 bytes — for 16-byte
+// accesses each quarter warp (lanes 8q…8q+7), for 8-byte ones each half
+// warp, for 4-byte ones the warp — and ldmatrix reading each 8×8 matrix
+// (its 8 rows of 16 bytes) in one phase, which is how NVIDIA describes the
+// wider accesses and ldmatrix but not a specification: a profiler's shared
+// wavefront counters on a GPU are the check. A phase takes as many
+// wavefronts as the most distinct words any one bank is asked for, so 1
+// when it is conflict-free; the ideal is one wavefront per phase that has
+// an access.
 // A warp's cp.async is also counted in the 32-byte sectors of global memory
 // its lanes' copies read (a copy of 0 bytes reads none), beside the fewest
 // sectors that could hold the bytes read (their union, rounded up to whole
