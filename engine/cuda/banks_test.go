@@ -22,11 +22,37 @@ func bankVals(k, seed int) []float32 {
 	return v
 }
 
-// runBankAttention runs attention on b in dtype dt at head width dh, 4
-// query heads over 2 key/value heads: the forward and the backward of a
-// causal sequence of 192 tokens and of a non-causal one of 70, then
-// decoding of 3 sequences against caches of 300, 65 and 1 keys.
-func runBankAttention(b *Backend, dt engine.DType, dh int) {
+// The parts of attention runBankAttention runs.
+const (
+	bankForward  = 1 << iota // the forward of a causal sequence of 192 tokens and a non-causal one of 70
+	bankBackward             // their backward too
+	bankDecode               // decoding of 3 sequences against caches of 300, 65 and 1 keys
+	bankAll      = bankForward | bankBackward | bankDecode
+)
+
+// bankParts returns the parts of attention whose kernels cfg changes (all
+// for the defaults).
+func bankParts(cfg AttentionConfig) int {
+	parts := 0
+	if cfg.FwdRows != 0 || cfg.FwdKeys != 0 || cfg.FwdStages != 0 || cfg.FwdWarpRows != 0 {
+		parts |= bankForward
+	}
+	if cfg.BwdRows != 0 || cfg.BwdKeys != 0 || cfg.BwdStages != 0 || cfg.BwdSplit != 0 || cfg.BwdDQAtomic != 0 || cfg.BwdWarpKeys != 0 {
+		parts |= bankForward | bankBackward
+	}
+	if cfg.DecSplit != 0 || cfg.DecKeys != 0 || cfg.DecKeyWarps != 0 {
+		parts |= bankDecode
+	}
+	if parts == 0 {
+		return bankAll
+	}
+	return parts
+}
+
+// runBankAttention runs the parts of attention (bankForward, bankBackward,
+// bankDecode) on b in dtype dt at head width dh, 4 query heads over 2
+// key/value heads.
+func runBankAttention(b *Backend, dt engine.DType, dh, parts int) {
 	const h, g = 4, 2
 	run := func(seqs []int32, nq, nk int, p engine.AttentionParams, backward bool) {
 		q := engine.FromF32(b, dt, bankVals(nq*h*dh, 1), nq, h, dh)
@@ -46,9 +72,13 @@ func runBankAttention(b *Backend, dt engine.DType, dh int) {
 		}
 	}
 	scale := float32(0.088)
-	run([]int32{0, 192, 0, 192}, 192, 192, engine.AttentionParams{Scale: scale}, true)
-	run([]int32{0, 70, 0, 70}, 70, 70, engine.AttentionParams{Scale: scale, NonCausal: true}, true)
-	run([]int32{0, 1, 0, 300, 1, 1, 300, 65, 2, 1, 365, 1}, 3, 366, engine.AttentionParams{Scale: scale}, false)
+	if parts&(bankForward|bankBackward) != 0 {
+		run([]int32{0, 192, 0, 192}, 192, 192, engine.AttentionParams{Scale: scale}, parts&bankBackward != 0)
+		run([]int32{0, 70, 0, 70}, 70, 70, engine.AttentionParams{Scale: scale, NonCausal: true}, parts&bankBackward != 0)
+	}
+	if parts&bankDecode != 0 {
+		run([]int32{0, 1, 0, 300, 1, 1, 300, 65, 2, 1, 365, 1}, 3, 366, engine.AttentionParams{Scale: scale}, false)
+	}
 }
 
 // runBankGemm runs on b the bf16 GEMM C = op(A)·op(B) at 192×256×320 in
@@ -110,8 +140,8 @@ func checkBanks(t *testing.T, b *Backend, ops []string, f func()) {
 // TestSharedMemoryBanks: every ldmatrix, wmma fragment load from shared
 // memory, cp.async and st_shared_b32 store (the backward's Pᵀ and dSᵀ) of
 // the attention kernels, in each configuration a sweep tries (bf16 at head
-// width 128; the defaults of bf16 at 32 and 64 and of f32 at 32, 64 and
-// 128), and of our bf16 GEMM with either block tile and all four
+// width 128, the kernels the configuration changes; the defaults of bf16 at
+// 32 and 64 and of f32 at 32, 64 and 128), and of our bf16 GEMM with either block tile and all four
 // transpositions takes the fewest shared-memory wavefronts it can — no bank
 // conflicts — and every cp.async reads whole 32-byte sectors of global
 // memory, by the emulator's model (kernels/emu/include/tw_emu_banks.h). A
@@ -132,7 +162,11 @@ func TestSharedMemoryBanks(t *testing.T) {
 		}
 		t.Run("attention/"+cfg.String(), func(t *testing.T) {
 			b := attnBwdBackend(t, cfg)
-			checkBanks(t, b, []string{"ldmatrix", "cp.async", "st.shared"}, func() { runBankAttention(b, engine.BF16, 128) })
+			parts, ops := bankParts(cfg), []string{"ldmatrix", "cp.async"}
+			if parts&bankBackward != 0 {
+				ops = append(ops, "st.shared") // the backward's Pᵀ and dSᵀ
+			}
+			checkBanks(t, b, ops, func() { runBankAttention(b, engine.BF16, 128, parts) })
 		})
 	}
 	// The configurations are bf16's at width 128; the other widths and f32
@@ -141,10 +175,10 @@ func TestSharedMemoryBanks(t *testing.T) {
 		b := attnBwdBackend(t, AttentionConfig{})
 		checkBanks(t, b, []string{"ldmatrix", "cp.async", "st.shared"}, func() {
 			for _, dh := range []int{32, 64} {
-				runBankAttention(b, engine.BF16, dh)
+				runBankAttention(b, engine.BF16, dh, bankAll)
 			}
 			for _, dh := range []int{32, 64, 128} {
-				runBankAttention(b, engine.F32, dh)
+				runBankAttention(b, engine.F32, dh, bankAll)
 			}
 		})
 	})

@@ -19,7 +19,12 @@ namespace tw_emu {
 namespace banks {
 namespace {
 
-std::atomic<bool> g_on{env_long("TW_EMU_BANKS", 0) != 0};
+// TW_EMU_BANKS=1 turns counting on from start-up.
+const bool g_on_at_start = [] {
+	const bool on = env_long("TW_EMU_BANKS", 0) != 0;
+	if (on) g_on.store(true);
+	return on;
+}();
 
 // Counts at one call site.
 struct Site {
@@ -120,7 +125,6 @@ void global_sectors(const Access *a, size_t n, unsigned *sectors, unsigned *idea
 
 } // namespace
 
-bool on() { return g_on.load(std::memory_order_relaxed); }
 
 void rows16(const char *op, const uintptr_t *row, int n, const char *file, int line) {
 	int wavefronts = 0;
@@ -208,7 +212,7 @@ void report() {
 		        s.ideal ? (double)s.wavefronts / (double)s.ideal : 0.0, s.sectors, s.sectors_ideal, s.op, s.file, s.line,
 		        s.kernel);
 }
-[[maybe_unused]] const int g_report = g_on.load() ? atexit(report) : 0;
+[[maybe_unused]] const int g_report = g_on_at_start ? atexit(report) : 0;
 
 } // namespace banks
 } // namespace tw_emu

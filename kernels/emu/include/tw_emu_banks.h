@@ -40,11 +40,14 @@
 
 #include <stdint.h>
 
+#include <atomic>
+
 namespace tw_emu {
 namespace banks {
 
-// Whether counting is on (a relaxed atomic load).
-bool on();
+// Whether counting is on: one relaxed load, inline, since every hook asks.
+inline std::atomic<bool> g_on{false}; // set at start-up from TW_EMU_BANKS (banks.cpp)
+inline bool on() { return g_on.load(std::memory_order_relaxed); }
 // One warp instruction that reads rows of 16 bytes, 8 per phase: row[i] for
 // i < n (n a multiple of 8) is the address of row i%8 of phase i/8.
 void rows16(const char *op, const uintptr_t *row, int n, const char *file, int line);
