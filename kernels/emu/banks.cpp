@@ -1,11 +1,12 @@
-// banks.cpp — counts the shared-memory wavefronts of the accesses the
-// emulator sees a warp make together, by the model in
+// banks.cpp — counts the shared-memory wavefronts and the global-memory
+// sectors of the accesses the emulator sees a warp make, by the model in
 // include/tw_emu_banks.h, per call site of each kernel.
 //
 // Each OS thread keeps the counts of the block it runs (and the per-thread
-// accesses — cp.async, st.shared — of its threads, which are grouped into
-// warp instructions only once the block has ended: a lane's fiber runs
-// ahead of the others between barriers) and adds them to the process-wide table when the block ends.
+// accesses — cp.async, stores, the pack helpers' loads and stores — of its
+// threads, which are grouped into warp instructions only once the block has
+// ended: a lane's fiber runs ahead of the others between barriers) and adds
+// them to the process-wide table when the block ends.
 #include <stdlib.h>
 
 #include <algorithm>
