@@ -398,12 +398,16 @@ template <int D, int N> struct FwdMath<float, D, N, 1> {
 // (K [N][C], V [N][C]), then (f32) the warps' P scratch [16][N] f32 each.
 // With KW > 1 warps splitting each key tile, the stages are reused at the
 // end for the warps' partial results: (m, l) [KW][16][2], then O
-// [KW][16][D], f32.
+// [KW][16][kMergeLd], f32, rows padded by 8 floats so that a half warp's
+// float2 stores and loads (4 rows × 8 floats) fall on 32 distinct banks
+// (unpadded, the 4 rows shared 8: 4.00× the wavefronts, by the emulator's
+// count).
 template <class T, int D, int N, int KW = 1> struct FwdSmem {
 	static constexpr int kRowBytes = D * (int)sizeof(T);
 	static constexpr int kTile = N * kRowBytes; // one K or V tile
 	static constexpr bool kScratch = std::is_same<T, float>::value;
-	static constexpr size_t kMerge = KW > 1 ? (size_t)KW * 16 * (D + 2) * sizeof(float) : 0;
+	static constexpr int kMergeLd = D + 8;
+	static constexpr size_t kMerge = KW > 1 ? (size_t)KW * 16 * (2 + kMergeLd) * sizeof(float) : 0;
 	__host__ __device__ static size_t kv(int rows) { return (size_t)rows * kRowBytes; }
 	__host__ __device__ static size_t scratch(int rows, int stages) { return kv(rows) + (size_t)stages * 2 * kTile; }
 	__host__ __device__ static size_t bytes(int rows, int stages) {
@@ -683,10 +687,11 @@ __global__ void __launch_bounds__(32 * kFwdMaxWarps / M) attn_fwd_kernel(FwdArgs
 		TW_UNROLL
 		for (int r = 0; r < 2; r++) {
 			const int row = 8 * r + g8;
-			if (t4 == 0) *(float2 *)&ml[2 * (kw * 16 + row)] = make_float2(m[r], l[r]);
+			if (t4 == 0) st_shared((float2 *)&ml[2 * (kw * 16 + row)], make_float2(m[r], l[r]));
 			TW_UNROLL
 			for (int j = 0; j < D / 8; j++)
-				*(float2 *)&po[(kw * 16 + row) * D + 8 * j + 2 * t4] = make_float2(o[0][j][2 * r], o[0][j][2 * r + 1]);
+				st_shared((float2 *)&po[(kw * 16 + row) * L::kMergeLd + 8 * j + 2 * t4],
+				          make_float2(o[0][j][2 * r], o[0][j][2 * r + 1]));
 		}
 		__syncthreads();
 		if (warp != 0) return;
@@ -694,18 +699,18 @@ __global__ void __launch_bounds__(32 * kFwdMaxWarps / M) attn_fwd_kernel(FwdArgs
 		for (int r = 0; r < 2; r++) {
 			const int row = 8 * r + g8;
 			float mx = -INFINITY;
-			for (int w = 0; w < KW; w++) mx = fmaxf(mx, ml[2 * (w * 16 + row)]);
+			for (int w = 0; w < KW; w++) mx = fmaxf(mx, ld_shared(&ml[2 * (w * 16 + row)]));
 			const float b = mx == -INFINITY ? 0.0f : mx;
 			float lsum = 0.0f;
 			TW_UNROLL
 			for (int j = 0; j < D / 8; j++) o[0][j][2 * r] = o[0][j][2 * r + 1] = 0.0f;
 			for (int w = 0; w < KW; w++) {
-				const float2 mlw = *(const float2 *)&ml[2 * (w * 16 + row)];
+				const float2 mlw = ld_shared((const float2 *)&ml[2 * (w * 16 + row)]);
 				const float wt = fast_exp2(mlw.x - b);
 				lsum = fmaf(wt, mlw.y, lsum);
 				TW_UNROLL
 				for (int j = 0; j < D / 8; j++) {
-					const float2 x = *(const float2 *)&po[(w * 16 + row) * D + 8 * j + 2 * t4];
+					const float2 x = ld_shared((const float2 *)&po[(w * 16 + row) * L::kMergeLd + 8 * j + 2 * t4]);
 					o[0][j][2 * r] = fmaf(wt, x.x, o[0][j][2 * r]);
 					o[0][j][2 * r + 1] = fmaf(wt, x.y, o[0][j][2 * r + 1]);
 				}

@@ -62,11 +62,13 @@
 //       row n, column k (K in S = Q·K^T) is ldmatrix_x2 with lane l passing
 //       row l % 8, column 8·(l / 8 % 2); one stored at row k, column n (V in
 //       O = P·V) is ldmatrix_x2_trans with lane l passing row l % 16.
-//   st_shared_b32(p, v)              st.shared.b32: v to p (shared, 4-byte
-//       aligned). On a GPU the plain store; the emulator also checks that p
-//       is shared memory and counts the warp's store in its bank model
-//       (kernels/emu/include/tw_emu_banks.h), which it cannot do for a
-//       store through a pointer.
+//   st_shared(p, v), ld_shared(p)    st.shared, ld.shared of a T (4, 8 or 16
+//   st_shared_b32(p, v)                  bytes) at p, shared and aligned to
+//       T; st_shared_b32 stores a register at a void *. On a GPU the plain
+//       access; the emulator also checks that p is shared memory and counts
+//       the warp's access in its bank model
+//       (kernels/emu/include/tw_emu_banks.h), which it cannot do for an
+//       access through a pointer.
 //   pack_bf16x2(lo, hi)              cvt.rn.bf16x2.f32: a register holding
 //   pack_f16x2(lo, hi)               cvt.rn.f16x2.f32   lo in bits 0-15, hi
 //       in bits 16-31, each rounded to nearest even (±inf past the range,
@@ -301,12 +303,20 @@ __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t r[4], const void *row
 	ldmatrix<4, true>(r, row TW_AT_MORE);
 }
 
-__device__ __forceinline__ void st_shared_b32(void *p, uint32_t v TW_SITE_MORE) {
+template <class T> __device__ __forceinline__ void st_shared(T *p, const T &v TW_SITE_MORE) {
 #if defined(TW_SM80_EMU)
-	tw_emu::st_shared_b32(p, v TW_AT_MORE);
-#else
-	*static_cast<uint32_t *>(p) = v;
+	tw_emu::shared_access("st.shared", p, (int)sizeof(T), TW_AT);
 #endif
+	*p = v;
+}
+template <class T> __device__ __forceinline__ T ld_shared(const T *p TW_SITE_MORE) {
+#if defined(TW_SM80_EMU)
+	tw_emu::shared_access("ld.shared", p, (int)sizeof(T), TW_AT);
+#endif
+	return *p;
+}
+__device__ __forceinline__ void st_shared_b32(void *p, uint32_t v TW_SITE_MORE) {
+	st_shared(static_cast<uint32_t *>(p), v TW_AT_MORE);
 }
 
 __device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {

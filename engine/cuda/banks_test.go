@@ -138,8 +138,8 @@ func checkBanks(t *testing.T, b *Backend, ops []string, f func()) {
 }
 
 // TestSharedMemoryBanks: every ldmatrix, wmma fragment load from shared
-// memory, cp.async and st_shared_b32 store (the backward's Pᵀ and dSᵀ) of
-// the attention kernels, in each configuration a sweep tries (bf16 at head
+// memory, cp.async and ld_shared / st_shared access (the backward's Pᵀ and
+// dSᵀ, decoding's merge) of the attention kernels, in each configuration a sweep tries (bf16 at head
 // width 128, the kernels the configuration changes; the defaults of bf16 at
 // 32 and 64 and of f32 at 32, 64 and 128), and of our bf16 GEMM with either block tile and all four
 // transpositions takes the fewest shared-memory wavefronts it can — no bank

@@ -1,8 +1,8 @@
 // tw_emu_banks.h — the emulator's count of shared-memory bank conflicts, for
 // the accesses it sees a warp make together: ldmatrix, the wmma fragment
 // loads from shared memory (which nvcc compiles to ldmatrix), the shared
-// side of cp.async, and the stores kernels make through st_shared_b32
-// (kernels/sm80.cuh). tw_emu.h includes it; kernels/emu/banks.cpp holds the
+// side of cp.async, and the loads and stores kernels make through
+// ld_shared, st_shared (kernels/sm80.cuh) and the pack helpers. tw_emu.h includes it; kernels/emu/banks.cpp holds the
 // counting; the host API (tw_emu_set_bank_stats, tw_emu_bank_stats) is in
 // cuda_runtime_api.h.
 //

@@ -168,13 +168,13 @@ inline void count_access(const char *op_global, const char *op_shared, const voi
 	else banks::thread_access(op_global, 0, 0, p, n, file, line);
 }
 
-// st.shared.b32: v to p (4-byte aligned, in shared memory), counted by the
-// bank model (tw_emu_banks.h) when it is on.
-inline void st_shared_b32(void *p, uint32_t v, const char *file = __builtin_FILE(), int line = __builtin_LINE()) {
-	if ((uintptr_t)p % 4 != 0 || !in_shared(p, 4))
-		fail("st.shared.b32 at %s:%d: address %p is not 4-byte aligned or not in shared memory", file, line, p);
-	if (banks::on()) banks::thread_access("st.shared.b32", (uintptr_t)p, 4, nullptr, 0, file, line);
-	memcpy(p, &v, 4);
+// A thread's plain load or store (op: "ld.shared", "st.shared") of n bytes
+// at p, which must be shared memory aligned to n; counted by the bank model
+// when it is on. kernels/sm80.cuh's ld_shared and st_shared call it.
+inline void shared_access(const char *op, const void *p, int n, const char *file, int line) {
+	if ((uintptr_t)p % (uintptr_t)n != 0 || !in_shared(p, (size_t)n))
+		fail("%s at %s:%d: address %p is not %d-byte aligned or not in shared memory", op, file, line, p, n);
+	if (banks::on()) banks::thread_access(op, (uintptr_t)p, n, nullptr, 0, file, line);
 }
 
 inline void cp_async_wait(int n, const char *file = __builtin_FILE(), int line = __builtin_LINE()) {
