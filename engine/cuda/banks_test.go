@@ -199,16 +199,18 @@ var bankShapes = enginetest.ModelShapes{
 }
 
 // TestGlobalAccesses: at extents aligned to 16 bytes, the kernels of each
-// memory-bound op (enginetest.RunShapes' ops but the GEMM and attention,
-// which TestSharedMemoryBanks covers), in f32 and bf16, load and store
-// global memory through the pack helpers (kernels/pack.cuh, vec.cuh) in
-// accesses of 8 bytes or more per lane — 16 for the rows of activations;
-// 8 where a lane moves an f32 pair, a u64 key or four bf16 — that touch
-// whole 32-byte sectors, by the emulator's count. A kernel that falls back
-// to scalar 2-byte accesses, or whose lanes split sectors between
-// instructions, fails it. (Accesses made without the helpers — an index,
-// a row's scalar — are not counted.) Results are checked against the CPU
-// backend as RunShapes does.
+// memory-bound op — those of the conformance suite but the GEMM and
+// attention (which TestSharedMemoryBanks covers), checked against the CPU
+// backend as enginetest.RunShapes does, and the flat ones (fill, cast both
+// ways, add, dropout, the sum of squares; a copy is the runtime's) — in f32
+// and bf16, load
+// and store global memory through the pack helpers (kernels/pack.cuh,
+// vec.cuh) in accesses of 8 bytes or more per lane (16 for the rows of
+// activations; 8 where a lane moves an f32 pair, a u64 key or four bf16)
+// that touch whole 32-byte sectors, by the emulator's count. A kernel that
+// falls back to scalar 2-byte accesses, or whose lanes split sectors
+// between instructions, fails it. (Accesses made without the helpers — an
+// index, a row's scalar — are not counted.)
 func TestGlobalAccesses(t *testing.T) {
 	if _, ok := countBanks(func() {}); !ok {
 		t.Skip("global accesses are counted by the emulator (-tags cudaemu); on a GPU the profiler counts them")
@@ -217,32 +219,68 @@ func TestGlobalAccesses(t *testing.T) {
 		t.Skip("-short: the counts do not depend on the order of threads; the full pass counts them")
 	}
 	b := attnBwdBackend(t, AttentionConfig{})
-	ref := cpu.New(cpu.Options{})
-	for _, op := range []string{"rmsnorm", "rope", "swiglu", "layernorm", "bias", "gelu", "logsoftmax", "embedding", "adamw_lora"} {
-		t.Run(op, func(t *testing.T) {
-			sites, _ := countBanks(func() {
-				enginetest.RunShapes(t, b, enginetest.ShapesConfig{Ref: ref, Ops: []string{op}}, bankShapes)
-			})
-			var bad []string
-			seen := map[string]bool{}
-			for _, s := range sites {
-				if s.Op != "ld.global" && s.Op != "st.global" {
-					continue
-				}
-				seen[s.Op] = true
-				if s.Sectors != s.SectorsIdeal || s.LaneBytes < 8 {
-					bad = append(bad, fmt.Sprintf("%s at %s:%d (%s): %d instructions of %d bytes a lane or more touched %d sectors, at best %d",
-						s.Op, s.File, s.Line, s.Kernel, s.Requests, s.LaneBytes, s.Sectors, s.SectorsIdeal))
-				}
-			}
-			for _, want := range []string{"ld.global", "st.global"} {
-				if !seen[want] {
-					t.Errorf("no %s counted: the op's kernels do not use the pack helpers", want)
-				}
-			}
-			if len(bad) > 0 {
-				t.Errorf("global accesses:\n%s", strings.Join(bad, "\n"))
+	// check fails t for each counted global access of run that is not whole
+	// sectors of 8 bytes a lane or more, and for each op of want not seen.
+	check := func(t *testing.T, want []string, run func()) {
+		t.Helper()
+		sites, _ := countBanks(func() {
+			run()
+			if err := b.Sync(); err != nil {
+				t.Fatal(err)
 			}
 		})
+		var bad []string
+		seen := map[string]bool{}
+		for _, s := range sites {
+			if s.Op != "ld.global" && s.Op != "st.global" {
+				continue
+			}
+			seen[s.Op] = true
+			if s.Sectors != s.SectorsIdeal || s.LaneBytes < 8 {
+				bad = append(bad, fmt.Sprintf("%s at %s:%d (%s): %d instructions of %d bytes a lane or more touched %d sectors, at best %d",
+					s.Op, s.File, s.Line, s.Kernel, s.Requests, s.LaneBytes, s.Sectors, s.SectorsIdeal))
+			}
+		}
+		for _, op := range want {
+			if !seen[op] {
+				t.Errorf("no %s counted: the op's kernels do not use the pack helpers", op)
+			}
+		}
+		if len(bad) > 0 {
+			t.Errorf("global accesses:\n%s", strings.Join(bad, "\n"))
+		}
+	}
+	ref := cpu.New(cpu.Options{})
+	both := []string{"ld.global", "st.global"}
+	for _, op := range []string{"rmsnorm", "rope", "swiglu", "layernorm", "bias", "gelu", "logsoftmax", "embedding", "adamw_lora"} {
+		t.Run(op, func(t *testing.T) {
+			check(t, both, func() {
+				enginetest.RunShapes(t, b, enginetest.ShapesConfig{Ref: ref, Ops: []string{op}}, bankShapes)
+			})
+		})
+	}
+	const rows, cols = 64, 512
+	for _, dt := range []engine.DType{engine.F32, engine.BF16} {
+		other := map[engine.DType]engine.DType{engine.F32: engine.BF16, engine.BF16: engine.F32}[dt]
+		x := engine.FromF32(b, dt, bankVals(rows*cols, 1), rows, cols)
+		y := engine.FromF32(b, dt, bankVals(rows*cols, 2), rows, cols)
+		out, cast := engine.MustAlloc(b, dt, rows, cols), engine.MustAlloc(b, other, rows, cols)
+		sum := engine.MustAlloc(b, engine.F32, 1)
+		for _, c := range []struct {
+			name string
+			want []string
+			run  func()
+		}{
+			{"fill", []string{"st.global"}, func() { b.Fill(out, 0.5) }},
+			{"cast", both, func() { b.Cast(cast, x); b.Cast(out, cast) }},
+			{"add", both, func() { b.Add(out, x, y) }},
+			{"dropout", both, func() { b.Dropout(out, x, engine.DropoutParams{P: 0.25, Seed: 7}) }},
+			{"sum_squares", []string{"ld.global"}, func() { b.SumSquares(sum, x) }},
+		} {
+			t.Run(c.name+"/"+dt.String(), func(t *testing.T) { check(t, c.want, c.run) })
+		}
+		for _, x := range []*engine.Tensor{x, y, out, cast, sum} {
+			b.FreeBuffer(x.Buffer())
+		}
 	}
 }
