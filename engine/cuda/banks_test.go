@@ -210,7 +210,9 @@ var bankShapes = enginetest.ModelShapes{
 // that touch whole 32-byte sectors, by the emulator's count. A kernel that
 // falls back to scalar 2-byte accesses, or whose lanes split sectors
 // between instructions, fails it. (Accesses made without the helpers — an
-// index, a row's scalar — are not counted.)
+// index, a row's scalar — are not counted. Sampling is left out: its
+// kernels read the logits element by element, coalesced, in the order its
+// f64 sums are defined by; see kernels/sample.cu.)
 func TestGlobalAccesses(t *testing.T) {
 	if _, ok := countBanks(func() {}); !ok {
 		t.Skip("global accesses are counted by the emulator (-tags cudaemu); on a GPU the profiler counts them")
