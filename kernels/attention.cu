@@ -481,13 +481,13 @@ __global__ void __launch_bounds__(32 * kFwdMaxWarps / M) attn_fwd_kernel(FwdArgs
 	// a pair of chunks (cc, cc + PS; kPairs and pair_row in attention.cuh,
 	// which also say why these pairs and rows keep the loads whole sectors
 	// and the stores free of bank conflicts) of rows cr, cr + RP, …,
-	// RP = 2·nthr/C a multiple of 8 rows, where the swizzle repeats: row r + RP's chunks lie 16·RP·C bytes
-	// after row r's, and chunk cc + PS at the offset of cc XOR PX — per pair
-	// of rows of K and V an add for the offset and one per pointer, the
-	// sources at immediate offsets. Otherwise one chunk column per thread, offsets by
-	// swz. Either way a second loop, which only a sequence's last tile runs,
-	// zero-fills the rows past kEnd (and the columns past dh) without a test
-	// in the first.
+	// RP = 2·nthr/C a multiple of 8 rows, where the swizzle repeats: row
+	// r + RP's chunks lie 16·RP·C bytes after row r's, and chunk cc + PS at
+	// the offset of cc XOR PX — per pair of rows of K and V an add for the
+	// offset and one per pointer, the sources at immediate offsets.
+	// Otherwise one chunk column per thread, offsets by swz. Either way a
+	// second loop, which only a sequence's last tile runs, zero-fills the rows
+	// past kEnd (and the columns past dh) without a test in the first.
 	auto load_kv = [&](int st, int it) {
 		unsigned char *Kd = KV + (size_t)st * 2 * L::kTile, *Vd = Kd + L::kTile;
 		const int nk = min(kEnd - it * N, N); // rows of the tile that are keys

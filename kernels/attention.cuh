@@ -65,10 +65,10 @@ template <int C> __host__ __device__ __forceinline__ int swz_chunk(int r, int c)
 // pairs (i, i + C/2), i < C/2: in global memory a row's first halves are
 // then read by consecutive lanes, whole 32-byte sectors per instruction;
 // the second chunk's swizzled offset is the first's XOR 16·C/2 (swz_chunk
-// XORs the chunk index, and i + C/2 = i XOR C/2). The n-th group of C/2 threads copies
-// row pair_row<C>(n), permuted within each 8 rows so that the 8 lanes of a
-// quarter warp — what one phase of the shared-memory stores takes — hit 8
-// distinct bank groups: with C ≥ 16 they are one row; with C = 8, rows r
+// XORs the chunk index, and i + C/2 = i XOR C/2). The n-th group of C/2
+// threads copies row pair_row<C>(n), permuted within each 8 rows so that
+// the 8 lanes of a quarter warp — what one phase of the shared-memory
+// stores takes — hit 8 distinct bank groups: with C ≥ 16 they are one row; with C = 8, rows r
 // and r + 4 (swizzles that differ in bit 2); with C = 4 (two rows a
 // 128-byte line), rows r, r + 1, r + 4 and r + 5. A loop over rows must
 // step by a multiple of 8. (Pairs of adjacent chunks, as this once was,
