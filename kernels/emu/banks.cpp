@@ -81,7 +81,7 @@ struct Block {
 };
 thread_local Block tls_block;
 
-// The wavefronts of one phase: n accesses of size bytes (4, 8 or 16,
+// The wavefronts of one phase: n accesses of size bytes (2, 4, 8 or 16,
 // aligned to it) at addr[0..n): the most distinct words one bank is asked
 // for.
 int phase_wavefronts(const uintptr_t *addr, int n, int size) {
@@ -126,7 +126,6 @@ void global_sectors(const Access *a, size_t n, unsigned *sectors, unsigned *idea
 
 } // namespace
 
-
 void rows16(const char *op, const uintptr_t *row, int n, const char *file, int line) {
 	int wavefronts = 0;
 	for (int p = 0; p < n; p += 8) wavefronts += phase_wavefronts(row + p, 8, 16);
@@ -136,7 +135,7 @@ void rows16(const char *op, const uintptr_t *row, int n, const char *file, int l
 void thread_access(const char *op, uintptr_t addr, int size, const void *global, int global_size, const char *file,
                    int line) {
 	Block &b = tls_block;
-	const int t = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z));
+	const int t = async::linear_thread();
 	if ((int)b.counts.size() <= t) b.counts.resize((size_t)t + 1);
 	unsigned nth = 0;
 	bool found = false;
@@ -165,7 +164,7 @@ void block_end(const char *kernel) {
 	std::sort(acc.begin(), acc.end(), [](const Access &x, const Access &y) {
 		if (x.warp != y.warp) return x.warp < y.warp;
 		if (x.line != y.line) return x.line < y.line;
-		if (x.file != y.file) return strcmp(x.file, y.file) < 0;
+		if (const int c = x.file == y.file ? 0 : strcmp(x.file, y.file)) return c < 0;
 		if (x.nth != y.nth) return x.nth < y.nth;
 		return x.lane < y.lane;
 	});
