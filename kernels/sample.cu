@@ -113,9 +113,16 @@
 //   Cost: the logits are read twice and the f32 weights written once and
 //   read up to five times (eight with top-k and top-p; L2-resident for a
 //   batch of rows), spread over S·b blocks; 8 launches with top-p or top-k,
-//   11 with both, 5 with neither, 2 for greedy. Speed on a
-//   GPU is unmeasured (written without one); at a few rows the launches,
-//   not the bytes, will dominate.
+//   11 with both, 5 with neither, 2 for greedy. The logits are read in
+//   16-byte packs (8 bf16 or 4 f32 a lane; 4 bf16 by the weights kernel,
+//   whose lanes store a float4 each) where v is a multiple of a pack and
+//   the logits are aligned to one (Llama 3's 128256 is), element by
+//   element otherwise; the weights are written and read as float4s, a
+//   warp's 512 bytes contiguous, except in the draw, whose lanes own 16
+//   consecutive weights each (its four float4s 64 bytes apart: each load
+//   takes half of every sector it touches, the next the other half, from
+//   L1). Speed on a GPU is unmeasured (written without one); at a few rows
+//   the launches, not the bytes, will dominate.
 #include "common.cuh"
 #include "kernels.h"
 #include "pack.cuh"
@@ -559,7 +566,11 @@ static __device__ __forceinline__ void block_best(float &best, int &bi, SampleSm
 	__syncthreads();
 }
 
-template <class T>
+// The kernels that read the logits take them N at a time (Pack<T, N>:
+// N = 16 bytes' worth where v is a multiple of it and the logits are
+// aligned to it, else 1), each thread a pack of every kThreads, in index
+// order within its own.
+template <class T, int N>
 __global__ void __launch_bounds__(kThreads)
 	argmax_chunk_kernel(SampleLayout l, const T *__restrict__ logits, int64_t v) {
 	__shared__ SampleSmem sm;
@@ -568,10 +579,13 @@ __global__ void __launch_bounds__(kThreads)
 	const int64_t j0 = c * l.chunk, j1 = min(v, j0 + l.chunk);
 	float best = -INFINITY;
 	int bi = -1;
-	for (int64_t j = j0 + threadIdx.x; j < j1; j += kThreads) {
-		const float f = to_float(x[j]);
-		const float key = f != f ? -INFINITY : f; // NaN never wins
-		if (bi < 0 || key > best) best = key, bi = (int)j;
+	for (int64_t j = j0 + N * threadIdx.x; j < j1; j += N * kThreads) {
+		float f[N];
+		load_pack<N>(f, x + j);
+		for (int k = 0; k < N; k++) {
+			const float key = f[k] != f[k] ? -INFINITY : f[k]; // NaN never wins
+			if (bi < 0 || key > best) best = key, bi = (int)(j + k);
+		}
 	}
 	block_best(best, bi, sm);
 	if (threadIdx.x == 0) l.cmax[row * l.chunks + c] = best, l.cidx[row * l.chunks + c] = bi;
@@ -601,7 +615,7 @@ __global__ void __launch_bounds__(32)
 
 // ---- temperature, top-k and top-p --------------------------------------------------
 
-template <class T>
+template <class T, int N>
 __global__ void __launch_bounds__(kThreads)
 	max_chunk_kernel(SampleLayout l, const T *__restrict__ logits, int64_t v, bool topk) {
 	__shared__ SampleSmem sm;
@@ -609,7 +623,11 @@ __global__ void __launch_bounds__(kThreads)
 	const T *x = logits + row * v; // [v]
 	const int64_t j0 = c * l.chunk, j1 = min(v, j0 + l.chunk);
 	float mx = -INFINITY;
-	for (int64_t j = j0 + threadIdx.x; j < j1; j += kThreads) mx = fmaxf(mx, to_float(x[j]));
+	for (int64_t j = j0 + N * threadIdx.x; j < j1; j += N * kThreads) {
+		float f[N];
+		load_pack<N>(f, x + j);
+		for (int k = 0; k < N; k++) mx = fmaxf(mx, f[k]);
+	}
 	mx = block_max(mx, sm.fscan);
 	if (threadIdx.x == 0) l.cmax[row * l.chunks + c] = mx;
 	if (c == 0) { // the row's integer slots start at 0 for the atomics of the later steps
@@ -621,9 +639,13 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 // kTopK: also the count histogram of the exponents (top-k's first pass).
-template <class T, bool kTopK>
+// N is 1 or 4 (4 bf16 read as 8 bytes, so that a warp's stores of their
+// weights, one float4 a lane, are contiguous); with 4 the row has no
+// padding.
+template <class T, int N, bool kTopK>
 __global__ void __launch_bounds__(kThreads)
 	weights_kernel(SampleLayout l, const T *__restrict__ logits, int64_t v, float inv_t, bool nucleus) {
+	static_assert(N == 1 || N == 4, "a lane's weights are one float or one float4");
 	__shared__ SampleSmem sm;
 	const int64_t row = blockIdx.x, c = blockIdx.y;
 	const T *x = logits + row * v;   // [v]
@@ -634,17 +656,20 @@ __global__ void __launch_bounds__(kThreads)
 	__syncthreads();
 	const int64_t j0 = c * l.chunk, j1 = min(l.vp, j0 + l.chunk);
 	double own = 0.0; // the chunk's mass, without top-p: this thread's weights in index order
-	for (int64_t j = j0 + threadIdx.x; j < j1; j += kThreads) {
-		float e = 0.0f;
-		if (j < v) {
-			const float y = __fmul_rn(__fsub_rn(to_float(x[j]), mx), inv_t);
-			e = (float)exp((double)y);
-			const unsigned bits = __float_as_uint(e);
+	for (int64_t j = j0 + N * threadIdx.x; j < j1; j += N * kThreads) {
+		float e[N] = {};
+		if (j < v) load_pack<N>(e, x + j); // N = 1 past v: the padding's zero
+		for (int k = 0; k < N; k++) {
+			if (j + k >= v) continue;
+			const float y = __fmul_rn(__fsub_rn(e[k], mx), inv_t);
+			e[k] = (float)exp((double)y);
+			const unsigned bits = __float_as_uint(e[k]);
 			if (kTopK) hist_add_counted(sm, bits >> 23, mant24(bits));
 			else hist_add(sm, bits >> 23, mant24(bits));
 		}
-		w[j] = e;
-		own += (double)e;
+		if constexpr (N == 4) store_pack<4>(w + j, e);
+		else w[j] = e[0];
+		for (int k = 0; k < N; k++) own += (double)e[k];
 	}
 	if (kTopK) hist_flush_counted(sm, l.hist + row * kPasses * kBins, l.khist + row * 2 * kPasses * kBins);
 	else hist_flush(sm, l.hist + row * kPasses * kBins);
@@ -668,11 +693,11 @@ __global__ void __launch_bounds__(kThreads)
 	const unsigned dmask = (1u << (s.pshift - shift)) - 1;
 	hist_clear(sm);
 	__syncthreads();
-	const float4 *w = reinterpret_cast<const float4 *>(l.w + row * l.vp); // [vp/4]
+	const float *w = l.w + row * l.vp; // [vp] weights
 	const int64_t q0 = c * l.chunk / 4, q1 = min(l.vp, (c + 1) * l.chunk) / 4;
 	for (int64_t q = q0 + threadIdx.x; q < q1; q += kThreads) {
-		const float4 e4 = w[q];
-		const float e[4] = {e4.x, e4.y, e4.z, e4.w};
+		float e[4];
+		load_pack<4>(e, w + 4 * q);
 		for (int k = 0; k < 4; k++) {
 			const unsigned bits = __float_as_uint(e[k]);
 			if (4 * q + k < v && (bits >> s.pshift) == s.prefix) {
@@ -701,11 +726,11 @@ __global__ void __launch_bounds__(kThreads)
 	const unsigned dmask = (1u << (s.pshift - shift)) - 1;
 	hist_clear(sm);
 	__syncthreads();
-	const float4 *w = reinterpret_cast<const float4 *>(l.w + row * l.vp); // [vp/4]
+	const float *w = l.w + row * l.vp; // [vp] weights
 	const int64_t q0 = c * l.chunk / 4, q1 = min(l.vp, (c + 1) * l.chunk) / 4;
 	for (int64_t q = q0 + threadIdx.x; q < q1; q += kThreads) {
-		const float4 e4 = w[q];
-		const float e[4] = {e4.x, e4.y, e4.z, e4.w};
+		float e[4];
+		load_pack<4>(e, w + 4 * q);
 		for (int k = 0; k < 4; k++) {
 			const unsigned bits = __float_as_uint(e[k]);
 			if (4 * q + k < v && (bits >> s.pshift) == s.prefix)
@@ -723,14 +748,17 @@ __global__ void __launch_bounds__(kThreads)
 	const int64_t row = blockIdx.x, c = blockIdx.y;
 	const Nucleus nu =
 		nucleus_of<kTopK>(sm, l.hist + row * kPasses * kBins, l.khist + row * 2 * kPasses * kBins, nucleus, top_p, top_k);
-	const float *w = l.w + row * l.vp;
-	const int64_t j0 = c * l.chunk, j1 = min(v, j0 + l.chunk);
-	double above = 0.0;
+	const float *w = l.w + row * l.vp; // [vp] weights, zero from v on
+	const int64_t j0 = c * l.chunk, j1 = min(l.vp, j0 + l.chunk);
+	double above = 0.0; // this thread's weights above τ, in index order
 	long long ties = 0;
-	for (int64_t j = j0 + threadIdx.x; j < j1; j += kThreads) {
-		const float e = w[j];
-		if (e > nu.tau) above += (double)e;
-		ties += e == nu.tau;
+	for (int64_t j = j0 + 4 * threadIdx.x; j < j1; j += 4 * kThreads) {
+		float e[4];
+		load_pack<4>(e, w + j);
+		for (int k = 0; k < 4 && j + k < v; k++) {
+			if (e[k] > nu.tau) above += (double)e[k];
+			ties += e[k] == nu.tau;
+		}
 	}
 	above = block_sum_f64(above, sm.dscan);
 	long long all;
@@ -830,7 +858,7 @@ extern "C" size_t tw_sample_workspace(int64_t b, int64_t v) {
 	return b > 0 && v > 0 ? sample_layout(nullptr, b, v).bytes : 0;
 }
 
-template <class T>
+template <class T, int N>
 static cudaError_t sample(int32_t *ids, const T *logits, const float *u, int64_t b, int64_t v, float temperature,
                           float top_p, int64_t top_k, void *ws, cudaStream_t stream) {
 	const SampleLayout l = sample_layout(ws, b, v);
@@ -840,7 +868,7 @@ static cudaError_t sample(int32_t *ids, const T *logits, const float *u, int64_t
 #define TW_SAMPLE_CHECK()                                                                                             \
 	if ((err = cudaGetLastError()) != cudaSuccess) return err
 	if (temperature <= 0) {
-		LAUNCH(grid, kThreads, 0, stream, argmax_chunk_kernel<T>)(l, logits, v);
+		LAUNCH(grid, kThreads, 0, stream, argmax_chunk_kernel<T, N>)(l, logits, v);
 		TW_SAMPLE_CHECK();
 		LAUNCH((unsigned)b, 32, 0, stream, argmax_finish_kernel<T>)(ids, l, logits, v);
 		return cudaGetLastError();
@@ -848,10 +876,10 @@ static cudaError_t sample(int32_t *ids, const T *logits, const float *u, int64_t
 	const float inv_t = 1 / temperature; // f32, as engine/cpu
 	const bool nucleus = top_p > 0 && top_p < 1;
 	const long long k = top_k > 0 && top_k < v ? top_k : 0; // 0: every token
-	LAUNCH(grid, kThreads, 0, stream, max_chunk_kernel<T>)(l, logits, v, k > 0);
+	LAUNCH(grid, kThreads, 0, stream, max_chunk_kernel<T, N>)(l, logits, v, k > 0);
 	TW_SAMPLE_CHECK();
-	if (k > 0) LAUNCH(grid, kThreads, 0, stream, weights_kernel<T, true>)(l, logits, v, inv_t, nucleus);
-	else LAUNCH(grid, kThreads, 0, stream, weights_kernel<T, false>)(l, logits, v, inv_t, nucleus);
+	if (k > 0) LAUNCH(grid, kThreads, 0, stream, weights_kernel<T, N == 1 ? 1 : 4, true>)(l, logits, v, inv_t, nucleus);
+	else LAUNCH(grid, kThreads, 0, stream, weights_kernel<T, N == 1 ? 1 : 4, false>)(l, logits, v, inv_t, nucleus);
 	TW_SAMPLE_CHECK();
 	if (k > 0) {
 		for (int pass = 1; pass < kPasses; pass++) {
@@ -890,6 +918,9 @@ extern "C" cudaError_t tw_sample(int32_t *ids, const void *logits, tw_dtype dt, 
 		if (v >= (int64_t)1 << 29) return cudaErrorInvalidValue;
 		if (b <= 0 || v <= 0) return cudaSuccess;
 		if (b > INT32_MAX) return cudaErrorInvalidValue;
-		return sample(ids, (const T *)logits, u, b, v, temperature, top_p, top_k, workspace, stream);
+		constexpr int P = pack_width<T>();
+		if (v % P == 0 && pack_aligned<T, P>(logits))
+			return sample<T, P>(ids, (const T *)logits, u, b, v, temperature, top_p, top_k, workspace, stream);
+		return sample<T, 1>(ids, (const T *)logits, u, b, v, temperature, top_p, top_k, workspace, stream);
 	});
 }

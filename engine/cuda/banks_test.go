@@ -216,9 +216,9 @@ var bankShapes = enginetest.ModelShapes{
 // that touch whole 32-byte sectors, by the emulator's count. A kernel that
 // falls back to scalar 2-byte accesses, or whose lanes split sectors
 // between instructions, fails it. (Accesses made without the helpers — an
-// index, a row's scalar — are not counted. Sampling is left out: its
-// kernels read the logits element by element, coalesced, in the order its
-// f64 sums are defined by; see kernels/sample.cu.)
+// index, a row's scalar, the draw's weights (kernels/sample.cu says why) —
+// are not counted.) Sampling runs greedy, with a temperature, top-p and
+// top-k with top-p, its ids checked against the CPU backend's.
 func TestGlobalAccesses(t *testing.T) {
 	if _, ok := countBanks(func() {}); !ok {
 		t.Skip("global accesses are counted by the emulator (-tags cudaemu); on a GPU the profiler counts them")
@@ -258,6 +258,24 @@ func TestGlobalAccesses(t *testing.T) {
 		}
 		for _, x := range []*engine.Tensor{x, y, out, cast, sum} {
 			b.FreeBuffer(x.Buffer())
+		}
+	}
+	// Sampling: two chunks of a vocabulary of 8192 (kernels/sample.cu).
+	const srows, vocab = 3, 8192
+	lv, uv := bankVals(srows*vocab, 3), []float32{0.1, 0.5, 0.9}
+	for _, dt := range []engine.DType{engine.F32, engine.BF16} {
+		for _, sp := range []engine.SampleParams{{}, {Temperature: 1}, {Temperature: 0.8, TopP: 0.9}, {Temperature: 1, TopK: 50, TopP: 0.9}} {
+			t.Run(fmt.Sprintf("sample/%v/T=%g_k=%d_p=%g", dt, sp.Temperature, sp.TopK, sp.TopP), func(t *testing.T) {
+				var got []int32
+				want := both
+				if sp.Temperature == 0 { // the chunks' winners are scalars
+					want = []string{"ld.global"}
+				}
+				checkBanks(t, b, want, func() { got = draw(b, dt, lv, uv, srows, vocab, sp) })
+				if cpu := draw(ref, dt, lv, uv, srows, vocab, sp); !slices.Equal(got, cpu) {
+					t.Errorf("drew %v, CPU %v", got, cpu)
+				}
+			})
 		}
 	}
 }
