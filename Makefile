@@ -47,7 +47,7 @@ run: build
 vet: setup
 	$(GO) vet ./...
 	$(GO) vet -tags cudaemu ./...
-	$(GO) vet -tags cuda -trimpath ./...
+	$(GO) vet -tags cuda ./...
 
 # The race detector's pass and the emulator's reversed-thread pass look for
 # what concurrency breaks: they run -short, where the op suite's finite
@@ -68,18 +68,15 @@ test-emu: setup emu-test
 # package must link (against the driver stub; nothing runs without a GPU);
 # and the binaries must need nothing from CUDA but the driver: the CUDA
 # runtime is linked statically, cuBLASLt and NCCL opened at run time.
-# -trimpath (here and in vet) as the bundle's build.sh has it, so that the
-# bundle built next reuses these compiled packages instead of compiling
-# them again.
 test-cuda-build: setup
 	@if command -v nvcc >/dev/null 2>&1; then \
 		mkdir -p build; \
 		$(MAKE) --no-print-directory kernels-cuda >build/cuda-build.log 2>&1 || { cat build/cuda-build.log; exit 1; }; \
 		if grep -i 'warning' build/cuda-build.log; then echo "nvcc build has warnings" >&2; exit 1; fi; \
 		nvcc -x c -c engine/cuda/testdata/cublaslt_check.c -o /dev/null -Iengine/cuda -Xcompiler -Wall,-Werror || exit 1; \
-		CGO_LDFLAGS="-L$(CUDA_STUBS)" $(GO) build -tags cuda -trimpath ./... && \
-		CGO_LDFLAGS="-L$(CUDA_STUBS)" $(GO) build -tags cuda -trimpath -o build/cuda/train ./cmd/train && \
-		CGO_LDFLAGS="-L$(CUDA_STUBS)" $(GO) test -tags cuda -trimpath -c -o build/cuda/engine-cuda.test ./engine/cuda/ || exit 1; \
+		CGO_LDFLAGS="-L$(CUDA_STUBS)" $(GO) build -tags cuda ./... && \
+		CGO_LDFLAGS="-L$(CUDA_STUBS)" $(GO) build -tags cuda -o build/cuda/train ./cmd/train && \
+		CGO_LDFLAGS="-L$(CUDA_STUBS)" $(GO) test -tags cuda -c -o build/cuda/engine-cuda.test ./engine/cuda/ || exit 1; \
 		for b in build/cuda/train build/cuda/engine-cuda.test; do \
 			if ldd $$b | grep -E 'libcudart|libcublas|libnccl'; then echo "$$b: links the CUDA runtime, cuBLAS or NCCL dynamically" >&2; exit 1; fi; \
 			ldd $$b | grep -q 'libcuda\.so\.1' || { echo "$$b: does not load libcuda.so.1" >&2; exit 1; }; \
