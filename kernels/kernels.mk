@@ -15,27 +15,23 @@
 TW_ROOT := $(abspath $(dir $(lastword $(MAKEFILE_LIST)))/..)
 CMAKE ?= cmake
 KERNELS_JOBS ?= 2
-# cmake's make runs with its own -j, not a calling make's jobserver (which
-# make test's -j2 passes down, and which gmake, given -j, resets with a
-# warning that test-cuda-build would take for nvcc's).
-CMAKE_BUILD = env -u MAKEFLAGS -u MFLAGS $(CMAKE) --build
 
 .PHONY: kernels-emu kernels-cuda emu-test
 
 kernels-emu:
 	@test -f $(TW_ROOT)/build/emu/CMakeCache.txt || \
 		$(CMAKE) -S $(TW_ROOT) -B $(TW_ROOT)/build/emu -DTW_EMU=ON -DTW_CUDA=OFF >/dev/null
-	$(CMAKE_BUILD) $(TW_ROOT)/build/emu -j $(KERNELS_JOBS) --target twkernels_emu
+	$(CMAKE) --build $(TW_ROOT)/build/emu -j $(KERNELS_JOBS) --target twkernels_emu
 
 kernels-cuda:
 	@if command -v nvcc >/dev/null 2>&1; then \
 		{ test -f $(TW_ROOT)/build/cuda/CMakeCache.txt || \
 			$(CMAKE) -S $(TW_ROOT) -B $(TW_ROOT)/build/cuda -DTW_EMU=OFF -DTW_CUDA=ON >/dev/null; } && \
-		$(CMAKE_BUILD) $(TW_ROOT)/build/cuda -j $(KERNELS_JOBS); \
+		$(CMAKE) --build $(TW_ROOT)/build/cuda -j $(KERNELS_JOBS); \
 	else \
 		echo "nvcc not found: skipping the real CUDA build"; \
 	fi
 
 emu-test: kernels-emu
-	$(CMAKE_BUILD) $(TW_ROOT)/build/emu -j $(KERNELS_JOBS)
+	$(CMAKE) --build $(TW_ROOT)/build/emu -j $(KERNELS_JOBS)
 	cd $(TW_ROOT)/build/emu && ctest --output-on-failure
