@@ -94,12 +94,11 @@ check-tree:
 		if [ -n "$$bad" ]; then echo "tracked files that .gitignore ignores (remove them with git rm --cached):" >&2; echo "$$bad" >&2; exit 1; fi; \
 	fi
 
-# race, test-emu and test-cuda-build run side by side (each leaves a core
-# idle part of its time: Gloo's waits, the emulator's serial stretches,
-# nvcc's longest file), their outputs printed whole as each ends.
 test: setup vet check-tree
 	$(GO) test -count=1 ./...
-	$(MAKE) --no-print-directory -j2 --output-sync=target race test-emu test-cuda-build
+	$(MAKE) --no-print-directory race
+	$(MAKE) --no-print-directory test-emu
+	$(MAKE) --no-print-directory test-cuda-build
 	$(MAKE) --no-print-directory test-bundles
 
 # The GPU bundle (docs/gpu.md, "The bundle"): the -tags cuda train, the op
