@@ -116,7 +116,7 @@ gpu-bundle-emu: setup kernels-emu
 # panicking and a hung test planted, run.sh must keep the other tests'
 # results and what a step printed before Go's timeout or the kill at its
 # limit; it also checks the whole run's summary. The end-to-end run leaves
-# out the conformance binary's longest tests (a second or more each under
+# out the conformance binary's longest tests (most of a second or more each under
 # the emulator), TestConformance among them, which test-emu runs in both
 # thread orders, and the emulator's bank and
 # sector counts, which test-emu runs (this run checks the bundle, not the
