@@ -13,8 +13,8 @@ import (
 	"strings"
 
 	"github.com/klauspost/compress/zstd"
-
 	"github.com/turnwise/turnwise/engine"
+	"github.com/turnwise/turnwise/internal/jsonerr"
 	"github.com/turnwise/turnwise/optim"
 	"github.com/turnwise/turnwise/safetensors"
 )
@@ -122,7 +122,7 @@ func Load(dir string, b engine.Backend, groups map[string]Tensors, opt *optim.Ad
 			return fmt.Errorf("checkpoint %s: %w", dir, err)
 		}
 		if err := json.Unmarshal(raw, state); err != nil {
-			return fmt.Errorf("checkpoint %s: %s: %w", dir, TrainerName, err)
+			return fmt.Errorf("checkpoint %s: %s: %w", dir, TrainerName, jsonerr.Reword(err))
 		}
 	}
 

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/turnwise/turnwise/internal/buildinfo"
+	"github.com/turnwise/turnwise/internal/jsonerr"
 )
 
 // Format and Version identify the layout of a checkpoint directory; they
@@ -88,7 +89,7 @@ func readManifest(dir string) (*Manifest, error) {
 	dec := json.NewDecoder(strings.NewReader(string(raw)))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&m); err != nil {
-		return nil, corrupt("not a valid manifest: %v", err)
+		return nil, corrupt("not a valid manifest: %v", jsonerr.Reword(err))
 	}
 	if dec.More() {
 		return nil, corrupt("not a valid manifest: data after the JSON object")

@@ -29,6 +29,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/turnwise/turnwise/internal/jsonerr"
 	"github.com/turnwise/turnwise/internal/jsonl"
 	"github.com/turnwise/turnwise/tokenizer"
 )
@@ -90,7 +91,7 @@ func ReadChatJSONL(r io.Reader, name string, opts ReadOptions) (examples []Chat,
 func decodeObject(line []byte) (map[string]json.RawMessage, error) {
 	var obj map[string]json.RawMessage
 	if err := json.Unmarshal(line, &obj); err != nil {
-		return nil, fmt.Errorf("not a JSON object: %w", err)
+		return nil, fmt.Errorf("not a JSON object: %w", jsonerr.Reword(err))
 	}
 	if obj == nil {
 		return nil, errors.New("not a JSON object: null")

@@ -24,6 +24,7 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/turnwise/turnwise/internal/jsonerr"
 	"github.com/turnwise/turnwise/internal/jsonl"
 	"github.com/turnwise/turnwise/internal/outfile"
 	"github.com/turnwise/turnwise/metrics/tfevents"
@@ -96,7 +97,7 @@ func (r Record) MarshalJSON() ([]byte, error) {
 func (r *Record) UnmarshalJSON(data []byte) error {
 	var obj map[string]json.RawMessage
 	if err := json.Unmarshal(data, &obj); err != nil {
-		return fmt.Errorf("not a JSON object: %w", err)
+		return fmt.Errorf("not a JSON object: %w", jsonerr.Reword(err))
 	}
 	if obj == nil {
 		return errors.New("not a JSON object: null")

@@ -8,11 +8,11 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"reflect"
 	"slices"
 	"strconv"
-	"strings"
 	"unicode/utf8"
+
+	"github.com/turnwise/turnwise/internal/jsonerr"
 )
 
 // File is one parsed safetensors file. Its metadata and tensor descriptions
@@ -207,7 +207,7 @@ func parse(name string, buf []byte) (*File, error) {
 	for dec.More() {
 		tok, err := dec.Token()
 		if err != nil {
-			return fail("header: %v", jsonErr(err))
+			return fail("header: %v", jsonerr.Reword(err))
 		}
 		key, ok := tok.(string)
 		if !ok { // the decoder only yields strings as object keys
@@ -215,7 +215,7 @@ func parse(name string, buf []byte) (*File, error) {
 		}
 		var raw json.RawMessage
 		if err := dec.Decode(&raw); err != nil {
-			return fail("header: value of %q: %v", key, jsonErr(err))
+			return fail("header: value of %q: %v", key, jsonerr.Reword(err))
 		}
 		if key == MetadataKey {
 			if seenMeta {
@@ -223,7 +223,7 @@ func parse(name string, buf []byte) (*File, error) {
 			}
 			seenMeta = true
 			if err := json.Unmarshal(raw, &f.Metadata); err != nil {
-				return fail("header: %s must map strings to strings: %v", MetadataKey, jsonErr(err))
+				return fail("header: %s must map strings to strings: %v", MetadataKey, jsonerr.Reword(err))
 			}
 			continue
 		}
@@ -239,11 +239,11 @@ func parse(name string, buf []byte) (*File, error) {
 		order = append(order, key)
 	}
 	if _, err := dec.Token(); err != nil { // '}'
-		return fail("header: %v", jsonErr(err))
+		return fail("header: %v", jsonerr.Reword(err))
 	}
 	if tok, err := dec.Token(); err != io.EOF {
 		if err != nil {
-			return fail("header: after the JSON object: %v", jsonErr(err))
+			return fail("header: after the JSON object: %v", jsonerr.Reword(err))
 		}
 		return fail("header: unexpected %v after the JSON object", tok)
 	}
@@ -303,7 +303,7 @@ func cmpInt(a, b int64) int {
 func parseEntry(raw json.RawMessage, dataLen int64) (entry, error) {
 	var r rawEntry
 	if err := json.Unmarshal(raw, &r); err != nil {
-		return entry{}, fmt.Errorf("entry must be an object with dtype, shape and data_offsets: %v", jsonErr(err))
+		return entry{}, fmt.Errorf("entry must be an object with dtype, shape and data_offsets: %v", jsonerr.Reword(err))
 	}
 	switch {
 	case r.DType == nil:
@@ -368,44 +368,4 @@ func parseCount(raw json.RawMessage) (int64, error) {
 		return 0, fmt.Errorf("%.40s is not a non-negative integer", s)
 	}
 	return v, nil
-}
-
-// jsonErr rewords encoding/json's errors for messages that already say
-// where they are: no "json: " prefix and no Go type names.
-func jsonErr(err error) error {
-	var se *json.SyntaxError
-	var te *json.UnmarshalTypeError
-	switch {
-	case errors.As(err, &se):
-		return fmt.Errorf("malformed JSON: %v", se)
-	case errors.As(err, &te):
-		field := ""
-		if te.Field != "" {
-			field = te.Field + " is "
-		}
-		return fmt.Errorf("%sa JSON %s, want %s", field, te.Value, describe(te.Type))
-	case err == io.EOF || errors.Is(err, io.ErrUnexpectedEOF):
-		return errors.New("JSON ends early")
-	}
-	if msg, ok := strings.CutPrefix(err.Error(), "json: "); ok {
-		return errors.New(msg)
-	}
-	return err
-}
-
-// describe names the JSON value a Go type decodes from.
-func describe(t reflect.Type) string {
-	switch t.Kind() {
-	case reflect.String:
-		return "a string"
-	case reflect.Slice, reflect.Array:
-		return "an array"
-	case reflect.Map, reflect.Struct:
-		return "an object"
-	case reflect.Pointer:
-		return describe(t.Elem())
-	case reflect.Bool:
-		return "a boolean"
-	}
-	return "a number"
 }

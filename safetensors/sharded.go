@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/turnwise/turnwise/internal/jsonerr"
 )
 
 // maxIndexSize bounds the index file this package reads.
@@ -60,7 +62,7 @@ func OpenIndex(dir string) (*Sharded, error) {
 	}
 	var idx indexJSON
 	if err := json.Unmarshal(raw, &idx); err != nil {
-		return fail("index: %v", jsonErr(err))
+		return fail("index: %v", jsonerr.Reword(err))
 	}
 	if idx.WeightMap == nil {
 		return fail("index has no weight_map")

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/turnwise/turnwise/engine"
+	"github.com/turnwise/turnwise/internal/jsonerr"
 	"github.com/turnwise/turnwise/tokenizer"
 )
 
@@ -128,7 +129,7 @@ func decodeBody(body []byte, v any) *apiError {
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) && te.Field != "" {
 			field := strings.TrimPrefix(te.Field, "sampling.")
-			return invalid(field, "", "field %q: want %s, got a JSON %s", field, te.Type, te.Value)
+			return invalid(field, "", "field %q: want %s, got a JSON %s", field, jsonerr.Kind(te.Type), te.Value)
 		}
 		return invalid("", "", "the request body is not valid JSON: %v", err)
 	}

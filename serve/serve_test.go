@@ -570,6 +570,11 @@ func TestErrors(t *testing.T) {
 		data, _ := json.Marshal(b)
 		return string(data)
 	}
+	// The messages some cases must say, in JSON's words rather than Go's.
+	messages := map[string]string{
+		"wrong field type":  `field "temperature": want a number, got a JSON string`,
+		"max_tokens string": `field "max_tokens": want an integer, got a JSON string`,
+	}
 	for _, tc := range []struct {
 		name, method, path, body string
 		status                   int
@@ -580,6 +585,7 @@ func TestErrors(t *testing.T) {
 		{"two values", "POST", "/v1/completions", `{"model":"tiny","prompt":"a"} {}`, 400, "invalid_request_error", "", ""},
 		{"not an object", "POST", "/v1/completions", `[1, 2]`, 400, "invalid_request_error", "", ""},
 		{"wrong field type", "POST", "/v1/chat/completions", chat("temperature", "hot"), 400, "invalid_request_error", "temperature", ""},
+		{"max_tokens string", "POST", "/v1/completions", `{"model":"tiny","prompt":"a","max_tokens":"4"}`, 400, "invalid_request_error", "max_tokens", ""},
 		{"unknown model", "POST", "/v1/chat/completions", chat("model", "gpt-4"), 404, "invalid_request_error", "model", "model_not_found"},
 		{"negative temperature", "POST", "/v1/chat/completions", chat("temperature", -0.5), 400, "invalid_request_error", "temperature", "invalid_value"},
 		{"top_p zero", "POST", "/v1/chat/completions", chat("top_p", 0), 400, "invalid_request_error", "top_p", "invalid_value"},
@@ -653,6 +659,9 @@ func TestErrors(t *testing.T) {
 			}
 			if resp.StatusCode != tc.status || str("type") != tc.typ || str("param") != tc.param || str("code") != tc.code || str("message") == "" {
 				t.Errorf("status %d, error %s; want status %d, type %q, param %q, code %q", resp.StatusCode, data, tc.status, tc.typ, tc.param, tc.code)
+			}
+			if want := messages[tc.name]; want != "" && str("message") != want {
+				t.Errorf("message %q, want %q", str("message"), want)
 			}
 			if ct := resp.Header.Get("Content-Type"); ct != "application/json" {
 				t.Errorf("content type %q", ct)

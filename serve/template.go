@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/turnwise/turnwise/internal/jsonerr"
 )
 
 // llama31Markers are text every Llama 3.1 chat template holds: the header
@@ -54,7 +56,7 @@ func ReadChatTemplate(dir string) (string, error) {
 		ChatTemplate json.RawMessage `json:"chat_template"`
 	}
 	if err := json.Unmarshal(data, &cfg); err != nil {
-		return "", fmt.Errorf("%s: %w", path, err)
+		return "", fmt.Errorf("%s: %w", path, jsonerr.Reword(err))
 	}
 	if len(cfg.ChatTemplate) == 0 || string(cfg.ChatTemplate) == "null" {
 		return "", nil

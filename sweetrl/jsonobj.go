@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+
+	"github.com/turnwise/turnwise/internal/jsonerr"
 )
 
 // field is one key and value of a JSON object being written.
@@ -18,7 +20,7 @@ type field struct {
 func decodeObject(b []byte) (map[string]json.RawMessage, error) {
 	var obj map[string]json.RawMessage
 	if err := json.Unmarshal(b, &obj); err != nil {
-		return nil, fmt.Errorf("not a JSON object: %w", err)
+		return nil, fmt.Errorf("not a JSON object: %w", jsonerr.Reword(err))
 	}
 	if obj == nil {
 		return nil, errors.New("not a JSON object: null")

@@ -9,6 +9,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/turnwise/turnwise/internal/jsonerr"
 	"github.com/turnwise/turnwise/internal/jsonl"
 )
 
@@ -127,7 +128,7 @@ func decodeTestCases(raw json.RawMessage) ([]TestCase, error) {
 		name, _ := tok.(string)
 		var skip json.RawMessage
 		if err := dec.Decode(&skip); err != nil {
-			return nil, fmt.Errorf("%q: %w", keyTestCases, err)
+			return nil, fmt.Errorf("%q: %w", keyTestCases, jsonerr.Reword(err))
 		}
 		if _, seen := index[name]; seen {
 			continue

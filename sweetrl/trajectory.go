@@ -8,6 +8,7 @@ import (
 	"io"
 	"math"
 
+	"github.com/turnwise/turnwise/internal/jsonerr"
 	"github.com/turnwise/turnwise/internal/jsonl"
 	"github.com/turnwise/turnwise/internal/outfile"
 	"github.com/turnwise/turnwise/internal/zstdfile"
@@ -128,7 +129,7 @@ func (tr *Trajectory) UnmarshalJSON(b []byte) error {
 		return fmt.Errorf("missing %q", keyTask)
 	}
 	if err := json.Unmarshal(rawTask, &nt.Task); err != nil {
-		return fmt.Errorf("%q: %w", keyTask, err)
+		return fmt.Errorf("%q: %w", keyTask, jsonerr.Reword(err))
 	}
 	rawHist, ok := obj[keyHistory]
 	if !ok {
@@ -141,7 +142,7 @@ func (tr *Trajectory) UnmarshalJSON(b []byte) error {
 	nt.DialogueHistory = make([]Turn, len(entries))
 	for i, e := range entries {
 		if err := json.Unmarshal(e, &nt.DialogueHistory[i]); err != nil {
-			return fmt.Errorf("%q entry %d: %w", keyHistory, i, err)
+			return fmt.Errorf("%q entry %d: %w", keyHistory, i, jsonerr.Reword(err))
 		}
 	}
 	if nt.Answer, ok, err = stringField(obj, keyAnswer); err != nil {

@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/turnwise/turnwise/internal/jsonerr"
 )
 
 // This file writes a SentencePiece vocabulary as Hugging Face's
@@ -270,7 +272,7 @@ func parseSentencePieceJSON(what string, data []byte, eos string) (*SentencePiec
 	}
 	var f spFile
 	if err := json.Unmarshal(data, &f); err != nil {
-		return fail("parsing JSON: %v", err)
+		return fail("parsing JSON: %v", jsonerr.Reword(err))
 	}
 	m := f.Model
 	switch {
@@ -370,7 +372,7 @@ func parseSentencePieceJSON(what string, data []byte, eos string) (*SentencePiec
 	var pairs [][2]string
 	var list []json.RawMessage
 	if err := json.Unmarshal(m.Merges, &list); err != nil {
-		return fail("merges are not a list: %v", err)
+		return fail("merges are not a list: %v", jsonerr.Reword(err))
 	}
 	if len(list) > 0 {
 		var err error
@@ -480,7 +482,7 @@ func hfConfigEOS(path string) (string, error) {
 		EOS json.RawMessage `json:"eos_token"`
 	}
 	if err := json.Unmarshal(data, &cfg); err != nil {
-		return "", fmt.Errorf("tokenizer: %s: %w", path, err)
+		return "", fmt.Errorf("tokenizer: %s: %w", path, jsonerr.Reword(err))
 	}
 	if len(cfg.EOS) == 0 || string(cfg.EOS) == "null" {
 		return "", nil

@@ -12,6 +12,8 @@ import (
 	"os"
 	"strconv"
 	"strings"
+
+	"github.com/turnwise/turnwise/internal/jsonerr"
 )
 
 // Load reads a Llama 3 tokenizer from path, which may be a Hugging Face
@@ -210,7 +212,7 @@ func parseJSON(what string, data []byte) (*BPE, error) {
 	}
 	var f hfFile
 	if err := json.Unmarshal(data, &f); err != nil {
-		return fail("parsing JSON: %v", err)
+		return fail("parsing JSON: %v", jsonerr.Reword(err))
 	}
 	m := f.Model
 	switch {
@@ -309,7 +311,7 @@ func parseMerges(raw json.RawMessage) ([][2]string, error) {
 	}
 	var lists [][]string
 	if err := json.Unmarshal(raw, &lists); err != nil {
-		return nil, fmt.Errorf("merges are neither strings nor pairs of strings: %v", err)
+		return nil, fmt.Errorf("merges are neither strings nor pairs of strings: %v", jsonerr.Reword(err))
 	}
 	pairs := make([][2]string, len(lists))
 	for i, l := range lists {

@@ -8,6 +8,8 @@ import (
 	"math"
 	"strconv"
 	"strings"
+
+	"github.com/turnwise/turnwise/internal/jsonerr"
 )
 
 // ParseIDs reads token ids written as a JSON array or as numbers separated
@@ -21,7 +23,7 @@ func ParseIDs(s string) ([]int32, error) {
 		dec.UseNumber()
 		var raw []json.Number
 		if err := dec.Decode(&raw); err != nil {
-			return nil, fmt.Errorf("parsing ids as a JSON array of integers: %w", err)
+			return nil, fmt.Errorf("parsing ids as a JSON array of integers: %w", jsonerr.Reword(err))
 		}
 		if dec.More() {
 			return nil, errors.New("parsing ids: text after the JSON array")

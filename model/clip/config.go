@@ -21,6 +21,8 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+
+	"github.com/turnwise/turnwise/internal/jsonerr"
 )
 
 // ConfigName is the file name of a Hugging Face model configuration.
@@ -139,7 +141,7 @@ func LoadConfig(path string) (Config, error) {
 func parseConfig(raw []byte) (Config, error) {
 	var top hfConfig
 	if err := json.Unmarshal(raw, &top); err != nil {
-		return Config{}, jsonErr(err)
+		return Config{}, jsonerr.Reword(err)
 	}
 	var v hfVision
 	prefix := ""
@@ -154,7 +156,7 @@ func parseConfig(raw []byte) (Config, error) {
 		v.Projection = top.Projection
 	case *top.ModelType == "clip_vision_model":
 		if err := json.Unmarshal(raw, &v); err != nil {
-			return Config{}, jsonErr(err)
+			return Config{}, jsonerr.Reword(err)
 		}
 	default:
 		return Config{}, fmt.Errorf(`model_type is %q, want "clip" or "clip_vision_model"`, *top.ModelType)
@@ -188,19 +190,4 @@ func parseConfig(raw []byte) (Config, error) {
 		return Config{}, err
 	}
 	return c, nil
-}
-
-// jsonErr rewords encoding/json's errors with the file's field names.
-func jsonErr(err error) error {
-	var se *json.SyntaxError
-	var te *json.UnmarshalTypeError
-	switch {
-	case errors.As(err, &se):
-		return fmt.Errorf("malformed JSON at byte %d: %v", se.Offset, se)
-	case errors.As(err, &te) && te.Field != "":
-		return fmt.Errorf("%s is a JSON %s, of the wrong type", te.Field, te.Value)
-	case errors.As(err, &te):
-		return fmt.Errorf("the file holds a JSON %s, want an object", te.Value)
-	}
-	return err
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/turnwise/turnwise/engine"
 	"github.com/turnwise/turnwise/gguf"
+	"github.com/turnwise/turnwise/internal/jsonerr"
 	"github.com/turnwise/turnwise/internal/outfile"
 	"github.com/turnwise/turnwise/safetensors"
 	"github.com/turnwise/turnwise/tokenizer"
@@ -263,7 +264,7 @@ func writeChatTemplate(dir string) error {
 	switch {
 	case err == nil:
 		if err := json.Unmarshal(raw, &cfg); err != nil {
-			return fmt.Errorf("%s: %w", cfgPath, err)
+			return fmt.Errorf("%s: %w", cfgPath, jsonerr.Reword(err))
 		}
 		if _, ok := cfg["chat_template"]; ok {
 			return nil
@@ -321,7 +322,7 @@ func AdapterBase(dir string) (string, error) {
 	}
 	var pc peftConfig
 	if err := json.Unmarshal(raw, &pc); err != nil {
-		return "", fmt.Errorf("%s: %w", path, err)
+		return "", fmt.Errorf("%s: %w", path, jsonerr.Reword(err))
 	}
 	return pc.BaseModel, nil
 }

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/turnwise/turnwise/engine"
+	"github.com/turnwise/turnwise/internal/jsonerr"
 	"github.com/turnwise/turnwise/internal/outfile"
 	"github.com/turnwise/turnwise/safetensors"
 )
@@ -123,7 +124,7 @@ func (m *Model) SavePEFT(a *Adapter, dir string) error {
 func (m *Model) parsePEFTConfig(raw []byte, path string) (LoRAConfig, error) {
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &fields); err != nil {
-		return LoRAConfig{}, fmt.Errorf("%s: %w", path, err)
+		return LoRAConfig{}, fmt.Errorf("%s: %w", path, jsonerr.Reword(err))
 	}
 	for _, k := range peftRefused {
 		if v, ok := fields[k]; ok && isSet(v) {
@@ -132,7 +133,7 @@ func (m *Model) parsePEFTConfig(raw []byte, path string) (LoRAConfig, error) {
 	}
 	var pc peftConfig
 	if err := json.Unmarshal(raw, &pc); err != nil {
-		return LoRAConfig{}, fmt.Errorf("%s: %w", path, err)
+		return LoRAConfig{}, fmt.Errorf("%s: %w", path, jsonerr.Reword(err))
 	}
 	if pc.PeftType != "LORA" {
 		return LoRAConfig{}, fmt.Errorf("%s: peft_type %q, want LORA", path, pc.PeftType)

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/turnwise/turnwise/engine"
+	"github.com/turnwise/turnwise/internal/jsonerr"
 	"github.com/turnwise/turnwise/tokenizer"
 )
 
@@ -42,7 +43,7 @@ func (m *Model) ScoreLines(r io.Reader, name string, tok tokenizer.Tokenizer, ad
 			Text *string `json:"text"`
 		}
 		if err := json.Unmarshal([]byte(line), &rec); err != nil {
-			return fmt.Errorf("%s:%d: %w", name, i+1, err)
+			return fmt.Errorf("%s:%d: %w", name, i+1, jsonerr.Reword(err))
 		}
 		ids := rec.IDs
 		if rec.Text != nil {

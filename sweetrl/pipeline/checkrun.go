@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 
 	"github.com/turnwise/turnwise/engine"
+	"github.com/turnwise/turnwise/internal/jsonerr"
 	"github.com/turnwise/turnwise/model/llama"
 	"github.com/turnwise/turnwise/sweetrl/rl"
 	"github.com/turnwise/turnwise/tokenizer"
@@ -34,7 +35,7 @@ func CheckRun(ctx context.Context, o CheckOptions) ([]CheckResult, error) {
 	}
 	var mf manifest
 	if err := json.Unmarshal(raw, &mf); err != nil {
-		return nil, fmt.Errorf("%s: %w", filepath.Join(o.Run, manifestFile), err)
+		return nil, fmt.Errorf("%s: %w", filepath.Join(o.Run, manifestFile), jsonerr.Reword(err))
 	}
 	f, err := LookupFamily(mf.Family)
 	if err != nil {

@@ -5,13 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/turnwise/turnwise/internal/outfile"
 	"io"
 	"os"
 	"path/filepath"
 	"time"
 
 	"github.com/turnwise/turnwise/engine"
+	"github.com/turnwise/turnwise/internal/jsonerr"
+	"github.com/turnwise/turnwise/internal/outfile"
 	"github.com/turnwise/turnwise/model/llama"
 	"github.com/turnwise/turnwise/sweetrl"
 	"github.com/turnwise/turnwise/sweetrl/rl"
@@ -319,7 +320,7 @@ func (r *runner) prepare(train []sweetrl.Task) ([]sweetrl.Trajectory, error) {
 		}
 		var got manifest
 		if err := json.Unmarshal(raw, &got); err != nil {
-			return nil, fmt.Errorf("--from %s: %s: %w", c.From, manifestFile, err)
+			return nil, fmt.Errorf("--from %s: %s: %w", c.From, manifestFile, jsonerr.Reword(err))
 		}
 		made := got                      // the stages this run takes over were made with its thread count
 		got.Threads, want.Threads = 0, 0 // the thread count changes the numbers, not the setting

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/turnwise/turnwise/internal/jsonerr"
 	"github.com/turnwise/turnwise/internal/outfile"
 	"github.com/turnwise/turnwise/internal/stats"
 	"github.com/turnwise/turnwise/sweetrl"
@@ -309,7 +310,7 @@ func ReadResult(path string) (*Result, error) {
 	}
 	var res Result
 	if err := json.Unmarshal(b, &res); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, fmt.Errorf("%s: %w", path, jsonerr.Reword(err))
 	}
 	if len(res.Rows) == 0 {
 		return nil, fmt.Errorf("%s: no result rows", path)
