@@ -7,10 +7,9 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 
 	"github.com/turnwise/turnwise/engine"
+	"github.com/turnwise/turnwise/internal/shapecheck"
 	"github.com/turnwise/turnwise/safetensors"
 )
 
@@ -76,7 +75,7 @@ func Load(b engine.Backend, dir string) (*Model, error) {
 // than the files back is an error naming the file and the field.
 func checkHeld(r safetensors.Reader, dir string, c Config) error {
 	cfg := filepath.Join(dir, ConfigName)
-	if held := countLayers(r.Names()); c.Layers > held {
+	if held := shapecheck.Layers(r.Names(), layerPrefix); c.Layers > held {
 		return fmt.Errorf("%s: num_hidden_layers = %d, but the weights in %s hold %d encoder layers", cfg, c.Layers, dir, held)
 	}
 	var err error
@@ -96,45 +95,12 @@ func checkHeld(r safetensors.Reader, dir string, c Config) error {
 		}
 		switch {
 		case !got.Equal(want):
-			err = fmt.Errorf("%s: tensor %s has shape %v, %s needs %v (%s)", r.Location(name), name, got, cfg, want, blame(c, p.shape, got))
+			err = fmt.Errorf("%s: tensor %s has shape %v, %s needs %v (%s)", r.Location(name), name, got, cfg, want, shapecheck.Blame(c.extents(p.shape), got))
 		case info.DType != safetensors.F32 && info.DType != safetensors.F16 && info.DType != safetensors.BF16:
 			err = fmt.Errorf("%s: tensor %s is stored as %s; only F32, F16 and BF16 weights can be loaded", r.Location(name), name, info.DType)
 		}
 	})
 	return err
-}
-
-// blame names the configuration fields behind the extents in which shape
-// got differs from dims in c (all of them when the ranks differ).
-func blame(c Config, dims []dim, got engine.Shape) string {
-	var out []string
-	for i, d := range dims {
-		n, field := c.extent(d)
-		switch {
-		case len(got) != len(dims):
-			out = append(out, fmt.Sprintf("%s gives %d", field, n))
-		case got[i] != n:
-			out = append(out, fmt.Sprintf("%s gives %d where the tensor has %d", field, n, got[i]))
-		}
-	}
-	return strings.Join(out, ", ")
-}
-
-// countLayers returns the number of distinct encoder layer indices among
-// tensor names.
-func countLayers(names []string) int {
-	seen := map[int]bool{}
-	for _, name := range names {
-		rest, ok := strings.CutPrefix(name, layerPrefix)
-		if !ok {
-			continue
-		}
-		num, _, ok := strings.Cut(rest, ".")
-		if i, err := strconv.Atoi(num); ok && err == nil && i >= 0 {
-			seen[i] = true
-		}
-	}
-	return len(seen)
 }
 
 // loadTensor uploads tensor name of r, checked by checkHeld, into the f32

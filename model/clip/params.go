@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/turnwise/turnwise/engine"
+	"github.com/turnwise/turnwise/internal/shapecheck"
 )
 
 // The parameter table. Every place that names, shapes, allocates or loads
@@ -22,29 +23,38 @@ const (
 )
 
 // extent returns d's size in c and the config.json fields behind it.
-func (c Config) extent(d dim) (int, string) {
+func (c Config) extent(d dim) shapecheck.Extent {
 	switch d {
 	case dimD:
-		return c.Hidden, "hidden_size"
+		return shapecheck.Extent{N: c.Hidden, Field: "hidden_size"}
 	case dimF:
-		return c.FFN, "intermediate_size"
+		return shapecheck.Extent{N: c.FFN, Field: "intermediate_size"}
 	case dimE:
-		return c.Projection, "projection_dim"
+		return shapecheck.Extent{N: c.Projection, Field: "projection_dim"}
 	case dimT:
-		return c.Tokens(), "1+(image_size/patch_size)²"
+		return shapecheck.Extent{N: c.Tokens(), Field: "1+(image_size/patch_size)²"}
 	case dimC:
-		return 3, "num_channels"
+		return shapecheck.Extent{N: 3, Field: "num_channels"}
 	case dimP:
-		return c.Patch, "patch_size"
+		return shapecheck.Extent{N: c.Patch, Field: "patch_size"}
 	}
 	panic(fmt.Sprintf("clip: unknown dim %d", d))
 }
 
-// shape returns the extents of dims in c.
+// extents returns the extents of dims in c.
+func (c Config) extents(dims []dim) []shapecheck.Extent {
+	ext := make([]shapecheck.Extent, len(dims))
+	for i, d := range dims {
+		ext[i] = c.extent(d)
+	}
+	return ext
+}
+
+// shape returns the sizes of dims in c.
 func (c Config) shape(dims []dim) engine.Shape {
 	s := make(engine.Shape, len(dims))
 	for i, d := range dims {
-		s[i], _ = c.extent(d)
+		s[i] = c.extent(d).N
 	}
 	return s
 }

@@ -121,7 +121,7 @@ func (c Config) Params() int64 {
 	for _, p := range layerParams {
 		n := int64(1)
 		for _, w := range p.shape {
-			n *= int64(c.extent(w, configNames).n)
+			n *= int64(c.extent(w, configNames).N)
 		}
 		layer += n
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/turnwise/turnwise/engine"
 	"github.com/turnwise/turnwise/gguf"
+	"github.com/turnwise/turnwise/internal/shapecheck"
 )
 
 // ConfigFromGGUF reads a llama-architecture configuration from GGUF metadata
@@ -155,7 +156,7 @@ func LoadGGUF(b engine.Backend, path string, dt engine.DType) (*Model, error) {
 	for i, t := range f.Tensors {
 		names[i] = t.Name
 	}
-	held := stored{config: f.Name, names: ggufFields(f), weights: f.Name, layers: countLayers(names, "blk."),
+	held := stored{config: f.Name, names: ggufFields(f), weights: f.Name, layers: shapecheck.Layers(names, "blk."),
 		tensor: func(hf string) (string, []int, string, bool) {
 			name := ggufName(hf, c.Layers)
 			t, ok := f.Tensor(name)

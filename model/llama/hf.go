@@ -8,7 +8,6 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"reflect"
 	"runtime"
 	"strconv"
 	"strings"
@@ -16,6 +15,8 @@ import (
 	"unsafe"
 
 	"github.com/turnwise/turnwise/engine"
+	"github.com/turnwise/turnwise/internal/jsonerr"
+	"github.com/turnwise/turnwise/internal/shapecheck"
 	"github.com/turnwise/turnwise/safetensors"
 )
 
@@ -93,7 +94,7 @@ func LoadHFConfig(path string) (Config, error) {
 func parseHFConfig(raw []byte) (Config, error) {
 	var in hfConfigIn
 	if err := json.Unmarshal(raw, &in); err != nil {
-		return Config{}, hfJSONErr(err)
+		return Config{}, jsonerr.Reword(err)
 	}
 	switch {
 	case in.ModelType == nil:
@@ -269,42 +270,6 @@ func parseHFEOS(raw json.RawMessage) ([]int32, error) {
 	return eos, nil
 }
 
-// hfJSONErr rewords encoding/json's errors with the config's field names
-// and JSON's own type names.
-func hfJSONErr(err error) error {
-	var se *json.SyntaxError
-	var te *json.UnmarshalTypeError
-	switch {
-	case errors.As(err, &se):
-		return fmt.Errorf("malformed JSON at byte %d: %v", se.Offset, se)
-	case errors.As(err, &te) && te.Field != "":
-		return fmt.Errorf("%s is a JSON %s, want %s", te.Field, te.Value, jsonKind(te.Type))
-	case errors.As(err, &te):
-		return fmt.Errorf("the file holds a JSON %s, want an object", te.Value)
-	}
-	return err
-}
-
-// jsonKind names the JSON values a Go type decodes from.
-func jsonKind(t reflect.Type) string {
-	switch t.Kind() {
-	case reflect.Pointer:
-		return jsonKind(t.Elem())
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
-		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		return "an integer"
-	case reflect.Float32, reflect.Float64:
-		return "a number"
-	case reflect.String:
-		return "a string"
-	case reflect.Bool:
-		return "a boolean"
-	case reflect.Slice, reflect.Array:
-		return "an array"
-	}
-	return "an object"
-}
-
 // hfConfigOut is config.json as SaveHF writes it, keys in sorted order as
 // Hugging Face writes them.
 type hfConfigOut struct {
@@ -417,7 +382,7 @@ func LoadHF(b engine.Backend, dir string, dt engine.DType) (*Model, error) {
 		return nil, err
 	}
 	defer r.Close()
-	held := stored{config: cfgPath, names: hfNames, weights: dir, layers: countLayers(r.Names(), "model.layers."),
+	held := stored{config: cfgPath, names: hfNames, weights: dir, layers: shapecheck.Layers(r.Names(), "model.layers."),
 		tensor: func(hf string) (string, []int, string, bool) {
 			info, ok := r.Info(hf)
 			shape := make([]int, len(info.Shape))

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/turnwise/turnwise/engine"
+	"github.com/turnwise/turnwise/internal/shapecheck"
 )
 
 // The parameter table. Every place that names, shapes, reads, writes or
@@ -26,16 +27,16 @@ const (
 )
 
 // extent returns w's size in c and the fields behind it as n spells them.
-func (c Config) extent(w width, n fieldNames) extent {
+func (c Config) extent(w width, n fieldNames) shapecheck.Extent {
 	switch w {
 	case widthD:
-		return extent{c.Dim, n.Dim}
+		return shapecheck.Extent{N: c.Dim, Field: n.Dim}
 	case widthQ:
-		return extent{c.Heads * c.HeadDim, n.Heads + "×" + n.HeadDim}
+		return shapecheck.Extent{N: c.Heads * c.HeadDim, Field: n.Heads + "×" + n.HeadDim}
 	case widthKV:
-		return extent{c.KVHeads * c.HeadDim, n.KVHeads + "×" + n.HeadDim}
+		return shapecheck.Extent{N: c.KVHeads * c.HeadDim, Field: n.KVHeads + "×" + n.HeadDim}
 	case widthF:
-		return extent{c.FFN, n.FFN}
+		return shapecheck.Extent{N: c.FFN, Field: n.FFN}
 	}
 	panic(fmt.Sprintf("llama: unknown width %d", w))
 }
@@ -149,7 +150,7 @@ func (c Config) projDims(name string) (out, in int, ok bool) {
 	if !ok {
 		return 0, 0, false
 	}
-	return c.extent(p.shape[0], configNames).n, c.extent(p.shape[1], configNames).n, true
+	return c.extent(p.shape[0], configNames).N, c.extent(p.shape[1], configNames).N, true
 }
 
 // proj returns the layer's projection named p.

@@ -3,10 +3,9 @@ package llama
 import (
 	"fmt"
 	"slices"
-	"strconv"
-	"strings"
 
 	"github.com/turnwise/turnwise/engine"
+	"github.com/turnwise/turnwise/internal/shapecheck"
 )
 
 // Layer holds one transformer block's weights, in Hugging Face's layout:
@@ -50,33 +49,26 @@ func (c Config) shape(name string) []int {
 	ext := c.extents(name, configNames)
 	shape := make([]int, len(ext))
 	for i, e := range ext {
-		shape[i] = e.n
+		shape[i] = e.N
 	}
 	return shape
 }
 
-// extent is one dimension of a parameter: its size and the configuration
-// fields that give it.
-type extent struct {
-	n     int
-	field string
-}
-
 // extents returns the dimensions of c's parameter of Hugging Face name
 // name, with the fields behind each as n spells them.
-func (c Config) extents(name string, n fieldNames) []extent {
+func (c Config) extents(name string, n fieldNames) []shapecheck.Extent {
 	d := c.extent(widthD, n)
 	switch name {
 	case "model.embed_tokens.weight", "lm_head.weight":
-		return []extent{{c.Vocab, n.Vocab}, d}
+		return []shapecheck.Extent{{N: c.Vocab, Field: n.Vocab}, d}
 	case "model.norm.weight":
-		return []extent{d}
+		return []shapecheck.Extent{d}
 	}
 	p, ok := layerParamOf(name)
 	if !ok {
 		panic(fmt.Sprintf("llama: no parameter named %q", name))
 	}
-	ext := make([]extent, len(p.shape))
+	ext := make([]shapecheck.Extent, len(p.shape))
 	for i, w := range p.shape {
 		ext[i] = c.extent(w, n)
 	}
@@ -103,10 +95,10 @@ func allocWeights(b engine.Backend, c Config, dt engine.DType) (*Weights, error)
 			p := &layerParams[i]
 			switch {
 			case !p.isProjection():
-				alloc(p.field(layer), c.extent(p.shape[0], configNames).n)
+				alloc(p.field(layer), c.extent(p.shape[0], configNames).N)
 			case *p.field(layer) == nil: // the first of its group: the group's buffer
 				group := groups[slices.IndexFunc(groups, func(g []string) bool { return g[0] == p.name })]
-				rows, in := 0, c.extent(p.shape[1], configNames).n
+				rows, in := 0, c.extent(p.shape[1], configNames).N
 				for _, q := range group {
 					out, _, _ := c.projDims(q)
 					rows += out
@@ -185,43 +177,8 @@ func (s stored) checkHeld(c Config) error {
 			err = fmt.Errorf("%s: tensor %s is missing (the configuration needs one of shape %v)", s.weights, name, engine.Shape(want))
 		case !engine.Shape(got).Equal(want):
 			err = fmt.Errorf("%s: tensor %s has shape %v, the configuration needs %v (%s in %s)",
-				file, name, engine.Shape(got), engine.Shape(want), s.blame(c, hf, got), s.config)
+				file, name, engine.Shape(got), engine.Shape(want), shapecheck.Blame(c.extents(hf, s.names), got), s.config)
 		}
 	})
 	return err
-}
-
-// blame names the configuration fields behind the extents of parameter hf
-// of c in which shape got differs from the one c gives (all of them when
-// the ranks differ).
-func (s stored) blame(c Config, hf string, got []int) string {
-	var out []string
-	ext := c.extents(hf, s.names)
-	for i, e := range ext {
-		switch {
-		case len(got) != len(ext):
-			out = append(out, fmt.Sprintf("%s gives %d", e.field, e.n))
-		case got[i] != e.n:
-			out = append(out, fmt.Sprintf("%s gives %d where the tensor has %d", e.field, e.n, got[i]))
-		}
-	}
-	return strings.Join(out, ", ")
-}
-
-// countLayers returns the number of distinct layer indices among names,
-// read as prefix followed by a decimal index and a dot
-// ("model.layers.3.mlp...").
-func countLayers(names []string, prefix string) int {
-	seen := map[int]bool{}
-	for _, name := range names {
-		rest, ok := strings.CutPrefix(name, prefix)
-		if !ok {
-			continue
-		}
-		num, _, ok := strings.Cut(rest, ".")
-		if i, err := strconv.Atoi(num); ok && err == nil && i >= 0 {
-			seen[i] = true
-		}
-	}
-	return len(seen)
 }
