@@ -40,7 +40,7 @@ func (f *backendFlags) register(fs *pflag.FlagSet) {
 func (f *backendFlags) registerDevice(fs *pflag.FlagSet) {
 	fs.StringVar(&f.backend, "backend", "cpu", "cpu, or cuda (in a binary built with -tags cuda, or -tags cudaemu for the kernel emulator)")
 	fs.StringVar(&f.gemm, "gemm", "", "cuda: the GEMM, cublas (cuBLASLt, opened at run time) or own (turnwise's tensor-core kernel); empty: cuBLASLt where one is found, else own")
-	fs.StringVar(&f.attention, "attention-config", "", "cuda: the attention kernels' tile sizes and pipeline depths as name=value pairs, e.g. the best of a `train bench` sweep on this device (train bench --attention-configs lists them); empty: the kernels' defaults")
+	fs.StringVar(&f.attention, "attention-config", "", "cuda: the attention kernels' tile sizes and pipeline depths as `name=value,...` pairs, e.g. the best of a train bench sweep on this device (train bench --attention-configs lists them); empty: the kernels' defaults")
 }
 
 // registerTraining adds register's flags and --recompute.

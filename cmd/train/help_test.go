@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/spf13/pflag"
 )
 
 // helpNames returns every subcommand with a help: the table's, bench
@@ -121,6 +123,11 @@ func TestFlagConsistency(t *testing.T) {
 				kind = "number"
 			}
 			kinds[f.Name][kind] = append(kinds[f.Name][kind], name)
+			// A back-quoted word in a usage is the placeholder help prints
+			// after the flag: a phrase quoted there reads as the value.
+			if ph, _ := pflag.UnquoteUsage(f); strings.ContainsAny(ph, " \t") {
+				t.Errorf("train %s --%s: its usage back-quotes %q, which help prints as the value's name", name, f.Name, ph)
+			}
 		}
 	}
 	for flag, byType := range kinds {
