@@ -12,11 +12,11 @@
 #ifndef TW_ENGINE_CUDA_CUBLASLT_H
 #define TW_ENGINE_CUDA_CUBLASLT_H
 
-#include <dlfcn.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <stdio.h>
 #include <string.h>
+
+#include "dlopen.h"
 
 typedef int tw_lt_status;    /* cublasStatus_t; 0 is CUBLAS_STATUS_SUCCESS */
 typedef void *tw_lt_handle;  /* cublasLtHandle_t */
@@ -77,16 +77,7 @@ typedef struct {
  * loader's search) and fills api. 0 on success; otherwise -1 with the reason
  * in err. The library stays mapped for the life of the process. */
 static inline int tw_lt_open(const char *path, tw_lt_api *api, char *err, size_t errlen) {
-	void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-	if (!lib) {
-		const char *e = dlerror();
-		snprintf(err, errlen, "%s", e ? e : "dlopen failed");
-		return -1;
-	}
-	struct {
-		void **slot;
-		const char *name;
-	} syms[] = {
+	const tw_dl_sym syms[] = {
 		{(void **)&api->GetVersion, "cublasLtGetVersion"},
 		{(void **)&api->Create, "cublasLtCreate"},
 		{(void **)&api->Destroy, "cublasLtDestroy"},
@@ -102,15 +93,7 @@ static inline int tw_lt_open(const char *path, tw_lt_api *api, char *err, size_t
 		{(void **)&api->MatmulAlgoGetHeuristic, "cublasLtMatmulAlgoGetHeuristic"},
 		{(void **)&api->Matmul, "cublasLtMatmul"},
 	};
-	for (size_t i = 0; i < sizeof syms / sizeof syms[0]; i++) {
-		*syms[i].slot = dlsym(lib, syms[i].name);
-		if (!*syms[i].slot) {
-			snprintf(err, errlen, "%s: no symbol %s", path, syms[i].name);
-			dlclose(lib);
-			return -1;
-		}
-	}
-	return 0;
+	return tw_dl_open(path, syms, sizeof syms / sizeof syms[0], err, errlen);
 }
 
 /* cgo cannot call through function pointers: these do. */

@@ -34,6 +34,8 @@
 //	             adamw, sample
 //	cublaslt.go  GEMM "cublas": cuBLASLt opened at run time (real GPUs),
 //	             declared in cublaslt.h
+//	nccl.go      NCCL opened at run time, declared in nccl.h; both
+//	             libraries' entry points are looked up by dlopen.h
 //	timer.go     Timer: device time between two points of the stream
 //
 // Build the library first, then test:

@@ -10,11 +10,10 @@
 #ifndef TW_ENGINE_CUDA_NCCL_H
 #define TW_ENGINE_CUDA_NCCL_H
 
-#include <dlfcn.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <stdio.h>
-#include <string.h>
+
+#include "dlopen.h"
 
 typedef int tw_nccl_result;  /* ncclResult_t; 0 is ncclSuccess */
 typedef void *tw_nccl_comm;  /* ncclComm_t */
@@ -51,16 +50,7 @@ typedef struct {
  * loader's search) and fills api. 0 on success; otherwise -1 with the reason
  * in err. The library stays mapped for the life of the process. */
 static inline int tw_nccl_open(const char *path, tw_nccl_api *api, char *err, size_t errlen) {
-	void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-	if (!lib) {
-		const char *e = dlerror();
-		snprintf(err, errlen, "%s", e ? e : "dlopen failed");
-		return -1;
-	}
-	struct {
-		void **slot;
-		const char *name;
-	} syms[] = {
+	const tw_dl_sym syms[] = {
 		{(void **)&api->GetVersion, "ncclGetVersion"},
 		{(void **)&api->GetUniqueId, "ncclGetUniqueId"},
 		{(void **)&api->CommInitRank, "ncclCommInitRank"},
@@ -73,15 +63,7 @@ static inline int tw_nccl_open(const char *path, tw_nccl_api *api, char *err, si
 		{(void **)&api->AllGather, "ncclAllGather"},
 		{(void **)&api->Broadcast, "ncclBroadcast"},
 	};
-	for (size_t i = 0; i < sizeof syms / sizeof syms[0]; i++) {
-		*syms[i].slot = dlsym(lib, syms[i].name);
-		if (!*syms[i].slot) {
-			snprintf(err, errlen, "%s: no symbol %s", path, syms[i].name);
-			dlclose(lib);
-			return -1;
-		}
-	}
-	return 0;
+	return tw_dl_open(path, syms, sizeof syms / sizeof syms[0], err, errlen);
 }
 
 /* cgo cannot call through function pointers: these do. */
