@@ -595,41 +595,7 @@ func AttentionFLOPs(seqs, seqLen, h, dh int) float64 {
 // (AttentionFLOPs) for the forward and 2.5× that for the backward (dV, dP,
 // dQ, dK and the recomputed scores).
 func AttentionCases(c Config, dt engine.DType) []Case {
-	hd := c.Dim / c.Heads
-	nseq := c.Tokens / c.SeqLen
-	fwd := AttentionFLOPs(nseq, c.SeqLen, c.Heads, hd)
-	setup := func(b engine.Backend) (q, k, v, o, lse, seqs *engine.Tensor) {
-		q = filled(b, dt, 1, c.Tokens, c.Heads, hd)
-		k = filled(b, dt, 1, c.Tokens, c.KVHeads, hd)
-		v = filled(b, dt, 1, c.Tokens, c.KVHeads, hd)
-		o = engine.MustAlloc(b, dt, c.Tokens, c.Heads, hd)
-		lse = engine.MustAlloc(b, engine.F32, c.Tokens, c.Heads)
-		s := make([]int32, 0, 4*nseq)
-		for i := 0; i < nseq; i++ {
-			s = append(s, int32(i*c.SeqLen), int32(c.SeqLen), int32(i*c.SeqLen), int32(c.SeqLen))
-		}
-		seqs = engine.FromI32(b, s, nseq, 4)
-		return
-	}
-	scale := engine.AttentionParams{Scale: float32(1 / math.Sqrt(float64(hd)))}
-	es := int64(dt.Size())
-	qBytes, kvBytes := int64(c.Tokens*c.Heads*hd)*es, int64(c.Tokens*c.KVHeads*hd)*es
-	return []Case{
-		{Name: AttentionName("fwd", dt, nseq, c.SeqLen, c.Heads, c.KVHeads, hd), FLOPs: fwd, Bound: bench.Compute,
-			Bytes: 2*qBytes + 2*kvBytes + int64(4*c.Tokens*c.Heads),
-			Setup: func(b engine.Backend) func() {
-				q, k, v, o, lse, seqs := setup(b)
-				return func() { b.Attention(o, lse, q, k, v, seqs, scale) }
-			}},
-		{Name: AttentionName("bwd", dt, nseq, c.SeqLen, c.Heads, c.KVHeads, hd), FLOPs: 2.5 * fwd, Bound: bench.Compute,
-			Bytes: 4*qBytes + 4*kvBytes + int64(4*c.Tokens*c.Heads),
-			Setup: func(b engine.Backend) func() {
-				q, k, v, o, lse, seqs := setup(b)
-				b.Attention(o, lse, q, k, v, seqs, scale)
-				dq, dk, dv := engine.MustAlloc(b, dt, q.Shape()...), engine.MustAlloc(b, dt, k.Shape()...), engine.MustAlloc(b, dt, v.Shape()...)
-				return func() { b.AttentionBackward(dq, dk, dv, o, o, lse, q, k, v, seqs, scale) }
-			}},
-	}
+	return attentionCases(c, dt, false)
 }
 
 // VisionCases are the ops a vision transformer adds to a Llama layer's, at
@@ -653,33 +619,42 @@ func VisionCases(c Config, dt engine.DType) []Case {
 // non-causally (a vision transformer's attention): every query meets every
 // key of its sequence, twice the causal half's arithmetic.
 func NonCausalAttentionCases(c Config, dt engine.DType) []Case {
+	return attentionCases(c, dt, true)
+}
+
+// attentionCases are AttentionCases, or NonCausalAttentionCases when
+// nonCausal ("_noncausal" after the pass in their names).
+func attentionCases(c Config, dt engine.DType, nonCausal bool) []Case {
 	hd := c.Dim / c.Heads
 	nseq := c.Tokens / c.SeqLen
-	fwd := 2 * AttentionFLOPs(nseq, c.SeqLen, c.Heads, hd)
-	p := engine.AttentionParams{Scale: float32(1 / math.Sqrt(float64(hd))), NonCausal: true}
+	fwd, suffix := AttentionFLOPs(nseq, c.SeqLen, c.Heads, hd), ""
+	if nonCausal {
+		fwd, suffix = 2*fwd, "_noncausal"
+	}
+	p := engine.AttentionParams{Scale: float32(1 / math.Sqrt(float64(hd))), NonCausal: nonCausal}
 	setup := func(b engine.Backend) (q, k, v, o, lse, seqs *engine.Tensor) {
-		q = filled(b, dt, 1, c.Tokens, c.Heads, hd)
-		k = filled(b, dt, 1, c.Tokens, c.KVHeads, hd)
-		v = filled(b, dt, 1, c.Tokens, c.KVHeads, hd)
-		o = engine.MustAlloc(b, dt, c.Tokens, c.Heads, hd)
-		lse = engine.MustAlloc(b, engine.F32, c.Tokens, c.Heads)
+		q = filled(b, dt, 1, c.Tokens, c.Heads, hd)              // [N, H, Dh]
+		k = filled(b, dt, 1, c.Tokens, c.KVHeads, hd)            // [N, G, Dh]
+		v = filled(b, dt, 1, c.Tokens, c.KVHeads, hd)            // [N, G, Dh]
+		o = engine.MustAlloc(b, dt, c.Tokens, c.Heads, hd)       // [N, H, Dh]
+		lse = engine.MustAlloc(b, engine.F32, c.Tokens, c.Heads) // [N, H]
 		s := make([]int32, 0, 4*nseq)
 		for i := 0; i < nseq; i++ {
 			s = append(s, int32(i*c.SeqLen), int32(c.SeqLen), int32(i*c.SeqLen), int32(c.SeqLen))
 		}
-		return q, k, v, o, lse, engine.FromI32(b, s, nseq, 4)
+		return q, k, v, o, lse, engine.FromI32(b, s, nseq, 4) // [nseq, 4]
 	}
 	es := int64(dt.Size())
 	qBytes, kvBytes := int64(c.Tokens*c.Heads*hd)*es, int64(c.Tokens*c.KVHeads*hd)*es
 	return []Case{
-		{Name: AttentionName("fwd_noncausal", dt, nseq, c.SeqLen, c.Heads, c.KVHeads, hd), FLOPs: fwd,
-			Bound: bench.Compute, Bytes: 2*qBytes + 2*kvBytes + int64(4*c.Tokens*c.Heads),
+		{Name: AttentionName("fwd"+suffix, dt, nseq, c.SeqLen, c.Heads, c.KVHeads, hd), FLOPs: fwd, Bound: bench.Compute,
+			Bytes: 2*qBytes + 2*kvBytes + int64(4*c.Tokens*c.Heads),
 			Setup: func(b engine.Backend) func() {
 				q, k, v, o, lse, seqs := setup(b)
 				return func() { b.Attention(o, lse, q, k, v, seqs, p) }
 			}},
-		{Name: AttentionName("bwd_noncausal", dt, nseq, c.SeqLen, c.Heads, c.KVHeads, hd), FLOPs: 2.5 * fwd,
-			Bound: bench.Compute, Bytes: 4*qBytes + 4*kvBytes + int64(4*c.Tokens*c.Heads),
+		{Name: AttentionName("bwd"+suffix, dt, nseq, c.SeqLen, c.Heads, c.KVHeads, hd), FLOPs: 2.5 * fwd, Bound: bench.Compute,
+			Bytes: 4*qBytes + 4*kvBytes + int64(4*c.Tokens*c.Heads),
 			Setup: func(b engine.Backend) func() {
 				q, k, v, o, lse, seqs := setup(b)
 				b.Attention(o, lse, q, k, v, seqs, p)
