@@ -160,6 +160,17 @@ func encodeTestCases(tcs []TestCase) ([]byte, error) {
 // line that is not valid UTF-8 or is longer than jsonl.DefaultMaxLine
 // bytes.
 func ReadBackendTasks(r io.Reader, name string) ([]Task, error) {
+	return ReadTaskRows(r, name, parseBackendTask)
+}
+
+// ReadTaskRows reads tasks from r, one JSON object per line, each made and
+// checked by parse; name names r in errors. Blank lines are ignored. Two
+// rows with the same problem_description are refused, since trajectories
+// name their task by it. An error of parse, a line that is not valid UTF-8
+// or is longer than jsonl.DefaultMaxLine bytes ends the read with a
+// *LineError naming the file and the line; the tasks before it are
+// returned with it.
+func ReadTaskRows(r io.Reader, name string, parse func(line []byte) (Task, error)) ([]Task, error) {
 	var tasks []Task
 	lineOf := map[string]int{} // problem_description → its line
 	jr := jsonl.NewReader(r, name)
@@ -169,9 +180,9 @@ func ReadBackendTasks(r io.Reader, name string) ([]Task, error) {
 			return tasks, nil
 		}
 		if err != nil {
-			return tasks, err
+			return tasks, err // a line too long or not UTF-8 is a *LineError already
 		}
-		t, err := parseBackendTask(line)
+		t, err := parse(line)
 		if err != nil {
 			return tasks, &LineError{Name: name, Line: lineNo, Err: err}
 		}

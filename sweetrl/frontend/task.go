@@ -7,7 +7,6 @@ import (
 	"os"
 	"strings"
 
-	"github.com/turnwise/turnwise/internal/jsonl"
 	"github.com/turnwise/turnwise/sweetrl"
 )
 
@@ -22,28 +21,7 @@ import (
 // a line that is not valid UTF-8 or is longer than jsonl.DefaultMaxLine
 // bytes.
 func ReadTasks(r io.Reader, name string) ([]sweetrl.Task, error) {
-	var tasks []sweetrl.Task
-	lineOf := map[string]int{} // problem_description → its line
-	jr := jsonl.NewReader(r, name)
-	for {
-		line, lineNo, err := jr.Next()
-		if err == io.EOF {
-			return tasks, nil
-		}
-		if err != nil {
-			return tasks, err // a line too long or not UTF-8 is a *sweetrl.LineError already
-		}
-		t, err := parseTask(line)
-		if err != nil {
-			return tasks, &sweetrl.LineError{Name: name, Line: lineNo, Err: err}
-		}
-		if first, dup := lineOf[t.ProblemDescription]; dup {
-			return tasks, &sweetrl.LineError{Name: name, Line: lineNo,
-				Err: fmt.Errorf("the same \"problem_description\" as line %d: tasks must be told apart by it", first)}
-		}
-		lineOf[t.ProblemDescription] = lineNo
-		tasks = append(tasks, t)
-	}
+	return sweetrl.ReadTaskRows(r, name, parseTask)
 }
 
 // parseTask parses and checks one frontend task row.
