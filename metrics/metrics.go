@@ -250,9 +250,9 @@ func Read(path string) ([]Record, error) {
 }
 
 // ReadFrom reads records from r, one JSON object per line; name names r in
-// errors. Blank lines are ignored. A malformed line is an error of the
-// form "name:line: what is wrong"; so is a line that is not valid UTF-8 or
-// is longer than jsonl.DefaultMaxLine bytes.
+// errors. Blank lines are ignored. A malformed line is a *jsonl.LineError
+// ("name:line: what is wrong"); so is a line that is not valid UTF-8 or is
+// longer than jsonl.DefaultMaxLine bytes.
 func ReadFrom(r io.Reader, name string) ([]Record, error) {
 	jr := jsonl.NewReader(r, name)
 	var recs []Record
@@ -266,7 +266,7 @@ func ReadFrom(r io.Reader, name string) ([]Record, error) {
 		}
 		var rec Record
 		if perr := rec.UnmarshalJSON(line); perr != nil {
-			return recs, fmt.Errorf("%s:%d: %w", name, lineNo, perr)
+			return recs, &jsonl.LineError{Name: name, Line: lineNo, Err: perr}
 		}
 		recs = append(recs, rec)
 	}
@@ -304,7 +304,7 @@ func Truncate(path string, step int64) (dropped int, err error) {
 		if rerr == nil {
 			rerr = rec.UnmarshalJSON(line)
 			if rerr != nil {
-				rerr = fmt.Errorf("%s:%d: %w", path, lineNo, rerr)
+				rerr = &jsonl.LineError{Name: path, Line: lineNo, Err: rerr}
 			}
 		}
 		switch {

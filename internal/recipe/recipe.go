@@ -115,17 +115,18 @@ func parse(raw []byte, path string) ([]entry, error) {
 	for i := 0; i+1 < len(root.Content); i += 2 {
 		k, v := root.Content[i], root.Content[i+1]
 		where := fmt.Sprintf("%s:%d", path, k.Line)
-		if k.Kind != yaml.ScalarNode || k.Value == "" {
+		key := strings.TrimLeft(k.Value, "-") // "lr", "--lr" and "-lr" name one flag
+		if k.Kind != yaml.ScalarNode || key == "" {
 			return nil, fmt.Errorf("recipe: %s: a key must be a flag name", where)
 		}
-		if first, ok := seen[k.Value]; ok {
-			return nil, fmt.Errorf("recipe: %s: %q set twice (first on line %d)", where, k.Value, first)
+		if first, ok := seen[key]; ok {
+			return nil, fmt.Errorf("recipe: %s: %q set twice (first on line %d)", where, key, first)
 		}
-		seen[k.Value] = k.Line
+		seen[key] = k.Line
 		if k.Value == BuildKey && v.Kind == yaml.MappingNode {
 			continue // Save's record of the binary, not a flag
 		}
-		e := entry{key: strings.TrimLeft(k.Value, "-"), line: k.Line}
+		e := entry{key: key, line: k.Line}
 		switch v.Kind {
 		case yaml.ScalarNode:
 			if v.Tag == "!!null" {

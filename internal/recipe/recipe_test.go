@@ -56,6 +56,8 @@ func TestApplyErrors(t *testing.T) {
 		{"bad value", "epochs: four\n", ":1: epochs:"},
 		{"nested", "lr:\n  peak: 1\n", ":1: \"lr\": want a value or a list"},
 		{"set twice", "lr: 1\nlr: 2\n", `:2: "lr" set twice (first on line 1)`},
+		{"set twice, spelt as a flag", "lr: 1\n--lr: 2\n", `:2: "lr" set twice (first on line 1)`},
+		{"dashes alone", "--: 1\n", ":1: a key must be a flag name"},
 		{"no value", "lr:\n", `:1: "lr" has no value`},
 		{"a skipped key", "out: elsewhere\n", `:1: "out" cannot be set in a recipe`},
 		{"itself", "config: other.yaml\n", `"config" cannot be set`},
