@@ -142,3 +142,30 @@ func TestLoadBackendTasksShared(t *testing.T) {
 		t.Errorf("only %d tasks name their tests test1…testN, want at least 990", numberedTasks)
 	}
 }
+
+// FuzzReadBackendTasks checks that no input makes the task reader panic,
+// that every error is a *LineError naming the input, and that every task
+// read has what a backend task needs.
+func FuzzReadBackendTasks(f *testing.F) {
+	f.Add(`{"problem_description":"p","hidden_information":"h","ground_truth":"def f(): return 1","test_cases":{"test1":"f()"}}`)
+	f.Add("\n{\"problem_description\":\"p\"}\n")
+	f.Add(`{"problem_description":"p","hidden_information":"h","ground_truth":"g","test_cases":{}}`)
+	f.Add(`{"problem_description":" ","hidden_information":1,"ground_truth":"g","test_cases":{"a":2}}`)
+	f.Add(`[]`)
+	f.Fuzz(func(t *testing.T, in string) {
+		tasks, err := ReadBackendTasks(strings.NewReader(in), "fz")
+		if err != nil {
+			var le *LineError
+			if !errors.As(err, &le) || le.Name != "fz" || le.Line < 1 {
+				t.Fatalf("error %v (%T) is not a *LineError naming the input and a line", err, err)
+			}
+		}
+		seen := map[string]bool{}
+		for _, task := range tasks {
+			if strings.TrimSpace(task.ProblemDescription) == "" || len(task.TestCases) == 0 || seen[task.ProblemDescription] {
+				t.Fatalf("read a task without a problem or a test, or twice: %+v", task)
+			}
+			seen[task.ProblemDescription] = true
+		}
+	})
+}

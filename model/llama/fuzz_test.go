@@ -21,8 +21,8 @@ func FuzzParseHFConfig(f *testing.F) {
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		c, err := parseHFConfig(raw)
 		if err != nil {
-			if strings.Contains(err.Error(), "json: ") {
-				t.Errorf("error %q names encoding/json", err)
+			if strings.Contains(err.Error(), "cannot unmarshal") {
+				t.Errorf("error %q uses encoding/json's words", err)
 			}
 			return
 		}
@@ -31,6 +31,33 @@ func FuzzParseHFConfig(f *testing.F) {
 		}
 		if n := c.Params(); n <= 0 {
 			t.Fatalf("Params() = %d for %+v", n, c)
+		}
+	})
+}
+
+// FuzzParsePEFTConfig feeds adapter_config.json bytes to the PEFT config
+// parser: a LoRAConfig or an error naming the file, never a panic; a
+// config it returns has a rank in range and at least one target.
+func FuzzParsePEFTConfig(f *testing.F) {
+	for _, s := range []string{
+		`{"peft_type": "LORA", "r": 16, "lora_alpha": 32, "lora_dropout": 0.05, "target_modules": ["q_proj", "v_proj"], "bias": "none"}`,
+		`{"peft_type": "LORA", "r": 8, "lora_alpha": 8, "target_modules": "all-linear", "use_rslora": true}`,
+		`{"peft_type": "LORA", "r": 8, "target_modules": ".*q_proj"}`,
+		`{"peft_type": "LORA", "r": 8, "target_modules": ["q_proj"], "use_dora": true}`,
+		`{"peft_type": "PREFIX_TUNING"}`, `{"r": -1}`, `null`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		lc, err := (&Model{}).parsePEFTConfig(raw, "adapter_config.json")
+		if err != nil {
+			if !strings.HasPrefix(err.Error(), "adapter_config.json: ") || strings.Contains(err.Error(), "cannot unmarshal") {
+				t.Errorf("error %q does not name the file, or uses encoding/json's words", err)
+			}
+			return
+		}
+		if lc.Rank < 1 || lc.Rank > maxLoRARank || len(lc.Targets) == 0 {
+			t.Fatalf("accepted %+v", lc)
 		}
 	})
 }
