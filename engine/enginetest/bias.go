@@ -25,8 +25,7 @@ func testBias(t *testing.T, b engine.Backend) {
 			t.Run(fmt.Sprintf("%v/N=%d_D=%d_offset%d", dt, c.n, c.d, c.skip), func(t *testing.T) {
 				r := Rand(uint64(c.n*1000+c.d) + 41)
 				xv, bv := Values(r, dt, c.n*c.d, 2), Values(r, dt, c.d, 1)
-				all := engine.FromF32(b, dt, append(make([]float32, c.skip), xv...), c.skip+c.n*c.d)
-				x := all.Rows(c.skip, c.skip+c.n*c.d).Reshape(c.n, c.d)
+				x := viewAt(b, dt, xv, c.skip, c.n, c.d)
 				b.AddBias(x, engine.FromF32(b, dt, bv, c.d))
 				want := make([]float64, len(xv))
 				for i, v := range xv {

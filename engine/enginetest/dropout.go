@@ -17,29 +17,14 @@ import (
 // within five standard deviations), and that a P of 0 copies x bit for
 // bit and another seed drops other elements.
 func testDropout(t *testing.T, b engine.Backend) {
-	cases := []struct {
-		name  string
-		shape []int
-		skip  int // elements of the buffer before the tensor
-	}{
-		{"N=1", []int{1}, 0},
-		{"N=37", []int{37}, 0},
-		{"16x172", []int{16, 172}, 0},
-		{"50x3072", []int{50, 3072}, 0},
-		{"3x5x7_offset1", []int{3, 5, 7}, 1},
-		{"5x37_offset3", []int{5, 37}, 3},
-	}
 	for _, prob := range []float32{0, 0.1, 0.5} {
 		for _, dt := range FloatDTypes {
-			for ci, c := range cases {
+			for ci, c := range elementCases {
 				t.Run(fmt.Sprintf("p=%g/%v/%s", prob, dt, c.name), func(t *testing.T) {
 					r := Rand(uint64(ci) + 97)
 					p := engine.DropoutParams{P: prob, Seed: engine.MixSeed(7, uint64(ci))}
 					n := engine.Shape(c.shape).Numel()
-					view := func(vals []float32) *engine.Tensor {
-						all := engine.FromF32(b, dt, append(make([]float32, c.skip), vals...), c.skip+n)
-						return all.Rows(c.skip, c.skip+n).Reshape(c.shape...)
-					}
+					view := func(vals []float32) *engine.Tensor { return viewAt(b, dt, vals, c.skip, c.shape...) }
 					keep := func(i int) bool { return p.Keep(int64(i)) }
 					xv := Values(r, dt, n, 3)
 					x, out := view(xv), view(filled(n, 9))

@@ -27,28 +27,13 @@ func geluRef(k engine.GELUKind, x []float64, round func(float64) float64) []floa
 // starts one or three elements into its buffer (unaligned: a GPU's
 // vector path after a misaligned head).
 func testGELU(t *testing.T, b engine.Backend) {
-	cases := []struct {
-		name  string
-		shape []int
-		skip  int // elements of the buffer before the tensor
-	}{
-		{"N=1", []int{1}, 0},
-		{"N=37", []int{37}, 0},
-		{"16x172", []int{16, 172}, 0},
-		{"50x3072", []int{50, 3072}, 0},
-		{"3x5x7_offset1", []int{3, 5, 7}, 1},
-		{"5x37_offset3", []int{5, 37}, 3},
-	}
 	for _, k := range []engine.GELUKind{engine.GELUErf, engine.GELUTanh, engine.GELUQuick} {
 		for _, dt := range FloatDTypes {
-			for ci, c := range cases {
+			for ci, c := range elementCases {
 				t.Run(fmt.Sprintf("%v/%v/%s", k, dt, c.name), func(t *testing.T) {
 					r := Rand(uint64(100*int(k)+ci) + 31)
 					n := engine.Shape(c.shape).Numel()
-					view := func(vals []float32) *engine.Tensor {
-						all := engine.FromF32(b, dt, append(make([]float32, c.skip), vals...), c.skip+n)
-						return all.Rows(c.skip, c.skip+n).Reshape(c.shape...)
-					}
+					view := func(vals []float32) *engine.Tensor { return viewAt(b, dt, vals, c.skip, c.shape...) }
 					xv := Values(r, dt, n, 5)
 					x, out := view(xv), view(filled(n, 9))
 					b.GELU(out, x, k)

@@ -17,6 +17,26 @@ func viewAt(b engine.Backend, dt engine.DType, vals []float32, skip int, shape .
 	return all.Rows(skip, skip+n).Reshape(shape...)
 }
 
+// elementCase is a shape for the element-wise ops' tests, stored skip
+// elements into its buffer (viewAt).
+type elementCase struct {
+	name  string
+	shape []int
+	skip  int // elements of the buffer before the tensor
+}
+
+// elementCases are one element, odd lengths, CLIP's MLP [50, 3072] and
+// views that start one or three elements into their buffer (unaligned: a
+// GPU's vector path after a misaligned head).
+var elementCases = []elementCase{
+	{"N=1", []int{1}, 0},
+	{"N=37", []int{37}, 0},
+	{"16x172", []int{16, 172}, 0},
+	{"50x3072", []int{50, 3072}, 0},
+	{"3x5x7_offset1", []int{3, 5, 7}, 1},
+	{"5x37_offset3", []int{5, 37}, 3},
+}
+
 // identical fails unless got and want are identical bit for bit.
 func identical(t testing.TB, what string, got, want []float32) {
 	t.Helper()
