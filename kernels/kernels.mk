@@ -11,6 +11,10 @@
 #
 # Each build directory is configured once; later builds re-run cmake by
 # themselves when CMakeLists.txt or the set of kernels/*.cu files changes.
+# Where ccache is installed, every compile goes through it (CMakeLists.txt,
+# TW_CCACHE): a fresh clone's kernels come from the cache when they were
+# compiled before, in any checkout (2026-11-29, 2 cores: the emulated
+# library 114 s -> 3 s, the real one 99 s -> 10 s, the same bytes).
 
 TW_ROOT := $(abspath $(dir $(lastword $(MAKEFILE_LIST)))/..)
 CMAKE ?= cmake

@@ -1,7 +1,7 @@
 #!/bin/bash
 # Installs what building and testing turnwise needs on a fresh Debian
-# machine: C and C++ compilers for cgo and the kernel emulator, CMake,
-# OpenBLAS, Gloo (the collectives of CPU ranks), Python 3 (the ColBench
+# machine: C and C++ compilers for cgo and the kernel emulator, CMake and
+# ccache, OpenBLAS, Gloo (the collectives of CPU ranks), Python 3 (the ColBench
 # answer evaluator runs answers under it) with Debian's PyTorch
 # (scripts/sweetrl_check.py checks the SWEET-RL arithmetic with it), Debian's chromium, the DejaVu
 # fonts and npm (sweetrl/frontend/render renders pages in chromium, with
@@ -18,6 +18,8 @@ need=()
 command -v gcc >/dev/null 2>&1 || need+=(gcc libc6-dev)
 command -v g++ >/dev/null 2>&1 || need+=(g++)
 command -v cmake >/dev/null 2>&1 || need+=(cmake)
+# ccache: the kernels' g++ and nvcc compiles, cached across clones (CMakeLists.txt).
+command -v ccache >/dev/null 2>&1 || need+=(ccache)
 [ -e /usr/include/x86_64-linux-gnu/cblas.h ] || [ -e /usr/include/cblas.h ] || need+=(libopenblas-dev)
 [ -e /usr/include/gloo/allreduce.h ] || need+=(libgloo-dev)
 command -v make >/dev/null 2>&1 || need+=(make)
