@@ -19,6 +19,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/turnwise/turnwise/internal/jsonerr"
 	"github.com/turnwise/turnwise/internal/outfile"
 )
 
@@ -263,7 +264,7 @@ func Parse(raw []byte) (*Result, error) {
 	dec.DisallowUnknownFields()
 	var r Result
 	if err := dec.Decode(&r); err != nil {
-		return nil, err
+		return nil, jsonerr.Reword(err)
 	}
 	if err := r.Validate(); err != nil {
 		return nil, err

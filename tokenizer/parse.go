@@ -20,8 +20,7 @@ func ParseIDs(s string) ([]int32, error) {
 	var nums []int64
 	if strings.HasPrefix(s, "[") {
 		dec := json.NewDecoder(strings.NewReader(s))
-		dec.UseNumber()
-		var raw []json.Number
+		var raw []json.RawMessage // each element as written: 7, 1.5, "a", null
 		if err := dec.Decode(&raw); err != nil {
 			return nil, fmt.Errorf("parsing ids as a JSON array of integers: %w", jsonerr.Reword(err))
 		}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -28,7 +27,7 @@ func runGenerate(args []string, stdin io.Reader, stdout, stderr io.Writer) error
 	var mf modelFlags
 	mf.register(fs)
 	prompt := fs.String("prompt", "", "prompt text (default: standard input, unless --ids or --bos-only)")
-	idsArg := fs.String("ids", "", "prompt token ids as a JSON array, instead of text")
+	idsArg := fs.String("ids", "", "prompt token ids, a JSON array or separated by spaces, instead of text")
 	tokPath := fs.String("tokenizer", "", "tokenizer file (default: the model's own)")
 	chat := fs.Bool("chat", false, "wrap the prompt as a user turn of the Llama 3.1 chat template")
 	bosOnly := fs.Bool("bos-only", false, "start from the beginning-of-sequence token alone")
@@ -55,7 +54,8 @@ func runGenerate(args []string, stdin io.Reader, stdout, stderr io.Writer) error
 	case *bosOnly:
 		ids = []int32{m.Config.BOS}
 	case *idsArg != "":
-		if err := json.Unmarshal([]byte(*idsArg), &ids); err != nil {
+		var err error
+		if ids, err = tokenizer.ParseIDs(*idsArg); err != nil {
 			return fmt.Errorf("--ids: %w", err)
 		}
 	default:
