@@ -83,7 +83,7 @@ func ParseConversation(data []byte) ([]Message, error) {
 		err = json.Unmarshal(data, &raw)
 	}
 	if err != nil {
-		return nil, fmt.Errorf(`parsing the conversation (want [{"role": ..., "content": ...}, ...] or {"messages": [...]}): %w`, err)
+		return nil, fmt.Errorf(`parsing the conversation (want [{"role": ..., "content": ...}, ...] or {"messages": [...]}): %w`, jsonerr.Reword(err))
 	}
 	msgs := make([]Message, len(raw))
 	for i, m := range raw {

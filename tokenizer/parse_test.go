@@ -61,3 +61,39 @@ func TestParseConversation(t *testing.T) {
 		}
 	}
 }
+
+// FuzzParseCommandLine feeds what people type after --ids and --chat to
+// ParseIDs and ParseConversation: values or errors in JSON's words, never a
+// panic; ids read are in range, and every message read has a role.
+func FuzzParseCommandLine(f *testing.F) {
+	for _, s := range []string{
+		"[1, 2, 128009]", " 5 6\n7 ", "[1, \"a\"]", "[1] 2", "-1",
+		`[{"role": "user", "content": "hi"}]`, `{"messages": [{"role": "system", "content": ""}]}`,
+		`{"messages": [{"role": 1}]}`, `[{"role": "assistant", "content": null, "tool_calls": []}]`, `{}`,
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, in string) {
+		ids, err := ParseIDs(in)
+		for _, id := range ids {
+			if id < 0 {
+				t.Fatalf("ParseIDs(%q) read id %d", in, id)
+			}
+		}
+		if err != nil && strings.Contains(err.Error(), "cannot unmarshal") {
+			t.Errorf("ParseIDs(%q): %v, in encoding/json's words", in, err)
+		}
+		msgs, err := ParseConversation([]byte(in))
+		if err != nil {
+			if strings.Contains(err.Error(), "cannot unmarshal") || strings.Contains(err.Error(), "Go struct") {
+				t.Errorf("ParseConversation(%q): %v, in encoding/json's words", in, err)
+			}
+			return
+		}
+		for i, m := range msgs {
+			if m.Role == "" {
+				t.Fatalf("ParseConversation(%q): message %d has no role", in, i)
+			}
+		}
+	})
+}

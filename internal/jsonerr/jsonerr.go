@@ -16,8 +16,9 @@ import (
 // Reword returns err, an error of json.Unmarshal or a json.Decoder, as a
 // user reads it. A type error names the field by its dotted JSON path where
 // encoding/json knows it ("vision_config.hidden_size"); one without a field
-// is the document's top level. Errors that are not encoding/json's are
-// returned as they are, but for the prefix.
+// (the top level, or an element of an array at the top level) says only
+// what was found and what was wanted. Errors that are not encoding/json's
+// are returned as they are, but for the prefix.
 func Reword(err error) error {
 	var se *json.SyntaxError
 	var te *json.UnmarshalTypeError
@@ -29,7 +30,7 @@ func Reword(err error) error {
 	case errors.As(err, &te) && te.Field != "":
 		return fmt.Errorf("%s is a JSON %s, want %s", te.Field, te.Value, Kind(te.Type))
 	case errors.As(err, &te):
-		return fmt.Errorf("the JSON is %s %s, want %s", article(te.Value), te.Value, Kind(te.Type))
+		return fmt.Errorf("a JSON %s, want %s", te.Value, Kind(te.Type))
 	case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
 		return errors.New("the JSON ends early")
 	}
@@ -64,13 +65,4 @@ func Kind(t reflect.Type) string {
 		return "any JSON value"
 	}
 	panic(fmt.Sprintf("jsonerr.Kind: %v does not decode from JSON", t))
-}
-
-// article is "an" before a JSON value's description that starts with a
-// vowel ("array", "object"), else "a".
-func article(value string) string {
-	if value != "" && strings.ContainsRune("aeiou", rune(value[0])) {
-		return "an"
-	}
-	return "a"
 }

@@ -39,8 +39,8 @@ func TestReword(t *testing.T) {
 		{"object for array", `{"ids": {}}`, "ids is a JSON object, want an array"},
 		{"nested field", `{"vision_config": {"size": "768"}}`, "vision_config.size is a JSON string, want an integer"},
 		{"map value", `{"map": {"a": 1}}`, "map is a JSON number, want a string"},
-		{"top level array", `[1, 2]`, "the JSON is an array, want an object"},
-		{"top level string", `"x"`, "the JSON is a string, want an object"},
+		{"top level array", `[1, 2]`, "a JSON array, want an object"},
+		{"top level string", `"x"`, "a JSON string, want an object"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
