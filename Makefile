@@ -66,8 +66,10 @@ test-emu: setup emu-test
 # sm_90 code, compute_90 PTX) must compile without a warning; our cuBLASLt
 # declarations must agree with the toolkit's headers; every -tags cuda
 # package must link (against the driver stub; nothing runs without a GPU);
-# and the binaries must need nothing from CUDA but the driver: the CUDA
-# runtime is linked statically, cuBLASLt and NCCL opened at run time.
+# the binaries must need nothing from CUDA but the driver: the CUDA
+# runtime is linked statically, cuBLASLt and NCCL opened at run time; and
+# the machine code must hold what internal/sass's TestKernelCode checks (no
+# spill in the default kernels, the forward's fragment loads ahead of use).
 test-cuda-build: setup
 	@if command -v nvcc >/dev/null 2>&1; then \
 		mkdir -p build; \
@@ -77,6 +79,7 @@ test-cuda-build: setup
 		CGO_LDFLAGS="-L$(CUDA_STUBS)" $(GO) build -tags cuda ./... && \
 		CGO_LDFLAGS="-L$(CUDA_STUBS)" $(GO) build -tags cuda -o build/cuda/train ./cmd/train && \
 		CGO_LDFLAGS="-L$(CUDA_STUBS)" $(GO) test -tags cuda -c -o build/cuda/engine-cuda.test ./engine/cuda/ || exit 1; \
+		TW_KERNEL_LIB=$(CURDIR)/build/cuda/libtwkernels_cuda.a $(GO) test -count=1 -run KernelCode ./internal/sass/ || exit 1; \
 		for b in build/cuda/train build/cuda/engine-cuda.test; do \
 			if ldd $$b | grep -E 'libcudart|libcublas|libnccl'; then echo "$$b: links the CUDA runtime, cuBLAS or NCCL dynamically" >&2; exit 1; fi; \
 			ldd $$b | grep -q 'libcuda\.so\.1' || { echo "$$b: does not load libcuda.so.1" >&2; exit 1; }; \

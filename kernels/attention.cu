@@ -23,8 +23,12 @@
 //   keys ran 1.11-1.16× the 128 × 64 of before; 2 and 3 stages within
 //   0.5%). fwd_warp_rows 16 or 32 (default 16): query rows per warp (see
 //   "Why 16 rows per warp" below; 32 is FlashAttention-2's layout, not yet
-//   measured on a GPU). Rows and stages are run-time parameters of the
-//   kernel; the key tile and the rows per warp are template parameters,
+//   measured on a GPU). fwd_k_ring 1, 4 or 8 (default 8): K fragments in
+//   flight in S = Q·Kᵀ at 16 rows per warp (see "Fragment loads" below; 1
+//   and 4 compiled for the default tile only, bf16 at head widths over 64
+//   with 128 keys, so that a sweep measures what the ring is worth; not
+//   yet measured on a GPU). Rows and stages are run-time parameters of the
+//   kernel; the key tile, the rows per warp and the ring are template parameters,
 //   compiled for 32, 64 and 128 keys with bf16 at head widths over 64 (32
 //   rows per warp: 32 and 64 keys), for 64 keys with bf16 up to 64, for 32
 //   keys with f32 (16 rows per warp only): another key tile, or a
@@ -127,6 +131,19 @@
 //   covered by the other's work. Q cannot stay in registers beside O
 //   (D floats per lane) and S (N/2): its fragments are re-read from shared
 //   memory by ldmatrix for each key tile, and key tiles stop at 64.
+//   Fragment loads (fwd_k_ring, KR): in S = Q·Kᵀ at 16 rows per warp, the
+//   D/16 · N/16 ldmatrix.x4 of K (each feeding two mma) are issued from a
+//   ring of KR fragments, KR − 1 loads ahead of their products, as
+//   FlashAttention-2 loads the next k-step's fragments before the current
+//   one's products. Written plainly (KR = 1), ptxas put each load right
+//   before its two mma, which then waited out its latency: in the default
+//   tile's machine code (nvcc 11.8, sm_90) 60 of the kernel's 136 ldmatrix
+//   had their first reader as the very next instruction; with KR = 8, none
+//   is read sooner than 7 instructions later and 117 of them 16 or more
+//   later, for one more register (237) and no spill. P·V needs no ring:
+//   ptxas interleaves its loads with the softmax's exponentials by itself.
+//   The backward's products were tried likewise and left as they are: at
+//   253 of 255 registers, even a ring of two spilled.
 // Decoding (flash-decoding): when nq ≤ 2·nseq (one or two new queries per
 // sequence, as the launcher can tell without reading seqs) the same kernel
 // runs with 64-row tiles (4 warps that all load; for Llama's 4 heads per
@@ -154,15 +171,15 @@
 // rows, 128 keys, 2 stages), 224 KiB at the largest (128, 128, 3: H100
 // only); decoding 112 KiB (64 keys, 3 stages) or 144 KiB (128 keys, 2).
 // Registers (ptxas -v of nvcc 11.8, sm_90 / sm_80; __launch_bounds__(256)
-// allows 255): 173 / 178 at N = 32, 174 / 211 at N = 64, 236 / 245 at
+// allows 255): 186 / 178 at N = 32, 202 / 211 at N = 64, 237 / 245 at
 // N = 128, none spilled; so one 8-warp block or two 4-warp blocks per SM
-// (D = 64: 132 / 133; f32 at D = 128: 207 / 205; no spills; f32 at D = 64
+// (D = 64: 154 / 133; f32 at D = 128: 207 / 205; no spills; f32 at D = 64
 // spills 20 / 16 bytes, the plain path). At 32 rows per warp
 // (__launch_bounds__(128)): 246 / 252 at N = 32, no spill; 255 at N = 64
 // with 52 / 40 bytes spilled, the row sums among them (S's k-loop is
 // unrolled by 2 there, as fully unrolled ptxas hoists its loads and spills
-// more); the 4 warps of a decoding key split (KW = 4): 172 / 174 at
-// N = 128, 165 / 166 at N = 64. The default's loop (N = 128) issues about
+// more); the 4 warps of a decoding key split (KW = 4): 189 / 172 at
+// N = 128, 169 / 166 at N = 64. The default's loop (N = 128) issues about
 // 940 instructions per warp and tile on its common path (no mask, no
 // rescale) for 256 mma.sync and 128 ldmatrix: the copies and the stage
 // bookkeeping about 170, the softmax about 380 (sm_90 code).
@@ -236,10 +253,11 @@ __device__ __forceinline__ void cp_async_wait_upto(int n) {
 //   f32 (SIMT, the plain path, M = 1 only): each lane computes its own
 //   fragment elements from shared memory in f32; P goes through the warp's
 //   scratch (a row of P is spread over a quad of lanes).
-template <class T, int D, int N, int M> struct FwdMath;
+template <class T, int D, int N, int M, int KR> struct FwdMath;
 
-template <int D, int N, int M> struct FwdMath<bf16, D, N, M> {
+template <int D, int N, int M, int KR> struct FwdMath<bf16, D, N, M, KR> {
 	static_assert(M == 1 || M == 2, "FwdMath: 1 or 2 row fragments per warp");
+	static_assert(KR >= 1, "FwdMath: a ring of at least one K fragment");
 	static constexpr int C = D / 8;          // chunks per row
 	uint32_t qf[M == 1 ? D / 16 : 1][4];      // M = 1: Q's A fragments, one per 16 columns
 	const unsigned char *qs;                  // M = 2: the block's Q tile …
@@ -266,35 +284,41 @@ template <int D, int N, int M> struct FwdMath<bf16, D, N, M> {
 		for (int f = 0; f < M; f++)
 			TW_UNROLL
 			for (int n = 0; n < N / 8; n++) s[f][n][0] = s[f][n][1] = s[f][n][2] = s[f][n][3] = 0.0f;
-		auto step = [&](int kk) {
-			const uint32_t kx = ko ^ (uint32_t)(32 * kk);
-			uint32_t a[M][4];
-			TW_UNROLL
-			for (int f = 0; f < M; f++) {
-				if constexpr (M == 1) {
-					TW_UNROLL
-					for (int e = 0; e < 4; e++) a[f][e] = qf[kk][e];
-				} else {
-					ldmatrix_x4(a[f], qs + (qo[f] ^ (uint32_t)(32 * kk)));
-				}
-			}
-			TW_UNROLL
-			for (int np = 0; np < N / 16; np++) {
-				uint32_t b[4];
-				ldmatrix_x4(b, Ks + kx + 16 * np * C * 16);
-				TW_UNROLL
-				for (int f = 0; f < M; f++) {
-					mma_bf16_m16n8k16(s[f][2 * np], a[f], b, s[f][2 * np]);
-					mma_bf16_m16n8k16(s[f][2 * np + 1], a[f], b + 2, s[f][2 * np + 1]);
-				}
-			}
-		};
-		// Unrolled whole at M = 1; by 2 at M = 2, where ptxas would hoist
-		// the fragment loads of the whole unroll and spill.
+		// Unrolled whole at M = 1, K's fragments in a ring of KR, each
+		// loaded KR − 1 loads ahead of its two products (KR = 1: just
+		// before them, where they wait out its latency); by 2 at M = 2,
+		// where ptxas would hoist the fragment loads of the whole unroll and
+		// spill.
 		if constexpr (M == 1) {
+			constexpr int NP = N / 16, T = D / 16 * NP, L = KR - 1 < T ? KR - 1 : T - 1;
+			uint32_t b[L + 1][4];
+			auto load = [&](int i) { ldmatrix_x4(b[i % (L + 1)], Ks + (ko ^ (uint32_t)(32 * (i / NP))) + 16 * (i % NP) * C * 16); };
 			TW_UNROLL
-			for (int kk = 0; kk < D / 16; kk++) step(kk);
+			for (int i = 0; i < L; i++) load(i);
+			TW_UNROLL
+			for (int i = 0; i < T; i++) {
+				if (i + L < T) load(i + L);
+				const int kk = i / NP, np = i % NP;
+				mma_bf16_m16n8k16(s[0][2 * np], qf[kk], b[i % (L + 1)], s[0][2 * np]);
+				mma_bf16_m16n8k16(s[0][2 * np + 1], qf[kk], b[i % (L + 1)] + 2, s[0][2 * np + 1]);
+			}
 		} else {
+			auto step = [&](int kk) {
+				const uint32_t kx = ko ^ (uint32_t)(32 * kk);
+				uint32_t a[M][4];
+				TW_UNROLL
+				for (int f = 0; f < M; f++) ldmatrix_x4(a[f], qs + (qo[f] ^ (uint32_t)(32 * kk)));
+				TW_UNROLL
+				for (int np = 0; np < N / 16; np++) {
+					uint32_t b[4];
+					ldmatrix_x4(b, Ks + kx + 16 * np * C * 16);
+					TW_UNROLL
+					for (int f = 0; f < M; f++) {
+						mma_bf16_m16n8k16(s[f][2 * np], a[f], b, s[f][2 * np]);
+						mma_bf16_m16n8k16(s[f][2 * np + 1], a[f], b + 2, s[f][2 * np + 1]);
+					}
+				}
+			};
 			TW_UNROLL_BY(2)
 			for (int kk = 0; kk < D / 16; kk++) step(kk);
 		}
@@ -336,7 +360,7 @@ template <int D, int N, int M> struct FwdMath<bf16, D, N, M> {
 	}
 };
 
-template <int D, int N> struct FwdMath<float, D, N, 1> {
+template <int D, int N, int KR> struct FwdMath<float, D, N, 1, KR> {
 	static constexpr int C = D / 4;
 	const unsigned char *q; // the warp's rows stay in shared memory
 
@@ -422,9 +446,10 @@ template <class T, int D, int N, int KW = 1> struct FwdSmem {
 // key chunk); grid (ceil(nq·rep/rows) + nseq)·g·split, block rows/(16M)
 // warps of 16M rows each (M row fragments per warp, see FwdMath), or with
 // KW > 1 (decoding, rows = 16) KW warps that share the rows and take N/KW
-// keys of each tile each (see Decoding).
+// keys of each tile each (see Decoding); KR K fragments in flight in S's
+// product at 16 rows per warp (FwdMath::scores).
 // split == 1: out and lse; otherwise the chunk's partial results.
-template <class T, int D, int N, int M, int KW>
+template <class T, int D, int N, int M, int KW, int KR>
 __global__ void __launch_bounds__(32 * kFwdMaxWarps / M) attn_fwd_kernel(FwdArgs a) {
 	typedef FwdSmem<T, D, N, KW> L;
 	constexpr int NW = N / KW; // keys of a tile per warp
@@ -562,7 +587,7 @@ __global__ void __launch_bounds__(32 * kFwdMaxWarps / M) attn_fwd_kernel(FwdArgs
 		for (int x = threadIdx.x; x < rows * C * 4; x += nthr) ((uint32_t *)Qs)[x] ^= sign;
 		__syncthreads();
 	}
-	FwdMath<T, D, NW, M> mm;
+	FwdMath<T, D, NW, M, KR> mm;
 	mm.load_q(Qs, KW > 1 ? 0 : warp, lane);
 
 	// Tile it is in stage cur = (it − t0) mod S, counted rather than divided
@@ -794,8 +819,8 @@ constexpr int kMaxSplit = 1024; // dec_split's ceiling (bounds the grid and the 
 
 // fwd_config_ok reports whether the forward's fields of cfg are 0 (the
 // default) or in their value sets: fwd_rows 64, 128; fwd_keys 32, 64, 128;
-// fwd_stages 1, 2, 3; fwd_warp_rows 16, 32; dec_split 1 … kMaxSplit;
-// dec_keys 64, 128; dec_key_warps 1, 4. Whether a
+// fwd_stages 1, 2, 3; fwd_warp_rows 16, 32; fwd_k_ring 1, 4, 8;
+// dec_split 1 … kMaxSplit; dec_keys 64, 128; dec_key_warps 1, 4. Whether a
 // key tile is compiled for the launch's dtype and head width is
 // fwd_dispatch's question (and whether its shared memory fits, the
 // device's).
@@ -808,7 +833,8 @@ bool fwd_config_ok(const tw_attention_config *cfg) {
 		return false;
 	};
 	return in(cfg->fwd_rows, {64, 128}) && in(cfg->fwd_keys, {32, 64, 128}) && in(cfg->fwd_stages, {1, 2, 3}) &&
-	       in(cfg->fwd_warp_rows, {16, 32}) && in(cfg->dec_key_warps, {1, 4}) && cfg->dec_split >= 0 && cfg->dec_split <= kMaxSplit && in(cfg->dec_keys, {64, 128});
+	       in(cfg->fwd_warp_rows, {16, 32}) && in(cfg->fwd_k_ring, {1, 4, 8}) && in(cfg->dec_key_warps, {1, 4}) &&
+	       cfg->dec_split >= 0 && cfg->dec_split <= kMaxSplit && in(cfg->dec_keys, {64, 128});
 }
 
 // What a forward launch runs.
@@ -817,7 +843,10 @@ struct FwdPlan {
 	int rows, keys, stages, split; // FwdArgs' fields; keys: N
 	int frags;                    // M: 16-row fragments per warp (fwd_warp_rows / 16)
 	int kwarps;                   // KW: warps that split each key tile (decoding; 1: none)
+	int kring;                    // KR: K fragments in flight in S's product (fwd_k_ring)
 };
+
+constexpr int kFwdKRing = 8; // fwd_k_ring's default: S's loads 7 ahead of their products
 
 // The default key split of a decoding launch: as many chunks as fit in two
 // whole waves of blocks (about two resident per SM: the decode tiles take
@@ -847,6 +876,7 @@ FwdPlan fwd_plan(int64_t nq, int64_t nk, int64_t g, int64_t nseq, int64_t dh, bo
 		p.stages = f32 || !c.fwd_stages ? 2 : c.fwd_stages;
 		p.frags = f32 || !c.fwd_warp_rows ? 1 : c.fwd_warp_rows / 16;
 		p.kwarps = 1;
+		p.kring = f32 || !c.fwd_k_ring ? kFwdKRing : c.fwd_k_ring;
 		p.split = 1;
 	} else {
 		p.kwarps = f32 || !c.dec_key_warps ? 1 : c.dec_key_warps;
@@ -854,51 +884,62 @@ FwdPlan fwd_plan(int64_t nq, int64_t nk, int64_t g, int64_t nseq, int64_t dh, bo
 		p.keys = f32 ? 32 : c.dec_keys ? c.dec_keys : 64;
 		p.stages = p.keys <= 64 ? 3 : 2; // two tiles in flight, or one of 128 keys
 		p.frags = 1;
+		p.kring = kFwdKRing;
 		p.split = c.dec_split ? c.dec_split : dec_auto_split(nk, g, nseq);
 	}
 	return p;
 }
 
-// Calls f(T*, D, N, M, KW) (each an IntC) for the compiled instantiation
-// that fits dt, dh, the key tile, the row fragments per warp and the warps
-// splitting a key tile: bf16 with D = 128 (dh 72 … 128) and N = 32, 64 or
-// 128 at M = 1, N = 32 or 64 at M = 2 (at 128 keys S and O would not fit
-// the registers beside each other), N = 64 or 128 at KW = 4; bf16 with
-// D = 32 or 64 and N = 64, M = 1; f32 with N = 32, M = 1. Anything else is
-// cudaErrorInvalidValue.
-template <class F> cudaError_t fwd_dispatch(tw_dtype dt, int64_t dh, int keys, int frags, int kwarps, F f) {
+// Calls f(T*, D, N, M, KW, KR) (each an IntC) for the compiled
+// instantiation that fits dt, dh, the key tile, the row fragments per warp,
+// the warps splitting a key tile and the K fragment ring: bf16 with D = 128
+// (dh 72 … 128) and N = 32, 64 or 128 at M = 1, N = 32 or 64 at M = 2 (at
+// 128 keys S and O would not fit the registers beside each other), N = 64
+// or 128 at KW = 4; bf16 with D = 32 or 64 and N = 64, M = 1; f32 with
+// N = 32, M = 1; each with the default ring (kFwdKRing), and the forward's
+// default tile (bf16, D = 128, N = 128, M = 1) also with rings of 1 and 4,
+// for the sweep. Anything else is cudaErrorInvalidValue.
+template <class F> cudaError_t fwd_dispatch(tw_dtype dt, int64_t dh, int keys, int frags, int kwarps, int kring, F f) {
 	using One = IntC<1>;
+	using Ring = IntC<kFwdKRing>;
+	if (kring != kFwdKRing && !(dt == TW_BF16 && dh > 64 && keys == 128 && frags == 1 && kwarps == 1))
+		return cudaErrorInvalidValue;
 	if (dt == TW_F32) {
 		if (keys != 32 || frags != 1 || kwarps != 1) return cudaErrorInvalidValue;
-		if (dh <= 32) return f((float *)nullptr, IntC<32>(), IntC<32>(), One(), One());
-		if (dh <= 64) return f((float *)nullptr, IntC<64>(), IntC<32>(), One(), One());
-		return f((float *)nullptr, IntC<128>(), IntC<32>(), One(), One());
+		if (dh <= 32) return f((float *)nullptr, IntC<32>(), IntC<32>(), One(), One(), Ring());
+		if (dh <= 64) return f((float *)nullptr, IntC<64>(), IntC<32>(), One(), One(), Ring());
+		return f((float *)nullptr, IntC<128>(), IntC<32>(), One(), One(), Ring());
 	}
 	if (dt != TW_BF16) return cudaErrorInvalidValue;
 	if (dh <= 64) {
 		if (keys != 64 || frags != 1 || kwarps != 1) return cudaErrorInvalidValue;
-		if (dh <= 32) return f((bf16 *)nullptr, IntC<32>(), IntC<64>(), One(), One());
-		return f((bf16 *)nullptr, IntC<64>(), IntC<64>(), One(), One());
+		if (dh <= 32) return f((bf16 *)nullptr, IntC<32>(), IntC<64>(), One(), One(), Ring());
+		return f((bf16 *)nullptr, IntC<64>(), IntC<64>(), One(), One(), Ring());
 	}
 	if (kwarps == 4 && frags == 1) {
 		switch (keys) {
-		case 64: return f((bf16 *)nullptr, IntC<128>(), IntC<64>(), One(), IntC<4>());
-		case 128: return f((bf16 *)nullptr, IntC<128>(), IntC<128>(), One(), IntC<4>());
+		case 64: return f((bf16 *)nullptr, IntC<128>(), IntC<64>(), One(), IntC<4>(), Ring());
+		case 128: return f((bf16 *)nullptr, IntC<128>(), IntC<128>(), One(), IntC<4>(), Ring());
 		}
 		return cudaErrorInvalidValue;
 	}
 	if (kwarps != 1) return cudaErrorInvalidValue;
 	if (frags == 2) {
 		switch (keys) {
-		case 32: return f((bf16 *)nullptr, IntC<128>(), IntC<32>(), IntC<2>(), One());
-		case 64: return f((bf16 *)nullptr, IntC<128>(), IntC<64>(), IntC<2>(), One());
+		case 32: return f((bf16 *)nullptr, IntC<128>(), IntC<32>(), IntC<2>(), One(), Ring());
+		case 64: return f((bf16 *)nullptr, IntC<128>(), IntC<64>(), IntC<2>(), One(), Ring());
 		}
 		return cudaErrorInvalidValue;
 	}
 	switch (keys) {
-	case 32: return f((bf16 *)nullptr, IntC<128>(), IntC<32>(), One(), One());
-	case 64: return f((bf16 *)nullptr, IntC<128>(), IntC<64>(), One(), One());
-	case 128: return f((bf16 *)nullptr, IntC<128>(), IntC<128>(), One(), One());
+	case 32: return f((bf16 *)nullptr, IntC<128>(), IntC<32>(), One(), One(), Ring());
+	case 64: return f((bf16 *)nullptr, IntC<128>(), IntC<64>(), One(), One(), Ring());
+	case 128:
+		switch (kring) {
+		case 1: return f((bf16 *)nullptr, IntC<128>(), IntC<128>(), One(), One(), IntC<1>());
+		case 4: return f((bf16 *)nullptr, IntC<128>(), IntC<128>(), One(), One(), IntC<4>());
+		case kFwdKRing: return f((bf16 *)nullptr, IntC<128>(), IntC<128>(), One(), One(), Ring());
+		}
 	}
 	return cudaErrorInvalidValue;
 }
@@ -914,7 +955,7 @@ extern "C" const char *tw_attention_check(const tw_attention_config *cfg, tw_dty
 		const int64_t nseq = 4, nq = decode ? nseq : 1024 * nseq;
 		const FwdPlan p = fwd_plan(nq, 1024 * nseq, 1, nseq, dh, dt == TW_F32, cfg);
 		size_t bytes = 0;
-		const cudaError_t e = fwd_dispatch(dt, dh, p.keys, p.frags, p.kwarps, [&](auto *t, auto dw, auto nw, auto, auto kww) {
+		const cudaError_t e = fwd_dispatch(dt, dh, p.keys, p.frags, p.kwarps, p.kring, [&](auto *t, auto dw, auto nw, auto, auto kww, auto) {
 			typedef std::remove_pointer_t<decltype(t)> T;
 			bytes = FwdSmem<T, decltype(dw)::value, decltype(nw)::value, decltype(kww)::value>::bytes(p.rows, p.stages);
 			return cudaSuccess;
@@ -960,15 +1001,15 @@ extern "C" cudaError_t tw_attention(void *out, float *lse, const void *q, const 
 		a.part_o = (float *)workspace;
 		a.part_ml = a.part_o + (size_t)p.split * (size_t)a.nqh * (size_t)dh;
 	}
-	return fwd_dispatch(dt, dh, p.keys, p.frags, p.kwarps, [&](auto *t, auto dw, auto nw, auto mw, auto kww) {
+	return fwd_dispatch(dt, dh, p.keys, p.frags, p.kwarps, p.kring, [&](auto *t, auto dw, auto nw, auto mw, auto kww, auto krw) {
 		typedef std::remove_pointer_t<decltype(t)> T;
 		constexpr int D = decltype(dw)::value, N = decltype(nw)::value, M = decltype(mw)::value;
-		constexpr int KW = decltype(kww)::value;
+		constexpr int KW = decltype(kww)::value, KR = decltype(krw)::value;
 		const size_t bytes = FwdSmem<T, D, N, KW>::bytes(p.rows, p.stages);
-		cudaError_t e = allow_smem(attn_fwd_kernel<T, D, N, M, KW>, bytes);
+		cudaError_t e = allow_smem(attn_fwd_kernel<T, D, N, M, KW, KR>, bytes);
 		if (e != cudaSuccess) return e;
 		const unsigned threads = KW > 1 ? 32 * KW : 32 * (p.rows / (16 * M));
-		LAUNCH((unsigned)(items * p.split), threads, bytes, stream, attn_fwd_kernel<T, D, N, M, KW>)(a);
+		LAUNCH((unsigned)(items * p.split), threads, bytes, stream, attn_fwd_kernel<T, D, N, M, KW, KR>)(a);
 		if ((e = cudaGetLastError()) != cudaSuccess || p.split == 1) return e;
 		LAUNCH((unsigned)items, 128, 0, stream, attn_fwd_combine_kernel<T>)(a);
 		return cudaGetLastError();
@@ -1003,6 +1044,13 @@ extern "C" int tw_attention_configs(tw_attention_config *out, int max) {
 	for (int keys : {32, 64})
 		for (int stages : {2, 3}) fwd(128, keys, stages, 32);
 	fwd(64, 64, 2, 32);
+	// S's K fragments loaded just before their products (the order before
+	// 2026-11-29), or 3 ahead, at the default tile.
+	for (int ring : {1, 4}) {
+		tw_attention_config c{};
+		c.fwd_rows = 128, c.fwd_keys = 128, c.fwd_stages = 2, c.fwd_k_ring = ring;
+		add(c);
+	}
 	for (int dkeys : {64, 128})
 		for (int dsplit : {0, 1, 4, 16})
 			if (!(dkeys == 64 && dsplit == 0)) {

@@ -163,6 +163,7 @@ typedef struct {
 	int fwd_keys;   /* forward: keys per inner tile */
 	int fwd_stages; /* forward: key/value tiles in flight */
 	int fwd_warp_rows; /* forward: query rows per warp (16: Q in registers; 32: as FlashAttention-2) */
+	int fwd_k_ring; /* forward: K fragments in flight in S = Q·Kᵀ at 16 rows per warp (8; 1: each loaded just before its products) */
 	int bwd_rows;   /* backward: query rows per inner tile or block */
 	int bwd_keys;   /* backward: keys per block or inner tile */
 	int bwd_stages; /* backward: tiles in flight */

@@ -21,6 +21,7 @@ import (
 type AttentionConfig struct {
 	FwdRows, FwdKeys, FwdStages           int // forward: query rows per block, keys per tile, tiles in flight
 	FwdWarpRows                           int // forward: query rows per warp (16, or 32 as FlashAttention-2)
+	FwdKRing                              int // forward: K fragments in flight in S = Q·Kᵀ (8; 4; 1: each loaded just before its products)
 	BwdRows, BwdKeys, BwdStages, BwdSplit int // backward: query rows, keys, tiles in flight, query-axis split of dK/dV
 	BwdDQAtomic                           int // backward: 1 sums dQ by float atomics (faster where blocks wait; not bit-identical run to run)
 	BwdWarpKeys                           int // backward: keys per warp (16, or 32 as FlashAttention-2: Pᵀ through shared memory)
@@ -38,6 +39,7 @@ var attentionFields = []struct {
 	{"fwd.keys", func(c *AttentionConfig) *int { return &c.FwdKeys }},
 	{"fwd.stages", func(c *AttentionConfig) *int { return &c.FwdStages }},
 	{"fwd.warp_rows", func(c *AttentionConfig) *int { return &c.FwdWarpRows }},
+	{"fwd.k_ring", func(c *AttentionConfig) *int { return &c.FwdKRing }},
 	{"bwd.rows", func(c *AttentionConfig) *int { return &c.BwdRows }},
 	{"bwd.keys", func(c *AttentionConfig) *int { return &c.BwdKeys }},
 	{"bwd.stages", func(c *AttentionConfig) *int { return &c.BwdStages }},
@@ -51,7 +53,7 @@ var attentionFields = []struct {
 
 // ParseAttentionConfig reads a configuration written as comma-separated
 // name=value pairs, e.g. "fwd.rows=128,fwd.keys=64,fwd.stages=2"; the
-// names are fwd.rows, fwd.keys, fwd.stages, fwd.warp_rows, bwd.rows, bwd.keys,
+// names are fwd.rows, fwd.keys, fwd.stages, fwd.warp_rows, fwd.k_ring, bwd.rows, bwd.keys,
 // bwd.stages, bwd.split, bwd.dq_atomic, bwd.warp_keys, dec.split, dec.keys and
 // dec.key_warps. "" is every default.
 func ParseAttentionConfig(s string) (AttentionConfig, error) {
@@ -105,7 +107,7 @@ func (c AttentionConfig) String() string {
 // cConfig is c as the launchers take it.
 func (c AttentionConfig) cConfig() C.tw_attention_config {
 	return C.tw_attention_config{
-		fwd_rows: C.int(c.FwdRows), fwd_keys: C.int(c.FwdKeys), fwd_stages: C.int(c.FwdStages), fwd_warp_rows: C.int(c.FwdWarpRows),
+		fwd_rows: C.int(c.FwdRows), fwd_keys: C.int(c.FwdKeys), fwd_stages: C.int(c.FwdStages), fwd_warp_rows: C.int(c.FwdWarpRows), fwd_k_ring: C.int(c.FwdKRing),
 		bwd_rows: C.int(c.BwdRows), bwd_keys: C.int(c.BwdKeys), bwd_stages: C.int(c.BwdStages), bwd_split: C.int(c.BwdSplit),
 		bwd_dq_atomic: C.int(c.BwdDQAtomic), bwd_warp_keys: C.int(c.BwdWarpKeys), dec_split: C.int(c.DecSplit), dec_keys: C.int(c.DecKeys), dec_key_warps: C.int(c.DecKeyWarps),
 	}
@@ -125,7 +127,7 @@ func AttentionConfigs() []AttentionConfig {
 	out := make([]AttentionConfig, n)
 	for i, c := range cs {
 		out[i] = AttentionConfig{
-			FwdRows: int(c.fwd_rows), FwdKeys: int(c.fwd_keys), FwdStages: int(c.fwd_stages), FwdWarpRows: int(c.fwd_warp_rows),
+			FwdRows: int(c.fwd_rows), FwdKeys: int(c.fwd_keys), FwdStages: int(c.fwd_stages), FwdWarpRows: int(c.fwd_warp_rows), FwdKRing: int(c.fwd_k_ring),
 			BwdRows: int(c.bwd_rows), BwdKeys: int(c.bwd_keys), BwdStages: int(c.bwd_stages), BwdSplit: int(c.bwd_split),
 			BwdDQAtomic: int(c.bwd_dq_atomic), BwdWarpKeys: int(c.bwd_warp_keys), DecSplit: int(c.dec_split), DecKeys: int(c.dec_keys), DecKeyWarps: int(c.dec_key_warps),
 		}

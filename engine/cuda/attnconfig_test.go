@@ -20,6 +20,7 @@ func TestParseAttentionConfig(t *testing.T) {
 		{"fwd.rows=128,fwd.keys=64,fwd.stages=2", AttentionConfig{FwdRows: 128, FwdKeys: 64, FwdStages: 2}, ""},
 		{"fwd.warp_rows=32,fwd.keys=64", AttentionConfig{FwdWarpRows: 32, FwdKeys: 64}, ""},
 		{"dec.key_warps=4", AttentionConfig{DecKeyWarps: 4}, ""},
+		{"fwd.k_ring=1", AttentionConfig{FwdKRing: 1}, ""},
 		{"bwd.warp_keys=32,bwd.rows=128", AttentionConfig{BwdWarpKeys: 32, BwdRows: 128}, ""},
 		{" bwd.split=4 , dec.split=8,dec.keys=128,bwd.rows=64,bwd.keys=128,bwd.stages=2",
 			AttentionConfig{BwdSplit: 4, DecSplit: 8, DecKeys: 128, BwdRows: 64, BwdKeys: 128, BwdStages: 2}, ""},
@@ -66,6 +67,9 @@ func TestAttentionConfigRefused(t *testing.T) {
 		{AttentionConfig{FwdWarpRows: 24}, true},
 		{AttentionConfig{DecKeyWarps: 4}, false}, // a decoding field: this launch does not decode
 		{AttentionConfig{DecKeyWarps: 2}, true},
+		{AttentionConfig{FwdKRing: 8}, false}, // the default ring, compiled for every tile
+		{AttentionConfig{FwdKRing: 1}, true},  // compiled for head width 128 only
+		{AttentionConfig{FwdKRing: 3}, true},
 	} {
 		b, err := New(Options{Attention: c.cfg})
 		if err != nil {
@@ -77,6 +81,28 @@ func TestAttentionConfigRefused(t *testing.T) {
 		}
 		b.Close()
 	}
+}
+
+// configParts reports whether c sets a field of the forward, of the
+// backward, of decoding (by the names' prefixes, so that a field added to
+// AttentionConfig is counted without a change here).
+func configParts(c AttentionConfig) (fwd, bwd, dec bool) {
+	for _, f := range attentionFields {
+		if *f.get(&c) == 0 {
+			continue
+		}
+		switch {
+		case strings.HasPrefix(f.name, "fwd."):
+			fwd = true
+		case strings.HasPrefix(f.name, "bwd."):
+			bwd = true
+		case strings.HasPrefix(f.name, "dec."):
+			dec = true
+		default:
+			panic("configParts: field " + f.name + " of no direction")
+		}
+	}
+	return fwd, bwd, dec
 }
 
 // runSmallAttention runs the forward and the backward of one causal
@@ -134,7 +160,7 @@ func TestAttentionConfigs(t *testing.T) {
 		}
 		seen[c] = true
 		t.Run(c.String(), func(t *testing.T) {
-			if c.FwdRows == 0 && c.FwdKeys == 0 && c.FwdStages == 0 && c.FwdWarpRows == 0 && c.DecSplit == 0 && c.DecKeys == 0 && c.DecKeyWarps == 0 {
+			if fwd, _, dec := configParts(c); !fwd && !dec {
 				t.Skip("a backward configuration: TestAttentionBackwardConfigs runs it")
 			}
 			// The forward's shared memory at head width 128, bf16
@@ -169,6 +195,12 @@ func TestCheckAttention(t *testing.T) {
 		{AttentionConfig{FwdKeys: 128, DecKeyWarps: 4, BwdRows: 64}, engine.F32, 16, ""}, // f32 runs its one tiling
 		{AttentionConfig{FwdKeys: 128}, engine.BF16, 64, "the forward's tiles are not compiled"},
 		{AttentionConfig{FwdWarpRows: 32, FwdKeys: 128}, engine.BF16, 128, "the forward's tiles are not compiled"},
+		{AttentionConfig{FwdKRing: 1}, engine.BF16, 128, ""},
+		{AttentionConfig{FwdKRing: 4, FwdKeys: 128, FwdRows: 64}, engine.BF16, 128, ""},
+		{AttentionConfig{FwdKRing: 1, FwdKeys: 64}, engine.BF16, 128, "the forward's tiles are not compiled"},
+		{AttentionConfig{FwdKRing: 1}, engine.BF16, 64, "the forward's tiles are not compiled"},
+		{AttentionConfig{FwdKRing: 1}, engine.F32, 128, ""}, // f32 runs its one tiling
+		{AttentionConfig{FwdKRing: 2}, engine.BF16, 128, "a value the kernels do not take"},
 		{AttentionConfig{DecKeyWarps: 4}, engine.BF16, 64, "decoding's tiles are not compiled"},
 		{AttentionConfig{BwdRows: 128}, engine.BF16, 64, "the backward's tiles are not compiled"},
 		{AttentionConfig{BwdWarpKeys: 32, BwdRows: 128, BwdKeys: 128, BwdStages: 1}, engine.BF16, 128, ""},

@@ -34,13 +34,14 @@ const (
 // for the defaults).
 func bankParts(cfg AttentionConfig) int {
 	parts := 0
-	if cfg.FwdRows != 0 || cfg.FwdKeys != 0 || cfg.FwdStages != 0 || cfg.FwdWarpRows != 0 {
+	fwd, bwd, dec := configParts(cfg)
+	if fwd {
 		parts |= bankForward
 	}
-	if cfg.BwdRows != 0 || cfg.BwdKeys != 0 || cfg.BwdStages != 0 || cfg.BwdSplit != 0 || cfg.BwdDQAtomic != 0 || cfg.BwdWarpKeys != 0 {
+	if bwd {
 		parts |= bankForward | bankBackward
 	}
-	if cfg.DecSplit != 0 || cfg.DecKeys != 0 || cfg.DecKeyWarps != 0 {
+	if dec {
 		parts |= bankDecode
 	}
 	if parts == 0 {

@@ -1,0 +1,210 @@
+// Package sass reads what the CUDA toolkit reports of compiled kernels —
+// the machine code `cuobjdump -sass` prints and the register report of
+// `ptxas -v` — so that tests can hold the kernels to properties no result
+// shows: that a kernel does not spill, and that its shared-memory fragment
+// loads are issued far enough ahead of the instructions that read them.
+// It models only what those checks need: an instruction's opcode and the
+// general registers it writes and reads.
+package sass
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// Instr is one machine instruction.
+type Instr struct {
+	Op   string // the opcode with its modifiers, e.g. "LDSM.16.M88.4"
+	Args string // the operands as printed, without the predicate and the ';'
+}
+
+// Function is one kernel's machine code, in address order.
+type Function struct {
+	Name string // the mangled name
+	Code []Instr
+}
+
+var (
+	funcLine  = regexp.MustCompile(`^\s*Function : (\S+)`)
+	instrLine = regexp.MustCompile(`^\s*/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P[T0-9]+\s+)?([A-Z][A-Z0-9_.]*)\s*([^;]*);`)
+	regToken  = regexp.MustCompile(`\bR(\d+)(\.64)?\b`)
+)
+
+// Parse reads the output of `cuobjdump -sass`: every function it lists,
+// each with its instructions. Output without a function is an error.
+func Parse(r io.Reader) ([]Function, error) {
+	var fns []Function
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if m := funcLine.FindStringSubmatch(line); m != nil {
+			fns = append(fns, Function{Name: m[1]})
+			continue
+		}
+		if m := instrLine.FindStringSubmatch(line); m != nil && len(fns) > 0 {
+			f := &fns[len(fns)-1]
+			f.Code = append(f.Code, Instr{Op: m[1], Args: strings.TrimSpace(m[2])})
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("reading machine code: %w", err)
+	}
+	if len(fns) == 0 {
+		return nil, fmt.Errorf("no function in the machine code (want the output of cuobjdump -sass)")
+	}
+	return fns, nil
+}
+
+// Find returns the functions whose mangled names begin with prefix.
+func Find(fns []Function, prefix string) []Function {
+	var out []Function
+	for _, f := range fns {
+		if strings.HasPrefix(f.Name, prefix) {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// regs lists the registers operand token op names, width registers from
+// the one named (R12.64 names two).
+func regs(tok string, width int) []int {
+	var out []int
+	for _, m := range regToken.FindAllStringSubmatch(tok, -1) {
+		n, _ := strconv.Atoi(m[1])
+		w := width
+		if m[2] != "" && w < 2 {
+			w = 2
+		}
+		for i := 0; i < w; i++ {
+			out = append(out, n+i)
+		}
+	}
+	return out
+}
+
+// Writes lists the general registers in writes: its first operand, as
+// wide as the opcode says (an ldmatrix of 2 or 4 matrices fills 2 or 4
+// consecutive registers; an mma m16n8k16 its 4 accumulators). Stores,
+// branches and barriers write none.
+func (in Instr) Writes() []int {
+	if strings.HasPrefix(in.Op, "ST") || strings.HasPrefix(in.Op, "BRA") || strings.HasPrefix(in.Op, "BAR") ||
+		strings.HasPrefix(in.Op, "LDGSTS") || strings.HasPrefix(in.Op, "RED") {
+		return nil
+	}
+	ops := strings.Split(in.Args, ",")
+	return regs(ops[0], width(in.Op, 0))
+}
+
+// Reads lists the general registers in reads: every operand after the
+// first, and the first too for the instructions that write none (a
+// store's address and value). An mma m16n8k16 reads 4 registers of A, 2 of
+// B and 4 of C.
+func (in Instr) Reads() []int {
+	ops := strings.Split(in.Args, ",")
+	first := 1
+	if in.Writes() == nil {
+		first = 0
+	}
+	var out []int
+	for i := first; i < len(ops); i++ {
+		out = append(out, regs(ops[i], width(in.Op, i))...)
+	}
+	return out
+}
+
+// width is how many consecutive registers operand i of op names.
+func width(op string, i int) int {
+	switch {
+	case strings.HasPrefix(op, "HMMA.16816"):
+		return [4]int{4, 4, 2, 4}[min(i, 3)]
+	case strings.HasPrefix(op, "LDSM") && i == 0:
+		switch {
+		case strings.HasSuffix(op, ".4"):
+			return 4
+		case strings.HasSuffix(op, ".2"):
+			return 2
+		}
+	}
+	return 1
+}
+
+// LoadUse returns, for each instruction of f whose opcode begins with op
+// (e.g. "LDSM"), the number of instructions from it to the first later one
+// that reads a register it wrote: 1 when the very next instruction does.
+// The count is in address order, across branches; a load no instruction
+// reads (within the rest of the function) gets 0.
+func LoadUse(f Function, op string) []int {
+	var out []int
+	for i, in := range f.Code {
+		if !strings.HasPrefix(in.Op, op) {
+			continue
+		}
+		w := map[int]bool{}
+		for _, r := range in.Writes() {
+			w[r] = true
+		}
+		d := 0
+	scan:
+		for j := i + 1; j < len(f.Code); j++ {
+			for _, r := range f.Code[j].Reads() {
+				if w[r] {
+					d = j - i
+					break scan
+				}
+			}
+		}
+		out = append(out, d)
+	}
+	return out
+}
+
+// Spill is one kernel's line of the ptxas report.
+type Spill struct {
+	Name, Arch          string // mangled name, "sm_90"
+	Stores, Loads, Regs int    // bytes spilled to and reloaded from local memory; registers used
+}
+
+var (
+	ptxasEntry = regexp.MustCompile(`Compiling entry function '(\S+)' for '(sm_\d+)'`)
+	ptxasSpill = regexp.MustCompile(`(\d+) bytes spill stores, (\d+) bytes spill loads`)
+	ptxasRegs  = regexp.MustCompile(`Used (\d+) registers`)
+)
+
+// ParsePtxas reads the report `ptxas -v` writes (nvcc -Xptxas=-v): each
+// entry function's spills and registers, per architecture.
+func ParsePtxas(r io.Reader) ([]Spill, error) {
+	var out []Spill
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if m := ptxasEntry.FindStringSubmatch(line); m != nil {
+			out = append(out, Spill{Name: m[1], Arch: m[2]})
+			continue
+		}
+		if len(out) == 0 {
+			continue
+		}
+		s := &out[len(out)-1]
+		if m := ptxasSpill.FindStringSubmatch(line); m != nil {
+			s.Stores, _ = strconv.Atoi(m[1])
+			s.Loads, _ = strconv.Atoi(m[2])
+		}
+		if m := ptxasRegs.FindStringSubmatch(line); m != nil {
+			s.Regs, _ = strconv.Atoi(m[1])
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("reading the ptxas report: %w", err)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no entry function in the ptxas report (want the output of ptxas -v)")
+	}
+	return out, nil
+}

@@ -1,0 +1,84 @@
+package sass
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// A listing in cuobjdump's layout: a load read by the next instruction,
+// one read three later, one read by no one.
+const listing = `
+	code for sm_90
+		Function : _Z6kernelILi1EEvv
+	.headerflags	@"EF_CUDA_TEXMODE_UNIFIED EF_CUDA_64BIT_ADDRESS EF_CUDA_SM90 EF_CUDA_VIRTUAL_SM(EF_CUDA_SM90)"
+        /*0000*/                   LDSM.16.M88.4 R156, [R197] ;                  /* 0x000000 */
+                                                                                /* 0x000000 */
+        /*0010*/                   HMMA.16816.F32.BF16 R152, R56, R156, RZ ;    /* 0x000000 */
+        /*0020*/                   LDSM.16.MT88.4 R8, [R197+0x1000] ;           /* 0x000000 */
+        /*0030*/                   IADD3 R20, R21, 0x1, RZ ;                    /* 0x000000 */
+        /*0040*/              @!P1 STS [R22], R23 ;                              /* 0x000000 */
+        /*0050*/                   HMMA.16816.F32.BF16 R24, R120, R10, R24 ;    /* 0x000000 */
+        /*0060*/                   LDSM.16.M88.2 R40, [R197+0x2000] ;           /* 0x000000 */
+        /*0070*/                   EXIT ;                                        /* 0x000000 */
+		..........
+		Function : _Z6kernelILi2EEvv
+        /*0000*/                   EXIT ;                                        /* 0x000000 */
+`
+
+func TestParseAndLoadUse(t *testing.T) {
+	fns, err := Parse(strings.NewReader(listing))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(fns) != 2 || fns[0].Name != "_Z6kernelILi1EEvv" || len(fns[0].Code) != 8 || len(fns[1].Code) != 1 {
+		t.Fatalf("Parse: %d functions %+v", len(fns), fns)
+	}
+	if got := Find(fns, "_Z6kernelILi2"); len(got) != 1 || got[0].Name != "_Z6kernelILi2EEvv" {
+		t.Errorf("Find: %+v", got)
+	}
+	if got, want := LoadUse(fns[0], "LDSM"), []int{1, 3, 0}; !reflect.DeepEqual(got, want) {
+		t.Errorf("LoadUse = %v, want %v", got, want)
+	}
+	for _, c := range []struct {
+		in            Instr
+		writes, reads []int
+	}{
+		{fns[0].Code[0], []int{156, 157, 158, 159}, []int{197}},
+		{fns[0].Code[1], []int{152, 153, 154, 155}, []int{56, 57, 58, 59, 156, 157}},
+		{fns[0].Code[4], nil, []int{22, 23}},
+		{fns[0].Code[6], []int{40, 41}, []int{197}},
+		{Instr{Op: "LDGSTS.E.BYPASS.128", Args: "[R21], [R120.64+0x80]"}, nil, []int{21, 120, 121}},
+	} {
+		if w, r := c.in.Writes(), c.in.Reads(); !reflect.DeepEqual(w, c.writes) || !reflect.DeepEqual(r, c.reads) {
+			t.Errorf("%s %s: writes %v reads %v, want %v %v", c.in.Op, c.in.Args, w, r, c.writes, c.reads)
+		}
+	}
+	if _, err := Parse(strings.NewReader("no code here\n")); err == nil {
+		t.Error("Parse of text without a function: no error")
+	}
+}
+
+func TestParsePtxas(t *testing.T) {
+	report := `ptxas info    : 0 bytes gmem
+ptxas info    : Compiling entry function '_Z1aPf' for 'sm_80'
+ptxas info    : Function properties for _Z1aPf
+    32 bytes stack frame, 52 bytes spill stores, 64 bytes spill loads
+ptxas info    : Used 255 registers, 480 bytes cmem[0]
+ptxas info    : Compiling entry function '_Z1aPf' for 'sm_90'
+ptxas info    : Function properties for _Z1aPf
+    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+ptxas info    : Used 236 registers
+`
+	got, err := ParsePtxas(strings.NewReader(report))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Spill{{"_Z1aPf", "sm_80", 52, 64, 255}, {"_Z1aPf", "sm_90", 0, 0, 236}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("ParsePtxas = %+v, want %+v", got, want)
+	}
+	if _, err := ParsePtxas(strings.NewReader("nothing\n")); err == nil {
+		t.Error("ParsePtxas of a report without an entry: no error")
+	}
+}
