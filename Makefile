@@ -69,7 +69,7 @@ test-emu: setup emu-test
 # the binaries must need nothing from CUDA but the driver: the CUDA
 # runtime is linked statically, cuBLASLt and NCCL opened at run time; and
 # the machine code must hold what internal/sass's TestKernelCode checks (no
-# spill in the default kernels, the forward's fragment loads ahead of use).
+# spill in the default kernels, the attention's fragment loads ahead of use).
 test-cuda-build: setup
 	@if command -v nvcc >/dev/null 2>&1; then \
 		mkdir -p build; \

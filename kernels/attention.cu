@@ -142,8 +142,8 @@
 //   is read sooner than 7 instructions later and 117 of them 16 or more
 //   later, for one more register (237) and no spill. P·V needs no ring:
 //   ptxas interleaves its loads with the softmax's exponentials by itself.
-//   The backward's products were tried likewise and left as they are: at
-//   253 of 255 registers, even a ring of two spilled.
+//   (The backward's dQ product had the same schedule: attention_backward.cu,
+//   "dQ units".)
 // Decoding (flash-decoding): when nq ≤ 2·nseq (one or two new queries per
 // sequence, as the launcher can tell without reading seqs) the same kernel
 // runs with 64-row tiles (4 warps that all load; for Llama's 4 heads per
@@ -1069,6 +1069,7 @@ extern "C" int tw_attention_configs(tw_attention_config *out, int max) {
 		tw_attention_config c{};
 		c.bwd_rows = b.rows, c.bwd_keys = b.keys, c.bwd_stages = b.stages;
 		c.bwd_warp_keys = b.warp_keys == 16 ? 0 : b.warp_keys; // 16 is the default
+		c.bwd_dq_cols = b.dq_cols == 32 ? 0 : b.dq_cols;       // and 32
 		add(c);
 	}
 	for (int split : {1, 2, 4}) {

@@ -181,12 +181,14 @@ __device__ __forceinline__ bool find_tile(const int32_t *__restrict__ seqs, int 
 
 // A tile configuration of the backward (attention_backward.cu): query rows
 // per tile (bwd_rows), keys per block (bwd_keys), stages (bwd_stages), keys
-// per warp (bwd_warp_keys).
+// per warp (bwd_warp_keys), columns of a warp's dQ unit (bwd_dq_cols).
 struct BwdConfig {
 	int rows, keys, stages;
 	int warp_keys = 16;
+	int dq_cols = 32;
 	constexpr bool operator==(const BwdConfig &o) const {
-		return rows == o.rows && keys == o.keys && stages == o.stages && warp_keys == o.warp_keys;
+		return rows == o.rows && keys == o.keys && stages == o.stages && warp_keys == o.warp_keys &&
+		       dq_cols == o.dq_cols;
 	}
 };
 
@@ -195,12 +197,13 @@ struct BwdConfig {
 // stages 1 or 2 (128, 128, 2 fits only an H100's or H200's 227 KiB of
 // shared memory), 16 keys per warp; and FlashAttention-2's warp layout (32
 // keys per warp) at 64 rows with two stages (64 keys: two blocks per SM on
-// an H100 or H200; 128 keys) and at 128 rows and keys with one. The
-// backward's dispatch and the sweep's list (tw_attention_configs) both read
-// it.
-constexpr BwdConfig kBwdConfigs128[] = {{64, 128, 2},    {64, 64, 1},      {64, 64, 2},  {64, 128, 1},
-                                        {128, 64, 1},    {128, 64, 2},     {128, 128, 1}, {128, 128, 2},
-                                        {64, 64, 2, 32}, {64, 128, 2, 32}, {128, 128, 1, 32}};
+// an H100 or H200; 128 keys) and at 128 rows and keys with one; all with
+// dQ units of 32 columns, and the H100's default (128, 128, 1) with units of
+// 64 too. The backward's dispatch and the sweep's list
+// (tw_attention_configs) both read it.
+constexpr BwdConfig kBwdConfigs128[] = {{64, 128, 2},    {64, 64, 1},      {64, 64, 2},       {64, 128, 1},
+                                        {128, 64, 1},    {128, 64, 2},     {128, 128, 1},     {128, 128, 2},
+                                        {64, 64, 2, 32}, {64, 128, 2, 32}, {128, 128, 1, 32}, {128, 128, 1, 16, 64}};
 
 // A bound on the tiles of `tile` rows that sequences of n rows in all, nseq
 // of them, can have: a sequence of m rows has ceil(m/tile) ≤ m/tile + 1

@@ -21,7 +21,9 @@
 //   1.05-1.07× the 64, 128, 2 of before), else 64, 128, 2 (attention.cuh's
 //   kBwdConfigs128, which the sweep's tw_attention_configs lists too);
 //   bwd_warp_keys 16 (the default) or 32 (FlashAttention-2's warp layout,
-//   below: compiled as 64, 64, 2; 64, 128, 2 and 128, 128, 1).
+//   below: compiled as 64, 64, 2; 64, 128, 2 and 128, 128, 1); bwd_dq_cols
+//   32 (the default) or 64 (compiled for 128, 128, 1 with 16 keys per warp
+//   only; "dQ units" below; not yet measured on a GPU).
 //   bf16 with dh ≤ 64: 64, 128, 2, 16 only. f32: 64, 64, 1 only, whatever cfg's tile fields say
 //   (they tune bf16; bwd_split applies to both). bwd_split: any ≥ 1; 0 picks one
 //   from the SM count (split_of). bwd_dq_atomic: 0 (the default: dQ summed in
@@ -73,7 +75,24 @@
 //     (16 keys × D f32 each) stay in registers for the whole block;
 //   dSᵀ is also written to shared memory, and after a barrier the block
 //   computes dQ_tile = dS·K (A by ldmatrix .trans of dSᵀ, B by .trans of K),
-//   warps taking 16-row × 64-column units, and adds it to dQ.
+//   warps taking 16-row × DQ-column units, and adds it to dQ.
+//
+// dQ units (bwd_dq_cols, DQ: 32 by default, or 64). The dQ product runs with
+// dK and dV's 128 accumulators live, so a unit's own registers (its
+// accumulators and the partial sum it adds to: DQ/2 each) decide whether the
+// kernel fits. At 64 columns (as before 2026-11-29) the default tile used
+// 253 of 255 registers, and ptxas issued each ldmatrix of the product just
+// before the mma that read it (16 of the kernel's loads, in its sm_90 code,
+// were read by the very next instruction); giving those loads a ring of two
+// spilled. At 32 columns the unit's registers halve, the product is unrolled
+// whole with every fragment loaded one load ahead (none is read by the next
+// instruction), the default tile takes 251 registers, and every bf16
+// configuration compiles without a spill on sm_90 (on sm_80 all but 128 ×
+// 128 × 2, which does not fit an A100's shared memory), where 7 of them
+// spilled before. The price: dSᵀ's A fragments are loaded once per unit, so
+// twice as often (the dQ product's ldmatrix traffic about a fifth more).
+// Which wins is the sweep's to say: bwd.dq_cols=64 keeps the old schedule for
+// the H100's default tile.
 //
 // FlashAttention-2's warp layout (bwd_warp_keys = 32, bf16). The warps form
 // two halves of BC/32; warp w of a half owns the 32 keys 32w … 32w+31 (two
@@ -470,7 +489,7 @@ __global__ void attn_bwd_prep_kernel(float *__restrict__ Dl, T *__restrict__ dq,
 // part of the query tiles), numbered by the block's ticket; grid
 // (ceil(nk/BC) + nseq)·g·split blocks of 2·BC threads, those past the last
 // item doing nothing.
-template <class T, int D, int BR, int BC, int STAGES, int WK>
+template <class T, int D, int BR, int BC, int STAGES, int WK, int DQC>
 __global__ void __launch_bounds__(2 * BC, BC == 64 ? 2 : 1) attn_bwd_kernel(const BwdArgs<T> a) {
 	typedef BwdSmem<T, D, BR, BC, STAGES, WK> L;
 	typedef Tile<T, D> TL;  // K, V, Q, dO
@@ -796,7 +815,7 @@ __global__ void __launch_bounds__(2 * BC, BC == 64 ? 2 : 1) attn_bwd_kernel(cons
 			}
 			cp_async_commit();
 		}
-		constexpr int DQ = D < 64 ? D : 64, MU = BR / 16, UNITS = MU * (D / DQ);
+		constexpr int DQ = is_mma<T>() ? (D < DQC ? D : DQC) : (D < 64 ? D : 64), MU = BR / 16, UNITS = MU * (D / DQ);
 		TW_UNROLL_BY(1)
 		for (int u = warp; u < UNITS; u += W) {
 			const int m0 = u % MU * 16, d0 = u / MU * DQ;
@@ -839,12 +858,34 @@ __global__ void __launch_bounds__(2 * BC, BC == 64 ? 2 : 1) attn_bwd_kernel(cons
 					}
 				}
 				zero(acc);
-				if constexpr (is_mma<T>()) {
+				if constexpr (is_mma<T>() && DQC == 64) {
+					// The schedule of before (see "dQ units" at the top), kept
+					// for the sweep to compare.
 					TW_UNROLL_BY(2)
 					for (int kk = 0; kk < BC / 16; kk++) {
 						uint32_t af[4]; // A[m][k] = dSᵀ[k][m]
 						ldmatrix_x4_trans(af, dSt + TS::at(16 * kk + lane % 8 + 8 * (lane / 16), m0 + 8 * (lane / 8 % 2)));
 						mma_kstep<T, D, DQ>(acc, af, Ks, 16 * kk, d0);
+					}
+				} else if constexpr (is_mma<T>()) {
+					// Unrolled whole, each fragment loaded one load ahead of its
+					// products: dSᵀ's A fragments in a ring of 2, K's B too.
+					constexpr int NP = DQ / 16, L = 2;
+					uint32_t af[2][4], bf[L][4];
+					auto load_a = [&](int kk) {
+						ldmatrix_x4_trans(af[kk % 2], dSt + TS::at(16 * kk + lane % 8 + 8 * (lane / 16), m0 + 8 * (lane / 8 % 2)));
+					};
+					auto load_b = [&](int i) {
+						ldmatrix_x4_trans(bf[i % L], Ks + Tile<T, D>::at(16 * (i / NP) + lane % 16, d0 + 16 * (i % NP) + 8 * (lane / 16)));
+					};
+					load_a(0), load_b(0);
+					TW_UNROLL
+					for (int i = 0; i < BC / 16 * NP; i++) {
+						const int kk = i / NP, n = i % NP;
+						if (i + 1 < BC / 16 * NP) load_b(i + 1);
+						if (n == 0 && kk + 1 < BC / 16) load_a(kk + 1);
+						mma16816<T>(acc[2 * n], af[kk % 2], bf[i % L]);
+						mma16816<T>(acc[2 * n + 1], af[kk % 2], bf[i % L] + 2);
 					}
 				} else {
 					simt_nn<D, DQ, BC>(acc, (const float *)dSt + m0, 1, LDS, (const float *)Ks, 0, d0);
@@ -958,6 +999,7 @@ BwdConfig resolve(const tw_attention_config *cfg, bool is_bf16, int64_t dh) {
 		if (cfg->bwd_keys) c.keys = cfg->bwd_keys;
 		if (cfg->bwd_stages) c.stages = cfg->bwd_stages;
 		if (cfg->bwd_warp_keys) c.warp_keys = cfg->bwd_warp_keys;
+		if (cfg->bwd_dq_cols) c.dq_cols = cfg->bwd_dq_cols;
 	}
 	return c;
 }
@@ -1014,7 +1056,9 @@ template <int I, class F> cudaError_t dispatch128(BwdConfig c, F f) {
 		return cudaErrorInvalidValue;
 	} else {
 		constexpr BwdConfig x = kBwdConfigs128[I];
-		if (c == x) return f((bf16 *)nullptr, IntC<128>(), IntC<x.rows>(), IntC<x.keys>(), IntC<x.stages>(), IntC<x.warp_keys>());
+		if (c == x)
+			return f((bf16 *)nullptr, IntC<128>(), IntC<x.rows>(), IntC<x.keys>(), IntC<x.stages>(), IntC<x.warp_keys>(),
+			         IntC<x.dq_cols>());
 		return dispatch128<I + 1>(c, f);
 	}
 }
@@ -1027,26 +1071,27 @@ template <class F> cudaError_t dispatch(tw_dtype dt, int64_t dh, BwdConfig c, F 
 	if (dt == TW_F32) {
 		if (!(c == kDefaultF32)) return cudaErrorInvalidValue;
 		float *t = nullptr;
-		if (dh <= 32) return f(t, IntC<32>(), IntC<64>(), IntC<64>(), IntC<1>(), IntC<16>());
-		if (dh <= 64) return f(t, IntC<64>(), IntC<64>(), IntC<64>(), IntC<1>(), IntC<16>());
-		return f(t, IntC<128>(), IntC<64>(), IntC<64>(), IntC<1>(), IntC<16>());
+		if (dh <= 32) return f(t, IntC<32>(), IntC<64>(), IntC<64>(), IntC<1>(), IntC<16>(), IntC<32>());
+		if (dh <= 64) return f(t, IntC<64>(), IntC<64>(), IntC<64>(), IntC<1>(), IntC<16>(), IntC<32>());
+		return f(t, IntC<128>(), IntC<64>(), IntC<64>(), IntC<1>(), IntC<16>(), IntC<32>());
 	}
 	if (dt != TW_BF16) return cudaErrorInvalidValue;
 	if (dh > 64) return dispatch128<0>(c, f);
 	if (!(c == kDefaultBf16)) return cudaErrorInvalidValue;
-	if (dh <= 32) return f((bf16 *)nullptr, IntC<32>(), IntC<64>(), IntC<128>(), IntC<2>(), IntC<16>());
-	return f((bf16 *)nullptr, IntC<64>(), IntC<64>(), IntC<128>(), IntC<2>(), IntC<16>());
+	if (dh <= 32) return f((bf16 *)nullptr, IntC<32>(), IntC<64>(), IntC<128>(), IntC<2>(), IntC<16>(), IntC<32>());
+	return f((bf16 *)nullptr, IntC<64>(), IntC<64>(), IntC<128>(), IntC<2>(), IntC<16>(), IntC<32>());
 }
 
 } // namespace
 
 extern "C" const char *tw_attention_backward_check(const tw_attention_config *cfg, tw_dtype dt, int64_t dh) {
-	if (cfg && (cfg->bwd_rows < 0 || cfg->bwd_keys < 0 || cfg->bwd_stages < 0 || cfg->bwd_split < 0 || cfg->bwd_warp_keys < 0))
+	if (cfg && (cfg->bwd_rows < 0 || cfg->bwd_keys < 0 || cfg->bwd_stages < 0 || cfg->bwd_split < 0 || cfg->bwd_warp_keys < 0 ||
+	            cfg->bwd_dq_cols < 0))
 		return "a backward field is negative";
 	if (!dq_mode_ok(cfg)) return "the backward's dQ mode (bwd_dq_atomic) is neither 0 nor 1";
 	if (dh <= 0) return "the head width is not positive";
 	size_t bytes = 0;
-	const cudaError_t e = dispatch(dt, dh, resolve(cfg, dt == TW_BF16, dh), [&](auto *t, auto width, auto br, auto bc, auto stages, auto wk) {
+	const cudaError_t e = dispatch(dt, dh, resolve(cfg, dt == TW_BF16, dh), [&](auto *t, auto width, auto br, auto bc, auto stages, auto wk, auto) {
 		typedef std::remove_pointer_t<decltype(t)> T;
 		bytes = BwdSmem<T, decltype(width)::value, decltype(br)::value, decltype(bc)::value, decltype(stages)::value,
 		                decltype(wk)::value>::bytes;
@@ -1070,7 +1115,8 @@ extern "C" cudaError_t tw_attention_backward(void *dq, void *dk, void *dv, const
                                              int64_t h, int64_t g, int64_t dh, float scale, int noncausal,
                                              const tw_attention_config *cfg, void *workspace, cudaStream_t stream) {
 	if (nseq < 0 || nq < 0 || nk < 0 || h < 0 || g < 0 || dh < 0) return cudaErrorInvalidValue;
-	if (cfg && (cfg->bwd_rows < 0 || cfg->bwd_keys < 0 || cfg->bwd_stages < 0 || cfg->bwd_split < 0 || cfg->bwd_warp_keys < 0))
+	if (cfg && (cfg->bwd_rows < 0 || cfg->bwd_keys < 0 || cfg->bwd_stages < 0 || cfg->bwd_split < 0 || cfg->bwd_warp_keys < 0 ||
+	            cfg->bwd_dq_cols < 0))
 		return cudaErrorInvalidValue;
 	if (!dq_mode_ok(cfg)) return cudaErrorInvalidValue;
 	const BwdConfig c = resolve(cfg, dt == TW_BF16, dh);
@@ -1088,10 +1134,10 @@ extern "C" cudaError_t tw_attention_backward(void *dq, void *dk, void *dv, const
 	float *Dl = (float *)(ws + w.dl);
 	int *ctr = (int *)(ws + w.ctr);
 	const float sl2 = scale_log2e(scale);
-	return dispatch(dt, dh, c, [&](auto *t, auto width, auto br, auto bc, auto stages, auto wk) {
+	return dispatch(dt, dh, c, [&](auto *t, auto width, auto br, auto bc, auto stages, auto wk, auto dqc) {
 		typedef std::remove_pointer_t<decltype(t)> T;
 		constexpr int D = decltype(width)::value, BR = decltype(br)::value, BC = decltype(bc)::value,
-		              S = decltype(stages)::value, WK = decltype(wk)::value;
+		              S = decltype(stages)::value, WK = decltype(wk)::value, DQC = decltype(dqc)::value;
 		// dQ by atomics: bf16 only (f32 ignores the mode, as it does the tiles).
 		const bool atomic = std::is_same<T, bf16>::value && cfg && cfg->bwd_dq_atomic == 1;
 		float *dqacc = std::is_same<T, float>::value ? (float *)dq : (float *)(ws + w.dq);
@@ -1116,8 +1162,8 @@ extern "C" cudaError_t tw_attention_backward(void *dq, void *dk, void *dv, const
 		a.scale = scale, a.sl2 = sl2;
 		const size_t bytes = BwdSmem<T, D, BR, BC, S, WK>::bytes;
 		static_assert(BwdSmem<T, D, BR, BC, S, WK>::bytes <= 227 * 1024, "shared memory");
-		if ((e = allow_smem(attn_bwd_kernel<T, D, BR, BC, S, WK>, bytes)) != cudaSuccess) return e;
-		LAUNCH((unsigned)grid, 2 * BC, bytes, stream, attn_bwd_kernel<T, D, BR, BC, S, WK>)(a);
+		if ((e = allow_smem(attn_bwd_kernel<T, D, BR, BC, S, WK, DQC>, bytes)) != cudaSuccess) return e;
+		LAUNCH((unsigned)grid, 2 * BC, bytes, stream, attn_bwd_kernel<T, D, BR, BC, S, WK, DQC>)(a);
 		if ((e = cudaGetLastError()) != cudaSuccess || !atomic) return e;
 		return tw_cast(dq, TW_BF16, dqacc, TW_F32, nq * h * dh, stream); // dq = round(Σ scale·dS·K)
 	});

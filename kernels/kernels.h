@@ -170,6 +170,7 @@ typedef struct {
 	int bwd_split;  /* backward: parts the query axis is split into for dK/dV */
 	int bwd_dq_atomic; /* backward: 1 sums dQ by float atomics (not bit-identical run to run); 0 in a fixed order */
 	int bwd_warp_keys; /* backward: keys per warp (16: P in registers; 32: as FlashAttention-2, Pᵀ through shared memory) */
+	int bwd_dq_cols; /* backward: dQ columns per warp's unit (32; 64: the units of before 2026-11-29) */
 	int dec_split;  /* decoding: key chunks per sequence (flash-decoding) */
 	int dec_keys;   /* decoding: keys per inner tile */
 	int dec_key_warps; /* decoding: warps that split each key tile (1; 4: 16-row tiles) */

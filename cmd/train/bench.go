@@ -64,7 +64,7 @@ func runBench(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	var o suite.Options
 	fs.StringVar(&o.Backend, "backend", "cpu", "cpu, or cuda (a GPU; the kernel emulator in a -tags cudaemu build)")
 	fs.IntVar(&o.Device, "device", 0, "GPU ordinal")
-	attn := fs.String("attention-config", "", "cuda: the attention kernels' tile sizes and pipeline depths, as name=value pairs: fwd.rows, fwd.keys, fwd.stages, fwd.warp_rows, fwd.k_ring, bwd.rows, bwd.keys, bwd.stages, bwd.split, bwd.dq_atomic, bwd.warp_keys, dec.split, dec.keys, dec.key_warps (empty: the kernels' defaults); with --filter attention, one configuration of a sweep")
+	attn := fs.String("attention-config", "", "cuda: the attention kernels' tile sizes and pipeline depths, as name=value pairs: fwd.rows, fwd.keys, fwd.stages, fwd.warp_rows, fwd.k_ring, bwd.rows, bwd.keys, bwd.stages, bwd.split, bwd.dq_atomic, bwd.warp_keys, bwd.dq_cols, dec.split, dec.keys, dec.key_warps (empty: the kernels' defaults); with --filter attention, one configuration of a sweep")
 	listAttn := fs.Bool("attention-configs", false, "cuda: print the attention configurations a tuning sweep tries (the tile sizes the kernels are compiled for), one per line as --attention-config takes them, and exit")
 	gemm := fs.String("gemm", "", "cuda: the GEMM of the model steps and of every op but the kernel suite's own GEMMs: cublas (cuBLASLt) or own (turnwise's kernel); empty: cuBLASLt where one is found. The kernel suite always measures our GEMM kernel beside cuBLASLt")
 	fs.IntVar(&o.Threads, "threads", 0, "CPU worker threads (0: one per CPU)")

@@ -50,11 +50,13 @@ func TestAttentionBackwardConfigs(t *testing.T) {
 		split []int
 	}
 	var runs []run
-	// Rows, keys, stages and keys per warp (0: the default, 16).
-	compiled := [][4]int{{64, 64, 1, 0}, {64, 64, 2, 0}, {64, 128, 1, 0}, {64, 128, 2, 0}, {128, 64, 1, 0}, {128, 64, 2, 0},
-		{128, 128, 1, 0}, {128, 128, 2, 0}, {64, 64, 2, 32}, {64, 128, 2, 32}, {128, 128, 1, 32}}
+	// Rows, keys, stages, keys per warp (0: the default, 16) and dQ columns
+	// per unit (0: the default, 32).
+	compiled := [][5]int{{64, 64, 1, 0, 0}, {64, 64, 2, 0, 0}, {64, 128, 1, 0, 0}, {64, 128, 2, 0, 0}, {128, 64, 1, 0, 0},
+		{128, 64, 2, 0, 0}, {128, 128, 1, 0, 0}, {128, 128, 2, 0, 0}, {64, 64, 2, 32, 0}, {64, 128, 2, 32, 0},
+		{128, 128, 1, 32, 0}, {128, 128, 1, 0, 64}}
 	for _, rks := range compiled {
-		cfg := AttentionConfig{BwdRows: rks[0], BwdKeys: rks[1], BwdStages: rks[2], BwdWarpKeys: rks[3]}
+		cfg := AttentionConfig{BwdRows: rks[0], BwdKeys: rks[1], BwdStages: rks[2], BwdWarpKeys: rks[3], BwdDQCols: rks[4]}
 		runs = append(runs, run{causal, engine.BF16, cfg, []int{1, 3}}, run{nonCausal, engine.BF16, cfg, []int{2}})
 	}
 	// FlashAttention-2's layout with dQ by atomics, and over GQA 3 (query
@@ -64,20 +66,20 @@ func TestAttentionBackwardConfigs(t *testing.T) {
 	fa2atomic.BwdDQAtomic = 1
 	runs = append(runs, run{causal, engine.BF16, fa2atomic, []int{1}}, run{attnBwdCase("causal packed 90,41 H6/G2 dh128"), engine.BF16, fa2, []int{1, 2}})
 	// The sweep (AttentionConfigs) lists every one of them, and no other.
-	swept := map[[4]int]bool{}
+	swept := map[[5]int]bool{}
 	for _, c := range AttentionConfigs() {
-		if c.BwdRows != 0 || c.BwdKeys != 0 || c.BwdStages != 0 || c.BwdWarpKeys != 0 {
-			swept[[4]int{c.BwdRows, c.BwdKeys, c.BwdStages, c.BwdWarpKeys}] = true
+		if c.BwdRows != 0 || c.BwdKeys != 0 || c.BwdStages != 0 || c.BwdWarpKeys != 0 || c.BwdDQCols != 0 {
+			swept[[5]int{c.BwdRows, c.BwdKeys, c.BwdStages, c.BwdWarpKeys, c.BwdDQCols}] = true
 		}
 	}
 	for _, rks := range compiled {
 		if !swept[rks] {
-			t.Errorf("AttentionConfigs() lacks the backward's rows, keys, stages, keys per warp %v", rks)
+			t.Errorf("AttentionConfigs() lacks the backward's rows, keys, stages, keys per warp, dQ columns %v", rks)
 		}
 		delete(swept, rks)
 	}
 	for rks := range swept {
-		t.Errorf("AttentionConfigs() lists the backward's rows, keys, stages, keys per warp %v, which is not compiled", rks)
+		t.Errorf("AttentionConfigs() lists the backward's rows, keys, stages, keys per warp, dQ columns %v, which is not compiled", rks)
 	}
 	// dQ by atomics (bf16; f32 ignores the mode), with and without a split.
 	atomic := AttentionConfig{BwdDQAtomic: 1}

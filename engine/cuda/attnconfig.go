@@ -25,6 +25,7 @@ type AttentionConfig struct {
 	BwdRows, BwdKeys, BwdStages, BwdSplit int // backward: query rows, keys, tiles in flight, query-axis split of dK/dV
 	BwdDQAtomic                           int // backward: 1 sums dQ by float atomics (faster where blocks wait; not bit-identical run to run)
 	BwdWarpKeys                           int // backward: keys per warp (16, or 32 as FlashAttention-2: Pᵀ through shared memory)
+	BwdDQCols                             int // backward: dQ columns per warp's unit (32, or 64 as before 2026-11-29)
 	DecSplit, DecKeys                     int // decoding: key chunks per sequence, keys per tile
 	DecKeyWarps                           int // decoding: warps that split each key tile (1, or 4 with 16-row tiles)
 }
@@ -46,6 +47,7 @@ var attentionFields = []struct {
 	{"bwd.split", func(c *AttentionConfig) *int { return &c.BwdSplit }},
 	{"bwd.dq_atomic", func(c *AttentionConfig) *int { return &c.BwdDQAtomic }},
 	{"bwd.warp_keys", func(c *AttentionConfig) *int { return &c.BwdWarpKeys }},
+	{"bwd.dq_cols", func(c *AttentionConfig) *int { return &c.BwdDQCols }},
 	{"dec.split", func(c *AttentionConfig) *int { return &c.DecSplit }},
 	{"dec.keys", func(c *AttentionConfig) *int { return &c.DecKeys }},
 	{"dec.key_warps", func(c *AttentionConfig) *int { return &c.DecKeyWarps }},
@@ -54,7 +56,7 @@ var attentionFields = []struct {
 // ParseAttentionConfig reads a configuration written as comma-separated
 // name=value pairs, e.g. "fwd.rows=128,fwd.keys=64,fwd.stages=2"; the
 // names are fwd.rows, fwd.keys, fwd.stages, fwd.warp_rows, fwd.k_ring, bwd.rows, bwd.keys,
-// bwd.stages, bwd.split, bwd.dq_atomic, bwd.warp_keys, dec.split, dec.keys and
+// bwd.stages, bwd.split, bwd.dq_atomic, bwd.warp_keys, bwd.dq_cols, dec.split, dec.keys and
 // dec.key_warps. "" is every default.
 func ParseAttentionConfig(s string) (AttentionConfig, error) {
 	var c AttentionConfig
@@ -109,7 +111,7 @@ func (c AttentionConfig) cConfig() C.tw_attention_config {
 	return C.tw_attention_config{
 		fwd_rows: C.int(c.FwdRows), fwd_keys: C.int(c.FwdKeys), fwd_stages: C.int(c.FwdStages), fwd_warp_rows: C.int(c.FwdWarpRows), fwd_k_ring: C.int(c.FwdKRing),
 		bwd_rows: C.int(c.BwdRows), bwd_keys: C.int(c.BwdKeys), bwd_stages: C.int(c.BwdStages), bwd_split: C.int(c.BwdSplit),
-		bwd_dq_atomic: C.int(c.BwdDQAtomic), bwd_warp_keys: C.int(c.BwdWarpKeys), dec_split: C.int(c.DecSplit), dec_keys: C.int(c.DecKeys), dec_key_warps: C.int(c.DecKeyWarps),
+		bwd_dq_atomic: C.int(c.BwdDQAtomic), bwd_warp_keys: C.int(c.BwdWarpKeys), bwd_dq_cols: C.int(c.BwdDQCols), dec_split: C.int(c.DecSplit), dec_keys: C.int(c.DecKeys), dec_key_warps: C.int(c.DecKeyWarps),
 	}
 }
 
@@ -129,7 +131,7 @@ func AttentionConfigs() []AttentionConfig {
 		out[i] = AttentionConfig{
 			FwdRows: int(c.fwd_rows), FwdKeys: int(c.fwd_keys), FwdStages: int(c.fwd_stages), FwdWarpRows: int(c.fwd_warp_rows), FwdKRing: int(c.fwd_k_ring),
 			BwdRows: int(c.bwd_rows), BwdKeys: int(c.bwd_keys), BwdStages: int(c.bwd_stages), BwdSplit: int(c.bwd_split),
-			BwdDQAtomic: int(c.bwd_dq_atomic), BwdWarpKeys: int(c.bwd_warp_keys), DecSplit: int(c.dec_split), DecKeys: int(c.dec_keys), DecKeyWarps: int(c.dec_key_warps),
+			BwdDQAtomic: int(c.bwd_dq_atomic), BwdWarpKeys: int(c.bwd_warp_keys), BwdDQCols: int(c.bwd_dq_cols), DecSplit: int(c.dec_split), DecKeys: int(c.dec_keys), DecKeyWarps: int(c.dec_key_warps),
 		}
 	}
 	return out

@@ -21,6 +21,7 @@ func TestParseAttentionConfig(t *testing.T) {
 		{"fwd.warp_rows=32,fwd.keys=64", AttentionConfig{FwdWarpRows: 32, FwdKeys: 64}, ""},
 		{"dec.key_warps=4", AttentionConfig{DecKeyWarps: 4}, ""},
 		{"fwd.k_ring=1", AttentionConfig{FwdKRing: 1}, ""},
+		{"bwd.dq_cols=64", AttentionConfig{BwdDQCols: 64}, ""},
 		{"bwd.warp_keys=32,bwd.rows=128", AttentionConfig{BwdWarpKeys: 32, BwdRows: 128}, ""},
 		{" bwd.split=4 , dec.split=8,dec.keys=128,bwd.rows=64,bwd.keys=128,bwd.stages=2",
 			AttentionConfig{BwdSplit: 4, DecSplit: 8, DecKeys: 128, BwdRows: 64, BwdKeys: 128, BwdStages: 2}, ""},
@@ -205,6 +206,11 @@ func TestCheckAttention(t *testing.T) {
 		{AttentionConfig{BwdRows: 128}, engine.BF16, 64, "the backward's tiles are not compiled"},
 		{AttentionConfig{BwdWarpKeys: 32, BwdRows: 128, BwdKeys: 128, BwdStages: 1}, engine.BF16, 128, ""},
 		{AttentionConfig{BwdWarpKeys: 32, BwdKeys: 64}, engine.BF16, 128, "the backward's tiles are not compiled"},
+		{AttentionConfig{BwdDQCols: 64, BwdRows: 128, BwdKeys: 128, BwdStages: 1}, engine.BF16, 128, ""},
+		{AttentionConfig{BwdDQCols: 64, BwdRows: 64, BwdKeys: 128, BwdStages: 2}, engine.BF16, 128, "the backward's tiles are not compiled"},
+		{AttentionConfig{BwdDQCols: 48}, engine.BF16, 128, "the backward's tiles are not compiled"},
+		{AttentionConfig{BwdDQCols: 64}, engine.BF16, 64, "the backward's tiles are not compiled"},
+		{AttentionConfig{BwdDQCols: 64}, engine.F32, 128, ""}, // f32 runs its one tiling
 		{AttentionConfig{FwdStages: 4}, engine.BF16, 128, "a value the kernels do not take"},
 		{AttentionConfig{}, engine.F16, 128, "the kernels take f32 and bf16"},
 	} {

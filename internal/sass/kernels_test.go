@@ -17,32 +17,31 @@ var knownSpills = []struct {
 	prefix, arch string
 	max          int
 }{
-	{"_Z15attn_fwd_kernelI13__nv_bfloat16Li128ELi64ELi2E", "", 128},            // 32 rows per warp at 64 keys (kernels/attention.cu)
-	{"_Z15attn_fwd_kernelIfLi64E", "", 52},                                     // f32, head width 64
-	{"_Z15attn_bwd_kernelIfLi128E", "", 144},                                   // f32, head width 128
-	{"_Z15attn_bwd_kernelI13__nv_bfloat16Li128ELi128ELi128ELi1ELi32E", "", 56}, // 32 keys per warp
-	{"_Z15attn_bwd_kernelI13__nv_bfloat16Li128ELi64ELi128ELi2ELi32E", "sm_80", 44},
-	{"_Z15attn_bwd_kernelI13__nv_bfloat16Li128ELi64ELi64ELi2ELi32E", "sm_80", 40},
-	{"_Z15attn_bwd_kernelI13__nv_bfloat16Li128ELi128E", "sm_80", 16}, // 128-row tiles, an H100's default, on an A100
+	{"_Z15attn_fwd_kernelI13__nv_bfloat16Li128ELi64ELi2E", "", 128},                      // 32 rows per warp at 64 keys (kernels/attention.cu)
+	{"_Z15attn_fwd_kernelIfLi64E", "", 52},                                               // f32, head width 64
+	{"_Z15attn_bwd_kernelIfLi128E", "", 144},                                             // f32, head width 128
+	{"_Z15attn_bwd_kernelI13__nv_bfloat16Li128ELi128ELi128ELi2E", "sm_80", 52},           // needs an H100's shared memory
+	{"_Z15attn_bwd_kernelI13__nv_bfloat16Li128ELi128ELi128ELi1ELi16ELi64E", "sm_80", 16}, // dQ units of 64, an H100's tile
 	{"_Z11draw_kernelILb1E", "sm_90", 8},
 }
 
 // The default attention kernels (kernels/attention.cu's fwd_plan,
 // attention_backward.cu's default_bf16) at Llama's head width, bf16.
 const (
-	fwdDefault  = "_Z15attn_fwd_kernelI13__nv_bfloat16Li128ELi128ELi1ELi1ELi8E" // 128 keys, 16 rows per warp, ring of 8
-	fwdRingOne  = "_Z15attn_fwd_kernelI13__nv_bfloat16Li128ELi128ELi1ELi1ELi1E" // the same with a ring of 1
-	decDefault  = "_Z15attn_fwd_kernelI13__nv_bfloat16Li128ELi64ELi1ELi1ELi8E"  // decoding's 64 keys
-	bwdDefault  = "_Z15attn_bwd_kernelI13__nv_bfloat16Li128ELi128ELi128ELi1ELi16E"
-	bwdDefault8 = "_Z15attn_bwd_kernelI13__nv_bfloat16Li128ELi64ELi128ELi2ELi16E" // an A100's
+	fwdDefault  = "_Z15attn_fwd_kernelI13__nv_bfloat16Li128ELi128ELi1ELi1ELi8E"         // 128 keys, 16 rows per warp, ring of 8
+	fwdRingOne  = "_Z15attn_fwd_kernelI13__nv_bfloat16Li128ELi128ELi1ELi1ELi1E"         // the same with a ring of 1
+	decDefault  = "_Z15attn_fwd_kernelI13__nv_bfloat16Li128ELi64ELi1ELi1ELi8E"          // decoding's 64 keys
+	bwdDefault  = "_Z15attn_bwd_kernelI13__nv_bfloat16Li128ELi128ELi128ELi1ELi16ELi32E" // dQ units of 32 columns
+	bwdDQ64     = "_Z15attn_bwd_kernelI13__nv_bfloat16Li128ELi128ELi128ELi1ELi16ELi64E" // the same with units of 64
+	bwdDefault8 = "_Z15attn_bwd_kernelI13__nv_bfloat16Li128ELi64ELi128ELi2ELi16ELi32E"  // an A100's
 )
 
 // TestKernelCode holds the real kernel library to what no result on a GPU
 // shows by itself: no kernel spills registers but those knownSpills lists
 // (and none more than it allows), the default attention kernels spill
-// nothing, and the forward's K fragment loads on sm_90 (an H100's or
-// H200's code) are read no sooner than 4 instructions after they are
-// issued. It reads TW_KERNEL_LIB (the path of libtwkernels_cuda.a, with
+// nothing, and in their sm_90 code (an H100's or H200's) the forward's
+// fragment loads are read no sooner than 4 instructions after they are
+// issued, the backward's no sooner than the second. It reads TW_KERNEL_LIB (the path of libtwkernels_cuda.a, with
 // ptxas.log beside it: `make test-cuda-build` sets it after building) and
 // needs the toolkit's cuobjdump and binutils' ar.
 func TestKernelCode(t *testing.T) {
@@ -92,7 +91,7 @@ func TestKernelCode(t *testing.T) {
 	check := func(prefix string) []int {
 		got := Find(fns, prefix)
 		if len(got) != 1 {
-			t.Fatalf("%d functions named %s… in attention.cu.o's sm_90 code, want 1", len(got), prefix)
+			t.Fatalf("%d functions named %s… in the sm_90 code, want 1", len(got), prefix)
 		}
 		d := LoadUse(got[0], "LDSM")
 		if len(d) == 0 {
@@ -115,6 +114,14 @@ func TestKernelCode(t *testing.T) {
 	// before its products has the loads read at once.
 	if d := check(fwdRingOne); soon(d, 2) < 32 {
 		t.Errorf("forward with a ring of 1: %d of its %d ldmatrix read by the next instruction; the schedule this test guards against is not what it was (want 32 or more)", soon(d, 2), len(d))
+	}
+
+	fns = disassemble(t, lib, "attention_backward.cu.o", "sm_90")
+	if d := check(bwdDefault); soon(d, 2) > 0 {
+		t.Errorf("backward's default: %d of its %d ldmatrix are read by the next instruction (want none: the dQ product's ring)", soon(d, 2), len(d))
+	}
+	if d := check(bwdDQ64); soon(d, 2) < 8 {
+		t.Errorf("backward with dQ units of 64: %d of its %d ldmatrix read by the next instruction; the schedule this test guards against is not what it was (want 8 or more)", soon(d, 2), len(d))
 	}
 }
 
