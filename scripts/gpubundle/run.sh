@@ -137,6 +137,9 @@
 #   TW_SANITIZER       the compute-sanitizer to use
 #   TW_NCU             the ncu (Nsight Compute) to use
 #   TW_BUNDLE_PROFILE  the profile step's cases, LABEL@FILTER@KERNEL each,
+#                      or LABEL@FILTER@KERNEL@CONFIG to run the case with
+#                      --attention-config CONFIG (e.g. the old schedules:
+#                      attn-fwd-ring1@^attention/fwd/bf16/b1xT2048/@attn_fwd_kernel@fwd.k_ring=1),
 #                      space-separated (see PROFILE_CASES below)
 set -u -o pipefail
 
@@ -864,10 +867,11 @@ step_profile() {
 			nosrc="$nosrc $label"
 		fi
 	}
+	local cfg
 	for spec in $PROFILE_CASES; do
-		IFS='@' read -r label filter kern <<<"$spec"
+		IFS='@' read -r label filter kern cfg <<<"$spec"
 		profile "$label" "$kern" 1 ours bin/train bench --backend cuda --suite kernels --filter "$filter" \
-			--reps 1 --min-time 1ms --quiet
+			${cfg:+--attention-config "$cfg"} --reps 1 --min-time 1ms --quiet
 	done
 	if [ -n "${TORCH_PY:-}" ] && [ -e "$B/peers/torch_peers.py" ]; then
 		local peer=(env PYTHONUNBUFFERED=1 "$TORCH_PY" torch_peers.py --suite attention --attn-seqs 2048
