@@ -71,7 +71,7 @@ func Find(fns []Function, prefix string) []Function {
 	return out
 }
 
-// regs lists the registers operand token op names, width registers from
+// regs lists the registers operand tok names, width registers from
 // the one named (R12.64 names two).
 func regs(tok string, width int) []int {
 	var out []int
@@ -88,10 +88,10 @@ func regs(tok string, width int) []int {
 	return out
 }
 
-// Writes lists the general registers in writes: its first operand, as
-// wide as the opcode says (an ldmatrix of 2 or 4 matrices fills 2 or 4
-// consecutive registers; an mma m16n8k16 its 4 accumulators). Stores,
-// branches and barriers write none.
+// Writes lists the general registers the instruction writes: its first
+// operand, as wide as the opcode says (an ldmatrix of 2 or 4 matrices fills
+// 2 or 4 consecutive registers; an mma m16n8k16 its 4 accumulators).
+// Stores, branches, barriers and reductions write none.
 func (in Instr) Writes() []int {
 	if strings.HasPrefix(in.Op, "ST") || strings.HasPrefix(in.Op, "BRA") || strings.HasPrefix(in.Op, "BAR") ||
 		strings.HasPrefix(in.Op, "LDGSTS") || strings.HasPrefix(in.Op, "RED") {
@@ -101,10 +101,10 @@ func (in Instr) Writes() []int {
 	return regs(ops[0], width(in.Op, 0))
 }
 
-// Reads lists the general registers in reads: every operand after the
-// first, and the first too for the instructions that write none (a
-// store's address and value). An mma m16n8k16 reads 4 registers of A, 2 of
-// B and 4 of C.
+// Reads lists the general registers the instruction reads: every operand
+// after the first, and the first too for the instructions that write none
+// (a store's address and value). An mma m16n8k16 reads 4 registers of A, 2
+// of B and 4 of C.
 func (in Instr) Reads() []int {
 	ops := strings.Split(in.Args, ",")
 	first := 1
