@@ -55,9 +55,9 @@ var attentionFields = []struct {
 
 // ParseAttentionConfig reads a configuration written as comma-separated
 // name=value pairs, e.g. "fwd.rows=128,fwd.keys=64,fwd.stages=2"; the
-// names are fwd.rows, fwd.keys, fwd.stages, fwd.warp_rows, fwd.k_ring, bwd.rows, bwd.keys,
-// bwd.stages, bwd.split, bwd.dq_atomic, bwd.warp_keys, bwd.dq_cols, dec.split, dec.keys and
-// dec.key_warps. "" is every default.
+// names are fwd.rows, fwd.keys, fwd.stages, fwd.warp_rows, fwd.k_ring,
+// bwd.rows, bwd.keys, bwd.stages, bwd.split, bwd.dq_atomic, bwd.warp_keys,
+// bwd.dq_cols, dec.split, dec.keys and dec.key_warps. "" is every default.
 func ParseAttentionConfig(s string) (AttentionConfig, error) {
 	var c AttentionConfig
 	if strings.TrimSpace(s) == "" {
