@@ -1,4 +1,4 @@
-// gemm.cu — C = alpha·op(A)·op(B) + beta·C: tensor-core tiles (wmma) for bf16
+// gemm.cu — C = alpha·op(A)·op(B) + beta·C: tensor-core tiles (mma.sync) for bf16
 // operands, SIMT tiles for f32 operands, and one pass over the wide operand
 // for a few rows against many (decoding).
 //
@@ -72,29 +72,35 @@
 //   4 or 8 rows of X); TW_GEMM_SKINNY=off gives these shapes to the tiled
 //   kernel.
 //
-// bf16 kernel (gemm_bf16_kernel): tensor cores through nvcuda::wmma,
-// m16n16k16, bf16 operands, f32 accumulators.
-//   Block tile BM×BN, K step BK = 32. Two configurations:
-//     128×128, 8 warps as 2 (m) × 4 (n), warp tile 64×32 = 4×2 fragments;
-//      64×64,  4 warps as 2 × 2,           warp tile 32×32 = 2×2 fragments.
+// bf16 kernel (gemm_bf16_kernel): tensor cores through mma.sync.m16n8k16,
+// bf16 operands, f32 accumulators, fragments loaded by ldmatrix (sm80.cuh).
+//   Block tile BM×BN, K step BK = 32, 4 warps as 2 (m) × 2 (n). Two
+//   configurations:
+//     128×128, warp tile 64×64 = 4 × 8 accumulator tiles of 16×8;
+//      64×64,  warp tile 32×32 = 2 × 4.
+//   (Until 2026-11-29 the 128×128 tile had 8 warps of 64×32, wmma fragments
+//   and 3 stages: 32 mma per warp between barriers where there are 64 now,
+//   and 0.375 ldmatrix.x4 per mma where there are 0.25; it ran at
+//   0.39–0.45× cuBLASLt on an H200 at every Llama-3.1-8B projection. The
+//   new tile is unmeasured; the kernel suite's gemm cases measure it.)
 //   Shared memory: each operand's tile is kept in the layout it has in global
-//   memory (so the copy is a straight, coalesced 16-byte-chunk copy), and the
-//   fragment layout absorbs the transpose:
-//     A, not transposed: sA [BM][BK+8]  → matrix_a row_major
-//     A, transposed:     sA [BK][BM+8]  → matrix_a col_major
-//     B, not transposed: sB [BK][BN+8]  → matrix_b row_major
-//     B, transposed:     sB [BN][BK+8]  → matrix_b col_major
+//   memory (so the copy is a straight, coalesced 16-byte-chunk copy), and
+//   ldmatrix absorbs the transpose:
+//     A, not transposed: sA [BM][BK+8]  → ldmatrix.x4        (A fragments)
+//     A, transposed:     sA [BK][BM+8]  → ldmatrix.x4.trans
+//     B, not transposed: sB [BK][BN+8]  → ldmatrix.x4.trans  (two n8 tiles' b)
+//     B, transposed:     sB [BN][BK+8]  → ldmatrix.x4
 //   The +8 bf16 (16 bytes) of padding per row shifts consecutive rows by 4
 //   banks (row strides of 80, 144 or 272 bytes), so the eight 16-byte rows
-//   that one ldmatrix phase reads fall in distinct banks; every fragment
-//   pointer stays 32-byte aligned and every ldm a multiple of 8, as wmma
-//   requires. Fragments are loaded with wmma.load from the shared state space
-//   (load_frag_shared), which compiles to ldmatrix. The copies' stores are
+//   that one ldmatrix phase reads fall in distinct banks. A warp loads all
+//   of a k-tile's fragments (two k-steps: 2·(FM + FN/2) ldmatrix.x4), then
+//   issues its FM·FN·2 mma, each accumulator summing its k-steps in
+//   ascending order. The copies' stores are
 //   free of conflicts too (TileCopier permutes the rows of BK-wide tiles);
 //   engine/cuda's TestSharedMemoryBanks counts both under the emulator.
-//   Pipeline: kStages = 3 buffers of (sA, sB), filled with cp.async (16 bytes,
+//   Pipeline: kStages = 4 buffers of (sA, sB), filled with cp.async (16 bytes,
 //   L2 only): while the warps multiply stage kt, the copies of k-tiles kt+1
-//   and kt+2 are in flight. Each iteration commits one group (empty past the
+//   … kt+3 are in flight. Each iteration commits one group (empty past the
 //   last k-tile), so wait_group kStages−2 means k-tile kt has landed. One
 //   __syncthreads per k-tile, after that wait: it makes every thread's copies
 //   of k-tile kt visible to all warps, and the copy issued next, in iteration
@@ -103,12 +109,13 @@
 //   The asynchronous copies and the fragment loads are the primitives of
 //   sm80.cuh: inline PTX under nvcc (sm_80 and later), under the emulator
 //   its model of the same instructions (copies land only at the wait that
-//   covers them, the destination reads NaN until then; fragment addresses
-//   checked to be 32-byte aligned in shared memory), so the emulator runs
+//   covers them, the destination reads NaN until then; ldmatrix's rows
+//   checked to be 16-byte aligned in shared memory), so the emulator runs
 //   this kernel's GPU code path and a wrong wait count or a missing barrier
 //   fails its tests. Smem, by
-//   transposes: 51–60 KiB (128×128; it opts in to more than 48 KiB) or
-//   27–30 KiB (64×64).
+//   transposes: 68–80 KiB (128×128) or 36–40 KiB (64×64); both opt in to
+//   more than 48 KiB where they need it, and two 128×128 blocks fit an
+//   A100's SM.
 //   Copies (TileCopier): thread t copies the 16-byte chunks of one column of
 //   a tile, THREADS / (chunks per row) rows apart; a warp reads whole 64- to
 //   256-byte row pieces. Each thread keeps one pointer and bumps it by a
@@ -122,9 +129,9 @@
 //   K's tail make the extra products vanish; rows and columns past M and N
 //   are computed and dropped by the epilogue.
 //   Epilogue: after the main loop the pipeline buffers are reused as one
-//   16×20 f32 scratch tile per warp. Each accumulator fragment is stored
-//   there (its register layout is unspecified), and then lane l owns row l/2,
-//   columns 8·(l%2)…+7 of it: it reads C (only if beta ≠ 0), forms
+//   16×20 f32 scratch tile per warp. Each 16×16 piece of the accumulators
+//   (two 16×8 tiles) is stored there from mma's layout, and then lane l
+//   owns row l/2, columns 8·(l%2)…+7 of it: it reads C (only if beta ≠ 0), forms
 //   alpha·acc + beta·C in f32, rounds once and writes 8 consecutive elements
 //   (16- or 32-byte vector stores when the row width allows). A split GEMM's
 //   blocks write acc itself instead, to their slice of the workspace.
@@ -156,15 +163,12 @@
 #include <climits>
 #include <type_traits>
 
-#include <mma.h>
-
 #include "common.cuh"
 #include "kernels.h"
 #include "pack.cuh"
 #include "sm80.cuh"
 #include "vec.cuh"
 
-using namespace nvcuda;
 using bf16 = __nv_bfloat16;
 
 // What one launch needs besides the pointers, passed by value.
@@ -233,19 +237,20 @@ TW_UNROLL
 // ---- bf16: tensor cores ---------------------------------------------------------
 
 static constexpr int kPad = 8;    // bf16 elements of padding per shared-memory row
-static constexpr int kStages = 3; // shared-memory buffers in the copy pipeline
+static constexpr int kStages = 4; // shared-memory buffers in the copy pipeline
 static constexpr int kBK = 32;    // K step of a block
 
-// A block tile configuration: BM×BN, warps WARPS_M × WARPS_N.
+// A block tile configuration: BM×BN, warps WARPS_M × WARPS_N, each owning a
+// WM×WN warp tile of FM × FN accumulator tiles of mma.m16n8k16 (16×8).
 template <int BM_, int BN_, int WARPS_M_, int WARPS_N_, int MIN_BLOCKS_> struct TcConfig {
 	static constexpr int BM = BM_, BN = BN_, BK = kBK;
 	static constexpr int WARPS_M = WARPS_M_, WARPS_N = WARPS_N_, THREADS = 32 * WARPS_M * WARPS_N;
 	static constexpr int WM = BM / WARPS_M, WN = BN / WARPS_N; // warp tile
-	static constexpr int FM = WM / 16, FN = WN / 16;           // its 16×16 fragments
+	static constexpr int FM = WM / 16, FN = WN / 8;            // its accumulator tiles
 	static constexpr int MIN_BLOCKS = MIN_BLOCKS_;             // per SM, for __launch_bounds__
-	static_assert(WM % 16 == 0 && WN % 16 == 0, "warp tiles are whole fragments");
+	static_assert(WM % 16 == 0 && WN % 16 == 0, "warp tiles are whole 16×16 tiles (B is loaded 16 columns at a time)");
 };
-using Tc128 = TcConfig<128, 128, 2, 4, 2>;
+using Tc128 = TcConfig<128, 128, 2, 2, 2>;
 using Tc64 = TcConfig<64, 64, 2, 2, 4>;
 
 // A ROWS×COLS tile of bf16 in shared memory, rows padded to LD elements.
@@ -342,8 +347,6 @@ __global__ void __launch_bounds__(C::THREADS, C::MIN_BLOCKS)
 	gemm_bf16_kernel(TC *__restrict__ c, const bf16 *__restrict__ a, const bf16 *__restrict__ b, const GemmParams p) {
 	using TA_ = TileA<C, TA>;
 	using TB_ = TileB<C, TB>;
-	using LayoutA = typename std::conditional<TA, wmma::col_major, wmma::row_major>::type;
-	using LayoutB = typename std::conditional<TB, wmma::col_major, wmma::row_major>::type;
 	static_assert(C::WARPS_M * C::WARPS_N * 16 * kScratchLd * sizeof(float) <= tc_smem_bytes<C, TA, TB>(),
 	              "the epilogue scratch fits in the pipeline buffers");
 
@@ -372,11 +375,26 @@ __global__ void __launch_bounds__(C::THREADS, C::MIN_BLOCKS)
 	TileCopier<TB_, C::THREADS, C::BK, !TB> copy_b(b, TB ? K : N, TB ? N : k1, TB ? k1 : N, TB ? n0 : k0, TB ? k0 : n0,
 	                                               p.vec & kVecB);
 
-	wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[C::FM][C::FN];
-TW_UNROLL
-	for (int i = 0; i < C::FM; i++)
-TW_UNROLL
-		for (int j = 0; j < C::FN; j++) wmma::fill_fragment(acc[i][j], 0.0f);
+	// The row this lane points ldmatrix at (elements from a stage's start),
+	// for the warp's first A fragment (rows wm…wm+15, k 0…15) and its first
+	// pair of B tiles (columns wn…wn+15, k 0…15); lane l serves row l % 8
+	// of matrix l / 8 (sm80.cuh). An x4 load gives a whole A fragment
+	// (a[0…3]) or the b[0], b[1] of two adjacent n8 tiles; the layout in
+	// shared memory decides whether it is transposed:
+	//   A [BM][LD] (k along rows): lane l → row l % 16, k 8·(l / 16).
+	//   A [BK][LD] (transposed): matrix i = k 8·(i / 2)…, m 8·(i % 2)…; .trans.
+	//   B [BK][LD] (n along rows): matrix i = k 8·(i % 2)…, n 8·(i / 2)…; .trans.
+	//   B [BN][LD] (transposed): matrix i = n 8·(i / 2)…, k 8·(i % 2)….
+	const int mi = lane / 8, mr = lane % 8;
+	const int a_lane = TA ? (8 * (mi / 2) + mr) * TA_::LD + wm + 8 * (mi % 2) : (wm + lane % 16) * TA_::LD + 8 * (lane / 16);
+	const int b_lane = TB ? (wn + 8 * (mi / 2) + mr) * TB_::LD + 8 * (mi % 2) : (8 * (mi % 2) + mr) * TB_::LD + wn + 8 * (mi / 2);
+	// Offsets of A fragment i and B pair jp at k-step kk from the first.
+	auto a_at = [](int i, int kk) { return TA ? kk * TA_::LD + 16 * i : 16 * i * TA_::LD + kk; };
+	auto b_at = [](int jp, int kk) { return TB ? 16 * jp * TB_::LD + kk : kk * TB_::LD + 16 * jp; };
+
+	// acc[i][j]: rows wm+16i…+15, columns wn+8j…+7 of the block tile, in
+	// mma.m16n8k16's accumulator layout.
+	float acc[C::FM][C::FN][4] = {};
 
 	// Prologue: k-tiles 0 … kStages−2 in flight, one commit group each.
 	const int ktiles = ceil_div(k1 - k0, C::BK);
@@ -398,41 +416,51 @@ TW_UNROLL
 		}
 		cp_async_commit();
 
-		const bf16 *tA = sA + read * TA_::ELEMS, *tB = sB + read * TB_::ELEMS;
+		// Every fragment of the k-tile first, then the products: the loads
+		// of the second k-step are in flight while the first one's multiply.
+		const bf16 *tA = sA + read * TA_::ELEMS + a_lane, *tB = sB + read * TB_::ELEMS + b_lane;
+		constexpr int KS = C::BK / 16;
+		uint32_t fa[KS][C::FM][4], fb[KS][C::FN / 2][4];
 TW_UNROLL
-		for (int kk = 0; kk < C::BK; kk += 16) {
-			// All of the warp's B fragments, then one A fragment at a time
-			// (fewer live registers than holding all of both).
-			wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, LayoutB> fb[C::FN];
+		for (int s = 0; s < KS; s++) {
 TW_UNROLL
-			for (int j = 0; j < C::FN; j++) {
-				const int col = wn + j * 16; // column of op(B)
-				load_frag_shared(fb[j], TB ? tB + col * TB_::LD + kk : tB + kk * TB_::LD + col, TB_::LD);
-			}
+			for (int i = 0; i < C::FM; i++) ldmatrix<4, TA>(fa[s][i], tA + a_at(i, 16 * s));
 TW_UNROLL
-			for (int i = 0; i < C::FM; i++) {
-				const int r = wm + i * 16; // row of op(A)
-				wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, LayoutA> fa;
-				load_frag_shared(fa, TA ? tA + kk * TA_::LD + r : tA + r * TA_::LD + kk, TA_::LD);
-TW_UNROLL
-				for (int j = 0; j < C::FN; j++) wmma::mma_sync(acc[i][j], fa, fb[j], acc[i][j]);
-			}
+			for (int jp = 0; jp < C::FN / 2; jp++) ldmatrix<4, !TB>(fb[s][jp], tB + b_at(jp, 16 * s));
 		}
+TW_UNROLL
+		for (int s = 0; s < KS; s++)
+TW_UNROLL
+			for (int i = 0; i < C::FM; i++)
+TW_UNROLL
+				for (int j = 0; j < C::FN; j++) mma_bf16_m16n8k16(acc[i][j], fa[s][i], fb[s][j / 2] + 2 * (j % 2), acc[i][j]);
 		read = read == kStages - 1 ? 0 : read + 1;
 		write = write == kStages - 1 ? 0 : write + 1;
 	}
 	cp_async_wait<0>();
 	__syncthreads(); // all warps are done with the stages: reuse them as scratch
 
+	// Each 16×16 piece of the warp tile (accumulator tiles j = 2jp, 2jp+1)
+	// goes through the warp's scratch: lane (g, t) holds rows g and g + 8,
+	// columns 2t, 2t+1 of each; then lane l owns row l/2, columns
+	// 8·(l%2)…+7, a run of C.
 	float *scratch = reinterpret_cast<float *>(smem) + warp * 16 * kScratchLd; // [16][kScratchLd]
-	const int r = lane / 2, c8 = lane % 2 * 8;                                   // this lane's run
+	const int g = lane / 4, t = lane % 4;
+	const int r = lane / 2, c8 = lane % 2 * 8; // this lane's run
 TW_UNROLL
 	for (int i = 0; i < C::FM; i++)
 TW_UNROLL
-		for (int j = 0; j < C::FN; j++) {
-			const int fm = m0 + wm + i * 16, fn = n0 + wn + j * 16; // fragment origin in C
-			if (fm >= M || fn >= N) continue;                      // warp-uniform
-			wmma::store_matrix_sync(scratch, acc[i][j], kScratchLd, wmma::mem_row_major);
+		for (int jp = 0; jp < C::FN / 2; jp++) {
+			const int fm = m0 + wm + i * 16, fn = n0 + wn + jp * 16; // the piece's origin in C
+			if (fm >= M || fn >= N) continue;                       // warp-uniform
+TW_UNROLL
+			for (int h = 0; h < 2; h++) {
+				const float *d = acc[i][2 * jp + h];
+				scratch[g * kScratchLd + 8 * h + 2 * t] = d[0];
+				scratch[g * kScratchLd + 8 * h + 2 * t + 1] = d[1];
+				scratch[(g + 8) * kScratchLd + 8 * h + 2 * t] = d[2];
+				scratch[(g + 8) * kScratchLd + 8 * h + 2 * t + 1] = d[3];
+			}
 			__syncwarp();
 			const int gm = fm + r, gn = fn + c8;
 			if (gm < M && gn < N) {

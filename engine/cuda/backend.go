@@ -23,7 +23,8 @@ type Options struct {
 	// GEMM selects the GEMM implementation: "cublas", cuBLASLt, opened at
 	// run time (real GPUs only; where none is found the backend says so in
 	// one line on stderr and runs its own); "own" (or its older name
-	// "wmma"), turnwise's hand-written tensor-core kernel; or "" for the
+	// "wmma", from when it was built on nvcuda::wmma), turnwise's
+	// hand-written tensor-core kernel; or "" for the
 	// default, which is cuBLASLt where one is found on a real GPU and the
 	// own kernel otherwise (always under the emulator, which has no
 	// cuBLASLt).
@@ -47,7 +48,7 @@ type Options struct {
 type Backend struct {
 	dev       device
 	stream    C.cudaStream_t
-	gemm      string
+	gemm      string // "own" or "cublas" (chooseGEMM)
 	attention AttentionConfig
 	syncEach  bool    // TW_CUDA_SYNC=1
 	ws        uintptr // workspace shared by launchers that need one, grown on demand
@@ -94,7 +95,7 @@ func New(opt Options) (*Backend, error) {
 	}, nil
 }
 
-// chooseGEMM resolves Options.GEMM: the implementation that runs ("wmma" or
+// chooseGEMM resolves Options.GEMM: the implementation that runs ("own" or
 // "cublas") and, for "cublas", the opened library. have says whether this
 // build can run cuBLASLt at all (a real GPU), open opens it. Where cuBLASLt
 // was asked for, or is the default, but cannot be opened, the own kernel
@@ -102,10 +103,10 @@ func New(opt Options) (*Backend, error) {
 func chooseGEMM(requested string, have bool, open func() (*cublasLt, error)) (gemm string, lt *cublasLt, notice string, err error) {
 	switch requested {
 	case "own", "wmma":
-		return "wmma", nil, "", nil
+		return "own", nil, "", nil
 	case "":
 		if !have {
-			return "wmma", nil, "", nil
+			return "own", nil, "", nil
 		}
 	case "cublas":
 		if !have {
@@ -116,7 +117,7 @@ func chooseGEMM(requested string, have bool, open func() (*cublasLt, error)) (ge
 	}
 	lt, err = open()
 	if err != nil {
-		return "wmma", nil, fmt.Sprintf("cuda: GEMM cublas: %v; turnwise's own GEMM runs instead (--gemm own chooses it without this notice)", err), nil
+		return "own", nil, fmt.Sprintf("cuda: GEMM cublas: %v; turnwise's own GEMM runs instead (--gemm own chooses it without this notice)", err), nil
 	}
 	return "cublas", lt, "", nil
 }

@@ -143,9 +143,9 @@ func checkBanks(t *testing.T, b *Backend, ops []string, f func()) {
 	}
 }
 
-// TestSharedMemoryBanks: every ldmatrix, wmma fragment load from shared
-// memory, cp.async and ld_shared / st_shared access (the backward's Pᵀ and
-// dSᵀ, decoding's merge) of the attention kernels — in each configuration a
+// TestSharedMemoryBanks: every ldmatrix, cp.async and ld_shared /
+// st_shared access (the backward's Pᵀ and dSᵀ, decoding's merge) of the
+// attention kernels — in each configuration a
 // sweep tries (bf16 at head width 128, the kernels the configuration
 // changes) and the defaults of bf16 at 32 and 64 and of f32 at 32, 64 and
 // 128 — and of our bf16 GEMM with either block tile and all four
@@ -193,7 +193,7 @@ func TestSharedMemoryBanks(t *testing.T) {
 		t.Run("gemm/tile="+tile, func(t *testing.T) {
 			t.Setenv("TW_GEMM_TILE", tile)
 			b := attnBwdBackend(t, AttentionConfig{})
-			checkBanks(t, b, []string{"wmma.load.shared", "cp.async"}, func() { runBankGemm(b) })
+			checkBanks(t, b, []string{"ldmatrix", "cp.async"}, func() { runBankGemm(b) })
 		})
 	}
 }

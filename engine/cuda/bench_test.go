@@ -14,7 +14,7 @@ import (
 // GPU benchmarks: every kernel at the shapes of the 24.4M reference model and
 // of one Llama-3.1-8B layer, reporting TFLOP/s (GEMM, attention) or GB/s
 // (memory-bound ops) and the fraction of the device's peak; and the
-// hand-written wmma GEMM against cuBLAS on the 8B shapes.
+// hand-written GEMM against cuBLAS on the 8B shapes.
 //
 //	make bench-gpu          # = go test -tags cuda -run '^$' -bench . ./engine/cuda/
 //
@@ -81,13 +81,13 @@ func BenchmarkKernels(b *testing.B) {
 	}
 }
 
-// BenchmarkGemmVsCUBLAS runs each 8B-layer GEMM with the wmma kernel and with
+// BenchmarkGemmVsCUBLAS runs each 8B-layer GEMM with our kernel and with
 // cuBLAS, one after the other, so their ratio is measured side by side.
 func BenchmarkGemmVsCUBLAS(b *testing.B) {
 	ours := newBench(b, Options{GEMM: "own"})
 	ref := newBench(b, Options{GEMM: "cublas"})
 	for _, c := range opbench.GemmCases(opbench.Llama8BLayer, engine.BF16) {
-		b.Run(c.Name+"/wmma", func(b *testing.B) { runGPUCase(b, ours, c) })
+		b.Run(c.Name+"/own", func(b *testing.B) { runGPUCase(b, ours, c) })
 		b.Run(c.Name+"/cublas", func(b *testing.B) { runGPUCase(b, ref, c) })
 	}
 }

@@ -23,14 +23,14 @@ func TestChooseGEMM(t *testing.T) {
 		wantErr    string // a substring of the error ("": none)
 	}{
 		{"", true, found, "cublas", "", ""},
-		{"", true, missing, "wmma", "own GEMM runs instead", ""},
-		{"", false, found, "wmma", "", ""}, // the emulator: no notice, nothing opened
+		{"", true, missing, "own", "own GEMM runs instead", ""},
+		{"", false, found, "own", "", ""}, // the emulator: no notice, nothing opened
 		{"cublas", true, found, "cublas", "", ""},
-		{"cublas", true, missing, "wmma", "no libcublasLt", ""},
+		{"cublas", true, missing, "own", "no libcublasLt", ""},
 		{"cublas", false, found, "", "", "only available on a real GPU"},
-		{"own", true, found, "wmma", "", ""},
-		{"wmma", true, found, "wmma", "", ""},
-		{"own", false, missing, "wmma", "", ""},
+		{"own", true, found, "own", "", ""},
+		{"wmma", true, found, "own", "", ""},
+		{"own", false, missing, "own", "", ""},
 		{"fast", true, found, "", "", `unknown GEMM implementation "fast"`},
 	}
 	for _, c := range cases {

@@ -36,14 +36,20 @@ const (
 	bwdDefault8 = "_Z15attn_bwd_kernelI13__nv_bfloat16Li128ELi64ELi128ELi2ELi16ELi32E"  // an A100's
 )
 
+// Our bf16 GEMM's 128×128 tile (kernels/gemm.cu) with A as stored and B
+// transposed (the model's x·Wᵀ), bf16 out: 4 warps of 64×64.
+const gemm128 = "_Z16gemm_bf16_kernelI8TcConfigILi128ELi128ELi2ELi2ELi2EELb0ELb1E13__nv_bfloat16E"
+
 // TestKernelCode holds the real kernel library to what no result on a GPU
 // shows by itself: no kernel spills registers but those knownSpills lists
 // (and none more than it allows), the default attention kernels spill
 // nothing, and in their sm_90 code (an H100's or H200's) the forward's
 // fragment loads are read no sooner than 4 instructions after they are
-// issued, the backward's no sooner than the second. It reads TW_KERNEL_LIB (the path of libtwkernels_cuda.a, with
-// ptxas.log beside it: `make test-cuda-build` sets it after building) and
-// needs the toolkit's cuobjdump and binutils' ar.
+// issued, the backward's no sooner than the second, and our GEMM's (its
+// 128×128 tile) no sooner than the fourth. It reads TW_KERNEL_LIB (the path
+// of libtwkernels_cuda.a, with ptxas.log beside it: `make test-cuda-build`
+// sets it after building) and needs the toolkit's cuobjdump and binutils'
+// ar.
 func TestKernelCode(t *testing.T) {
 	lib := os.Getenv("TW_KERNEL_LIB")
 	if lib == "" {
@@ -60,7 +66,7 @@ func TestKernelCode(t *testing.T) {
 	}
 	for _, want := range []struct{ prefix, arch string }{
 		{fwdDefault, "sm_80"}, {fwdDefault, "sm_90"}, {decDefault, "sm_80"}, {decDefault, "sm_90"},
-		{bwdDefault, "sm_90"}, {bwdDefault8, "sm_80"}, {"_Z16gemm_bf16_kernel", "sm_90"},
+		{bwdDefault, "sm_90"}, {bwdDefault8, "sm_80"}, {gemm128, "sm_80"}, {gemm128, "sm_90"},
 	} {
 		found := false
 		for _, s := range report {
@@ -87,7 +93,7 @@ func TestKernelCode(t *testing.T) {
 		}
 	}
 
-	fns := disassemble(t, lib, "attention.cu.o", "sm_90")
+	var fns []Function
 	check := func(prefix string) []int {
 		got := Find(fns, prefix)
 		if len(got) != 1 {
@@ -107,6 +113,7 @@ func TestKernelCode(t *testing.T) {
 		}
 		return n
 	}
+	fns = disassemble(t, lib, "attention.cu.o", "sm_90")
 	if d := check(fwdDefault); soon(d, 4) > 0 {
 		t.Errorf("forward's default: %d of its %d ldmatrix are read within 3 instructions (want none: FwdMath::scores' ring)", soon(d, 4), len(d))
 	}
@@ -122,6 +129,13 @@ func TestKernelCode(t *testing.T) {
 	}
 	if d := check(bwdDQ64); soon(d, 2) < 8 {
 		t.Errorf("backward with dQ units of 64: %d of its %d ldmatrix read by the next instruction; the schedule this test guards against is not what it was (want 8 or more)", soon(d, 2), len(d))
+	}
+
+	// The GEMM loads a k-tile's fragments (16 ldmatrix.x4 a warp) before
+	// its 64 mma: none is read within 3 instructions.
+	fns = disassemble(t, lib, "gemm.cu.o", "sm_90")
+	if d := check(gemm128); len(d) != 16 || soon(d, 4) > 0 {
+		t.Errorf("GEMM, 128×128 tile: %d ldmatrix (want 16: a 64×64 warp tile, two k-steps), %d of them read within 3 instructions (want none)", len(d), soon(d, 4))
 	}
 }
 
