@@ -92,10 +92,11 @@
 //     B, transposed:     sB [BN][BK+8]  → ldmatrix.x4
 //   The +8 bf16 (16 bytes) of padding per row shifts consecutive rows by 4
 //   banks (row strides of 80, 144 or 272 bytes), so the eight 16-byte rows
-//   that one ldmatrix phase reads fall in distinct banks. A warp loads all
-//   of a k-tile's fragments (two k-steps: 2·(FM + FN/2) ldmatrix.x4), then
-//   issues its FM·FN·2 mma, each accumulator summing its k-steps in
-//   ascending order. The copies' stores are
+//   that one ldmatrix phase reads fall in distinct banks. After the
+//   k-tile's barrier a warp loads all of its fragments (two k-steps:
+//   2·(FM + FN/2) ldmatrix.x4), then issues its copies of a later k-tile
+//   (below), which wait out the loads' latency, then its FM·FN·2 mma, each
+//   accumulator summing its k-steps in ascending order. The copies' stores are
 //   free of conflicts too (TileCopier permutes the rows of BK-wide tiles);
 //   engine/cuda's TestSharedMemoryBanks counts both under the emulator.
 //   Pipeline: kStages = 4 buffers of (sA, sB), filled with cp.async (16 bytes,
@@ -313,23 +314,24 @@ template <class T, int THREADS, int BK, bool KROWS> struct TileCopier {
 	// Copies the next k-tile into s, then advances by BK along k.
 	__device__ __forceinline__ void copy_next(bf16 *s) {
 		const int64_t step = (int64_t)kRowStep * ld; // elements between this thread's chunks
+		if (vec) {
 TW_UNROLL
-		for (int it = 0; it < kIters; it++) {
-			const bf16 *src = g + it * step;
-			bf16 *dst = s + s_off + it * kRowStep * T::LD;
-			const bool row_in = row + it * kRowStep < rows;
-			if (vec) {
-				const bool in = row_in && col < cols;
-				cp_async16(dst, in ? src : base, in ? 16 : 0);
-			} else {
+			for (int it = 0; it < kIters; it++) {
+				const bool in = row + it * kRowStep < rows && col < cols;
+				cp_async16(s + s_off + it * kRowStep * T::LD, in ? g + it * step : base, in ? 16 : 0);
+			}
+		} else {
+TW_UNROLL
+			for (int it = 0; it < kIters; it++) {
+				const bf16 *src = g + it * step;
 				uint4 raw = make_uint4(0, 0, 0, 0); // 8 bf16, as raw bits
 				uint16_t *e8 = reinterpret_cast<uint16_t *>(&raw);
-				if (row_in) {
+				if (row + it * kRowStep < rows) {
 TW_UNROLL
 					for (int e = 0; e < 8; e++)
 						if (col + e < cols) e8[e] = reinterpret_cast<const uint16_t *>(src)[e];
 				}
-				*reinterpret_cast<uint4 *>(dst) = raw;
+				*reinterpret_cast<uint4 *>(s + s_off + it * kRowStep * T::LD) = raw;
 			}
 		}
 		if (KROWS) {
@@ -410,14 +412,11 @@ TW_UNROLL
 	for (int kt = 0; kt < ktiles; kt++) {
 		cp_async_wait<kStages - 2>(); // k-tile kt has landed (this thread's copies)
 		__syncthreads();              // ... everyone's; and stage `write`, read in iteration kt − 1, is free
-		if (kt + kStages - 1 < ktiles) {
-			copy_a.copy_next(sA + write * TA_::ELEMS);
-			copy_b.copy_next(sB + write * TB_::ELEMS);
-		}
-		cp_async_commit();
 
-		// Every fragment of the k-tile first, then the products: the loads
-		// of the second k-step are in flight while the first one's multiply.
+		// Every fragment of the k-tile first, then the copies of k-tile kt +
+		// kStages − 1 (which wait out the fragments' latency), then the
+		// products: the second k-step's loads are in flight while the first
+		// one's multiply.
 		const bf16 *tA = sA + read * TA_::ELEMS + a_lane, *tB = sB + read * TB_::ELEMS + b_lane;
 		constexpr int KS = C::BK / 16;
 		uint32_t fa[KS][C::FM][4], fb[KS][C::FN / 2][4];
@@ -428,6 +427,11 @@ TW_UNROLL
 TW_UNROLL
 			for (int jp = 0; jp < C::FN / 2; jp++) ldmatrix<4, !TB>(fb[s][jp], tB + b_at(jp, 16 * s));
 		}
+		if (kt + kStages - 1 < ktiles) {
+			copy_a.copy_next(sA + write * TA_::ELEMS);
+			copy_b.copy_next(sB + write * TB_::ELEMS);
+		}
+		cp_async_commit();
 TW_UNROLL
 		for (int s = 0; s < KS; s++)
 TW_UNROLL
