@@ -1,13 +1,14 @@
-// sm80.cuh — the sm_80 instructions the bf16 GEMM is built on, one inline
-// function each: asynchronous global→shared copies (cp.async) and wmma
-// fragment loads from the shared state space (which compile to ldmatrix).
+// sm80.cuh — the sm_80 instructions the bf16 GEMM and attention are built
+// on, one inline function each: asynchronous global→shared copies
+// (cp.async), fragment loads from shared memory (ldmatrix) and the
+// tensor-core product (mma.sync).
 //
 // Each function is the instruction itself (inline PTX) when nvcc compiles
 // for sm_80 and later, and the emulator's model of that instruction when
-// g++ compiles against kernels/emu (tw_emu_sm80.h and mma.h there): under
-// the emulator a kernel runs the code path it runs on the GPU, and the
-// emulator checks what the instruction requires and models when its results
-// become visible. The synchronous fallback serves only nvcc's passes that
+// g++ compiles against kernels/emu (tw_emu_sm80.h and tw_emu_warp_mma.h
+// there): under the emulator a kernel runs the code path it runs on the
+// GPU, and the emulator checks what the instruction requires and models
+// when its results become visible. The synchronous fallback serves only nvcc's passes that
 // never run on an sm_80+ GPU (an older architecture, and the host pass).
 //
 //   cp_async16(dst, src, src_bytes)  cp.async.cg.shared.global, 16 bytes:
@@ -21,10 +22,6 @@
 //   cp_async_wait<N>()               cp.async.wait_group N: returns once at
 //       most N of the thread's committed groups are pending. Other threads
 //       see the copies only after a barrier that follows their wait.
-//   load_frag_shared(f, p, ldm)      wmma.load.{a,b}.sync.aligned.{row,col}.
-//       m16n16k16.shared.bf16: wmma::load_matrix_sync of a bf16 matrix_a or
-//       matrix_b fragment whose tile lies in shared memory; p 32-byte
-//       aligned, ldm a multiple of 8 elements, the same in every lane.
 //
 // The warp-level matrix instructions a FlashAttention-class kernel keeps
 // its tiles in registers with (PTX ISA, "Matrix Fragments for mma.m16n8k16
@@ -85,11 +82,8 @@
 
 #include <stdint.h>
 
-#include <type_traits>
-
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
-#include <mma.h>
 
 #include "common.cuh"
 
@@ -136,35 +130,6 @@ template <int N> __device__ __forceinline__ void cp_async_wait(TW_SITE) {
 	asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 #elif defined(TW_SM80_EMU)
 	tw_emu::cp_async_wait(N, TW_AT);
-#endif
-}
-
-template <class Use, class Layout>
-__device__ __forceinline__ void load_frag_shared(nvcuda::wmma::fragment<Use, 16, 16, 16, __nv_bfloat16, Layout> &f,
-                                                 const __nv_bfloat16 *p, unsigned ldm TW_SITE_MORE) {
-	static_assert(std::is_same<Use, nvcuda::wmma::matrix_a>::value || std::is_same<Use, nvcuda::wmma::matrix_b>::value,
-	              "load_frag_shared: matrix_a or matrix_b fragments");
-#if defined(TW_SM80_PTX)
-	// nvcc 11.8 does not infer the shared state space for bf16 wmma loads (it
-	// does for f16): load_matrix_sync becomes four generic 32-bit loads per
-	// fragment. With .shared spelled out, the same wmma.load is one ldmatrix.
-	constexpr bool b = std::is_same<Use, nvcuda::wmma::matrix_b>::value;
-	constexpr bool col = std::is_same<Layout, nvcuda::wmma::col_major>::value;
-	unsigned *r = reinterpret_cast<unsigned *>(&f); // 8 bf16 per lane: 4 registers
-	const unsigned s = (unsigned)__cvta_generic_to_shared(p);
-#define TW_WMMA_LOAD(ab, layout)                                                                              \
-	asm volatile("wmma.load." ab ".sync.aligned." layout ".m16n16k16.shared.bf16 {%0, %1, %2, %3}, [%4], %5;\n" \
-	             : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])                                                \
-	             : "r"(s), "r"(ldm))
-	if constexpr (!b && !col) TW_WMMA_LOAD("a", "row");
-	else if constexpr (!b) TW_WMMA_LOAD("a", "col");
-	else if constexpr (!col) TW_WMMA_LOAD("b", "row");
-	else TW_WMMA_LOAD("b", "col");
-#undef TW_WMMA_LOAD
-#elif defined(TW_SM80_EMU)
-	tw_emu::wmma_load_shared(f, p, ldm TW_AT_MORE);
-#else
-	nvcuda::wmma::load_matrix_sync(f, p, ldm);
 #endif
 }
 

@@ -197,7 +197,7 @@ void tw_emu_set_reverse(int on);
 int tw_emu_reverse(void);
 
 /* Shared-memory bank conflicts, counted by the model in tw_emu_banks.h for
- * ldmatrix, wmma fragment loads from shared memory and cp.async, per call
+ * ldmatrix, cp.async, ld_shared and st_shared, per call
  * site of each kernel. tw_emu_set_bank_stats(1) empties the table and counts
  * every block from then on, (0) stops counting; TW_EMU_BANKS=1 counts from
  * start-up and prints the table to stderr at exit. tw_emu_bank_stats copies
@@ -205,7 +205,7 @@ int tw_emu_reverse(void);
  * are the program's own (they live as long as it). */
 typedef struct {
 	const char *kernel; /* the kernel as written at its launch */
-	const char *op;     /* "ldmatrix.x4", "wmma.load.shared", "cp.async", ... */
+	const char *op;     /* "ldmatrix.x4", "cp.async", "st.shared", ... */
 	const char *file;   /* the call site */
 	int line;
 	unsigned long long requests;   /* warp instructions */

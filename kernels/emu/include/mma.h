@@ -16,13 +16,6 @@
 // pointer and an ldm that is a multiple of 16 bytes. mma_sync computes the
 // tile product once per warp, accumulating in f32 in k order, and rounds
 // once to the accumulator type. fill_fragment is lane-local.
-//
-// tw_emu::wmma_load_shared(f, p, ldm) is the PTX instruction
-// wmma.load.{a,b}.sync.aligned.{row,col}.m16n16k16.shared.{bf16,f16} (which
-// nvcc compiles to ldmatrix): load_matrix_sync that also requires the whole
-// tile to lie in shared memory (tw_emu_sm80.h). kernels/sm80.cuh's
-// load_frag_shared is that instruction under nvcc and this under the
-// emulator.
 #ifndef TW_EMU_MMA_H
 #define TW_EMU_MMA_H
 
@@ -78,17 +71,14 @@ inline void check_uniform(void *const *lanes) {
 
 // Checks a lane's tile address and ldm (elements of elem bytes) against
 // what wmma requires: the pointer 32-byte aligned, ldm a multiple of 16
-// bytes; shared: the whole 16×16 tile in shared memory. Then meets the
-// warp's other lanes and checks that they agree.
-inline void mem_collective(const void *ptr, unsigned ldm, int col_major, size_t elem, bool shared, const char *what,
-                           const char *file, int line) {
+// bytes. Then meets the warp's other lanes and checks that they agree.
+inline void mem_collective(const void *ptr, unsigned ldm, int col_major, size_t elem, const char *what, const char *file,
+                           int line) {
 	if ((uintptr_t)ptr % 32 != 0)
 		tw_emu::fail("%s at %s:%d: pointer %p is not 32-byte (256-bit) aligned", what, file, line, ptr);
 	if (ldm * elem % 16 != 0)
 		tw_emu::fail("%s at %s:%d: ldm %u (elements of %zu bytes) is not a multiple of 16 bytes", what, file, line, ldm,
 		             elem);
-	if (shared && !tw_emu::in_shared(ptr, (15 * (size_t)ldm + 16) * elem))
-		tw_emu::fail("%s at %s:%d: the tile at %p (ldm %u) is not in shared memory", what, file, line, ptr, ldm);
 	MemArgs args{ptr, ldm, col_major, what};
 	tw_emu::warp_call(check_uniform, &args, what, file, line);
 }
@@ -143,7 +133,7 @@ inline void load_matrix_sync(fragment<Use, 16, 16, 16, T, Layout> &f, const T *p
                              const char *file = __builtin_FILE(), int line = __builtin_LINE()) {
 	static_assert(!std::is_same<Use, accumulator>::value, "an accumulator load needs a layout_t argument");
 	const bool col = std::is_same<Layout, col_major>::value;
-	detail::mem_collective(p, ldm, col, sizeof(T), false, "wmma::load_matrix_sync", file, line);
+	detail::mem_collective(p, ldm, col, sizeof(T), "wmma::load_matrix_sync", file, line);
 	detail::load_tile(f.x, p, ldm, col);
 }
 
@@ -151,7 +141,7 @@ template <class T>
 inline void load_matrix_sync(fragment<accumulator, 16, 16, 16, T> &f, const T *p, unsigned ldm, layout_t layout,
                              const char *file = __builtin_FILE(), int line = __builtin_LINE()) {
 	const bool col = layout == mem_col_major;
-	detail::mem_collective(p, ldm, col, sizeof(T), false, "wmma::load_matrix_sync", file, line);
+	detail::mem_collective(p, ldm, col, sizeof(T), "wmma::load_matrix_sync", file, line);
 	detail::load_tile(f.x, p, ldm, col);
 }
 
@@ -159,7 +149,7 @@ template <class T>
 inline void store_matrix_sync(T *p, const fragment<accumulator, 16, 16, 16, T> &f, unsigned ldm, layout_t layout,
                               const char *file = __builtin_FILE(), int line = __builtin_LINE()) {
 	const bool col = layout == mem_col_major;
-	detail::mem_collective(p, ldm, col, sizeof(T), false, "wmma::store_matrix_sync", file, line);
+	detail::mem_collective(p, ldm, col, sizeof(T), "wmma::store_matrix_sync", file, line);
 	for (int i = 0; i < 8; i++) {
 		int e = detail::tile_index(i), r = e / 16, c = e % 16;
 		p[col ? (size_t)c * ldm + r : (size_t)r * ldm + c] = f.x[i];
@@ -176,28 +166,5 @@ inline void mma_sync(fragment<accumulator, 16, 16, 16, Td> &d, const fragment<ma
 
 } // namespace wmma
 } // namespace nvcuda
-
-namespace tw_emu {
-
-// wmma.load.{a,b}.sync.aligned.{row,col}.m16n16k16.shared: see the top.
-template <class Use, class T, class Layout>
-inline void wmma_load_shared(nvcuda::wmma::fragment<Use, 16, 16, 16, T, Layout> &f, const T *p, unsigned ldm,
-                             const char *file = __builtin_FILE(), int line = __builtin_LINE()) {
-	static_assert(std::is_same<Use, nvcuda::wmma::matrix_a>::value || std::is_same<Use, nvcuda::wmma::matrix_b>::value,
-	              "wmma_load_shared loads matrix_a and matrix_b fragments");
-	const bool col = std::is_same<Layout, nvcuda::wmma::col_major>::value;
-	nvcuda::wmma::detail::mem_collective(p, ldm, col, sizeof(T), true, "wmma.load.shared", file, line);
-	if (banks::on() && lane_id() == 0) {
-		// As the ldmatrix.x4 it compiles to: the tile's 16 stored lines of
-		// 32 bytes, each half of 8 lines one phase.
-		uintptr_t rows[32];
-		for (int h = 0; h < 2; h++)
-			for (int i = 0; i < 16; i++) rows[16 * h + i] = (uintptr_t)(p + (size_t)i * ldm + 8 * h);
-		banks::rows16("wmma.load.shared", rows, 32, file, line);
-	}
-	nvcuda::wmma::detail::load_tile(f.x, p, ldm, col);
-}
-
-} // namespace tw_emu
 
 #endif // TW_EMU_MMA_H

@@ -40,11 +40,10 @@
 //    returned by cudaGetLastError) and is also reported on stderr.
 //
 //  - sm_80's asynchronous copies (cp.async: issue, commit, wait) and the
-//    shared state space are modelled in tw_emu_sm80.h, the wmma fragment load
-//    from shared memory (ldmatrix) in mma.h; kernels reach them through
-//    kernels/sm80.cuh, so that the emulator runs the code nvcc compiles for
-//    sm_80 and later. So are mma.sync m16n8k16 and ldmatrix
-//    (tw_emu_warp_mma.h), with the PTX ISA's fragment layouts.
+//    shared state space are modelled in tw_emu_sm80.h, mma.sync m16n8k16
+//    and ldmatrix in tw_emu_warp_mma.h (with the PTX ISA's fragment
+//    layouts); kernels reach them through kernels/sm80.cuh, so that the
+//    emulator runs the code nvcc compiles for sm_80 and later.
 //
 // Not emulated: __CUDA_ARCH__ is undefined, so other inline PTX must sit
 // behind `#ifdef __CUDA_ARCH__` with a portable #else; register and

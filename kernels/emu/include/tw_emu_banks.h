@@ -1,10 +1,9 @@
 // tw_emu_banks.h — the emulator's count of shared-memory bank conflicts, for
-// the accesses it sees a warp make together: ldmatrix, the wmma fragment
-// loads from shared memory (which nvcc compiles to ldmatrix), the shared
-// side of cp.async, and the loads and stores kernels make through
-// ld_shared, st_shared (kernels/sm80.cuh) and the pack helpers. tw_emu.h includes it; kernels/emu/banks.cpp holds the
-// counting; the host API (tw_emu_set_bank_stats, tw_emu_bank_stats) is in
-// cuda_runtime_api.h.
+// the accesses it sees a warp make together: ldmatrix, the shared side of
+// cp.async, and the loads and stores kernels make through ld_shared,
+// st_shared (kernels/sm80.cuh) and the pack helpers. tw_emu.h includes it;
+// kernels/emu/banks.cpp holds the counting; the host API
+// (tw_emu_set_bank_stats, tw_emu_bank_stats) is in cuda_runtime_api.h.
 //
 // The model: 32 banks of 4 bytes, successive words in successive banks,
 // lanes asking for the same word served at once (as the CUDA C++

@@ -2,8 +2,8 @@
 // (include/tw_emu_banks.h) against the model's definition, on access
 // patterns whose wavefronts are known by hand: rows of a tile at strides that
 // put 1, 2, 4 or 8 of a phase's rows on the same banks, a row read by every
-// lane, a swizzled tile, cp.async and st_shared_b32 at contiguous and
-// strided destinations, and the wmma fragment load. Emulator only (a GPU's counters are the
+// lane, a swizzled tile, and cp.async and st_shared_b32 at contiguous and
+// strided destinations. Emulator only (a GPU's counters are the
 // profiler's).
 #include "../../common.cuh"
 #include "../../sm80.cuh"
@@ -43,17 +43,6 @@ __global__ void copy_rows(const uint32_t *src, int from, int stride, int size, i
 __global__ void store_words(int stride) {
 	extern __shared__ unsigned char smem[];
 	st_shared_b32(smem + threadIdx.x * stride, threadIdx.x);
-}
-
-// A wmma matrix_a fragment of a 16×16 bf16 tile with leading dimension ldm.
-__global__ void wmma_rows(unsigned ldm, float *out) {
-	extern __shared__ unsigned char smem[];
-	__nv_bfloat16 *s = reinterpret_cast<__nv_bfloat16 *>(smem);
-	for (unsigned i = threadIdx.x; i < 16 * ldm; i += 32) s[i] = __float2bfloat16(1.0f);
-	__syncthreads();
-	nvcuda::wmma::fragment<nvcuda::wmma::matrix_a, 16, 16, 16, __nv_bfloat16, nvcuda::wmma::row_major> f;
-	load_frag_shared(f, s, ldm);
-	out[threadIdx.x] = __bfloat162float(f.x[0]);
 }
 
 struct Totals {
@@ -136,25 +125,6 @@ EMU_TEST(banks_cp_async) {
 	CHECKF(t.requests == 2 && t.wavefronts == 8 && t.ideal == 8 && t.sectors == 32 && t.sectors_ideal == 32,
 	       "two warps: %llu requests, %llu wavefronts, ideal %llu, %llu sectors, ideal %llu", t.requests, t.wavefronts,
 	       t.ideal, t.sectors, t.sectors_ideal);
-}
-
-EMU_TEST(banks_wmma_load) {
-	DeviceBuf<float> out(32);
-	const struct {
-		unsigned ldm;
-		unsigned long long wavefronts;
-	} cases[] = {
-		{16, 8}, // rows 32 bytes apart: rows i and i+4 of a phase share banks
-		{24, 4}, // 48 bytes apart: 8 rows on 8 distinct groups of 4 banks
-		{64, 32}, // 128 bytes apart: 8 a bank
-		{72, 4},  // the GEMM's padding (+8 elements)
-	};
-	for (const auto &c : cases) {
-		const Totals t = count([&] { LAUNCH(1, 32, 16 * c.ldm * 2, 0, wmma_rows)(c.ldm, out.p); });
-		CHECKF(t.requests == 1 && t.ideal == 4 && t.wavefronts == c.wavefronts,
-		       "ldm %u: %llu requests, %llu wavefronts (want %llu), ideal %llu", c.ldm, t.requests, t.wavefronts,
-		       c.wavefronts, t.ideal);
-	}
 }
 
 EMU_TEST(banks_st_shared) {

@@ -1,21 +1,18 @@
-// test_sm80.cu — the sm_80 primitives of kernels/sm80.cuh, which the bf16
-// GEMM is built on: cp.async (when copies become visible, group counting,
-// zero fill, a GEMM-like pipeline and the bugs a wrong wait count or a
-// missing barrier make in it) and the wmma fragment load from shared memory
-// (results, and the misuse the emulator reports). What a GPU guarantees is
+// test_sm80.cu — cp.async, the sm_80 copy of kernels/sm80.cuh that the
+// bf16 GEMM and attention are built on: when copies become visible, group
+// counting, zero fill, a GEMM-like pipeline and the bugs a wrong wait count
+// or a missing barrier make in it, and the misuse the emulator reports
+// (test_mma.cu has ldmatrix and mma.sync). What a GPU guarantees is
 // checked everywhere; what only the emulator pins down (a copy is not
 // visible before its wait) only under it.
 #include <math.h>
 #include <string.h>
 
 #include <string>
-#include <type_traits>
 
 #include "../../common.cuh"
 #include "../../sm80.cuh"
 #include "harness.h"
-
-using namespace nvcuda;
 
 static const std::string kFile = "test_sm80.cu:";
 
@@ -199,128 +196,8 @@ EMU_TEST(cp_async_pipeline_bugs) {
 	}
 }
 
-// ---- The fragment load from shared memory (ldmatrix) ------------------------------
-
-static const int kLd = 24; // shared tile row stride, elements: 48 bytes, a multiple of 16
-
-// D [16][16] f32 = A·B for row-major A, B [16][16] bf16 in global memory,
-// through load_frag_shared: the tiles are staged in shared memory with row
-// stride kLd, A transposed when TA (then loaded col_major), B when TB.
-template <bool TA, bool TB> __global__ void frag_shared_mma(const __nv_bfloat16 *A, const __nv_bfloat16 *B, float *D) {
-	__shared__ __align__(32) __nv_bfloat16 sA[16 * kLd], sB[16 * kLd];
-	for (int e = threadIdx.x; e < 256; e += 32) {
-		const int r = e / 16, c = e % 16;
-		sA[TA ? c * kLd + r : r * kLd + c] = A[e];
-		sB[TB ? c * kLd + r : r * kLd + c] = B[e];
-	}
-	__syncthreads();
-	using LA = typename std::conditional<TA, wmma::col_major, wmma::row_major>::type;
-	using LB = typename std::conditional<TB, wmma::col_major, wmma::row_major>::type;
-	wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, LA> a;
-	wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, LB> b;
-	wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
-	load_frag_shared(a, sA, kLd);
-	load_frag_shared(b, sB, kLd);
-	wmma::fill_fragment(acc, 0.0f);
-	wmma::mma_sync(acc, a, b, acc);
-	wmma::store_matrix_sync(D, acc, 16, wmma::mem_row_major);
-}
-
-template <bool TA, bool TB> static bool check_frag_shared() {
-	std::vector<__nv_bfloat16> a(256), b(256);
-	for (int i = 0; i < 256; i++) {
-		a[i] = __float2bfloat16((float)(i * 7 % 23) * 0.125f - 1.0f);
-		b[i] = __float2bfloat16((float)(i * 5 % 19) * 0.25f - 2.0f);
-	}
-	DeviceBuf<__nv_bfloat16> dA(256), dB(256);
-	DeviceBuf<float> dD(256);
-	dA.upload(a);
-	dB.upload(b);
-	LAUNCH(1, 32, 0, 0, frag_shared_mma<TA, TB>)(dA.p, dB.p, dD.p);
-	if (cudaGetLastError() != cudaSuccess) return false;
-	const std::vector<float> d = dD.download();
-	for (int i = 0; i < 16; i++)
-		for (int j = 0; j < 16; j++) {
-			double s = 0;
-			for (int k = 0; k < 16; k++) s += (double)__bfloat162float(a[i * 16 + k]) * __bfloat162float(b[k * 16 + j]);
-			if (fabs(d[i * 16 + j] - s) > 1e-5 * (1 + fabs(s))) {
-				fprintf(stderr, "  TA %d TB %d [%d,%d]: %g, want %g\n", TA, TB, i, j, d[i * 16 + j], s);
-				return false;
-			}
-		}
-	return true;
-}
-
-TEST(load_frag_shared) {
-	CHECK((check_frag_shared<false, false>()));
-	CHECK((check_frag_shared<false, true>()));
-	CHECK((check_frag_shared<true, false>()));
-	CHECK((check_frag_shared<true, true>()));
-}
-
 // ---- What the emulator reports ------------------------------------------------------
 // Each kernel breaks one requirement, on a line the test names.
-
-static const int kFragGlobalLine = __LINE__ + 3;
-__global__ void frag_from_global(const __nv_bfloat16 *g, float *out) {
-	wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> a;
-	load_frag_shared(a, g, 16); // the bug: global memory
-	out[threadIdx.x] = __bfloat162float(a.x[0]);
-}
-
-static const int kFragMisalignedLine = __LINE__ + 4;
-__global__ void frag_misaligned(float *out) {
-	__shared__ __align__(32) __nv_bfloat16 s[16 * kLd];
-	wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::col_major> b;
-	load_frag_shared(b, s + 8, kLd); // the bug: 16-byte aligned, not 32
-	out[threadIdx.x] = __bfloat162float(b.x[0]);
-}
-
-static const int kFragLdmLine = __LINE__ + 4;
-__global__ void frag_bad_ldm(float *out) {
-	__shared__ __align__(32) __nv_bfloat16 s[16 * kLd];
-	wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::col_major> a;
-	load_frag_shared(a, s, 20); // the bug: 40-byte rows
-	out[threadIdx.x] = __bfloat162float(a.x[0]);
-}
-
-static const int kFragStackLine = __LINE__ + 4;
-__global__ void frag_from_stack(float *out) {
-	__align__(32) __nv_bfloat16 local[16 * 16] = {};
-	wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> a;
-	load_frag_shared(a, local, 16); // the bug: local memory
-	out[threadIdx.x] = __bfloat162float(a.x[0]);
-}
-
-EMU_CHILD(frag_from_global) {
-	DeviceBuf<__nv_bfloat16> g(256);
-	DeviceBuf<float> out(32);
-	LAUNCH(1, 32, 0, 0, frag_from_global)(g.p, out.p);
-}
-EMU_CHILD(frag_misaligned) {
-	DeviceBuf<float> out(32);
-	LAUNCH(1, 32, 0, 0, frag_misaligned)(out.p);
-}
-EMU_CHILD(frag_bad_ldm) {
-	DeviceBuf<float> out(32);
-	LAUNCH(1, 32, 0, 0, frag_bad_ldm)(out.p);
-}
-EMU_CHILD(frag_from_stack) {
-	DeviceBuf<float> out(32);
-	LAUNCH(1, 32, 0, 0, frag_from_stack)(out.p);
-}
-
-EMU_TEST(diag_load_frag_shared) {
-	const std::string at = "wmma.load.shared at ";
-	CHECK(expect_abort("frag_from_global", {},
-	                   {at, kFile + std::to_string(kFragGlobalLine), "is not in shared memory",
-	                    "kernel \"frag_from_global\""}));
-	CHECK(expect_abort("frag_misaligned", {},
-	                   {at, kFile + std::to_string(kFragMisalignedLine), "is not 32-byte (256-bit) aligned"}));
-	CHECK(expect_abort("frag_bad_ldm", {},
-	                   {at, kFile + std::to_string(kFragLdmLine), "ldm 20 (elements of 2 bytes) is not a multiple of 16"}));
-	CHECK(expect_abort("frag_from_stack", {}, {at, kFile + std::to_string(kFragStackLine), "is not in shared memory"}));
-}
 
 // One misuse of cp.async per value of `bug`, each on its own line.
 static const int kCopyLine = __LINE__ + 4;
