@@ -48,7 +48,6 @@ type Options struct {
 type Backend struct {
 	dev       device
 	stream    C.cudaStream_t
-	gemm      string // "own" or "cublas" (chooseGEMM)
 	attention AttentionConfig
 	syncEach  bool    // TW_CUDA_SYNC=1
 	ws        uintptr // workspace shared by launchers that need one, grown on demand
@@ -70,7 +69,7 @@ var _ engine.Backend = (*Backend)(nil)
 
 // New opens the device and returns a backend on a stream of its own.
 func New(opt Options) (*Backend, error) {
-	gemm, lt, notice, err := chooseGEMM(opt.GEMM, haveCUBLAS, newCUBLASLt)
+	_, lt, notice, err := chooseGEMM(opt.GEMM, haveCUBLAS, newCUBLASLt)
 	if err != nil {
 		return nil, err
 	}
@@ -86,7 +85,6 @@ func New(opt Options) (*Backend, error) {
 	return &Backend{
 		dev:       dev,
 		stream:    C.cudaStream_t(dev.stream()),
-		gemm:      gemm,
 		attention: opt.Attention,
 		syncEach:  os.Getenv("TW_CUDA_SYNC") == "1",
 		lt:        lt,
