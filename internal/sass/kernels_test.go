@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -36,6 +37,46 @@ const (
 	bwdDefault8 = "_Z15attn_bwd_kernelI13__nv_bfloat16Li128ELi64ELi128ELi2ELi16ELi32E"  // an A100's
 )
 
+// The bf16 instantiations of the memory-bound kernels that move 16-byte
+// packs (8 elements; the sampling weights' stores 4 floats), each with the
+// object it is in and which of its accesses are packed: every one must keep
+// at least one 16-byte global load and store where it reads and writes so.
+// (The flat ops' prefixes name the pack and the unroll: flat_kernel<8, U,
+// Op>; a prefix may match several modes of one op, each checked.)
+var widePacks = []struct {
+	obj, prefix string
+	load, store bool
+}{
+	{"elementwise.cu.o", "_Z11flat_kernelILi8ELi4E6FillOpI13__nv_bfloat16EE", false, true},
+	{"elementwise.cu.o", "_Z11flat_kernelILi8ELi4E5AddOpI13__nv_bfloat16EE", true, true},
+	{"elementwise.cu.o", "_Z11flat_kernelILi8ELi4E6CastOpIf13__nv_bfloat16EE", true, true}, // to f32
+	{"elementwise.cu.o", "_Z11flat_kernelILi8ELi4E6CastOpI13__nv_bfloat16fEE", true, true}, // from f32
+	{"gelu.cu.o", "_Z11flat_kernelILi8ELi2E6GELUOpI13__nv_bfloat16Li", true, true},
+	{"gelu.cu.o", "_Z11flat_kernelILi8ELi2E14GELUBackwardOpI13__nv_bfloat16Li", true, true},
+	{"swiglu.cu.o", "_Z11flat_kernelILi8ELi2E8SwiGLUOpI13__nv_bfloat16EE", true, true},
+	{"swiglu.cu.o", "_Z11flat_kernelILi8ELi2E16SwiGLUBackwardOpI13__nv_bfloat16EE", true, true},
+	{"dropout.cu.o", "_Z11flat_kernelILi8ELi2E9DropoutOpI13__nv_bfloat16EE", true, true},
+	{"embedding.cu.o", "_Z16embedding_kernelI13__nv_bfloat16S0_Li8E", true, true},
+	{"embedding.cu.o", "_Z29embedding_backward_sum_kernelI13__nv_bfloat16S0_Li8E", true, true},
+	{"rmsnorm.cu.o", "_Z14rmsnorm_kernelI13__nv_bfloat16S0_Li8E", true, true},
+	{"rmsnorm.cu.o", "_Z18add_rmsnorm_kernelI13__nv_bfloat16S0_Li8E", true, true},
+	{"rmsnorm.cu.o", "_Z23rmsnorm_backward_kernelI13__nv_bfloat16S0_Li8E", true, true},
+	{"rmsnorm.cu.o", "_Z13colsum_kernelI13__nv_bfloat16Li4E", true, false}, // f32 partials in, 4 bf16 out
+	{"layernorm.cu.o", "_Z16layernorm_kernelI13__nv_bfloat16S0_Li8E", true, true},
+	{"layernorm.cu.o", "_Z25layernorm_backward_kernelI13__nv_bfloat16S0_Li8E", true, true},
+	{"bias.cu.o", "_Z15add_bias_kernelI13__nv_bfloat16Li8E", true, true},
+	{"bias.cu.o", "_Z19bias_partial_kernelI13__nv_bfloat16Li8E", true, true},
+	{"rope.cu.o", "_Z11rope_kernelI13__nv_bfloat16Li8E", true, true},
+	{"logsoftmax.cu.o", "_Z24logsoftmax_gather_kernelI13__nv_bfloat16Li8E", true, false},
+	{"logsoftmax.cu.o", "_Z33logsoftmax_gather_backward_kernelI13__nv_bfloat16Li8E", true, true},
+	{"sumsquares.cu.o", "_Z24sum_squares_parts_kernelI13__nv_bfloat16E", true, false},
+	{"adamw.cu.o", "_Z12adamw_kernelI13__nv_bfloat16S0_Lb1E", true, true},
+	{"adamw.cu.o", "_Z18adamw_multi_kernelI13__nv_bfloat16E", true, true},
+	{"sample.cu.o", "_Z16max_chunk_kernelI13__nv_bfloat16Li8E", true, false},
+	{"sample.cu.o", "_Z19argmax_chunk_kernelI13__nv_bfloat16Li8E", true, false},
+	{"sample.cu.o", "_Z14weights_kernelI13__nv_bfloat16Li4E", false, true}, // 4 bf16 (8 bytes) in, 4 floats out
+}
+
 // Our bf16 GEMM's 128×128 tile (kernels/gemm.cu) with A as stored and B
 // transposed (the model's x·Wᵀ), bf16 out: 4 warps of 64×64.
 const gemm128 = "_Z16gemm_bf16_kernelI8TcConfigILi128ELi128ELi2ELi2ELi2EELb0ELb1E13__nv_bfloat16E"
@@ -46,7 +87,9 @@ const gemm128 = "_Z16gemm_bf16_kernelI8TcConfigILi128ELi128ELi2ELi2ELi2EELb0ELb1
 // nothing, and in their sm_90 code (an H100's or H200's) the forward's
 // fragment loads are read no sooner than 4 instructions after they are
 // issued, the backward's no sooner than the second, and our GEMM's (its
-// 128×128 tile) no sooner than the fourth. It reads TW_KERNEL_LIB (the path
+// 128×128 tile) no sooner than the fourth; and the memory-bound kernels'
+// 16-byte packs (widePacks) are 16-byte loads and stores in that code. It
+// reads TW_KERNEL_LIB (the path
 // of libtwkernels_cuda.a, with ptxas.log beside it: `make test-cuda-build`
 // sets it after building) and needs the toolkit's cuobjdump and binutils'
 // ar.
@@ -113,7 +156,7 @@ func TestKernelCode(t *testing.T) {
 		}
 		return n
 	}
-	fns = disassemble(t, lib, "attention.cu.o", "sm_90")
+	fns = disassemble(t, lib, "attention.cu.o", "sm_90", fwdDefault, fwdRingOne)
 	if d := check(fwdDefault); soon(d, 4) > 0 {
 		t.Errorf("forward's default: %d of its %d ldmatrix are read within 3 instructions (want none: FwdMath::scores' ring)", soon(d, 4), len(d))
 	}
@@ -123,7 +166,7 @@ func TestKernelCode(t *testing.T) {
 		t.Errorf("forward with a ring of 1: %d of its %d ldmatrix read by the next instruction; the schedule this test guards against is not what it was (want 32 or more)", soon(d, 2), len(d))
 	}
 
-	fns = disassemble(t, lib, "attention_backward.cu.o", "sm_90")
+	fns = disassemble(t, lib, "attention_backward.cu.o", "sm_90", bwdDefault, bwdDQ64)
 	if d := check(bwdDefault); soon(d, 2) > 0 {
 		t.Errorf("backward's default: %d of its %d ldmatrix are read by the next instruction (want none: the dQ product's ring)", soon(d, 2), len(d))
 	}
@@ -131,18 +174,52 @@ func TestKernelCode(t *testing.T) {
 		t.Errorf("backward with dQ units of 64: %d of its %d ldmatrix read by the next instruction; the schedule this test guards against is not what it was (want 8 or more)", soon(d, 2), len(d))
 	}
 
+	// The memory-bound kernels' packs are 16-byte accesses in the code.
+	const fill1 = "_Z11flat_kernelILi1ELi1E6FillOpI13__nv_bfloat16EE" // a fill one element at a time
+	wanted := map[string][]string{"elementwise.cu.o": {fill1}}
+	for _, w := range widePacks {
+		wanted[w.obj] = append(wanted[w.obj], w.prefix)
+	}
+	byObj := map[string][]Function{}
+	for obj, prefixes := range wanted {
+		byObj[obj] = disassemble(t, lib, obj, "sm_90", prefixes...)
+	}
+	for _, w := range widePacks {
+		got := Find(byObj[w.obj], w.prefix)
+		if len(got) == 0 {
+			t.Errorf("%s: no function named %s… in its sm_90 code (renamed? update widePacks)", w.obj, w.prefix)
+		}
+		for _, f := range got {
+			l, s := WideAccesses(f)
+			if w.load && l == 0 || w.store && s == 0 {
+				t.Errorf("%s: %d 16-byte global loads and %d stores in its sm_90 code (want loads: %v, stores: %v): its packs were split into narrower accesses",
+					f.Name, l, s, w.load, w.store)
+			}
+		}
+	}
+	// The check can fail: fill one element at a time stores no 16 bytes.
+	if f := Find(byObj["elementwise.cu.o"], fill1); len(f) != 1 {
+		t.Errorf("%d element-wise fill kernels in the sm_90 code, want 1", len(f))
+	} else if _, s := WideAccesses(f[0]); s != 0 {
+		t.Errorf("the element-wise fill has %d 16-byte stores: WideAccesses counts what it should not", s)
+	}
+
 	// The GEMM loads a k-tile's fragments (16 ldmatrix.x4 a warp) before
 	// its 64 mma: none is read within 3 instructions.
-	fns = disassemble(t, lib, "gemm.cu.o", "sm_90")
+	fns = disassemble(t, lib, "gemm.cu.o", "sm_90", gemm128)
 	if d := check(gemm128); len(d) != 16 || soon(d, 4) > 0 {
 		t.Errorf("GEMM, 128×128 tile: %d ldmatrix (want 16: a 64×64 warp tile, two k-steps), %d of them read within 3 instructions (want none)", len(d), soon(d, 4))
 	}
 }
 
-// disassemble returns the sm machine code of member obj of the archive lib.
-func disassemble(t *testing.T, lib, obj, arch string) []Function {
+// disassemble returns the sm machine code of the kernels of member obj of
+// the archive lib whose names begin with one of prefixes. The names come
+// from the member's host symbols (each kernel has a launch stub of its
+// name), so that cuobjdump prints only those kernels: a whole member takes
+// it up to half a minute.
+func disassemble(t *testing.T, lib, obj, arch string, prefixes ...string) []Function {
 	t.Helper()
-	for _, tool := range []string{"ar", "cuobjdump"} {
+	for _, tool := range []string{"ar", "nm", "cuobjdump"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			t.Fatalf("%s not found (TW_KERNEL_LIB is set: the toolkit and binutils are expected)", tool)
 		}
@@ -156,9 +233,25 @@ func disassemble(t *testing.T, lib, obj, arch string) []Function {
 	if err := os.WriteFile(o, member, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	out, err := exec.Command("cuobjdump", "-sass", "-arch", arch, o).Output()
+	syms, err := exec.Command("nm", "--defined-only", "-P", o).Output()
 	if err != nil {
-		t.Fatalf("cuobjdump -sass -arch %s %s: %v", arch, obj, err)
+		t.Fatalf("nm %s: %v", obj, err)
+	}
+	var names []string
+	for _, line := range strings.Split(string(syms), "\n") {
+		name, _, _ := strings.Cut(line, " ")
+		for _, p := range prefixes {
+			if strings.HasPrefix(name, p) && !slices.Contains(names, name) {
+				names = append(names, name)
+			}
+		}
+	}
+	if len(names) == 0 {
+		t.Fatalf("%s: no kernel named %s in its symbols (renamed? update this test)", obj, strings.Join(prefixes, "…, ")+"…")
+	}
+	out, err := exec.Command("cuobjdump", "-sass", "-arch", arch, "-fun", strings.Join(names, ","), o).Output()
+	if err != nil {
+		t.Fatalf("cuobjdump -sass -arch %s -fun … %s: %v", arch, obj, err)
 	}
 	fns, err := Parse(bytes.NewReader(out))
 	if err != nil {

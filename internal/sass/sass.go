@@ -1,8 +1,9 @@
 // Package sass reads what the CUDA toolkit reports of compiled kernels —
 // the machine code `cuobjdump -sass` prints and the register report of
 // `ptxas -v` — so that tests can hold the kernels to properties no result
-// shows: that a kernel does not spill, and that its shared-memory fragment
-// loads are issued far enough ahead of the instructions that read them.
+// shows: that a kernel does not spill, that its shared-memory fragment
+// loads are issued far enough ahead of the instructions that read them, and
+// that its global accesses are as wide as its source asks.
 // It models only what those checks need: an instruction's opcode and the
 // general registers it writes and reads.
 package sass
@@ -162,6 +163,26 @@ func LoadUse(f Function, op string) []int {
 		out = append(out, d)
 	}
 	return out
+}
+
+// WideAccesses counts f's 16-byte accesses of global memory: loads (LDG,
+// read-only or not) and stores (STG) whose opcode says .128. A memory-bound
+// kernel built on 16-byte packs has both where it reads and writes; nvcc
+// splitting a pack's access into narrower ones (as it did to fill's stores
+// once) leaves none.
+func WideAccesses(f Function) (loads, stores int) {
+	for _, in := range f.Code {
+		if !strings.Contains(in.Op, ".128") {
+			continue
+		}
+		switch {
+		case strings.HasPrefix(in.Op, "LDG."):
+			loads++
+		case strings.HasPrefix(in.Op, "STG."):
+			stores++
+		}
+	}
+	return loads, stores
 }
 
 // Spill is one kernel's line of the ptxas report.

@@ -59,6 +59,21 @@ func TestParseAndLoadUse(t *testing.T) {
 	}
 }
 
+func TestWideAccesses(t *testing.T) {
+	f := Function{Code: []Instr{
+		{Op: "LDG.E.128.CONSTANT", Args: "R4, desc[UR4][R2.64]"},
+		{Op: "LDG.E.128", Args: "R8, desc[UR4][R2.64+0x10]"},
+		{Op: "LDG.E.U16", Args: "R12, desc[UR4][R2.64]"},
+		{Op: "LDGSTS.E.BYPASS.128", Args: "[R21], [R120.64+0x80]"}, // cp.async: not a load into registers
+		{Op: "STG.E.128", Args: "desc[UR4][R6.64], R4"},
+		{Op: "STG.E", Args: "desc[UR4][R6.64], R4"},
+		{Op: "STS.128", Args: "[R3], R4"}, // shared memory
+	}}
+	if l, s := WideAccesses(f); l != 2 || s != 1 {
+		t.Errorf("WideAccesses = %d loads, %d stores; want 2, 1", l, s)
+	}
+}
+
 func TestParsePtxas(t *testing.T) {
 	report := `ptxas info    : 0 bytes gmem
 ptxas info    : Compiling entry function '_Z1aPf' for 'sm_80'
