@@ -418,8 +418,9 @@ TW_UNROLL
 		// products: the second k-step's loads are in flight while the first
 		// one's multiply.
 		const bf16 *tA = sA + read * TA_::ELEMS + a_lane, *tB = sB + read * TB_::ELEMS + b_lane;
-		constexpr int KS = C::BK / 16;
-		uint32_t fa[KS][C::FM][4], fb[KS][C::FN / 2][4];
+		constexpr int KS = C::BK / 16; // k-steps of 16 in a k-tile
+		uint32_t fa[KS][C::FM][4];     // per k-step, the A fragment of each 16 rows of the warp tile
+		uint32_t fb[KS][C::FN / 2][4]; // per k-step, b[0], b[1] of each pair of n8 tiles
 TW_UNROLL
 		for (int s = 0; s < KS; s++) {
 TW_UNROLL
