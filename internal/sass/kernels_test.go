@@ -88,8 +88,9 @@ const gemm128 = "_Z16gemm_bf16_kernelI8TcConfigILi128ELi128ELi2ELi2ELi2EELb0ELb1
 // fragment loads are read no sooner than 4 instructions after they are
 // issued, the backward's no sooner than the second, and our GEMM's (its
 // 128×128 tile) no sooner than the fourth; and the memory-bound kernels'
-// 16-byte packs (widePacks) are 16-byte loads and stores in that code. It
-// reads TW_KERNEL_LIB (the path
+// 16-byte packs (widePacks) are 16-byte loads and stores in that code; and
+// no innermost loop around the tensor-core products of the default
+// attention kernels or the GEMM divides integers. It reads TW_KERNEL_LIB (the path
 // of libtwkernels_cuda.a, with ptxas.log beside it: `make test-cuda-build`
 // sets it after building) and needs the toolkit's cuobjdump and binutils'
 // ar.
@@ -156,7 +157,50 @@ func TestKernelCode(t *testing.T) {
 		}
 		return n
 	}
-	fns = disassemble(t, lib, "attention.cu.o", "sm_90", fwdDefault, fwdRingOne)
+	// The innermost loop around each tensor-core product holds no integer
+	// division (a subroutine call, or the reciprocal sequence nvcc inlines
+	// for 32 bits, whose I2F rounds up: I2F.RP, I2F.U32.RP): the
+	// attention's row indices are FastDiv's multiplies
+	// (kernels/attention.cuh). The loops around those (a block's items, a
+	// backward's query tiles) may divide once per pass. Tried by mutation:
+	// one FastDiv in the backward's slice loop written as a division fails
+	// it.
+	noDivision := func(f Function) {
+		loops := Loops(f)
+		hot := map[[2]int]bool{}
+		for i, in := range f.Code {
+			if !strings.HasPrefix(in.Op, "HMMA") {
+				continue
+			}
+			inner := [2]int{-1, len(f.Code)}
+			for _, l := range loops {
+				if l[0] <= i && i <= l[1] && l[1]-l[0] < inner[1]-inner[0] {
+					inner = l
+				}
+			}
+			if inner[0] >= 0 {
+				hot[inner] = true
+			}
+		}
+		if len(hot) == 0 {
+			t.Errorf("%s: no loop around its mma (does Loops read its branches?)", f.Name)
+		}
+		for l := range hot {
+			body := f.Code[l[0] : l[1]+1]
+			for _, in := range body {
+				if strings.HasPrefix(in.Op, "CALL") || strings.HasPrefix(in.Op, "I2F") && strings.Contains(in.Op, ".RP") {
+					t.Errorf("%s: %s at %#x, in the loop at %#x–%#x that holds its mma: an integer division (or another subroutine) per iteration",
+						f.Name, in.Op, in.Addr, body[0].Addr, body[len(body)-1].Addr)
+				}
+			}
+		}
+	}
+	fns = disassemble(t, lib, "attention.cu.o", "sm_90", fwdDefault, fwdRingOne, decDefault)
+	for _, p := range []string{fwdDefault, decDefault} {
+		for _, f := range Find(fns, p) {
+			noDivision(f)
+		}
+	}
 	if d := check(fwdDefault); soon(d, 4) > 0 {
 		t.Errorf("forward's default: %d of its %d ldmatrix are read within 3 instructions (want none: FwdMath::scores' ring)", soon(d, 4), len(d))
 	}
@@ -167,6 +211,9 @@ func TestKernelCode(t *testing.T) {
 	}
 
 	fns = disassemble(t, lib, "attention_backward.cu.o", "sm_90", bwdDefault, bwdDQ64)
+	for _, f := range Find(fns, bwdDefault) {
+		noDivision(f)
+	}
 	if d := check(bwdDefault); soon(d, 2) > 0 {
 		t.Errorf("backward's default: %d of its %d ldmatrix are read by the next instruction (want none: the dQ product's ring)", soon(d, 2), len(d))
 	}
@@ -207,6 +254,9 @@ func TestKernelCode(t *testing.T) {
 	// The GEMM loads a k-tile's fragments (16 ldmatrix.x4 a warp) before
 	// its 64 mma: none is read within 3 instructions.
 	fns = disassemble(t, lib, "gemm.cu.o", "sm_90", gemm128)
+	for _, f := range fns {
+		noDivision(f)
+	}
 	if d := check(gemm128); len(d) != 16 || soon(d, 4) > 0 {
 		t.Errorf("GEMM, 128×128 tile: %d ldmatrix (want 16: a 64×64 warp tile, two k-steps), %d of them read within 3 instructions (want none)", len(d), soon(d, 4))
 	}

@@ -19,6 +19,7 @@ import (
 
 // Instr is one machine instruction.
 type Instr struct {
+	Addr int    // its address in the function
 	Op   string // the opcode with its modifiers, e.g. "LDSM.16.M88.4"
 	Args string // the operands as printed, without the predicate and the ';'
 }
@@ -31,7 +32,8 @@ type Function struct {
 
 var (
 	funcLine  = regexp.MustCompile(`^\s*Function : (\S+)`)
-	instrLine = regexp.MustCompile(`^\s*/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P[T0-9]+\s+)?([A-Z][A-Z0-9_.]*)\s*([^;]*);`)
+	instrLine = regexp.MustCompile(`^\s*/\*([0-9a-f]{4,})\*/\s+(?:@!?U?P[T0-9]+\s+)?([A-Z][A-Z0-9_.]*)\s*([^;]*);`)
+	target    = regexp.MustCompile(`0x([0-9a-f]+)\s*$`)
 	regToken  = regexp.MustCompile(`\bR(\d+)(\.64)?\b`)
 )
 
@@ -49,7 +51,8 @@ func Parse(r io.Reader) ([]Function, error) {
 		}
 		if m := instrLine.FindStringSubmatch(line); m != nil && len(fns) > 0 {
 			f := &fns[len(fns)-1]
-			f.Code = append(f.Code, Instr{Op: m[1], Args: strings.TrimSpace(m[2])})
+			addr, _ := strconv.ParseInt(m[1], 16, 64)
+			f.Code = append(f.Code, Instr{Addr: int(addr), Op: m[2], Args: strings.TrimSpace(m[3])})
 		}
 	}
 	if err := sc.Err(); err != nil {
@@ -161,6 +164,31 @@ func LoadUse(f Function, op string) []int {
 			}
 		}
 		out = append(out, d)
+	}
+	return out
+}
+
+// Loops returns f's loops as ranges [first, last] of instruction indices:
+// for each branch back to an instruction at or before it, the target and the
+// branch. Nested loops give nested ranges.
+func Loops(f Function) [][2]int {
+	at := map[int]int{}
+	for i, in := range f.Code {
+		at[in.Addr] = i
+	}
+	var out [][2]int
+	for i, in := range f.Code {
+		if !strings.HasPrefix(in.Op, "BRA") {
+			continue
+		}
+		m := target.FindStringSubmatch(in.Args)
+		if m == nil {
+			continue
+		}
+		a, _ := strconv.ParseInt(m[1], 16, 64)
+		if j, ok := at[int(a)]; ok && j <= i {
+			out = append(out, [2]int{j, i})
+		}
 	}
 	return out
 }

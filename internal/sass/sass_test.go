@@ -59,6 +59,30 @@ func TestParseAndLoadUse(t *testing.T) {
 	}
 }
 
+func TestLoops(t *testing.T) {
+	const code = `
+		Function : _Z4loopv
+        /*0000*/                   MOV R1, c[0x0][0x28] ;
+        /*0010*/                   HMMA.16816.F32.BF16 R4, R8, R12, R4 ;
+        /*0020*/                   IADD3 R2, R2, 0x1, RZ ;
+        /*0030*/              @P0 BRA 0x10 ;
+        /*0040*/                   ISETP.NE.AND P1, PT, R2, RZ, PT ;
+        /*0050*/              @P1 BRA 0x0 ;
+        /*0060*/                   BRA 0x70 ;
+        /*0070*/                   EXIT ;
+`
+	fns, err := Parse(strings.NewReader(code))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := fns[0].Code[3].Addr, 0x30; got != want {
+		t.Errorf("address %#x, want %#x", got, want)
+	}
+	if got, want := Loops(fns[0]), [][2]int{{1, 3}, {0, 5}}; !reflect.DeepEqual(got, want) {
+		t.Errorf("Loops = %v, want %v (the forward branch is no loop)", got, want)
+	}
+}
+
 func TestWideAccesses(t *testing.T) {
 	f := Function{Code: []Instr{
 		{Op: "LDG.E.128.CONSTANT", Args: "R4, desc[UR4][R2.64]"},
