@@ -44,8 +44,9 @@
 //   tw_gemm_workspace bytes, S·batch·m·n·4 (0 when not split; S·T ≤
 //   kWaveTiles bounds it by 8 MiB); a split GEMM without one is
 //   cudaErrorInvalidValue.
-//   Tuning knob: the environment variable TW_GEMM_TILE=64 or 128 forces the
-//   bf16 block tile (tests use it to cover both; see "Grid" below).
+//   Tuning knob: the environment variable TW_GEMM_TILE (64, 128, 128k64 or
+//   256) forces the bf16 block tile (tests use it to cover each, the GPU
+//   bundle's gemm-sweep step to measure each; see "Grid" below).
 //   Few rows (skinny_side; gemm_skinny_kernel): A as stored and B
 //   transposed — both operands' rows run along k, as in the model's x·Wᵀ
 //   (one row of A or one column of B runs along k either way) — with m ≤ 8
@@ -157,6 +158,11 @@
 // a band, so the blocks resident at one time share few A and B panels in L2.
 // The bf16 kernel uses the 128×128 tile when that gives at least one block per
 // SM, the 64×64 tile otherwise (small M·N: more blocks to fill the GPU).
+// Two more are built for TW_GEMM_TILE to try on a GPU, unmeasured as yet:
+// 128k64 (128 × 128 in k-tiles 64 deep, 3 stages, 102–108 KiB: each warp
+// issues 128 mma between barriers, and two blocks still fit an H100's SM,
+// one an A100's) and 256 (128 × 256, 8 warps of 64 × 64, 4 stages, 100–120
+// KiB, one block per SM: a quarter less copying per product than 128 × 128).
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -237,22 +243,26 @@ TW_UNROLL
 
 // ---- bf16: tensor cores ---------------------------------------------------------
 
-static constexpr int kPad = 8;    // bf16 elements of padding per shared-memory row
-static constexpr int kStages = 4; // shared-memory buffers in the copy pipeline
-static constexpr int kBK = 32;    // K step of a block
+static constexpr int kPad = 8; // bf16 elements of padding per shared-memory row
+static constexpr int kBK = 32; // the k-ranges of a split GEMM are multiples of it (splitk_plan)
 
-// A block tile configuration: BM×BN, warps WARPS_M × WARPS_N, each owning a
-// WM×WN warp tile of FM × FN accumulator tiles of mma.m16n8k16 (16×8).
-template <int BM_, int BN_, int WARPS_M_, int WARPS_N_, int MIN_BLOCKS_> struct TcConfig {
-	static constexpr int BM = BM_, BN = BN_, BK = kBK;
+// A block tile configuration: BM×BN, k-tiles BK deep, warps WARPS_M ×
+// WARPS_N, each owning a WM×WN warp tile of FM × FN accumulator tiles of
+// mma.m16n8k16 (16×8), STAGES k-tiles in the copy pipeline.
+template <int BM_, int BN_, int BK_, int WARPS_M_, int WARPS_N_, int STAGES_, int MIN_BLOCKS_> struct TcConfig {
+	static constexpr int BM = BM_, BN = BN_, BK = BK_, STAGES = STAGES_;
 	static constexpr int WARPS_M = WARPS_M_, WARPS_N = WARPS_N_, THREADS = 32 * WARPS_M * WARPS_N;
 	static constexpr int WM = BM / WARPS_M, WN = BN / WARPS_N; // warp tile
 	static constexpr int FM = WM / 16, FN = WN / 8;            // its accumulator tiles
 	static constexpr int MIN_BLOCKS = MIN_BLOCKS_;             // per SM, for __launch_bounds__
 	static_assert(WM % 16 == 0 && WN % 16 == 0, "warp tiles are whole 16×16 tiles (B is loaded 16 columns at a time)");
+	static_assert(BK % 32 == 0 && STAGES >= 2, "k-tiles of whole pairs of k-steps; a pipeline of two stages or more");
 };
-using Tc128 = TcConfig<128, 128, 2, 2, 2>;
-using Tc64 = TcConfig<64, 64, 2, 2, 4>;
+// The block tiles (TW_GEMM_TILE names them; see "Grid" at the top).
+using Tc64 = TcConfig<64, 64, 32, 2, 2, 4, 4>;       // "64"
+using Tc128 = TcConfig<128, 128, 32, 2, 2, 4, 2>;    // "128"
+using Tc128K64 = TcConfig<128, 128, 64, 2, 2, 3, 2>; // "128k64": half the barriers per product
+using Tc256 = TcConfig<128, 256, 32, 2, 4, 4, 1>;    // "256": 8 warps of 64 × 64
 
 // A ROWS×COLS tile of bf16 in shared memory, rows padded to LD elements.
 template <int ROWS_, int COLS_> struct SmemTile {
@@ -264,7 +274,7 @@ template <class C, bool TA> using TileA = SmemTile<TA ? C::BK : C::BM, TA ? C::B
 template <class C, bool TB> using TileB = SmemTile<TB ? C::BN : C::BK, TB ? C::BK : C::BN>;
 
 template <class C, bool TA, bool TB> constexpr size_t tc_smem_bytes() {
-	return (size_t)kStages * (TileA<C, TA>::ELEMS + TileB<C, TB>::ELEMS) * sizeof(bf16);
+	return (size_t)C::STAGES * (TileA<C, TA>::ELEMS + TileB<C, TB>::ELEMS) * sizeof(bf16);
 }
 
 static constexpr int kScratchLd = 20; // f32 row stride of a warp's epilogue scratch [16][20]
@@ -353,8 +363,8 @@ __global__ void __launch_bounds__(C::THREADS, C::MIN_BLOCKS)
 	              "the epilogue scratch fits in the pipeline buffers");
 
 	extern __shared__ __align__(128) unsigned char smem[];
-	bf16 *sA = reinterpret_cast<bf16 *>(smem); // [kStages][TA_::ROWS][TA_::LD]
-	bf16 *sB = sA + kStages * TA_::ELEMS;      // [kStages][TB_::ROWS][TB_::LD]
+	bf16 *sA = reinterpret_cast<bf16 *>(smem); // [STAGES][TA_::ROWS][TA_::LD]
+	bf16 *sB = sA + C::STAGES * TA_::ELEMS;    // [STAGES][TB_::ROWS][TB_::LD]
 
 	const int M = p.m, N = p.n, K = p.k;
 	int tm, tn;
@@ -398,7 +408,8 @@ __global__ void __launch_bounds__(C::THREADS, C::MIN_BLOCKS)
 	// mma.m16n8k16's accumulator layout.
 	float acc[C::FM][C::FN][4] = {};
 
-	// Prologue: k-tiles 0 … kStages−2 in flight, one commit group each.
+	// Prologue: k-tiles 0 … STAGES−2 in flight, one commit group each.
+	constexpr int kStages = C::STAGES;
 	const int ktiles = ceil_div(k1 - k0, C::BK);
 TW_UNROLL
 	for (int s = 0; s < kStages - 1; s++) {
@@ -413,32 +424,37 @@ TW_UNROLL
 		cp_async_wait<kStages - 2>(); // k-tile kt has landed (this thread's copies)
 		__syncthreads();              // ... everyone's; and stage `write`, read in iteration kt − 1, is free
 
-		// Every fragment of the k-tile first, then the copies of k-tile kt +
-		// kStages − 1 (which wait out the fragments' latency), then the
-		// products: the second k-step's loads are in flight while the first
-		// one's multiply.
+		// The fragments of the k-tile's first two k-steps, then the copies of
+		// k-tile kt + STAGES − 1 (which wait out the fragments' latency),
+		// then the products, each k-step's followed by the loads of the
+		// k-step two on (into the registers it has just read): a k-step's
+		// loads are in flight while the one before it multiplies.
 		const bf16 *tA = sA + read * TA_::ELEMS + a_lane, *tB = sB + read * TB_::ELEMS + b_lane;
 		constexpr int KS = C::BK / 16; // k-steps of 16 in a k-tile
-		uint32_t fa[KS][C::FM][4];     // per k-step, the A fragment of each 16 rows of the warp tile
-		uint32_t fb[KS][C::FN / 2][4]; // per k-step, b[0], b[1] of each pair of n8 tiles
+		uint32_t fa[2][C::FM][4];      // per k-step (two in flight), the A fragment of each 16 rows of the warp tile
+		uint32_t fb[2][C::FN / 2][4];  // per k-step, b[0], b[1] of each pair of n8 tiles
+		auto load = [&](int s) {
 TW_UNROLL
-		for (int s = 0; s < KS; s++) {
+			for (int i = 0; i < C::FM; i++) ldmatrix<4, TA>(fa[s % 2][i], tA + a_at(i, 16 * s));
 TW_UNROLL
-			for (int i = 0; i < C::FM; i++) ldmatrix<4, TA>(fa[s][i], tA + a_at(i, 16 * s));
-TW_UNROLL
-			for (int jp = 0; jp < C::FN / 2; jp++) ldmatrix<4, !TB>(fb[s][jp], tB + b_at(jp, 16 * s));
-		}
+			for (int jp = 0; jp < C::FN / 2; jp++) ldmatrix<4, !TB>(fb[s % 2][jp], tB + b_at(jp, 16 * s));
+		};
+		load(0);
+		load(1);
 		if (kt + kStages - 1 < ktiles) {
 			copy_a.copy_next(sA + write * TA_::ELEMS);
 			copy_b.copy_next(sB + write * TB_::ELEMS);
 		}
 		cp_async_commit();
 TW_UNROLL
-		for (int s = 0; s < KS; s++)
+		for (int s = 0; s < KS; s++) {
 TW_UNROLL
 			for (int i = 0; i < C::FM; i++)
 TW_UNROLL
-				for (int j = 0; j < C::FN; j++) mma_bf16_m16n8k16(acc[i][j], fa[s][i], fb[s][j / 2] + 2 * (j % 2), acc[i][j]);
+				for (int j = 0; j < C::FN; j++)
+					mma_bf16_m16n8k16(acc[i][j], fa[s % 2][i], fb[s % 2][j / 2] + 2 * (j % 2), acc[i][j]);
+			if (s + 2 < KS) load(s + 2);
+		}
 		read = read == kStages - 1 ? 0 : read + 1;
 		write = write == kStages - 1 ? 0 : write + 1;
 	}
@@ -967,23 +983,47 @@ static cudaError_t gemm_skinny(int side, TC *c, const T *a, const T *b, int64_t 
 	return skinny_rs<8>(r, u, c, x, w, batch, p, stream);
 }
 
-// The bf16 block tile: 128 unless that leaves SMs without a block; the
-// environment variable TW_GEMM_TILE (64 or 128) overrides.
-static cudaError_t bf16_tile(int64_t m, int64_t n, int64_t batch, int *tile) {
+// The bf16 block tiles (the TcConfigs above), and the names TW_GEMM_TILE
+// gives them.
+enum Tile { kTile64, kTile128, kTile128K64, kTile256 };
+static const char *const kTileNames[] = {"64", "128", "128k64", "256"};
+
+// The bf16 block tile: 128 × 128 unless that leaves SMs without a block,
+// then 64 × 64; the environment variable TW_GEMM_TILE (64, 128, 128k64 or
+// 256) overrides. What it chooses changes no bits: every tile sums each
+// element's k-steps in the same order.
+static cudaError_t bf16_tile(int64_t m, int64_t n, int64_t batch, Tile *tile) {
 	if (const char *s = getenv("TW_GEMM_TILE")) {
-		const int t = atoi(s);
-		if (t == 64 || t == 128) {
-			*tile = t;
-			return cudaSuccess;
-		}
+		for (int t = kTile64; t <= kTile256; t++)
+			if (strcmp(s, kTileNames[t]) == 0) {
+				*tile = (Tile)t;
+				return cudaSuccess;
+			}
 	}
 	int dev = 0, sms = 0;
 	cudaError_t e = cudaGetDevice(&dev);
 	if (e == cudaSuccess) e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
 	if (e != cudaSuccess) return e;
 	const int64_t blocks128 = ceil_div<int64_t>(m, 128) * ceil_div<int64_t>(n, 128) * batch;
-	*tile = blocks128 >= sms ? 128 : 64;
+	*tile = blocks128 >= sms ? kTile128 : kTile64;
 	return cudaSuccess;
+}
+
+extern "C" const char *tw_gemm_tile(int64_t m, int64_t n, int64_t batch) {
+	Tile t;
+	return bf16_tile(m, n, batch, &t) == cudaSuccess ? kTileNames[t] : nullptr;
+}
+
+// The bf16 GEMM with the block tile chosen.
+template <class TC>
+static cudaError_t gemm_bf16_tile(Tile tile, int transa, int transb, TC *c, const bf16 *a, const bf16 *b, int64_t batch,
+                                  int splits, const GemmParams &p, cudaStream_t stream) {
+	switch (tile) {
+	case kTile64: return gemm_bf16<Tc64>(transa, transb, c, a, b, batch, splits, p, stream);
+	case kTile128K64: return gemm_bf16<Tc128K64>(transa, transb, c, a, b, batch, splits, p, stream);
+	case kTile256: return gemm_bf16<Tc256>(transa, transb, c, a, b, batch, splits, p, stream);
+	default: return gemm_bf16<Tc128>(transa, transb, c, a, b, batch, splits, p, stream);
+	}
 }
 
 extern "C" size_t tw_gemm_workspace(tw_dtype cdt, tw_dtype abdt, int transa, int transb, int64_t m, int64_t n,
@@ -1031,7 +1071,7 @@ extern "C" cudaError_t tw_gemm(void *c, tw_dtype cdt, const void *a, const void 
 		              : launch_f32<false, false>(cf, af, bf, batch, p, stream);
 	}
 
-	int tile;
+	Tile tile;
 	const cudaError_t e = bf16_tile(m, n, batch, &tile);
 	if (e != cudaSuccess) return e;
 	const int splits = splitk_plan(cdt, abdt, m, n, k, batch, &p.k_chunk);
@@ -1040,9 +1080,6 @@ extern "C" cudaError_t tw_gemm(void *c, tw_dtype cdt, const void *a, const void 
 		p.ws = (float *)workspace;
 	}
 	const bf16 *ab = (const bf16 *)a, *bb = (const bf16 *)b;
-	if (cdt == TW_F32)
-		return tile == 128 ? gemm_bf16<Tc128>(transa, transb, (float *)c, ab, bb, batch, splits, p, stream)
-		                   : gemm_bf16<Tc64>(transa, transb, (float *)c, ab, bb, batch, splits, p, stream);
-	return tile == 128 ? gemm_bf16<Tc128>(transa, transb, (bf16 *)c, ab, bb, batch, splits, p, stream)
-	                   : gemm_bf16<Tc64>(transa, transb, (bf16 *)c, ab, bb, batch, splits, p, stream);
+	if (cdt == TW_F32) return gemm_bf16_tile(tile, transa, transb, (float *)c, ab, bb, batch, splits, p, stream);
+	return gemm_bf16_tile(tile, transa, transb, (bf16 *)c, ab, bb, batch, splits, p, stream);
 }

@@ -293,6 +293,11 @@ size_t tw_gemm_workspace(tw_dtype cdt, tw_dtype abdt, int transa, int transb, in
  * thread (u) for one row of X against W of `wide` rows, as TW_GEMM_SKINNY
  * and the device's SM count make them (gemm.cu, "Few rows"). */
 void tw_gemm_skinny_config(int64_t wide, int *r, int *u);
+/* The block tile of the bf16 tiled kernel for an m × n output of batch
+ * entries, as TW_GEMM_TILE and the device's SM count choose it: "64",
+ * "128", "128k64" or "256" (gemm.cu, "Grid"), or NULL when the device cannot
+ * be asked. */
+const char *tw_gemm_tile(int64_t m, int64_t n, int64_t batch);
 
 #ifdef __cplusplus
 }

@@ -189,7 +189,7 @@ func TestSharedMemoryBanks(t *testing.T) {
 			}
 		})
 	})
-	for _, tile := range []string{"64", "128"} {
+	for _, tile := range gemmTiles {
 		t.Run("gemm/tile="+tile, func(t *testing.T) {
 			t.Setenv("TW_GEMM_TILE", tile)
 			b := attnBwdBackend(t, AttentionConfig{})

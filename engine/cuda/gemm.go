@@ -6,6 +6,7 @@ package cuda
 import "C"
 
 import (
+	"fmt"
 	"unsafe"
 
 	"github.com/turnwise/turnwise/engine"
@@ -37,6 +38,17 @@ func (b *Backend) Gemm(c, a, bm *engine.Tensor, p engine.GemmParams) {
 func gemmWorkspace(cdt, abdt engine.DType, transA, transB bool, m, n, k, batch int) int {
 	return int(C.tw_gemm_workspace(C.tw_dtype(cdt), C.tw_dtype(abdt), cbool(transA), cbool(transB), i64(m), i64(n),
 		i64(k), i64(batch)))
+}
+
+// gemmTile returns the block tile our bf16 GEMM uses for an m × n output of
+// batch entries (kernels/gemm.cu, "Grid"), as TW_GEMM_TILE and the device
+// choose it.
+func gemmTile(m, n, batch int) string {
+	s := C.tw_gemm_tile(i64(m), i64(n), i64(batch))
+	if s == nil {
+		panic(fmt.Sprintf("cuda: no device to choose the GEMM tile of %d×%d×%d", m, n, batch))
+	}
+	return C.GoString(s)
 }
 
 // skinnyConfig returns the few-row kernel's rows of W per block and loads in

@@ -50,17 +50,24 @@ var gemmPathCases = []gemmPathCase{
 	{name: "nanC_k0", m: 5, n: 8, k: 0, alpha: 1, nanC: true},
 }
 
+// gemmTiles are the bf16 block tiles TW_GEMM_TILE chooses among
+// (kernels/gemm.cu's TcConfigs).
+var gemmTiles = []string{"64", "128", "128k64", "256"}
+
 // TestGemmPaths runs gemmPathCases for every dtype combination, and for bf16
-// operands with each of the two block tiles (TW_GEMM_TILE), each twice: the
-// result must be close to the float64 reference and the same bits again.
-// It runs our GEMM, also where cuBLASLt would be the default.
+// operands with each block tile (TW_GEMM_TILE), each twice: the result must
+// be close to the float64 reference and the same bits again, and with bf16
+// operands the same bits with every tile (each sums an element's k-steps in
+// the same order). It runs our GEMM, also where cuBLASLt would be the
+// default.
 func TestGemmPaths(t *testing.T) {
 	b := ownGEMM(t)
 	for _, dt := range enginetest.FloatDTypes {
 		tiles := []string{""}
 		if dt == engine.BF16 {
-			tiles = []string{"64", "128"}
+			tiles = gemmTiles
 		}
+		first := map[string][]float32{} // a case's result with the first tile
 		outs := []engine.DType{engine.F32}
 		if dt != engine.F32 {
 			outs = append(outs, dt)
@@ -76,7 +83,13 @@ func TestGemmPaths(t *testing.T) {
 						if tile != "" {
 							t.Setenv("TW_GEMM_TILE", tile)
 						}
-						runGemmPath(t, b, dt, cdt, c, uint64(100+i))
+						got := runGemmPath(t, b, dt, cdt, c, uint64(100+i))
+						key := fmt.Sprintf("%v/%s", cdt, c.name)
+						if f, ok := first[key]; !ok {
+							first[key] = got
+						} else {
+							sameBits(t, fmt.Sprintf("C with tile %s against tile %s", tile, tiles[0]), got, f)
+						}
 					})
 				}
 			}
@@ -84,7 +97,9 @@ func TestGemmPaths(t *testing.T) {
 	}
 }
 
-func runGemmPath(t *testing.T, b engine.Backend, dt, cdt engine.DType, c gemmPathCase, seed uint64) {
+// runGemmPath runs case c once, checks it against the float64 reference and
+// a second run's bits, and returns its result.
+func runGemmPath(t *testing.T, b engine.Backend, dt, cdt engine.DType, c gemmPathCase, seed uint64) []float32 {
 	r := enginetest.Rand(seed)
 	ar, ac := c.m, c.k
 	if c.transA {
@@ -128,6 +143,7 @@ func runGemmPath(t *testing.T, b engine.Backend, dt, cdt engine.DType, c gemmPat
 	}
 	enginetest.Close(t, "C", got, want, enginetest.Tol(cdt))
 	sameBits(t, "C computed again", run(), got) // a fixed order of summation, split or not
+	return got
 }
 
 func shapeOf(batch, r, c int) []int {
@@ -539,7 +555,7 @@ func TestGemmSplitKExact(t *testing.T) {
 			}
 			A := at(b, engine.BF16, 2*c.offset, storedA).Reshape(shapeOf(aBatch, ar, ac)...)
 			B := at(b, engine.BF16, 2*c.offset, storedB).Reshape(shapeOf(c.batch, br, bc)...)
-			for _, tile := range []string{"64", "128"} {
+			for _, tile := range gemmTiles {
 				t.Setenv("TW_GEMM_TILE", tile)
 				for run := range 2 {
 					C := at(b, c.cdt, c.cdt.Size()*c.offset, old).Reshape(shapeOf(c.batch, c.m, c.n)...)
@@ -548,5 +564,32 @@ func TestGemmSplitKExact(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestGemmTile checks the block tile our bf16 GEMM takes: 128 × 128 where
+// that gives every SM a block, 64 × 64 where it leaves most idle, and
+// whatever TW_GEMM_TILE names among the four (an unknown name leaves the
+// rule), so that a sweep over TW_GEMM_TILE measures the tile it names.
+func TestGemmTile(t *testing.T) {
+	ownGEMM(t) // a device to ask
+	for _, c := range []struct {
+		env         string
+		m, n, batch int
+		want        string
+	}{
+		{"", 8192, 8192, 1, "128"}, // 4096 tiles of 128 × 128: more than any GPU's SMs
+		{"", 128, 128, 1, "64"},    // one
+		{"", 128, 128, 4096, "128"},
+		{"64", 8192, 8192, 1, "64"},
+		{"128", 64, 64, 1, "128"},
+		{"128k64", 64, 64, 1, "128k64"},
+		{"256", 64, 64, 1, "256"},
+		{"512", 128, 128, 1, "64"},
+	} {
+		t.Setenv("TW_GEMM_TILE", c.env)
+		if got := gemmTile(c.m, c.n, c.batch); got != c.want {
+			t.Errorf("TW_GEMM_TILE=%q, %d×%d, batch %d: tile %s, want %s", c.env, c.m, c.n, c.batch, got, c.want)
+		}
 	}
 }

@@ -77,9 +77,20 @@ var widePacks = []struct {
 	{"sample.cu.o", "_Z14weights_kernelI13__nv_bfloat16Li4E", false, true}, // 4 bf16 (8 bytes) in, 4 floats out
 }
 
-// Our bf16 GEMM's 128×128 tile (kernels/gemm.cu) with A as stored and B
-// transposed (the model's x·Wᵀ), bf16 out: 4 warps of 64×64.
-const gemm128 = "_Z16gemm_bf16_kernelI8TcConfigILi128ELi128ELi2ELi2ELi2EELb0ELb1E13__nv_bfloat16E"
+// Our bf16 GEMM's block tiles of 64 × 64 warp tiles (kernels/gemm.cu), with
+// A as stored and B transposed (the model's x·Wᵀ), bf16 out, and the
+// fragment loads a warp issues per k-tile: 128 × 128 (the default), 128 ×
+// 128 in k-tiles 64 deep, 128 × 256.
+const gemm128 = "_Z16gemm_bf16_kernelI8TcConfigILi128ELi128ELi32ELi2ELi2ELi4ELi2EELb0ELb1E13__nv_bfloat16E"
+
+var gemmTiles = []struct {
+	prefix string
+	loads  int
+}{
+	{gemm128, 16},
+	{"_Z16gemm_bf16_kernelI8TcConfigILi128ELi128ELi64ELi2ELi2ELi3ELi2EELb0ELb1E13__nv_bfloat16E", 32},
+	{"_Z16gemm_bf16_kernelI8TcConfigILi128ELi256ELi32ELi2ELi4ELi4ELi1EELb0ELb1E13__nv_bfloat16E", 16},
+}
 
 // TestKernelCode holds the real kernel library to what no result on a GPU
 // shows by itself: no kernel spills registers but those knownSpills lists
@@ -87,7 +98,7 @@ const gemm128 = "_Z16gemm_bf16_kernelI8TcConfigILi128ELi128ELi2ELi2ELi2EELb0ELb1
 // nothing, and in their sm_90 code (an H100's or H200's) the forward's
 // fragment loads are read no sooner than 4 instructions after they are
 // issued, the backward's no sooner than the second, and our GEMM's (its
-// 128×128 tile) no sooner than the fourth; and the memory-bound kernels'
+// 128-row tiles) no sooner than the fourth; and the memory-bound kernels'
 // 16-byte packs (widePacks) are 16-byte loads and stores in that code; and
 // no innermost loop around the tensor-core products of the default
 // attention kernels or the GEMM divides integers. It reads TW_KERNEL_LIB (the path
@@ -251,14 +262,21 @@ func TestKernelCode(t *testing.T) {
 		t.Errorf("the element-wise fill has %d 16-byte stores: WideAccesses counts what it should not", s)
 	}
 
-	// The GEMM loads a k-tile's fragments (16 ldmatrix.x4 a warp) before
-	// its 64 mma: none is read within 3 instructions.
-	fns = disassemble(t, lib, "gemm.cu.o", "sm_90", gemm128)
-	for _, f := range fns {
-		noDivision(f)
+	// The GEMM loads each k-step's fragments (8 ldmatrix.x4 a warp) one
+	// k-step ahead of its products: none is read within 3 instructions.
+	var prefixes []string
+	for _, g := range gemmTiles {
+		prefixes = append(prefixes, g.prefix)
 	}
-	if d := check(gemm128); len(d) != 16 || soon(d, 4) > 0 {
-		t.Errorf("GEMM, 128×128 tile: %d ldmatrix (want 16: a 64×64 warp tile, two k-steps), %d of them read within 3 instructions (want none)", len(d), soon(d, 4))
+	fns = disassemble(t, lib, "gemm.cu.o", "sm_90", prefixes...)
+	for _, g := range gemmTiles {
+		for _, f := range Find(fns, g.prefix) {
+			noDivision(f)
+		}
+		if d := check(g.prefix); len(d) != g.loads || soon(d, 4) > 0 {
+			t.Errorf("GEMM %s: %d ldmatrix (want %d: 64×64 warp tiles, 8 per k-step), %d of them read within 3 instructions (want none)",
+				g.prefix, len(d), g.loads, soon(d, 4))
+		}
 	}
 }
 

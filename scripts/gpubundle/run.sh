@@ -55,7 +55,9 @@
 #   gemm-sweep        the decoding GEMM cases of the kernel suite with our
 #                     GEMM once per configuration of its few-row kernel
 #                     (TW_GEMM_SKINNY: rows per block × loads in flight),
-#                     as far as its time goes: a table in its log, the best
+#                     and four projection cases once per block tile of its
+#                     tiled kernel (TW_GEMM_TILE=128k64, 256; the default
+#                     over both), as far as its time goes: a table in its log, the best
 #                     configuration of each case in its note, the results in
 #                     gemm-sweep.tar.gz
 #   profile           Nsight Compute's counters (ncu, clocks left alone) of
@@ -754,20 +756,30 @@ step_bench_step_tuned() {
 	note "--attention-config $cfg --gemm $gemm: $(grep -m1 '^One more training step' "$WORK/bench/bench-step-tuned.md")"
 }
 
-# step_gemm_sweep measures the kernel suite's decoding GEMM cases (a
-# decoding step's projections at each batch) with our GEMM once per
-# configuration of its few-row kernel (TW_GEMM_SKINNY: rows of W per block
-# × chunks in flight per thread; the default first), into
-# bench/gemm-sweep/CONFIG.json, then tabulates ours (cuBLASLt's figures are
-# in every file, unchanged by the setting).
+# step_gemm_sweep measures our GEMM's configurations with the kernel suite:
+# the decoding GEMM cases (a decoding step's projections at each batch) once
+# per configuration of its few-row kernel (TW_GEMM_SKINNY: rows of W per
+# block × chunks in flight per thread), and four projection cases of the
+# first shape set (q's three GEMMs and gate/up's forward) once per block tile
+# of its tiled kernel (TW_GEMM_TILE; 128 is the default's at those shapes);
+# the default first, over both. Results go to bench/gemm-sweep/CONFIG.json,
+# and a table of ours (cuBLASLt's figures are in every file, unchanged by
+# the settings).
 step_gemm_sweep() {
 	load_torch
 	cd "$B" || exit 1
-	local dir=$WORK/bench/gemm-sweep cfgs="default 1x4 2x2 2x4 4x2" c n=0 failed="" skipped=0
+	local dir=$WORK/bench/gemm-sweep cfgs="default 1x4 2x2 2x4 4x2 tile=128k64 tile=256" c n=0 failed="" skipped=0
+	local decode='/decode_' tiled='^gemm/(llama8b-2k|small)/(q/(fwd|dx|dW)|gate_up/fwd)/'
 	mkdir -p "$dir"
 	for c in $cfgs; do
-		TW_GEMM_SKINNY=${c#default} sweep_measure "$dir" "$c" bin/train bench --backend cuda --suite kernels \
-			--filter '/decode_' --reps 3 --min-time 5ms --quiet --out "$dir/$c.json"
+		case $c in
+		default) TW_GEMM_SKINNY= TW_GEMM_TILE= sweep_measure "$dir" "$c" bin/train bench --backend cuda --suite kernels \
+			--filter "$decode|$tiled" --reps 3 --min-time 5ms --quiet --out "$dir/$c.json" ;;
+		tile=*) TW_GEMM_TILE=${c#tile=} sweep_measure "$dir" "$c" bin/train bench --backend cuda --suite kernels \
+			--filter "$tiled" --reps 3 --min-time 5ms --quiet --out "$dir/$c.json" ;;
+		*) TW_GEMM_SKINNY=$c sweep_measure "$dir" "$c" bin/train bench --backend cuda --suite kernels \
+			--filter "$decode" --reps 3 --min-time 5ms --quiet --out "$dir/$c.json" ;;
+		esac
 	done
 	sweep_report "$dir" gemm/ turnwise "$cfgs" || { note "nothing measured (${n} configurations tried; failed:${failed:- none})"; exit 1; }
 	sweep_note "$cfgs"
@@ -1232,7 +1244,7 @@ step bench-report 20
 # again at the end, with bench-step-own).
 step bench-step-own 120
 step attn-sweep 90
-step gemm-sweep 45
+step gemm-sweep 60
 step profile 150
 step bench-step-tuned 120
 step collectives 30

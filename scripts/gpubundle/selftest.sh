@@ -204,7 +204,7 @@ if [ -n "$full" ]; then
 	check "whole run: the step ran with the sweep's fastest attention (or the defaults were it)" "$F/summary.md" \
 		'^\| bench-step-tuned \| (pass \| [0-9]+ \| [0-9]+ \| --attention-config [^ ]+ --gemm own: One more training step|skip \| .*are the defaults)'
 	check "whole run: the few-row GEMM sweep ran every configuration" "$F/summary.md" \
-		'^\| gemm-sweep \| pass \| [0-9]+ \| [0-9]+ \| 5 of 5 configurations run; best: [^|]*decode_'
+		'^\| gemm-sweep \| pass \| [0-9]+ \| [0-9]+ \| 7 of 7 configurations run; best: [^|]*decode_'
 	check "whole run: the gate has no emulator baseline" "$F/summary.md" '^\| gate \| skip \| .*(no baseline of this device kind \(CUDA kernel emulator\)|carries no baselines)'
 	check "whole run: the logs hold each test process's output" "$F/x/tests/conformance/TestConformanceShapes.out" '^--- PASS: TestConformanceShapes '
 fi
