@@ -75,6 +75,7 @@ var widePacks = []struct {
 	{"sample.cu.o", "_Z16max_chunk_kernelI13__nv_bfloat16Li8E", true, false},
 	{"sample.cu.o", "_Z19argmax_chunk_kernelI13__nv_bfloat16Li8E", true, false},
 	{"sample.cu.o", "_Z14weights_kernelI13__nv_bfloat16Li4E", false, true}, // 4 bf16 (8 bytes) in, 4 floats out
+	{"gemm.cu.o", "_Z18gemm_skinny_kernelI", true, false},                  // decoding's projections: the weights read once, in packs
 }
 
 // Our bf16 GEMM's block tiles of 64 × 64 warp tiles (kernels/gemm.cu), with
