@@ -75,10 +75,11 @@
 //
 // bf16 kernel (gemm_bf16_kernel): tensor cores through mma.sync.m16n8k16,
 // bf16 operands, f32 accumulators, fragments loaded by ldmatrix (sm80.cuh).
-//   Block tile BM×BN, K step BK = 32, 4 warps as 2 (m) × 2 (n). Two
-//   configurations:
-//     128×128, warp tile 64×64 = 4 × 8 accumulator tiles of 16×8;
-//      64×64,  warp tile 32×32 = 2 × 4.
+//   Block tile BM×BN, k-tiles BK deep (TcConfig). The two the kernel
+//   chooses between (see "Grid" for the two more TW_GEMM_TILE can name):
+//     128×128, BK 32, 4 warps as 2 (m) × 2 (n), warp tile 64×64 = 4 × 8
+//              accumulator tiles of 16×8;
+//      64×64,  BK 32, 4 warps as 2 × 2, warp tile 32×32 = 2 × 4.
 //   (Until 2026-11-29 the 128×128 tile had 8 warps of 64×32, wmma fragments
 //   and 3 stages: 32 mma per warp between barriers where there are 64 now,
 //   and 0.375 ldmatrix.x4 per mma where there are 0.25; it ran at
@@ -94,16 +95,18 @@
 //   The +8 bf16 (16 bytes) of padding per row shifts consecutive rows by 4
 //   banks (row strides of 80, 144 or 272 bytes), so the eight 16-byte rows
 //   that one ldmatrix phase reads fall in distinct banks. After the
-//   k-tile's barrier a warp loads all of its fragments (two k-steps:
-//   2·(FM + FN/2) ldmatrix.x4), then issues its copies of a later k-tile
-//   (below), which wait out the loads' latency, then its FM·FN·2 mma, each
-//   accumulator summing its k-steps in ascending order. The copies' stores are
+//   k-tile's barrier a warp loads the fragments of its first two k-steps
+//   (FM + FN/2 ldmatrix.x4 each), then issues its copies of a later k-tile
+//   (below), which wait out the loads' latency, then per k-step its FM·FN
+//   mma, each followed by the loads of the k-step two on (BK 64); every
+//   accumulator sums its k-steps in ascending order. The copies' stores are
 //   free of conflicts too (TileCopier permutes the rows of BK-wide tiles);
 //   engine/cuda's TestSharedMemoryBanks counts both under the emulator.
-//   Pipeline: kStages = 4 buffers of (sA, sB), filled with cp.async (16 bytes,
-//   L2 only): while the warps multiply stage kt, the copies of k-tiles kt+1
-//   … kt+3 are in flight. Each iteration commits one group (empty past the
-//   last k-tile), so wait_group kStages−2 means k-tile kt has landed. One
+//   Pipeline: STAGES buffers of (sA, sB) (4; 3 at BK 64), filled with
+//   cp.async (16 bytes, L2 only): while the warps multiply stage kt, the
+//   copies of k-tiles kt+1 … kt+STAGES−1 are in flight. Each iteration
+//   commits one group (empty past the last k-tile), so wait_group STAGES−2
+//   means k-tile kt has landed. One
 //   __syncthreads per k-tile, after that wait: it makes every thread's copies
 //   of k-tile kt visible to all warps, and the copy issued next, in iteration
 //   kt, overwrites the stage read in iteration kt−1, which every warp has
