@@ -33,24 +33,33 @@
 //      the tiles of a binary search in each (sorted) tile; each key is
 //      written there. O(n · tiles · log kSortTile) reads, from L2.
 //   3. embedding_backward_sum_kernel: a block per sorted key and span of
-//      kSumThreads packs of columns (grid y). The block whose key starts a
-//      run of one id (the previous key has another id) owns that table row;
-//      the others return at once. The owner walks its run — the id's tokens
-//      in position order — kSumUnroll tokens at a time: it loads their
-//      positions, then their rows of dout (independent loads in flight),
-//      then adds them in order into its f32 copy of the table row, rounding
-//      to the table's dtype after each addition, and stores the row once.
+//      columns (grid y; a span is up to kSumThreads threads of kSumPacks
+//      packs). The block whose key starts a run of one id (the previous key
+//      has another id) owns that table row; the others return at once. Each
+//      thread of the owner holds its kSumPacks packs of the row in f32 and
+//      walks the run — the id's tokens in position order — kSumUnroll
+//      tokens a round: it loads their packs of dout (up to kSumUnroll ·
+//      kSumPacks independent loads in flight), then the next round's keys,
+//      then adds this round's packs in order, rounding to the table's dtype
+//      after each addition; it stores its packs once. A round thus waits for
+//      one load (its rows), the keys having come in during the last one.
 //   Every table element is thus written by one thread, and its additions
 //   happen in token order: the same bits as the old one-block-per-token walk
 //   and as engine/cpu, on every run. Cost: a sort of 8n bytes, then one read
 //   of each dout row and one read and write of each used table row.
 //   A run of k equal ids is a chain of k dependent additions per column on
-//   one block per column span (spans of kSumThreads packs spread a heavy id
-//   over several SMs).
+//   one block per column span.
 //
-// Speed on a GPU is unmeasured (written without one): the design targets
-// the copy bandwidth for the rows; the sort adds two or three small
-// launches.
+// Speed. On an H200 (2026-11-27, 9b1ace1) the backward took 39.8 µs at
+// 2048 tokens of Llama's 4096 columns (30% of the copy bandwidth) and 102
+// µs at 8192 (46%), its ids drawn at random (few repeats), when a thread
+// of the sums held one pack and loaded each round's keys, then its rows:
+// one or two loads in flight, behind a load of keys. Now a thread holds two
+// packs, and a round's keys come in with the round before (2026-11-29,
+// unmeasured). A frequent token (a space, a comma: tens of times in 2048
+// tokens of text) is a run whose rounds are a chain: kSumUnroll tokens a
+// round keeps it to a quarter of its length in loads waited for. The sort
+// of 2048 keys is one block.
 #include "common.cuh"
 #include "kernels.h"
 #include "pack.cuh"
@@ -62,7 +71,8 @@ static constexpr int kSortThreads = 256;
 static constexpr int kSortItems = 8;                         // keys per thread (a power of two)
 static constexpr int kSortTile = kSortThreads * kSortItems; // keys per sorted tile (a power of two)
 static constexpr int kRankThreads = 256;
-static constexpr int kSumThreads = 128; // most threads of a backward block: its span of packs
+static constexpr int kSumThreads = 128; // most threads of a backward block
+static constexpr int kSumPacks = 2;     // packs of the row per backward thread
 static constexpr int kSumUnroll = 4;    // tokens whose rows are loaded before they are added
 
 typedef unsigned long long u64;
@@ -205,29 +215,52 @@ __global__ void __launch_bounds__(kSumThreads)
 	// No barriers below: a block (or thread) with nothing to do returns.
 	if ((int64_t)id >= v) return;                                 // outside [0, v): skipped
 	if (b > 0 && (uint32_t)(keys[b - 1] >> 32) == id) return;    // not the first of its run
-	const int64_t j = ((int64_t)blockIdx.y * blockDim.x + threadIdx.x) * V;
-	if (j >= d) return;
-	Tt *row = dtable + (int64_t)id * d + j; // [V] of the owned row
-	float acc[V];
-	load_pack(acc, row);
-	for (int64_t k = b;; k += kSumUnroll) {
-		u64 kv[kSumUnroll];
+	const int64_t step = (int64_t)blockDim.x * V; // columns between a thread's packs
+	const int64_t j0 = (int64_t)blockIdx.y * step * kSumPacks + (int64_t)threadIdx.x * V;
+	if (j0 >= d) return;
+	Tt *row = dtable + (int64_t)id * d; // [d] the owned row
+	float acc[kSumPacks][V];            // the thread's packs of it, in f32
 TW_UNROLL
-		for (int u = 0; u < kSumUnroll; u++) kv[u] = k + u < n ? keys[k + u] : kPad;
+	for (int p = 0; p < kSumPacks; p++)
+		if (j0 + p * step < d) load_pack(acc[p], row + j0 + p * step);
+	// The run, kSumUnroll tokens a round; each round's keys are loaded while
+	// the round before adds, so a round waits for one load (its rows), not
+	// two (keys, then rows).
+	u64 kv[kSumUnroll];
+TW_UNROLL
+	for (int u = 0; u < kSumUnroll; u++) kv[u] = b + u < n ? keys[b + u] : kPad;
+	for (int64_t k = b;; k += kSumUnroll) {
 		bool has[kSumUnroll], run = true;
 TW_UNROLL
 		for (int u = 0; u < kSumUnroll; u++) has[u] = run = run && (uint32_t)(kv[u] >> 32) == id;
-		float g[kSumUnroll][V];
+		Held<To, V> g[kSumUnroll][kSumPacks] = {}; // the tokens' packs of dout, as loaded
 TW_UNROLL
 		for (int u = 0; u < kSumUnroll; u++)
-			if (has[u]) load_pack(g[u], dout + (int64_t)(uint32_t)kv[u] * d + j);
+TW_UNROLL
+			for (int p = 0; p < kSumPacks; p++)
+				if (has[u] && j0 + p * step < d) g[u][p] = ld_held<V>(dout + (int64_t)(uint32_t)kv[u] * d + j0 + p * step);
+		const bool more = has[kSumUnroll - 1];
+		if (more) {
+TW_UNROLL
+			for (int u = 0; u < kSumUnroll; u++) {
+				const int64_t q = k + kSumUnroll + u;
+				kv[u] = q < n ? keys[q] : kPad;
+			}
+		}
 TW_UNROLL
 		for (int u = 0; u < kSumUnroll; u++)
-			if (has[u])
-				for (int e = 0; e < V; e++) acc[e] = to_float(from_float<Tt>(acc[e] + g[u][e]));
-		if (!has[kSumUnroll - 1]) break;
+TW_UNROLL
+			for (int p = 0; p < kSumPacks; p++)
+				if (has[u] && j0 + p * step < d) {
+					float f[V];
+					widen(f, g[u][p]);
+					for (int e = 0; e < V; e++) acc[p][e] = to_float(from_float<Tt>(acc[p][e] + f[e]));
+				}
+		if (!more) break;
 	}
-	store_pack(row, acc);
+TW_UNROLL
+	for (int p = 0; p < kSumPacks; p++)
+		if (j0 + p * step < d) store_pack(row + j0 + p * step, acc[p]);
 }
 
 // ---- launchers --------------------------------------------------------------------
@@ -282,8 +315,9 @@ extern "C" cudaError_t tw_embedding_backward(void *dtable, tw_dtype tdt, const v
 			using To = elem_t<decltype(o)>;
 			constexpr int V = 16 / (sizeof(To) > sizeof(Tt) ? sizeof(To) : sizeof(Tt));
 			const int w = pack_for<Tt, To>(dtable, dout, d);
-			const int threads = row_threads(ceil_div<int64_t>(d, w), kSumThreads);
-			const int64_t spans = ceil_div<int64_t>(d, (int64_t)threads * w);
+			const int64_t packs = ceil_div<int64_t>(d, w);
+			const int threads = row_threads(ceil_div<int64_t>(packs, kSumPacks), kSumThreads);
+			const int64_t spans = ceil_div<int64_t>(packs, (int64_t)threads * kSumPacks);
 			if (spans > 65535) return cudaErrorInvalidValue;
 
 			const int64_t ntiles = sort_tiles(n);

@@ -60,6 +60,9 @@ func TestEmbeddingBackwardExact(t *testing.T) {
 			}
 			return ids
 		}, 0, 0},
+		// Rows of two column spans in every dtype (a span is up to 128
+		// threads of 4 packs: 4096 bf16 or 2048 f32), the second ragged.
+		{"two_spans", 90, 4, 4104, random, 0, 0},
 		// Distinct ids over a large vocabulary: no repeats at all, with the
 		// first and the last rows of the table.
 		{"distinct", 2100, 128256, 8, func(_ interface{ IntN(int) int }, n, v int) []int32 {
