@@ -1078,11 +1078,15 @@ extern "C" int tw_attention_configs(tw_attention_config *out, int max) {
 		add(c);
 	}
 	// dQ by atomics: what the ordered sum's waits cost; and with
-	// FlashAttention-2's warp layout, which is how FlashAttention-2 runs.
+	// FlashAttention-2's warp layout, at the default tile and at
+	// FlashAttention-2's own for head width 128 (128 keys, 8 warps, 64-row
+	// query tiles, the next one's Q and dO loaded during the current one's).
 	tw_attention_config c{};
 	c.bwd_dq_atomic = 1;
 	add(c);
 	c.bwd_rows = 128, c.bwd_keys = 128, c.bwd_stages = 1, c.bwd_warp_keys = 32;
+	add(c);
+	c.bwd_rows = 64, c.bwd_stages = 2;
 	add(c);
 	return n;
 }

@@ -64,7 +64,9 @@ func TestAttentionBackwardConfigs(t *testing.T) {
 	fa2 := AttentionConfig{BwdRows: 128, BwdKeys: 128, BwdStages: 1, BwdWarpKeys: 32}
 	fa2atomic := fa2
 	fa2atomic.BwdDQAtomic = 1
-	runs = append(runs, run{causal, engine.BF16, fa2atomic, []int{1}}, run{attnBwdCase("causal packed 90,41 H6/G2 dh128"), engine.BF16, fa2, []int{1, 2}})
+	fa2own := AttentionConfig{BwdRows: 64, BwdKeys: 128, BwdStages: 2, BwdWarpKeys: 32, BwdDQAtomic: 1} // its tile too
+	runs = append(runs, run{causal, engine.BF16, fa2atomic, []int{1}}, run{causal, engine.BF16, fa2own, []int{1}},
+		run{attnBwdCase("causal packed 90,41 H6/G2 dh128"), engine.BF16, fa2, []int{1, 2}})
 	// The sweep (AttentionConfigs) lists every one of them, and no other.
 	swept := map[[5]int]bool{}
 	for _, c := range AttentionConfigs() {
