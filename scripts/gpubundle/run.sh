@@ -1243,7 +1243,7 @@ step bench-report 20
 # ... then the long checks, as far as the budget goes (the report is written
 # again at the end, with bench-step-own).
 step bench-step-own 120
-step attn-sweep 90
+step attn-sweep 110
 step gemm-sweep 60
 step profile 150
 step bench-step-tuned 120
