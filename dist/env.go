@@ -50,6 +50,7 @@ func (r Rank) Addr() string {
 	return host + ":" + strconv.Itoa(r.MasterPort)
 }
 
+// String describes r for logs: its place among the ranks and the store it meets them at.
 func (r Rank) String() string {
 	return fmt.Sprintf("rank %d of %d (local %d of %d, store %s)", r.Rank, r.WorldSize, r.LocalRank, r.LocalWorldSize, r.Addr())
 }

@@ -69,6 +69,7 @@ type MissingKeysError struct {
 	Timeout time.Duration
 }
 
+// Error names the keys that were never set and how long they were waited for.
 func (e *MissingKeysError) Error() string {
 	return "keys never set within " + e.Timeout.String() + ": " + strings.Join(e.Keys, ", ")
 }

@@ -51,6 +51,7 @@ type RankError struct {
 	Tail   []string // its last lines of stderr, oldest first
 }
 
+// Error names the rank, how it ended and its last lines of stderr.
 func (e *RankError) Error() string {
 	msg := fmt.Sprintf("rank %d failed (%s)", e.Rank, e.Status)
 	if len(e.Tail) > 0 {
