@@ -343,6 +343,7 @@ func (p *printer) kernels(m *Result) {
 	p.line("## Kernels\n")
 	p.line("Time is the median per call; achieved is TFLOP/s for compute-bound kernels and GB/s (the least traffic the op must make) for memory-bound ones; %% of ceiling is over the GEMM or copy ceiling above; ratios are throughput, ours over the other.\n")
 	var rows [][]string
+	held := false
 	for _, k := range grouped(m.Kernels, func(k Kernel) string { return k.Name }) {
 		ours := m.Kernel(k.Name, Ours)
 		ratio, pctc := "", ""
@@ -353,12 +354,19 @@ func (p *printer) kernels(m *Result) {
 			pctc = fmt.Sprintf("%.0f%%", k.PctCeiling)
 		}
 		t := seconds(k.Median)
+		if k.Held {
+			t += " ‡"
+			held = true
+		}
 		if k.Error != "" {
 			t = "error: " + k.Error
 		}
 		rows = append(rows, []string{k.Name, k.Impl, t, k.Achieved(), pctc, ratio})
 	}
 	p.table([]string{"kernel", "impl", "time", "achieved", "% of ceiling", "ours / this"}, rows)
+	if held {
+		p.line("\n‡ The host queued these calls more slowly than the device ran them: their timed runs were queued behind a wait on the device, so that the calls ran back to back and the time is the device's alone.")
+	}
 }
 
 func (p *printer) steps(m *Result) {

@@ -158,3 +158,26 @@ func TestMarkdownProfile(t *testing.T) {
 		t.Logf("report:\n%s", out)
 	}
 }
+
+// TestMarkdownHeld: a kernel measured behind holds is marked, and the mark
+// explained under the table; a report without one has neither.
+func TestMarkdownHeld(t *testing.T) {
+	const note = "‡ The host queued these calls more slowly than the device ran them"
+	for _, held := range []bool{false, true} {
+		r := sample()
+		k := kernel("scatter_rows/llama8b-2k/bf16", Ours, Memory, 2e-6, 2e-6, 2e-6)
+		k.Held = held
+		r.Kernels = append(r.Kernels, k)
+		var md bytes.Buffer
+		if err := WriteMarkdown(&md, []string{"ours.json"}, []*Result{r}); err != nil {
+			t.Fatal(err)
+		}
+		out := md.String()
+		if got := strings.Contains(out, "| scatter_rows/llama8b-2k/bf16 | turnwise | 2.00 µs ‡ |"); got != held {
+			t.Errorf("held %v: row marked %v", held, got)
+		}
+		if got := strings.Contains(out, note); got != held {
+			t.Errorf("held %v: note under the table %v", held, got)
+		}
+	}
+}

@@ -83,6 +83,10 @@ type Kernel struct {
 	Copies int       `json:"copies,omitempty"` // input sets the calls rotate through
 	// RotationBytes is the memory the calls rotate through (Copies × Bytes).
 	RotationBytes int64 `json:"rotation_bytes,omitempty"`
+	// Held: the host queued the calls more slowly than the device ran them,
+	// so the timed runs were queued behind a wait on the device and the
+	// times are the device's alone (bench/kernelbench).
+	Held bool `json:"held,omitempty"`
 
 	TFLOPs     float64 `json:"tflops,omitempty"`      // FLOPs / Median / 1e12
 	GBs        float64 `json:"gbs,omitempty"`         // Bytes / Median / 1e9

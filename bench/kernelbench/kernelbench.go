@@ -42,6 +42,20 @@ const (
 	maxCopies    = 256
 )
 
+// Holds (on a device whose timer is a target.Holder): a run of calls that
+// the host queued in half the time the device took or more may have left
+// the device waiting for the host, which would count the host's launch
+// overhead as the kernel's time. The runs after it are cut to heldCalls
+// calls, so that they fit the device's queue of launches, each behind a
+// hold of half as long again as the host takes to queue them (between
+// minHold and maxHold); the timed calls then run back to back. Kernel.Held
+// says a case was measured so.
+const (
+	heldCalls = 256
+	minHold   = 100 * time.Microsecond
+	maxHold   = 20 * time.Millisecond
+)
+
 // Copies returns how many independent input sets of an op that touches
 // bytes must be rotated through to exceed rotateFactor × cache bytes.
 func Copies(bytes, cache int64) int {
@@ -78,15 +92,44 @@ func Measure(t *target.Target, b engine.Backend, impl string, c opbench.Case, o 
 	}
 	defer timer.Close()
 	next := 0
+	holder, _ := timer.(target.Holder)
+	var hold time.Duration // the hold before each run of calls; 0: none
 	timed := func(calls int) (float64, error) {
-		timer.Start()
-		for range calls {
-			ops[next]()
-			next = (next + 1) % len(ops)
+		var total time.Duration
+		for done := 0; done < calls; {
+			c := calls - done
+			if hold > 0 {
+				c = min(c, heldCalls)
+				if err := holder.Hold(hold); err != nil {
+					return 0, err
+				}
+				k.Held = true
+			}
+			t0 := time.Now()
+			timer.Start()
+			for range c {
+				ops[next]()
+				next = (next + 1) % len(ops)
+			}
+			timer.Stop()
+			queued := time.Since(t0)
+			d, err := timer.Elapsed()
+			if err != nil {
+				return 0, err
+			}
+			total += d
+			done += c
+			// Where the host took half the device's time or more to queue
+			// the calls, the device may have waited for it between them:
+			// the next runs are held for half as long again as the host
+			// takes to queue heldCalls calls, and hold no more than that.
+			if holder != nil && 2*queued >= d {
+				hold = min(max(queued*3/2*heldCalls/time.Duration(c), minHold), maxHold)
+			} else {
+				hold = 0
+			}
 		}
-		timer.Stop()
-		d, err := timer.Elapsed()
-		return d.Seconds() / float64(calls), err
+		return total.Seconds() / float64(calls), nil
 	}
 	// Warm-up: every input set once (first-touch, caches of the libraries),
 	// then an estimate of the time per call.

@@ -30,6 +30,16 @@ type Timer interface {
 	Close() error
 }
 
+// Holder is a Timer whose device can be kept busy: Hold(d) queues a wait of
+// d on the device ahead of the work queued after it, so that the host can
+// queue a run of short calls before the device reaches the first and the
+// calls then run back to back (engine/cuda's Timer). The CPU's host-clock
+// timer is not one: its queue is the host.
+type Holder interface {
+	Timer
+	Hold(d time.Duration) error
+}
+
 // Target is a backend ready to be measured.
 type Target struct {
 	// Backend runs everything but the GEMM kernels of the kernel suite: the

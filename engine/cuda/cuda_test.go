@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"testing"
+	"time"
 
 	"github.com/turnwise/turnwise/engine"
 	"github.com/turnwise/turnwise/engine/enginetest"
@@ -83,4 +84,31 @@ func catch(f func()) (msg string) {
 	}()
 	f()
 	return ""
+}
+
+// TestTimerHold: a hold keeps the stream busy for at least its length (on
+// the device's clock; under the emulator the host's), and a closed timer
+// refuses to hold.
+func TestTimerHold(t *testing.T) {
+	b := newBackend(t)
+	defer b.Close()
+	tm, err := b.NewTimer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const hold = 3 * time.Millisecond
+	tm.Start()
+	if err := tm.Hold(hold); err != nil {
+		t.Fatal(err)
+	}
+	tm.Stop()
+	if d, err := tm.Elapsed(); err != nil || d < hold {
+		t.Errorf("Start, Hold(%v), Stop: Elapsed = %v, %v; want at least the hold", hold, d, err)
+	}
+	if err := tm.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := tm.Hold(hold); err == nil {
+		t.Error("Hold on a closed timer: no error")
+	}
 }

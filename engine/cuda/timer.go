@@ -3,6 +3,7 @@
 package cuda
 
 // #include <cuda_runtime_api.h>
+// #include "kernels.h"
 import "C"
 
 import (
@@ -79,6 +80,20 @@ func (t *Timer) Elapsed() (time.Duration, error) {
 		return 0, fmt.Errorf("cuda: timer (Start and Stop both recorded?): %w", err)
 	}
 	return time.Duration(float64(ms) * float64(time.Millisecond)), nil
+}
+
+// Hold queues a wait of d on the device (tw_hold) ahead of the work queued
+// after it: timed work queued behind it, as long as the host has queued it
+// all within d, runs back to back however slowly the host queues it (used
+// for calls shorter than the host's time to launch them). Under the
+// emulator the wait passes on the host's clock.
+func (t *Timer) Hold(d time.Duration) error {
+	if t.start == nil {
+		return fmt.Errorf("cuda: Timer.Hold on a closed timer")
+	}
+	t.b.enter()
+	defer t.b.exit()
+	return rtErr("tw_hold", C.tw_hold(C.int64_t(d.Nanoseconds()), t.b.stream))
 }
 
 // Close destroys the timer's events. Closing it again does nothing.
