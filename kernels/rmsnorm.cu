@@ -20,7 +20,13 @@
 //   Wider rows use 256 threads and re-read the row (an L1/L2 hit) for out.
 //   The fused add writes resid in the first pass; each thread touches the
 //   same elements in both passes, so aliasing x is safe and needs no
-//   barrier. Speed on a GPU: unmeasured since this design.
+//   barrier. The packs are held as loaded (pack.cuh's Held) until all of
+//   the thread's loads are issued: widened as each came in, they had made
+//   nvcc issue each load after the one before had arrived (sm_90: one load
+//   of x in flight, two of x and delta), and on an H200 (2026-11-27,
+//   9b1ace1) RMSNorm reached 55% of the copy bandwidth at 2048 tokens and
+//   76% at 8192, the fused add 65% and 80%. Now 4 and 12 loads are issued
+//   together (TestKernelCode holds them there); unmeasured.
 //   Backward: one kernel for dx and the partial sums of dw, then
 //   colsum_kernel, which adds the partials in a fixed order (in f64) and
 //   rounds the new dw once (colsum.cuh). The rows are cut into the norm
@@ -81,11 +87,11 @@ __device__ __forceinline__ float rstd_of(float ss, int64_t d, float eps) {
 // more than kCached·256 packs, loops over the row twice.
 static constexpr int kCached = 4;
 
-// out = round(w · round(v·r)) for one pack of V elements at column j.
+// out = round(w · round(v·r)) for one pack of V elements, w as loaded.
 template <class T, class W, int V>
-__device__ __forceinline__ void norm_pack(T *out, const W *w, float (&v)[V], float r) {
+__device__ __forceinline__ void norm_pack(T *out, const Held<W, V> &w, float (&v)[V], float r) {
 	float wv[V];
-	load_pack(wv, w);
+	widen(wv, w);
 	for (int e = 0; e < V; e++) v[e] *= r;
 	round_to<T>(v);
 	for (int e = 0; e < V; e++) v[e] *= wv[e];
@@ -100,22 +106,29 @@ __global__ void __launch_bounds__(kRowThreads)
 	const T *xs = x + blockIdx.x * d; // [d]
 	float ss = 0.0f;
 	if constexpr (C > 0) {
-		float xv[C][V];
+		// All the thread's loads (its packs of the row and of w) are issued
+		// before any is widened: widened as they came in, each waited for
+		// the one before (nvcc 11.8, sm_90: one load of x in flight).
+		Held<T, V> xh[C];
+		Held<W, V> wh[C];
 		TW_UNROLL
 		for (int k = 0; k < C; k++) {
 			const int64_t j = ((int64_t)threadIdx.x + (int64_t)k * blockDim.x) * V;
-			if (j < d) load_pack(xv[k], xs + j);
+			if (j < d) xh[k] = ld_held<V>(xs + j), wh[k] = ld_held<V>(w + j);
 		}
+		float xv[C][V];
 		TW_UNROLL
 		for (int k = 0; k < C; k++)
-			if (((int64_t)threadIdx.x + (int64_t)k * blockDim.x) * V < d)
+			if (((int64_t)threadIdx.x + (int64_t)k * blockDim.x) * V < d) {
+				widen(xv[k], xh[k]);
 				for (int e = 0; e < V; e++) ss += xv[k][e] * xv[k][e];
+			}
 		const float r = rstd_of(block_sum(ss, scratch), d, eps);
 		if (threadIdx.x == 0) rstd[blockIdx.x] = r;
 		TW_UNROLL
 		for (int k = 0; k < C; k++) {
 			const int64_t j = ((int64_t)threadIdx.x + (int64_t)k * blockDim.x) * V;
-			if (j < d) norm_pack<T, W, V>(out + blockIdx.x * d + j, w + j, xv[k], r);
+			if (j < d) norm_pack<T, W, V>(out + blockIdx.x * d + j, wh[k], xv[k], r);
 		}
 	} else {
 		for (int64_t j = (int64_t)threadIdx.x * V; j < d; j += (int64_t)blockDim.x * V) {
@@ -139,20 +152,23 @@ __global__ void __launch_bounds__(kRowThreads)
 	const int64_t off = blockIdx.x * d;
 	float ss = 0.0f;
 	if constexpr (C > 0) {
-		float xv[C][V], dv[C][V];
+		// All loads first, widened after (see rmsnorm_kernel).
+		Held<T, V> xh[C], dh[C];
+		Held<W, V> wh[C];
 		TW_UNROLL
 		for (int k = 0; k < C; k++) {
 			const int64_t j = ((int64_t)threadIdx.x + (int64_t)k * blockDim.x) * V;
-			if (j < d) {
-				load_pack(xv[k], x + off + j);
-				load_pack(dv[k], delta + off + j);
-			}
+			if (j < d) xh[k] = ld_held<V>(x + off + j), dh[k] = ld_held<V>(delta + off + j), wh[k] = ld_held<V>(w + j);
 		}
+		float xv[C][V];
 		TW_UNROLL
 		for (int k = 0; k < C; k++) {
 			const int64_t j = ((int64_t)threadIdx.x + (int64_t)k * blockDim.x) * V;
 			if (j >= d) continue;
-			for (int e = 0; e < V; e++) xv[k][e] += dv[k][e];
+			float dv[V];
+			widen(xv[k], xh[k]);
+			widen(dv, dh[k]);
+			for (int e = 0; e < V; e++) xv[k][e] += dv[e];
 			round_to<T>(xv[k]); // the sum as stored in resid
 			for (int e = 0; e < V; e++) ss += xv[k][e] * xv[k][e];
 			store_pack(resid + off + j, xv[k]);
@@ -162,7 +178,7 @@ __global__ void __launch_bounds__(kRowThreads)
 		TW_UNROLL
 		for (int k = 0; k < C; k++) {
 			const int64_t j = ((int64_t)threadIdx.x + (int64_t)k * blockDim.x) * V;
-			if (j < d) norm_pack<T, W, V>(out + off + j, w + j, xv[k], r);
+			if (j < d) norm_pack<T, W, V>(out + off + j, wh[k], xv[k], r);
 		}
 	} else {
 		for (int64_t j = (int64_t)threadIdx.x * V; j < d; j += (int64_t)blockDim.x * V) {

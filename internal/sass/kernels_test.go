@@ -78,6 +78,25 @@ var widePacks = []struct {
 	{"gemm.cu.o", "_Z18gemm_skinny_kernelI", true, false},                  // decoding's projections: the weights read once, in packs
 }
 
+// Memory-bound bf16 kernels and the most 16-byte-pack loads each must
+// issue before it reads any of them (LoadBatch over its sm_90 code): the
+// loads a thread has in flight. RMSNorm's forward kernels, which load
+// Llama's 4096-wide row in four packs a thread, had one: each pack was
+// widened to f32 as it came in, and nvcc issued the next load after that
+// (rmsnorm.cu, "all loads first"). The others are held to what they do now.
+var loadBatches = []struct {
+	obj, prefix string
+	least       int
+}{
+	{"rmsnorm.cu.o", "_Z14rmsnorm_kernelI13__nv_bfloat16S0_Li8ELi4E", 4},     // x's 4 packs (w's after the sum)
+	{"rmsnorm.cu.o", "_Z18add_rmsnorm_kernelI13__nv_bfloat16S0_Li8ELi4E", 8}, // x's and delta's (and w's: 12)
+	{"rmsnorm.cu.o", "_Z23rmsnorm_backward_kernelI13__nv_bfloat16S0_Li8ELi1E", 8},
+	{"embedding.cu.o", "_Z29embedding_backward_sum_kernelI13__nv_bfloat16S0_Li8E", 8}, // 4 tokens × 2 packs of dout
+	{"elementwise.cu.o", "_Z11flat_kernelILi8ELi4E6CastOpI13__nv_bfloat16fEE", 4},
+	{"swiglu.cu.o", "_Z11flat_kernelILi8ELi2E8SwiGLUOpI13__nv_bfloat16EE", 4},
+	{"swiglu.cu.o", "_Z11flat_kernelILi8ELi2E16SwiGLUBackwardOpI13__nv_bfloat16EE", 6},
+}
+
 // Our bf16 GEMM's block tiles of 64 × 64 warp tiles (kernels/gemm.cu), with
 // A as stored and B transposed (the model's x·Wᵀ), bf16 out, and the
 // fragment loads a warp issues per k-tile: 128 × 128 (the default), 128 ×
@@ -254,6 +273,18 @@ func TestKernelCode(t *testing.T) {
 				t.Errorf("%s: %d 16-byte global loads and %d stores in its sm_90 code (want loads: %v, stores: %v): its packs were split into narrower accesses",
 					f.Name, l, s, w.load, w.store)
 			}
+		}
+	}
+	// Loads in flight: the kernels of loadBatches issue their packs' loads
+	// together.
+	for _, b := range loadBatches {
+		fns := Find(disassemble(t, lib, b.obj, "sm_90", b.prefix), b.prefix)
+		if len(fns) != 1 {
+			t.Errorf("%s: %d functions named %s… in its sm_90 code, want 1 (renamed? update loadBatches)", b.obj, len(fns), b.prefix)
+			continue
+		}
+		if n := LoadBatch(fns[0], "LDG."); n < b.least {
+			t.Errorf("%s: issues at most %d global loads before it reads one, want %d or more (its loads wait for each other)", fns[0].Name, n, b.least)
 		}
 	}
 	// The check can fail: fill one element at a time stores no 16 bytes.

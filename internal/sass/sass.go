@@ -134,6 +134,13 @@ func width(op string, i int) int {
 		case strings.HasSuffix(op, ".2"):
 			return 2
 		}
+	case strings.HasPrefix(op, "LDG.") && i == 0:
+		switch {
+		case strings.Contains(op, ".128"):
+			return 4
+		case strings.Contains(op, ".64"):
+			return 2
+		}
 	}
 	return 1
 }
@@ -166,6 +173,31 @@ func LoadUse(f Function, op string) []int {
 		out = append(out, d)
 	}
 	return out
+}
+
+// LoadBatch returns the most instructions whose opcode begins with op
+// (e.g. "LDG.") that f issues, in address order, before any of them is read:
+// the loads a thread has in flight at once where the code runs straight
+// through. A batch ends at the first instruction that reads a register one
+// of its loads wrote; the next load starts a new one.
+func LoadBatch(f Function, op string) int {
+	pending, n, most := map[int]bool{}, 0, 0
+	for _, in := range f.Code {
+		for _, r := range in.Reads() {
+			if pending[r] {
+				most, n = max(most, n), 0
+				clear(pending)
+				break
+			}
+		}
+		if strings.HasPrefix(in.Op, op) {
+			for _, r := range in.Writes() {
+				pending[r] = true
+			}
+			n++
+		}
+	}
+	return max(most, n)
 }
 
 // Loops returns f's loops as ranges [first, last] of instruction indices:

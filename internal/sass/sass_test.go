@@ -121,3 +121,28 @@ ptxas info    : Used 236 registers
 		t.Error("ParsePtxas of a report without an entry: no error")
 	}
 }
+
+func TestLoadBatch(t *testing.T) {
+	f := Function{Code: []Instr{
+		{Op: "LDG.E.128.CONSTANT", Args: "R4, desc[UR4][R2.64]"},
+		{Op: "LDG.E.128", Args: "R8, desc[UR4][R2.64+0x10]"},
+		{Op: "IADD3", Args: "R2, R2, 0x20, RZ"},
+		{Op: "LDG.E.64", Args: "R12, desc[UR4][R2.64]"},
+		{Op: "FADD", Args: "R20, R7, R20"}, // reads the first load's last register: a batch of 3
+		{Op: "LDG.E", Args: "R14, desc[UR4][R2.64+0x8]"},
+		{Op: "FADD", Args: "R21, R14, R21"}, // a batch of 1
+		{Op: "LDG.E.128", Args: "R4, desc[UR4][R2.64+0x40]"},
+		{Op: "STG.E.128", Args: "desc[UR4][R6.64], R4"}, // a store reads its value
+	}}
+	if got := LoadBatch(f, "LDG."); got != 3 {
+		t.Errorf("LoadBatch = %d, want 3", got)
+	}
+	f.Code[4].Args = "R20, R13, R20" // the 8-byte load's second register
+	if got := LoadBatch(f, "LDG."); got != 3 {
+		t.Errorf("LoadBatch reading the second register of an 8-byte load = %d, want 3", got)
+	}
+	f.Code[4].Args = "R20, R15, R20" // no load's register: the first four are one batch
+	if got := LoadBatch(f, "LDG."); got != 4 {
+		t.Errorf("LoadBatch = %d, want 4 (R15 is no load's)", got)
+	}
+}
