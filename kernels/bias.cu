@@ -101,14 +101,15 @@ __global__ void __launch_bounds__(kColsumThreadsX *kRowLanes)
 	if (threadIdx.y > 0)
 		for (int e = 0; e < V; e++) lanes[threadIdx.y - 1][e][threadIdx.x] = s[e];
 	__syncthreads();
-	if (threadIdx.y == 0 && j < d) {
+	if (threadIdx.y == 0 && (V == 8 || j < d)) { // runs of 8 are stored by the whole warp (st_warp8)
 		Pack<float, V> out;
 		for (int e = 0; e < V; e++) {
 			float t = s[e];
 			for (int y = 0; y < kRowLanes - 1; y++) t += lanes[y][e][threadIdx.x];
 			out.v[e] = t;
 		}
-		st<V>(part + blockIdx.y * d + j, out);
+		if constexpr (V == 8) st_warp8(part + blockIdx.y * d + j - threadIdx.x * V, out, j < d);
+		else st<V>(part + blockIdx.y * d + j, out);
 	}
 }
 

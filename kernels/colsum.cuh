@@ -192,7 +192,7 @@ __device__ __forceinline__ void flush_partial(float *__restrict__ part, const fl
 		TW_UNROLL
 		for (int k = 0; k < P; k++) {
 			const int64_t col = ((int64_t)t + (int64_t)k * th) * V;
-			if (col >= d) continue;
+			if (V != 8 && col >= d) continue; // runs of 8 are stored by whole warps (st_warp8)
 			Pack<float, V> o;
 			for (int e = 0; e < V; e++) {
 				float s = acc[k][e];
@@ -200,7 +200,8 @@ __device__ __forceinline__ void flush_partial(float *__restrict__ part, const fl
 				for (int q = 1; q < slots; q++) s += smem[(((q - 1) * P + k) * V + e) * th + t];
 				o.v[e] = s;
 			}
-			st<V>(part + col, o);
+			if constexpr (V == 8) st_warp8(part + col - threadIdx.x % 32 * V, o, col < d);
+			else st<V>(part + col, o);
 		}
 	__syncthreads();
 }

@@ -132,6 +132,27 @@ template <int N, class T> __device__ __forceinline__ void st(T *p, const Pack<T,
 	}
 }
 
+// Stores a warp's runs of 8 floats, lane l's o at base + 8·l (base 16-byte
+// aligned), as two stores in which the warp writes 512 contiguous bytes
+// each, the lanes handing each other halves by shuffles: stored whole, a
+// lane's 32 bytes are two 16-byte stores, each writing half of every
+// 32-byte sector the warp touches. Only the runs of lanes with live set are
+// written. All 32 lanes of the warp call it, converged.
+__device__ __forceinline__ void st_warp8(float *base, const Pack<float, 8> &o, bool live TW_SITE_MORE) {
+	const int lane = (int)((threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) % 32);
+	TW_UNROLL
+	for (int h = 0; h < 2; h++) {
+		const int src = 16 * h + lane / 2; // the lane whose run holds this lane's 4 floats, in its half lane % 2
+		Pack<float, 4> q;
+		TW_UNROLL
+		for (int e = 0; e < 4; e++) {
+			const float lo = __shfl_sync(0xffffffffu, o.v[e], src), hi = __shfl_sync(0xffffffffu, o.v[4 + e], src);
+			q.v[e] = lane % 2 ? hi : lo;
+		}
+		if (__shfl_sync(0xffffffffu, (int)live, src)) st<4>(base + 128 * h + 4 * lane, q TW_AT_MORE);
+	}
+}
+
 // ---- Runs at any offset (embedding, logsoftmax, sample, sumsquares) ----
 //
 // A run that starts at any element offset is read as a misaligned head, a

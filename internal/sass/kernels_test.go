@@ -49,8 +49,8 @@ var widePacks = []struct {
 }{
 	{"elementwise.cu.o", "_Z11flat_kernelILi8ELi4E6FillOpI13__nv_bfloat16EE", false, true},
 	{"elementwise.cu.o", "_Z11flat_kernelILi8ELi4E5AddOpI13__nv_bfloat16EE", true, true},
-	{"elementwise.cu.o", "_Z11flat_kernelILi8ELi4E6CastOpIf13__nv_bfloat16EE", true, true}, // to f32
-	{"elementwise.cu.o", "_Z11flat_kernelILi8ELi4E6CastOpI13__nv_bfloat16fEE", true, true}, // from f32
+	{"elementwise.cu.o", "_Z11flat_kernelILi4ELi4E6CastOpIf13__nv_bfloat16EE", false, true}, // to f32: 4 bf16 (8 bytes) in, 4 floats out
+	{"elementwise.cu.o", "_Z11flat_kernelILi4ELi4E6CastOpI13__nv_bfloat16fEE", true, false}, // from f32: 4 floats in, 4 bf16 out
 	{"gelu.cu.o", "_Z11flat_kernelILi8ELi2E6GELUOpI13__nv_bfloat16Li", true, true},
 	{"gelu.cu.o", "_Z11flat_kernelILi8ELi2E14GELUBackwardOpI13__nv_bfloat16Li", true, true},
 	{"swiglu.cu.o", "_Z11flat_kernelILi8ELi2E8SwiGLUOpI13__nv_bfloat16EE", true, true},
@@ -92,7 +92,7 @@ var loadBatches = []struct {
 	{"rmsnorm.cu.o", "_Z18add_rmsnorm_kernelI13__nv_bfloat16S0_Li8ELi4E", 8}, // x's and delta's (and w's: 12)
 	{"rmsnorm.cu.o", "_Z23rmsnorm_backward_kernelI13__nv_bfloat16S0_Li8ELi1E", 8},
 	{"embedding.cu.o", "_Z29embedding_backward_sum_kernelI13__nv_bfloat16S0_Li8E", 8}, // 4 tokens × 2 packs of dout
-	{"elementwise.cu.o", "_Z11flat_kernelILi8ELi4E6CastOpI13__nv_bfloat16fEE", 4},
+	{"elementwise.cu.o", "_Z11flat_kernelILi4ELi4E6CastOpI13__nv_bfloat16fEE", 4},
 	{"swiglu.cu.o", "_Z11flat_kernelILi8ELi2E8SwiGLUOpI13__nv_bfloat16EE", 4},
 	{"swiglu.cu.o", "_Z11flat_kernelILi8ELi2E16SwiGLUBackwardOpI13__nv_bfloat16EE", 6},
 }

@@ -160,12 +160,19 @@ inline void cp_async_commit() { async::self().committed++; }
 // A thread's load or store of n bytes at p made through the kernels' pack
 // helpers (kernels/pack.cuh, vec.cuh), counted by the bank model when it is
 // on: as op_shared in wavefronts where p is shared memory, else as
-// op_global in sectors of global memory.
+// op_global in sectors of global memory. No instruction moves more than 16
+// bytes a lane, so a wider access (a pack of 8 f32) is counted as the
+// 16-byte accesses the compiler makes of it, one instruction each: the
+// lanes' first halves, then their second halves.
 inline void count_access(const char *op_global, const char *op_shared, const void *p, int n, const char *file,
                          int line) {
 	if (!banks::on()) return;
-	if (in_shared(p, (size_t)n)) banks::thread_access(op_shared, (uintptr_t)p, n, nullptr, 0, file, line);
-	else banks::thread_access(op_global, 0, 0, p, n, file, line);
+	const char *c = static_cast<const char *>(p);
+	for (int k = 0; k < n; k += 16) {
+		const int m = n - k < 16 ? n - k : 16;
+		if (in_shared(c + k, (size_t)m)) banks::thread_access(op_shared, (uintptr_t)(c + k), m, nullptr, 0, file, line);
+		else banks::thread_access(op_global, 0, 0, c + k, m, file, line);
+	}
 }
 
 // A thread's plain load or store (op: "ld.shared", "st.shared") of n bytes
