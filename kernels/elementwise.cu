@@ -45,13 +45,13 @@ template <class D, class S> struct CastOp {
 	D *__restrict__ dst;
 	const S *__restrict__ src;
 	template <int N> struct Regs {
-		Pack<S, N> s;
+		Held<S, N> s; // as loaded: widened when stored
 	};
-	template <int N> __device__ __forceinline__ void load(Regs<N> &r, int64_t i) const { r.s = ld<N>(src + i); }
+	template <int N> __device__ __forceinline__ void load(Regs<N> &r, int64_t i) const { r.s = ld_held<N>(src + i); }
 	template <int N> __device__ __forceinline__ void store(const Regs<N> &r, int64_t i) const {
-		Pack<D, N> d;
-		for (int e = 0; e < N; e++) d.v[e] = from_float<D>(to_float(r.s.v[e]));
-		st<N>(dst + i, d);
+		float f[N];
+		widen(f, r.s);
+		store_pack(dst + i, f);
 	}
 };
 
@@ -60,16 +60,18 @@ template <class T> struct AddOp {
 	T *out;
 	const T *a, *b;
 	template <int N> struct Regs {
-		Pack<T, N> a, b;
+		Held<T, N> a, b; // as loaded: widened when added
 	};
 	template <int N> __device__ __forceinline__ void load(Regs<N> &r, int64_t i) const {
-		r.a = ld<N>(a + i);
-		r.b = ld<N>(b + i);
+		r.a = ld_held<N>(a + i);
+		r.b = ld_held<N>(b + i);
 	}
 	template <int N> __device__ __forceinline__ void store(const Regs<N> &r, int64_t i) const {
-		Pack<T, N> o;
-		for (int e = 0; e < N; e++) o.v[e] = from_float<T>(to_float(r.a.v[e]) + to_float(r.b.v[e]));
-		st<N>(out + i, o);
+		float x[N], y[N];
+		widen(x, r.a);
+		widen(y, r.b);
+		for (int e = 0; e < N; e++) x[e] += y[e];
+		store_pack(out + i, x);
 	}
 };
 
