@@ -35,8 +35,8 @@ func shifted(b *Backend, dt engine.DType, n, delta int) *engine.Tensor {
 // misalignedCases are kernels run on an operand at an address a GPU refuses
 // (it raises cudaErrorMisalignedAddress); want matches what the emulator's
 // alignment check must print: the kernel's source file and line (or that of
-// vec.cuh, whose loads and stores the element-wise kernels use), and the
-// access.
+// vec.cuh or pack.cuh, whose loads and stores the element-wise kernels use),
+// and the access.
 var misalignedCases = []struct {
 	name string
 	run  func(b *Backend)
@@ -51,11 +51,11 @@ var misalignedCases = []struct {
 	{"cast_f32_src_at_byte_2", func(b *Backend) {
 		const n = 5
 		b.Cast(engine.MustAlloc(b, engine.BF16, n), shifted(b, engine.F32, n, 2))
-	}, `kernels/(elementwise\.cu|vec\.cuh):\d+:\d+: runtime error: load of misaligned address 0x[0-9a-f]+ for type 'const float', which requires 4 byte alignment`},
+	}, `kernels/(elementwise\.cu|vec\.cuh|pack\.cuh):\d+:\d+: runtime error: load of misaligned address 0x[0-9a-f]+ for type 'const (float|uint32_t)', which requires 4 byte alignment`},
 	{"cast_bf16_dst_at_byte_1", func(b *Backend) {
 		const n = 5
 		b.Cast(shifted(b, engine.BF16, n, 1), engine.MustAlloc(b, engine.F32, n))
-	}, `kernels/(elementwise\.cu|vec\.cuh):\d+:\d+: runtime error: store to misaligned address 0x[0-9a-f]+ for type 'struct __nv_bfloat16', which requires 2 byte alignment`},
+	}, `kernels/(elementwise\.cu|vec\.cuh|pack\.cuh):\d+:\d+: runtime error: store to misaligned address 0x[0-9a-f]+ for type 'struct (__nv_bfloat16|Pack)', which requires 2 byte alignment`},
 }
 
 // TestEmuMisalignedAccessDies: the emulated kernels are built with an
