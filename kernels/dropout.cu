@@ -40,16 +40,14 @@ template <class T> struct DropoutOp {
 	uint32_t threshold;
 	float scale;
 	template <int N> struct Regs {
-		Pack<T, N> x;
+		Held<T, N> x; // as loaded: widened when stored
 	};
-	template <int N> __device__ __forceinline__ void load(Regs<N> &r, int64_t i) const { r.x = ld<N>(x + i); }
+	template <int N> __device__ __forceinline__ void load(Regs<N> &r, int64_t i) const { r.x = ld_held<N>(x + i); }
 	template <int N> __device__ __forceinline__ void store(const Regs<N> &r, int64_t i) const {
-		Pack<T, N> o;
-		for (int e = 0; e < N; e++) {
-			const bool keep = dropout_hash(seed, i + e) >= threshold;
-			o.v[e] = from_float<T>(keep ? to_float(r.x.v[e]) * scale : 0.0f);
-		}
-		st<N>(out + i, o);
+		float f[N];
+		widen(f, r.x);
+		for (int e = 0; e < N; e++) f[e] = dropout_hash(seed, i + e) >= threshold ? f[e] * scale : 0.0f;
+		store_pack(out + i, f);
 	}
 };
 
