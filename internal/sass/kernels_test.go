@@ -94,6 +94,7 @@ var loadBatches = []struct {
 	{"embedding.cu.o", "_Z29embedding_backward_sum_kernelI13__nv_bfloat16S0_Li8E", 8}, // 4 tokens × 2 packs of dout
 	{"elementwise.cu.o", "_Z11flat_kernelILi4ELi4E6CastOpI13__nv_bfloat16fEE", 4},
 	{"elementwise.cu.o", "_Z11flat_kernelILi8ELi4E5AddOpI13__nv_bfloat16EE", 6}, // of 8: ptxas adds the first packs before the last loads
+	{"dropout.cu.o", "_Z11flat_kernelILi8ELi2E9DropoutOpI13__nv_bfloat16EE", 2},
 	{"swiglu.cu.o", "_Z11flat_kernelILi8ELi2E8SwiGLUOpI13__nv_bfloat16EE", 4},
 	{"swiglu.cu.o", "_Z11flat_kernelILi8ELi2E16SwiGLUBackwardOpI13__nv_bfloat16EE", 6},
 }
