@@ -57,13 +57,14 @@ template <class T, int K> struct GELUOp {
 	T *__restrict__ out;
 	const T *__restrict__ x;
 	template <int N> struct Regs {
-		Pack<T, N> x;
+		Held<T, N> x; // as loaded: widened when stored
 	};
-	template <int N> __device__ __forceinline__ void load(Regs<N> &r, int64_t i) const { r.x = ld<N>(x + i); }
+	template <int N> __device__ __forceinline__ void load(Regs<N> &r, int64_t i) const { r.x = ld_held<N>(x + i); }
 	template <int N> __device__ __forceinline__ void store(const Regs<N> &r, int64_t i) const {
-		Pack<T, N> o;
-		for (int e = 0; e < N; e++) o.v[e] = from_float<T>(gelu<T, K>(to_float(r.x.v[e])));
-		st<N>(out + i, o);
+		float f[N];
+		widen(f, r.x);
+		for (int e = 0; e < N; e++) f[e] = gelu<T, K>(f[e]);
+		store_pack(out + i, f);
 	}
 };
 
@@ -71,16 +72,18 @@ template <class T, int K> struct GELUBackwardOp {
 	T *__restrict__ dx;
 	const T *__restrict__ dout, *__restrict__ x;
 	template <int N> struct Regs {
-		Pack<T, N> g, x;
+		Held<T, N> g, x; // as loaded: widened when stored
 	};
 	template <int N> __device__ __forceinline__ void load(Regs<N> &r, int64_t i) const {
-		r.g = ld<N>(dout + i);
-		r.x = ld<N>(x + i);
+		r.g = ld_held<N>(dout + i);
+		r.x = ld_held<N>(x + i);
 	}
 	template <int N> __device__ __forceinline__ void store(const Regs<N> &r, int64_t i) const {
-		Pack<T, N> o;
-		for (int e = 0; e < N; e++) o.v[e] = from_float<T>(to_float(r.g.v[e]) * gelu_grad<K>(to_float(r.x.v[e])));
-		st<N>(dx + i, o);
+		float g[N], f[N];
+		widen(g, r.g);
+		widen(f, r.x);
+		for (int e = 0; e < N; e++) f[e] = g[e] * gelu_grad<K>(f[e]);
+		store_pack(dx + i, f);
 	}
 };
 
