@@ -46,26 +46,29 @@ __global__ void __launch_bounds__(kThreads) add_bias_kernel(T *__restrict__ x, c
 	const int64_t packs = n * ppr, step = nth % ppr;
 	int64_t p = tid, c = tid % ppr; // c: p's pack within its row
 	for (; p + (kUnroll - 1) * nth < packs; p += kUnroll * nth) {
-		Pack<T, V> xv[kUnroll], bv[kUnroll];
+		Held<T, V> xv[kUnroll], bv[kUnroll]; // as loaded: widened when added
 		TW_UNROLL
 		for (int u = 0; u < kUnroll; u++) {
-			xv[u] = ld<V>(x + (p + u * nth) * V);
-			bv[u] = ld<V>(b + c * V);
+			xv[u] = ld_held<V>(x + (p + u * nth) * V);
+			bv[u] = ld_held<V>(b + c * V);
 			c += step;
 			if (c >= ppr) c -= ppr;
 		}
 		TW_UNROLL
 		for (int u = 0; u < kUnroll; u++) {
-			Pack<T, V> o;
-			for (int e = 0; e < V; e++) o.v[e] = from_float<T>(to_float(xv[u].v[e]) + to_float(bv[u].v[e]));
-			st<V>(x + (p + u * nth) * V, o);
+			float o[V], bf[V];
+			widen(o, xv[u]);
+			widen(bf, bv[u]);
+			for (int e = 0; e < V; e++) o[e] += bf[e];
+			store_pack(x + (p + u * nth) * V, o);
 		}
 	}
 	for (; p < packs; p += nth) {
-		const Pack<T, V> xv = ld<V>(x + p * V), bv = ld<V>(b + c * V);
-		Pack<T, V> o;
-		for (int e = 0; e < V; e++) o.v[e] = from_float<T>(to_float(xv.v[e]) + to_float(bv.v[e]));
-		st<V>(x + p * V, o);
+		float o[V], bf[V];
+		load_pack(o, x + p * V);
+		load_pack(bf, b + c * V);
+		for (int e = 0; e < V; e++) o[e] += bf[e];
+		store_pack(x + p * V, o);
 		c += step;
 		if (c >= ppr) c -= ppr;
 	}
