@@ -44,6 +44,8 @@ type fakeDevice struct {
 	heldRuns                []bool
 }
 
+// op stands for a call whose launch costs the host hostPerCall: it keeps
+// the host busy that long (Measure reads the host's clock around a run).
 func (f *fakeDevice) op() {
 	for t0 := time.Now(); time.Since(t0) < f.hostPerCall; {
 	}
@@ -78,7 +80,9 @@ func TestMeasureHolds(t *testing.T) {
 		wantHeld  bool
 	}{
 		{"host-bound", 20 * time.Microsecond, 2 * time.Microsecond, true},
-		{"device-bound", 0, 200 * time.Microsecond, false},
+		// A second a call (on the fake's clock: nothing waits for it), so
+		// that no stall of the host could make it look host-bound.
+		{"device-bound", 0, time.Second, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			f := &fakeDevice{hostPerCall: c.host, devPerCall: c.dev}
