@@ -20,8 +20,10 @@
 //   row lanes; a column thread owns one 16-byte pack of columns (a tile of
 //   256 bf16 or 128 f32 columns; 32 columns element by element when d or the
 //   alignment does not allow packs), and row lane y sums rows y, y + 8, … of
-//   the group, four rows per iteration (four loads in flight), into f32
-//   registers; the lanes are then added in lane order through shared memory
+//   the group, four rows per iteration, into f32 registers, loading the next
+//   iteration's four while it adds this one's (with the four loaded and then
+//   added, nvcc had issued each load after the previous row's adds: one
+//   load in flight); the lanes are then added in lane order through shared memory
 //   and written as the group's partial [groups, d] f32. colsum_kernel adds
 //   the partials to db. At 2k rows × 4096 bf16 columns: 512 blocks, and
 //   partials of 1/32 of the input's bytes. Speed on a GPU: unmeasured since
@@ -88,17 +90,33 @@ __global__ void __launch_bounds__(kColsumThreadsX *kRowLanes)
 	for (int e = 0; e < V; e++) s[e] = 0.0f;
 	if (j < d) {
 		int64_t i = lo + threadIdx.y;
-		for (; i + (kRowUnroll - 1) * kRowLanes < hi; i += kRowUnroll * kRowLanes) {
-			Pack<T, V> g[kRowUnroll];
+		constexpr int64_t kStep = kRowUnroll * kRowLanes;
+		// The next iteration's rows are loaded before this one's are added:
+		// kRowUnroll loads stay in flight while the adds wait.
+		Held<T, V> g[kRowUnroll]; // as loaded: widened when added
+		bool more = i + kStep - kRowLanes < hi;
+		if (more)
 			TW_UNROLL
-			for (int u = 0; u < kRowUnroll; u++) g[u] = ld<V>(dout + (i + u * kRowLanes) * d + j);
+			for (int u = 0; u < kRowUnroll; u++) g[u] = ld_held<V>(dout + (i + u * kRowLanes) * d + j);
+		while (more) {
+			i += kStep;
+			more = i + kStep - kRowLanes < hi;
+			Held<T, V> h[kRowUnroll];
+			if (more)
+				TW_UNROLL
+				for (int u = 0; u < kRowUnroll; u++) h[u] = ld_held<V>(dout + (i + u * kRowLanes) * d + j);
 			TW_UNROLL
-			for (int u = 0; u < kRowUnroll; u++)
-				for (int e = 0; e < V; e++) s[e] += to_float(g[u].v[e]);
+			for (int u = 0; u < kRowUnroll; u++) {
+				float f[V];
+				widen(f, g[u]);
+				for (int e = 0; e < V; e++) s[e] += f[e];
+				if (more) g[u] = h[u];
+			}
 		}
 		for (; i < hi; i += kRowLanes) {
-			const Pack<T, V> g = ld<V>(dout + i * d + j);
-			for (int e = 0; e < V; e++) s[e] += to_float(g.v[e]);
+			float f[V];
+			load_pack(f, dout + i * d + j);
+			for (int e = 0; e < V; e++) s[e] += f[e];
 		}
 	}
 	if (threadIdx.y > 0)

@@ -97,6 +97,23 @@ var loadBatches = []struct {
 	{"dropout.cu.o", "_Z11flat_kernelILi8ELi2E9DropoutOpI13__nv_bfloat16EE", 2},
 	{"swiglu.cu.o", "_Z11flat_kernelILi8ELi2E8SwiGLUOpI13__nv_bfloat16EE", 4},
 	{"swiglu.cu.o", "_Z11flat_kernelILi8ELi2E16SwiGLUBackwardOpI13__nv_bfloat16EE", 6},
+	{"bias.cu.o", "_Z19bias_partial_kernelI13__nv_bfloat16Li8E", 4}, // a lane's next 4 rows while it adds these (was 1)
+}
+
+// Memory-bound bf16 kernels bound by instruction issue rather than by
+// their bytes, and the most instructions their longest loop may take. The
+// loss head reads 2 bytes an element (4 backward, with the store) and must
+// issue about 9 elements per SM and cycle to keep up with an H200's copy
+// bandwidth: its forward measured 53% of it at ~500 instructions per 32
+// elements (2026-11-27). The limits are what the loops take now (242 and
+// 367) with a little room; the backward's took 631 with exp2f and a 64-bit
+// test of each element's index against the target.
+var loopCeilings = []struct {
+	obj, prefix string
+	most        int
+}{
+	{"logsoftmax.cu.o", "_Z24logsoftmax_gather_kernelI13__nv_bfloat16Li8E", 270},
+	{"logsoftmax.cu.o", "_Z33logsoftmax_gather_backward_kernelI13__nv_bfloat16Li8E", 400},
 }
 
 // Our bf16 GEMM's block tiles of 64 × 64 warp tiles (kernels/gemm.cu), with
@@ -121,8 +138,9 @@ var gemmTiles = []struct {
 // fragment loads are read no sooner than 4 instructions after they are
 // issued, the backward's no sooner than the second, and our GEMM's (its
 // 128-row tiles) no sooner than the fourth; and the memory-bound kernels'
-// 16-byte packs (widePacks) are 16-byte loads and stores in that code; and
-// no innermost loop around the tensor-core products of the default
+// 16-byte packs (widePacks) are 16-byte loads and stores in that code,
+// issued together (loadBatches); the issue-bound kernels' loops are no
+// longer than loopCeilings allows; and no innermost loop around the tensor-core products of the default
 // attention kernels or the GEMM divides integers. It reads TW_KERNEL_LIB (the path
 // of libtwkernels_cuda.a, with ptxas.log beside it: `make test-cuda-build`
 // sets it after building) and needs the toolkit's cuobjdump and binutils'
@@ -287,6 +305,21 @@ func TestKernelCode(t *testing.T) {
 		}
 		if n := LoadBatch(fns[0], "LDG."); n < b.least {
 			t.Errorf("%s: issues at most %d global loads before it reads one, want %d or more (its loads wait for each other)", fns[0].Name, n, b.least)
+		}
+	}
+	// Issue: the issue-bound kernels' loops stay short.
+	for _, c := range loopCeilings {
+		fns := Find(disassemble(t, lib, c.obj, "sm_90", c.prefix), c.prefix)
+		if len(fns) != 1 {
+			t.Errorf("%s: %d functions named %s… in its sm_90 code, want 1 (renamed? update loopCeilings)", c.obj, len(fns), c.prefix)
+			continue
+		}
+		longest := 0
+		for _, l := range Loops(fns[0]) {
+			longest = max(longest, l[1]-l[0]+1)
+		}
+		if longest == 0 || longest > c.most {
+			t.Errorf("%s: its longest loop takes %d instructions, want 1 to %d (more is slower where issue binds it)", fns[0].Name, longest, c.most)
 		}
 	}
 	// The check can fail: fill one element at a time stores no 16 bytes.
