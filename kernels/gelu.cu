@@ -15,7 +15,9 @@
 // element offset) and the tail after the last whole pack one element per
 // thread; every element one per thread when the pointers' misalignments
 // differ. The kind is a template argument. Each element is computed by one
-// thread: deterministic. Speed on a GPU: unmeasured since this design.
+// thread: deterministic. Quick's sigmoids take one range test a pack for
+// their reciprocals (common.cuh's sigmoid_pack, as SwiGLU's). Speed on a
+// GPU: unmeasured since this design.
 #include "common.cuh"
 #include "kernels.h"
 #include "pack.cuh"
@@ -30,25 +32,45 @@ static constexpr float kTanhCubic = 0.044715f;        // the tanh approximation'
 static constexpr float kInvSqrt2 = 0.70710678118f;    // 1/√2
 static constexpr float kInvSqrt2Pi = 0.39894228040f;  // 1/√(2π)
 
-__device__ __forceinline__ float sigmoidf(float v) { return 1.0f / (1.0f + expf(-v)); }
-
-// gelu_k(x) for one value; T is the storage type quick rounds to.
-template <class T, int K> __device__ __forceinline__ float gelu(float v) {
-	if (K == kErf) return 0.5f * v * (1.0f + erff(v * kInvSqrt2));
-	if (K == kTanh) return 0.5f * v * (1.0f + tanhf(kSqrt2OverPi * (v + kTanhCubic * v * v * v)));
-	const float t = to_float(from_float<T>(kQuickAlpha * v));
-	return v * to_float(from_float<T>(sigmoidf(t)));
+// gelu_k over a pack, in place; T is the storage type quick rounds to.
+// Quick's sigmoids go through sigmoid_pack (common.cuh): one range test for
+// the pack's reciprocals, where 1/(1 + e) tested each.
+template <class T, int K, int N> __device__ __forceinline__ void gelu(float (&f)[N]) {
+	if constexpr (K == kQuick) {
+		float t[N], s[N];
+		for (int e = 0; e < N; e++) t[e] = kQuickAlpha * f[e];
+		round_to<T>(t);
+		sigmoid_pack(s, t);
+		round_to<T>(s);
+		for (int e = 0; e < N; e++) f[e] *= s[e];
+	} else {
+		for (int e = 0; e < N; e++) {
+			const float v = f[e];
+			if (K == kErf) f[e] = 0.5f * v * (1.0f + erff(v * kInvSqrt2));
+			else f[e] = 0.5f * v * (1.0f + tanhf(kSqrt2OverPi * (v + kTanhCubic * v * v * v)));
+		}
+	}
 }
 
-// gelu_k'(x) for one value (quick: of the exact x·σ(1.702·x)).
-template <int K> __device__ __forceinline__ float gelu_grad(float v) {
-	if (K == kErf) return 0.5f * (1.0f + erff(v * kInvSqrt2)) + v * kInvSqrt2Pi * expf(-0.5f * v * v);
-	if (K == kTanh) {
-		const float t = tanhf(kSqrt2OverPi * (v + kTanhCubic * v * v * v));
-		return 0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * kSqrt2OverPi * (1.0f + 3.0f * kTanhCubic * v * v);
+// gelu_k'(x) over a pack x, into d (quick: of the exact x·σ(1.702·x)).
+template <int K, int N> __device__ __forceinline__ void gelu_grad(float (&d)[N], const float (&x)[N]) {
+	if constexpr (K == kQuick) {
+		float a[N], s[N];
+		for (int e = 0; e < N; e++) a[e] = kQuickAlpha * x[e];
+		sigmoid_pack(s, a);
+		for (int e = 0; e < N; e++) d[e] = s[e] + a[e] * s[e] * (1.0f - s[e]);
+	} else {
+		for (int e = 0; e < N; e++) {
+			const float v = x[e];
+			if (K == kErf) {
+				d[e] = 0.5f * (1.0f + erff(v * kInvSqrt2)) + v * kInvSqrt2Pi * expf(-0.5f * v * v);
+			} else {
+				const float t = tanhf(kSqrt2OverPi * (v + kTanhCubic * v * v * v));
+				d[e] = 0.5f * (1.0f + t) +
+				       0.5f * v * (1.0f - t * t) * kSqrt2OverPi * (1.0f + 3.0f * kTanhCubic * v * v);
+			}
+		}
 	}
-	const float s = sigmoidf(kQuickAlpha * v);
-	return s + kQuickAlpha * v * s * (1.0f - s);
 }
 
 static constexpr int kUnroll = 2; // packs per thread per iteration
@@ -63,7 +85,7 @@ template <class T, int K> struct GELUOp {
 	template <int N> __device__ __forceinline__ void store(const Regs<N> &r, int64_t i) const {
 		float f[N];
 		widen(f, r.x);
-		for (int e = 0; e < N; e++) f[e] = gelu<T, K>(f[e]);
+		gelu<T, K>(f);
 		store_pack(out + i, f);
 	}
 };
@@ -79,11 +101,12 @@ template <class T, int K> struct GELUBackwardOp {
 		r.x = ld_held<N>(x + i);
 	}
 	template <int N> __device__ __forceinline__ void store(const Regs<N> &r, int64_t i) const {
-		float g[N], f[N];
+		float g[N], f[N], d[N];
 		widen(g, r.g);
 		widen(f, r.x);
-		for (int e = 0; e < N; e++) f[e] = g[e] * gelu_grad<K>(f[e]);
-		store_pack(dx + i, f);
+		gelu_grad<K>(d, f);
+		for (int e = 0; e < N; e++) d[e] *= g[e];
+		store_pack(dx + i, d);
 	}
 };
 

@@ -8,6 +8,8 @@
 // With a = b = 1 + 2⁻¹² (f32) the exact product is 1 + 2⁻¹¹ + 2⁻²⁴, which
 // rounds to c = 1 + 2⁻¹¹ (a tie, to even): a·b − c is 2⁻²⁴ when fused and 0
 // when the product is rounded first. In f64, a = b = 1 + 2⁻²⁷ gives 2⁻⁵⁴.
+#include <string.h>
+
 #include "../../common.cuh"
 #include "harness.h"
 
@@ -67,4 +69,39 @@ EMU_TEST(plain_product_is_contracted) {
 	       f[0]);
 	const std::vector<double> d = run(plain_f64, 1, kA64, kC64);
 	CHECKF(d[0] == 0x1p-54, "a * b - c = %a in f64: not fused into an FMA (want 0x1p-54)", d[0]);
+}
+
+// rcp_fast (common.cuh) against __frcp_rn for the floats 0x3f800000 + i,
+// i = 0, step, 2·step, … below 126·2²³: [1, 2^126), where rcp_fast is
+// meant to be exact. Counts the mismatches and keeps the least i of one.
+__global__ void rcp_compare(unsigned long long *bad, unsigned *first, unsigned step) {
+	const unsigned n = 126u << 23, stride = gridDim.x * blockDim.x * step;
+	for (unsigned i = (blockIdx.x * blockDim.x + threadIdx.x) * step; i < n; i += stride) {
+		const float x = __uint_as_float(0x3f800000u + i);
+		if (__float_as_uint(rcp_fast(x)) != __float_as_uint(__frcp_rn(x))) {
+			atomicAdd(bad, 1ull);
+			atomicMin(first, i);
+		}
+	}
+}
+
+// On a GPU every float of [1, 2^126) (about 10⁹: well under a second);
+// here, where rcp_fast is 1/x by definition, one in 4099.
+TEST(rcp_fast_is_correctly_rounded) {
+#ifdef TW_EMU
+	const unsigned step = 4099, grid = 64;
+#else
+	const unsigned step = 1, grid = 4096;
+#endif
+	DeviceBuf<unsigned long long> bad(1);
+	DeviceBuf<unsigned> first(1);
+	bad.upload({0ull});
+	first.upload({~0u});
+	LAUNCH(grid, 256, 0, 0, rcp_compare)(bad.p, first.p, step);
+	CUDA_OK(cudaDeviceSynchronize());
+	const unsigned long long nbad = bad.download()[0];
+	const unsigned bits = 0x3f800000u + first.download()[0];
+	float x;
+	memcpy(&x, &bits, sizeof x);
+	CHECKF(nbad == 0, "%llu floats x in [1, 2^126) with rcp_fast(x) != __frcp_rn(x), the first %a", nbad, (double)x);
 }
