@@ -12,8 +12,10 @@
 //   Forward: one block per row, 16-byte packs when d and the pointers
 //   allow. Rows of up to 4·256 packs (8192 bf16 elements) are held in
 //   registers: a block of ⌈packs/4⌉ threads (a multiple of 32; 128 for
-//   Llama's 4096-wide bf16 rows), each loading its four packs at once (four
-//   loads in flight); the sum, the squared deviations from the mean (two
+//   Llama's 4096-wide bf16 rows), each loading its four packs, and those of
+//   w and b, at once (held as loaded until all are issued: 10 of the 12
+//   loads together in the bf16 sm_90 code, where w's and b's had come after
+//   the row's reductions); the sum, the squared deviations from the mean (two
 //   passes: no cancellation in the variance) and out come from the
 //   registers. Wider rows use 256 threads and read the row three times (L1/
 //   L2 hits after the first). Each sum is a warp-shuffle and shared-memory
@@ -68,17 +70,24 @@ __global__ void __launch_bounds__(kRowThreads)
 	const int64_t off = (int64_t)blockIdx.x * d;
 	const T *xs = x + off; // [d]
 	if constexpr (C > 0) {
-		float xv[C][V];
+		// All the thread's loads (its packs of the row, of w and of b) are
+		// issued before any is widened, as RMSNorm's: w and b then arrive
+		// during the row's two reductions instead of after them.
+		Held<T, V> xh[C];
+		Held<W, V> wh[C], bh[C];
 		TW_UNROLL
 		for (int k = 0; k < C; k++) {
 			const int64_t j = ((int64_t)threadIdx.x + (int64_t)k * blockDim.x) * V;
-			if (j < d) load_pack(xv[k], xs + j);
+			if (j < d) xh[k] = ld_held<V>(xs + j), wh[k] = ld_held<V>(w + j), bh[k] = ld_held<V>(b + j);
 		}
+		float xv[C][V];
 		float s = 0.0f;
 		TW_UNROLL
 		for (int k = 0; k < C; k++)
-			if (((int64_t)threadIdx.x + (int64_t)k * blockDim.x) * V < d)
+			if (((int64_t)threadIdx.x + (int64_t)k * blockDim.x) * V < d) {
+				widen(xv[k], xh[k]);
 				for (int e = 0; e < V; e++) s += xv[k][e];
+			}
 		const float mu = block_sum(s, scratch) / (float)d;
 		float ss = 0.0f;
 		TW_UNROLL
@@ -95,8 +104,8 @@ __global__ void __launch_bounds__(kRowThreads)
 			const int64_t j = ((int64_t)threadIdx.x + (int64_t)k * blockDim.x) * V;
 			if (j >= d) continue;
 			float wv[V], bv[V];
-			load_pack(wv, w + j);
-			load_pack(bv, b + j);
+			widen(wv, wh[k]);
+			widen(bv, bh[k]);
 			for (int e = 0; e < V; e++) xv[k][e] = (xv[k][e] - mu) * r * wv[e] + bv[e];
 			store_pack(out + off + j, xv[k]);
 		}

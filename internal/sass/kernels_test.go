@@ -97,7 +97,8 @@ var loadBatches = []struct {
 	{"dropout.cu.o", "_Z11flat_kernelILi8ELi2E9DropoutOpI13__nv_bfloat16EE", 2},
 	{"swiglu.cu.o", "_Z11flat_kernelILi8ELi2E8SwiGLUOpI13__nv_bfloat16EE", 4},
 	{"swiglu.cu.o", "_Z11flat_kernelILi8ELi2E16SwiGLUBackwardOpI13__nv_bfloat16EE", 6},
-	{"bias.cu.o", "_Z19bias_partial_kernelI13__nv_bfloat16Li8E", 4}, // a lane's next 4 rows while it adds these (was 2)
+	{"bias.cu.o", "_Z19bias_partial_kernelI13__nv_bfloat16Li8E", 4},           // a lane's next 4 rows while it adds these (was 2)
+	{"layernorm.cu.o", "_Z16layernorm_kernelI13__nv_bfloat16S0_Li8ELi4E", 10}, // x's, w's and b's 4 packs: 10 of 12 (was 4)
 }
 
 // Memory-bound bf16 kernels bound by instruction issue rather than by
