@@ -85,6 +85,18 @@ static constexpr u64 kPad = ~0ull; // the key that pads the last tile
 
 // ---- forward ---------------------------------------------------------------------
 
+// Stores a pack of the table's row into out's: its bits when the dtypes
+// are one, else converted through f32.
+template <class To, class Tt, int V> __device__ __forceinline__ void put_row_pack(To *dst, const Pack<Tt, V> &p) {
+	if constexpr (std::is_same<To, Tt>::value) {
+		put_pack(dst, p);
+	} else {
+		float f[V];
+		for (int e = 0; e < V; e++) f[e] = to_float(p.v[e]);
+		store_pack(dst, f);
+	}
+}
+
 template <class To, class Tt, int V>
 __global__ void __launch_bounds__(kFwdThreads)
 	embedding_kernel(To *__restrict__ out, const Tt *__restrict__ table, const int32_t *__restrict__ ids, int64_t d) {
@@ -99,16 +111,7 @@ __global__ void __launch_bounds__(kFwdThreads)
 		TW_UNROLL
 		for (int u = 0; u < kFwdUnroll; u++) p[u] = ld<V>(src + j0 + (int64_t)u * blockDim.x * V);
 		TW_UNROLL
-		for (int u = 0; u < kFwdUnroll; u++) {
-			const int64_t j = j0 + (int64_t)u * blockDim.x * V;
-			if constexpr (std::is_same<To, Tt>::value) {
-				put_pack(dst + j, p[u]);
-			} else {
-				float f[V];
-				for (int e = 0; e < V; e++) f[e] = to_float(p[u].v[e]);
-				store_pack(dst + j, f);
-			}
-		}
+		for (int u = 0; u < kFwdUnroll; u++) put_row_pack(dst + j0 + (int64_t)u * blockDim.x * V, p[u]);
 		return;
 	}
 TW_UNROLL
@@ -119,14 +122,7 @@ TW_UNROLL
 TW_UNROLL
 	for (int u = 0; u < kFwdUnroll; u++) {
 		const int64_t j = j0 + (int64_t)u * blockDim.x * V;
-		if (j >= d) continue;
-		if constexpr (std::is_same<To, Tt>::value) {
-			put_pack(dst + j, p[u]);
-		} else {
-			float f[V];
-			for (int e = 0; e < V; e++) f[e] = to_float(p[u].v[e]);
-			store_pack(dst + j, f);
-		}
+		if (j < d) put_row_pack(dst + j, p[u]);
 	}
 }
 
