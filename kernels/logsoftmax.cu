@@ -161,9 +161,9 @@ __global__ void __launch_bounds__(kThreads)
 
 // The gradient of one element j of a row with target t: ng·p, plus g at t,
 // where ng = −g and p = 2^((x − l)·log2 e) by the SFU's ex2 (fast_exp2, as
-// the forward; a p it flushes below 2^-126 is below every dtype's
-// resolution of the target's g). x − l first, not one FMA with l·log2 e
-// rounded: p is then exactly 1 where x = l.
+// the forward: a p below 2^-126 it flushes to 0, an error under 2^-126·|g|).
+// x − l first, not one FMA with l·log2 e rounded: p is then exactly 1 where
+// x = l.
 __device__ __forceinline__ float lsg_term(float x, float ng, float l) { return ng * fast_exp2((x - l) * kLog2e); }
 __device__ __forceinline__ float lsg_grad(float x, int64_t j, int32_t t, float g, float l) {
 	const float d = lsg_term(x, -g, l);
