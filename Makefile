@@ -79,7 +79,7 @@ test-cuda-build: setup
 		CGO_LDFLAGS="-L$(CUDA_STUBS)" $(GO) build -tags cuda ./... && \
 		CGO_LDFLAGS="-L$(CUDA_STUBS)" $(GO) build -tags cuda -o build/cuda/train ./cmd/train && \
 		CGO_LDFLAGS="-L$(CUDA_STUBS)" $(GO) test -tags cuda -c -o build/cuda/engine-cuda.test ./engine/cuda/ || exit 1; \
-		TW_KERNEL_LIB=$(CURDIR)/build/cuda/libtwkernels_cuda.a $(GO) test -count=1 -run KernelCode ./internal/sass/ || exit 1; \
+		TW_KERNEL_LIB=$(CURDIR)/build/cuda/libtwkernels_cuda.a $(GO) test -count=1 -run 'KernelCode|Report' ./internal/sass/ || exit 1; \
 		for b in build/cuda/train build/cuda/engine-cuda.test; do \
 			if ldd $$b | grep -E 'libcudart|libcublas|libnccl'; then echo "$$b: links the CUDA runtime, cuBLAS or NCCL dynamically" >&2; exit 1; fi; \
 			ldd $$b | grep -q 'libcuda\.so\.1' || { echo "$$b: does not load libcuda.so.1" >&2; exit 1; }; \

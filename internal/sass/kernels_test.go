@@ -1,11 +1,10 @@
 package sass
 
 import (
-	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 )
@@ -319,7 +318,7 @@ func TestKernelCode(t *testing.T) {
 			t.Errorf("%s: %d functions named %s… in its sm_90 code, want 1 (renamed? update loopCeilings)", c.obj, len(fns), c.prefix)
 			continue
 		}
-		if n := packLoop(fns[0]); n == 0 || n > c.most {
+		if n := PackLoop(fns[0]); n == 0 || n > c.most {
 			t.Errorf("%s: its shortest loop holding a 16-byte load takes %d instructions, want 1 to %d (more is slower where issue binds it)", fns[0].Name, n, c.most)
 		}
 	}
@@ -349,10 +348,8 @@ func TestKernelCode(t *testing.T) {
 }
 
 // disassemble returns the sm machine code of the kernels of member obj of
-// the archive lib whose names begin with one of prefixes. The names come
-// from the member's host symbols (each kernel has a launch stub of its
-// name), so that cuobjdump prints only those kernels: a whole member takes
-// it up to half a minute.
+// the archive lib whose names begin with one of prefixes (Disassemble),
+// failing the test when there is none.
 func disassemble(t *testing.T, lib, obj, arch string, prefixes ...string) []Function {
 	t.Helper()
 	for _, tool := range []string{"ar", "nm", "cuobjdump"} {
@@ -360,56 +357,41 @@ func disassemble(t *testing.T, lib, obj, arch string, prefixes ...string) []Func
 			t.Fatalf("%s not found (TW_KERNEL_LIB is set: the toolkit and binutils are expected)", tool)
 		}
 	}
-	dir := t.TempDir()
-	o := filepath.Join(dir, obj)
-	member, err := exec.Command("ar", "p", lib, obj).Output()
+	fns, err := Disassemble(lib, obj, arch, prefixes...)
 	if err != nil {
-		t.Fatalf("ar p %s %s: %v", lib, obj, err)
-	}
-	if err := os.WriteFile(o, member, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	syms, err := exec.Command("nm", "--defined-only", "-P", o).Output()
-	if err != nil {
-		t.Fatalf("nm %s: %v", obj, err)
-	}
-	var names []string
-	for _, line := range strings.Split(string(syms), "\n") {
-		name, _, _ := strings.Cut(line, " ")
-		for _, p := range prefixes {
-			if strings.HasPrefix(name, p) && !slices.Contains(names, name) {
-				names = append(names, name)
-			}
-		}
-	}
-	if len(names) == 0 {
-		t.Fatalf("%s: no kernel named %s in its symbols (renamed? update this test)", obj, strings.Join(prefixes, "…, ")+"…")
-	}
-	out, err := exec.Command("cuobjdump", "-sass", "-arch", arch, "-fun", strings.Join(names, ","), o).Output()
-	if err != nil {
-		t.Fatalf("cuobjdump -sass -arch %s -fun … %s: %v", arch, obj, err)
-	}
-	fns, err := Parse(bytes.NewReader(out))
-	if err != nil {
-		t.Fatalf("%s: %v", obj, err)
+		t.Fatalf("%v (renamed? update this test)", err)
 	}
 	return fns
 }
 
-// packLoop returns the length in instructions of f's shortest loop that
-// holds a 16-byte global load, or 0 when none does.
-func packLoop(f Function) int {
-	best := 0
-	for _, l := range Loops(f) {
-		n := l[1] - l[0] + 1
-		for _, in := range f.Code[l[0] : l[1]+1] {
-			if strings.HasPrefix(in.Op, "LDG") && strings.Contains(in.Op, ".128") {
-				if best == 0 || n < best {
-					best = n
-				}
-				break
+// TestReport reads the real library's loss-head backward kernels through
+// Report: one line each of its six instantiations, the bf16 pack kernel's
+// with the loop TestKernelCode reads.
+func TestReport(t *testing.T) {
+	lib := os.Getenv("TW_KERNEL_LIB")
+	if lib == "" {
+		t.Skip("TW_KERNEL_LIB is not set: make test-cuda-build runs this against the library it builds with nvcc")
+	}
+	var out strings.Builder
+	if err := Report(&out, lib, "sm_90", "LOGSOFTMAX_GATHER_BACKWARD"); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 7 || !strings.Contains(lines[0], "pack loop") {
+		t.Fatalf("Report wrote %d lines, want a header and 6 kernels:\n%s", len(lines), out.String())
+	}
+	const bf16 = "_Z33logsoftmax_gather_backward_kernelI13__nv_bfloat16Li8E"
+	want := fmt.Sprint(PackLoop(disassemble(t, lib, "logsoftmax.cu.o", "sm_90", bf16)[0]))
+	found := false
+	for _, l := range lines[1:] {
+		if f := strings.Fields(l); strings.Contains(l, "logsoftmax_gather_backward_kernel<__nv_bfloat16, 8>") {
+			found = true
+			if f[1] != want {
+				t.Errorf("the bf16 pack kernel's pack loop is %s in the report, %s by PackLoop:\n%s", f[1], want, l)
 			}
 		}
 	}
-	return best
+	if !found {
+		t.Errorf("no line of the bf16 pack kernel (is c++filt missing?):\n%s", out.String())
+	}
 }

@@ -245,6 +245,48 @@ func WideAccesses(f Function) (loads, stores int) {
 	return loads, stores
 }
 
+// PackLoop returns the length in instructions of f's shortest loop that
+// holds a 16-byte global load (a memory-bound kernel's loop over its
+// packs), or 0 when none does. Where issuing instructions, not the bytes,
+// binds a kernel, that length is its cost per iteration.
+func PackLoop(f Function) int {
+	best := 0
+	for _, l := range Loops(f) {
+		n := l[1] - l[0] + 1
+		for _, in := range f.Code[l[0] : l[1]+1] {
+			if strings.HasPrefix(in.Op, "LDG.") && strings.Contains(in.Op, ".128") {
+				if best == 0 || n < best {
+					best = n
+				}
+				break
+			}
+		}
+	}
+	return best
+}
+
+// Summary is what this package reads of one kernel at a glance.
+type Summary struct {
+	Name                  string
+	Instrs                int // instructions in the function
+	PackLoop              int // PackLoop: the loop over 16-byte packs, or 0
+	Longest               int // the longest loop's instructions, or 0 (the branch to itself that ends every function is none)
+	LoadBatch             int // LoadBatch of its global loads
+	WideLoads, WideStores int // WideAccesses
+}
+
+// Summarize reads f's Summary.
+func Summarize(f Function) Summary {
+	s := Summary{Name: f.Name, Instrs: len(f.Code), PackLoop: PackLoop(f), LoadBatch: LoadBatch(f, "LDG.")}
+	for _, l := range Loops(f) {
+		if l[1] > l[0] {
+			s.Longest = max(s.Longest, l[1]-l[0]+1)
+		}
+	}
+	s.WideLoads, s.WideStores = WideAccesses(f)
+	return s
+}
+
 // Spill is one kernel's line of the ptxas report.
 type Spill struct {
 	Name, Arch          string // mangled name, "sm_90"

@@ -83,6 +83,37 @@ func TestLoops(t *testing.T) {
 	}
 }
 
+func TestPackLoop(t *testing.T) {
+	const code = `
+		Function : _Z4packv
+        /*0000*/                   LDG.E.128 R4, [R2.64] ;
+        /*0010*/                   FADD R8, R4, R8 ;
+        /*0020*/              @P0 BRA 0x0 ;
+        /*0030*/                   LDG.E.U16 R4, [R2.64] ;
+        /*0040*/              @P1 BRA 0x30 ;
+        /*0050*/              @P2 BRA 0x0 ;
+        /*0060*/                   EXIT ;
+        /*0070*/                   BRA 0x70;
+`
+	fns, err := Parse(strings.NewReader(code))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Loops: [0, 2] with the 16-byte load, [3, 4] without, [0, 5] around
+	// both, and the branch to itself after EXIT, which Summarize leaves out.
+	if got := PackLoop(fns[0]); got != 3 {
+		t.Errorf("PackLoop = %d, want 3 (the inner loop with the 16-byte load)", got)
+	}
+	want := Summary{Name: "_Z4packv", Instrs: 8, PackLoop: 3, Longest: 6, LoadBatch: 1, WideLoads: 1}
+	if got := Summarize(fns[0]); got != want {
+		t.Errorf("Summarize = %+v, want %+v", got, want)
+	}
+	fns[0].Code[0].Op = "LDG.E.64"
+	if got := PackLoop(fns[0]); got != 0 {
+		t.Errorf("PackLoop without a 16-byte load = %d, want 0", got)
+	}
+}
+
 func TestWideAccesses(t *testing.T) {
 	f := Function{Code: []Instr{
 		{Op: "LDG.E.128.CONSTANT", Args: "R4, desc[UR4][R2.64]"},
