@@ -33,26 +33,18 @@ func Disassemble(lib, member, arch string, prefixes ...string) ([]Function, erro
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
-	o := filepath.Join(dir, filepath.Base(member))
-	body, err := exec.Command("ar", "p", lib, member).Output()
+	o, err := extract(lib, member, dir)
 	if err != nil {
-		return nil, fmt.Errorf("ar p %s %s: %w", lib, member, toolErr(err))
-	}
-	if len(body) == 0 {
-		return nil, fmt.Errorf("%s: no member %s", lib, member)
-	}
-	if err := os.WriteFile(o, body, 0o644); err != nil {
 		return nil, err
 	}
 	args := []string{"-sass", "-arch", arch}
 	if len(prefixes) > 0 {
-		syms, err := exec.Command("nm", "--defined-only", "-P", o).Output()
+		syms, err := defined(lib, member, o)
 		if err != nil {
-			return nil, fmt.Errorf("nm %s(%s): %w", lib, member, toolErr(err))
+			return nil, err
 		}
 		var names []string
-		for _, line := range strings.Split(string(syms), "\n") {
-			name, _, _ := strings.Cut(line, " ")
+		for _, name := range syms {
 			for _, p := range prefixes {
 				if strings.HasPrefix(name, p) && !slices.Contains(names, name) {
 					names = append(names, name)
@@ -73,6 +65,49 @@ func Disassemble(lib, member, arch string, prefixes ...string) ([]Function, erro
 		return nil, fmt.Errorf("%s(%s) for %s: %w", lib, member, arch, err)
 	}
 	return fns, nil
+}
+
+// Symbols lists the symbols member of the static library lib defines
+// (binutils' nm): each kernel's launch stub among them, by its mangled name.
+func Symbols(lib, member string) ([]string, error) {
+	dir, err := os.MkdirTemp("", "sass")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	o, err := extract(lib, member, dir)
+	if err != nil {
+		return nil, err
+	}
+	return defined(lib, member, o)
+}
+
+// extract writes member of lib into dir and returns its path.
+func extract(lib, member, dir string) (string, error) {
+	body, err := exec.Command("ar", "p", lib, member).Output()
+	if err != nil {
+		return "", fmt.Errorf("ar p %s %s: %w", lib, member, toolErr(err))
+	}
+	if len(body) == 0 {
+		return "", fmt.Errorf("%s: no member %s", lib, member)
+	}
+	o := filepath.Join(dir, filepath.Base(member))
+	return o, os.WriteFile(o, body, 0o644)
+}
+
+// defined lists the symbols the object file o (member of lib) defines.
+func defined(lib, member, o string) ([]string, error) {
+	out, err := exec.Command("nm", "--defined-only", "-P", o).Output()
+	if err != nil {
+		return nil, fmt.Errorf("nm %s(%s): %w", lib, member, toolErr(err))
+	}
+	var names []string
+	for _, line := range strings.Split(string(out), "\n") {
+		if name, _, _ := strings.Cut(line, " "); name != "" {
+			names = append(names, name)
+		}
+	}
+	return names, nil
 }
 
 // toolErr adds what a tool wrote to stderr to its exit error.

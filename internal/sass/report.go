@@ -47,11 +47,11 @@ func Report(w io.Writer, lib, arch, match string) error {
 			continue
 		}
 		if match != "" {
-			names, err := symbols(lib, m)
+			names, err := Symbols(lib, m)
 			if err != nil {
 				return err
 			}
-			if !matchesAny(re, names) {
+			if !matchesAny(re, append(names, demangle(names)...)) {
 				continue
 			}
 		}
@@ -78,35 +78,6 @@ func Report(w io.Writer, lib, arch, match string) error {
 		}
 	}
 	return tw.Flush()
-}
-
-// symbols lists the defined symbols of member of lib, mangled and
-// readable.
-func symbols(lib, member string) ([]string, error) {
-	dir, err := os.MkdirTemp("", "sass")
-	if err != nil {
-		return nil, err
-	}
-	defer os.RemoveAll(dir)
-	body, err := exec.Command("ar", "p", lib, member).Output()
-	if err != nil {
-		return nil, fmt.Errorf("ar p %s %s: %w", lib, member, toolErr(err))
-	}
-	o := filepath.Join(dir, filepath.Base(member))
-	if err := os.WriteFile(o, body, 0o644); err != nil {
-		return nil, err
-	}
-	out, err := exec.Command("nm", "--defined-only", "-P", o).Output()
-	if err != nil {
-		return nil, fmt.Errorf("nm %s(%s): %w", lib, member, toolErr(err))
-	}
-	var names []string
-	for _, line := range strings.Split(string(out), "\n") {
-		if name, _, _ := strings.Cut(line, " "); name != "" {
-			names = append(names, name)
-		}
-	}
-	return append(names, demangle(names)...), nil
 }
 
 func matchesAny(re *regexp.Regexp, names []string) bool {
