@@ -9,8 +9,11 @@
 // says: out = round(x·round(σ(round(1.702·x)))). n ≤ 0 launches nothing.
 //
 // Design: vec.cuh's flat_kernel (a grid-stride loop of at most 8 blocks of
-// 256 threads per SM): 16-byte packs (8 bf16/f16 or 4 f32), two per thread
-// per iteration with every load issued before the first store; the head
+// 256 threads per SM): 16-byte packs (8 bf16/f16 or 4 f32), four per
+// thread per iteration with every load issued before the first store (at
+// two, the sm_90 code of the bf16 quick forward issued the second pack's
+// load after the first pack's exponentials: one load in flight; at four,
+// three); the head
 // before the first pointer's 16-byte boundary (a view at an unaligned
 // element offset) and the tail after the last whole pack one element per
 // thread; every element one per thread when the pointers' misalignments
@@ -73,7 +76,7 @@ template <int K, int N> __device__ __forceinline__ void gelu_grad(float (&d)[N],
 	}
 }
 
-static constexpr int kUnroll = 2; // packs per thread per iteration
+static constexpr int kUnroll = 4; // packs per thread per iteration
 
 template <class T, int K> struct GELUOp {
 	T *__restrict__ out;

@@ -50,8 +50,8 @@ var widePacks = []struct {
 	{"elementwise.cu.o", "_Z11flat_kernelILi8ELi4E5AddOpI13__nv_bfloat16EE", true, true},
 	{"elementwise.cu.o", "_Z11flat_kernelILi4ELi4E6CastOpIf13__nv_bfloat16EE", false, true}, // to f32: 4 bf16 (8 bytes) in, 4 floats out
 	{"elementwise.cu.o", "_Z11flat_kernelILi4ELi4E6CastOpI13__nv_bfloat16fEE", true, false}, // from f32: 4 floats in, 4 bf16 out
-	{"gelu.cu.o", "_Z11flat_kernelILi8ELi2E6GELUOpI13__nv_bfloat16Li", true, true},
-	{"gelu.cu.o", "_Z11flat_kernelILi8ELi2E14GELUBackwardOpI13__nv_bfloat16Li", true, true},
+	{"gelu.cu.o", "_Z11flat_kernelILi8ELi4E6GELUOpI13__nv_bfloat16Li", true, true},
+	{"gelu.cu.o", "_Z11flat_kernelILi8ELi4E14GELUBackwardOpI13__nv_bfloat16Li", true, true},
 	{"swiglu.cu.o", "_Z11flat_kernelILi8ELi2E8SwiGLUOpI13__nv_bfloat16EE", true, true},
 	{"swiglu.cu.o", "_Z11flat_kernelILi8ELi2E16SwiGLUBackwardOpI13__nv_bfloat16EE", true, true},
 	{"dropout.cu.o", "_Z11flat_kernelILi8ELi2E9DropoutOpI13__nv_bfloat16EE", true, true},
@@ -96,8 +96,10 @@ var loadBatches = []struct {
 	{"dropout.cu.o", "_Z11flat_kernelILi8ELi2E9DropoutOpI13__nv_bfloat16EE", 2},
 	{"swiglu.cu.o", "_Z11flat_kernelILi8ELi2E8SwiGLUOpI13__nv_bfloat16EE", 4},
 	{"swiglu.cu.o", "_Z11flat_kernelILi8ELi2E16SwiGLUBackwardOpI13__nv_bfloat16EE", 6},
-	{"bias.cu.o", "_Z19bias_partial_kernelI13__nv_bfloat16Li8E", 4},           // a lane's next 4 rows while it adds these (was 2)
-	{"layernorm.cu.o", "_Z16layernorm_kernelI13__nv_bfloat16S0_Li8ELi4E", 10}, // x's, w's and b's 4 packs: 10 of 12 (was 4)
+	{"bias.cu.o", "_Z19bias_partial_kernelI13__nv_bfloat16Li8E", 4},                   // a lane's next 4 rows while it adds these (was 2)
+	{"layernorm.cu.o", "_Z16layernorm_kernelI13__nv_bfloat16S0_Li8ELi4E", 10},         // x's, w's and b's 4 packs: 10 of 12 (was 4)
+	{"gelu.cu.o", "_Z11flat_kernelILi8ELi4E6GELUOpI13__nv_bfloat16Li2EE", 3},          // quick: 3 of 4 packs (1 of 2 at 2 a thread)
+	{"gelu.cu.o", "_Z11flat_kernelILi8ELi4E14GELUBackwardOpI13__nv_bfloat16Li2EE", 6}, // quick: 6 of 8 (3 of 4)
 }
 
 // Memory-bound bf16 kernels bound by instruction issue rather than by
