@@ -28,71 +28,65 @@ func Members(lib string) ([]string, error) {
 // of its name), so that cuobjdump prints only those kernels: a whole
 // member takes it up to half a minute.
 func Disassemble(lib, member, arch string, prefixes ...string) ([]Function, error) {
-	dir, err := os.MkdirTemp("", "sass")
-	if err != nil {
-		return nil, err
-	}
-	defer os.RemoveAll(dir)
-	o, err := extract(lib, member, dir)
-	if err != nil {
-		return nil, err
-	}
-	args := []string{"-sass", "-arch", arch}
-	if len(prefixes) > 0 {
-		syms, err := defined(lib, member, o)
-		if err != nil {
-			return nil, err
-		}
-		var names []string
-		for _, name := range syms {
-			for _, p := range prefixes {
-				if strings.HasPrefix(name, p) && !slices.Contains(names, name) {
-					names = append(names, name)
+	return withMember(lib, member, func(o string) ([]Function, error) {
+		args := []string{"-sass", "-arch", arch}
+		if len(prefixes) > 0 {
+			syms, err := defined(lib, member, o)
+			if err != nil {
+				return nil, err
+			}
+			var names []string
+			for _, name := range syms {
+				for _, p := range prefixes {
+					if strings.HasPrefix(name, p) && !slices.Contains(names, name) {
+						names = append(names, name)
+					}
 				}
 			}
+			if len(names) == 0 {
+				return nil, fmt.Errorf("%s(%s): no kernel named %s…", lib, member, strings.Join(prefixes, "…, "))
+			}
+			args = append(args, "-fun", strings.Join(names, ","))
 		}
-		if len(names) == 0 {
-			return nil, fmt.Errorf("%s(%s): no kernel named %s…", lib, member, strings.Join(prefixes, "…, "))
+		out, err := exec.Command("cuobjdump", append(args, o)...).Output()
+		if err != nil {
+			return nil, fmt.Errorf("cuobjdump %s %s(%s): %w", strings.Join(args[:3], " "), lib, member, toolErr(err))
 		}
-		args = append(args, "-fun", strings.Join(names, ","))
-	}
-	out, err := exec.Command("cuobjdump", append(args, o)...).Output()
-	if err != nil {
-		return nil, fmt.Errorf("cuobjdump %s %s(%s): %w", strings.Join(args[:3], " "), lib, member, toolErr(err))
-	}
-	fns, err := Parse(bytes.NewReader(out))
-	if err != nil {
-		return nil, fmt.Errorf("%s(%s) for %s: %w", lib, member, arch, err)
-	}
-	return fns, nil
+		fns, err := Parse(bytes.NewReader(out))
+		if err != nil {
+			return nil, fmt.Errorf("%s(%s) for %s: %w", lib, member, arch, err)
+		}
+		return fns, nil
+	})
 }
 
 // Symbols lists the symbols member of the static library lib defines
 // (binutils' nm): each kernel's launch stub among them, by its mangled name.
 func Symbols(lib, member string) ([]string, error) {
-	dir, err := os.MkdirTemp("", "sass")
-	if err != nil {
-		return nil, err
-	}
-	defer os.RemoveAll(dir)
-	o, err := extract(lib, member, dir)
-	if err != nil {
-		return nil, err
-	}
-	return defined(lib, member, o)
+	return withMember(lib, member, func(o string) ([]string, error) { return defined(lib, member, o) })
 }
 
-// extract writes member of lib into dir and returns its path.
-func extract(lib, member, dir string) (string, error) {
+// withMember writes member of lib to a file of a temporary directory,
+// calls f with its path and removes the directory.
+func withMember[T any](lib, member string, f func(o string) (T, error)) (T, error) {
+	var zero T
+	dir, err := os.MkdirTemp("", "sass")
+	if err != nil {
+		return zero, err
+	}
+	defer os.RemoveAll(dir)
 	body, err := exec.Command("ar", "p", lib, member).Output()
 	if err != nil {
-		return "", fmt.Errorf("ar p %s %s: %w", lib, member, toolErr(err))
+		return zero, fmt.Errorf("ar p %s %s: %w", lib, member, toolErr(err))
 	}
 	if len(body) == 0 {
-		return "", fmt.Errorf("%s: no member %s", lib, member)
+		return zero, fmt.Errorf("%s: no member %s", lib, member)
 	}
 	o := filepath.Join(dir, filepath.Base(member))
-	return o, os.WriteFile(o, body, 0o644)
+	if err := os.WriteFile(o, body, 0o644); err != nil {
+		return zero, err
+	}
+	return f(o)
 }
 
 // defined lists the symbols the object file o (member of lib) defines.
